@@ -1,0 +1,26 @@
+//===- AttentionModule.h - The fd IR of a kernel configuration --*- C++ -*-===//
+
+#ifndef FD_COMPILER_ATTENTIONMODULE_H
+#define FD_COMPILER_ATTENTIONMODULE_H
+
+#include "fd/Compiler/KernelConfig.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace fd {
+
+/// Name of the function buildAttentionModule creates.
+constexpr const char *kAttentionFunctionName = "fd_decode_attention";
+
+/// A module with one function, `fd_decode_attention`, taking
+/// (q, k_cache, v_cache, seq_lens, out[, lse]) memrefs with dynamic batch and
+/// cache length, whose body is one `fd.attention`. It carries
+/// `llvm.emit_c_interface` so a JIT can call it with memref descriptors.
+/// The configuration must be valid (KernelConfig::validate).
+mlir::OwningOpRef<mlir::ModuleOp>
+buildAttentionModule(mlir::MLIRContext &context, const KernelConfig &config);
+
+} // namespace fd
+
+#endif // FD_COMPILER_ATTENTIONMODULE_H

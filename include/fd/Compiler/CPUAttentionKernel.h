@@ -1,0 +1,69 @@
+//===- CPUAttentionKernel.h - Run fd attention on the CPU -------*- C++ -*-===//
+//
+// Compiles a KernelConfig through the CPU reference path (fd-split-kv, then
+// fd-lower-to-cpu) with MLIR's ExecutionEngine and runs it on host buffers.
+// Used by the numerics tests, `make demo` and the Python module's CPU backend.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_COMPILER_CPUATTENTIONKERNEL_H
+#define FD_COMPILER_CPUATTENTIONKERNEL_H
+
+#include "fd/Compiler/KernelConfig.h"
+
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <string>
+
+namespace mlir {
+class ExecutionEngine;
+} // namespace mlir
+
+namespace fd {
+
+/// Host buffers of one call, contiguous and row-major in the shapes of
+/// fd.attention: q [B, (Lq,) Hq, D], caches [B, Lmax, Hkv, D] (NHD) or
+/// [B, Hkv, Lmax, D] (HND), seq_lens [B], out like q, lse [B, (Lq,) Hq].
+/// Elements are float for f32 and 16-bit patterns for f16/bf16.
+struct AttentionBuffers {
+  const void *query = nullptr;
+  const void *keyCache = nullptr;
+  const void *valueCache = nullptr;
+  const int32_t *seqLens = nullptr;
+  void *output = nullptr;
+  /// Required when the kernel was compiled with `withLse`.
+  float *lse = nullptr;
+  int64_t batch = 0;
+  int64_t maxLength = 0;
+};
+
+class CPUAttentionKernel {
+public:
+  /// Builds, lowers and JIT-compiles the kernel; fails with a message naming
+  /// the unsupported field or the failing stage.
+  static llvm::Expected<std::unique_ptr<CPUAttentionKernel>>
+  compile(const KernelConfig &config);
+  ~CPUAttentionKernel();
+
+  /// Runs the kernel. Lengths outside [0, maxLength] are clamped by it.
+  llvm::Error run(const AttentionBuffers &buffers) const;
+
+  const KernelConfig &getConfig() const { return config; }
+  /// The split count fd-split-kv chose (1 when not split).
+  int64_t getNumSplits() const { return numSplits; }
+  /// The IR after fd-split-kv, before lowering to loops.
+  const std::string &getSplitIR() const { return splitIR; }
+
+private:
+  CPUAttentionKernel() = default;
+
+  KernelConfig config;
+  int64_t numSplits = 1;
+  std::string splitIR;
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+};
+
+} // namespace fd
+
+#endif // FD_COMPILER_CPUATTENTIONKERNEL_H

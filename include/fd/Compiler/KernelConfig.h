@@ -1,0 +1,52 @@
+//===- KernelConfig.h - What a compiled attention kernel is for -*- C++ -*-===//
+
+#ifndef FD_COMPILER_KERNELCONFIG_H
+#define FD_COMPILER_KERNELCONFIG_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace fd {
+
+enum class ElementType { F16, BF16, F32 };
+enum class CacheLayout { NHD, HND };
+
+/// Everything a decode-attention kernel is specialized on. Batch size and
+/// cache length stay dynamic in the generated code; `batch` and `maxLength`
+/// only feed the automatic split choice.
+struct KernelConfig {
+  int64_t headDim = 128;
+  int64_t numQueryHeads = 32;
+  int64_t numKVHeads = 8;
+  /// Query tokens per sequence (1..8); 1 gives [B, Hq, D] queries, more give
+  /// [B, Lq, Hq, D].
+  int64_t queryLength = 1;
+  ElementType elementType = ElementType::F16;
+  CacheLayout cacheLayout = CacheLayout::NHD;
+  /// Rewrite into split-KV form (fd-split-kv); false lowers fd.attention
+  /// directly (the unsplit reference).
+  bool splitKV = true;
+  /// 0 = automatic (planned for `batch` and `maxLength`).
+  int64_t numSplits = 0;
+  /// Fixed chunk length for fd-split-kv's chunk-length mode; 0 = off.
+  int64_t chunkLength = 0;
+  std::optional<float> scale;
+  bool withLse = false;
+  int64_t batch = 1;
+  int64_t maxLength = 4096;
+  int64_t smCount = 132;
+
+  /// An empty string when the configuration is supported, otherwise a
+  /// sentence naming the field and the accepted values.
+  std::string validate() const;
+};
+
+const char *getElementTypeName(ElementType type);
+const char *getCacheLayoutName(CacheLayout layout);
+/// Bytes of one element.
+int64_t getElementTypeSize(ElementType type);
+
+} // namespace fd
+
+#endif // FD_COMPILER_KERNELCONFIG_H

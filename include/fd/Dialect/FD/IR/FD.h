@@ -1,0 +1,48 @@
+//===- FD.h - Flash-Decoding dialect ----------------------------*- C++ -*-===//
+
+#ifndef FD_DIALECT_FD_IR_FD_H
+#define FD_DIALECT_FD_IR_FD_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "fd/Dialect/FD/IR/FDOpsDialect.h.inc"
+
+#include "fd/Dialect/FD/IR/FDEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "fd/Dialect/FD/IR/FDAttrs.h.inc"
+
+namespace mlir::fd {
+
+/// The shape of an attention problem as seen by the attention ops. `batch` and
+/// `maxLength` may be ShapedType::kDynamic; everything else is static.
+struct AttentionGeometry {
+  int64_t batch;
+  /// Query tokens per sequence (1 when the query has no token dimension).
+  int64_t queryLength;
+  int64_t numQueryHeads;
+  int64_t numKVHeads;
+  int64_t headDim;
+  int64_t maxLength;
+  /// Whether queries (and outputs) carry the Lq dimension: [B, Lq, Hq, D].
+  bool hasQueryLengthDim;
+
+  int64_t groupSize() const { return numQueryHeads / numKVHeads; }
+};
+
+/// Head dimensions the dialect accepts: multiples of 8 in [32, 256].
+bool isSupportedHeadDim(int64_t headDim);
+
+/// The largest query length that `fd-split-kv` treats as decode-shaped.
+constexpr int64_t kMaxDecodeQueryLength = 8;
+
+} // namespace mlir::fd
+
+#define GET_OP_CLASSES
+#include "fd/Dialect/FD/IR/FDOps.h.inc"
+
+#endif // FD_DIALECT_FD_IR_FD_H

@@ -1,0 +1,227 @@
+//===- FDOps.td - Flash-Decoding dialect operations --------*- tablegen -*-===//
+
+#ifndef FD_DIALECT_FD_IR_FDOPS_TD
+#define FD_DIALECT_FD_IR_FDOPS_TD
+
+include "fd/Dialect/FD/IR/FDDialect.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class FD_Op<string mnemonic, list<Trait> traits = []>
+    : Op<FD_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Operand constraints
+//===----------------------------------------------------------------------===//
+
+def FD_QueryMemRef : MemRefRankOf<[F16, BF16, F32], [3, 4]>;
+def FD_CacheMemRef : MemRefRankOf<[F16, BF16, F32], [4]>;
+def FD_LengthsMemRef : MemRefRankOf<[I32], [1]>;
+def FD_OutputMemRef : MemRefRankOf<[F16, BF16, F32], [3, 4]>;
+def FD_LseMemRef : MemRefRankOf<[F32], [2, 3]>;
+def FD_PartialOutputMemRef : MemRefRankOf<[F32], [4, 5]>;
+def FD_PartialLseMemRef : MemRefRankOf<[F32], [3, 4]>;
+
+// The inputs shared by `fd.attention` and `fd.partial_attention`.
+defvar FD_AttentionInputs = (ins
+  Arg<FD_QueryMemRef, "queries, [B, Hq, D] or [B, Lq, Hq, D]",
+      [MemRead]>:$query,
+  Arg<FD_CacheMemRef, "key cache, NHD or HND", [MemRead]>:$key_cache,
+  Arg<FD_CacheMemRef, "value cache, same shape as the key cache",
+      [MemRead]>:$value_cache,
+  Arg<FD_LengthsMemRef, "valid cache length of each sequence, [B]",
+      [MemRead]>:$seq_lens
+);
+
+defvar FD_AttentionAttrs = (ins
+  DefaultValuedAttr<FD_KVLayoutAttr, "::mlir::fd::KVLayout::NHD">:$kv_layout,
+  OptionalAttr<F32Attr>:$scale
+);
+
+defvar FD_AttentionGeometryDecl = [{
+  /// Shape facts shared by the attention ops (batch and cache length may be
+  /// ShapedType::kDynamic).
+  ::mlir::fd::AttentionGeometry getGeometry();
+  /// The softmax scale: the `scale` attribute, or 1/sqrt(D) when absent.
+  float getEffectiveScale();
+}];
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+def FD_AttentionOp : FD_Op<"attention"> {
+  let summary = "scaled dot-product attention of new queries over a KV cache";
+  let description = [{
+    Computes, for every sequence `b`, query token `t` and query head `h`,
+
+    ```
+    out[b, t, h, :] = softmax_j(scale * q[b, t, h, :] . k[b, j, g(h), :]) @ v[b, j, g(h), :]
+    ```
+
+    over the keys `j < seq_lens[b] - Lq + t + 1` (the causal rule: the `Lq`
+    queries are the last `Lq` tokens of the sequence), where
+    `g(h) = h / (Hq / Hkv)` maps a query head to the KV head of its group
+    (MHA: `Hq == Hkv`; GQA: `Hq > Hkv`; MQA: `Hkv == 1`).
+
+    Operands:
+    - `query`: `[B, Hq, D]` (one query token) or `[B, Lq, Hq, D]`.
+    - `key_cache`, `value_cache`: `[B, Lmax, Hkv, D]` when `kv_layout` is
+      `NHD` (the default), `[B, Hkv, Lmax, D]` when it is `HND`. Only the
+      first `seq_lens[b]` positions of sequence `b` are read.
+    - `seq_lens`: `[B]` i32, each in `[0, Lmax]`.
+    - `output`: the shape and element type of `query`.
+    - `lse` (optional): `[B, Hq]` or `[B, Lq, Hq]` f32, the natural-log
+      log-sum-exp of the scaled scores of each row.
+
+    A row with no keys (length 0) produces an output of zeros and an `lse` of
+    `-inf`. `scale` defaults to `1/sqrt(D)`. Element types are f16, bf16 or
+    f32 (the same for q, k, v and output); accumulation is f32.
+
+    The `fd-split-kv` pass rewrites decode-shaped instances (`Lq <= 8`) into
+    `fd.partial_attention` + `fd.merge`.
+
+    Example:
+
+    ```mlir
+    fd.attention %q, %k, %v, %lens into %out, %lse
+        : memref<?x32x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16>,
+          memref<?xi32> into memref<?x32x128xf16>, memref<?x32xf32>
+    ```
+  }];
+
+  let arguments = !con(FD_AttentionInputs, (ins
+    Arg<FD_OutputMemRef, "attention output, shaped like the query",
+        [MemWrite]>:$output,
+    Arg<Optional<FD_LseMemRef>, "log-sum-exp per row, [B, (Lq,) Hq]",
+        [MemWrite]>:$lse), FD_AttentionAttrs);
+
+  let assemblyFormat = [{
+    $query `,` $key_cache `,` $value_cache `,` $seq_lens `into` $output
+    (`,` $lse^)? attr-dict `:` type($query) `,` type($key_cache) `,`
+    type($value_cache) `,` type($seq_lens) `into` type($output)
+    (`,` type($lse)^)?
+  }];
+
+  let extraClassDeclaration = FD_AttentionGeometryDecl;
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// PartialAttentionOp
+//===----------------------------------------------------------------------===//
+
+def FD_PartialAttentionOp : FD_Op<"partial_attention"> {
+  let summary = "attention over S chunks of the KV cache, one normalized "
+                "partial output and log-sum-exp per chunk";
+  let description = [{
+    The split-KV half of Flash-Decoding. Same inputs and semantics as
+    `fd.attention`, but the keys of each sequence are cut into `S` chunks
+    (`S` is the static size of the split dimension of `partial_output`) and
+    each chunk is reduced on its own:
+
+    ```
+    chunk(b)   = max(chunk_length, ceil(seq_lens[b] / S))   // chunk_length defaults to 1
+    keys(b, s) = [s * chunk(b), min((s + 1) * chunk(b), seq_lens[b]))
+    partial_output[b, t, h, s, :] = softmax-weighted mean of V over keys(b, s)
+    partial_lse[b, t, h, s]       = log sum_j exp(scale * q . k_j) over keys(b, s)
+    ```
+
+    (the causal rule of `fd.attention` applies within each chunk). The chunks
+    follow each sequence's **live** length read from `seq_lens` at run time,
+    so short sequences in a batch do no wasted work and one kernel (or CUDA
+    graph) serves every length. A chunk with no keys writes
+    `partial_lse = -inf` and a zero partial output.
+
+    With the `chunk_length` attribute, a sequence uses chunks of exactly that
+    many keys as long as `seq_lens[b] <= chunk_length * S`; its result then
+    does not depend on the other sequences of the batch or on `S`.
+
+    Operands beyond those of `fd.attention`:
+    - `partial_output`: `[B, Hq, S, D]` or `[B, Lq, Hq, S, D]` f32.
+    - `partial_lse`: `[B, Hq, S]` or `[B, Lq, Hq, S]` f32.
+
+    Example:
+
+    ```mlir
+    fd.partial_attention %q, %k, %v, %lens into %po, %plse
+        : memref<1x32x128xf16>, memref<1x?x8x128xf16>, memref<1x?x8x128xf16>,
+          memref<1xi32> into memref<1x32x16x128xf32>, memref<1x32x16xf32>
+    ```
+  }];
+
+  let arguments = !con(FD_AttentionInputs, (ins
+    Arg<FD_PartialOutputMemRef, "normalized partial outputs, f32",
+        [MemWrite]>:$partial_output,
+    Arg<FD_PartialLseMemRef, "log-sum-exp of each chunk, f32",
+        [MemWrite]>:$partial_lse), FD_AttentionAttrs, (ins
+    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>>:$chunk_length));
+
+  let assemblyFormat = [{
+    $query `,` $key_cache `,` $value_cache `,` $seq_lens `into`
+    $partial_output `,` $partial_lse attr-dict `:` type($query) `,`
+    type($key_cache) `,` type($value_cache) `,` type($seq_lens) `into`
+    type($partial_output) `,` type($partial_lse)
+  }];
+
+  let extraClassDeclaration = FD_AttentionGeometryDecl # [{
+    /// The number of KV splits, S.
+    int64_t getNumSplits();
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// MergeOp
+//===----------------------------------------------------------------------===//
+
+def FD_MergeOp : FD_Op<"merge"> {
+  let summary = "exact log-sum-exp merge of split-KV partial attention";
+  let description = [{
+    Combines the `S` partial results of `fd.partial_attention` into the
+    attention output. For each row (sequence, query token, head):
+
+    ```
+    m      = max_s partial_lse[s]
+    w_s    = exp(partial_lse[s] - m)
+    output = sum_s w_s * partial_output[s, :] / sum_s w_s
+    lse    = m + log(sum_s w_s)
+    ```
+
+    Empty chunks (`partial_lse = -inf`) have weight 0. A row whose chunks are
+    all empty gets an output of zeros and `lse = -inf`. The output is
+    converted to its element type (f16, bf16 or f32) after the f32 merge.
+
+    Operands:
+    - `partial_output`: `[B, Hq, S, D]` or `[B, Lq, Hq, S, D]` f32.
+    - `partial_lse`: `[B, Hq, S]` or `[B, Lq, Hq, S]` f32.
+    - `output`: `[B, Hq, D]` or `[B, Lq, Hq, D]`.
+    - `lse` (optional): `[B, Hq]` or `[B, Lq, Hq]` f32.
+
+    Example:
+
+    ```mlir
+    fd.merge %po, %plse into %out
+        : memref<?x32x16x128xf32>, memref<?x32x16xf32> into memref<?x32x128xf16>
+    ```
+  }];
+
+  let arguments = (ins
+    Arg<FD_PartialOutputMemRef, "partial outputs", [MemRead]>:$partial_output,
+    Arg<FD_PartialLseMemRef, "partial log-sum-exps", [MemRead]>:$partial_lse,
+    Arg<FD_OutputMemRef, "merged output", [MemWrite]>:$output,
+    Arg<Optional<FD_LseMemRef>, "merged log-sum-exp", [MemWrite]>:$lse);
+
+  let assemblyFormat = [{
+    $partial_output `,` $partial_lse `into` $output (`,` $lse^)? attr-dict `:`
+    type($partial_output) `,` type($partial_lse) `into` type($output)
+    (`,` type($lse)^)?
+  }];
+
+  let extraClassDeclaration = [{
+    /// The number of KV splits, S.
+    int64_t getNumSplits();
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // FD_DIALECT_FD_IR_FDOPS_TD

@@ -1,0 +1,68 @@
+//===- Passes.td - Flash-Decoding transformation passes ----*- tablegen -*-===//
+
+#ifndef FD_DIALECT_FD_TRANSFORMS_PASSES_TD
+#define FD_DIALECT_FD_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def FDSplitKV : Pass<"fd-split-kv", "ModuleOp"> {
+  let summary = "Rewrite decode-shaped fd.attention into split-KV partial "
+                "attention and a log-sum-exp merge";
+  let description = [{
+    Rewrites every `fd.attention` whose query length `Lq` is at most 8
+    (decoding, or speculative decoding) into
+
+    ```mlir
+    %ws   = memref.alloc(...) : memref<?xi8>        // the workspace
+    %po   = memref.view %ws[%c0][...]   : ... to memref<Bx(Lq)xHqxSxDxf32>
+    %plse = memref.view %ws[%off][...]  : ... to memref<Bx(Lq)xHqxSxf32>
+    fd.partial_attention %q, %k, %v, %lens into %po, %plse
+    fd.merge %po, %plse into %out(, %lse)
+    memref.dealloc %ws
+    ```
+
+    The workspace is one byte buffer of
+    `B * Lq * Hq * S * (D + 1) * 4` bytes: the partial outputs at offset 0,
+    the partial log-sum-exps at offset `B * Lq * Hq * S * D * 4`. Making it
+    one explicit allocation lets a caller (the runtime, a serving engine)
+    allocate it once and keep its address fixed for CUDA-graph replay.
+
+    Attention with `Lq > 8` (prefill-shaped) is left alone.
+
+    The split count `S` comes from `num-splits` when non-zero (1 is legal and
+    yields the unsplit kernel plus a trivial merge). With `num-splits=0` it is
+    chosen by the split planner (`fd/Planning/SplitPlanner.h`), which needs
+    the batch size and the cache length: from the static shapes, or from the
+    `batch` / `max-len` options when those are dynamic. With `chunk-length=N`
+    and `num-splits=0`, `S = min(max-splits, ceil(max-len / N))`; the partial
+    op then uses fixed chunks of `N` keys.
+
+    `report` attaches a remark to each rewritten op giving the split count,
+    blocks, waves, wave efficiency and workspace size.
+  }];
+  let options = [
+    Option<"numSplits", "num-splits", "int64_t", /*default=*/"0",
+           "Number of KV splits; 0 chooses automatically">,
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
+           "Streaming multiprocessors of the target, for the automatic "
+           "choice">,
+    Option<"minChunkLength", "min-chunk-length", "int64_t", /*default=*/"128",
+           "Shortest chunk the automatic choice makes, in tokens">,
+    Option<"maxSplits", "max-splits", "int64_t", /*default=*/"128",
+           "Largest split count the automatic choice makes">,
+    Option<"chunkLength", "chunk-length", "int64_t", /*default=*/"0",
+           "Fixed chunk length in tokens (0: each sequence's length / S)">,
+    Option<"batchHint", "batch", "int64_t", /*default=*/"0",
+           "Batch size to plan for when the batch dimension is dynamic">,
+    Option<"maxLengthHint", "max-len", "int64_t", /*default=*/"0",
+           "Cache length to plan for when the cache length is dynamic">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Emit a remark with the chosen split count and why">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect"
+  ];
+}
+
+#endif // FD_DIALECT_FD_TRANSFORMS_PASSES_TD

@@ -1,0 +1,51 @@
+//===- Reference.h - float64 attention and 16-bit float codecs --*- C++ -*-===//
+//
+// The yardstick every numeric test, the demo and the benchmark measure the
+// kernels against: attention in double precision, written as plainly as
+// possible, and exact conversions between float and the f16/bf16 bit
+// patterns the kernels read and write. Standard C++ only.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_REFERENCE_REFERENCE_H
+#define FD_REFERENCE_REFERENCE_H
+
+#include <cstdint>
+#include <vector>
+
+namespace fd::reference {
+
+/// IEEE half: round to nearest even, overflow to infinity, subnormals kept.
+uint16_t floatToHalf(float value);
+float halfToFloat(uint16_t bits);
+/// bfloat16: round to nearest even; NaN stays NaN.
+uint16_t floatToBFloat16(float value);
+float bfloat16ToFloat(uint16_t bits);
+
+/// A decode-attention problem over contiguous row-major double arrays in the
+/// shapes of fd.attention: q [B, Lq, Hq, D], caches [B, Lmax, Hkv, D] (NHD)
+/// or [B, Hkv, Lmax, D] (HND), lengths [B].
+struct AttentionProblem {
+  int64_t batch = 0;
+  int64_t queryLength = 1;
+  int64_t numQueryHeads = 0;
+  int64_t numKVHeads = 0;
+  int64_t headDim = 0;
+  int64_t maxLength = 0;
+  bool isNHD = true;
+  double scale = 0.0;
+  const double *query = nullptr;
+  const double *keyCache = nullptr;
+  const double *valueCache = nullptr;
+  const int32_t *lengths = nullptr;
+};
+
+/// softmax(scale * q k^T) v per row, query t seeing keys
+/// j < len - Lq + t + 1. Rows without keys get zeros and lse = -inf.
+/// `output` gets [B, Lq, Hq, D], `lse` [B, Lq, Hq] (natural log).
+void attention(const AttentionProblem &problem, std::vector<double> &output,
+               std::vector<double> &lse);
+
+} // namespace fd::reference
+
+#endif // FD_REFERENCE_REFERENCE_H

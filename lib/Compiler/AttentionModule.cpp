@@ -1,0 +1,75 @@
+//===- AttentionModule.cpp - The fd IR of a kernel configuration ----------===//
+
+#include "fd/Compiler/AttentionModule.h"
+#include "fd/Dialect/FD/IR/FD.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+
+namespace fd {
+
+static Type getMLIRElementType(MLIRContext &context, ElementType type) {
+  switch (type) {
+  case ElementType::F16:
+    return Float16Type::get(&context);
+  case ElementType::BF16:
+    return BFloat16Type::get(&context);
+  case ElementType::F32:
+    return Float32Type::get(&context);
+  }
+  llvm_unreachable("unknown element type");
+}
+
+OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
+                                           const KernelConfig &config) {
+  context.loadDialect<func::FuncDialect, mlir::fd::FDDialect>();
+  OpBuilder builder(&context);
+  Location loc = NameLoc::get(builder.getStringAttr(kAttentionFunctionName));
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  builder.setInsertionPointToEnd(module->getBody());
+
+  constexpr int64_t dynamic = ShapedType::kDynamic;
+  Type elementType = getMLIRElementType(context, config.elementType);
+  SmallVector<int64_t> rowShape = {dynamic};
+  if (config.queryLength > 1)
+    rowShape.push_back(config.queryLength);
+  rowShape.push_back(config.numQueryHeads);
+  SmallVector<int64_t> queryShape(rowShape);
+  queryShape.push_back(config.headDim);
+  bool isNHD = config.cacheLayout == CacheLayout::NHD;
+  SmallVector<int64_t> cacheShape =
+      isNHD ? SmallVector<int64_t>{dynamic, dynamic, config.numKVHeads,
+                                   config.headDim}
+            : SmallVector<int64_t>{dynamic, config.numKVHeads, dynamic,
+                                   config.headDim};
+
+  auto queryType = MemRefType::get(queryShape, elementType);
+  auto cacheType = MemRefType::get(cacheShape, elementType);
+  auto lengthsType = MemRefType::get({dynamic}, builder.getI32Type());
+  SmallVector<Type> argumentTypes = {queryType, cacheType, cacheType,
+                                     lengthsType, queryType};
+  if (config.withLse)
+    argumentTypes.push_back(MemRefType::get(rowShape, builder.getF32Type()));
+
+  auto function = func::FuncOp::create(
+      builder, loc, kAttentionFunctionName,
+      builder.getFunctionType(argumentTypes, {}));
+  function->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), builder.getUnitAttr());
+  Block *entry = function.addEntryBlock();
+  builder.setInsertionPointToStart(entry);
+  ValueRange arguments = entry->getArguments();
+  auto layout = mlir::fd::KVLayoutAttr::get(
+      &context, isNHD ? mlir::fd::KVLayout::NHD : mlir::fd::KVLayout::HND);
+  FloatAttr scale =
+      config.scale ? builder.getF32FloatAttr(*config.scale) : FloatAttr();
+  mlir::fd::AttentionOp::create(
+      builder, loc, arguments[0], arguments[1], arguments[2], arguments[3],
+      arguments[4], config.withLse ? arguments[5] : Value(), layout, scale);
+  func::ReturnOp::create(builder, loc);
+  return module;
+}
+
+} // namespace fd

@@ -1,0 +1,169 @@
+//===- CPUAttentionKernel.cpp - Run fd attention on the CPU ---------------===//
+
+#include "fd/Compiler/CPUAttentionKernel.h"
+#include "fd/Compiler/AttentionModule.h"
+#include "fd/Compiler/Pipelines.h"
+#include "fd/Dialect/FD/IR/FD.h"
+#include "fd/Dialect/FD/Transforms/Passes.h"
+
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/TargetSelect.h"
+
+#include <mutex>
+
+using namespace mlir;
+
+namespace fd {
+
+namespace {
+
+/// Collects the diagnostics of one compilation so failures carry them.
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(MLIRContext &context)
+      : handler(&context, [this](Diagnostic &diagnostic) {
+          llvm::raw_string_ostream stream(messages);
+          stream << diagnostic << "\n";
+          return success();
+        }) {}
+
+  llvm::Error failure(const llvm::Twine &stage) const {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   stage + " failed: " + messages);
+  }
+
+private:
+  std::string messages;
+  ScopedDiagnosticHandler handler;
+};
+
+/// A ranked memref descriptor as the C interface of MLIR functions expects
+/// it: allocated and aligned pointers, offset, sizes, strides (all 8 bytes).
+llvm::SmallVector<int64_t> makeDescriptor(const void *data,
+                                          llvm::ArrayRef<int64_t> shape) {
+  auto address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(data));
+  llvm::SmallVector<int64_t> words = {address, address, 0};
+  llvm::append_range(words, shape);
+  llvm::SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t dim = static_cast<int64_t>(shape.size()) - 2; dim >= 0; --dim)
+    strides[dim] = strides[dim + 1] * shape[dim + 1];
+  llvm::append_range(words, strides);
+  return words;
+}
+
+void initializeNativeTarget() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
+} // namespace
+
+CPUAttentionKernel::~CPUAttentionKernel() = default;
+
+llvm::Expected<std::unique_ptr<CPUAttentionKernel>>
+CPUAttentionKernel::compile(const KernelConfig &config) {
+  std::string invalid = config.validate();
+  if (!invalid.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), invalid);
+  initializeNativeTarget();
+
+  DialectRegistry registry;
+  registerFDDialects(registry);
+  MLIRContext context(registry);
+  DiagnosticCollector diagnostics(context);
+  OwningOpRef<ModuleOp> module = buildAttentionModule(context, config);
+
+  std::unique_ptr<CPUAttentionKernel> kernel(new CPUAttentionKernel());
+  kernel->config = config;
+  if (config.splitKV) {
+    PassManager splitPipeline(&context);
+    mlir::fd::FDSplitKVOptions options;
+    options.numSplits = config.numSplits;
+    options.chunkLength = config.chunkLength;
+    options.smCount = config.smCount;
+    options.batchHint = config.batch;
+    options.maxLengthHint = config.maxLength;
+    splitPipeline.addPass(mlir::fd::createFDSplitKV(options));
+    if (failed(splitPipeline.run(*module)))
+      return diagnostics.failure("fd-split-kv");
+    module->walk([&](mlir::fd::PartialAttentionOp op) {
+      kernel->numSplits = op.getNumSplits();
+    });
+  }
+  llvm::raw_string_ostream(kernel->splitIR) << *module;
+
+  PassManager lowering(&context);
+  buildLowerToCPUPipeline(lowering);
+  if (failed(lowering.run(*module)))
+    return diagnostics.failure("fd-lower-to-cpu");
+
+  ExecutionEngineOptions engineOptions;
+  auto optimize = makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0,
+                                            /*targetMachine=*/nullptr);
+  engineOptions.transformer = optimize;
+  engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  auto engine = ExecutionEngine::create(*module, engineOptions);
+  if (!engine)
+    return llvm::joinErrors(diagnostics.failure("JIT compilation"),
+                            engine.takeError());
+  kernel->engine = std::move(*engine);
+  kernel->engine->initialize();
+  return kernel;
+}
+
+llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
+  auto invalid = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  if (buffers.batch < 0 || buffers.maxLength < 0)
+    return invalid("batch and maxLength must be >= 0");
+  if (!buffers.query || !buffers.keyCache || !buffers.valueCache ||
+      !buffers.seqLens || !buffers.output)
+    return invalid("query, keyCache, valueCache, seqLens and output buffers "
+                   "are required");
+  if (config.withLse && !buffers.lse)
+    return invalid("the kernel was compiled with an lse output: lse buffer "
+                   "required");
+
+  llvm::SmallVector<int64_t> rowShape = {buffers.batch};
+  if (config.queryLength > 1)
+    rowShape.push_back(config.queryLength);
+  rowShape.push_back(config.numQueryHeads);
+  llvm::SmallVector<int64_t> queryShape(rowShape);
+  queryShape.push_back(config.headDim);
+  llvm::SmallVector<int64_t> cacheShape =
+      config.cacheLayout == CacheLayout::NHD
+          ? llvm::SmallVector<int64_t>{buffers.batch, buffers.maxLength,
+                                       config.numKVHeads, config.headDim}
+          : llvm::SmallVector<int64_t>{buffers.batch, config.numKVHeads,
+                                       buffers.maxLength, config.headDim};
+
+  llvm::SmallVector<llvm::SmallVector<int64_t>> descriptors = {
+      makeDescriptor(buffers.query, queryShape),
+      makeDescriptor(buffers.keyCache, cacheShape),
+      makeDescriptor(buffers.valueCache, cacheShape),
+      makeDescriptor(buffers.seqLens, {buffers.batch}),
+      makeDescriptor(buffers.output, queryShape)};
+  if (config.withLse)
+    descriptors.push_back(makeDescriptor(buffers.lse, rowShape));
+
+  // The packed interface takes the address of each argument, and each
+  // argument of the C interface is a pointer to a descriptor.
+  llvm::SmallVector<void *> descriptorPointers;
+  for (auto &descriptor : descriptors)
+    descriptorPointers.push_back(descriptor.data());
+  llvm::SmallVector<void *> packedArguments;
+  for (void *&pointer : descriptorPointers)
+    packedArguments.push_back(&pointer);
+  return engine->invokePacked(
+      std::string("_mlir_ciface_") + kAttentionFunctionName, packedArguments);
+}
+
+} // namespace fd

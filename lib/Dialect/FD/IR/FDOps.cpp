@@ -1,0 +1,320 @@
+//===- FDOps.cpp - Flash-Decoding dialect operations ----------------------===//
+
+#include "fd/Dialect/FD/IR/FD.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::fd;
+
+bool mlir::fd::isSupportedHeadDim(int64_t headDim) {
+  return headDim >= 32 && headDim <= 256 && headDim % 8 == 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Shared verification helpers
+//===----------------------------------------------------------------------===//
+
+static MemRefType memrefType(Value value) {
+  return cast<MemRefType>(value.getType());
+}
+
+/// Prints a shape as `[1, ?, 8, 128]`, the way the messages name shapes.
+static std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  llvm::interleave(
+      shape,
+      [&](int64_t dim) {
+        text += ShapedType::isDynamic(dim) ? "?" : std::to_string(dim);
+      },
+      [&] { text += ", "; });
+  return text + "]";
+}
+
+/// Two dimensions agree when equal or when either is only known at run time.
+static bool dimsAgree(int64_t lhs, int64_t rhs) {
+  return lhs == rhs || ShapedType::isDynamic(lhs) || ShapedType::isDynamic(rhs);
+}
+
+static bool shapesAgree(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs) {
+  return lhs.size() == rhs.size() &&
+         llvm::all_of(llvm::zip_equal(lhs, rhs), [](auto pair) {
+           return dimsAgree(std::get<0>(pair), std::get<1>(pair));
+         });
+}
+
+/// Checks that `value` is a memref of `expectedShape` (dynamic entries match
+/// anything) with element type `expectedElementType`.
+static LogicalResult verifyOperandShape(Operation *op, Value value,
+                                        StringRef name,
+                                        ArrayRef<int64_t> expectedShape,
+                                        Type expectedElementType,
+                                        StringRef meaning) {
+  MemRefType type = memrefType(value);
+  if (!shapesAgree(type.getShape(), expectedShape) ||
+      type.getElementType() != expectedElementType)
+    return op->emitOpError() << "'" << name << "' must be " << meaning << " "
+                             << formatShape(expectedShape) << " of "
+                             << expectedElementType << ", got " << type;
+  return success();
+}
+
+/// Reads the geometry off the operand types; a batch size known from any of
+/// query, caches or lengths is taken.
+static AttentionGeometry computeGeometry(Value query, Value keyCache,
+                                         Value seqLens, KVLayout layout) {
+  ArrayRef<int64_t> queryShape = memrefType(query).getShape();
+  ArrayRef<int64_t> cacheShape = memrefType(keyCache).getShape();
+  bool isNHD = layout == KVLayout::NHD;
+  AttentionGeometry geometry;
+  geometry.hasQueryLengthDim = queryShape.size() == 4;
+  geometry.queryLength = geometry.hasQueryLengthDim ? queryShape[1] : 1;
+  geometry.numQueryHeads = queryShape[queryShape.size() - 2];
+  geometry.headDim = queryShape.back();
+  geometry.numKVHeads = cacheShape[isNHD ? 2 : 1];
+  geometry.maxLength = cacheShape[isNHD ? 1 : 2];
+  geometry.batch = ShapedType::kDynamic;
+  for (int64_t batch : {queryShape[0], cacheShape[0],
+                        memrefType(seqLens).getShape()[0]})
+    if (!ShapedType::isDynamic(batch)) {
+      geometry.batch = batch;
+      break;
+    }
+  return geometry;
+}
+
+/// Verifies the query, caches and lengths of the attention ops and returns
+/// their geometry.
+static FailureOr<AttentionGeometry>
+verifyAttentionInputs(Operation *op, Value query, Value keyCache,
+                      Value valueCache, Value seqLens, KVLayout layout) {
+  MemRefType queryType = memrefType(query);
+  MemRefType keyType = memrefType(keyCache);
+  MemRefType valueType = memrefType(valueCache);
+
+  Type elementType = queryType.getElementType();
+  if (keyType.getElementType() != elementType)
+    return op->emitOpError() << "'key_cache' element type "
+                             << keyType.getElementType()
+                             << " must match 'query' element type "
+                             << elementType;
+  if (valueType.getElementType() != elementType)
+    return op->emitOpError() << "'value_cache' element type "
+                             << valueType.getElementType()
+                             << " must match 'query' element type "
+                             << elementType;
+
+  AttentionGeometry geometry =
+      computeGeometry(query, keyCache, seqLens, layout);
+  if (!isSupportedHeadDim(geometry.headDim))
+    return op->emitOpError()
+           << "'query' head dim " << formatShape({geometry.headDim})
+           << " is not supported: expected a static multiple of 8 in "
+              "[32, 256]";
+  if (ShapedType::isDynamic(geometry.numQueryHeads) ||
+      geometry.numQueryHeads < 1)
+    return op->emitOpError("'query' head count (Hq) must be static and >= 1");
+  if (ShapedType::isDynamic(geometry.queryLength) || geometry.queryLength < 1)
+    return op->emitOpError(
+        "'query' token count (Lq) must be static and >= 1");
+
+  if (!shapesAgree(keyType.getShape(), valueType.getShape()))
+    return op->emitOpError()
+           << "'value_cache' shape " << formatShape(valueType.getShape())
+           << " must match 'key_cache' shape "
+           << formatShape(keyType.getShape());
+
+  ArrayRef<int64_t> cacheShape = keyType.getShape();
+  StringRef layoutShape = layout == KVLayout::NHD
+                              ? "[B, Lmax, Hkv, D] (NHD)"
+                              : "[B, Hkv, Lmax, D] (HND)";
+  if (ShapedType::isDynamic(geometry.numKVHeads) || geometry.numKVHeads < 1)
+    return op->emitOpError() << "'key_cache' KV head count (Hkv) must be "
+                                "static and >= 1 in the layout "
+                             << layoutShape << ", got "
+                             << formatShape(cacheShape);
+  if (cacheShape[3] != geometry.headDim)
+    return op->emitOpError()
+           << "'key_cache' head dim " << formatShape({cacheShape[3]})
+           << " must equal the 'query' head dim " << geometry.headDim;
+  if (geometry.numQueryHeads % geometry.numKVHeads != 0)
+    return op->emitOpError()
+           << "query heads (Hq = " << geometry.numQueryHeads
+           << ") must be a multiple of KV heads (Hkv = " << geometry.numKVHeads
+           << ") in 'key_cache' of layout " << layoutShape;
+
+  int64_t queryBatch = queryType.getShape()[0];
+  if (!dimsAgree(cacheShape[0], queryBatch))
+    return op->emitOpError()
+           << "'key_cache' batch size " << formatShape({cacheShape[0]})
+           << " does not match the 'query' batch size "
+           << formatShape({queryBatch});
+  int64_t lengthsSize = memrefType(seqLens).getShape()[0];
+  if (!dimsAgree(lengthsSize, geometry.batch))
+    return op->emitOpError()
+           << "'seq_lens' must have one length per sequence: size "
+           << formatShape({lengthsSize}) << " but the batch size is "
+           << formatShape({geometry.batch});
+  return geometry;
+}
+
+/// The shape of one row-indexed tensor: [B, (Lq,) Hq] followed by `trailing`.
+static SmallVector<int64_t> rowShape(const AttentionGeometry &geometry,
+                                     ArrayRef<int64_t> trailing) {
+  SmallVector<int64_t> shape = {geometry.batch};
+  if (geometry.hasQueryLengthDim)
+    shape.push_back(geometry.queryLength);
+  shape.push_back(geometry.numQueryHeads);
+  llvm::append_range(shape, trailing);
+  return shape;
+}
+
+static LogicalResult verifyScale(Operation *op, FloatAttr scale) {
+  if (!scale)
+    return success();
+  double value = scale.getValueAsDouble();
+  if (!(std::isfinite(value) && value > 0.0))
+    return op->emitOpError() << "'scale' must be a positive finite number, got "
+                             << value;
+  return success();
+}
+
+static LogicalResult verifyLse(Operation *op, Value lse,
+                               const AttentionGeometry &geometry) {
+  if (!lse)
+    return success();
+  return verifyOperandShape(op, lse, "lse", rowShape(geometry, {}),
+                            Float32Type::get(op->getContext()),
+                            "[B, (Lq,) Hq]");
+}
+
+template <typename AttentionLikeOp>
+static float effectiveScale(AttentionLikeOp op) {
+  if (FloatAttr scale = op.getScaleAttr())
+    return static_cast<float>(scale.getValueAsDouble());
+  int64_t headDim = memrefType(op.getQuery()).getShape().back();
+  return 1.0f / std::sqrt(static_cast<float>(headDim));
+}
+
+template <typename AttentionLikeOp>
+static AttentionGeometry geometryOf(AttentionLikeOp op) {
+  return computeGeometry(op.getQuery(), op.getKeyCache(), op.getSeqLens(),
+                         op.getKvLayout());
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+AttentionGeometry AttentionOp::getGeometry() { return geometryOf(*this); }
+
+float AttentionOp::getEffectiveScale() { return effectiveScale(*this); }
+
+LogicalResult AttentionOp::verify() {
+  FailureOr<AttentionGeometry> geometry =
+      verifyAttentionInputs(*this, getQuery(), getKeyCache(), getValueCache(),
+                            getSeqLens(), getKvLayout());
+  if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())))
+    return failure();
+  if (failed(verifyOperandShape(
+          *this, getOutput(), "output", rowShape(*geometry, {geometry->headDim}),
+          memrefType(getQuery()).getElementType(),
+          "shaped like 'query'")))
+    return failure();
+  return verifyLse(*this, getLse(), *geometry);
+}
+
+//===----------------------------------------------------------------------===//
+// PartialAttentionOp
+//===----------------------------------------------------------------------===//
+
+AttentionGeometry PartialAttentionOp::getGeometry() {
+  return geometryOf(*this);
+}
+
+float PartialAttentionOp::getEffectiveScale() { return effectiveScale(*this); }
+
+int64_t PartialAttentionOp::getNumSplits() {
+  ArrayRef<int64_t> shape = memrefType(getPartialOutput()).getShape();
+  return shape[shape.size() - 2];
+}
+
+/// The split count S of a partial output [B, (Lq,) Hq, S, D], checked to be a
+/// static positive number.
+static FailureOr<int64_t> verifyNumSplits(Operation *op, Value partialOutput) {
+  ArrayRef<int64_t> shape = memrefType(partialOutput).getShape();
+  int64_t numSplits = shape[shape.size() - 2];
+  if (ShapedType::isDynamic(numSplits) || numSplits < 1)
+    return op->emitOpError()
+           << "'partial_output' split count (S, the dimension before D) must "
+              "be static and >= 1, got "
+           << formatShape(shape);
+  return numSplits;
+}
+
+LogicalResult PartialAttentionOp::verify() {
+  FailureOr<AttentionGeometry> geometry =
+      verifyAttentionInputs(*this, getQuery(), getKeyCache(), getValueCache(),
+                            getSeqLens(), getKvLayout());
+  if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())))
+    return failure();
+  FailureOr<int64_t> numSplits = verifyNumSplits(*this, getPartialOutput());
+  if (failed(numSplits))
+    return failure();
+  Type f32 = Float32Type::get(getContext());
+  if (failed(verifyOperandShape(
+          *this, getPartialOutput(), "partial_output",
+          rowShape(*geometry, {*numSplits, geometry->headDim}), f32,
+          "[B, (Lq,) Hq, S, D]")))
+    return failure();
+  return verifyOperandShape(*this, getPartialLse(), "partial_lse",
+                            rowShape(*geometry, {*numSplits}), f32,
+                            "[B, (Lq,) Hq, S]");
+}
+
+//===----------------------------------------------------------------------===//
+// MergeOp
+//===----------------------------------------------------------------------===//
+
+int64_t MergeOp::getNumSplits() {
+  ArrayRef<int64_t> shape = memrefType(getPartialOutput()).getShape();
+  return shape[shape.size() - 2];
+}
+
+LogicalResult MergeOp::verify() {
+  FailureOr<int64_t> numSplits = verifyNumSplits(*this, getPartialOutput());
+  if (failed(numSplits))
+    return failure();
+  ArrayRef<int64_t> partialShape = memrefType(getPartialOutput()).getShape();
+  AttentionGeometry geometry;
+  geometry.batch = partialShape.front();
+  geometry.hasQueryLengthDim = partialShape.size() == 5;
+  geometry.queryLength = geometry.hasQueryLengthDim ? partialShape[1] : 1;
+  geometry.numQueryHeads = partialShape[partialShape.size() - 3];
+  geometry.headDim = partialShape.back();
+  if (!isSupportedHeadDim(geometry.headDim))
+    return emitOpError() << "'partial_output' head dim "
+                         << formatShape({geometry.headDim})
+                         << " is not supported: expected a static multiple of "
+                            "8 in [32, 256]";
+
+  Type f32 = Float32Type::get(getContext());
+  if (failed(verifyOperandShape(*this, getPartialLse(), "partial_lse",
+                                rowShape(geometry, {*numSplits}), f32,
+                                "[B, (Lq,) Hq, S] matching 'partial_output'")))
+    return failure();
+  MemRefType outputType = memrefType(getOutput());
+  if (failed(verifyOperandShape(*this, getOutput(), "output",
+                                rowShape(geometry, {geometry.headDim}),
+                                outputType.getElementType(),
+                                "[B, (Lq,) Hq, D] matching 'partial_output'")))
+    return failure();
+  return verifyLse(*this, getLse(), geometry);
+}
+
+#define GET_OP_CLASSES
+#include "fd/Dialect/FD/IR/FDOps.cpp.inc"

@@ -1,0 +1,183 @@
+//===- SplitKV.cpp - fd.attention -> partial attention + merge ------------===//
+//
+// The Flash-Decoding rewrite: attention over the whole cache becomes attention
+// over S chunks (fd.partial_attention) and an exact log-sum-exp combine
+// (fd.merge), with the intermediate partials in one explicit workspace.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fd/Dialect/FD/Transforms/Passes.h"
+#include "fd/Planning/SplitPlanner.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/PatternMatch.h"
+
+using namespace mlir;
+using namespace mlir::fd;
+
+bool mlir::fd::isDecodeShaped(AttentionOp op) {
+  return op.getGeometry().queryLength <= kMaxDecodeQueryLength;
+}
+
+/// A static dimension, else the hint, else failure with a message naming the
+/// option that supplies it.
+static FailureOr<int64_t> staticOrHint(AttentionOp op, int64_t dim,
+                                       int64_t hint, StringRef what,
+                                       StringRef option, bool emitErrors) {
+  if (!ShapedType::isDynamic(dim))
+    return dim;
+  if (hint > 0)
+    return hint;
+  if (emitErrors)
+    op.emitOpError() << "fd-split-kv: the " << what
+                     << " is dynamic; pass the '" << option
+                     << "' option (or a fixed 'num-splits') to plan the "
+                        "split count";
+  return failure();
+}
+
+FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
+                                              const SplitKVOptions &options,
+                                              bool emitErrors) {
+  auto fail = [&](const Twine &message) -> FailureOr<int64_t> {
+    if (emitErrors)
+      op.emitOpError() << "fd-split-kv: " << message;
+    return failure();
+  };
+  if (options.numSplits < 0)
+    return fail("'num-splits' must be >= 0 (0 = automatic), got " +
+                Twine(options.numSplits));
+  if (options.chunkLength < 0)
+    return fail("'chunk-length' must be >= 0 (0 = follow the sequence "
+                "length), got " +
+                Twine(options.chunkLength));
+  if (options.numSplits > 0)
+    return options.numSplits;
+
+  AttentionGeometry geometry = op.getGeometry();
+  FailureOr<int64_t> maxLength =
+      staticOrHint(op, geometry.maxLength, options.maxLengthHint,
+                   "cache length (Lmax)", "max-len", emitErrors);
+  if (failed(maxLength))
+    return failure();
+  if (options.chunkLength > 0) {
+    if (options.maxSplits < 1)
+      return fail("'max-splits' must be >= 1, got " +
+                  Twine(options.maxSplits));
+    int64_t numSplits =
+        (*maxLength + options.chunkLength - 1) / options.chunkLength;
+    return std::clamp<int64_t>(numSplits, 1, options.maxSplits);
+  }
+
+  FailureOr<int64_t> batch = staticOrHint(op, geometry.batch, options.batchHint,
+                                          "batch size (B)", "batch", emitErrors);
+  if (failed(batch))
+    return failure();
+  ::fd::SplitPlannerOptions plannerOptions;
+  plannerOptions.smCount = options.smCount;
+  plannerOptions.minChunkLength = options.minChunkLength;
+  plannerOptions.maxSplits = options.maxSplits;
+  std::string invalid = ::fd::validateSplitPlannerInputs(
+      *batch, geometry.numKVHeads, *maxLength, plannerOptions);
+  if (!invalid.empty())
+    return fail(invalid);
+  return ::fd::planNumSplits(*batch, geometry.numKVHeads, *maxLength,
+                             plannerOptions)
+      .numSplits;
+}
+
+namespace {
+
+/// fd.attention (Lq <= 8) -> workspace + fd.partial_attention + fd.merge.
+struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
+  SplitDecodeAttention(MLIRContext *context, const SplitKVOptions &options)
+      : OpRewritePattern(context), options(options) {}
+
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!isDecodeShaped(op))
+      return rewriter.notifyMatchFailure(op, "prefill-shaped (Lq > 8)");
+    FailureOr<int64_t> numSplits =
+        resolveNumSplits(op, options, /*emitErrors=*/false);
+    if (failed(numSplits))
+      return rewriter.notifyMatchFailure(op, "no split count");
+
+    Location loc = op.getLoc();
+    AttentionGeometry geometry = op.getGeometry();
+    auto queryType = cast<MemRefType>(op.getQuery().getType());
+
+    // Shapes of the partials: [B, (Lq,) Hq, S, D] and [B, (Lq,) Hq, S].
+    SmallVector<int64_t> lseShape(queryType.getShape().drop_back());
+    lseShape.push_back(*numSplits);
+    SmallVector<int64_t> outputShape(lseShape);
+    outputShape.push_back(geometry.headDim);
+    Type f32 = rewriter.getF32Type();
+    auto partialOutputType = MemRefType::get(outputShape, f32);
+    auto partialLseType = MemRefType::get(lseShape, f32);
+
+    // Bytes per sequence of each part of the workspace.
+    int64_t rowsPerSequence = geometry.queryLength * geometry.numQueryHeads *
+                              *numSplits;
+    int64_t outputBytesPerSequence = rowsPerSequence * geometry.headDim * 4;
+    int64_t workspaceBytesPerSequence =
+        ::fd::getWorkspaceBytes(1, geometry.queryLength,
+                                geometry.numQueryHeads, *numSplits,
+                                geometry.headDim);
+
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    SmallVector<Value> dynamicBatch;
+    Value workspace, lseOffset;
+    if (ShapedType::isDynamic(queryType.getShape()[0])) {
+      Value batch = memref::DimOp::create(rewriter, loc, op.getQuery(), 0);
+      dynamicBatch.push_back(batch);
+      auto scaled = [&](int64_t bytesPerSequence) -> Value {
+        Value perSequence =
+            arith::ConstantIndexOp::create(rewriter, loc, bytesPerSequence);
+        return arith::MulIOp::create(rewriter, loc, batch, perSequence);
+      };
+      Value workspaceBytes = scaled(workspaceBytesPerSequence);
+      lseOffset = scaled(outputBytesPerSequence);
+      workspace = memref::AllocOp::create(
+          rewriter, loc,
+          MemRefType::get({ShapedType::kDynamic}, rewriter.getI8Type()),
+          ValueRange{workspaceBytes}, rewriter.getI64IntegerAttr(64));
+    } else {
+      int64_t batch = queryType.getShape()[0];
+      workspace = memref::AllocOp::create(
+          rewriter, loc,
+          MemRefType::get({batch * workspaceBytesPerSequence},
+                          rewriter.getI8Type()),
+          ValueRange{}, rewriter.getI64IntegerAttr(64));
+      lseOffset = arith::ConstantIndexOp::create(
+          rewriter, loc, batch * outputBytesPerSequence);
+    }
+    Value partialOutput = memref::ViewOp::create(
+        rewriter, loc, partialOutputType, workspace, zero, dynamicBatch);
+    Value partialLse = memref::ViewOp::create(
+        rewriter, loc, partialLseType, workspace, lseOffset, dynamicBatch);
+
+    IntegerAttr chunkLength =
+        options.chunkLength > 0
+            ? rewriter.getI64IntegerAttr(options.chunkLength)
+            : IntegerAttr();
+    PartialAttentionOp::create(rewriter, loc, op.getQuery(), op.getKeyCache(),
+                               op.getValueCache(), op.getSeqLens(),
+                               partialOutput, partialLse, op.getKvLayoutAttr(),
+                               op.getScaleAttr(), chunkLength);
+    MergeOp::create(rewriter, loc, partialOutput, partialLse, op.getOutput(),
+                    op.getLse());
+    memref::DeallocOp::create(rewriter, loc, workspace);
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  SplitKVOptions options;
+};
+
+} // namespace
+
+void mlir::fd::populateSplitKVPatterns(RewritePatternSet &patterns,
+                                       const SplitKVOptions &options) {
+  patterns.add<SplitDecodeAttention>(patterns.getContext(), options);
+}

@@ -1,0 +1,92 @@
+//===- SplitPlanner.cpp - Choosing the number of KV splits ----------------===//
+
+#include "fd/Planning/SplitPlanner.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace fd {
+
+static int64_t ceilDiv(int64_t numerator, int64_t denominator) {
+  return (numerator + denominator - 1) / denominator;
+}
+
+SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
+                         int64_t numSplits,
+                         const SplitPlannerOptions &options) {
+  SplitPlan plan;
+  plan.numSplits = numSplits;
+  plan.blocks = batch * numKVHeads * numSplits;
+  plan.waves = ceilDiv(plan.blocks, options.smCount);
+  plan.waveEfficiency = static_cast<double>(plan.blocks) /
+                        static_cast<double>(plan.waves * options.smCount);
+  plan.chunkLength = ceilDiv(maxLength, numSplits);
+  plan.modeledCost =
+      plan.waves * (plan.chunkLength + options.blockOverheadTokens);
+  return plan;
+}
+
+std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
+                                       int64_t maxLength,
+                                       const SplitPlannerOptions &options) {
+  auto positive = [](const char *name, int64_t value) {
+    return std::string(name) + " must be >= 1, got " + std::to_string(value);
+  };
+  if (batch < 1)
+    return positive("batch", batch);
+  if (numKVHeads < 1)
+    return positive("num-kv-heads", numKVHeads);
+  if (maxLength < 0)
+    return "max-len must be >= 0, got " + std::to_string(maxLength);
+  if (options.smCount < 1)
+    return positive("sm-count", options.smCount);
+  if (options.minChunkLength < 1)
+    return positive("min-chunk-length", options.minChunkLength);
+  if (options.maxSplits < 1)
+    return positive("max-splits", options.maxSplits);
+  return "";
+}
+
+SplitPlan planNumSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
+                        const SplitPlannerOptions &options) {
+  int64_t candidates = std::clamp<int64_t>(maxLength / options.minChunkLength,
+                                           1, options.maxSplits);
+  SplitPlan best = evaluateSplits(batch, numKVHeads, maxLength, 1, options);
+  for (int64_t numSplits = 2; numSplits <= candidates; ++numSplits) {
+    SplitPlan plan =
+        evaluateSplits(batch, numKVHeads, maxLength, numSplits, options);
+    if (plan.modeledCost < best.modeledCost)
+      best = plan;
+  }
+  // The fewest splits that come within the tolerance of the best time.
+  double acceptable =
+      static_cast<double>(best.modeledCost) * options.timeTolerance;
+  for (int64_t numSplits = 1; numSplits < best.numSplits; ++numSplits) {
+    SplitPlan plan =
+        evaluateSplits(batch, numKVHeads, maxLength, numSplits, options);
+    if (static_cast<double>(plan.modeledCost) <= acceptable)
+      return plan;
+  }
+  return best;
+}
+
+std::string describeSplitPlan(const SplitPlan &plan) {
+  char text[160];
+  std::snprintf(text, sizeof(text),
+                "splits=%lld blocks=%lld waves=%lld wave-efficiency=%.2f "
+                "chunk=%lld",
+                static_cast<long long>(plan.numSplits),
+                static_cast<long long>(plan.blocks),
+                static_cast<long long>(plan.waves), plan.waveEfficiency,
+                static_cast<long long>(plan.chunkLength));
+  return text;
+}
+
+int64_t getWorkspaceBytes(int64_t batch, int64_t queryLength,
+                          int64_t numQueryHeads, int64_t numSplits,
+                          int64_t headDim) {
+  return batch * queryLength * numQueryHeads * numSplits * (headDim + 1) *
+         static_cast<int64_t>(sizeof(float));
+}
+
+} // namespace fd

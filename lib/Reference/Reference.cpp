@@ -1,0 +1,128 @@
+//===- Reference.cpp - float64 attention and 16-bit float codecs ----------===//
+
+#include "fd/Reference/Reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace fd::reference {
+
+static uint32_t bitsOf(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+static float floatOf(uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+/// Drops the low `shift` bits of `value`, rounding to nearest even.
+static uint32_t shiftRightRoundingToEven(uint32_t value, unsigned shift) {
+  uint32_t kept = value >> shift;
+  uint32_t remainder = value & ((1u << shift) - 1);
+  uint32_t halfway = 1u << (shift - 1);
+  if (remainder > halfway || (remainder == halfway && (kept & 1)))
+    ++kept;
+  return kept;
+}
+
+uint16_t floatToHalf(float value) {
+  uint32_t bits = bitsOf(value);
+  uint16_t sign = (bits >> 16) & 0x8000;
+  uint32_t magnitude = bits & 0x7fffffff;
+  if (magnitude >= 0x7f800000) // infinity or NaN
+    return sign | (magnitude > 0x7f800000 ? 0x7e00 : 0x7c00);
+  if (magnitude >= 0x477ff000) // rounds to at least 65520: infinity
+    return sign | 0x7c00;
+  if (magnitude >= 0x38800000) // a normal half: rebias 127 -> 15
+    return sign | shiftRightRoundingToEven(magnitude - 0x38000000, 13);
+  if (magnitude < 0x33000000) // below half the smallest subnormal
+    return sign;
+  // A subnormal half counts units of 2^-24.
+  uint32_t exponent = magnitude >> 23;
+  uint32_t mantissa = (magnitude & 0x7fffff) | 0x800000;
+  return sign | shiftRightRoundingToEven(mantissa, 126 - exponent);
+}
+
+float halfToFloat(uint16_t bits) {
+  float sign = (bits & 0x8000) ? -1.0f : 1.0f;
+  uint32_t exponent = (bits >> 10) & 0x1f;
+  uint32_t mantissa = bits & 0x3ff;
+  if (exponent == 0)
+    return sign * std::ldexp(static_cast<float>(mantissa), -24);
+  if (exponent == 31)
+    return mantissa ? std::numeric_limits<float>::quiet_NaN()
+                    : sign * std::numeric_limits<float>::infinity();
+  return floatOf((static_cast<uint32_t>(bits & 0x8000) << 16) |
+                 ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+uint16_t floatToBFloat16(float value) {
+  uint32_t bits = bitsOf(value);
+  if ((bits & 0x7fffffff) > 0x7f800000)
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
+  return static_cast<uint16_t>(shiftRightRoundingToEven(bits, 16));
+}
+
+float bfloat16ToFloat(uint16_t bits) {
+  return floatOf(static_cast<uint32_t>(bits) << 16);
+}
+
+void attention(const AttentionProblem &problem, std::vector<double> &output,
+               std::vector<double> &lse) {
+  const int64_t headDim = problem.headDim;
+  const int64_t group = problem.numQueryHeads / problem.numKVHeads;
+  const int64_t rows =
+      problem.batch * problem.queryLength * problem.numQueryHeads;
+  output.assign(rows * headDim, 0.0);
+  lse.assign(rows, -std::numeric_limits<double>::infinity());
+  auto cacheRow = [&](const double *cache, int64_t b, int64_t position,
+                      int64_t kvHead) {
+    int64_t index =
+        problem.isNHD
+            ? (b * problem.maxLength + position) * problem.numKVHeads + kvHead
+            : (b * problem.numKVHeads + kvHead) * problem.maxLength + position;
+    return cache + index * headDim;
+  };
+
+  std::vector<double> scores;
+  for (int64_t b = 0; b < problem.batch; ++b)
+    for (int64_t t = 0; t < problem.queryLength; ++t)
+      for (int64_t h = 0; h < problem.numQueryHeads; ++h) {
+        int64_t length = problem.lengths[b];
+        int64_t visible = std::clamp<int64_t>(
+            length - problem.queryLength + t + 1, 0, length);
+        int64_t row = (b * problem.queryLength + t) * problem.numQueryHeads + h;
+        if (visible == 0)
+          continue;
+        const double *query = problem.query + row * headDim;
+        scores.assign(visible, 0.0);
+        for (int64_t j = 0; j < visible; ++j) {
+          const double *key = cacheRow(problem.keyCache, b, j, h / group);
+          double dot = 0.0;
+          for (int64_t d = 0; d < headDim; ++d)
+            dot += query[d] * key[d];
+          scores[j] = problem.scale * dot;
+        }
+        double max = *std::max_element(scores.begin(), scores.end());
+        double sum = 0.0;
+        double *out = output.data() + row * headDim;
+        for (int64_t j = 0; j < visible; ++j) {
+          double weight = std::exp(scores[j] - max);
+          sum += weight;
+          const double *value = cacheRow(problem.valueCache, b, j, h / group);
+          for (int64_t d = 0; d < headDim; ++d)
+            out[d] += weight * value[d];
+        }
+        for (int64_t d = 0; d < headDim; ++d)
+          out[d] /= sum;
+        lse[row] = max + std::log(sum);
+      }
+}
+
+} // namespace fd::reference

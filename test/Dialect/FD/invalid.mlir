@@ -1,0 +1,216 @@
+// RUN: fd-opt %s -split-input-file -verify-diagnostics
+
+func.func @element_types_differ(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf32>, %v: memref<1x?x8x64xf32>, %l: memref<1xi32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'key_cache' element type 'f32' must match 'query' element type 'f16'}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x64xf16>, memref<1x?x8x64xf32>, memref<1x?x8x64xf32>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @value_type_differs(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xbf16>, %l: memref<1xi32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'value_cache' element type 'bf16' must match 'query' element type 'f16'}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xbf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @head_dim_100(%q: memref<1x8x100xf16>, %k: memref<1x?x8x100xf16>, %v: memref<1x?x8x100xf16>, %l: memref<1xi32>, %o: memref<1x8x100xf16>) {
+  // expected-error @below {{'query' head dim [100] is not supported: expected a static multiple of 8 in [32, 256]}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x100xf16>, memref<1x?x8x100xf16>, memref<1x?x8x100xf16>, memref<1xi32> into memref<1x8x100xf16>
+  return
+}
+
+// -----
+
+func.func @head_dim_dynamic(%q: memref<1x8x?xf16>, %k: memref<1x?x8x?xf16>, %v: memref<1x?x8x?xf16>, %l: memref<1xi32>, %o: memref<1x8x?xf16>) {
+  // expected-error @below {{'query' head dim [?] is not supported: expected a static multiple of 8 in [32, 256]}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x?xf16>, memref<1x?x8x?xf16>, memref<1x?x8x?xf16>, memref<1xi32> into memref<1x8x?xf16>
+  return
+}
+
+// -----
+
+func.func @head_dim_512(%q: memref<1x8x512xf16>, %k: memref<1x?x8x512xf16>, %v: memref<1x?x8x512xf16>, %l: memref<1xi32>, %o: memref<1x8x512xf16>) {
+  // expected-error @below {{'query' head dim [512] is not supported}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x512xf16>, memref<1x?x8x512xf16>, memref<1x?x8x512xf16>, memref<1xi32> into memref<1x8x512xf16>
+  return
+}
+
+// -----
+
+func.func @dynamic_query_heads(%q: memref<1x?x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %o: memref<1x?x64xf16>) {
+  // expected-error @below {{'query' head count (Hq) must be static and >= 1}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x?x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x?x64xf16>
+  return
+}
+
+// -----
+
+func.func @dynamic_query_length(%q: memref<1x?x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %o: memref<1x?x8x64xf16>) {
+  // expected-error @below {{'query' token count (Lq) must be static and >= 1}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @caches_differ(%q: memref<1x8x64xf16>, %k: memref<1x16x8x64xf16>, %v: memref<1x32x8x64xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'value_cache' shape [1, 32, 8, 64] must match 'key_cache' shape [1, 16, 8, 64]}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x64xf16>, memref<1x16x8x64xf16>, memref<1x32x8x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @dynamic_kv_heads(%q: memref<1x8x64xf16>, %k: memref<1x?x?x64xf16>, %v: memref<1x?x?x64xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'key_cache' KV head count (Hkv) must be static and >= 1 in the layout [B, Lmax, Hkv, D] (NHD), got [1, ?, ?, 64]}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x64xf16>, memref<1x?x?x64xf16>, memref<1x?x?x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @cache_head_dim(%q: memref<1x8x64xf16>, %k: memref<1x?x8x128xf16>, %v: memref<1x?x8x128xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'key_cache' head dim [128] must equal the 'query' head dim 64}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x64xf16>, memref<1x?x8x128xf16>, memref<1x?x8x128xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @head_ratio(%q: memref<1x30x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %o: memref<1x30x64xf16>) {
+  // expected-error @below {{query heads (Hq = 30) must be a multiple of KV heads (Hkv = 8) in 'key_cache' of layout [B, Lmax, Hkv, D] (NHD)}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x30x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x30x64xf16>
+  return
+}
+
+// -----
+
+func.func @hnd_layout_is_checked(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf16>) {
+  // In HND the KV heads are dimension 1, dynamic here.
+  // expected-error @below {{'key_cache' KV head count (Hkv) must be static and >= 1 in the layout [B, Hkv, Lmax, D] (HND)}}
+  fd.attention %q, %k, %v, %l into %o {kv_layout = #fd.kv_layout<HND>} : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @batch_mismatch(%q: memref<2x8x64xf16>, %k: memref<3x?x8x64xf16>, %v: memref<3x?x8x64xf16>, %l: memref<2xi32>, %o: memref<2x8x64xf16>) {
+  // expected-error @below {{'key_cache' batch size [3] does not match the 'query' batch size [2]}}
+  fd.attention %q, %k, %v, %l into %o : memref<2x8x64xf16>, memref<3x?x8x64xf16>, memref<3x?x8x64xf16>, memref<2xi32> into memref<2x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @lengths_mismatch(%q: memref<2x8x64xf16>, %k: memref<2x?x8x64xf16>, %v: memref<2x?x8x64xf16>, %l: memref<3xi32>, %o: memref<2x8x64xf16>) {
+  // expected-error @below {{'seq_lens' must have one length per sequence: size [3] but the batch size is [2]}}
+  fd.attention %q, %k, %v, %l into %o : memref<2x8x64xf16>, memref<2x?x8x64xf16>, memref<2x?x8x64xf16>, memref<3xi32> into memref<2x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @output_shape(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf32>) {
+  // expected-error @below {{'output' must be shaped like 'query' [1, 8, 64] of 'f16', got 'memref<1x8x64xf32>'}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @lse_shape(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf16>, %lse: memref<1x4xf32>) {
+  // expected-error @below {{'lse' must be [B, (Lq,) Hq] [1, 8] of 'f32', got 'memref<1x4xf32>'}}
+  fd.attention %q, %k, %v, %l into %o, %lse : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x64xf16>, memref<1x4xf32>
+  return
+}
+
+// -----
+
+func.func @scale_negative(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'scale' must be a positive finite number, got -1}}
+  fd.attention %q, %k, %v, %l into %o {scale = -1.0 : f32} : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @query_rank(%q: memref<8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %o: memref<8x64xf16>) {
+  // expected-error @below {{operand #0 must be 3D/4D memref of 16-bit float or bfloat16 type or 32-bit float values}}
+  fd.attention %q, %k, %v, %l into %o : memref<8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<8x64xf16>
+  return
+}
+
+// -----
+
+func.func @lengths_type(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi64>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{operand #3 must be 1D memref of 32-bit signless integer values}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi64> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @partial_dynamic_splits(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %po: memref<1x8x?x64xf32>, %pl: memref<1x8x?xf32>) {
+  // expected-error @below {{'partial_output' split count (S, the dimension before D) must be static and >= 1, got [1, 8, ?, 64]}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x?x64xf32>, memref<1x8x?xf32>
+  return
+}
+
+// -----
+
+func.func @partial_output_shape(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %po: memref<1x4x4x64xf32>, %pl: memref<1x8x4xf32>) {
+  // expected-error @below {{'partial_output' must be [B, (Lq,) Hq, S, D] [1, 8, 4, 64] of 'f32', got 'memref<1x4x4x64xf32>'}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x4x4x64xf32>, memref<1x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @partial_lse_shape(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %po: memref<1x8x4x64xf32>, %pl: memref<1x8x2xf32>) {
+  // expected-error @below {{'partial_lse' must be [B, (Lq,) Hq, S] [1, 8, 4] of 'f32', got 'memref<1x8x2xf32>'}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x4x64xf32>, memref<1x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @partial_chunk_length(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %po: memref<1x8x4x64xf32>, %pl: memref<1x8x4xf32>) {
+  // expected-error @below {{attribute 'chunk_length' failed to satisfy constraint}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {chunk_length = 0 : i64} : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x4x64xf32>, memref<1x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @merge_lse_shape(%po: memref<1x8x4x64xf32>, %pl: memref<1x8x3xf32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'partial_lse' must be [B, (Lq,) Hq, S] matching 'partial_output' [1, 8, 4] of 'f32', got 'memref<1x8x3xf32>'}}
+  fd.merge %po, %pl into %o : memref<1x8x4x64xf32>, memref<1x8x3xf32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @merge_output_shape(%po: memref<1x8x4x64xf32>, %pl: memref<1x8x4xf32>, %o: memref<1x8x128xf16>) {
+  // expected-error @below {{'output' must be [B, (Lq,) Hq, D] matching 'partial_output' [1, 8, 64] of 'f16', got 'memref<1x8x128xf16>'}}
+  fd.merge %po, %pl into %o : memref<1x8x4x64xf32>, memref<1x8x4xf32> into memref<1x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @merge_head_dim(%po: memref<1x8x4x12xf32>, %pl: memref<1x8x4xf32>, %o: memref<1x8x12xf16>) {
+  // expected-error @below {{'partial_output' head dim [12] is not supported: expected a static multiple of 8 in [32, 256]}}
+  fd.merge %po, %pl into %o : memref<1x8x4x12xf32>, memref<1x8x4xf32> into memref<1x8x12xf16>
+  return
+}
+
+// -----
+
+func.func @merge_partials_f16(%po: memref<1x8x4x64xf16>, %pl: memref<1x8x4xf32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{operand #0 must be 4D/5D memref of 32-bit float values}}
+  fd.merge %po, %pl into %o : memref<1x8x4x64xf16>, memref<1x8x4xf32> into memref<1x8x64xf16>
+  return
+}

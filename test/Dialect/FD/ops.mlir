@@ -1,0 +1,52 @@
+// RUN: fd-opt %s | fd-opt | FileCheck %s
+// RUN: fd-opt %s --mlir-print-op-generic | fd-opt | FileCheck %s
+
+// CHECK-LABEL: func @decode_nhd
+// CHECK-SAME: (%[[Q:.*]]: memref<?x32x128xf16>, %[[K:.*]]: memref<?x?x8x128xf16>, %[[V:.*]]: memref<?x?x8x128xf16>, %[[L:.*]]: memref<?xi32>, %[[O:.*]]: memref<?x32x128xf16>, %[[LSE:.*]]: memref<?x32xf32>)
+func.func @decode_nhd(%q: memref<?x32x128xf16>, %k: memref<?x?x8x128xf16>,
+                      %v: memref<?x?x8x128xf16>, %lens: memref<?xi32>,
+                      %out: memref<?x32x128xf16>, %lse: memref<?x32xf32>) {
+  // CHECK: fd.attention %[[Q]], %[[K]], %[[V]], %[[L]] into %[[O]], %[[LSE]] :
+  // CHECK-SAME: memref<?x32x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16>, memref<?xi32> into memref<?x32x128xf16>, memref<?x32xf32>
+  fd.attention %q, %k, %v, %lens into %out, %lse
+      : memref<?x32x128xf16>, memref<?x?x8x128xf16>, memref<?x?x8x128xf16>,
+        memref<?xi32> into memref<?x32x128xf16>, memref<?x32xf32>
+  return
+}
+
+// CHECK-LABEL: func @speculative_hnd_bf16
+func.func @speculative_hnd_bf16(%q: memref<2x4x8x64xbf16>, %k: memref<2x1x?x64xbf16>,
+                                %v: memref<2x1x?x64xbf16>, %lens: memref<2xi32>,
+                                %out: memref<2x4x8x64xbf16>) {
+  // CHECK: fd.attention {{.*}} {kv_layout = #fd.kv_layout<HND>, scale = 5.000000e-01 : f32}
+  // CHECK-SAME: memref<2x4x8x64xbf16>, memref<2x1x?x64xbf16>
+  fd.attention %q, %k, %v, %lens into %out {kv_layout = #fd.kv_layout<HND>, scale = 0.5 : f32}
+      : memref<2x4x8x64xbf16>, memref<2x1x?x64xbf16>, memref<2x1x?x64xbf16>,
+        memref<2xi32> into memref<2x4x8x64xbf16>
+  return
+}
+
+// CHECK-LABEL: func @split_form
+// CHECK-SAME: %[[PO:[a-z0-9]+]]: memref<?x32x16x128xf32>, %[[PL:[a-z0-9]+]]: memref<?x32x16xf32>
+func.func @split_form(%q: memref<?x32x128xf32>, %k: memref<?x?x8x128xf32>,
+                      %v: memref<?x?x8x128xf32>, %lens: memref<?xi32>,
+                      %po: memref<?x32x16x128xf32>, %pl: memref<?x32x16xf32>,
+                      %out: memref<?x32x128xf32>) {
+  // CHECK: fd.partial_attention {{.*}} into %[[PO]], %[[PL]] {chunk_length = 256 : i64}
+  fd.partial_attention %q, %k, %v, %lens into %po, %pl {chunk_length = 256 : i64}
+      : memref<?x32x128xf32>, memref<?x?x8x128xf32>, memref<?x?x8x128xf32>,
+        memref<?xi32> into memref<?x32x16x128xf32>, memref<?x32x16xf32>
+  // CHECK: fd.merge %[[PO]], %[[PL]] into %{{.*}} : memref<?x32x16x128xf32>, memref<?x32x16xf32> into memref<?x32x128xf32>
+  fd.merge %po, %pl into %out
+      : memref<?x32x16x128xf32>, memref<?x32x16xf32> into memref<?x32x128xf32>
+  return
+}
+
+// CHECK-LABEL: func @merge_speculative_with_lse
+func.func @merge_speculative_with_lse(%po: memref<1x2x4x3x256xf32>, %pl: memref<1x2x4x3xf32>,
+                                      %out: memref<1x2x4x256xf16>, %lse: memref<1x2x4xf32>) {
+  // CHECK: fd.merge {{.*}} into %{{.*}}, %{{.*}} : memref<1x2x4x3x256xf32>, memref<1x2x4x3xf32> into memref<1x2x4x256xf16>, memref<1x2x4xf32>
+  fd.merge %po, %pl into %out, %lse
+      : memref<1x2x4x3x256xf32>, memref<1x2x4x3xf32> into memref<1x2x4x256xf16>, memref<1x2x4xf32>
+  return
+}

@@ -1,0 +1,116 @@
+//===- SplitPlannerTest.cpp - The automatic split choice ------------------===//
+
+#include "fd/Planning/SplitPlanner.h"
+
+#include <gtest/gtest.h>
+
+using namespace fd;
+
+namespace {
+
+TEST(SplitPlanner, LlamaDecodeFillsOneWave) {
+  // B=1, Hkv=8, L=32k: 8 blocks unsplit; 16 splits make 128 of 132 SMs busy.
+  SplitPlan plan = planNumSplits(1, 8, 32768);
+  EXPECT_EQ(plan.numSplits, 16);
+  EXPECT_EQ(plan.blocks, 128);
+  EXPECT_EQ(plan.waves, 1);
+  EXPECT_NEAR(plan.waveEfficiency, 128.0 / 132.0, 1e-12);
+  EXPECT_EQ(plan.chunkLength, 2048);
+}
+
+TEST(SplitPlanner, FullGridIsNotSplit) {
+  // 4 * 32 = 128 blocks already fill a wave; splitting only adds merges.
+  EXPECT_EQ(planNumSplits(4, 32, 131072).numSplits, 1);
+  EXPECT_EQ(planNumSplits(128, 8, 4096).numSplits, 1);
+}
+
+TEST(SplitPlanner, SplitsAGridThatSpillsIntoASecondWave) {
+  // 140 blocks: one full wave and 8 blocks in a second. FlashAttention-2
+  // keeps this unsplit (work >= 0.8 * SMs); the wave model splits it.
+  SplitPlan unsplit = evaluateSplits(140, 1, 32768, 1);
+  SplitPlan plan = planNumSplits(140, 1, 32768);
+  EXPECT_GT(plan.numSplits, 1);
+  EXPECT_LT(plan.modeledCost, unsplit.modeledCost);
+  EXPECT_GE(plan.waveEfficiency, 0.85);
+}
+
+TEST(SplitPlanner, ShortContextRespectsTheMinimumChunk) {
+  SplitPlannerOptions options;
+  options.minChunkLength = 256;
+  SplitPlan plan = planNumSplits(1, 1, 1000, options);
+  EXPECT_EQ(plan.numSplits, 3); // 1000 / 256 candidates at most
+  EXPECT_GE(plan.chunkLength, 256);
+  EXPECT_EQ(planNumSplits(1, 8, 100).numSplits, 1);
+  EXPECT_EQ(planNumSplits(1, 8, 0).numSplits, 1);
+}
+
+TEST(SplitPlanner, RespectsTheSplitCap) {
+  SplitPlannerOptions options;
+  options.maxSplits = 8;
+  EXPECT_EQ(planNumSplits(1, 1, 1 << 20, options).numSplits, 8);
+}
+
+TEST(SplitPlanner, FollowsTheSMCount) {
+  // An A100 (108 SMs) and an H200 (132) get different grids for B=1, Hkv=8.
+  SplitPlannerOptions a100;
+  a100.smCount = 108;
+  SplitPlan plan = planNumSplits(1, 8, 32768, a100);
+  EXPECT_LE(plan.blocks, 108);
+  EXPECT_GE(plan.waveEfficiency, 0.85);
+  EXPECT_NE(plan.numSplits, planNumSplits(1, 8, 32768).numSplits);
+}
+
+TEST(SplitPlanner, InvariantsOverTheReferenceTable) {
+  SplitPlannerOptions options;
+  for (int64_t batch : {1, 4, 16, 64, 128})
+    for (int64_t kvHeads : {1, 8, 32})
+      for (int64_t length : {512, 4096, 32768, 131072}) {
+        SCOPED_TRACE(testing::Message() << "B=" << batch << " Hkv=" << kvHeads
+                                        << " L=" << length);
+        SplitPlan plan = planNumSplits(batch, kvHeads, length, options);
+        EXPECT_GE(plan.numSplits, 1);
+        EXPECT_LE(plan.numSplits, options.maxSplits);
+        if (plan.numSplits > 1)
+          EXPECT_GE(plan.chunkLength, options.minChunkLength);
+        // No split count the planner may pick is modeled as more than 5 %
+        // faster than its choice.
+        for (int64_t splits = 1;
+             splits <= std::min<int64_t>(options.maxSplits,
+                                         length / options.minChunkLength);
+             ++splits)
+          EXPECT_GE(evaluateSplits(batch, kvHeads, length, splits, options)
+                            .modeledCost *
+                        options.timeTolerance,
+                    plan.modeledCost);
+        // A pure function: asking again gives the same answer.
+        EXPECT_EQ(planNumSplits(batch, kvHeads, length, options).numSplits,
+                  plan.numSplits);
+      }
+}
+
+TEST(SplitPlanner, ValidatesItsInputs) {
+  SplitPlannerOptions options;
+  EXPECT_EQ(validateSplitPlannerInputs(1, 8, 4096, options), "");
+  EXPECT_EQ(validateSplitPlannerInputs(0, 8, 4096, options),
+            "batch must be >= 1, got 0");
+  EXPECT_EQ(validateSplitPlannerInputs(1, 0, 4096, options),
+            "num-kv-heads must be >= 1, got 0");
+  EXPECT_EQ(validateSplitPlannerInputs(1, 8, -1, options),
+            "max-len must be >= 0, got -1");
+  options.smCount = 0;
+  EXPECT_EQ(validateSplitPlannerInputs(1, 8, 4096, options),
+            "sm-count must be >= 1, got 0");
+}
+
+TEST(SplitPlanner, WorkspaceBytes) {
+  // B * Lq * Hq * S * (D + 1) * 4.
+  EXPECT_EQ(getWorkspaceBytes(1, 1, 32, 16, 128), 32 * 16 * 129 * 4);
+  EXPECT_EQ(getWorkspaceBytes(3, 2, 8, 5, 64), 3 * 2 * 8 * 5 * 65 * 4);
+}
+
+TEST(SplitPlanner, DescribesAPlan) {
+  EXPECT_EQ(describeSplitPlan(planNumSplits(1, 8, 32768)),
+            "splits=16 blocks=128 waves=1 wave-efficiency=0.97 chunk=2048");
+}
+
+} // namespace
