@@ -14,6 +14,7 @@ config.test_exec_root = os.path.join(config.fd_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%shlibext", config.shlib_ext))
+config.substitutions.append(("%fd_obj_root", config.fd_obj_root))
 config.substitutions.append(
     ("%mlir_runner_utils",
      os.path.join(config.mlir_lib_dir, "libmlir_runner_utils" + config.shlib_ext)))

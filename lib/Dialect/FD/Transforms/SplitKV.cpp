@@ -56,6 +56,12 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
     return options.numSplits;
 
   AttentionGeometry geometry = op.getGeometry();
+  FailureOr<int64_t> batch = 1;
+  if (options.chunkLength == 0)
+    batch = staticOrHint(op, geometry.batch, options.batchHint,
+                         "batch size (B)", "batch", emitErrors);
+  if (failed(batch))
+    return failure();
   FailureOr<int64_t> maxLength =
       staticOrHint(op, geometry.maxLength, options.maxLengthHint,
                    "cache length (Lmax)", "max-len", emitErrors);
@@ -70,10 +76,6 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
     return std::clamp<int64_t>(numSplits, 1, options.maxSplits);
   }
 
-  FailureOr<int64_t> batch = staticOrHint(op, geometry.batch, options.batchHint,
-                                          "batch size (B)", "batch", emitErrors);
-  if (failed(batch))
-    return failure();
   ::fd::SplitPlannerOptions plannerOptions;
   plannerOptions.smCount = options.smCount;
   plannerOptions.minChunkLength = options.minChunkLength;

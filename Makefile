@@ -1,0 +1,52 @@
+# flashdecode: the two commands of the README's quick start.
+#   make demo   install what is missing, build, run the demo
+#   make test   install what is missing, build, run every test (ctest)
+
+BUILD_DIR ?= build
+LLVM_PREFIX ?= /usr/lib/llvm-22
+PYTHON ?= /usr/bin/python3
+JOBS ?= $(shell nproc)
+
+# Debian packages the build, the tests and the later Python module need.
+APT_PACKAGES := cmake ninja-build g++ llvm-22-dev libmlir-22-dev \
+  mlir-22-tools llvm-22-tools libgtest-dev python3 python3-numpy \
+  python3-pytest pybind11-dev
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps configure build demo test clean
+
+all: build
+
+# Installs only what is absent, unattended; a no-op when all is there.
+deps:
+	@missing=""; \
+	for package in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$package 2>/dev/null | \
+	    grep -q "install ok installed" || missing="$$missing $$package"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$missing; \
+	fi
+
+$(BUILD_DIR)/build.ninja:
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DMLIR_DIR=$(LLVM_PREFIX)/lib/cmake/mlir \
+	  -DLLVM_EXTERNAL_LIT=$(LLVM_PREFIX)/bin/lit \
+	  -DPython3_EXECUTABLE=$(PYTHON)
+
+configure: deps $(BUILD_DIR)/build.ninja
+
+build: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+demo: build
+	$(BUILD_DIR)/bin/fd-demo
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,27 @@
+// RUN: fd-opt %s -split-input-file -fd-split-kv=report=true -verify-diagnostics -o /dev/null
+// RUN: fd-opt %s -split-input-file -fd-split-kv="report=true sm-count=108" 2>&1 -o /dev/null | FileCheck %s --check-prefix=A100
+
+// A100-LABEL: remark: fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 -> splits=13 blocks=104 waves=1 wave-efficiency=0.96 chunk=2521 workspace=214656B
+
+func.func @llama_decode(%q: memref<1x32x128xf16>, %k: memref<1x32768x8x128xf16>,
+                        %v: memref<1x32768x8x128xf16>, %lens: memref<1xi32>,
+                        %out: memref<1x32x128xf16>) {
+  // expected-remark @below {{fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 -> splits=16 blocks=128 waves=1 wave-efficiency=0.97 chunk=2048 workspace=264192B}}
+  fd.attention %q, %k, %v, %lens into %out
+      : memref<1x32x128xf16>, memref<1x32768x8x128xf16>, memref<1x32768x8x128xf16>,
+        memref<1xi32> into memref<1x32x128xf16>
+  return
+}
+
+// -----
+
+func.func @prefill(%q: memref<1x16x8x64xf16>, %k: memref<1x4096x8x64xf16>,
+                   %v: memref<1x4096x8x64xf16>, %lens: memref<1xi32>,
+                   %out: memref<1x16x8x64xf16>) {
+  // expected-remark @below {{fd-split-kv: left alone, prefill-shaped (Lq = 16 > 8)}}
+  fd.attention %q, %k, %v, %lens into %out
+      : memref<1x16x8x64xf16>, memref<1x4096x8x64xf16>, memref<1x4096x8x64xf16>,
+        memref<1xi32> into memref<1x16x8x64xf16>
+  return
+}
+

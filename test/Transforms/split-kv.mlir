@@ -1,0 +1,85 @@
+// RUN: fd-opt %s -split-input-file -fd-split-kv | FileCheck %s
+// RUN: fd-opt %s -split-input-file -fd-split-kv=num-splits=1 | FileCheck %s --check-prefix=ONE
+// RUN: fd-opt %s -split-input-file -fd-split-kv="num-splits=4 chunk-length=512" | FileCheck %s --check-prefix=CHUNK
+
+// Llama-3-8B decode step at 32k: 8 blocks unsplit, 16 splits fill a wave.
+// Workspace: 1 * 1 * 32 * 16 * (128 + 1) * 4 = 264192 bytes, the lse part at
+// 32 * 16 * 128 * 4 = 262144.
+
+// CHECK-LABEL: func @llama_decode
+// CHECK-SAME: (%[[Q:[a-z0-9]+]]: memref<1x32x128xf16>, %[[K:[a-z0-9]+]]: memref<1x32768x8x128xf16>, %[[V:[a-z0-9]+]]: memref<1x32768x8x128xf16>, %[[L:[a-z0-9]+]]: memref<1xi32>, %[[O:[a-z0-9]+]]: memref<1x32x128xf16>, %[[LSE:[a-z0-9]+]]: memref<1x32xf32>)
+// CHECK-DAG:  %[[OFF:.*]] = arith.constant 262144 : index
+// CHECK-DAG:  %[[C0:.*]] = arith.constant 0 : index
+// CHECK:      %[[WS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<264192xi8>
+// CHECK-NEXT: %[[PO:.*]] = memref.view %[[WS]][%[[C0]]][] : memref<264192xi8> to memref<1x32x16x128xf32>
+// CHECK-NEXT: %[[PL:.*]] = memref.view %[[WS]][%[[OFF]]][] : memref<264192xi8> to memref<1x32x16xf32>
+// CHECK-NEXT: fd.partial_attention %[[Q]], %[[K]], %[[V]], %[[L]] into %[[PO]], %[[PL]] :
+// CHECK-NEXT: fd.merge %[[PO]], %[[PL]] into %[[O]], %[[LSE]] :
+// CHECK-NEXT: memref.dealloc %[[WS]]
+// CHECK-NOT:  fd.attention
+
+// ONE-LABEL: func @llama_decode
+// ONE: memref.view {{.*}} to memref<1x32x1x128xf32>
+// ONE: fd.partial_attention {{.*}} into memref<1x32x1x128xf32>, memref<1x32x1xf32>
+// ONE: fd.merge
+
+// CHUNK-LABEL: func @llama_decode
+// CHUNK: fd.partial_attention {{.*}} {chunk_length = 512 : i64} : {{.*}} into memref<1x32x4x128xf32>, memref<1x32x4xf32>
+func.func @llama_decode(%q: memref<1x32x128xf16>, %k: memref<1x32768x8x128xf16>,
+                        %v: memref<1x32768x8x128xf16>, %lens: memref<1xi32>,
+                        %out: memref<1x32x128xf16>, %lse: memref<1x32xf32>) {
+  fd.attention %q, %k, %v, %lens into %out, %lse
+      : memref<1x32x128xf16>, memref<1x32768x8x128xf16>, memref<1x32768x8x128xf16>,
+        memref<1xi32> into memref<1x32x128xf16>, memref<1x32xf32>
+  return
+}
+
+// -----
+
+// A large batch fills the machine without splitting; layout, scale and the
+// absent lse carry over.
+
+// CHECK-LABEL: func @full_grid_hnd
+// CHECK: fd.partial_attention {{.*}} {kv_layout = #fd.kv_layout<HND>, scale = 2.500000e-01 : f32} : {{.*}} into memref<128x8x1x64xf32>, memref<128x8x1xf32>
+// CHECK: fd.merge {{.*}} : memref<128x8x1x64xf32>, memref<128x8x1xf32> into memref<128x8x64xbf16>
+// CHECK-NOT: fd.attention
+func.func @full_grid_hnd(%q: memref<128x8x64xbf16>, %k: memref<128x8x4096x64xbf16>,
+                         %v: memref<128x8x4096x64xbf16>, %lens: memref<128xi32>,
+                         %out: memref<128x8x64xbf16>) {
+  fd.attention %q, %k, %v, %lens into %out {kv_layout = #fd.kv_layout<HND>, scale = 0.25 : f32}
+      : memref<128x8x64xbf16>, memref<128x8x4096x64xbf16>, memref<128x8x4096x64xbf16>,
+        memref<128xi32> into memref<128x8x64xbf16>
+  return
+}
+
+// -----
+
+// Speculative decoding (Lq = 4) is decode-shaped: the partials carry Lq.
+
+// CHECK-LABEL: func @speculative
+// CHECK: fd.partial_attention {{.*}} into memref<2x4x8x{{[0-9]+}}x64xf32>, memref<2x4x8x{{[0-9]+}}xf32>
+// CHECK: fd.merge
+func.func @speculative(%q: memref<2x4x8x64xf32>, %k: memref<2x8192x1x64xf32>,
+                       %v: memref<2x8192x1x64xf32>, %lens: memref<2xi32>,
+                       %out: memref<2x4x8x64xf32>) {
+  fd.attention %q, %k, %v, %lens into %out
+      : memref<2x4x8x64xf32>, memref<2x8192x1x64xf32>, memref<2x8192x1x64xf32>,
+        memref<2xi32> into memref<2x4x8x64xf32>
+  return
+}
+
+// -----
+
+// Prefill-shaped attention (Lq = 16 > 8) is left alone.
+
+// CHECK-LABEL: func @prefill
+// CHECK-NEXT: fd.attention
+// CHECK-NOT: fd.partial_attention
+func.func @prefill(%q: memref<1x16x8x64xf16>, %k: memref<1x4096x8x64xf16>,
+                   %v: memref<1x4096x8x64xf16>, %lens: memref<1xi32>,
+                   %out: memref<1x16x8x64xf16>) {
+  fd.attention %q, %k, %v, %lens into %out
+      : memref<1x16x8x64xf16>, memref<1x4096x8x64xf16>, memref<1x4096x8x64xf16>,
+        memref<1xi32> into memref<1x16x8x64xf16>
+  return
+}
