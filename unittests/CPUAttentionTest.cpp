@@ -175,9 +175,9 @@ void expectMatchesReference(const Problem &problem, const Result &result) {
             << "row " << row << " has no keys";
       continue;
     }
-    maxLseError = std::max(
-        maxLseError, std::abs(result.lse[row] - expectedLse[row]) /
-                         std::max(1.0, std::abs(expectedLse[row])));
+    maxLseError =
+        std::max(maxLseError, std::abs(result.lse[row] - expectedLse[row]) /
+                                  std::max(1.0, std::abs(expectedLse[row])));
     for (int64_t k = 0; k < d; ++k) {
       double actual = result.output.get(row * d + k);
       ASSERT_TRUE(std::isfinite(actual)) << "row " << row << " dim " << k;
@@ -206,8 +206,8 @@ protected:
 // The dtype x layout x head-ratio x head-dim matrix
 //===----------------------------------------------------------------------===//
 
-using MatrixParam = std::tuple<ElementType, CacheLayout,
-                               std::pair<int64_t, int64_t>, int64_t>;
+using MatrixParam =
+    std::tuple<ElementType, CacheLayout, std::pair<int64_t, int64_t>, int64_t>;
 
 class CPUAttentionMatrix : public Seeded,
                            public testing::WithParamInterface<MatrixParam> {};
@@ -235,9 +235,8 @@ TEST_P(CPUAttentionMatrix, SplitAndUnsplitMatchTheReference) {
     variants.push_back(config);
   }
   for (const KernelConfig &variant : variants) {
-    SCOPED_TRACE(testing::Message()
-                 << "split=" << variant.splitKV
-                 << " num_splits=" << variant.numSplits);
+    SCOPED_TRACE(testing::Message() << "split=" << variant.splitKV
+                                    << " num_splits=" << variant.numSplits);
     auto kernel = compile(variant);
     ASSERT_TRUE(kernel);
     if (variant.splitKV)
@@ -250,20 +249,19 @@ std::string matrixName(const testing::TestParamInfo<MatrixParam> &info) {
   auto [type, layout, heads, headDim] = info.param;
   return std::string(getElementTypeName(type)) + "_" +
          getCacheLayoutName(layout) + "_Hq" + std::to_string(heads.first) +
-         "_Hkv" + std::to_string(heads.second) + "_D" +
-         std::to_string(headDim);
+         "_Hkv" + std::to_string(heads.second) + "_D" + std::to_string(headDim);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     AllConfigs, CPUAttentionMatrix,
-    testing::Combine(
-        testing::Values(ElementType::F32, ElementType::F16, ElementType::BF16),
-        testing::Values(CacheLayout::NHD, CacheLayout::HND),
-        // MHA, GQA, MQA.
-        testing::Values(std::make_pair<int64_t, int64_t>(4, 4),
-                        std::make_pair<int64_t, int64_t>(8, 2),
-                        std::make_pair<int64_t, int64_t>(4, 1)),
-        testing::Values(64, 128, 256)),
+    testing::Combine(testing::Values(ElementType::F32, ElementType::F16,
+                                     ElementType::BF16),
+                     testing::Values(CacheLayout::NHD, CacheLayout::HND),
+                     // MHA, GQA, MQA.
+                     testing::Values(std::make_pair<int64_t, int64_t>(4, 4),
+                                     std::make_pair<int64_t, int64_t>(8, 2),
+                                     std::make_pair<int64_t, int64_t>(4, 1)),
+                     testing::Values(64, 128, 256)),
     matrixName);
 
 //===----------------------------------------------------------------------===//
@@ -277,9 +275,8 @@ TEST_F(CPUAttention, CausalQueryTokens) {
   // Lq leave the first queries without keys.
   for (ElementType type : {ElementType::F32, ElementType::BF16})
     for (int64_t queryLength : {2, 4, 8}) {
-      SCOPED_TRACE(testing::Message() << getElementTypeName(type)
-                                      << " Lq=" << queryLength << " "
-                                      << seedNote());
+      SCOPED_TRACE(testing::Message() << getElementTypeName(type) << " Lq="
+                                      << queryLength << " " << seedNote());
       KernelConfig config;
       config.elementType = type;
       config.numQueryHeads = 8;
@@ -307,8 +304,7 @@ TEST_F(CPUAttention, AutomaticSplitsFollowThePlanner) {
   config.maxLength = 2048;
   auto kernel = compile(config);
   ASSERT_TRUE(kernel);
-  EXPECT_EQ(kernel->getNumSplits(),
-            planNumSplits(3, 2, 2048).numSplits);
+  EXPECT_EQ(kernel->getNumSplits(), planNumSplits(3, 2, 2048).numSplits);
   EXPECT_GT(kernel->getNumSplits(), 1);
   SCOPED_TRACE(seedNote());
   Problem problem(config, {2048, 1000, 17}, 2048, random);
@@ -320,8 +316,8 @@ TEST_F(CPUAttention, ChunkLengthModeIsIndependentOfTheBatch) {
   // same order, alone or beside longer sequences that enlarge the grid:
   // its output is bit-identical.
   for (ElementType type : {ElementType::F32, ElementType::F16}) {
-    SCOPED_TRACE(testing::Message() << getElementTypeName(type) << " "
-                                    << seedNote());
+    SCOPED_TRACE(testing::Message()
+                 << getElementTypeName(type) << " " << seedNote());
     KernelConfig config;
     config.elementType = type;
     config.numQueryHeads = 4;
@@ -361,9 +357,9 @@ TEST_F(CPUAttention, ChunkLengthModeIsIndependentOfTheBatch) {
     EXPECT_EQ(std::memcmp(&inBatch.output.bytes[outputStride],
                           byItself.output.bytes.data(), outputStride),
               0);
-    EXPECT_EQ(std::memcmp(&inBatch.lse[4], byItself.lse.data(),
-                          4 * sizeof(float)),
-              0);
+    EXPECT_EQ(
+        std::memcmp(&inBatch.lse[4], byItself.lse.data(), 4 * sizeof(float)),
+        0);
     expectMatchesReference(mixed, inBatch);
   }
 }

@@ -26,8 +26,8 @@ uint16_t apfloatBits(float value, const llvm::fltSemantics &semantics) {
 float apfloatValue(uint16_t bits, const llvm::fltSemantics &semantics) {
   llvm::APFloat value(semantics, llvm::APInt(16, bits));
   bool losesInfo = false;
-  value.convert(llvm::APFloat::IEEEsingle(),
-                llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+  value.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven,
+                &losesInfo);
   return value.convertToFloat();
 }
 
@@ -50,8 +50,15 @@ TEST(Reference, DecodesEvery16BitPattern) {
 TEST(Reference, RoundsFloatsToNearestEven) {
   std::mt19937 random(std::random_device{}());
   std::uniform_int_distribution<uint32_t> anyBits;
-  std::vector<float> values = {0.0f, -0.0f, 65504.0f, 65519.0f, 65520.0f,
-                               1e-8f, 2.9802322e-8f, 5.9604645e-8f, 6.1e-5f,
+  std::vector<float> values = {0.0f,
+                               -0.0f,
+                               65504.0f,
+                               65519.0f,
+                               65520.0f,
+                               1e-8f,
+                               2.9802322e-8f,
+                               5.9604645e-8f,
+                               6.1e-5f,
                                std::numeric_limits<float>::infinity(),
                                std::numeric_limits<float>::quiet_NaN()};
   for (int i = 0; i < 200000; ++i) {

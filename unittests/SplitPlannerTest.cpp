@@ -65,8 +65,8 @@ TEST(SplitPlanner, InvariantsOverTheReferenceTable) {
   for (int64_t batch : {1, 4, 16, 64, 128})
     for (int64_t kvHeads : {1, 8, 32})
       for (int64_t length : {512, 4096, 32768, 131072}) {
-        SCOPED_TRACE(testing::Message() << "B=" << batch << " Hkv=" << kvHeads
-                                        << " L=" << length);
+        SCOPED_TRACE(testing::Message()
+                     << "B=" << batch << " Hkv=" << kvHeads << " L=" << length);
         SplitPlan plan = planNumSplits(batch, kvHeads, length, options);
         EXPECT_GE(plan.numSplits, 1);
         EXPECT_LE(plan.numSplits, options.maxSplits);

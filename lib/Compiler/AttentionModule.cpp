@@ -54,10 +54,11 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   if (config.withLse)
     argumentTypes.push_back(MemRefType::get(rowShape, builder.getF32Type()));
 
-  auto function = func::FuncOp::create(
-      builder, loc, kAttentionFunctionName,
-      builder.getFunctionType(argumentTypes, {}));
-  function->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), builder.getUnitAttr());
+  auto function =
+      func::FuncOp::create(builder, loc, kAttentionFunctionName,
+                           builder.getFunctionType(argumentTypes, {}));
+  function->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
+                    builder.getUnitAttr());
   Block *entry = function.addEntryBlock();
   builder.setInsertionPointToStart(entry);
   ValueRange arguments = entry->getArguments();

@@ -5,10 +5,10 @@
 #include "fd/Dialect/FD/IR/FD.h"
 #include "fd/Dialect/FD/Transforms/Passes.h"
 
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
-#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
@@ -24,7 +24,6 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -55,11 +54,10 @@ void buildLowerToCPUPipeline(OpPassManager &pm) {
 }
 
 void registerFDDialects(DialectRegistry &registry) {
-  registry.insert<mlir::fd::FDDialect, affine::AffineDialect,
-                  arith::ArithDialect, cf::ControlFlowDialect,
-                  func::FuncDialect, LLVM::LLVMDialect, math::MathDialect,
-                  memref::MemRefDialect, scf::SCFDialect,
-                  vector::VectorDialect>();
+  registry
+      .insert<mlir::fd::FDDialect, affine::AffineDialect, arith::ArithDialect,
+              cf::ControlFlowDialect, func::FuncDialect, LLVM::LLVMDialect,
+              math::MathDialect, memref::MemRefDialect, scf::SCFDialect>();
   func::registerAllExtensions(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);

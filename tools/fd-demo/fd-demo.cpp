@@ -133,8 +133,8 @@ int main() {
   reference::attention(problem, expected, expectedLse);
   double maxError = 0.0, maxValue = 0.0, maxLseError = 0.0;
   for (size_t i = 0; i < output.size(); ++i) {
-    maxError = std::max(maxError, std::abs(reference::halfToFloat(output[i]) -
-                                           expected[i]));
+    maxError = std::max(
+        maxError, std::abs(reference::halfToFloat(output[i]) - expected[i]));
     maxValue = std::max(maxValue, std::abs(expected[i]));
   }
   for (size_t i = 0; i < lse.size(); ++i)

@@ -56,12 +56,12 @@ void printTable(const fd::SplitPlannerOptions &options) {
   std::printf("| B | Hkv | L | splits | blocks | waves | wave eff. | chunk | "
               "FA2 splits | FA2 blocks | FA2 wave eff. | modeled time ours / "
               "FA2 |\n");
-  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int64_t batch : {1, 4, 16, 64, 128})
     for (int64_t kvHeads : {1, 8, 32})
       for (int64_t length : {512, 4096, 32768, 131072}) {
-        fd::SplitPlan ours =
-            fd::planNumSplits(batch, kvHeads, length, options);
+        fd::SplitPlan ours = fd::planNumSplits(batch, kvHeads, length, options);
         int64_t theirsSplits = flashAttention2Splits(
             batch * kvHeads, options.smCount, length, /*blockN=*/128);
         fd::SplitPlan theirs =

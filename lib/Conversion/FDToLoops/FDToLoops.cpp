@@ -135,17 +135,16 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
         auto dotLoop = scf::ForOp::create(
             b, loc, zeroIndex, headDim, one, ValueRange{zero},
             [&](OpBuilder &b, Location loc, Value dim, ValueRange partial) {
-              Value q = loadAsF32(b, loc, row.query,
-                                  indexing.row(row.batch, row.token, row.head,
-                                               {dim}));
+              Value q = loadAsF32(
+                  b, loc, row.query,
+                  indexing.row(row.batch, row.token, row.head, {dim}));
               Value k = loadAsF32(
                   b, loc, row.keyCache,
                   indexing.cache(row.batch, position, row.kvHead, dim));
               Value product = arith::MulFOp::create(b, loc, q, k);
-              scf::YieldOp::create(
-                  b, loc,
-                  ValueRange{arith::AddFOp::create(b, loc, partial[0],
-                                                   product)});
+              scf::YieldOp::create(b, loc,
+                                   ValueRange{arith::AddFOp::create(
+                                       b, loc, partial[0], product)});
             });
         Value score =
             arith::MulFOp::create(b, loc, dotLoop.getResult(0), scale);
@@ -161,8 +160,7 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
               Value v = loadAsF32(
                   b, loc, row.valueCache,
                   indexing.cache(row.batch, position, row.kvHead, dim));
-              Value previous =
-                  memref::LoadOp::create(b, loc, accumulator, dim);
+              Value previous = memref::LoadOp::create(b, loc, accumulator, dim);
               Value updated = arith::AddFOp::create(
                   b, loc, arith::MulFOp::create(b, loc, previous, correction),
                   arith::MulFOp::create(b, loc, weight, v));
@@ -199,8 +197,8 @@ Value logSumExp(OpBuilder &b, Location loc, SoftmaxState state) {
 
 /// Writes accumulator * scale to `output` at row indices + [d], for every d.
 void storeScaledRow(OpBuilder &b, Location loc, Value accumulator,
-                    Value scaleFactor, Value output,
-                    ArrayRef<Value> rowIndices, int64_t headDim) {
+                    Value scaleFactor, Value output, ArrayRef<Value> rowIndices,
+                    int64_t headDim) {
   scf::ForOp::create(
       b, loc, indexConstant(b, loc, 0), indexConstant(b, loc, headDim),
       indexConstant(b, loc, 1), ValueRange{},
@@ -233,17 +231,16 @@ Value causalEnd(OpBuilder &b, Location loc, int64_t queryLength, Value length,
 /// Builds the (b, [split,] t, h) loop nest shared by the attention lowerings
 /// and hands the body the row operands and the sequence length.
 template <typename AttentionLikeOp>
-void buildRowNest(
-    OpBuilder &b, AttentionLikeOp op, const AttentionIndexing &indexing,
-    int64_t numSplits,
-    function_ref<void(OpBuilder &, Location, const RowOperands &, Value split,
-                      Value length)>
-        bodyBuilder) {
+void buildRowNest(OpBuilder &b, AttentionLikeOp op,
+                  const AttentionIndexing &indexing, int64_t numSplits,
+                  function_ref<void(OpBuilder &, Location, const RowOperands &,
+                                    Value split, Value length)>
+                      bodyBuilder) {
   Location loc = op.getLoc();
   const AttentionGeometry &geometry = indexing.geometry;
   Value batchSize = memref::DimOp::create(b, loc, op.getQuery(), 0);
-  Value maxLength = memref::DimOp::create(b, loc, op.getKeyCache(),
-                                          indexing.lengthDim());
+  Value maxLength =
+      memref::DimOp::create(b, loc, op.getKeyCache(), indexing.lengthDim());
   Value zero = indexConstant(b, loc, 0);
   Value one = indexConstant(b, loc, 1);
   SmallVector<Value> upperBounds = {
@@ -255,8 +252,12 @@ void buildRowNest(
       b, loc, SmallVector<Value>(4, zero), upperBounds,
       SmallVector<Value>(4, one),
       [&](OpBuilder &b, Location loc, ValueRange ivs) {
-        RowOperands row{op.getQuery(), op.getKeyCache(), op.getValueCache(),
-                        ivs[0],        ivs[2],           ivs[3],
+        RowOperands row{op.getQuery(),
+                        op.getKeyCache(),
+                        op.getValueCache(),
+                        ivs[0],
+                        ivs[2],
+                        ivs[3],
                         arith::DivUIOp::create(b, loc, ivs[3], group)};
         Value length =
             loadSequenceLength(b, loc, op.getSeqLens(), ivs[0], maxLength);
@@ -275,24 +276,23 @@ struct AttentionOpLowering : OpConversionPattern<AttentionOp> {
     Value accumulator = allocateScratch(
         rewriter, op, MemRefType::get({headDim}, rewriter.getF32Type()));
     Value scale = f32Constant(rewriter, op.getLoc(), op.getEffectiveScale());
-    buildRowNest(
-        rewriter, op, indexing, /*numSplits=*/1,
-        [&](OpBuilder &b, Location loc, const RowOperands &row, Value,
-            Value length) {
-          Value begin = indexConstant(b, loc, 0);
-          Value end = causalEnd(b, loc, indexing.geometry.queryLength, length,
-                                row.token, begin, length);
-          SoftmaxState state = emitOnlineSoftmax(b, loc, indexing, row, begin,
-                                                 end, scale, accumulator);
-          SmallVector<Value> rowIndices =
-              indexing.row(row.batch, row.token, row.head);
-          storeScaledRow(b, loc, accumulator,
-                         reciprocalOrZero(b, loc, state.sum), op.getOutput(),
-                         rowIndices, headDim);
-          if (op.getLse())
-            memref::StoreOp::create(b, loc, logSumExp(b, loc, state),
-                                    op.getLse(), rowIndices);
-        });
+    buildRowNest(rewriter, op, indexing, /*numSplits=*/1,
+                 [&](OpBuilder &b, Location loc, const RowOperands &row, Value,
+                     Value length) {
+                   Value begin = indexConstant(b, loc, 0);
+                   Value end = causalEnd(b, loc, indexing.geometry.queryLength,
+                                         length, row.token, begin, length);
+                   SoftmaxState state = emitOnlineSoftmax(
+                       b, loc, indexing, row, begin, end, scale, accumulator);
+                   SmallVector<Value> rowIndices =
+                       indexing.row(row.batch, row.token, row.head);
+                   storeScaledRow(b, loc, accumulator,
+                                  reciprocalOrZero(b, loc, state.sum),
+                                  op.getOutput(), rowIndices, headDim);
+                   if (op.getLse())
+                     memref::StoreOp::create(b, loc, logSumExp(b, loc, state),
+                                             op.getLse(), rowIndices);
+                 });
     rewriter.eraseOp(op);
     return success();
   }
@@ -320,8 +320,8 @@ struct PartialAttentionOpLowering : OpConversionPattern<PartialAttentionOp> {
           Value chunk = arith::CeilDivSIOp::create(
               b, loc, length, indexConstant(b, loc, numSplits));
           if (fixedChunk)
-            chunk = arith::MaxSIOp::create(
-                b, loc, chunk, indexConstant(b, loc, *fixedChunk));
+            chunk = arith::MaxSIOp::create(b, loc, chunk,
+                                           indexConstant(b, loc, *fixedChunk));
           Value begin = arith::MinSIOp::create(
               b, loc, arith::MulIOp::create(b, loc, split, chunk), length);
           Value end = arith::MinSIOp::create(
@@ -368,8 +368,8 @@ struct MergeOpLowering : OpConversionPattern<MergeOp> {
         memref::DimOp::create(rewriter, loc, op.getPartialOutput(), 0)};
     if (hasQueryLengthDim)
       upperBounds.push_back(indexConstant(rewriter, loc, partialShape[1]));
-    upperBounds.push_back(indexConstant(
-        rewriter, loc, partialShape[partialShape.size() - 3]));
+    upperBounds.push_back(
+        indexConstant(rewriter, loc, partialShape[partialShape.size() - 3]));
 
     scf::buildLoopNest(
         rewriter, loc, SmallVector<Value>(upperBounds.size(), zero),
@@ -384,25 +384,23 @@ struct MergeOpLowering : OpConversionPattern<MergeOp> {
             return memref::LoadOp::create(b, loc, op.getPartialLse(), indices)
                 .getResult();
           };
-          Value max =
-              scf::ForOp::create(
-                  b, loc, zero, splits, one,
-                  ValueRange{negativeInfinity(b, loc)},
-                  [&](OpBuilder &b, Location loc, Value split,
-                      ValueRange state) {
-                    scf::YieldOp::create(
-                        b, loc,
-                        ValueRange{arith::MaximumFOp::create(
-                            b, loc, state[0], lseAt(b, loc, split))});
-                  })
-                  .getResult(0);
+          Value max = scf::ForOp::create(
+                          b, loc, zero, splits, one,
+                          ValueRange{negativeInfinity(b, loc)},
+                          [&](OpBuilder &b, Location loc, Value split,
+                              ValueRange state) {
+                            scf::YieldOp::create(
+                                b, loc,
+                                ValueRange{arith::MaximumFOp::create(
+                                    b, loc, state[0], lseAt(b, loc, split))});
+                          })
+                          .getResult(0);
           // With every chunk empty the max is -inf; shifting by 0 then makes
           // every weight exp(-inf) = 0 instead of NaN.
-          Value allEmpty =
-              arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, max,
-                                    negativeInfinity(b, loc));
-          Value shift = arith::SelectOp::create(
-              b, loc, allEmpty, f32Constant(b, loc, 0.0f), max);
+          Value allEmpty = arith::CmpFOp::create(
+              b, loc, arith::CmpFPredicate::OEQ, max, negativeInfinity(b, loc));
+          Value shift = arith::SelectOp::create(b, loc, allEmpty,
+                                                f32Constant(b, loc, 0.0f), max);
           Value sum =
               scf::ForOp::create(
                   b, loc, zero, splits, one,
@@ -414,10 +412,9 @@ struct MergeOpLowering : OpConversionPattern<MergeOp> {
                         arith::SubFOp::create(b, loc, lseAt(b, loc, split),
                                               shift));
                     memref::StoreOp::create(b, loc, weight, weights, split);
-                    scf::YieldOp::create(
-                        b, loc,
-                        ValueRange{
-                            arith::AddFOp::create(b, loc, state[0], weight)});
+                    scf::YieldOp::create(b, loc,
+                                         ValueRange{arith::AddFOp::create(
+                                             b, loc, state[0], weight)});
                   })
                   .getResult(0);
           Value normalizer = reciprocalOrZero(b, loc, sum);
@@ -448,8 +445,7 @@ struct MergeOpLowering : OpConversionPattern<MergeOp> {
                 SmallVector<Value> indices(rowIndices);
                 indices.push_back(dim);
                 storeFromF32(
-                    b, loc,
-                    arith::MulFOp::create(b, loc, weighted, normalizer),
+                    b, loc, arith::MulFOp::create(b, loc, weighted, normalizer),
                     op.getOutput(), indices);
                 scf::YieldOp::create(b, loc);
               });
@@ -466,6 +462,7 @@ struct MergeOpLowering : OpConversionPattern<MergeOp> {
 
 void mlir::fd::populateFDToLoopsConversionPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<AttentionOpLowering, PartialAttentionOpLowering,
-               MergeOpLowering>(patterns.getContext());
+  patterns
+      .add<AttentionOpLowering, PartialAttentionOpLowering, MergeOpLowering>(
+          patterns.getContext());
 }

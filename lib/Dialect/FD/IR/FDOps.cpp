@@ -78,8 +78,8 @@ static AttentionGeometry computeGeometry(Value query, Value keyCache,
   geometry.numKVHeads = cacheShape[isNHD ? 2 : 1];
   geometry.maxLength = cacheShape[isNHD ? 1 : 2];
   geometry.batch = ShapedType::kDynamic;
-  for (int64_t batch : {queryShape[0], cacheShape[0],
-                        memrefType(seqLens).getShape()[0]})
+  for (int64_t batch :
+       {queryShape[0], cacheShape[0], memrefType(seqLens).getShape()[0]})
     if (!ShapedType::isDynamic(batch)) {
       geometry.batch = batch;
       break;
@@ -98,15 +98,13 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
 
   Type elementType = queryType.getElementType();
   if (keyType.getElementType() != elementType)
-    return op->emitOpError() << "'key_cache' element type "
-                             << keyType.getElementType()
-                             << " must match 'query' element type "
-                             << elementType;
+    return op->emitOpError()
+           << "'key_cache' element type " << keyType.getElementType()
+           << " must match 'query' element type " << elementType;
   if (valueType.getElementType() != elementType)
-    return op->emitOpError() << "'value_cache' element type "
-                             << valueType.getElementType()
-                             << " must match 'query' element type "
-                             << elementType;
+    return op->emitOpError()
+           << "'value_cache' element type " << valueType.getElementType()
+           << " must match 'query' element type " << elementType;
 
   AttentionGeometry geometry =
       computeGeometry(query, keyCache, seqLens, layout);
@@ -119,8 +117,7 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
       geometry.numQueryHeads < 1)
     return op->emitOpError("'query' head count (Hq) must be static and >= 1");
   if (ShapedType::isDynamic(geometry.queryLength) || geometry.queryLength < 1)
-    return op->emitOpError(
-        "'query' token count (Lq) must be static and >= 1");
+    return op->emitOpError("'query' token count (Lq) must be static and >= 1");
 
   if (!shapesAgree(keyType.getShape(), valueType.getShape()))
     return op->emitOpError()
@@ -129,14 +126,13 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
            << formatShape(keyType.getShape());
 
   ArrayRef<int64_t> cacheShape = keyType.getShape();
-  StringRef layoutShape = layout == KVLayout::NHD
-                              ? "[B, Lmax, Hkv, D] (NHD)"
-                              : "[B, Hkv, Lmax, D] (HND)";
+  StringRef layoutShape = layout == KVLayout::NHD ? "[B, Lmax, Hkv, D] (NHD)"
+                                                  : "[B, Hkv, Lmax, D] (HND)";
   if (ShapedType::isDynamic(geometry.numKVHeads) || geometry.numKVHeads < 1)
-    return op->emitOpError() << "'key_cache' KV head count (Hkv) must be "
-                                "static and >= 1 in the layout "
-                             << layoutShape << ", got "
-                             << formatShape(cacheShape);
+    return op->emitOpError()
+           << "'key_cache' KV head count (Hkv) must be "
+              "static and >= 1 in the layout "
+           << layoutShape << ", got " << formatShape(cacheShape);
   if (cacheShape[3] != geometry.headDim)
     return op->emitOpError()
            << "'key_cache' head dim " << formatShape({cacheShape[3]})
@@ -178,8 +174,8 @@ static LogicalResult verifyScale(Operation *op, FloatAttr scale) {
     return success();
   double value = scale.getValueAsDouble();
   if (!(std::isfinite(value) && value > 0.0))
-    return op->emitOpError() << "'scale' must be a positive finite number, got "
-                             << value;
+    return op->emitOpError()
+           << "'scale' must be a positive finite number, got " << value;
   return success();
 }
 
@@ -220,10 +216,10 @@ LogicalResult AttentionOp::verify() {
                             getSeqLens(), getKvLayout());
   if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())))
     return failure();
-  if (failed(verifyOperandShape(
-          *this, getOutput(), "output", rowShape(*geometry, {geometry->headDim}),
-          memrefType(getQuery()).getElementType(),
-          "shaped like 'query'")))
+  if (failed(verifyOperandShape(*this, getOutput(), "output",
+                                rowShape(*geometry, {geometry->headDim}),
+                                memrefType(getQuery()).getElementType(),
+                                "shaped like 'query'")))
     return failure();
   return verifyLse(*this, getLse(), *geometry);
 }

@@ -30,8 +30,8 @@ static FailureOr<int64_t> staticOrHint(AttentionOp op, int64_t dim,
   if (hint > 0)
     return hint;
   if (emitErrors)
-    op.emitOpError() << "fd-split-kv: the " << what
-                     << " is dynamic; pass the '" << option
+    op.emitOpError() << "fd-split-kv: the " << what << " is dynamic; pass the '"
+                     << option
                      << "' option (or a fixed 'num-splits') to plan the "
                         "split count";
   return failure();
@@ -69,8 +69,7 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
     return failure();
   if (options.chunkLength > 0) {
     if (options.maxSplits < 1)
-      return fail("'max-splits' must be >= 1, got " +
-                  Twine(options.maxSplits));
+      return fail("'max-splits' must be >= 1, got " + Twine(options.maxSplits));
     int64_t numSplits =
         (*maxLength + options.chunkLength - 1) / options.chunkLength;
     return std::clamp<int64_t>(numSplits, 1, options.maxSplits);
@@ -119,13 +118,12 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
     auto partialLseType = MemRefType::get(lseShape, f32);
 
     // Bytes per sequence of each part of the workspace.
-    int64_t rowsPerSequence = geometry.queryLength * geometry.numQueryHeads *
-                              *numSplits;
+    int64_t rowsPerSequence =
+        geometry.queryLength * geometry.numQueryHeads * *numSplits;
     int64_t outputBytesPerSequence = rowsPerSequence * geometry.headDim * 4;
     int64_t workspaceBytesPerSequence =
-        ::fd::getWorkspaceBytes(1, geometry.queryLength,
-                                geometry.numQueryHeads, *numSplits,
-                                geometry.headDim);
+        ::fd::getWorkspaceBytes(1, geometry.queryLength, geometry.numQueryHeads,
+                                *numSplits, geometry.headDim);
 
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
     SmallVector<Value> dynamicBatch;
