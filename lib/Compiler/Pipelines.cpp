@@ -8,6 +8,8 @@
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
@@ -17,16 +19,23 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
-#include "mlir/Dialect/Func/Extensions/AllExtensions.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/InitAllExtensions.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -53,14 +62,67 @@ void buildLowerToCPUPipeline(OpPassManager &pm) {
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
+int getMinimumPTXVersion(StringRef chip) {
+  return llvm::StringSwitch<int>(chip)
+      .Case("sm_80", 70)
+      .Case("sm_86", 71)
+      .Case("sm_89", 78)
+      .Cases("sm_90", "sm_90a", 78)
+      .Default(0);
+}
+
+void buildLowerToPTXPipeline(OpPassManager &pm,
+                             const LowerToPTXOptions &options,
+                             PTXStage lastStage) {
+  mlir::fd::FDSplitKVOptions split;
+  split.numSplits = options.numSplits;
+  split.smCount = options.smCount;
+  split.chunkLength = options.chunkLength;
+  split.batchHint = options.batch;
+  split.maxLengthHint = options.maxLength;
+  pm.addPass(mlir::fd::createFDSplitKV(split));
+  if (lastStage == PTXStage::Split)
+    return;
+  pm.addPass(mlir::fd::createConvertFDToGPU());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  if (lastStage == PTXStage::GPU)
+    return;
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createSCFToControlFlowPass());
+  kernels.addPass(createConvertGpuOpsToNVVMOps());
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+  if (lastStage == PTXStage::LLVM)
+    return;
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.chip;
+  target.features = "+ptx" + std::to_string(options.ptxVersion);
+  target.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = "isa";
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
 void registerFDDialects(DialectRegistry &registry) {
   registry
       .insert<mlir::fd::FDDialect, affine::AffineDialect, arith::ArithDialect,
               cf::ControlFlowDialect, func::FuncDialect, LLVM::LLVMDialect,
               math::MathDialect, memref::MemRefDialect, scf::SCFDialect>();
-  func::registerAllExtensions(registry);
+  // Every dialect's ConvertToLLVM interface and the translation extensions:
+  // convert-gpu-to-nvvm converts arith/cf/memref inside kernels through them.
+  registerAllExtensions(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
+  // gpu-module-to-binary serializes through the NVVM target and the GPU and
+  // NVVM translations; without them it fails with "missing
+  // LLVMTranslationDialectInterface".
+  registerGPUDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerConvertNVVMToLLVMInterface(registry);
 }
 
 void registerFDPassesAndPipelines() {
@@ -70,6 +132,13 @@ void registerFDPassesAndPipelines() {
       "fd-lower-to-cpu",
       "Lower fd ops to loops and then to the LLVM dialect for the CPU",
       buildLowerToCPUPipeline);
+  PassPipelineRegistration<LowerToPTXOptions>(
+      "fd-lower-to-ptx",
+      "Split fd.attention, lower it to GPU kernels and emit PTX "
+      "(gpu.binary, format=isa)",
+      [](OpPassManager &pm, const LowerToPTXOptions &options) {
+        buildLowerToPTXPipeline(pm, options);
+      });
 }
 
 } // namespace fd

@@ -3,12 +3,64 @@
 #ifndef FD_COMPILER_PIPELINES_H
 #define FD_COMPILER_PIPELINES_H
 
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
 namespace mlir {
 class DialectRegistry;
 class OpPassManager;
 } // namespace mlir
 
 namespace fd {
+
+/// Options of the `fd-lower-to-ptx` pipeline.
+struct LowerToPTXOptions : mlir::PassPipelineOptions<LowerToPTXOptions> {
+  Option<std::string> chip{*this, "chip",
+                           llvm::cl::desc("Target GPU: sm_80, sm_86, sm_89, "
+                                          "sm_90 or sm_90a"),
+                           llvm::cl::init("sm_90")};
+  Option<int> ptxVersion{
+      *this, "ptx-version",
+      llvm::cl::desc("PTX ISA version times ten (78 = 7.8); at least 78 for "
+                     "sm_90, 70 for sm_80"),
+      llvm::cl::init(80)};
+  Option<int64_t> numSplits{*this, "num-splits",
+                            llvm::cl::desc("fd-split-kv num-splits"),
+                            llvm::cl::init(0)};
+  Option<int64_t> smCount{*this, "sm-count",
+                          llvm::cl::desc("fd-split-kv sm-count"),
+                          llvm::cl::init(132)};
+  Option<int64_t> chunkLength{*this, "chunk-length",
+                              llvm::cl::desc("fd-split-kv chunk-length"),
+                              llvm::cl::init(0)};
+  Option<int64_t> batch{*this, "batch", llvm::cl::desc("fd-split-kv batch"),
+                        llvm::cl::init(0)};
+  Option<int64_t> maxLength{*this, "max-len",
+                            llvm::cl::desc("fd-split-kv max-len"),
+                            llvm::cl::init(0)};
+};
+
+/// The stages of `fd-lower-to-ptx`, in order; a pipeline can stop after any.
+enum class PTXStage {
+  /// fd-split-kv: fd.partial_attention + fd.merge.
+  Split,
+  /// convert-fd-to-gpu: gpu.module with the kernels, gpu.launch_func.
+  GPU,
+  /// The kernels in the LLVM dialect with NVVM ops.
+  LLVM,
+  /// gpu-module-to-binary: a gpu.binary holding the PTX.
+  PTX,
+};
+
+/// The lowest PTX ISA version (times ten) `chip` needs, or 0 for an
+/// unsupported chip.
+int getMinimumPTXVersion(llvm::StringRef chip);
+
+/// fd ops -> split -> GPU kernels -> NVVM -> PTX, stopping after `lastStage`.
+void buildLowerToPTXPipeline(mlir::OpPassManager &pm,
+                             const LowerToPTXOptions &options,
+                             PTXStage lastStage = PTXStage::PTX);
 
 /// fd ops (split or not) -> loops -> LLVM dialect, ready for the CPU JIT or
 /// mlir-runner. Registered as `fd-lower-to-cpu`.

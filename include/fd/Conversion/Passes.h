@@ -3,6 +3,7 @@
 #ifndef FD_CONVERSION_PASSES_H
 #define FD_CONVERSION_PASSES_H
 
+#include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Conversion/FDToLoops/FDToLoops.h"
 #include "mlir/Pass/Pass.h"
 

@@ -29,4 +29,40 @@ def ConvertFDToLoops : Pass<"convert-fd-to-loops", "ModuleOp"> {
   ];
 }
 
+def ConvertFDToGPU : Pass<"convert-fd-to-gpu", "ModuleOp"> {
+  let summary = "Lower fd.partial_attention and fd.merge to GPU kernels and "
+                "their launches";
+  let description = [{
+    Replaces each `fd.partial_attention` and `fd.merge` with a
+    `gpu.launch_func` of a kernel built for its shapes and element type, in a
+    `gpu.module @fd_kernels` of the module (which becomes a
+    `gpu.container_module`). Kernels take raw global pointers and the cache
+    length, the ABI the runtime fills from the manifest.
+
+    Partial kernel, grid `(S, Hkv, B)`, 128 threads: one block serves every
+    query row (query heads of the KV head's group times `Lq`) of one chunk,
+    so each K/V byte is read once per row tile. Lanes read key and value rows
+    with coalesced 16-byte loads, several token steps in flight; q.k is
+    reduced with `gpu.shuffle`; an online softmax (base 2, scores prescaled
+    by `scale * log2 e`) runs in registers per lane group; the groups of a
+    warp combine through shuffles and the warps through workgroup memory.
+    The sequence length is read from device memory and the chunk bounds are
+    computed in the kernel, so a captured CUDA graph stays correct as
+    sequences grow. An empty chunk writes `lse = -inf` and a zero partial.
+
+    Merge kernel, grid `(Hq, Lq, B)`, `D` threads: the log-sum-exp combine of
+    `fd.merge`, writing the output in its element type and the lse if asked.
+
+    `fd.attention` must be split first (`fd-split-kv`, `num-splits=1` for the
+    unsplit kernel).
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+}
+
 #endif // FD_CONVERSION_PASSES_TD

@@ -1,0 +1,62 @@
+//===- FDToGPU.h - fd split-KV ops to GPU kernels ---------------*- C++ -*-===//
+
+#ifndef FD_CONVERSION_FDTOGPU_FDTOGPU_H
+#define FD_CONVERSION_FDTOGPU_FDTOGPU_H
+
+#include <cstdint>
+
+namespace mlir {
+class RewritePatternSet;
+} // namespace mlir
+
+namespace mlir::fd {
+
+/// How the partial-attention kernel maps one (sequence, KV head, chunk) onto
+/// a thread block; a pure function of the head dim, the element size and the
+/// number of query rows (Hq / Hkv * Lq) the block serves.
+///
+/// `lanesPerToken` lanes read one key (or value) row together, each
+/// `vectorsPerLane` 16-byte vectors, so a warp reads `tokensPerWarp` rows per
+/// step with coalesced 16-byte loads. Rows are processed `rowTile` at a time
+/// (the accumulators live in registers); with more rows than that the chunk
+/// is streamed once per tile.
+struct PartialKernelLayout {
+  static constexpr int64_t kWarps = 4;
+  static constexpr int64_t kThreads = kWarps * 32;
+  /// Token steps whose loads are issued before any is used.
+  static constexpr int64_t kUnroll = 4;
+  /// f32 accumulators a thread keeps per row tile.
+  static constexpr int64_t kAccumulatorBudget = 64;
+
+  int64_t headDim;
+  int64_t vectorWidth;
+  int64_t lanesPerToken;
+  int64_t vectorsPerLane;
+  int64_t tokensPerWarp;
+  int64_t rows;
+  int64_t rowTile;
+  int64_t numRowTiles;
+
+  static PartialKernelLayout get(int64_t headDim, int64_t elementBytes,
+                                 int64_t rows);
+  /// Head-dim elements each lane accumulates.
+  int64_t dimsPerLane() const { return vectorsPerLane * vectorWidth; }
+  /// Static shared memory: the query tile and the per-warp partial states.
+  int64_t sharedMemoryBytes() const {
+    return 4 * (rowTile * headDim + kWarps * rowTile * headDim +
+                kWarps * rowTile * 2);
+  }
+};
+
+/// Patterns replacing fd.partial_attention and fd.merge with launches of GPU
+/// kernels they add to a `gpu.module @fd_kernels` of the enclosing module:
+///   partial: grid (S, Hkv, B), block (128); args (q, k, v, seq_lens,
+///            partial_output, partial_lse: !llvm.ptr<1>, max_len: i32)
+///   merge:   grid (Hq, Lq, B), block (D); args (partial_output,
+///            partial_lse, output[, lse]: !llvm.ptr<1>)
+/// The memrefs must be contiguous (identity layout).
+void populateFDToGPUConversionPatterns(RewritePatternSet &patterns);
+
+} // namespace mlir::fd
+
+#endif // FD_CONVERSION_FDTOGPU_FDTOGPU_H
