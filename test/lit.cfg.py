@@ -15,6 +15,7 @@ config.test_exec_root = os.path.join(config.fd_obj_root, "test")
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%shlibext", config.shlib_ext))
 config.substitutions.append(("%fd_obj_root", config.fd_obj_root))
+config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(
     ("%mlir_runner_utils",
      os.path.join(config.mlir_lib_dir, "libmlir_runner_utils" + config.shlib_ext)))
@@ -26,5 +27,5 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.fd_tools_dir, config.llvm_tools_dir]
-tools = ["fd-opt", "fd-plan", "mlir-runner", "not", "FileCheck", "split-file"]
+tools = ["fd-opt", "fd-plan", "fd-compile", "mlir-runner", "not", "FileCheck", "split-file"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

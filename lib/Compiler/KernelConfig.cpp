@@ -3,8 +3,19 @@
 #include "fd/Compiler/KernelConfig.h"
 
 #include <cmath>
+#include <cstdio>
 
 namespace fd {
+
+int getMinimumPTXVersion(const std::string &chip) {
+  if (chip == "sm_80")
+    return 70;
+  if (chip == "sm_86")
+    return 71;
+  if (chip == "sm_89" || chip == "sm_90" || chip == "sm_90a")
+    return 78;
+  return 0;
+}
 
 std::string KernelConfig::validate() const {
   auto text = [](int64_t value) { return std::to_string(value); };
@@ -34,7 +45,42 @@ std::string KernelConfig::validate() const {
     return "max_len (for planning) must be >= 0, got " + text(maxLength);
   if (smCount < 1)
     return "sm_count must be >= 1, got " + text(smCount);
+  int minimumPTX = getMinimumPTXVersion(arch);
+  if (minimumPTX == 0)
+    return "arch '" + arch +
+           "' is not supported: expected sm_80, sm_86, sm_89, sm_90 or sm_90a";
+  if (ptxVersion < minimumPTX)
+    return "ptx_version " + std::to_string(ptxVersion) + " is too old for " +
+           arch + ": expected at least " + std::to_string(minimumPTX);
   return "";
+}
+
+std::string KernelConfig::toString() const {
+  std::string text;
+  auto field = [&](const char *name, const std::string &value) {
+    text += std::string(text.empty() ? "" : " ") + name + "=" + value;
+  };
+  field("head_dim", std::to_string(headDim));
+  field("num_q_heads", std::to_string(numQueryHeads));
+  field("num_kv_heads", std::to_string(numKVHeads));
+  field("query_len", std::to_string(queryLength));
+  field("dtype", getElementTypeName(elementType));
+  field("kv_layout", getCacheLayoutName(cacheLayout));
+  field("split_kv", splitKV ? "1" : "0");
+  field("num_splits", std::to_string(numSplits));
+  field("chunk_length", std::to_string(chunkLength));
+  // Hex float: exact, so two scales that differ in the last bit differ here.
+  char scaleText[32] = "default";
+  if (scale)
+    std::snprintf(scaleText, sizeof(scaleText), "%a", *scale);
+  field("scale", scaleText);
+  field("with_lse", withLse ? "1" : "0");
+  field("batch", std::to_string(batch));
+  field("max_len", std::to_string(maxLength));
+  field("sm_count", std::to_string(smCount));
+  field("arch", arch);
+  field("ptx_version", std::to_string(ptxVersion));
+  return text;
 }
 
 const char *getElementTypeName(ElementType type) {

@@ -8,11 +8,11 @@
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
-#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
-#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -22,8 +22,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
@@ -31,12 +31,11 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
@@ -62,48 +61,44 @@ void buildLowerToCPUPipeline(OpPassManager &pm) {
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
-int getMinimumPTXVersion(StringRef chip) {
-  return llvm::StringSwitch<int>(chip)
-      .Case("sm_80", 70)
-      .Case("sm_86", 71)
-      .Case("sm_89", 78)
-      .Cases("sm_90", "sm_90a", 78)
-      .Default(0);
-}
-
 void buildLowerToPTXPipeline(OpPassManager &pm,
                              const LowerToPTXOptions &options,
-                             PTXStage lastStage) {
-  mlir::fd::FDSplitKVOptions split;
-  split.numSplits = options.numSplits;
-  split.smCount = options.smCount;
-  split.chunkLength = options.chunkLength;
-  split.batchHint = options.batch;
-  split.maxLengthHint = options.maxLength;
-  pm.addPass(mlir::fd::createFDSplitKV(split));
-  if (lastStage == PTXStage::Split)
-    return;
-  pm.addPass(mlir::fd::createConvertFDToGPU());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  if (lastStage == PTXStage::GPU)
-    return;
-  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
-  kernels.addPass(createSCFToControlFlowPass());
-  kernels.addPass(createConvertGpuOpsToNVVMOps());
-  kernels.addPass(createCanonicalizerPass());
-  kernels.addPass(createCSEPass());
-  kernels.addPass(createReconcileUnrealizedCastsPass());
-  if (lastStage == PTXStage::LLVM)
-    return;
-  GpuNVVMAttachTargetOptions target;
-  target.chip = options.chip;
-  target.features = "+ptx" + std::to_string(options.ptxVersion);
-  target.optLevel = 3;
-  pm.addPass(createGpuNVVMAttachTarget(target));
-  GpuModuleToBinaryPassOptions binary;
-  binary.compilationTarget = "isa";
-  pm.addPass(createGpuModuleToBinaryPass(binary));
+                             PTXStage firstStage, PTXStage lastStage) {
+  auto runs = [&](PTXStage stage) {
+    return firstStage <= stage && stage <= lastStage;
+  };
+  if (runs(PTXStage::Split)) {
+    mlir::fd::FDSplitKVOptions split;
+    split.numSplits = options.numSplits;
+    split.smCount = options.smCount;
+    split.chunkLength = options.chunkLength;
+    split.batchHint = options.batch;
+    split.maxLengthHint = options.maxLength;
+    pm.addPass(mlir::fd::createFDSplitKV(split));
+  }
+  if (runs(PTXStage::GPU)) {
+    pm.addPass(mlir::fd::createConvertFDToGPU());
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
+  if (runs(PTXStage::LLVM)) {
+    OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+    kernels.addPass(createSCFToControlFlowPass());
+    kernels.addPass(createConvertGpuOpsToNVVMOps());
+    kernels.addPass(createCanonicalizerPass());
+    kernels.addPass(createCSEPass());
+    kernels.addPass(createReconcileUnrealizedCastsPass());
+  }
+  if (runs(PTXStage::PTX)) {
+    GpuNVVMAttachTargetOptions target;
+    target.chip = options.chip;
+    target.features = "+ptx" + std::to_string(options.ptxVersion);
+    target.optLevel = 3;
+    pm.addPass(createGpuNVVMAttachTarget(target));
+    GpuModuleToBinaryPassOptions binary;
+    binary.compilationTarget = "isa";
+    pm.addPass(createGpuModuleToBinaryPass(binary));
+  }
 }
 
 void registerFDDialects(DialectRegistry &registry) {

@@ -36,11 +36,23 @@ struct KernelConfig {
   int64_t batch = 1;
   int64_t maxLength = 4096;
   int64_t smCount = 132;
+  /// GPU target of the PTX: sm_80, sm_86, sm_89, sm_90, sm_90a.
+  std::string arch = "sm_90";
+  /// PTX ISA version times ten; at least what `arch` needs (78 for sm_90).
+  int ptxVersion = 80;
 
   /// An empty string when the configuration is supported, otherwise a
   /// sentence naming the field and the accepted values.
   std::string validate() const;
+
+  /// Every field as `name=value` pairs in a fixed order: equal strings mean
+  /// equal configurations (the JIT cache hashes it).
+  std::string toString() const;
 };
+
+/// The lowest PTX ISA version (times ten) `chip` needs, or 0 when the chip
+/// is not supported.
+int getMinimumPTXVersion(const std::string &chip);
 
 const char *getElementTypeName(ElementType type);
 const char *getCacheLayoutName(CacheLayout layout);

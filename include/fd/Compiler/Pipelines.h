@@ -53,13 +53,11 @@ enum class PTXStage {
   PTX,
 };
 
-/// The lowest PTX ISA version (times ten) `chip` needs, or 0 for an
-/// unsupported chip.
-int getMinimumPTXVersion(llvm::StringRef chip);
-
-/// fd ops -> split -> GPU kernels -> NVVM -> PTX, stopping after `lastStage`.
+/// fd ops -> split -> GPU kernels -> NVVM -> PTX: the passes of the stages
+/// `firstStage` to `lastStage`.
 void buildLowerToPTXPipeline(mlir::OpPassManager &pm,
                              const LowerToPTXOptions &options,
+                             PTXStage firstStage = PTXStage::Split,
                              PTXStage lastStage = PTXStage::PTX);
 
 /// fd ops (split or not) -> loops -> LLVM dialect, ready for the CPU JIT or

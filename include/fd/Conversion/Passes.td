@@ -35,8 +35,9 @@ def ConvertFDToGPU : Pass<"convert-fd-to-gpu", "ModuleOp"> {
   let description = [{
     Replaces each `fd.partial_attention` and `fd.merge` with a
     `gpu.launch_func` of a kernel built for its shapes and element type, in a
-    `gpu.module @fd_kernels` of the module (which becomes a
-    `gpu.container_module`). Kernels take raw global pointers and the cache
+    `gpu.module` of the kernel's name (`fd_partial_attention`, `fd_merge`,
+    suffixed when taken), so each kernel becomes its own PTX. The module
+    becomes a `gpu.container_module`. Kernels take raw global pointers and the cache
     length, the ABI the runtime fills from the manifest.
 
     Partial kernel, grid `(S, Hkv, B)`, 128 threads: one block serves every

@@ -16,7 +16,6 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <limits>
@@ -24,22 +23,20 @@
 using namespace mlir;
 using namespace mlir::fd;
 
-PartialKernelLayout PartialKernelLayout::get(int64_t headDim,
-                                             int64_t elementBytes,
-                                             int64_t rows) {
+PartialKernelLayout
+PartialKernelLayout::get(int64_t headDim, int64_t elementBytes, int64_t rows) {
   PartialKernelLayout layout;
   layout.headDim = headDim;
   layout.vectorWidth = 16 / elementBytes;
   int64_t vectorsPerRow = headDim / layout.vectorWidth;
   // The largest power of two dividing the row's vector count, at most a warp:
   // those lanes read one row with one 16-byte load each per instruction.
-  layout.lanesPerToken =
-      std::min<int64_t>(32, vectorsPerRow & -vectorsPerRow);
+  layout.lanesPerToken = std::min<int64_t>(32, vectorsPerRow & -vectorsPerRow);
   layout.vectorsPerLane = vectorsPerRow / layout.lanesPerToken;
   layout.tokensPerWarp = 32 / layout.lanesPerToken;
   layout.rows = rows;
-  layout.rowTile = std::clamp<int64_t>(
-      kAccumulatorBudget / layout.dimsPerLane(), 1, rows);
+  layout.rowTile =
+      std::clamp<int64_t>(kAccumulatorBudget / layout.dimsPerLane(), 1, rows);
   layout.numRowTiles = llvm::divideCeil(rows, layout.rowTile);
   return layout;
 }
@@ -57,8 +54,8 @@ struct KernelEmitter {
     return arith::ConstantIndexOp::create(b, loc, value);
   }
   Value f32(double value) {
-    return arith::ConstantOp::create(b, loc,
-                                     b.getF32FloatAttr(static_cast<float>(value)));
+    return arith::ConstantOp::create(
+        b, loc, b.getF32FloatAttr(static_cast<float>(value)));
   }
   Value negInf() { return f32(-std::numeric_limits<float>::infinity()); }
   Value i32(int64_t value) {
@@ -111,7 +108,9 @@ struct KernelEmitter {
     return arith::ExtFOp::create(b, loc, b.getF32Type(), value);
   }
   /// 2^x and log2(x) as the SFU's ex2.approx / lg2.approx: no libdevice.
-  Value exp2(Value value) { return intrinsic("llvm.nvvm.ex2.approx.f32", value); }
+  Value exp2(Value value) {
+    return intrinsic("llvm.nvvm.ex2.approx.f32", value);
+  }
   Value log2(Value value) { return intrinsic("llvm.nvvm.lg2.approx.f", value); }
   Value intrinsic(StringRef name, Value operand) {
     return LLVM::CallIntrinsicOp::create(b, loc, b.getF32Type(),
@@ -135,8 +134,7 @@ struct KernelEmitter {
                                 address(base, elementType, offset), alignment);
   }
   void store(Value value, Value base, Value offset) {
-    LLVM::StoreOp::create(b, loc, value,
-                          address(base, value.getType(), offset),
+    LLVM::StoreOp::create(b, loc, value, address(base, value.getType(), offset),
                           value.getType().getIntOrFloatBitWidth() / 8);
   }
   Value extract(Value vector, int64_t position) {
@@ -186,8 +184,7 @@ struct RowState {
 void combineStates(KernelEmitter &e, RowState &state, const RowState &other) {
   Value newMax = arith::MaximumFOp::create(e.b, e.loc, state.max, other.max);
   auto weight = [&](Value max) {
-    return e.select(e.isNegInf(max), e.f32(0.0),
-                    e.exp2(e.sub(max, newMax)));
+    return e.select(e.isNegInf(max), e.f32(0.0), e.exp2(e.sub(max, newMax)));
   };
   Value own = weight(state.max), theirs = weight(other.max);
   state.sum = e.add(e.mul(state.sum, own), e.mul(other.sum, theirs));
@@ -197,34 +194,33 @@ void combineStates(KernelEmitter &e, RowState &state, const RowState &other) {
   state.max = newMax;
 }
 
-gpu::GPUModuleOp getOrCreateKernelModule(Operation *anchor,
-                                         PatternRewriter &rewriter) {
-  auto module = anchor->getParentOfType<ModuleOp>();
-  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                  rewriter.getUnitAttr());
-  if (auto existing = module.lookupSymbol<gpu::GPUModuleOp>("fd_kernels"))
-    return existing;
-  OpBuilder::InsertionGuard guard(rewriter);
-  rewriter.setInsertionPointToEnd(module.getBody());
-  return gpu::GPUModuleOp::create(rewriter, module.getLoc(), "fd_kernels");
-}
-
-/// Creates an empty kernel named `name` (uniqued) in the kernel module.
-gpu::GPUFuncOp createKernel(gpu::GPUModuleOp kernels, StringRef name,
+/// Creates `gpu.module @name { gpu.func @name kernel }` at the end of the
+/// enclosing module, with `name` uniqued there, and a known block size
+/// unless `blockSize` is empty. One module per kernel: each
+/// becomes its own PTX file and the runtime loads what it launches.
+gpu::GPUFuncOp createKernel(Operation *anchor, StringRef name,
                             TypeRange arguments, TypeRange workgroupBuffers,
                             ArrayRef<int32_t> blockSize,
                             PatternRewriter &rewriter) {
+  auto module = anchor->getParentOfType<ModuleOp>();
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                  rewriter.getUnitAttr());
   std::string uniqueName = name.str();
-  for (int suffix = 1; kernels.lookupSymbol(uniqueName); ++suffix)
+  for (int suffix = 1; module.lookupSymbol(uniqueName); ++suffix)
     uniqueName = (name + "_" + Twine(suffix)).str();
+
   OpBuilder::InsertionGuard guard(rewriter);
-  rewriter.setInsertionPointToEnd(kernels.getBody());
-  auto kernel = gpu::GPUFuncOp::create(
-      rewriter, kernels.getLoc(), uniqueName,
-      rewriter.getFunctionType(arguments, {}), workgroupBuffers);
+  rewriter.setInsertionPointToEnd(module.getBody());
+  auto kernels =
+      gpu::GPUModuleOp::create(rewriter, anchor->getLoc(), uniqueName);
+  rewriter.setInsertionPointToStart(kernels.getBody());
+  auto kernel = gpu::GPUFuncOp::create(rewriter, anchor->getLoc(), uniqueName,
+                                       rewriter.getFunctionType(arguments, {}),
+                                       workgroupBuffers);
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                   rewriter.getUnitAttr());
-  kernel.setKnownBlockSizeAttr(rewriter.getDenseI32ArrayAttr(blockSize));
+  if (!blockSize.empty())
+    kernel.setKnownBlockSizeAttr(rewriter.getDenseI32ArrayAttr(blockSize));
   return kernel;
 }
 
@@ -272,17 +268,19 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     SmallVector<Type> workgroupBuffers = {
         MemRefType::get({layout.rowTile, layout.headDim}, f32, nullptr,
                         workgroup),
-        MemRefType::get({PartialKernelLayout::kWarps, layout.rowTile,
-                         layout.headDim},
-                        f32, nullptr, workgroup),
+        MemRefType::get(
+            {PartialKernelLayout::kWarps, layout.rowTile, layout.headDim}, f32,
+            nullptr, workgroup),
         MemRefType::get({PartialKernelLayout::kWarps, layout.rowTile, 2}, f32,
                         nullptr, workgroup)};
     SmallVector<Type> arguments(6, pointer);
     arguments.push_back(rewriter.getI32Type());
-    gpu::GPUFuncOp kernel = createKernel(
-        getOrCreateKernelModule(op, rewriter), "fd_partial_attention",
-        arguments, workgroupBuffers,
-        {static_cast<int32_t>(PartialKernelLayout::kThreads), 1, 1}, rewriter);
+    // No known block size: it becomes `.maxntid 128`, for which ptxas caps
+    // registers at 128 to fit four blocks per SM and spills the larger
+    // configurations instead of using the 129 registers they need.
+    gpu::GPUFuncOp kernel =
+        createKernel(op, "fd_partial_attention", arguments, workgroupBuffers,
+                     /*blockSize=*/{}, rewriter);
     buildKernelBody(kernel, op, geometry, layout, elementType, rewriter);
 
     // The launch: grid (S, Hkv, B).
@@ -294,9 +292,9 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
         rewriter, loc, rewriter.getI32Type(),
         memref::DimOp::create(rewriter, loc, op.getKeyCache(), lengthDim));
     SmallVector<Value> operands;
-    for (Value memref : {op.getQuery(), op.getKeyCache(), op.getValueCache(),
-                         op.getSeqLens(), op.getPartialOutput(),
-                         op.getPartialLse()})
+    for (Value memref :
+         {op.getQuery(), op.getKeyCache(), op.getValueCache(), op.getSeqLens(),
+          op.getPartialOutput(), op.getPartialLse()})
       operands.push_back(globalPointer(rewriter, loc, memref));
     operands.push_back(maxLength);
     gpu::LaunchFuncOp::create(
@@ -355,14 +353,12 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     Value laneBase = e.mul(laneInGroup, e.index(layout.vectorWidth));
     auto laneDim = [&](int64_t element) {
       int64_t vector = element / layout.vectorWidth;
-      return e.add(laneBase,
-                   e.index(vector * lanes * layout.vectorWidth +
-                           element % layout.vectorWidth));
+      return e.add(laneBase, e.index(vector * lanes * layout.vectorWidth +
+                                     element % layout.vectorWidth));
     };
 
-    ChunkBounds chunk =
-        emitChunkBounds(e, seqLens, batch, split, maxLength, numSplits,
-                        op.getChunkLength());
+    ChunkBounds chunk = emitChunkBounds(e, seqLens, batch, split, maxLength,
+                                        numSplits, op.getChunkLength());
     // Scores in base 2: q is prescaled by scale * log2(e).
     Value queryScale = e.f32(op.getEffectiveScale() * llvm::numbers::log2e);
     bool isNHD = op.getKvLayout() == KVLayout::NHD;
@@ -380,10 +376,11 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     // Row r of the block is query token r / group of head kvHead * group +
     // r % group; its row index in [B, Lq, Hq] tensors:
     auto queryRow = [&](Value row) {
-      Value token = arith::DivUIOp::create(rewriter, e.loc, row, e.index(group));
-      Value head = e.add(e.mul(kvHead, e.index(group)),
-                         arith::RemUIOp::create(rewriter, e.loc, row,
-                                                e.index(group)));
+      Value token =
+          arith::DivUIOp::create(rewriter, e.loc, row, e.index(group));
+      Value head =
+          e.add(e.mul(kvHead, e.index(group)),
+                arith::RemUIOp::create(rewriter, e.loc, row, e.index(group)));
       return e.add(
           e.mul(e.add(e.mul(batch, e.index(geometry.queryLength)), token),
                 e.index(geometry.numQueryHeads)),
@@ -397,10 +394,10 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
 
       // Stage the tile's query rows, prescaled, in workgroup memory.
       e.forLoop(thread, e.index(tileRows * headDim), threads, [&](Value idx) {
-        Value row = arith::DivUIOp::create(rewriter, e.loc, idx,
-                                           e.index(headDim));
-        Value dim = arith::RemUIOp::create(rewriter, e.loc, idx,
-                                           e.index(headDim));
+        Value row =
+            arith::DivUIOp::create(rewriter, e.loc, idx, e.index(headDim));
+        Value dim =
+            arith::RemUIOp::create(rewriter, e.loc, idx, e.index(headDim));
         Value offset = e.add(
             e.mul(queryRow(e.add(row, e.index(firstRow))), e.index(headDim)),
             dim);
@@ -420,8 +417,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
           rowEnds.push_back(chunk.end);
           continue;
         }
-        Value limit = e.add(chunk.length,
-                            e.index(token + 1 - geometry.queryLength));
+        Value limit =
+            e.add(chunk.length, e.index(token + 1 - geometry.queryLength));
         rowEnds.push_back(e.max(chunk.begin, e.min(chunk.end, limit)));
       }
 
@@ -437,8 +434,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
         SmallVector<RowState> states;
         for (int64_t r = 0; r < tileRows; ++r) {
           ValueRange slice = flat.slice(r * stateSize, stateSize);
-          states.push_back({slice[0], slice[1],
-                            SmallVector<Value>(slice.drop_front(2))});
+          states.push_back(
+              {slice[0], slice[1], SmallVector<Value>(slice.drop_front(2))});
         }
         return states;
       };
@@ -500,15 +497,14 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
                 for (int64_t offset = lanes / 2; offset >= 1; offset /= 2)
                   score = e.add(score, e.shuffleXor(score, offset));
                 Value visible = e.lessThan(tokens[u], rowEnds[r]);
-                Value newMax = e.select(
-                    visible,
-                    arith::MaximumFOp::create(rewriter, e.loc, state.max,
-                                              score),
-                    state.max);
+                Value newMax = e.select(visible,
+                                        arith::MaximumFOp::create(
+                                            rewriter, e.loc, state.max, score),
+                                        state.max);
                 Value rescale = e.select(
                     visible, e.exp2(e.sub(state.max, newMax)), e.f32(1.0));
-                Value weight = e.select(
-                    visible, e.exp2(e.sub(score, newMax)), e.f32(0.0));
+                Value weight =
+                    e.select(visible, e.exp2(e.sub(score, newMax)), e.f32(0.0));
                 state.sum = e.add(e.mul(state.sum, rescale), weight);
                 for (int64_t i = 0; i < layout.dimsPerLane(); ++i)
                   state.accumulator[i] =
@@ -526,7 +522,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       for (int64_t offset = lanes; offset < 32; offset *= 2)
         for (RowState &state : states) {
           RowState other{e.shuffleXor(state.max, offset),
-                         e.shuffleXor(state.sum, offset), {}};
+                         e.shuffleXor(state.sum, offset),
+                         {}};
           for (Value value : state.accumulator)
             other.accumulator.push_back(e.shuffleXor(value, offset));
           combineStates(e, state, other);
@@ -541,9 +538,9 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
         rewriter.setInsertionPointToStart(publish.thenBlock());
         for (int64_t r = 0; r < tileRows; ++r) {
           for (int64_t i = 0; i < layout.dimsPerLane(); ++i)
-            memref::StoreOp::create(
-                rewriter, e.loc, states[r].accumulator[i], warpAccumulators,
-                ValueRange{warp, e.index(r), laneDim(i)});
+            memref::StoreOp::create(rewriter, e.loc, states[r].accumulator[i],
+                                    warpAccumulators,
+                                    ValueRange{warp, e.index(r), laneDim(i)});
           memref::StoreOp::create(rewriter, e.loc, states[r].max, warpMaxSum,
                                   ValueRange{warp, e.index(r), e.index(0)});
           memref::StoreOp::create(rewriter, e.loc, states[r].sum, warpMaxSum,
@@ -554,10 +551,10 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
 
       // Combine the warps and write the normalized partial and its lse.
       e.forLoop(thread, e.index(tileRows * headDim), threads, [&](Value idx) {
-        Value row = arith::DivUIOp::create(rewriter, e.loc, idx,
-                                           e.index(headDim));
-        Value dim = arith::RemUIOp::create(rewriter, e.loc, idx,
-                                           e.index(headDim));
+        Value row =
+            arith::DivUIOp::create(rewriter, e.loc, idx, e.index(headDim));
+        Value dim =
+            arith::RemUIOp::create(rewriter, e.loc, idx, e.index(headDim));
         RowState total{e.negInf(), e.f32(0.0), {e.f32(0.0)}};
         for (int64_t w = 0; w < PartialKernelLayout::kWarps; ++w) {
           Value warpIndex = e.index(w);
@@ -581,8 +578,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
             split);
         e.store(normalized, partialOutput,
                 e.add(e.mul(outputRow, e.index(headDim)), dim));
-        auto writeLse = scf::IfOp::create(
-            rewriter, e.loc, e.equal(dim, e.index(0)), false);
+        auto writeLse =
+            scf::IfOp::create(rewriter, e.loc, e.equal(dim, e.index(0)), false);
         OpBuilder::InsertionGuard lseGuard(rewriter);
         rewriter.setInsertionPointToStart(writeLse.thenBlock());
         Value lse = e.mul(e.add(total.max, e.log2(total.sum)),
@@ -621,9 +618,8 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
         LLVM::LLVMPointerType::get(rewriter.getContext(), kGlobalAddressSpace);
     SmallVector<Type> arguments(withLse ? 4 : 3, pointer);
     gpu::GPUFuncOp kernel =
-        createKernel(getOrCreateKernelModule(op, rewriter), "fd_merge",
-                     arguments, {}, {static_cast<int32_t>(headDim), 1, 1},
-                     rewriter);
+        createKernel(op, "fd_merge", arguments, {},
+                     {static_cast<int32_t>(headDim), 1, 1}, rewriter);
     {
       OpBuilder::InsertionGuard guard(rewriter);
       Block &entry = kernel.getBody().front();
@@ -633,15 +629,14 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       Value head = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::x);
       Value token = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::y);
       Value batch = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::z);
-      Value row = e.add(
-          e.mul(e.add(e.mul(batch, e.index(queryLength)), token),
-                e.index(queryHeads)),
-          head);
+      Value row = e.add(e.mul(e.add(e.mul(batch, e.index(queryLength)), token),
+                              e.index(queryHeads)),
+                        head);
       Value firstSplit = e.mul(row, e.index(numSplits));
       Type f32 = rewriter.getF32Type();
       auto lseAt = [&](Value split) {
-        return e.load(f32, entry.getArgument(1), f32,
-                      e.add(firstSplit, split), 4);
+        return e.load(f32, entry.getArgument(1), f32, e.add(firstSplit, split),
+                      4);
       };
       Value max =
           scf::ForOp::create(
@@ -661,8 +656,7 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
           rewriter, e.loc, e.index(0), e.index(numSplits), e.index(1),
           ValueRange{e.f32(0.0), e.f32(0.0)},
           [&](OpBuilder &, Location, Value split, ValueRange state) {
-            Value weight =
-                e.exp2(e.mul(e.sub(lseAt(split), shift), log2e));
+            Value weight = e.exp2(e.mul(e.sub(lseAt(split), shift), log2e));
             Value partial = e.load(
                 f32, entry.getArgument(0), f32,
                 e.add(e.mul(e.add(firstSplit, split), e.index(headDim)), dim),
@@ -675,15 +669,17 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       Value sum = sums.getResult(0);
       Value hasKeys = e.positive(sum);
       Value output = e.select(
-          hasKeys, arith::DivFOp::create(rewriter, e.loc, sums.getResult(1), sum),
+          hasKeys,
+          arith::DivFOp::create(rewriter, e.loc, sums.getResult(1), sum),
           e.f32(0.0));
       if (outputElement != f32)
-        output = arith::TruncFOp::create(rewriter, e.loc, outputElement, output);
+        output =
+            arith::TruncFOp::create(rewriter, e.loc, outputElement, output);
       e.store(output, entry.getArgument(2),
               e.add(e.mul(row, e.index(headDim)), dim));
       if (withLse) {
-        auto writeLse = scf::IfOp::create(rewriter, e.loc,
-                                          e.equal(dim, e.index(0)), false);
+        auto writeLse =
+            scf::IfOp::create(rewriter, e.loc, e.equal(dim, e.index(0)), false);
         rewriter.setInsertionPointToStart(writeLse.thenBlock());
         Value lse = e.add(max, e.mul(e.log2(sum), e.f32(llvm::numbers::ln2)));
         e.store(e.select(hasKeys, lse, e.negInf()), entry.getArgument(3), row);
@@ -695,8 +691,8 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
     Location loc = op.getLoc();
     KernelEmitter e{rewriter, loc};
     SmallVector<Value> operands;
-    for (Value memref : {op.getPartialOutput(), op.getPartialLse(),
-                         op.getOutput()})
+    for (Value memref :
+         {op.getPartialOutput(), op.getPartialLse(), op.getOutput()})
       operands.push_back(globalPointer(rewriter, loc, memref));
     if (withLse)
       operands.push_back(globalPointer(rewriter, loc, op.getLse()));

@@ -49,7 +49,7 @@ struct PartialKernelLayout {
 };
 
 /// Patterns replacing fd.partial_attention and fd.merge with launches of GPU
-/// kernels they add to a `gpu.module @fd_kernels` of the enclosing module:
+/// kernels, each in a `gpu.module` of its own name in the enclosing module:
 ///   partial: grid (S, Hkv, B), block (128); args (q, k, v, seq_lens,
 ///            partial_output, partial_lse: !llvm.ptr<1>, max_len: i32)
 ///   merge:   grid (Hq, Lq, B), block (D); args (partial_output,

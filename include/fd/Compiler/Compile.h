@@ -1,0 +1,86 @@
+//===- Compile.h - The in-process JIT: config -> PTX + manifest -*- C++ -*-===//
+//
+// fd::compile builds the fd IR for a KernelConfig, runs fd-lower-to-ptx in
+// this process (no nvcc, no subprocess) and returns one PTX text per kernel
+// plus the manifest the runtime launches them from. Results are cached in
+// memory and on disk (see KernelCache.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_COMPILER_COMPILE_H
+#define FD_COMPILER_COMPILE_H
+
+#include "fd/Compiler/KernelConfig.h"
+
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fd {
+
+/// The compiler version that results depend on; part of every cache key.
+const char *getCompilerVersion();
+
+/// What compiling a config produced.
+struct CompiledKernels {
+  /// (kernel name, PTX text), in launch order: partial attention, merge.
+  std::vector<std::pair<std::string, std::string>> ptx;
+  /// manifest.json: kernels, parameters, launch shapes, workspace, config.
+  std::string manifest;
+  int64_t numSplits = 0;
+};
+
+/// Compiles `config` without any cache. Fails with the unsupported field or
+/// the diagnostics of the failing stage.
+llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config);
+
+/// A stage of the lowering `emitStage` can print.
+enum class Stage { FD, Split, GPU, LLVM, PTX };
+
+/// The IR after `stage` (the fd.attention input for Stage::FD), or for
+/// Stage::PTX the PTX of every kernel, each behind a `// kernel: NAME` line.
+llvm::Expected<std::string> emitStage(const KernelConfig &config, Stage stage);
+
+struct CompileOptions {
+  bool useMemoryCache = true;
+  bool useDiskCache = true;
+  /// Empty: $FD_CACHE_DIR, else ~/.cache/flashdecode.
+  std::string cacheDirectory;
+};
+
+/// Compiles `config` through the memory and disk caches; thread-safe, and
+/// two threads asking for the same configuration compile it once.
+///
+/// Disk entries are `<cache dir>/<key>.fdk`, where the key is the SHA-256 of
+/// the compiler version, `config.toString()` and the pipeline options. They
+/// are written to a temporary file and renamed into place, and carry the
+/// length and SHA-256 of their payload: a truncated or corrupt entry is
+/// detected, recompiled and replaced, never returned.
+llvm::Expected<std::shared_ptr<const CompiledKernels>>
+compile(const KernelConfig &config, const CompileOptions &options = {});
+
+/// The cache key of `config` (64 hex digits).
+std::string getCacheKey(const KernelConfig &config);
+
+/// $FD_CACHE_DIR, else $HOME/.cache/flashdecode.
+std::string getDefaultCacheDirectory();
+
+/// Counters of what compile() did since the process started.
+struct CacheStatistics {
+  int64_t memoryHits = 0;
+  int64_t diskHits = 0;
+  /// Disk entries found corrupt or truncated (then rebuilt).
+  int64_t diskRejected = 0;
+  int64_t compilations = 0;
+};
+CacheStatistics getCacheStatistics();
+
+/// Forgets the in-memory cache (the disk cache stays).
+void clearMemoryCache();
+
+} // namespace fd
+
+#endif // FD_COMPILER_COMPILE_H

@@ -1,0 +1,222 @@
+//===- Compile.cpp - The in-process JIT: config -> PTX + manifest ---------===//
+
+#include "fd/Compiler/Compile.h"
+#include "fd/Compiler/AttentionModule.h"
+#include "fd/Compiler/Pipelines.h"
+#include "fd/Conversion/FDToGPU/FDToGPU.h"
+#include "fd/Dialect/FD/IR/FD.h"
+#include "fd/Planning/SplitPlanner.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+
+namespace fd {
+
+const char *getCompilerVersion() { return "flashdecode 0.1.0 (MLIR 22)"; }
+
+namespace {
+
+llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// One compilation: a context with the dialects, the config's module and the
+/// diagnostics collected for error messages.
+class Compilation {
+public:
+  explicit Compilation(const KernelConfig &config)
+      : context(makeRegistry(), MLIRContext::Threading::DISABLED),
+        handler(&context,
+                [this](Diagnostic &diagnostic) {
+                  llvm::raw_string_ostream(messages) << diagnostic << "\n";
+                  return success();
+                }),
+        module(buildAttentionModule(context, config)) {
+    options.chip = config.arch;
+    options.ptxVersion = config.ptxVersion;
+    // fd.attention always goes through fd-split-kv on the GPU: num-splits=1
+    // is the unsplit kernel.
+    options.numSplits = config.splitKV ? config.numSplits : 1;
+    options.smCount = config.smCount;
+    options.chunkLength = config.chunkLength;
+    options.batch = config.batch;
+    options.maxLength = config.maxLength;
+  }
+
+  /// Runs the stages first..last on the module.
+  llvm::Error run(PTXStage first, PTXStage last) {
+    PassManager pm(&context);
+    buildLowerToPTXPipeline(pm, options, first, last);
+    if (failed(pm.run(*module)))
+      return makeError("fd-lower-to-ptx failed: " + messages);
+    return llvm::Error::success();
+  }
+
+  ModuleOp getModule() { return *module; }
+
+private:
+  static DialectRegistry makeRegistry() {
+    DialectRegistry registry;
+    registerFDDialects(registry);
+    return registry;
+  }
+
+  MLIRContext context;
+  std::string messages;
+  ScopedDiagnosticHandler handler;
+  OwningOpRef<ModuleOp> module;
+  LowerToPTXOptions options;
+};
+
+std::string printIR(ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream(text) << module;
+  return text;
+}
+
+llvm::Expected<std::vector<std::pair<std::string, std::string>>>
+extractPTX(ModuleOp module) {
+  std::vector<std::pair<std::string, std::string>> kernels;
+  // The partial kernel first: the order the runtime launches them in.
+  for (StringRef name : {"fd_partial_attention", "fd_merge"}) {
+    auto binary = module.lookupSymbol<gpu::BinaryOp>(name);
+    if (!binary || binary.getObjects().size() != 1)
+      return makeError("no PTX was produced for kernel " + name);
+    auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
+    kernels.emplace_back(name.str(), object.getObject().str());
+  }
+  return kernels;
+}
+
+llvm::json::Value param(StringRef name, StringRef type) {
+  return llvm::json::Object{{"name", name}, {"type", type}};
+}
+
+/// The manifest: everything the runtime needs to allocate and launch.
+std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
+  int64_t rows = config.queryLength * config.numQueryHeads;
+  mlir::fd::PartialKernelLayout layout = mlir::fd::PartialKernelLayout::get(
+      config.headDim, getElementTypeSize(config.elementType),
+      config.numQueryHeads / config.numKVHeads * config.queryLength);
+  int64_t workspacePerSequence = getWorkspaceBytes(
+      1, config.queryLength, config.numQueryHeads, numSplits, config.headDim);
+  llvm::json::Array mergeParams{param("partial_output", "ptr"),
+                                param("partial_lse", "ptr"),
+                                param("output", "ptr")};
+  if (config.withLse)
+    mergeParams.push_back(param("lse", "ptr"));
+
+  llvm::json::Object configJson{
+      {"head_dim", config.headDim},
+      {"num_q_heads", config.numQueryHeads},
+      {"num_kv_heads", config.numKVHeads},
+      {"query_len", config.queryLength},
+      {"dtype", getElementTypeName(config.elementType)},
+      {"kv_layout", getCacheLayoutName(config.cacheLayout)},
+      {"chunk_length", config.chunkLength},
+      {"with_lse", config.withLse},
+      {"arch", config.arch},
+      {"ptx_version", config.ptxVersion},
+      {"planned_batch", config.batch},
+      {"planned_max_len", config.maxLength},
+      {"sm_count", config.smCount}};
+  if (config.scale)
+    configJson["scale"] = static_cast<double>(*config.scale);
+
+  llvm::json::Object manifest{
+      {"compiler_version", getCompilerVersion()},
+      {"config", std::move(configJson)},
+      {"num_splits", numSplits},
+      {"workspace",
+       llvm::json::Object{
+           {"bytes_per_sequence", workspacePerSequence},
+           {"formula", "batch * " + std::to_string(workspacePerSequence)},
+           {"partial_output_offset", 0},
+           {"partial_lse_offset_per_sequence",
+            rows * numSplits * config.headDim * 4}}},
+      {"kernels",
+       llvm::json::Array{
+           llvm::json::Object{
+               {"name", "fd_partial_attention"},
+               {"ptx", "fd_partial_attention.ptx"},
+               {"params",
+                llvm::json::Array{
+                    param("query", "ptr"), param("key_cache", "ptr"),
+                    param("value_cache", "ptr"),
+                    param("seq_lens", "ptr"), param("partial_output", "ptr"),
+                    param("partial_lse", "ptr"), param("max_len", "i32")}},
+               {"grid",
+                llvm::json::Array{"num_splits", config.numKVHeads, "batch"}},
+               {"block",
+                llvm::json::Array{mlir::fd::PartialKernelLayout::kThreads, 1,
+                                  1}},
+               {"static_shared_memory_bytes", layout.sharedMemoryBytes()},
+               {"dynamic_shared_memory_bytes", 0}},
+           llvm::json::Object{
+               {"name", "fd_merge"},
+               {"ptx", "fd_merge.ptx"},
+               {"params", std::move(mergeParams)},
+               {"grid", llvm::json::Array{config.numQueryHeads,
+                                          config.queryLength, "batch"}},
+               {"block", llvm::json::Array{config.headDim, 1, 1}},
+               {"static_shared_memory_bytes", 0},
+               {"dynamic_shared_memory_bytes", 0}}}}};
+  std::string text;
+  llvm::raw_string_ostream stream(text);
+  stream << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)));
+  return text;
+}
+
+} // namespace
+
+llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config) {
+  std::string invalid = config.validate();
+  if (!invalid.empty())
+    return makeError(invalid);
+  Compilation compilation(config);
+  if (llvm::Error error = compilation.run(PTXStage::Split, PTXStage::Split))
+    return std::move(error);
+  CompiledKernels result;
+  compilation.getModule().walk([&](mlir::fd::PartialAttentionOp op) {
+    result.numSplits = op.getNumSplits();
+  });
+  if (llvm::Error error = compilation.run(PTXStage::GPU, PTXStage::PTX))
+    return std::move(error);
+  auto ptx = extractPTX(compilation.getModule());
+  if (!ptx)
+    return ptx.takeError();
+  result.ptx = std::move(*ptx);
+  result.manifest = buildManifest(config, result.numSplits);
+  return result;
+}
+
+llvm::Expected<std::string> emitStage(const KernelConfig &config, Stage stage) {
+  std::string invalid = config.validate();
+  if (!invalid.empty())
+    return makeError(invalid);
+  Compilation compilation(config);
+  if (stage != Stage::FD) {
+    PTXStage last = stage == Stage::Split  ? PTXStage::Split
+                    : stage == Stage::GPU  ? PTXStage::GPU
+                    : stage == Stage::LLVM ? PTXStage::LLVM
+                                           : PTXStage::PTX;
+    if (llvm::Error error = compilation.run(PTXStage::Split, last))
+      return std::move(error);
+  }
+  if (stage != Stage::PTX)
+    return printIR(compilation.getModule());
+  auto ptx = extractPTX(compilation.getModule());
+  if (!ptx)
+    return ptx.takeError();
+  std::string text;
+  for (auto &[name, kernelPTX] : *ptx)
+    text += "// kernel: " + name + "\n" + kernelPTX;
+  return text;
+}
+
+} // namespace fd

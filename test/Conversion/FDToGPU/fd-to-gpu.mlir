@@ -1,0 +1,84 @@
+// RUN: fd-opt %s -split-input-file -fd-split-kv=num-splits=4 -convert-fd-to-gpu | FileCheck %s
+
+// GQA (Hq = 8, Hkv = 2), D = 64, f16: a lane group of 8 lanes reads one
+// 128-byte row with one 16-byte load per lane, 4 rows per warp.
+
+// CHECK-LABEL: func.func @decode
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: memref<?x8x64xf16>, %[[K:[a-z0-9]+]]: memref<?x?x2x64xf16>
+// CHECK: %[[LMAX:.*]] = memref.dim %[[K]], %c1
+// CHECK: %[[LMAX32:.*]] = arith.index_cast %[[LMAX]] : index to i32
+// CHECK: memref.extract_aligned_pointer_as_index %[[Q]]
+// CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in (%c4, %c2, %{{.*}}) threads in (%c128, %c1, %c1) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, %[[LMAX32]] : i32)
+// CHECK: gpu.launch_func @fd_merge::@fd_merge blocks in (%c8, %c1, %{{.*}}) threads in (%c64, %c1, %c1) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>)
+// CHECK-NOT: fd.
+
+// The merge kernel: D threads, the lse combine in base 2, lse for thread 0.
+// CHECK: gpu.module @fd_merge
+// CHECK: gpu.func @fd_merge(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>) kernel attributes {known_block_size = array<i32: 64, 1, 1>}
+// CHECK: arith.maximumf
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// CHECK: arith.truncf {{.*}} : f32 to f16
+// CHECK: llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"
+
+// The partial kernel.
+// CHECK: gpu.module @fd_partial_attention
+// CHECK: gpu.func @fd_partial_attention(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[LENS:[a-z0-9]+]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32)
+// CHECK-SAME: workgroup(%[[QTILE:.*]] : memref<4x64xf32, #gpu.address_space<workgroup>>, %[[WACC:.*]] : memref<4x4x64xf32, #gpu.address_space<workgroup>>, %[[WML:.*]] : memref<4x4x2xf32, #gpu.address_space<workgroup>>) kernel
+// The length of the block's sequence (blockIdx.z) comes from device memory.
+// CHECK: %[[B:.*]] = gpu.block_id z
+// CHECK: %[[B64:.*]] = arith.index_cast %[[B]] : index to i64
+// CHECK: %[[LENPTR:.*]] = llvm.getelementptr %[[LENS]][%[[B64]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, i32
+// CHECK: llvm.load %[[LENPTR]] {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// CHECK: arith.ceildivsi
+// The query tile is staged, prescaled, in workgroup memory.
+// CHECK: memref.store {{.*}}, %[[QTILE]]
+// CHECK: gpu.barrier
+// Keys and values stream with 16-byte vector loads, 4 steps in flight.
+// CHECK: scf.for
+// CHECK-COUNT-8: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xf16>
+// q.k is reduced across the 8 lanes of a token group with shuffles.
+// CHECK: gpu.shuffle xor %{{.*}}, %c4_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32, %c32_i32 : f32
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// CHECK: scf.yield
+// Token groups of a warp combine across lane bits 8 and 16.
+// CHECK: gpu.shuffle xor %{{.*}}, %c8_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c16_i32, %c32_i32 : f32
+// Warps combine through workgroup memory.
+// CHECK: memref.store {{.*}}, %[[WACC]]
+// CHECK: memref.store {{.*}}, %[[WML]]
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[WML]]
+// CHECK: llvm.store {{.*}} : f32, !llvm.ptr<1>
+// CHECK: gpu.barrier
+// CHECK: gpu.return
+func.func @decode(%q: memref<?x8x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>,
+                  %lens: memref<?xi32>, %out: memref<?x8x64xf16>, %lse: memref<?x8xf32>) {
+  fd.attention %q, %k, %v, %lens into %out, %lse
+      : memref<?x8x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>,
+        memref<?xi32> into memref<?x8x64xf16>, memref<?x8xf32>
+  return
+}
+
+// -----
+
+// HND, f32, D = 128 (32 lanes per row, one 16-byte vector each), speculative
+// decoding (Lq = 2): the partial kernel serves 2 rows per KV head (MHA); the
+// merge grid covers (Hq, Lq, B). The cache length is dimension 2.
+
+// CHECK-LABEL: func.func @speculative_hnd
+// CHECK: memref.dim %{{.*}}, %c2 : memref<3x4x?x128xf32>
+// CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in (%c4, %c4, %c3)
+// CHECK: gpu.launch_func @fd_merge::@fd_merge blocks in (%c4, %c2, %c3) threads in (%c128, %c1, %c1)
+// CHECK: gpu.func @fd_partial_attention
+// CHECK-SAME: workgroup(%{{.*}} : memref<2x128xf32, #gpu.address_space<workgroup>>
+// CHECK: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
+// CHECK: gpu.shuffle xor %{{.*}}, %c16_i32, %c32_i32 : f32
+func.func @speculative_hnd(%q: memref<3x2x4x128xf32>, %k: memref<3x4x?x128xf32>, %v: memref<3x4x?x128xf32>,
+                           %lens: memref<3xi32>, %out: memref<3x2x4x128xf32>) {
+  fd.attention %q, %k, %v, %lens into %out {kv_layout = #fd.kv_layout<HND>}
+      : memref<3x2x4x128xf32>, memref<3x4x?x128xf32>, memref<3x4x?x128xf32>,
+        memref<3xi32> into memref<3x2x4x128xf32>
+  return
+}
