@@ -388,9 +388,16 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     };
 
     auto vectorType = VectorType::get({layout.vectorWidth}, elementType);
-    for (int64_t tile = 0; tile < layout.numRowTiles; ++tile) {
-      int64_t firstRow = tile * layout.rowTile;
-      int64_t tileRows = std::min(layout.rowTile, layout.rows - firstRow);
+    // Row tiles are a loop, not unrolled code: every tile then needs the
+    // registers of one. The last tile may be partial (rows >= layout.rows are
+    // computed on zero queries and never written).
+    const int64_t tileRows = layout.rowTile;
+    Value lastRow = e.index(layout.rows - 1);
+    e.forLoop(e.index(0), e.index(layout.numRowTiles), 1, [&](Value tile) {
+      Value firstRow = e.mul(tile, e.index(tileRows));
+      auto isRealRow = [&](Value tileRow) {
+        return e.lessThan(e.add(firstRow, tileRow), e.index(layout.rows));
+      };
 
       // Stage the tile's query rows, prescaled, in workgroup memory.
       e.forLoop(thread, e.index(tileRows * headDim), threads, [&](Value idx) {
@@ -398,13 +405,13 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
             arith::DivUIOp::create(rewriter, e.loc, idx, e.index(headDim));
         Value dim =
             arith::RemUIOp::create(rewriter, e.loc, idx, e.index(headDim));
-        Value offset = e.add(
-            e.mul(queryRow(e.add(row, e.index(firstRow))), e.index(headDim)),
-            dim);
+        Value blockRow = e.min(e.add(row, firstRow), lastRow);
+        Value offset = e.add(e.mul(queryRow(blockRow), e.index(headDim)), dim);
         Value value = e.toF32(e.load(elementType, query, elementType, offset,
                                      elementType.getIntOrFloatBitWidth() / 8));
-        memref::StoreOp::create(rewriter, e.loc, e.mul(value, queryScale),
-                                queryTile, ValueRange{row, dim});
+        value = e.select(isRealRow(row), e.mul(value, queryScale), e.f32(0.0));
+        memref::StoreOp::create(rewriter, e.loc, value, queryTile,
+                                ValueRange{row, dim});
       });
       gpu::BarrierOp::create(rewriter, e.loc);
 
@@ -412,13 +419,14 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       // Lq those before len - Lq + t + 1.
       SmallVector<Value> rowEnds;
       for (int64_t r = 0; r < tileRows; ++r) {
-        int64_t token = (firstRow + r) / group;
         if (geometry.queryLength == 1) {
           rowEnds.push_back(chunk.end);
           continue;
         }
-        Value limit =
-            e.add(chunk.length, e.index(token + 1 - geometry.queryLength));
+        Value token = arith::DivUIOp::create(
+            rewriter, e.loc, e.add(firstRow, e.index(r)), e.index(group));
+        Value limit = e.add(e.add(chunk.length, token),
+                            e.index(1 - geometry.queryLength));
         rowEnds.push_back(e.max(chunk.begin, e.min(chunk.end, limit)));
       }
 
@@ -573,9 +581,12 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
                      arith::DivFOp::create(rewriter, e.loc,
                                            total.accumulator[0], total.sum),
                      e.f32(0.0));
+        auto realRow = scf::IfOp::create(rewriter, e.loc, isRealRow(row),
+                                         /*withElseRegion=*/false);
+        OpBuilder::InsertionGuard rowGuard(rewriter);
+        rewriter.setInsertionPointToStart(realRow.thenBlock());
         Value outputRow = e.add(
-            e.mul(queryRow(e.add(row, e.index(firstRow))), e.index(numSplits)),
-            split);
+            e.mul(queryRow(e.add(row, firstRow)), e.index(numSplits)), split);
         e.store(normalized, partialOutput,
                 e.add(e.mul(outputRow, e.index(headDim)), dim));
         auto writeLse =
@@ -588,7 +599,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       });
       // The workgroup buffers are reused by the next row tile.
       gpu::BarrierOp::create(rewriter, e.loc);
-    }
+    });
     gpu::ReturnOp::create(rewriter, e.loc);
   }
 };

@@ -1,0 +1,223 @@
+//===- KernelCacheTest.cpp - The JIT's memory and disk caches -------------===//
+
+#include "fd/Compiler/Compile.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <set>
+#include <thread>
+
+using namespace fd;
+
+namespace {
+
+class KernelCache : public testing::Test {
+protected:
+  void SetUp() override {
+    llvm::SmallString<128> path;
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("fd-cache-test", path));
+    directory = std::string(path);
+    options.cacheDirectory = directory;
+    // Each test starts cold: the memory cache outlives a test in-process.
+    clearMemoryCache();
+    config.headDim = 64;
+    config.numQueryHeads = 8;
+    config.numKVHeads = 2;
+    config.numSplits = 4;
+  }
+  void TearDown() override { llvm::sys::fs::remove_directories(directory); }
+
+  std::shared_ptr<const CompiledKernels> compileOrFail() {
+    auto kernels = compile(config, options);
+    if (!kernels) {
+      ADD_FAILURE() << llvm::toString(kernels.takeError());
+      return nullptr;
+    }
+    return *kernels;
+  }
+  std::string entryPath() const {
+    return directory + "/" + getCacheKey(config) + ".fdk";
+  }
+  void rewriteEntry(const std::function<std::string(std::string)> &change) {
+    auto buffer = llvm::MemoryBuffer::getFile(entryPath());
+    ASSERT_TRUE(static_cast<bool>(buffer));
+    std::string contents = change((*buffer)->getBuffer().str());
+    std::error_code error;
+    llvm::raw_fd_ostream stream(entryPath(), error);
+    ASSERT_FALSE(error);
+    stream << contents;
+  }
+
+  std::string directory;
+  CompileOptions options;
+  KernelConfig config;
+};
+
+TEST_F(KernelCache, MissThenMemoryHitThenDiskHit) {
+  CacheStatistics before = getCacheStatistics();
+  auto first = compileOrFail();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(getCacheStatistics().compilations, before.compilations + 1);
+  EXPECT_TRUE(llvm::sys::fs::exists(entryPath()));
+  ASSERT_EQ(first->ptx.size(), 2u);
+  EXPECT_EQ(first->ptx[0].first, "fd_partial_attention");
+  EXPECT_EQ(first->ptx[1].first, "fd_merge");
+  EXPECT_EQ(first->numSplits, 4);
+
+  auto second = compileOrFail();
+  EXPECT_EQ(second, first); // The same object from memory.
+  EXPECT_EQ(getCacheStatistics().memoryHits, before.memoryHits + 1);
+
+  clearMemoryCache();
+  auto third = compileOrFail();
+  ASSERT_TRUE(third);
+  EXPECT_EQ(getCacheStatistics().diskHits, before.diskHits + 1);
+  EXPECT_EQ(getCacheStatistics().compilations, before.compilations + 1);
+  EXPECT_EQ(third->ptx, first->ptx);
+  EXPECT_EQ(third->manifest, first->manifest);
+  EXPECT_EQ(third->numSplits, first->numSplits);
+}
+
+TEST_F(KernelCache, KeyChangesWithEveryField) {
+  using Change = std::function<void(KernelConfig &)>;
+  std::vector<std::pair<const char *, Change>> changes = {
+      {"headDim", [](KernelConfig &c) { c.headDim = 128; }},
+      {"numQueryHeads", [](KernelConfig &c) { c.numQueryHeads = 16; }},
+      {"numKVHeads", [](KernelConfig &c) { c.numKVHeads = 1; }},
+      {"queryLength", [](KernelConfig &c) { c.queryLength = 2; }},
+      {"elementType",
+       [](KernelConfig &c) { c.elementType = ElementType::BF16; }},
+      {"cacheLayout",
+       [](KernelConfig &c) { c.cacheLayout = CacheLayout::HND; }},
+      {"splitKV", [](KernelConfig &c) { c.splitKV = false; }},
+      {"numSplits", [](KernelConfig &c) { c.numSplits = 5; }},
+      {"chunkLength", [](KernelConfig &c) { c.chunkLength = 64; }},
+      {"scale", [](KernelConfig &c) { c.scale = 0.125f; }},
+      {"withLse", [](KernelConfig &c) { c.withLse = true; }},
+      {"batch", [](KernelConfig &c) { c.batch = 2; }},
+      {"maxLength", [](KernelConfig &c) { c.maxLength = 8192; }},
+      {"smCount", [](KernelConfig &c) { c.smCount = 108; }},
+      {"arch", [](KernelConfig &c) { c.arch = "sm_80"; }},
+      {"ptxVersion", [](KernelConfig &c) { c.ptxVersion = 81; }},
+  };
+  std::set<std::string> keys = {getCacheKey(config)};
+  for (auto &[field, change] : changes) {
+    KernelConfig changed = config;
+    change(changed);
+    EXPECT_TRUE(keys.insert(getCacheKey(changed)).second)
+        << "changing " << field << " left the key unchanged";
+  }
+  // Scales one bit apart are different kernels.
+  KernelConfig a = config, b = config;
+  a.scale = 0.125f;
+  b.scale = std::nextafter(0.125f, 1.0f);
+  EXPECT_NE(getCacheKey(a), getCacheKey(b));
+  EXPECT_EQ(getCacheKey(config).size(), 64u);
+  EXPECT_EQ(getCacheKey(config), getCacheKey(KernelConfig(config)));
+}
+
+TEST_F(KernelCache, CorruptEntryIsRebuiltNotReturned) {
+  auto original = compileOrFail();
+  ASSERT_TRUE(original);
+  // Flip one character of the PTX inside the entry.
+  rewriteEntry([](std::string contents) {
+    size_t position = contents.find(".entry");
+    EXPECT_NE(position, std::string::npos);
+    contents[position + 1] = 'E';
+    return contents;
+  });
+  clearMemoryCache();
+  CacheStatistics before = getCacheStatistics();
+  auto rebuilt = compileOrFail();
+  ASSERT_TRUE(rebuilt);
+  EXPECT_EQ(getCacheStatistics().diskRejected, before.diskRejected + 1);
+  EXPECT_EQ(getCacheStatistics().compilations, before.compilations + 1);
+  EXPECT_EQ(rebuilt->ptx, original->ptx);
+  // The rebuilt entry replaced the corrupt one.
+  clearMemoryCache();
+  ASSERT_TRUE(compileOrFail());
+  EXPECT_EQ(getCacheStatistics().diskHits, before.diskHits + 1);
+}
+
+TEST_F(KernelCache, TruncatedOrForeignEntriesAreRebuilt) {
+  auto original = compileOrFail();
+  ASSERT_TRUE(original);
+  std::vector<std::function<std::string(std::string)>> damages = {
+      [](std::string c) { return c.substr(0, c.size() / 2); },
+      [](std::string) { return std::string(); },
+      [](std::string) { return std::string("FDKCACHE1\n12\nabc\nnot json"); },
+      [](std::string c) { return c + "trailing"; },
+  };
+  for (auto &damage : damages) {
+    rewriteEntry(damage);
+    clearMemoryCache();
+    CacheStatistics before = getCacheStatistics();
+    auto rebuilt = compileOrFail();
+    ASSERT_TRUE(rebuilt);
+    EXPECT_EQ(getCacheStatistics().diskRejected, before.diskRejected + 1);
+    EXPECT_EQ(rebuilt->ptx, original->ptx);
+  }
+}
+
+TEST_F(KernelCache, TwoThreadsCompileOneKeyOnce) {
+  CacheStatistics before = getCacheStatistics();
+  std::vector<std::shared_ptr<const CompiledKernels>> results(4);
+  std::vector<std::thread> threads;
+  for (auto &result : results)
+    threads.emplace_back([&] { result = compileOrFail(); });
+  for (std::thread &thread : threads)
+    thread.join();
+  EXPECT_EQ(getCacheStatistics().compilations, before.compilations + 1);
+  for (auto &result : results)
+    EXPECT_EQ(result, results.front());
+  ASSERT_TRUE(results.front());
+}
+
+TEST_F(KernelCache, ThreadsCompileDifferentKeysConcurrently) {
+  std::vector<std::shared_ptr<const CompiledKernels>> results(3);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < results.size(); ++i)
+    threads.emplace_back([&, i] {
+      KernelConfig own = config;
+      own.numSplits = 2 + static_cast<int64_t>(i);
+      auto kernels = compile(own, options);
+      ASSERT_TRUE(static_cast<bool>(kernels))
+          << llvm::toString(kernels.takeError());
+      results[i] = *kernels;
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  for (size_t i = 0; i < results.size(); ++i) {
+    ASSERT_TRUE(results[i]);
+    EXPECT_EQ(results[i]->numSplits, 2 + static_cast<int64_t>(i));
+  }
+}
+
+TEST_F(KernelCache, InvalidConfigIsAnErrorNotAnEntry) {
+  config.headDim = 100;
+  auto kernels = compile(config, options);
+  ASSERT_FALSE(static_cast<bool>(kernels));
+  EXPECT_EQ(llvm::toString(kernels.takeError()),
+            "head_dim 100 is not supported: expected a multiple of 8 in "
+            "[32, 256]");
+  std::error_code error;
+  llvm::sys::fs::directory_iterator entries(directory, error);
+  EXPECT_EQ(entries, llvm::sys::fs::directory_iterator());
+}
+
+TEST_F(KernelCache, DirectoryFromTheEnvironment) {
+  ::setenv("FD_CACHE_DIR", directory.c_str(), 1);
+  EXPECT_EQ(getDefaultCacheDirectory(), directory);
+  ::unsetenv("FD_CACHE_DIR");
+  EXPECT_NE(getDefaultCacheDirectory().find(".cache/flashdecode"),
+            std::string::npos);
+}
+
+} // namespace
