@@ -43,7 +43,7 @@ build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 demo: build
-	$(BUILD_DIR)/bin/fd-demo
+	$(BUILD_DIR)/bin/fd-demo --ptx-dir $(BUILD_DIR)/demo-ptx
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
