@@ -44,7 +44,8 @@ std::string describe(const KernelConfig &config) {
          " Hkv=" + std::to_string(config.numKVHeads) +
          " Lq=" + std::to_string(config.queryLength) + " " +
          getElementTypeName(config.elementType) + " " +
-         getCacheLayoutName(config.cacheLayout) + " " + config.arch;
+         getCacheLayoutName(config.cacheLayout) + " " + config.arch +
+         (config.withLse ? " (with lse)" : "");
 }
 
 std::vector<KernelConfig> benchmarkConfigs() {
