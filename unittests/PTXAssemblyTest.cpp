@@ -70,4 +70,21 @@ INSTANTIATE_TEST_SUITE_P(
                      testing::Values("sm_80", "sm_90")),
     paramName);
 
+std::vector<int64_t> everyHeadDim() {
+  std::vector<int64_t> headDims;
+  for (int64_t headDim = 32; headDim <= 256; headDim += 8)
+    headDims.push_back(headDim);
+  return headDims;
+}
+
+// Every supported head dim, including those whose row is not a power-of-two
+// number of 16-byte vectors (idle lanes).
+INSTANTIATE_TEST_SUITE_P(
+    HeadDims, PTXAssembly,
+    testing::Combine(testing::ValuesIn(everyHeadDim()), testing::Values(4),
+                     testing::Values(ElementType::F16, ElementType::F32),
+                     testing::Values(CacheLayout::NHD),
+                     testing::Values("sm_90")),
+    paramName);
+
 } // namespace

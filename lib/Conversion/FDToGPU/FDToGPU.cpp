@@ -28,11 +28,15 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes, int64_t rows) {
   PartialKernelLayout layout;
   layout.headDim = headDim;
   layout.vectorWidth = 16 / elementBytes;
-  int64_t vectorsPerRow = headDim / layout.vectorWidth;
-  // The largest power of two dividing the row's vector count, at most a warp:
-  // those lanes read one row with one 16-byte load each per instruction.
-  layout.lanesPerToken = std::min<int64_t>(32, vectorsPerRow & -vectorsPerRow);
-  layout.vectorsPerLane = vectorsPerRow / layout.lanesPerToken;
+  layout.vectorsPerRow = headDim / layout.vectorWidth;
+  // A power of two so token groups tile the warp; enough lanes that each
+  // holds at most two vectors (head dims are at most 256).
+  layout.lanesPerToken =
+      std::min<int64_t>(32, llvm::PowerOf2Ceil(layout.vectorsPerRow));
+  layout.vectorsPerLane =
+      llvm::divideCeil(layout.vectorsPerRow, layout.lanesPerToken);
+  layout.unroll =
+      std::max<int64_t>(1, kVectorsInFlight / layout.vectorsPerLane);
   layout.tokensPerWarp = 32 / layout.lanesPerToken;
   layout.rows = rows;
   layout.rowTile =
@@ -350,11 +354,22 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     // A lane's slice of the head dim: vector v of the lane in its token
     // group covers [(v * lanes + laneInGroup) * width, ... + width), so the
     // lanes of a group read consecutive 16-byte pieces of a row.
-    Value laneBase = e.mul(laneInGroup, e.index(layout.vectorWidth));
+    // With idle lanes, a vector past the row is read at the row's last
+    // vector (clamped) and masked out of every sum, and never published.
+    SmallVector<Value> vectorIndices, vectorIsInRow;
+    for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
+      Value index = e.add(laneInGroup, e.index(v * lanes));
+      if (layout.hasIdleLanes()) {
+        vectorIsInRow.push_back(
+            e.lessThan(index, e.index(layout.vectorsPerRow)));
+        index = e.min(index, e.index(layout.vectorsPerRow - 1));
+      }
+      vectorIndices.push_back(index);
+    }
     auto laneDim = [&](int64_t element) {
-      int64_t vector = element / layout.vectorWidth;
-      return e.add(laneBase, e.index(vector * lanes * layout.vectorWidth +
-                                     element % layout.vectorWidth));
+      return e.add(e.mul(vectorIndices[element / layout.vectorWidth],
+                         e.index(layout.vectorWidth)),
+                   e.index(element % layout.vectorWidth));
     };
 
     ChunkBounds chunk = emitChunkBounds(e, seqLens, batch, split, maxLength,
@@ -371,7 +386,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
                                     kvHead),
                               maxLength),
                         token);
-      return e.add(e.mul(row, e.index(headDim)), laneBase);
+      return e.mul(row, e.index(headDim));
     };
     // Row r of the block is query token r / group of head kvHead * group +
     // r % group; its row index in [B, Lq, Hq] tensors:
@@ -459,7 +474,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
 
       auto stream = scf::ForOp::create(
           rewriter, e.loc, chunk.begin, chunk.end,
-          e.index(tokensPerStep * PartialKernelLayout::kUnroll), initial,
+          e.index(tokensPerStep * layout.unroll), initial,
           [&](OpBuilder &, Location, Value stepStart, ValueRange flat) {
             SmallVector<RowState> states = unpack(flat);
             // Issue every load of the unrolled steps before using any, so
@@ -467,7 +482,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
             SmallVector<Value> tokens;
             SmallVector<SmallVector<Value>> keyVectors, valueVectors;
             Value lastToken = e.sub(chunk.end, e.index(1));
-            for (int64_t u = 0; u < PartialKernelLayout::kUnroll; ++u) {
+            for (int64_t u = 0; u < layout.unroll; ++u) {
               Value token = e.add(e.add(stepStart, e.index(u * tokensPerStep)),
                                   tokenInStep);
               tokens.push_back(token);
@@ -476,19 +491,22 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
               valueVectors.emplace_back();
               for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
                 Value vectorOffset =
-                    e.add(offset, e.index(v * lanes * layout.vectorWidth));
+                    e.add(offset,
+                          e.mul(vectorIndices[v], e.index(layout.vectorWidth)));
                 keyVectors.back().push_back(
                     e.load(vectorType, keys, elementType, vectorOffset, 16));
                 valueVectors.back().push_back(
                     e.load(vectorType, values, elementType, vectorOffset, 16));
               }
             }
-            for (int64_t u = 0; u < PartialKernelLayout::kUnroll; ++u) {
+            for (int64_t u = 0; u < layout.unroll; ++u) {
               SmallVector<Value> keyElements, valueElements;
               for (int64_t v = 0; v < layout.vectorsPerLane; ++v)
                 for (int64_t i = 0; i < layout.vectorWidth; ++i) {
-                  keyElements.push_back(
-                      e.toF32(e.extract(keyVectors[u][v], i)));
+                  Value key = e.toF32(e.extract(keyVectors[u][v], i));
+                  if (layout.hasIdleLanes())
+                    key = e.select(vectorIsInRow[v], key, e.f32(0.0));
+                  keyElements.push_back(key);
                   valueElements.push_back(
                       e.toF32(e.extract(valueVectors[u][v], i)));
                 }
@@ -545,10 +563,19 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
         OpBuilder::InsertionGuard publishGuard(rewriter);
         rewriter.setInsertionPointToStart(publish.thenBlock());
         for (int64_t r = 0; r < tileRows; ++r) {
-          for (int64_t i = 0; i < layout.dimsPerLane(); ++i)
-            memref::StoreOp::create(rewriter, e.loc, states[r].accumulator[i],
-                                    warpAccumulators,
-                                    ValueRange{warp, e.index(r), laneDim(i)});
+          for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
+            OpBuilder::InsertionGuard vectorGuard(rewriter);
+            if (layout.hasIdleLanes()) {
+              auto inRow = scf::IfOp::create(rewriter, e.loc, vectorIsInRow[v],
+                                             /*withElseRegion=*/false);
+              rewriter.setInsertionPointToStart(inRow.thenBlock());
+            }
+            for (int64_t i = v * layout.vectorWidth;
+                 i < (v + 1) * layout.vectorWidth; ++i)
+              memref::StoreOp::create(rewriter, e.loc, states[r].accumulator[i],
+                                      warpAccumulators,
+                                      ValueRange{warp, e.index(r), laneDim(i)});
+          }
           memref::StoreOp::create(rewriter, e.loc, states[r].max, warpMaxSum,
                                   ValueRange{warp, e.index(r), e.index(0)});
           memref::StoreOp::create(rewriter, e.loc, states[r].sum, warpMaxSum,

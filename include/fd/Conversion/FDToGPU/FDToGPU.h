@@ -15,23 +15,28 @@ namespace mlir::fd {
 /// a thread block; a pure function of the head dim, the element size and the
 /// number of query rows (Hq / Hkv * Lq) the block serves.
 ///
-/// `lanesPerToken` lanes read one key (or value) row together, each
-/// `vectorsPerLane` 16-byte vectors, so a warp reads `tokensPerWarp` rows per
-/// step with coalesced 16-byte loads. Rows are processed `rowTile` at a time
-/// (the accumulators live in registers); with more rows than that the chunk
-/// is streamed once per tile.
+/// A row of `headDim` elements is `vectorsPerRow` 16-byte vectors.
+/// `lanesPerToken` lanes (the next power of two, at most 32) read one key (or
+/// value) row together, each `vectorsPerLane` vectors, so a warp reads
+/// `tokensPerWarp` rows per step with coalesced 16-byte loads; when the
+/// vector count is not a power of two the lanes past the row idle. `unroll`
+/// steps of loads are issued before any is used. Rows are processed
+/// `rowTile` at a time (the accumulators live in registers); with more rows
+/// than that the chunk is streamed once per tile.
 struct PartialKernelLayout {
   static constexpr int64_t kWarps = 4;
   static constexpr int64_t kThreads = kWarps * 32;
-  /// Token steps whose loads are issued before any is used.
-  static constexpr int64_t kUnroll = 4;
+  /// 16-byte vectors of keys and of values a lane has in flight.
+  static constexpr int64_t kVectorsInFlight = 4;
   /// f32 accumulators a thread keeps per row tile.
   static constexpr int64_t kAccumulatorBudget = 64;
 
   int64_t headDim;
   int64_t vectorWidth;
+  int64_t vectorsPerRow;
   int64_t lanesPerToken;
   int64_t vectorsPerLane;
+  int64_t unroll;
   int64_t tokensPerWarp;
   int64_t rows;
   int64_t rowTile;
@@ -41,6 +46,10 @@ struct PartialKernelLayout {
                                  int64_t rows);
   /// Head-dim elements each lane accumulates.
   int64_t dimsPerLane() const { return vectorsPerLane * vectorWidth; }
+  /// Whether some lanes' last vector lies past the end of the row.
+  bool hasIdleLanes() const {
+    return lanesPerToken * vectorsPerLane != vectorsPerRow;
+  }
   /// Static shared memory: the query tile and the per-warp partial states.
   int64_t sharedMemoryBytes() const {
     return 4 * (rowTile * headDim + kWarps * rowTile * headDim +
