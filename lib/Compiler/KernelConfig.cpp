@@ -1,21 +1,13 @@
 //===- KernelConfig.cpp - What a compiled attention kernel is for ---------===//
 
 #include "fd/Compiler/KernelConfig.h"
+#include "fd/Conversion/FDToGPU/FDToGPU.h"
 
 #include <cmath>
 #include <cstdio>
 
 namespace fd {
 
-int getMinimumPTXVersion(const std::string &chip) {
-  if (chip == "sm_80")
-    return 70;
-  if (chip == "sm_86")
-    return 71;
-  if (chip == "sm_89" || chip == "sm_90" || chip == "sm_90a")
-    return 78;
-  return 0;
-}
 
 std::string KernelConfig::validate() const {
   auto text = [](int64_t value) { return std::to_string(value); };
@@ -45,7 +37,7 @@ std::string KernelConfig::validate() const {
     return "max_len (for planning) must be >= 0, got " + text(maxLength);
   if (smCount < 1)
     return "sm_count must be >= 1, got " + text(smCount);
-  int minimumPTX = getMinimumPTXVersion(arch);
+  int minimumPTX = mlir::fd::getMinimumPTXVersion(arch);
   if (minimumPTX == 0)
     return "arch '" + arch +
            "' is not supported: expected sm_80, sm_86, sm_89, sm_90 or sm_90a";

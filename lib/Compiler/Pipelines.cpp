@@ -68,6 +68,10 @@ void buildLowerToPTXPipeline(OpPassManager &pm,
     return firstStage <= stage && stage <= lastStage;
   };
   if (runs(PTXStage::Split)) {
+    mlir::fd::FDCheckNVVMTargetOptions target;
+    target.chip = options.chip;
+    target.ptxVersion = options.ptxVersion;
+    pm.addPass(mlir::fd::createFDCheckNVVMTarget(target));
     mlir::fd::FDSplitKVOptions split;
     split.numSplits = options.numSplits;
     split.smCount = options.smCount;

@@ -50,10 +50,6 @@ struct KernelConfig {
   std::string toString() const;
 };
 
-/// The lowest PTX ISA version (times ten) `chip` needs, or 0 when the chip
-/// is not supported.
-int getMinimumPTXVersion(const std::string &chip);
-
 const char *getElementTypeName(ElementType type);
 const char *getCacheLayoutName(CacheLayout layout);
 /// Bytes of one element.

@@ -66,4 +66,20 @@ def ConvertFDToGPU : Pass<"convert-fd-to-gpu", "ModuleOp"> {
   ];
 }
 
+def FDCheckNVVMTarget : Pass<"fd-check-nvvm-target", "ModuleOp"> {
+  let summary = "Fail with a diagnostic when the NVVM target is unsupported";
+  let description = [{
+    The first pass of `fd-lower-to-ptx`: rejects a chip the kernels are not
+    built for, or a PTX version too old for the chip, with an error naming
+    the option and the accepted values (instead of a fatal error from the
+    NVPTX backend later).
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "Target GPU">,
+    Option<"ptxVersion", "ptx-version", "int", /*default=*/"80",
+           "PTX ISA version times ten">
+  ];
+}
+
 #endif // FD_CONVERSION_PASSES_TD

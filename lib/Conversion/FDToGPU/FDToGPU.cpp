@@ -16,12 +16,22 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <limits>
 
 using namespace mlir;
 using namespace mlir::fd;
+
+int mlir::fd::getMinimumPTXVersion(StringRef chip) {
+  return llvm::StringSwitch<int>(chip)
+      .Case("sm_80", 70)
+      .Case("sm_86", 71)
+      .Case("sm_89", 78)
+      .Cases("sm_90", "sm_90a", 78)
+      .Default(0);
+}
 
 PartialKernelLayout
 PartialKernelLayout::get(int64_t headDim, int64_t elementBytes, int64_t rows) {

@@ -3,6 +3,8 @@
 #ifndef FD_CONVERSION_FDTOGPU_FDTOGPU_H
 #define FD_CONVERSION_FDTOGPU_FDTOGPU_H
 
+#include "llvm/ADT/StringRef.h"
+
 #include <cstdint>
 
 namespace mlir {
@@ -56,6 +58,10 @@ struct PartialKernelLayout {
                 kWarps * rowTile * 2);
   }
 };
+
+/// The lowest PTX ISA version (times ten) the kernels need on `chip`, or 0
+/// when they are not built for it (sm_80, sm_86, sm_89, sm_90, sm_90a).
+int getMinimumPTXVersion(llvm::StringRef chip);
 
 /// Patterns replacing fd.partial_attention and fd.merge with launches of GPU
 /// kernels, each in a `gpu.module` of its own name in the enclosing module:
