@@ -1,0 +1,83 @@
+//===- Manifest.h - What fd-compile wrote, read back ------------*- C++ -*-===//
+
+#ifndef FD_RUNTIME_MANIFEST_H
+#define FD_RUNTIME_MANIFEST_H
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fd::rt {
+
+enum class ParamType { Pointer, I32 };
+
+struct KernelParam {
+  std::string name;
+  ParamType type;
+};
+
+/// A grid dimension: a number, or a value known at launch.
+struct LaunchDim {
+  enum class Symbol { None, NumSplits, Batch };
+  int64_t value = 1;
+  Symbol symbol = Symbol::None;
+
+  int64_t resolve(int64_t batch, int64_t numSplits) const {
+    return symbol == Symbol::Batch       ? batch
+           : symbol == Symbol::NumSplits ? numSplits
+                                         : value;
+  }
+};
+
+struct KernelSpec {
+  std::string name;
+  std::string ptxFile;
+  std::vector<KernelParam> params;
+  std::array<LaunchDim, 3> grid;
+  std::array<int64_t, 3> block{1, 1, 1};
+  int64_t staticSharedMemoryBytes = 0;
+  int64_t dynamicSharedMemoryBytes = 0;
+};
+
+/// manifest.json (docs/KernelABI.md).
+struct Manifest {
+  std::string compilerVersion;
+  int64_t headDim = 0;
+  int64_t numQueryHeads = 0;
+  int64_t numKVHeads = 0;
+  int64_t queryLength = 1;
+  std::string dtype;
+  std::string kvLayout;
+  bool withLse = false;
+  int64_t numSplits = 0;
+  int64_t workspaceBytesPerSequence = 0;
+  int64_t partialLseOffsetPerSequence = 0;
+  /// In launch order.
+  std::vector<KernelSpec> kernels;
+
+  /// Throws std::invalid_argument naming the missing or malformed field.
+  static Manifest parse(const std::string &json);
+
+  int64_t getWorkspaceBytes(int64_t batch) const {
+    return batch * workspaceBytesPerSequence;
+  }
+  /// Bytes of one q/k/v/output element (2 for f16/bf16, 4 for f32).
+  int64_t getElementBytes() const { return dtype == "f32" ? 4 : 2; }
+};
+
+/// A manifest and the PTX of its kernels.
+struct KernelBundle {
+  Manifest manifest;
+  /// Kernel name -> PTX text.
+  std::map<std::string, std::string> ptx;
+
+  /// Reads DIR/manifest.json and the PTX files it names; throws
+  /// std::runtime_error naming the file that is missing or malformed.
+  static KernelBundle load(const std::string &directory);
+};
+
+} // namespace fd::rt
+
+#endif // FD_RUNTIME_MANIFEST_H

@@ -1,0 +1,166 @@
+//===- Runtime.h - Load the PTX, launch, capture CUDA graphs ----*- C++ -*-===//
+//
+// fdrt: standard C++17 over the CUDA driver API (Driver.h), no MLIR or LLVM.
+//
+//   rt::Device device;                        // primary context of GPU 0
+//   rt::KernelBundle kernels = rt::KernelBundle::load("out/");
+//   rt::DecodePlan plan(device, kernels, buffers);  // allocates the workspace
+//   plan.launch(stream);                      // partial + merge
+//   rt::Graph graph = rt::Graph::capture(device, {&plan}, stream);
+//   graph.replay(stream);                     // lengths may change in between
+//
+// Errors are exceptions: CudaError (with the driver's error name and what was
+// being done) for driver failures, std::invalid_argument for bad use.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_RUNTIME_RUNTIME_H
+#define FD_RUNTIME_RUNTIME_H
+
+#include "fd/Runtime/Driver.h"
+#include "fd/Runtime/Manifest.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fd::rt {
+
+/// A GPU's primary context, retained for the object's life and made current.
+class Device {
+public:
+  explicit Device(const DriverApi &driver = getDriver(), int ordinal = 0);
+  ~Device();
+  Device(const Device &) = delete;
+  Device &operator=(const Device &) = delete;
+
+  const DriverApi &getDriverApi() const { return driver; }
+  int getMultiprocessorCount() const;
+  std::string getName() const;
+
+private:
+  const DriverApi &driver;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+};
+
+/// Device memory, freed with the object.
+class DeviceBuffer {
+public:
+  DeviceBuffer(const Device &device, size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer &&other) noexcept;
+  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
+
+  CUdeviceptr getAddress() const { return address; }
+  size_t getSize() const { return size; }
+  void upload(const void *data, size_t bytes);
+  void download(void *data, size_t bytes) const;
+
+private:
+  const DriverApi *driver;
+  CUdeviceptr address = 0;
+  size_t size = 0;
+};
+
+/// A loaded PTX module.
+class Module {
+public:
+  /// Throws CudaError carrying the JIT's error log when the PTX is rejected.
+  Module(const Device &device, const std::string &ptx,
+         const std::string &label);
+  ~Module();
+  Module(const Module &) = delete;
+  Module &operator=(const Module &) = delete;
+
+  CUfunction getFunction(const std::string &name) const;
+
+private:
+  const DriverApi &driver;
+  CUmodule module = nullptr;
+  std::string label;
+};
+
+/// Device addresses of one decode step's buffers (contiguous, in the shapes
+/// of docs/KernelABI.md), and the batch and cache length they hold.
+struct DecodeBuffers {
+  CUdeviceptr query = 0;
+  CUdeviceptr keyCache = 0;
+  CUdeviceptr valueCache = 0;
+  /// int32 [batch] in device memory; may change between launches/replays.
+  CUdeviceptr seqLens = 0;
+  CUdeviceptr output = 0;
+  /// Required exactly when the kernels were compiled with an lse output.
+  CUdeviceptr lse = 0;
+  int64_t batch = 0;
+  int64_t maxLength = 0;
+};
+
+/// A compiled configuration bound to fixed buffers, with its workspace
+/// allocated once: what a CUDA graph records.
+class DecodePlan {
+public:
+  DecodePlan(const Device &device, const KernelBundle &kernels,
+             const DecodeBuffers &buffers);
+  ~DecodePlan();
+  DecodePlan(const DecodePlan &) = delete;
+  DecodePlan &operator=(const DecodePlan &) = delete;
+
+  /// Launches the kernels on `stream`, in the manifest's order.
+  void launch(CUstream stream) const;
+
+  const DecodeBuffers &getBuffers() const { return buffers; }
+  /// Rebinds the plan to other buffers or shapes (reallocating the
+  /// workspace if the batch grew). Graphs captured before become stale.
+  void setBuffers(const DecodeBuffers &buffers);
+  /// Changes with every setBuffers.
+  uint64_t getGeneration() const { return generation; }
+  int64_t getWorkspaceBytes() const;
+  const Manifest &getManifest() const { return manifest; }
+
+private:
+  struct BoundKernel;
+  void bind();
+
+  const Device &device;
+  Manifest manifest;
+  std::vector<std::unique_ptr<Module>> modules;
+  std::vector<std::unique_ptr<BoundKernel>> kernels;
+  DecodeBuffers buffers;
+  std::unique_ptr<DeviceBuffer> workspace;
+  uint64_t generation = 0;
+};
+
+/// The launches of one or more plans, recorded once and replayed with a
+/// single launch. Lengths in device memory may change between replays;
+/// rebinding a plan (setBuffers) makes the graph stale, and replay then
+/// throws: capture a new one.
+class Graph {
+public:
+  /// Records `plans` in order on `stream` (not the legacy default stream).
+  /// The capture is always ended, also when a launch fails; a capture that
+  /// recorded nothing is rejected.
+  static Graph capture(const Device &device,
+                       const std::vector<const DecodePlan *> &plans,
+                       CUstream stream);
+  ~Graph();
+  Graph(Graph &&other) noexcept;
+  Graph &operator=(Graph &&other) noexcept;
+
+  void replay(CUstream stream) const;
+  /// Whether a captured plan was rebound since.
+  bool isStale() const;
+
+private:
+  explicit Graph(const DriverApi &driver) : driver(&driver) {}
+  void release();
+
+  const DriverApi *driver;
+  CUgraph graph = nullptr;
+  CUgraphExec executable = nullptr;
+  std::vector<std::pair<const DecodePlan *, uint64_t>> plans;
+};
+
+} // namespace fd::rt
+
+#endif // FD_RUNTIME_RUNTIME_H

@@ -1,0 +1,158 @@
+//===- Manifest.cpp - What fd-compile wrote, read back --------------------===//
+
+#include "fd/Runtime/Manifest.h"
+
+#include "Json.h"
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace fd::rt {
+
+namespace {
+
+[[noreturn]] void missing(const std::string &field, const char *expected) {
+  throw std::invalid_argument("manifest: '" + field + "' must be " + expected);
+}
+
+const json::Value &member(const json::Value &object, const std::string &key,
+                          const std::string &path) {
+  const json::Value *value = object.find(key);
+  if (!value)
+    missing(path + key, "present");
+  return *value;
+}
+
+int64_t integer(const json::Value &object, const std::string &key,
+                const std::string &path = "") {
+  const json::Value &value = member(object, key, path);
+  if (value.kind != json::Value::Kind::Number ||
+      value.number != static_cast<double>(static_cast<int64_t>(value.number)))
+    missing(path + key, "an integer");
+  return static_cast<int64_t>(value.number);
+}
+
+std::string string(const json::Value &object, const std::string &key,
+                   const std::string &path = "") {
+  const json::Value &value = member(object, key, path);
+  if (value.kind != json::Value::Kind::String)
+    missing(path + key, "a string");
+  return value.string;
+}
+
+const std::vector<json::Value> &array(const json::Value &object,
+                                      const std::string &key, size_t size,
+                                      const std::string &path) {
+  const json::Value &value = member(object, key, path);
+  if (value.kind != json::Value::Kind::Array ||
+      (size && value.array.size() != size))
+    missing(path + key, size == 3 ? "an array of 3" : "an array");
+  return value.array;
+}
+
+LaunchDim launchDim(const json::Value &value, const std::string &field) {
+  LaunchDim dim;
+  if (value.kind == json::Value::Kind::Number) {
+    dim.value = static_cast<int64_t>(value.number);
+  } else if (value.kind == json::Value::Kind::String &&
+             value.string == "batch") {
+    dim.symbol = LaunchDim::Symbol::Batch;
+  } else if (value.kind == json::Value::Kind::String &&
+             value.string == "num_splits") {
+    dim.symbol = LaunchDim::Symbol::NumSplits;
+  } else {
+    missing(field, "a number, \"batch\" or \"num_splits\"");
+  }
+  return dim;
+}
+
+std::string readFile(const std::string &path) {
+  std::ifstream stream(path, std::ios::binary);
+  if (!stream)
+    throw std::runtime_error("cannot read " + path);
+  std::ostringstream contents;
+  contents << stream.rdbuf();
+  return contents.str();
+}
+
+} // namespace
+
+Manifest Manifest::parse(const std::string &text) {
+  json::Value root;
+  try {
+    root = json::parse(text);
+  } catch (const std::runtime_error &error) {
+    throw std::invalid_argument(std::string("manifest: ") + error.what());
+  }
+  if (root.kind != json::Value::Kind::Object)
+    missing("(root)", "an object");
+  Manifest manifest;
+  manifest.compilerVersion = string(root, "compiler_version");
+  const json::Value &config = member(root, "config", "");
+  manifest.headDim = integer(config, "head_dim", "config.");
+  manifest.numQueryHeads = integer(config, "num_q_heads", "config.");
+  manifest.numKVHeads = integer(config, "num_kv_heads", "config.");
+  manifest.queryLength = integer(config, "query_len", "config.");
+  manifest.dtype = string(config, "dtype", "config.");
+  if (manifest.dtype != "f16" && manifest.dtype != "bf16" &&
+      manifest.dtype != "f32")
+    missing("config.dtype", "f16, bf16 or f32");
+  manifest.kvLayout = string(config, "kv_layout", "config.");
+  const json::Value &withLse = member(config, "with_lse", "config.");
+  if (withLse.kind != json::Value::Kind::Bool)
+    missing("config.with_lse", "a boolean");
+  manifest.withLse = withLse.boolean;
+  manifest.numSplits = integer(root, "num_splits");
+  const json::Value &workspace = member(root, "workspace", "");
+  manifest.workspaceBytesPerSequence =
+      integer(workspace, "bytes_per_sequence", "workspace.");
+  manifest.partialLseOffsetPerSequence =
+      integer(workspace, "partial_lse_offset_per_sequence", "workspace.");
+
+  for (const json::Value &kernel : array(root, "kernels", 0, "")) {
+    KernelSpec spec;
+    spec.name = string(kernel, "name", "kernels[].");
+    std::string path = "kernels[" + spec.name + "].";
+    spec.ptxFile = string(kernel, "ptx", path);
+    for (const json::Value &param : array(kernel, "params", 0, path)) {
+      std::string type = string(param, "type", path + "params[].");
+      if (type != "ptr" && type != "i32")
+        missing(path + "params[].type", "\"ptr\" or \"i32\"");
+      spec.params.push_back(
+          {string(param, "name", path + "params[]."),
+           type == "ptr" ? ParamType::Pointer : ParamType::I32});
+    }
+    const auto &grid = array(kernel, "grid", 3, path);
+    const auto &block = array(kernel, "block", 3, path);
+    for (int i = 0; i < 3; ++i) {
+      spec.grid[i] = launchDim(grid[i], path + "grid");
+      if (block[i].kind != json::Value::Kind::Number)
+        missing(path + "block", "numbers");
+      spec.block[i] = static_cast<int64_t>(block[i].number);
+    }
+    spec.staticSharedMemoryBytes =
+        integer(kernel, "static_shared_memory_bytes", path);
+    spec.dynamicSharedMemoryBytes =
+        integer(kernel, "dynamic_shared_memory_bytes", path);
+    manifest.kernels.push_back(std::move(spec));
+  }
+  if (manifest.kernels.empty())
+    missing("kernels", "a non-empty array");
+  return manifest;
+}
+
+KernelBundle KernelBundle::load(const std::string &directory) {
+  KernelBundle bundle;
+  std::string manifestPath = directory + "/manifest.json";
+  try {
+    bundle.manifest = Manifest::parse(readFile(manifestPath));
+  } catch (const std::invalid_argument &error) {
+    throw std::runtime_error(manifestPath + ": " + error.what());
+  }
+  for (const KernelSpec &kernel : bundle.manifest.kernels)
+    bundle.ptx[kernel.name] = readFile(directory + "/" + kernel.ptxFile);
+  return bundle;
+}
+
+} // namespace fd::rt

@@ -1,0 +1,342 @@
+//===- Runtime.cpp - Load the PTX, launch, capture CUDA graphs ------------===//
+
+#include "fd/Runtime/Runtime.h"
+
+#include <exception>
+#include <stdexcept>
+#include <utility>
+
+namespace fd::rt {
+
+//===----------------------------------------------------------------------===//
+// Device
+//===----------------------------------------------------------------------===//
+
+Device::Device(const DriverApi &driver, int ordinal) : driver(driver) {
+  int count = 0;
+  check(driver, driver.cuDeviceGetCount(&count), "counting CUDA devices");
+  if (ordinal < 0 || ordinal >= count)
+    throw CudaError("no CUDA device " + std::to_string(ordinal) + " (" +
+                        std::to_string(count) + " present)",
+                    -1);
+  check(driver, driver.cuDeviceGet(&device, ordinal), "opening CUDA device");
+  check(driver, driver.cuDevicePrimaryCtxRetain(&context, device),
+        "retaining the primary context");
+  check(driver, driver.cuCtxSetCurrent(context),
+        "making the primary context current");
+}
+
+Device::~Device() { driver.cuDevicePrimaryCtxRelease(device); }
+
+int Device::getMultiprocessorCount() const {
+  int count = 0;
+  check(driver,
+        driver.cuDeviceGetAttribute(&count, kDeviceAttributeMultiprocessorCount,
+                                    device),
+        "reading the multiprocessor count");
+  return count;
+}
+
+std::string Device::getName() const {
+  char name[256] = {};
+  check(driver, driver.cuDeviceGetName(name, sizeof(name), device),
+        "reading the device name");
+  return name;
+}
+
+//===----------------------------------------------------------------------===//
+// DeviceBuffer
+//===----------------------------------------------------------------------===//
+
+DeviceBuffer::DeviceBuffer(const Device &device, size_t bytes)
+    : driver(&device.getDriverApi()), size(bytes) {
+  check(*driver, driver->cuMemAlloc(&address, bytes ? bytes : 1),
+        "allocating " + std::to_string(bytes) + " bytes of device memory");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (address)
+    driver->cuMemFree(address);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
+    : driver(other.driver), address(std::exchange(other.address, 0)),
+      size(std::exchange(other.size, 0)) {}
+
+DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
+  if (this != &other) {
+    if (address)
+      driver->cuMemFree(address);
+    driver = other.driver;
+    address = std::exchange(other.address, 0);
+    size = std::exchange(other.size, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::upload(const void *data, size_t bytes) {
+  if (bytes > size)
+    throw std::invalid_argument("upload of " + std::to_string(bytes) +
+                                " bytes into a buffer of " +
+                                std::to_string(size));
+  check(*driver, driver->cuMemcpyHtoD(address, data, bytes),
+        "copying to the device");
+}
+
+void DeviceBuffer::download(void *data, size_t bytes) const {
+  if (bytes > size)
+    throw std::invalid_argument("download of " + std::to_string(bytes) +
+                                " bytes from a buffer of " +
+                                std::to_string(size));
+  check(*driver, driver->cuMemcpyDtoH(data, address, bytes),
+        "copying from the device");
+}
+
+//===----------------------------------------------------------------------===//
+// Module
+//===----------------------------------------------------------------------===//
+
+Module::Module(const Device &device, const std::string &ptx,
+               const std::string &label)
+    : driver(device.getDriverApi()), label(label) {
+  // The driver wants a NUL-terminated image; MLIR's PTX may lack the NUL.
+  std::string image = ptx;
+  image.push_back('\0');
+  char log[8192] = {};
+  int options[] = {kJitErrorLogBuffer, kJitErrorLogBufferSizeBytes};
+  void *values[] = {log, reinterpret_cast<void *>(sizeof(log))};
+  CUresult result =
+      driver.cuModuleLoadDataEx(&module, image.data(), 2, options, values);
+  if (result != kCudaSuccess) {
+    try {
+      check(driver, result, "loading the PTX of " + label);
+    } catch (const CudaError &error) {
+      throw CudaError(std::string(error.what()) +
+                          (log[0] ? std::string("; JIT log: ") + log : ""),
+                      result);
+    }
+  }
+}
+
+Module::~Module() {
+  if (module)
+    driver.cuModuleUnload(module);
+}
+
+CUfunction Module::getFunction(const std::string &name) const {
+  CUfunction function = nullptr;
+  check(driver, driver.cuModuleGetFunction(&function, module, name.c_str()),
+        "finding kernel " + name + " in " + label);
+  return function;
+}
+
+//===----------------------------------------------------------------------===//
+// DecodePlan
+//===----------------------------------------------------------------------===//
+
+/// A kernel with its launch shape and argument storage bound to buffers.
+struct DecodePlan::BoundKernel {
+  const KernelSpec *spec;
+  CUfunction function;
+  unsigned grid[3];
+  unsigned block[3];
+  /// One 8-byte slot per parameter; the driver reads pointers or i32s there.
+  std::vector<uint64_t> values;
+  std::vector<void *> arguments;
+};
+
+DecodePlan::DecodePlan(const Device &device, const KernelBundle &bundle,
+                       const DecodeBuffers &buffers)
+    : device(device), manifest(bundle.manifest), buffers(buffers) {
+  for (const KernelSpec &spec : manifest.kernels) {
+    auto ptx = bundle.ptx.find(spec.name);
+    if (ptx == bundle.ptx.end())
+      throw std::invalid_argument("no PTX for kernel " + spec.name);
+    modules.push_back(std::make_unique<Module>(device, ptx->second, spec.name));
+    auto kernel = std::make_unique<BoundKernel>();
+    kernel->spec = &spec;
+    kernel->function = modules.back()->getFunction(spec.name);
+    kernels.push_back(std::move(kernel));
+  }
+  bind();
+}
+
+DecodePlan::~DecodePlan() = default;
+
+int64_t DecodePlan::getWorkspaceBytes() const {
+  return manifest.getWorkspaceBytes(buffers.batch);
+}
+
+void DecodePlan::setBuffers(const DecodeBuffers &newBuffers) {
+  DecodeBuffers previous = buffers;
+  buffers = newBuffers;
+  try {
+    bind();
+  } catch (...) {
+    buffers = previous;
+    throw;
+  }
+  ++generation;
+}
+
+void DecodePlan::bind() {
+  auto require = [](bool condition, const std::string &message) {
+    if (!condition)
+      throw std::invalid_argument("DecodePlan: " + message);
+  };
+  require(buffers.batch >= 1,
+          "batch must be >= 1, got " + std::to_string(buffers.batch));
+  require(buffers.maxLength >= 1 && buffers.maxLength <= INT32_MAX,
+          "maxLength must be in [1, 2^31), got " +
+              std::to_string(buffers.maxLength));
+  require(buffers.query && buffers.keyCache && buffers.valueCache &&
+              buffers.seqLens && buffers.output,
+          "query, keyCache, valueCache, seqLens and output must be device "
+          "addresses");
+  require(manifest.withLse == (buffers.lse != 0),
+          manifest.withLse ? "the kernels write an lse: lse buffer required"
+                           : "the kernels were compiled without an lse "
+                             "output: lse must be 0");
+
+  int64_t workspaceBytes = manifest.getWorkspaceBytes(buffers.batch);
+  if (!workspace || workspace->getSize() < static_cast<size_t>(workspaceBytes))
+    workspace = std::make_unique<DeviceBuffer>(device, workspaceBytes);
+  CUdeviceptr partialOutput = workspace->getAddress();
+  CUdeviceptr partialLse =
+      partialOutput + buffers.batch * manifest.partialLseOffsetPerSequence;
+
+  for (std::unique_ptr<BoundKernel> &kernel : kernels) {
+    const KernelSpec &spec = *kernel->spec;
+    kernel->values.assign(spec.params.size(), 0);
+    kernel->arguments.resize(spec.params.size());
+    for (size_t i = 0; i < spec.params.size(); ++i) {
+      const std::string &name = spec.params[i].name;
+      uint64_t value = name == "query"            ? buffers.query
+                       : name == "key_cache"      ? buffers.keyCache
+                       : name == "value_cache"    ? buffers.valueCache
+                       : name == "seq_lens"       ? buffers.seqLens
+                       : name == "output"         ? buffers.output
+                       : name == "lse"            ? buffers.lse
+                       : name == "partial_output" ? partialOutput
+                       : name == "partial_lse"    ? partialLse
+                       : name == "max_len"
+                           ? static_cast<uint64_t>(buffers.maxLength)
+                           : ~uint64_t(0);
+      require(value != ~uint64_t(0), "kernel " + spec.name +
+                                         " takes parameter '" + name +
+                                         "', which this runtime does not "
+                                         "know");
+      kernel->values[i] = value;
+      // An i32 parameter reads the low 4 bytes: little-endian hosts only.
+      kernel->arguments[i] = &kernel->values[i];
+    }
+    for (int d = 0; d < 3; ++d) {
+      kernel->grid[d] = static_cast<unsigned>(
+          spec.grid[d].resolve(buffers.batch, manifest.numSplits));
+      kernel->block[d] = static_cast<unsigned>(spec.block[d]);
+    }
+  }
+}
+
+void DecodePlan::launch(CUstream stream) const {
+  const DriverApi &driver = device.getDriverApi();
+  for (const std::unique_ptr<BoundKernel> &kernel : kernels)
+    check(driver,
+          driver.cuLaunchKernel(
+              kernel->function, kernel->grid[0], kernel->grid[1],
+              kernel->grid[2], kernel->block[0], kernel->block[1],
+              kernel->block[2],
+              static_cast<unsigned>(kernel->spec->dynamicSharedMemoryBytes),
+              stream, const_cast<void **>(kernel->arguments.data()), nullptr),
+          "launching " + kernel->spec->name);
+}
+
+//===----------------------------------------------------------------------===//
+// Graph
+//===----------------------------------------------------------------------===//
+
+Graph Graph::capture(const Device &device,
+                     const std::vector<const DecodePlan *> &plans,
+                     CUstream stream) {
+  const DriverApi &driver = device.getDriverApi();
+  if (!stream)
+    throw std::invalid_argument(
+        "Graph::capture: the legacy default stream cannot be captured; "
+        "pass a stream made with cuStreamCreate");
+  Graph result(driver);
+  check(driver,
+        driver.cuStreamBeginCapture(stream, kStreamCaptureModeThreadLocal),
+        "beginning a CUDA graph capture");
+  std::exception_ptr launchFailure;
+  try {
+    for (const DecodePlan *plan : plans) {
+      plan->launch(stream);
+      result.plans.emplace_back(plan, plan->getGeneration());
+    }
+  } catch (...) {
+    launchFailure = std::current_exception();
+  }
+  // Always end the capture, or the stream stays in capture mode.
+  CUresult ended = driver.cuStreamEndCapture(stream, &result.graph);
+  if (launchFailure)
+    std::rethrow_exception(launchFailure);
+  check(driver, ended, "ending the CUDA graph capture");
+  size_t nodes = 0;
+  check(driver, driver.cuGraphGetNodes(result.graph, nullptr, &nodes),
+        "counting the captured graph's nodes");
+  if (nodes == 0)
+    throw CudaError("captured an empty CUDA graph: no kernel was launched "
+                    "during the capture",
+                    -1);
+  check(driver,
+        driver.cuGraphInstantiateWithFlags(&result.executable, result.graph, 0),
+        "instantiating the captured CUDA graph");
+  return result;
+}
+
+Graph::~Graph() { release(); }
+
+Graph::Graph(Graph &&other) noexcept
+    : driver(other.driver), graph(std::exchange(other.graph, nullptr)),
+      executable(std::exchange(other.executable, nullptr)),
+      plans(std::move(other.plans)) {}
+
+Graph &Graph::operator=(Graph &&other) noexcept {
+  if (this != &other) {
+    release();
+    driver = other.driver;
+    graph = std::exchange(other.graph, nullptr);
+    executable = std::exchange(other.executable, nullptr);
+    plans = std::move(other.plans);
+  }
+  return *this;
+}
+
+void Graph::release() {
+  if (executable)
+    driver->cuGraphExecDestroy(executable);
+  if (graph)
+    driver->cuGraphDestroy(graph);
+  executable = nullptr;
+  graph = nullptr;
+}
+
+bool Graph::isStale() const {
+  for (const auto &[plan, generation] : plans)
+    if (plan->getGeneration() != generation)
+      return true;
+  return false;
+}
+
+void Graph::replay(CUstream stream) const {
+  if (!executable)
+    throw std::invalid_argument("Graph::replay: this graph was moved from");
+  if (isStale())
+    throw std::invalid_argument(
+        "Graph::replay: a captured plan was rebound to other buffers or "
+        "shapes since the capture; capture a new graph");
+  check(*driver, driver->cuGraphLaunch(executable, stream),
+        "replaying the CUDA graph");
+}
+
+} // namespace fd::rt

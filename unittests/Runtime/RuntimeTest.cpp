@@ -1,0 +1,464 @@
+//===- RuntimeTest.cpp - fdrt without a GPU -------------------------------===//
+//
+// The manifest reader, workspace sizing, the no-driver errors, and the rules
+// of DecodePlan and Graph against a fake driver table that records calls.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fd/Runtime/Runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+using namespace fd::rt;
+
+namespace {
+
+// The manifest fd-compile writes for D=64, Hq=8, Hkv=2, f16, 4 splits, lse.
+const char *kManifest = R"json({
+  "compiler_version": "flashdecode 0.1.0 (MLIR 22)",
+  "config": {"arch": "sm_90", "chunk_length": 0, "dtype": "f16",
+             "head_dim": 64, "kv_layout": "NHD", "num_kv_heads": 2,
+             "num_q_heads": 8, "planned_batch": 1, "planned_max_len": 4096,
+             "ptx_version": 80, "query_len": 1, "sm_count": 132,
+             "with_lse": true},
+  "kernels": [
+    {"block": [128, 1, 1], "dynamic_shared_memory_bytes": 0,
+     "grid": ["num_splits", 2, "batch"], "name": "fd_partial_attention",
+     "params": [{"name": "query", "type": "ptr"},
+                {"name": "key_cache", "type": "ptr"},
+                {"name": "value_cache", "type": "ptr"},
+                {"name": "seq_lens", "type": "ptr"},
+                {"name": "partial_output", "type": "ptr"},
+                {"name": "partial_lse", "type": "ptr"},
+                {"name": "max_len", "type": "i32"}],
+     "ptx": "fd_partial_attention.ptx", "static_shared_memory_bytes": 5248},
+    {"block": [64, 1, 1], "dynamic_shared_memory_bytes": 0,
+     "grid": [8, 1, "batch"], "name": "fd_merge",
+     "params": [{"name": "partial_output", "type": "ptr"},
+                {"name": "partial_lse", "type": "ptr"},
+                {"name": "output", "type": "ptr"},
+                {"name": "lse", "type": "ptr"}],
+     "ptx": "fd_merge.ptx", "static_shared_memory_bytes": 0}],
+  "num_splits": 4,
+  "workspace": {"bytes_per_sequence": 8320, "formula": "batch * 8320",
+                "partial_lse_offset_per_sequence": 8192,
+                "partial_output_offset": 0}
+})json";
+
+TEST(Manifest, ParsesWhatTheCompilerWrites) {
+  Manifest manifest = Manifest::parse(kManifest);
+  EXPECT_EQ(manifest.headDim, 64);
+  EXPECT_EQ(manifest.numQueryHeads, 8);
+  EXPECT_EQ(manifest.numKVHeads, 2);
+  EXPECT_EQ(manifest.dtype, "f16");
+  EXPECT_EQ(manifest.getElementBytes(), 2);
+  EXPECT_TRUE(manifest.withLse);
+  EXPECT_EQ(manifest.numSplits, 4);
+  ASSERT_EQ(manifest.kernels.size(), 2u);
+  const KernelSpec &partial = manifest.kernels[0];
+  EXPECT_EQ(partial.name, "fd_partial_attention");
+  ASSERT_EQ(partial.params.size(), 7u);
+  EXPECT_EQ(partial.params[6].name, "max_len");
+  EXPECT_EQ(partial.params[6].type, ParamType::I32);
+  EXPECT_EQ(partial.grid[0].resolve(/*batch=*/3, /*numSplits=*/4), 4);
+  EXPECT_EQ(partial.grid[1].resolve(3, 4), 2);
+  EXPECT_EQ(partial.grid[2].resolve(3, 4), 3);
+  EXPECT_EQ(partial.block[0], 128);
+  EXPECT_EQ(partial.staticSharedMemoryBytes, 5248);
+}
+
+TEST(Manifest, SizesTheWorkspace) {
+  Manifest manifest = Manifest::parse(kManifest);
+  // B * Lq * Hq * S * (D + 1) * 4.
+  EXPECT_EQ(manifest.getWorkspaceBytes(1), 8 * 4 * 65 * 4);
+  EXPECT_EQ(manifest.getWorkspaceBytes(5), 5 * 8 * 4 * 65 * 4);
+  EXPECT_EQ(manifest.partialLseOffsetPerSequence, 8 * 4 * 64 * 4);
+}
+
+TEST(Manifest, NamesWhatIsWrong) {
+  auto message = [](const std::string &json) {
+    try {
+      Manifest::parse(json);
+    } catch (const std::invalid_argument &error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  std::string noSplits = kManifest;
+  noSplits.replace(noSplits.find("\"num_splits\": 4"), 15, "\"splits\": 4");
+  EXPECT_EQ(message(noSplits), "manifest: 'num_splits' must be present");
+  std::string badDtype = kManifest;
+  badDtype.replace(badDtype.find("\"f16\""), 5, "\"f64\"");
+  EXPECT_EQ(message(badDtype), "manifest: 'config.dtype' must be f16, bf16 "
+                               "or f32");
+  EXPECT_EQ(message("{\"compiler_version\": 1"),
+            "manifest: invalid JSON at offset 22: expected '}'");
+  EXPECT_EQ(message("[]"), "manifest: '(root)' must be an object");
+}
+
+TEST(Manifest, BundleNamesAMissingFile) {
+  try {
+    KernelBundle::load("/nonexistent-fd-dir");
+    FAIL() << "no error";
+  } catch (const std::runtime_error &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "cannot read /nonexistent-fd-dir/manifest.json");
+  }
+}
+
+TEST(Driver, MissingDriverIsAClearError) {
+  try {
+    loadDriver("libcuda-fd-test-missing.so.1");
+    FAIL() << "no error";
+  } catch (const CudaError &error) {
+    EXPECT_EQ(std::string(error.what())
+                  .rfind("no CUDA driver: libcuda-fd-test-missing.so.1 not "
+                         "found (",
+                         0),
+              0u)
+        << error.what();
+    EXPECT_EQ(error.getResult(), -1);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// A fake driver
+//===----------------------------------------------------------------------===//
+
+struct Launch {
+  std::string kernel;
+  unsigned grid[3], block[3];
+  std::vector<uint64_t> arguments;
+};
+
+/// What the fake driver saw and how it answers.
+struct FakeDriver {
+  std::vector<std::string> calls;
+  std::vector<Launch> launches;
+  CUresult launchResult = kCudaSuccess;
+  CUresult loadResult = kCudaSuccess;
+  size_t graphNodes = 0;
+  bool capturing = false;
+  CUdeviceptr nextAddress = 0x10000;
+  std::vector<std::pair<CUdeviceptr, size_t>> allocations;
+};
+FakeDriver *fake;
+
+CUresult record(const char *call) {
+  fake->calls.push_back(call);
+  return kCudaSuccess;
+}
+
+DriverApi fakeDriverApi() {
+  DriverApi api;
+  api.cuInit = [](unsigned) { return record("cuInit"); };
+  api.cuGetErrorName = [](CUresult error, const char **name) {
+    *name = error == 700   ? "CUDA_ERROR_ILLEGAL_ADDRESS"
+            : error == 218 ? "CUDA_ERROR_INVALID_PTX"
+                           : "CUDA_ERROR_UNKNOWN";
+    return kCudaSuccess;
+  };
+  api.cuGetErrorString = [](CUresult, const char **text) {
+    *text = "fake";
+    return kCudaSuccess;
+  };
+  api.cuDeviceGetCount = [](int *count) {
+    *count = 1;
+    return record("cuDeviceGetCount");
+  };
+  api.cuDeviceGet = [](CUdevice *device, int) {
+    *device = 0;
+    return record("cuDeviceGet");
+  };
+  api.cuDeviceGetAttribute = [](int *value, int, CUdevice) {
+    *value = 132;
+    return kCudaSuccess;
+  };
+  api.cuDevicePrimaryCtxRetain = [](CUcontext *context, CUdevice) {
+    *context = reinterpret_cast<CUcontext>(0x1);
+    return record("cuDevicePrimaryCtxRetain");
+  };
+  api.cuDevicePrimaryCtxRelease = [](CUdevice) {
+    return record("cuDevicePrimaryCtxRelease");
+  };
+  api.cuCtxSetCurrent = [](CUcontext) { return record("cuCtxSetCurrent"); };
+  api.cuModuleLoadDataEx = [](CUmodule *module, const void *image, unsigned,
+                              int *options, void **values) {
+    record("cuModuleLoadDataEx");
+    // The image must end in a NUL; the options carry the JIT log buffer.
+    EXPECT_EQ(options[0], kJitErrorLogBuffer);
+    if (fake->loadResult != kCudaSuccess) {
+      std::strcpy(static_cast<char *>(values[0]),
+                  "ptxas fatal: Unresolved extern function 'f'");
+      return fake->loadResult;
+    }
+    *module = reinterpret_cast<CUmodule>(
+        new std::string(static_cast<const char *>(image)));
+    return kCudaSuccess;
+  };
+  api.cuModuleUnload = [](CUmodule module) {
+    delete reinterpret_cast<std::string *>(module);
+    return record("cuModuleUnload");
+  };
+  api.cuModuleGetFunction = [](CUfunction *function, CUmodule,
+                               const char *name) {
+    *function = reinterpret_cast<CUfunction>(new std::string(name));
+    return kCudaSuccess;
+  };
+  api.cuLaunchKernel = [](CUfunction function, unsigned gx, unsigned gy,
+                          unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                          unsigned, CUstream, void **params, void **) {
+    record("cuLaunchKernel");
+    if (fake->launchResult != kCudaSuccess)
+      return fake->launchResult;
+    Launch launch{*reinterpret_cast<std::string *>(function),
+                  {gx, gy, gz},
+                  {bx, by, bz},
+                  {}};
+    size_t count = launch.kernel == "fd_merge" ? 4 : 7;
+    for (size_t i = 0; i < count; ++i)
+      launch.arguments.push_back(*static_cast<uint64_t *>(params[i]));
+    fake->launches.push_back(launch);
+    if (fake->capturing)
+      ++fake->graphNodes;
+    return kCudaSuccess;
+  };
+  api.cuMemAlloc = [](CUdeviceptr *pointer, size_t bytes) {
+    *pointer = fake->nextAddress;
+    fake->allocations.emplace_back(*pointer, bytes);
+    fake->nextAddress += (bytes + 0xffff) & ~size_t(0xffff);
+    return record("cuMemAlloc");
+  };
+  api.cuMemFree = [](CUdeviceptr) { return record("cuMemFree"); };
+  api.cuStreamBeginCapture = [](CUstream, int) {
+    fake->capturing = true;
+    return record("cuStreamBeginCapture");
+  };
+  api.cuStreamEndCapture = [](CUstream, CUgraph *graph) {
+    fake->capturing = false;
+    *graph = reinterpret_cast<CUgraph>(0x6);
+    return record("cuStreamEndCapture");
+  };
+  api.cuGraphGetNodes = [](CUgraph, CUgraphNode *, size_t *count) {
+    *count = fake->graphNodes;
+    return record("cuGraphGetNodes");
+  };
+  api.cuGraphInstantiateWithFlags = [](CUgraphExec *exec, CUgraph,
+                                       unsigned long long) {
+    *exec = reinterpret_cast<CUgraphExec>(0x7);
+    return record("cuGraphInstantiate");
+  };
+  api.cuGraphLaunch = [](CUgraphExec, CUstream) {
+    return record("cuGraphLaunch");
+  };
+  api.cuGraphExecDestroy = [](CUgraphExec) {
+    return record("cuGraphExecDestroy");
+  };
+  api.cuGraphDestroy = [](CUgraph) { return record("cuGraphDestroy"); };
+  return api;
+}
+
+class FakeRuntime : public testing::Test {
+protected:
+  void SetUp() override {
+    fake = &state;
+    driver = fakeDriverApi();
+    device = std::make_unique<Device>(driver);
+    bundle.manifest = Manifest::parse(kManifest);
+    bundle.ptx["fd_partial_attention"] = "// partial";
+    bundle.ptx["fd_merge"] = "// merge";
+    buffers = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 3, 4096};
+  }
+  void TearDown() override {
+    device.reset();
+    fake = nullptr;
+  }
+  size_t count(const std::string &call) const {
+    return std::count(state.calls.begin(), state.calls.end(), call);
+  }
+
+  FakeDriver state;
+  DriverApi driver;
+  std::unique_ptr<Device> device;
+  KernelBundle bundle;
+  DecodeBuffers buffers;
+  CUstream stream = reinterpret_cast<CUstream>(0x5);
+};
+
+TEST_F(FakeRuntime, PlanLaunchesInManifestOrderWithBoundArguments) {
+  DecodePlan plan(*device, bundle, buffers);
+  ASSERT_EQ(state.allocations.size(), 1u);
+  EXPECT_EQ(state.allocations[0].second, 3u * 8320);
+  plan.launch(stream);
+  ASSERT_EQ(state.launches.size(), 2u);
+  const Launch &partial = state.launches[0];
+  EXPECT_EQ(partial.kernel, "fd_partial_attention");
+  EXPECT_EQ(partial.grid[0], 4u); // splits
+  EXPECT_EQ(partial.grid[1], 2u); // KV heads
+  EXPECT_EQ(partial.grid[2], 3u); // batch
+  EXPECT_EQ(partial.block[0], 128u);
+  CUdeviceptr workspace = state.allocations[0].first;
+  EXPECT_EQ(partial.arguments,
+            (std::vector<uint64_t>{0x1000, 0x2000, 0x3000, 0x4000, workspace,
+                                   workspace + 3 * 8192, 4096}));
+  const Launch &merge = state.launches[1];
+  EXPECT_EQ(merge.kernel, "fd_merge");
+  EXPECT_EQ(merge.grid[0], 8u);
+  EXPECT_EQ(merge.grid[2], 3u);
+  EXPECT_EQ(merge.block[0], 64u);
+  EXPECT_EQ(
+      merge.arguments,
+      (std::vector<uint64_t>{workspace, workspace + 3 * 8192, 0x5000, 0x6000}));
+}
+
+TEST_F(FakeRuntime, PlanRejectsBadBuffers) {
+  DecodeBuffers noLse = buffers;
+  noLse.lse = 0;
+  EXPECT_THROW(DecodePlan(*device, bundle, noLse), std::invalid_argument);
+  DecodeBuffers noBatch = buffers;
+  noBatch.batch = 0;
+  EXPECT_THROW(DecodePlan(*device, bundle, noBatch), std::invalid_argument);
+  DecodeBuffers noQuery = buffers;
+  noQuery.query = 0;
+  try {
+    DecodePlan plan(*device, bundle, noQuery);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "DecodePlan: query, keyCache, valueCache, seqLens and output "
+              "must be device addresses");
+  }
+}
+
+TEST_F(FakeRuntime, BadPTXCarriesTheJITLog) {
+  state.loadResult = 218;
+  try {
+    DecodePlan plan(*device, bundle, buffers);
+    FAIL() << "no error";
+  } catch (const CudaError &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "loading the PTX of fd_partial_attention: "
+              "CUDA_ERROR_INVALID_PTX (fake); JIT log: ptxas fatal: "
+              "Unresolved extern function 'f'");
+    EXPECT_EQ(error.getResult(), 218);
+  }
+}
+
+TEST_F(FakeRuntime, LaunchFailureNamesTheKernelAndError) {
+  DecodePlan plan(*device, bundle, buffers);
+  state.launchResult = 700;
+  try {
+    plan.launch(stream);
+    FAIL() << "no error";
+  } catch (const CudaError &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "launching fd_partial_attention: CUDA_ERROR_ILLEGAL_ADDRESS "
+              "(fake)");
+  }
+}
+
+TEST_F(FakeRuntime, GraphCapturesOnceAndReplays) {
+  DecodePlan plan(*device, bundle, buffers);
+  Graph graph = Graph::capture(*device, {&plan}, stream);
+  EXPECT_EQ(count("cuStreamBeginCapture"), 1u);
+  EXPECT_EQ(count("cuStreamEndCapture"), 1u);
+  EXPECT_EQ(count("cuGraphInstantiate"), 1u);
+  EXPECT_EQ(state.launches.size(), 2u);
+  for (int i = 0; i < 3; ++i)
+    graph.replay(stream);
+  EXPECT_EQ(count("cuGraphLaunch"), 3u);
+  // Replays launch nothing themselves: the graph holds the kernels.
+  EXPECT_EQ(state.launches.size(), 2u);
+  EXPECT_FALSE(graph.isStale());
+}
+
+TEST_F(FakeRuntime, GraphOfManyPlansRecordsThemInOrder) {
+  DecodePlan first(*device, bundle, buffers);
+  DecodeBuffers other = buffers;
+  other.query = 0x9000;
+  DecodePlan second(*device, bundle, other);
+  Graph graph = Graph::capture(*device, {&first, &second}, stream);
+  ASSERT_EQ(state.launches.size(), 4u);
+  EXPECT_EQ(state.launches[0].arguments[0], 0x1000u);
+  EXPECT_EQ(state.launches[2].arguments[0], 0x9000u);
+}
+
+TEST_F(FakeRuntime, CaptureIsEndedWhenALaunchFails) {
+  DecodePlan plan(*device, bundle, buffers);
+  state.launchResult = 700;
+  EXPECT_THROW(Graph::capture(*device, {&plan}, stream), CudaError);
+  EXPECT_EQ(count("cuStreamEndCapture"), 1u);
+  EXPECT_FALSE(state.capturing);
+  EXPECT_EQ(count("cuGraphInstantiate"), 0u);
+  EXPECT_EQ(count("cuGraphDestroy"), 1u);
+}
+
+TEST_F(FakeRuntime, EmptyGraphIsRejected) {
+  try {
+    Graph::capture(*device, {}, stream);
+    FAIL() << "no error";
+  } catch (const CudaError &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "captured an empty CUDA graph: no kernel was launched during "
+              "the capture");
+  }
+  EXPECT_EQ(count("cuStreamEndCapture"), 1u);
+  EXPECT_EQ(count("cuGraphInstantiate"), 0u);
+}
+
+TEST_F(FakeRuntime, DefaultStreamCannotBeCaptured) {
+  DecodePlan plan(*device, bundle, buffers);
+  EXPECT_THROW(Graph::capture(*device, {&plan}, nullptr),
+               std::invalid_argument);
+  EXPECT_EQ(count("cuStreamBeginCapture"), 0u);
+}
+
+TEST_F(FakeRuntime, RebindingMakesTheGraphStale) {
+  DecodePlan plan(*device, bundle, buffers);
+  Graph graph = Graph::capture(*device, {&plan}, stream);
+  DecodeBuffers bigger = buffers;
+  bigger.batch = 8;
+  plan.setBuffers(bigger);
+  EXPECT_TRUE(graph.isStale());
+  try {
+    graph.replay(stream);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "Graph::replay: a captured plan was rebound to other buffers or "
+              "shapes since the capture; capture a new graph");
+  }
+  EXPECT_EQ(count("cuGraphLaunch"), 0u);
+  // The workspace grew with the batch; a new capture replays.
+  EXPECT_EQ(state.allocations.back().second, 8u * 8320);
+  Graph fresh = Graph::capture(*device, {&plan}, stream);
+  fresh.replay(stream);
+  EXPECT_EQ(count("cuGraphLaunch"), 1u);
+}
+
+TEST_F(FakeRuntime, MovedFromGraphCannotReplay) {
+  DecodePlan plan(*device, bundle, buffers);
+  Graph graph = Graph::capture(*device, {&plan}, stream);
+  Graph moved = std::move(graph);
+  EXPECT_THROW(graph.replay(stream), std::invalid_argument);
+  moved.replay(stream);
+  EXPECT_EQ(count("cuGraphLaunch"), 1u);
+}
+
+TEST_F(FakeRuntime, ResourcesAreReleased) {
+  {
+    DecodePlan plan(*device, bundle, buffers);
+    Graph graph = Graph::capture(*device, {&plan}, stream);
+  }
+  EXPECT_EQ(count("cuGraphExecDestroy"), 1u);
+  EXPECT_EQ(count("cuGraphDestroy"), 1u);
+  EXPECT_EQ(count("cuModuleUnload"), 2u);
+  EXPECT_EQ(count("cuMemFree"), 1u);
+}
+
+} // namespace
