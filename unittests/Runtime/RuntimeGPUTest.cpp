@@ -1,0 +1,161 @@
+//===- RuntimeGPUTest.cpp - The kernels on a GPU vs the float64 reference -===//
+//
+// Needs a CUDA driver, a GPU and the test kernels bench/prepare_kernels.sh
+// writes (FD_TEST_KERNELS=DIR/tests); skips with the reason otherwise. Runs
+// each configuration on fresh random inputs with mixed lengths (0, 1, odd,
+// full), then replays a captured CUDA graph while the lengths grow in device
+// memory, checking every replay.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fd/Reference/Reference.h"
+#include "fd/Runtime/Runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <random>
+
+using namespace fd;
+using namespace fd::rt;
+
+namespace {
+
+class RuntimeGPU : public testing::TestWithParam<const char *> {
+protected:
+  void SetUp() override {
+    const char *root = std::getenv("FD_TEST_KERNELS");
+    if (!root)
+      GTEST_SKIP() << "FD_TEST_KERNELS is not set (bench/prepare_kernels.sh "
+                      "writes DIR/tests)";
+    try {
+      device = std::make_unique<Device>();
+    } catch (const CudaError &error) {
+      GTEST_SKIP() << "no GPU: " << error.what();
+    }
+    bundle = KernelBundle::load(std::string(root) + "/" + GetParam());
+  }
+
+  uint16_t encode(float value) const {
+    return bundle.manifest.dtype == "bf16" ? reference::floatToBFloat16(value)
+                                           : reference::floatToHalf(value);
+  }
+  double decode(uint16_t bits) const {
+    return bundle.manifest.dtype == "bf16" ? reference::bfloat16ToFloat(bits)
+                                           : reference::halfToFloat(bits);
+  }
+
+  /// Random 16-bit values on the device and the doubles they hold.
+  DeviceBuffer randomBuffer(size_t elements, double deviation,
+                            std::vector<double> &values) {
+    std::normal_distribution<float> distribution(0.0f, deviation);
+    std::vector<uint16_t> bits(elements);
+    values.resize(elements);
+    for (size_t i = 0; i < elements; ++i) {
+      bits[i] = encode(distribution(random));
+      values[i] = decode(bits[i]);
+    }
+    DeviceBuffer buffer(*device, elements * 2);
+    buffer.upload(bits.data(), elements * 2);
+    return buffer;
+  }
+
+  std::unique_ptr<Device> device;
+  KernelBundle bundle;
+  std::mt19937 random{std::random_device{}()};
+};
+
+TEST_P(RuntimeGPU, MatchesTheReferenceAndReplaysAsLengthsGrow) {
+  const Manifest &manifest = bundle.manifest;
+  const int64_t batch = 4, maxLength = 700;
+  const int64_t rows = batch * manifest.queryLength * manifest.numQueryHeads;
+  std::vector<double> query, keys, values;
+  DeviceBuffer queryBuffer = randomBuffer(rows * manifest.headDim, 2.0, query);
+  size_t cacheElements =
+      batch * maxLength * manifest.numKVHeads * manifest.headDim;
+  DeviceBuffer keyBuffer = randomBuffer(cacheElements, 1.0, keys);
+  DeviceBuffer valueBuffer = randomBuffer(cacheElements, 1.0, values);
+  DeviceBuffer output(*device, rows * manifest.headDim * 2);
+  DeviceBuffer lse(*device, rows * sizeof(float));
+  DeviceBuffer lengths(*device, batch * sizeof(int32_t));
+
+  DecodeBuffers buffers{queryBuffer.getAddress(),
+                        keyBuffer.getAddress(),
+                        valueBuffer.getAddress(),
+                        lengths.getAddress(),
+                        output.getAddress(),
+                        lse.getAddress(),
+                        batch,
+                        maxLength};
+  DecodePlan plan(*device, bundle, buffers);
+  CUstream stream;
+  const DriverApi &driver = device->getDriverApi();
+  check(driver, driver.cuStreamCreate(&stream, kStreamNonBlocking),
+        "creating a stream");
+
+  auto runAndCheck = [&](const std::vector<int32_t> &live,
+                         const std::function<void()> &run) {
+    SCOPED_TRACE(testing::Message() << "lengths " << live[0] << " " << live[1]
+                                    << " " << live[2] << " " << live[3]);
+    lengths.upload(live.data(), live.size() * sizeof(int32_t));
+    std::vector<uint16_t> poison(rows * manifest.headDim, 0xFFFF);
+    output.upload(poison.data(), poison.size() * 2);
+    run();
+    check(driver, driver.cuStreamSynchronize(stream), "running the kernels");
+    std::vector<uint16_t> result(rows * manifest.headDim);
+    std::vector<float> resultLse(rows);
+    output.download(result.data(), result.size() * 2);
+    lse.download(resultLse.data(), resultLse.size() * sizeof(float));
+
+    reference::AttentionProblem problem;
+    problem.batch = batch;
+    problem.queryLength = manifest.queryLength;
+    problem.numQueryHeads = manifest.numQueryHeads;
+    problem.numKVHeads = manifest.numKVHeads;
+    problem.headDim = manifest.headDim;
+    problem.maxLength = maxLength;
+    problem.isNHD = manifest.kvLayout == "NHD";
+    problem.scale = 1.0 / std::sqrt(static_cast<double>(manifest.headDim));
+    problem.query = query.data();
+    problem.keyCache = keys.data();
+    problem.valueCache = values.data();
+    problem.lengths = live.data();
+    std::vector<double> expected, expectedLse;
+    reference::attention(problem, expected, expectedLse);
+    double maxError = 0, maxValue = 0;
+    for (size_t i = 0; i < result.size(); ++i) {
+      double actual = decode(result[i]);
+      ASSERT_TRUE(std::isfinite(actual)) << "element " << i << " unwritten";
+      maxError = std::max(maxError, std::abs(actual - expected[i]));
+      maxValue = std::max(maxValue, std::abs(expected[i]));
+    }
+    EXPECT_LE(maxError, 1e-2 * std::max(maxValue, 1e-30));
+    for (int64_t row = 0; row < rows; ++row) {
+      if (std::isinf(expectedLse[row])) {
+        EXPECT_TRUE(std::isinf(resultLse[row]) && resultLse[row] < 0);
+        for (int64_t d = 0; d < manifest.headDim; ++d)
+          EXPECT_EQ(decode(result[row * manifest.headDim + d]), 0.0);
+      } else {
+        EXPECT_NEAR(resultLse[row], expectedLse[row],
+                    1e-3 * std::max(1.0, std::abs(expectedLse[row])));
+      }
+    }
+  };
+
+  runAndCheck({0, 1, 37, 700}, [&] { plan.launch(stream); });
+  Graph graph = Graph::capture(*device, {&plan}, stream);
+  for (int32_t step = 0; step < 5; ++step) {
+    int32_t grown = 1 + 130 * step;
+    runAndCheck({grown, 3 + step, 0, std::min<int32_t>(700, 299 + grown)},
+                [&] { graph.replay(stream); });
+  }
+  driver.cuStreamDestroy(stream);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPU,
+                         testing::Values("gqa_f16", "gqa_bf16", "gqa_hnd",
+                                         "spec4"));
+
+} // namespace
