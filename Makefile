@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 # Debian packages the build, the tests and the later Python module need.
 APT_PACKAGES := cmake ninja-build g++ llvm-22-dev libmlir-22-dev \
   mlir-22-tools llvm-22-tools libgtest-dev python3 python3-numpy \
-  python3-pytest pybind11-dev
+  python3-pytest pybind11-dev python3-dev python3-matplotlib
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SHELL := /bin/bash
@@ -45,6 +45,8 @@ build: configure
 
 demo: build
 	$(BUILD_DIR)/bin/fd-demo --ptx-dir $(BUILD_DIR)/demo-ptx
+	@PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) -m flashdecode.plot \
+	  bench/out/fd-bench.csv --peers bench/out/peers.csv --out bench/plots || true
 
 # ctest, then one plain closing line: skipped tests (no GPU, no ptxas) are
 # not passes, and ctest's own summary counts them in its total.

@@ -239,8 +239,9 @@ TEST_P(CPUAttentionMatrix, SplitAndUnsplitMatchTheReference) {
                                     << " num_splits=" << variant.numSplits);
     auto kernel = compile(variant);
     ASSERT_TRUE(kernel);
-    if (variant.splitKV)
+    if (variant.splitKV) {
       EXPECT_EQ(kernel->getNumSplits(), variant.numSplits);
+    }
     expectMatchesReference(problem, run(*kernel, problem));
   }
 }

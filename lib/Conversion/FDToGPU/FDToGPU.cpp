@@ -29,7 +29,8 @@ int mlir::fd::getMinimumPTXVersion(StringRef chip) {
       .Case("sm_80", 70)
       .Case("sm_86", 71)
       .Case("sm_89", 78)
-      .Cases("sm_90", "sm_90a", 78)
+      .Case("sm_90", 78)
+      .Case("sm_90a", 78)
       .Default(0);
 }
 

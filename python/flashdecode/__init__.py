@@ -1,0 +1,353 @@
+"""flashdecode: Flash-Decoding attention from Python.
+
+    import numpy as np, flashdecode
+    out = flashdecode.decode_attention(q, k_cache, v_cache, seq_lens)
+
+``decode_attention`` runs the compiled CPU lowering on numpy arrays
+(``backend="cpu"``) or the generated PTX on CUDA tensors (``backend="cuda"``,
+PyTorch tensors or anything with ``__cuda_array_interface__``).
+``compile`` returns the PTX and manifest of a configuration, ``plan_splits``
+the split count the compiler would choose, and ``Decoder`` binds fixed GPU
+buffers for CUDA-graph decoding.
+
+Shapes: q ``[B, Hq, D]`` or ``[B, Lq, Hq, D]`` (query token t of Lq sees keys
+``< len - Lq + t + 1``); caches ``[B, Lmax, Hkv, D]`` (NHD) or
+``[B, Hkv, Lmax, D]`` (HND); ``seq_lens`` int32 ``[B]``. The output has q's
+shape and dtype; the lse is float32 ``[B, Hq]`` (``[B, Lq, Hq]``), natural log.
+bfloat16 numpy data is given as uint16 bit patterns with ``dtype="bfloat16"``.
+"""
+
+import json
+import math
+
+import numpy as np
+
+from . import _flashdecode as _native
+
+__all__ = ["compile", "plan_splits", "decode_attention", "Kernel", "Decoder"]
+
+CudaError = _native.CudaError
+
+_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+_MAX_QUERY_LEN = 8
+
+
+def plan_splits(batch, num_kv_heads, max_len, sm_count=132):
+    """The split count fd-split-kv chooses for this problem (same function)."""
+    return _native.plan_splits(batch, num_kv_heads, max_len, sm_count)
+
+
+class Kernel:
+    """Compiled GPU kernels: ``ptx`` (name -> text), ``manifest`` (dict),
+    ``num_splits``."""
+
+    def __init__(self, ptx, manifest, num_splits):
+        self.ptx = dict(ptx)
+        self.manifest = json.loads(manifest)
+        self.num_splits = num_splits
+
+    def __repr__(self):
+        config = self.manifest["config"]
+        return (f"Kernel(head_dim={config['head_dim']}, "
+                f"num_q_heads={config['num_q_heads']}, "
+                f"num_kv_heads={config['num_kv_heads']}, "
+                f"dtype={config['dtype']}, num_splits={self.num_splits})")
+
+
+def _dtype_code(dtype):
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    return _DTYPES[dtype]
+
+
+def _split_options(num_splits):
+    """(num_splits for the config, whether to split) from the user's value."""
+    if num_splits is None or num_splits == "auto":
+        return 0, True
+    if isinstance(num_splits, bool) or not isinstance(num_splits, int) \
+            or num_splits < 1:
+        raise ValueError(
+            f"num_splits must be 'auto', None or a positive int, got {num_splits!r}")
+    return num_splits, True
+
+
+def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
+            num_splits="auto", kv_layout="NHD", arch="sm_90", batch=1,
+            max_len=4096, *, query_len=1, scale=None, return_lse=False,
+            sm_count=132):
+    """Compiles the GPU kernels of one configuration (through the JIT cache)."""
+    splits, split_kv = _split_options(num_splits)
+    ptx, manifest, chosen = _native.compile(
+        head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),
+        kv_layout, splits, split_kv, scale, return_lse, batch, max_len,
+        sm_count, arch)
+    return Kernel(ptx, manifest, chosen)
+
+
+class _Problem:
+    """The checked shapes of one decode_attention call."""
+
+    def __init__(self, q_shape, k_shape, v_shape, lens_shape, kv_layout):
+        if kv_layout not in ("NHD", "HND"):
+            raise ValueError(f"kv_layout must be 'NHD' or 'HND', got {kv_layout!r}")
+        if len(q_shape) not in (3, 4):
+            raise ValueError(
+                f"q must be [B, Hq, D] or [B, Lq, Hq, D], got shape {tuple(q_shape)}")
+        if len(k_shape) != 4:
+            raise ValueError(
+                f"k_cache must be 4-D ({'[B, Lmax, Hkv, D]' if kv_layout == 'NHD' else '[B, Hkv, Lmax, D]'}),"
+                f" got shape {tuple(k_shape)}")
+        if tuple(v_shape) != tuple(k_shape):
+            raise ValueError(f"v_cache shape {tuple(v_shape)} must equal "
+                             f"k_cache shape {tuple(k_shape)}")
+        self.q_shape = tuple(q_shape)
+        self.batch = q_shape[0]
+        self.has_query_len = len(q_shape) == 4
+        self.query_len = q_shape[1] if self.has_query_len else 1
+        self.num_q_heads, self.head_dim = q_shape[-2], q_shape[-1]
+        if kv_layout == "NHD":
+            kb, self.max_len, self.num_kv_heads, kd = k_shape
+        else:
+            kb, self.num_kv_heads, self.max_len, kd = k_shape
+        if kb != self.batch:
+            raise ValueError(f"k_cache batch {kb} must equal q batch {self.batch}")
+        if kd != self.head_dim:
+            raise ValueError(f"k_cache head dim {kd} must equal q head dim "
+                             f"{self.head_dim}")
+        if not (32 <= self.head_dim <= 256 and self.head_dim % 8 == 0):
+            raise ValueError(f"head dim {self.head_dim} is not supported: "
+                             "expected a multiple of 8 in [32, 256]")
+        if self.num_kv_heads < 1 or self.num_q_heads % self.num_kv_heads:
+            raise ValueError(
+                f"q heads ({self.num_q_heads}) must be a multiple of k_cache "
+                f"heads ({self.num_kv_heads})")
+        if not 1 <= self.query_len <= _MAX_QUERY_LEN:
+            raise ValueError(f"q has {self.query_len} query tokens per "
+                             f"sequence; 1 to {_MAX_QUERY_LEN} are supported")
+        if self.batch < 1:
+            raise ValueError("q must hold at least one sequence")
+        if self.max_len < 1:
+            raise ValueError("the caches must hold at least one position")
+        if tuple(lens_shape) != (self.batch,):
+            raise ValueError(f"seq_lens must have shape ({self.batch},), got "
+                             f"{tuple(lens_shape)}")
+
+    def lse_shape(self):
+        if self.has_query_len:
+            return (self.batch, self.query_len, self.num_q_heads)
+        return (self.batch, self.num_q_heads)
+
+
+def _check_scale(scale):
+    if scale is None:
+        return None
+    scale = float(scale)
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a positive finite number, got {scale}")
+    return scale
+
+
+def _numpy_dtype(array, name, dtype):
+    """The flashdecode dtype of a numpy array, checked against ``dtype``."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array for backend='cpu', got "
+                        f"{type(array).__name__}")
+    kind = array.dtype
+    if kind == np.float32:
+        found = "float32"
+    elif kind == np.float16:
+        found = "float16"
+    elif kind == np.uint16 or kind.name == "bfloat16":
+        if dtype != "bfloat16":
+            raise TypeError(f"{name} holds 16-bit patterns ({kind}): pass "
+                            "dtype='bfloat16'")
+        found = "bfloat16"
+    else:
+        raise TypeError(f"{name} dtype {kind} is not supported: expected "
+                        "float32, float16, or bfloat16 as uint16 bit patterns")
+    if dtype is not None and dtype != found:
+        raise TypeError(f"{name} is {found} but dtype={dtype!r} was given")
+    if not array.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous "
+                         "(numpy.ascontiguousarray makes it so)")
+    return found
+
+
+_cpu_kernels = {}
+
+
+def _cpu_kernel(problem, dtype, num_splits, scale, return_lse):
+    splits, split_kv = _split_options(num_splits)
+    # An automatic split count depends on the batch and cache length.
+    planned = (problem.batch, problem.max_len) if splits == 0 else (1, 4096)
+    key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
+           problem.query_len, dtype, problem.layout, splits, split_kv, scale,
+           return_lse) + planned
+    kernel = _cpu_kernels.get(key)
+    if kernel is None:
+        kernel = _native.CPUKernel(
+            problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
+            problem.query_len, _DTYPES[dtype], problem.layout, splits,
+            split_kv, scale, return_lse, planned[0], planned[1], 132, "sm_90")
+        _cpu_kernels[key] = kernel
+    return kernel
+
+
+def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
+                return_lse, dtype):
+    found = _numpy_dtype(q, "q", dtype)
+    for name, array in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if _numpy_dtype(array, name, found) != found:
+            raise TypeError(f"{name} dtype must match q ({found})")
+    problem = _Problem(q.shape, k_cache.shape, v_cache.shape,
+                       np.shape(seq_lens), kv_layout)
+    problem.layout = kv_layout
+    if not isinstance(seq_lens, np.ndarray) or seq_lens.dtype != np.int32:
+        raise TypeError("seq_lens must be a numpy int32 array")
+    seq_lens = np.ascontiguousarray(seq_lens)
+    if seq_lens.size and (seq_lens.min() < 0 or seq_lens.max() > problem.max_len):
+        raise ValueError(f"seq_lens must be in [0, {problem.max_len}] (the "
+                         f"cache length), got {seq_lens.min()}..{seq_lens.max()}")
+    kernel = _cpu_kernel(problem, found, num_splits, scale, return_lse)
+    out = np.empty_like(q)
+    lse = np.empty(problem.lse_shape(), np.float32) if return_lse else None
+    kernel.run(q, k_cache, v_cache, seq_lens, out, lse, problem.batch,
+               problem.max_len)
+    return (out, lse) if return_lse else out
+
+
+class _CudaArray:
+    """Pointer, shape, dtype and contiguity of a CUDA tensor."""
+
+    _TORCH = {"torch.float32": "float32", "torch.float16": "float16",
+              "torch.bfloat16": "bfloat16", "torch.int32": "int32"}
+    _TYPESTR = {"<f4": "float32", "<f2": "float16", "<i4": "int32"}
+
+    def __init__(self, array, name):
+        self.array = array
+        if hasattr(array, "data_ptr") and hasattr(array, "is_cuda"):
+            if not array.is_cuda:
+                raise TypeError(f"{name} must be a CUDA tensor for backend='cuda'")
+            self.pointer = array.data_ptr()
+            self.shape = tuple(array.shape)
+            self.dtype = self._TORCH.get(str(array.dtype))
+            self.contiguous = array.is_contiguous()
+        elif hasattr(array, "__cuda_array_interface__"):
+            interface = array.__cuda_array_interface__
+            self.pointer = interface["data"][0]
+            self.shape = tuple(interface["shape"])
+            self.dtype = self._TYPESTR.get(interface["typestr"])
+            self.contiguous = interface.get("strides") is None
+        else:
+            raise TypeError(f"{name} must be a CUDA tensor (PyTorch, or an "
+                            "object with __cuda_array_interface__), got "
+                            f"{type(array).__name__}")
+        if self.dtype is None:
+            raise TypeError(f"{name} dtype is not supported: expected float32, "
+                            "float16 or bfloat16 (int32 for seq_lens)")
+        if not self.contiguous:
+            raise ValueError(f"{name} must be contiguous")
+
+
+def _empty_like(array, shape, dtype):
+    import torch  # Only CUDA callers get here; they have PyTorch.
+    return torch.empty(shape, dtype=getattr(torch, dtype), device=array.device)
+
+
+def _current_stream():
+    try:
+        import torch
+        return torch.cuda.current_stream().cuda_stream
+    except ImportError:
+        return 0
+
+
+class Decoder:
+    """Fixed GPU buffers bound once, for CUDA-graph decoding.
+
+        decoder = Decoder(q, k_cache, v_cache, seq_lens, out)
+        decoder.capture()        # records partial + merge once
+        ...                      # write new lengths into seq_lens in place
+        decoder.replay()         # one launch, no re-capture
+
+    The tensors must stay alive and keep their addresses; rebinding means a
+    new Decoder.
+    """
+
+    def __init__(self, q, k_cache, v_cache, seq_lens, out, lse=None, *,
+                 num_splits=None, scale=None, kv_layout="NHD"):
+        arrays = [_CudaArray(x, n) for x, n in (
+            (q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache"),
+            (seq_lens, "seq_lens"), (out, "out"))]
+        qa, ka, va, la, oa = arrays
+        problem = _Problem(qa.shape, ka.shape, va.shape, la.shape, kv_layout)
+        for other, name in ((ka, "k_cache"), (va, "v_cache"), (oa, "out")):
+            if other.dtype != qa.dtype:
+                raise TypeError(f"{name} dtype {other.dtype} must match q "
+                                f"({qa.dtype})")
+        if oa.shape != qa.shape:
+            raise ValueError(f"out shape {oa.shape} must equal q shape {qa.shape}")
+        if la.dtype != "int32":
+            raise TypeError("seq_lens must be int32")
+        lse_pointer = 0
+        if lse is not None:
+            lse_array = _CudaArray(lse, "lse")
+            if lse_array.shape != problem.lse_shape() or lse_array.dtype != "float32":
+                raise ValueError(f"lse must be float32 {problem.lse_shape()}")
+            lse_pointer = lse_array.pointer
+        splits, split_kv = _split_options(num_splits)
+        self._keep_alive = (q, k_cache, v_cache, seq_lens, out, lse)
+        self._plan = _native.CudaPlan(
+            problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
+            problem.query_len, _DTYPES[qa.dtype], kv_layout, splits, split_kv,
+            _check_scale(scale), lse is not None, problem.batch,
+            problem.max_len, _native.cuda_sm_count(), "sm_90", qa.pointer,
+            ka.pointer, va.pointer, la.pointer, oa.pointer, lse_pointer)
+        self.num_splits = self._plan.num_splits
+
+    def run(self, stream=None):
+        self._plan.launch(_current_stream() if stream is None else stream)
+
+    def capture(self, stream=None):
+        self._plan.capture(_current_stream() if stream is None else stream)
+
+    def replay(self, stream=None):
+        self._plan.replay(_current_stream() if stream is None else stream)
+
+
+def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
+                 return_lse, dtype):
+    qa = _CudaArray(q, "q")
+    if dtype is not None and dtype != qa.dtype:
+        raise TypeError(f"q is {qa.dtype} but dtype={dtype!r} was given")
+    problem = _Problem(qa.shape, _CudaArray(k_cache, "k_cache").shape,
+                       _CudaArray(v_cache, "v_cache").shape,
+                       _CudaArray(seq_lens, "seq_lens").shape, kv_layout)
+    out = _empty_like(q, qa.shape, qa.dtype)
+    lse = _empty_like(q, problem.lse_shape(), "float32") if return_lse else None
+    decoder = Decoder(q, k_cache, v_cache, seq_lens, out, lse,
+                      num_splits=num_splits, scale=scale, kv_layout=kv_layout)
+    decoder.run()
+    return (out, lse) if return_lse else out
+
+
+def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
+                     scale=None, kv_layout="NHD", return_lse=False,
+                     backend="cpu", dtype=None):
+    """softmax(scale * q k^T) v over each sequence's first seq_lens[b] keys.
+
+    num_splits: None/"auto" (the planner's choice) or a positive count.
+    scale: default 1/sqrt(D). Returns out, or (out, lse) with return_lse.
+    Raises ValueError/TypeError naming the bad argument, RuntimeError for a
+    missing GPU or driver.
+    """
+    if dtype is not None:
+        _dtype_code(dtype)
+    scale = _check_scale(scale)
+    if backend == "cpu":
+        return _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale,
+                           kv_layout, return_lse, dtype)
+    if backend == "cuda":
+        return _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale,
+                            kv_layout, return_lse, dtype)
+    raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")

@@ -1,0 +1,46 @@
+"""compile, plan_splits, and agreement with the compiler's tools."""
+import os
+import re
+import subprocess
+
+import pytest
+
+import flashdecode
+
+BUILD = os.environ.get("FD_BUILD_DIR", "build")
+
+
+def test_compile_returns_ptx_and_manifest():
+    kernel = flashdecode.compile(128, 32, 8, dtype="float16", num_splits="auto",
+                                 kv_layout="NHD", arch="sm_90", batch=1,
+                                 max_len=32768)
+    assert kernel.num_splits == 16
+    assert set(kernel.ptx) == {"fd_partial_attention", "fd_merge"}
+    assert ".target sm_90" in kernel.ptx["fd_partial_attention"]
+    assert kernel.manifest["num_splits"] == 16
+    assert kernel.manifest["config"]["dtype"] == "f16"
+    names = [k["name"] for k in kernel.manifest["kernels"]]
+    assert names == ["fd_partial_attention", "fd_merge"]
+    fixed = flashdecode.compile(64, 8, 8, dtype="bfloat16", num_splits=3,
+                                kv_layout="HND", arch="sm_80")
+    assert fixed.num_splits == 3
+    assert ".target sm_80" in fixed.ptx["fd_merge"]
+
+
+@pytest.mark.parametrize("batch,kv_heads,max_len", [
+    (1, 8, 32768), (4, 1, 4096), (16, 8, 131072), (140, 1, 32768), (1, 32, 512)])
+def test_plan_splits_agrees_with_fd_opt(tmp_path, batch, kv_heads, max_len):
+    ir = tmp_path / "attention.mlir"
+    q = f"memref<{batch}x32x128xf16>"
+    cache = f"memref<{batch}x{max_len}x{kv_heads}x128xf16>"
+    ir.write_text(
+        f"func.func @f(%q: {q}, %k: {cache}, %v: {cache}, "
+        f"%l: memref<{batch}xi32>, %o: {q}) {{\n"
+        f"  fd.attention %q, %k, %v, %l into %o : {q}, {cache}, {cache}, "
+        f"memref<{batch}xi32> into {q}\n  return\n}}\n")
+    result = subprocess.run(
+        [os.path.join(BUILD, "bin", "fd-opt"), str(ir),
+         "-fd-split-kv=report=true", "-o", os.devnull],
+        capture_output=True, text=True, check=True)
+    printed = int(re.search(r"splits=(\d+)", result.stderr).group(1))
+    assert flashdecode.plan_splits(batch, kv_heads, max_len) == printed

@@ -1,0 +1,55 @@
+"""backend='cuda' and Decoder against the CPU backend (needs a GPU)."""
+import numpy as np
+import pytest
+
+import flashdecode
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device visible to PyTorch", allow_module_level=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cuda_matches_cpu(dtype):
+    q = torch.randn(3, 8, 128, dtype=torch.float32) * 2
+    k = torch.randn(3, 700, 2, 128)
+    v = torch.randn(3, 700, 2, 128)
+    lens = torch.tensor([0, 333, 700], dtype=torch.int32)
+    out, lse = flashdecode.decode_attention(
+        q.to(dtype).cuda(), k.to(dtype).cuda(), v.to(dtype).cuda(),
+        lens.cuda(), return_lse=True, backend="cuda")
+    torch.cuda.synchronize()
+    cpu_dtype = "bfloat16" if dtype == torch.bfloat16 else None
+    as_numpy = (lambda x: x.to(dtype).view(torch.int16).numpy().view(np.uint16)) \
+        if dtype == torch.bfloat16 else (lambda x: x.to(dtype).numpy())
+    expected, expected_lse = flashdecode.decode_attention(
+        as_numpy(q), as_numpy(k), as_numpy(v), lens.numpy(), return_lse=True,
+        dtype=cpu_dtype)
+    actual = out.float().cpu().numpy()
+    reference = expected.astype(np.float32) if cpu_dtype is None else \
+        (expected.astype(np.uint32) << 16).view(np.float32)
+    assert np.abs(actual - reference).max() <= 1e-2 * np.abs(reference).max()
+    np.testing.assert_allclose(lse.cpu().numpy()[1:], expected_lse[1:],
+                               rtol=1e-3, atol=1e-3)
+
+
+def test_decoder_replays_as_lengths_grow():
+    q = (torch.randn(2, 8, 128) * 2).half().cuda()
+    k = torch.randn(2, 512, 2, 128).half().cuda()
+    v = torch.randn(2, 512, 2, 128).half().cuda()
+    lens = torch.tensor([1, 5], dtype=torch.int32).cuda()
+    out = torch.empty_like(q)
+    decoder = flashdecode.Decoder(q, k, v, lens, out)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        decoder.capture()
+        for step in range(0, 500, 99):
+            lens.copy_(torch.tensor([1 + step, 5 + step], dtype=torch.int32))
+            decoder.replay()
+            stream.synchronize()
+            expected = flashdecode.decode_attention(
+                q.cpu().numpy(), k.cpu().numpy(), v.cpu().numpy(),
+                lens.cpu().numpy())
+            actual = out.cpu().numpy().astype(np.float32)
+            assert np.abs(actual - expected).max() <= \
+                1e-2 * np.abs(expected).max()
