@@ -218,7 +218,7 @@ int main(int argc, char **argv) {
   }
   if (!writeGPUKernels(config, ptxDirectory))
     return 1;
-  llvm::outs() << "Running them on a GPU (and CUDA graphs) comes with the "
-                  "runtime.\n";
+  llvm::outs() << "On a GPU: fdrt loads these (DecodePlan, Graph); "
+                  "bench/run_on_device.sh checks and times them.\n";
   return 0;
 }
