@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -382,6 +383,133 @@ TEST_F(CPUAttention, OneKernelServesEveryLength) {
     problem.lengths = {1 + step, 5 + step};
     expectMatchesReference(problem, run(*kernel, problem));
   }
+}
+
+/// Copies a dense problem's caches into a shuffled pool of pages of
+/// `pageSize` positions, with sequence 1 sharing its first `sharedPages`
+/// pages with sequence 0 (whose contents it is given), and returns the
+/// block table.
+struct PagedCaches {
+  std::vector<int32_t> blockTable;
+  int64_t pagesPerSequence;
+  int64_t numPages;
+  std::vector<uint8_t> keys, values;
+};
+
+PagedCaches makePaged(Problem &dense, int64_t pageSize, int64_t sharedPages,
+                      std::mt19937 &random) {
+  const KernelConfig &config = dense.config;
+  size_t element = getElementTypeSize(config.elementType);
+  size_t rowBytes = config.headDim * element;
+  bool isNHD = config.cacheLayout == CacheLayout::NHD;
+  auto denseOffset = [&](int64_t b, int64_t position, int64_t head) {
+    int64_t row =
+        isNHD ? (b * dense.maxLength + position) * config.numKVHeads + head
+              : (b * config.numKVHeads + head) * dense.maxLength + position;
+    return row * rowBytes;
+  };
+  // Sequence 1 repeats sequence 0's first shared positions (prefix sharing).
+  int64_t sharedPositions = std::min(sharedPages * pageSize, dense.maxLength);
+  for (int64_t position = 0; position < sharedPositions; ++position)
+    for (int64_t head = 0; head < config.numKVHeads; ++head) {
+      for (Tensor *cache : {&dense.keyCache, &dense.valueCache}) {
+        std::memcpy(&cache->bytes[denseOffset(1, position, head)],
+                    &cache->bytes[denseOffset(0, position, head)], rowBytes);
+        std::copy_n(&cache->values[denseOffset(0, position, head) / element],
+                    config.headDim,
+                    &cache->values[denseOffset(1, position, head) / element]);
+      }
+    }
+
+  PagedCaches paged;
+  paged.pagesPerSequence = (dense.maxLength + pageSize - 1) / pageSize;
+  // Two spare pages that no sequence uses, so the pool is larger than needed.
+  paged.numPages = dense.batch * paged.pagesPerSequence - sharedPages + 2;
+  std::vector<int32_t> pageIds(paged.numPages);
+  std::iota(pageIds.begin(), pageIds.end(), 0);
+  std::shuffle(pageIds.begin(), pageIds.end(), random);
+  size_t next = 0;
+  paged.blockTable.resize(dense.batch * paged.pagesPerSequence);
+  for (int64_t b = 0; b < dense.batch; ++b)
+    for (int64_t block = 0; block < paged.pagesPerSequence; ++block)
+      paged.blockTable[b * paged.pagesPerSequence + block] =
+          b == 1 && block < sharedPages ? paged.blockTable[block]
+                                        : pageIds[next++];
+
+  size_t pageBytes = pageSize * config.numKVHeads * rowBytes;
+  paged.keys.assign(paged.numPages * pageBytes, 0x55);
+  paged.values.assign(paged.numPages * pageBytes, 0x55);
+  for (int64_t b = 0; b < dense.batch; ++b)
+    for (int64_t position = 0; position < dense.maxLength; ++position)
+      for (int64_t head = 0; head < config.numKVHeads; ++head) {
+        int64_t page =
+            paged.blockTable[b * paged.pagesPerSequence + position / pageSize];
+        int64_t slot = position % pageSize;
+        size_t offset =
+            page * pageBytes +
+            (isNHD ? slot * config.numKVHeads + head : head * pageSize + slot) *
+                rowBytes;
+        std::memcpy(&paged.keys[offset],
+                    &dense.keyCache.bytes[denseOffset(b, position, head)],
+                    rowBytes);
+        std::memcpy(&paged.values[offset],
+                    &dense.valueCache.bytes[denseOffset(b, position, head)],
+                    rowBytes);
+      }
+  return paged;
+}
+
+TEST_F(CPUAttention, PagedEqualsDenseOnTheSameLogicalCache) {
+  for (ElementType type : {ElementType::F32, ElementType::F16})
+    for (CacheLayout layout : {CacheLayout::NHD, CacheLayout::HND})
+      for (int64_t pageSize : {1, 16, 64, 256}) {
+        SCOPED_TRACE(testing::Message()
+                     << getElementTypeName(type) << " "
+                     << getCacheLayoutName(layout) << " page " << pageSize
+                     << " " << seedNote());
+        KernelConfig config;
+        config.elementType = type;
+        config.cacheLayout = layout;
+        config.numQueryHeads = 8;
+        config.numKVHeads = 2;
+        config.headDim = 64;
+        config.numSplits = 3; // chunks that do not align with pages
+        config.withLse = true;
+        // Lengths that end mid-page; sequences 0 and 1 share a prefix.
+        Problem dense(config, {300, 290, 1, 0, 157}, 300, random);
+        PagedCaches paged = makePaged(
+            dense, pageSize,
+            /*sharedPages=*/std::max<int64_t>(1, 130 / pageSize), random);
+        auto denseKernel = compile(config);
+        config.pageSize = pageSize;
+        config.batch = dense.batch;
+        config.maxLength = paged.pagesPerSequence * pageSize;
+        auto pagedKernel = compile(config);
+        ASSERT_TRUE(denseKernel && pagedKernel);
+
+        Result expected = run(*denseKernel, dense);
+        expectMatchesReference(dense, expected);
+        Result actual{Tensor(type, dense.rows() * config.headDim),
+                      std::vector<float>(dense.rows())};
+        AttentionBuffers buffers;
+        buffers.query = dense.query.bytes.data();
+        buffers.keyCache = paged.keys.data();
+        buffers.valueCache = paged.values.data();
+        buffers.seqLens = dense.lengths.data();
+        buffers.output = actual.output.bytes.data();
+        buffers.lse = actual.lse.data();
+        buffers.batch = dense.batch;
+        buffers.blockTable = paged.blockTable.data();
+        buffers.maxPagesPerSequence = paged.pagesPerSequence;
+        buffers.numPages = paged.numPages;
+        llvm::Error error = pagedKernel->run(buffers);
+        ASSERT_FALSE(error) << llvm::toString(std::move(error));
+        // The same keys in the same order: bit-identical results.
+        EXPECT_EQ(actual.output.bytes, expected.output.bytes);
+        EXPECT_EQ(std::memcmp(actual.lse.data(), expected.lse.data(),
+                              actual.lse.size() * sizeof(float)),
+                  0);
+      }
 }
 
 TEST(CPUAttentionErrors, RejectsUnsupportedConfigurations) {

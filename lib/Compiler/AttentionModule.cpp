@@ -40,10 +40,12 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   SmallVector<int64_t> queryShape(rowShape);
   queryShape.push_back(config.headDim);
   bool isNHD = config.cacheLayout == CacheLayout::NHD;
+  // Dense: [B, Lmax, ...]; paged: [num_pages, page_size, ...].
+  int64_t positions = config.pageSize ? config.pageSize : dynamic;
   SmallVector<int64_t> cacheShape =
-      isNHD ? SmallVector<int64_t>{dynamic, dynamic, config.numKVHeads,
+      isNHD ? SmallVector<int64_t>{dynamic, positions, config.numKVHeads,
                                    config.headDim}
-            : SmallVector<int64_t>{dynamic, config.numKVHeads, dynamic,
+            : SmallVector<int64_t>{dynamic, config.numKVHeads, positions,
                                    config.headDim};
 
   auto queryType = MemRefType::get(queryShape, elementType);
@@ -53,6 +55,9 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
                                      lengthsType, queryType};
   if (config.withLse)
     argumentTypes.push_back(MemRefType::get(rowShape, builder.getF32Type()));
+  if (config.pageSize)
+    argumentTypes.push_back(
+        MemRefType::get({dynamic, dynamic}, builder.getI32Type()));
 
   auto function =
       func::FuncOp::create(builder, loc, kAttentionFunctionName,
@@ -66,9 +71,11 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
       &context, isNHD ? mlir::fd::KVLayout::NHD : mlir::fd::KVLayout::HND);
   FloatAttr scale =
       config.scale ? builder.getF32FloatAttr(*config.scale) : FloatAttr();
+  Value blockTable = config.pageSize ? arguments.back() : Value();
   mlir::fd::AttentionOp::create(
       builder, loc, arguments[0], arguments[1], arguments[2], arguments[3],
-      arguments[4], config.withLse ? arguments[5] : Value(), layout, scale);
+      blockTable, arguments[4], config.withLse ? arguments[5] : Value(), layout,
+      scale);
   func::ReturnOp::create(builder, loc);
   return module;
 }

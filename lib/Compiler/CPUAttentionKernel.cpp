@@ -131,6 +131,10 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
   if (config.withLse && !buffers.lse)
     return invalid("the kernel was compiled with an lse output: lse buffer "
                    "required");
+  if (config.pageSize && (!buffers.blockTable || buffers.numPages < 1 ||
+                          buffers.maxPagesPerSequence < 1))
+    return invalid("the kernel reads paged caches: blockTable, numPages and "
+                   "maxPagesPerSequence are required");
 
   llvm::SmallVector<int64_t> rowShape = {buffers.batch};
   if (config.queryLength > 1)
@@ -138,12 +142,14 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
   rowShape.push_back(config.numQueryHeads);
   llvm::SmallVector<int64_t> queryShape(rowShape);
   queryShape.push_back(config.headDim);
+  int64_t outer = config.pageSize ? buffers.numPages : buffers.batch;
+  int64_t positions = config.pageSize ? config.pageSize : buffers.maxLength;
   llvm::SmallVector<int64_t> cacheShape =
       config.cacheLayout == CacheLayout::NHD
-          ? llvm::SmallVector<int64_t>{buffers.batch, buffers.maxLength,
-                                       config.numKVHeads, config.headDim}
-          : llvm::SmallVector<int64_t>{buffers.batch, config.numKVHeads,
-                                       buffers.maxLength, config.headDim};
+          ? llvm::SmallVector<int64_t>{outer, positions, config.numKVHeads,
+                                       config.headDim}
+          : llvm::SmallVector<int64_t>{outer, config.numKVHeads, positions,
+                                       config.headDim};
 
   llvm::SmallVector<llvm::SmallVector<int64_t>> descriptors = {
       makeDescriptor(buffers.query, queryShape),
@@ -153,6 +159,9 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
       makeDescriptor(buffers.output, queryShape)};
   if (config.withLse)
     descriptors.push_back(makeDescriptor(buffers.lse, rowShape));
+  if (config.pageSize)
+    descriptors.push_back(makeDescriptor(
+        buffers.blockTable, {buffers.batch, buffers.maxPagesPerSequence}));
 
   // The packed interface takes the address of each argument, and each
   // argument of the C interface is a pointer to a descriptor.

@@ -8,7 +8,6 @@
 
 namespace fd {
 
-
 std::string KernelConfig::validate() const {
   auto text = [](int64_t value) { return std::to_string(value); };
   if (headDim < 32 || headDim > 256 || headDim % 8 != 0)
@@ -24,6 +23,10 @@ std::string KernelConfig::validate() const {
   if (queryLength < 1 || queryLength > 8)
     return "query_len " + text(queryLength) +
            " is not supported: expected 1 to 8 query tokens per sequence";
+  if (pageSize < 0 || pageSize > 256 || (pageSize & (pageSize - 1)) != 0)
+    return "page_size " + text(pageSize) +
+           " is not supported: expected 0 (dense) or a power of two from 1 "
+           "to 256";
   if (numSplits < 0)
     return "num_splits must be >= 0 (0 = auto), got " + text(numSplits);
   if (chunkLength < 0)
@@ -58,6 +61,7 @@ std::string KernelConfig::toString() const {
   field("query_len", std::to_string(queryLength));
   field("dtype", getElementTypeName(elementType));
   field("kv_layout", getCacheLayoutName(cacheLayout));
+  field("page_size", std::to_string(pageSize));
   field("split_kv", splitKV ? "1" : "0");
   field("num_splits", std::to_string(numSplits));
   field("chunk_length", std::to_string(chunkLength));

@@ -14,8 +14,9 @@ namespace fd {
 constexpr const char *kAttentionFunctionName = "fd_decode_attention";
 
 /// A module with one function, `fd_decode_attention`, taking
-/// (q, k_cache, v_cache, seq_lens, out[, lse]) memrefs with dynamic batch and
-/// cache length, whose body is one `fd.attention`. It carries
+/// (q, k_cache, v_cache, seq_lens, out[, lse][, block_table]) memrefs with
+/// dynamic batch and cache length (page count for paged caches), whose body
+/// is one `fd.attention`. It carries
 /// `llvm.emit_c_interface` so a JIT can call it with memref descriptors.
 /// The configuration must be valid (KernelConfig::validate).
 mlir::OwningOpRef<mlir::ModuleOp>

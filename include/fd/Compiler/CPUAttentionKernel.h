@@ -35,7 +35,13 @@ struct AttentionBuffers {
   /// Required when the kernel was compiled with `withLse`.
   float *lse = nullptr;
   int64_t batch = 0;
+  /// Dense caches: Lmax. Paged caches: unused (max_pages * page_size).
   int64_t maxLength = 0;
+  /// Paged caches: int32 [batch, maxPagesPerSequence] page indices, and the
+  /// number of pages in the pools (the caches' first dimension).
+  const int32_t *blockTable = nullptr;
+  int64_t maxPagesPerSequence = 0;
+  int64_t numPages = 0;
 };
 
 class CPUAttentionKernel {

@@ -24,6 +24,9 @@ struct KernelConfig {
   int64_t queryLength = 1;
   ElementType elementType = ElementType::F16;
   CacheLayout cacheLayout = CacheLayout::NHD;
+  /// Positions per page of a paged cache (a power of two up to 256), read
+  /// through a block table; 0 for dense caches.
+  int64_t pageSize = 0;
   /// Rewrite into split-KV form (fd-split-kv); false lowers fd.attention
   /// directly (the unsplit reference).
   bool splitKV = true;

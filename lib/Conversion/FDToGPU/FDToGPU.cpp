@@ -268,6 +268,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
                                 PatternRewriter &rewriter) const override {
     if (failed(checkContiguous(op, rewriter)))
       return failure();
+    if (op.getBlockTable())
+      return rewriter.notifyMatchFailure(op, "paged caches");
     AttentionGeometry geometry = op.getGeometry();
     Type elementType =
         cast<MemRefType>(op.getQuery().getType()).getElementType();

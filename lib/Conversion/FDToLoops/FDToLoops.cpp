@@ -76,6 +76,8 @@ Value loadSequenceLength(OpBuilder &b, Location loc, Value seqLens,
 struct AttentionIndexing {
   AttentionGeometry geometry;
   KVLayout layout;
+  /// The block table of a paged cache, else null.
+  Value blockTable;
 
   /// [b, (t,) h] followed by `trailing`: queries, outputs, lse, partials.
   SmallVector<Value> row(Value batch, Value token, Value head,
@@ -88,16 +90,50 @@ struct AttentionIndexing {
     return indices;
   }
 
-  SmallVector<Value> cache(Value batch, Value position, Value kvHead,
-                           Value dim) const {
+  /// The cache indices of position `position` of sequence `batch`, without
+  /// the head-dim index. A paged cache reads the position's page from the
+  /// block table (clamped into the pool, so a bad entry reads no memory
+  /// outside it) once per position.
+  SmallVector<Value> cacheRow(OpBuilder &b, Location loc, Value cache,
+                              Value batch, Value position, Value kvHead) const {
+    Value outer = batch, slot = position;
+    if (blockTable) {
+      Value pageSize =
+          arith::ConstantIndexOp::create(b, loc, geometry.pageSize);
+      Value block = arith::DivUIOp::create(b, loc, position, pageSize);
+      Value page =
+          memref::LoadOp::create(b, loc, blockTable, ValueRange{batch, block});
+      page = arith::IndexCastOp::create(b, loc, b.getIndexType(), page);
+      Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+      Value lastPage =
+          arith::SubIOp::create(b, loc, memref::DimOp::create(b, loc, cache, 0),
+                                arith::ConstantIndexOp::create(b, loc, 1));
+      outer = arith::MinSIOp::create(
+          b, loc, arith::MaxSIOp::create(b, loc, page, zero), lastPage);
+      slot = arith::RemUIOp::create(b, loc, position, pageSize);
+    }
     if (layout == KVLayout::NHD)
-      return {batch, position, kvHead, dim};
-    return {batch, kvHead, position, dim};
+      return {outer, slot, kvHead};
+    return {outer, kvHead, slot};
   }
 
-  /// Cache dimension holding the positions.
-  unsigned lengthDim() const { return layout == KVLayout::NHD ? 1 : 2; }
+  /// The cache length: the positions dimension of a dense cache, max_pages *
+  /// page_size of a paged one.
+  Value maxLength(OpBuilder &b, Location loc, Value cache) const {
+    if (!blockTable)
+      return memref::DimOp::create(b, loc, cache,
+                                   layout == KVLayout::NHD ? 1 : 2);
+    return arith::MulIOp::create(
+        b, loc, memref::DimOp::create(b, loc, blockTable, 1),
+        arith::ConstantIndexOp::create(b, loc, geometry.pageSize));
+  }
 };
+
+SmallVector<Value> withDim(ArrayRef<Value> row, Value dim) {
+  SmallVector<Value> indices(row);
+  indices.push_back(dim);
+  return indices;
+}
 
 /// The running maximum and sum of exp(score - max) of one softmax row.
 struct SoftmaxState {
@@ -132,15 +168,15 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
   auto keyLoop = scf::ForOp::create(
       b, loc, begin, end, one, ValueRange{negativeInfinity(b, loc), zero},
       [&](OpBuilder &b, Location loc, Value position, ValueRange state) {
+        SmallVector<Value> cacheRow = indexing.cacheRow(
+            b, loc, row.keyCache, row.batch, position, row.kvHead);
         auto dotLoop = scf::ForOp::create(
             b, loc, zeroIndex, headDim, one, ValueRange{zero},
             [&](OpBuilder &b, Location loc, Value dim, ValueRange partial) {
               Value q = loadAsF32(
                   b, loc, row.query,
                   indexing.row(row.batch, row.token, row.head, {dim}));
-              Value k = loadAsF32(
-                  b, loc, row.keyCache,
-                  indexing.cache(row.batch, position, row.kvHead, dim));
+              Value k = loadAsF32(b, loc, row.keyCache, withDim(cacheRow, dim));
               Value product = arith::MulFOp::create(b, loc, q, k);
               scf::YieldOp::create(b, loc,
                                    ValueRange{arith::AddFOp::create(
@@ -157,9 +193,8 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
         scf::ForOp::create(
             b, loc, zeroIndex, headDim, one, ValueRange{},
             [&](OpBuilder &b, Location loc, Value dim, ValueRange) {
-              Value v = loadAsF32(
-                  b, loc, row.valueCache,
-                  indexing.cache(row.batch, position, row.kvHead, dim));
+              Value v =
+                  loadAsF32(b, loc, row.valueCache, withDim(cacheRow, dim));
               Value previous = memref::LoadOp::create(b, loc, accumulator, dim);
               Value updated = arith::AddFOp::create(
                   b, loc, arith::MulFOp::create(b, loc, previous, correction),
@@ -239,8 +274,7 @@ void buildRowNest(OpBuilder &b, AttentionLikeOp op,
   Location loc = op.getLoc();
   const AttentionGeometry &geometry = indexing.geometry;
   Value batchSize = memref::DimOp::create(b, loc, op.getQuery(), 0);
-  Value maxLength =
-      memref::DimOp::create(b, loc, op.getKeyCache(), indexing.lengthDim());
+  Value maxLength = indexing.maxLength(b, loc, op.getKeyCache());
   Value zero = indexConstant(b, loc, 0);
   Value one = indexConstant(b, loc, 1);
   SmallVector<Value> upperBounds = {
@@ -271,7 +305,8 @@ struct AttentionOpLowering : OpConversionPattern<AttentionOp> {
   LogicalResult
   matchAndRewrite(AttentionOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    AttentionIndexing indexing{op.getGeometry(), op.getKvLayout()};
+    AttentionIndexing indexing{op.getGeometry(), op.getKvLayout(),
+                               op.getBlockTable()};
     int64_t headDim = indexing.geometry.headDim;
     Value accumulator = allocateScratch(
         rewriter, op, MemRefType::get({headDim}, rewriter.getF32Type()));
@@ -304,7 +339,8 @@ struct PartialAttentionOpLowering : OpConversionPattern<PartialAttentionOp> {
   LogicalResult
   matchAndRewrite(PartialAttentionOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    AttentionIndexing indexing{op.getGeometry(), op.getKvLayout()};
+    AttentionIndexing indexing{op.getGeometry(), op.getKvLayout(),
+                               op.getBlockTable()};
     int64_t headDim = indexing.geometry.headDim;
     int64_t numSplits = op.getNumSplits();
     Value accumulator = allocateScratch(

@@ -71,3 +71,24 @@ func.func @attention_hnd(%q: memref<?x2x4x32xf32>, %k: memref<?x1x?x32xf32>, %v:
         memref<?xi32> into memref<?x2x4x32xf32>
   return
 }
+
+// -----
+
+// A paged cache: each key position reads its page from the block table
+// once (clamped into the pool), then the slot within the page.
+
+// CHECK-LABEL: func @paged
+// CHECK-SAME: %[[K:[a-z0-9]+]]: memref<?x16x2x64xf32>, %{{.*}}: memref<?x16x2x64xf32>, %{{.*}}: memref<?xi32>, %[[BT:[a-z0-9]+]]: memref<?x?xi32>
+// CHECK: %[[MAXPAGES:.*]] = memref.dim %[[BT]], %c1
+// CHECK: arith.muli %[[MAXPAGES]], %c16
+// CHECK: scf.for %[[J:.*]] = {{.*}} iter_args
+// CHECK: %[[BLOCK:.*]] = arith.divui %[[J]], %c16
+// CHECK: %[[PAGE:.*]] = memref.load %[[BT]][%{{.*}}, %[[BLOCK]]] : memref<?x?xi32>
+// CHECK: arith.remui %[[J]], %c16
+func.func @paged(%q: memref<?x8x64xf32>, %k: memref<?x16x2x64xf32>, %v: memref<?x16x2x64xf32>,
+                 %lens: memref<?xi32>, %table: memref<?x?xi32>, %out: memref<?x8x64xf32>) {
+  fd.attention %q, %k, %v, %lens block_table %table : memref<?x?xi32> into %out
+      : memref<?x8x64xf32>, memref<?x16x2x64xf32>, memref<?x16x2x64xf32>,
+        memref<?xi32> into memref<?x8x64xf32>
+  return
+}

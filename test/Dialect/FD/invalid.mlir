@@ -214,3 +214,43 @@ func.func @merge_partials_f16(%po: memref<1x8x4x64xf16>, %pl: memref<1x8x4xf32>,
   fd.merge %po, %pl into %o : memref<1x8x4x64xf16>, memref<1x8x4xf32> into memref<1x8x64xf16>
   return
 }
+
+// -----
+
+func.func @page_size_not_power_of_two(%q: memref<2x8x64xf16>, %k: memref<9x24x2x64xf16>, %v: memref<9x24x2x64xf16>, %l: memref<2xi32>, %t: memref<2x4xi32>, %o: memref<2x8x64xf16>) {
+  // expected-error @below {{paged 'key_cache' page size [24] is not supported: expected a static power of two from 1 to 256 in the layout [num_pages, page_size, Hkv, D] (paged NHD)}}
+  fd.attention %q, %k, %v, %l block_table %t : memref<2x4xi32> into %o : memref<2x8x64xf16>, memref<9x24x2x64xf16>, memref<9x24x2x64xf16>, memref<2xi32> into memref<2x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @page_size_too_large(%q: memref<2x8x64xf16>, %k: memref<9x2x512x64xf16>, %v: memref<9x2x512x64xf16>, %l: memref<2xi32>, %t: memref<2x4xi32>, %o: memref<2x8x64xf16>) {
+  // expected-error @below {{paged 'key_cache' page size [512] is not supported: expected a static power of two from 1 to 256 in the layout [num_pages, Hkv, page_size, D] (paged HND)}}
+  fd.attention %q, %k, %v, %l block_table %t : memref<2x4xi32> into %o {kv_layout = #fd.kv_layout<HND>} : memref<2x8x64xf16>, memref<9x2x512x64xf16>, memref<9x2x512x64xf16>, memref<2xi32> into memref<2x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @page_size_dynamic(%q: memref<2x8x64xf16>, %k: memref<9x?x2x64xf16>, %v: memref<9x?x2x64xf16>, %l: memref<2xi32>, %t: memref<2x4xi32>, %o: memref<2x8x64xf16>) {
+  // expected-error @below {{paged 'key_cache' page size [?] is not supported}}
+  fd.attention %q, %k, %v, %l block_table %t : memref<2x4xi32> into %o : memref<2x8x64xf16>, memref<9x?x2x64xf16>, memref<9x?x2x64xf16>, memref<2xi32> into memref<2x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @block_table_rows(%q: memref<2x8x64xf16>, %k: memref<9x16x2x64xf16>, %v: memref<9x16x2x64xf16>, %l: memref<2xi32>, %t: memref<3x4xi32>, %o: memref<2x8x64xf16>) {
+  // expected-error @below {{'block_table' must have one row per sequence: [3] rows but the 'query' batch size is [2]}}
+  fd.attention %q, %k, %v, %l block_table %t : memref<3x4xi32> into %o : memref<2x8x64xf16>, memref<9x16x2x64xf16>, memref<9x16x2x64xf16>, memref<2xi32> into memref<2x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @block_table_type(%q: memref<2x8x64xf16>, %k: memref<9x16x2x64xf16>, %v: memref<9x16x2x64xf16>, %l: memref<2xi32>, %t: memref<2x4xi64>, %o: memref<2x8x64xf16>) {
+  // expected-error @below {{operand #4 must be 2D memref of 32-bit signless integer values}}
+  fd.attention %q, %k, %v, %l block_table %t : memref<2x4xi64> into %o : memref<2x8x64xf16>, memref<9x16x2x64xf16>, memref<9x16x2x64xf16>, memref<2xi32> into memref<2x8x64xf16>
+  return
+}

@@ -50,3 +50,19 @@ func.func @merge_speculative_with_lse(%po: memref<1x2x4x3x256xf32>, %pl: memref<
       : memref<1x2x4x3x256xf32>, memref<1x2x4x3xf32> into memref<1x2x4x256xf16>, memref<1x2x4xf32>
   return
 }
+
+// CHECK-LABEL: func @paged
+// CHECK-SAME: %[[BT:[a-z0-9]+]]: memref<?x?xi32>
+func.func @paged(%q: memref<?x4x8x64xbf16>, %k: memref<?x16x2x64xbf16>, %v: memref<?x16x2x64xbf16>,
+                 %lens: memref<?xi32>, %table: memref<?x?xi32>, %out: memref<?x4x8x64xbf16>,
+                 %po: memref<?x4x8x3x64xf32>, %pl: memref<?x4x8x3xf32>) {
+  // CHECK: fd.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} block_table %[[BT]] : memref<?x?xi32> into %{{.*}} : memref<?x4x8x64xbf16>, memref<?x16x2x64xbf16>
+  fd.attention %q, %k, %v, %lens block_table %table : memref<?x?xi32> into %out
+      : memref<?x4x8x64xbf16>, memref<?x16x2x64xbf16>, memref<?x16x2x64xbf16>,
+        memref<?xi32> into memref<?x4x8x64xbf16>
+  // CHECK: fd.partial_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} block_table %[[BT]] : memref<?x?xi32> into
+  fd.partial_attention %q, %k, %v, %lens block_table %table : memref<?x?xi32> into %po, %pl
+      : memref<?x4x8x64xbf16>, memref<?x16x2x64xbf16>, memref<?x16x2x64xbf16>,
+        memref<?xi32> into memref<?x4x8x3x64xf32>, memref<?x4x8x3xf32>
+  return
+}

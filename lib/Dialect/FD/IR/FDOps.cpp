@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 
@@ -64,9 +65,12 @@ static LogicalResult verifyOperandShape(Operation *op, Value value,
 }
 
 /// Reads the geometry off the operand types; a batch size known from any of
-/// query, caches or lengths is taken.
+/// query, (dense) caches, lengths or block table is taken. For a paged cache
+/// the positions dimension holds the page size and the cache length is
+/// max_pages * page_size.
 static AttentionGeometry computeGeometry(Value query, Value keyCache,
-                                         Value seqLens, KVLayout layout) {
+                                         Value seqLens, Value blockTable,
+                                         KVLayout layout) {
   ArrayRef<int64_t> queryShape = memrefType(query).getShape();
   ArrayRef<int64_t> cacheShape = memrefType(keyCache).getShape();
   bool isNHD = layout == KVLayout::NHD;
@@ -77,9 +81,21 @@ static AttentionGeometry computeGeometry(Value query, Value keyCache,
   geometry.headDim = queryShape.back();
   geometry.numKVHeads = cacheShape[isNHD ? 2 : 1];
   geometry.maxLength = cacheShape[isNHD ? 1 : 2];
+  SmallVector<int64_t> batchSizes = {queryShape[0],
+                                     memrefType(seqLens).getShape()[0]};
+  if (blockTable) {
+    ArrayRef<int64_t> tableShape = memrefType(blockTable).getShape();
+    geometry.pageSize = geometry.maxLength;
+    geometry.maxLength = ShapedType::isDynamic(tableShape[1]) ||
+                                 ShapedType::isDynamic(geometry.pageSize)
+                             ? ShapedType::kDynamic
+                             : tableShape[1] * geometry.pageSize;
+    batchSizes.push_back(tableShape[0]);
+  } else {
+    batchSizes.push_back(cacheShape[0]);
+  }
   geometry.batch = ShapedType::kDynamic;
-  for (int64_t batch :
-       {queryShape[0], cacheShape[0], memrefType(seqLens).getShape()[0]})
+  for (int64_t batch : batchSizes)
     if (!ShapedType::isDynamic(batch)) {
       geometry.batch = batch;
       break;
@@ -91,7 +107,8 @@ static AttentionGeometry computeGeometry(Value query, Value keyCache,
 /// their geometry.
 static FailureOr<AttentionGeometry>
 verifyAttentionInputs(Operation *op, Value query, Value keyCache,
-                      Value valueCache, Value seqLens, KVLayout layout) {
+                      Value valueCache, Value seqLens, Value blockTable,
+                      KVLayout layout) {
   MemRefType queryType = memrefType(query);
   MemRefType keyType = memrefType(keyCache);
   MemRefType valueType = memrefType(valueCache);
@@ -107,7 +124,7 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
            << " must match 'query' element type " << elementType;
 
   AttentionGeometry geometry =
-      computeGeometry(query, keyCache, seqLens, layout);
+      computeGeometry(query, keyCache, seqLens, blockTable, layout);
   if (!isSupportedHeadDim(geometry.headDim))
     return op->emitOpError()
            << "'query' head dim " << formatShape({geometry.headDim})
@@ -126,8 +143,12 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
            << formatShape(keyType.getShape());
 
   ArrayRef<int64_t> cacheShape = keyType.getShape();
-  StringRef layoutShape = layout == KVLayout::NHD ? "[B, Lmax, Hkv, D] (NHD)"
-                                                  : "[B, Hkv, Lmax, D] (HND)";
+  bool isNHD = layout == KVLayout::NHD;
+  StringRef layoutShape =
+      blockTable
+          ? (isNHD ? "[num_pages, page_size, Hkv, D] (paged NHD)"
+                   : "[num_pages, Hkv, page_size, D] (paged HND)")
+          : (isNHD ? "[B, Lmax, Hkv, D] (NHD)" : "[B, Hkv, Lmax, D] (HND)");
   if (ShapedType::isDynamic(geometry.numKVHeads) || geometry.numKVHeads < 1)
     return op->emitOpError()
            << "'key_cache' KV head count (Hkv) must be "
@@ -144,11 +165,26 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
            << ") in 'key_cache' of layout " << layoutShape;
 
   int64_t queryBatch = queryType.getShape()[0];
-  if (!dimsAgree(cacheShape[0], queryBatch))
+  if (blockTable) {
+    int64_t pageSize = geometry.pageSize;
+    if (ShapedType::isDynamic(pageSize) || !llvm::isPowerOf2_64(pageSize) ||
+        pageSize > kMaxPageSize)
+      return op->emitOpError()
+             << "paged 'key_cache' page size " << formatShape({pageSize})
+             << " is not supported: expected a static power of two from 1 to "
+             << kMaxPageSize << " in the layout " << layoutShape;
+    int64_t tableBatch = memrefType(blockTable).getShape()[0];
+    if (!dimsAgree(tableBatch, queryBatch))
+      return op->emitOpError()
+             << "'block_table' must have one row per sequence: "
+             << formatShape({tableBatch}) << " rows but the 'query' batch "
+             << "size is " << formatShape({queryBatch});
+  } else if (!dimsAgree(cacheShape[0], queryBatch)) {
     return op->emitOpError()
            << "'key_cache' batch size " << formatShape({cacheShape[0]})
            << " does not match the 'query' batch size "
            << formatShape({queryBatch});
+  }
   int64_t lengthsSize = memrefType(seqLens).getShape()[0];
   if (!dimsAgree(lengthsSize, geometry.batch))
     return op->emitOpError()
@@ -199,7 +235,7 @@ static float effectiveScale(AttentionLikeOp op) {
 template <typename AttentionLikeOp>
 static AttentionGeometry geometryOf(AttentionLikeOp op) {
   return computeGeometry(op.getQuery(), op.getKeyCache(), op.getSeqLens(),
-                         op.getKvLayout());
+                         op.getBlockTable(), op.getKvLayout());
 }
 
 //===----------------------------------------------------------------------===//
@@ -213,7 +249,7 @@ float AttentionOp::getEffectiveScale() { return effectiveScale(*this); }
 LogicalResult AttentionOp::verify() {
   FailureOr<AttentionGeometry> geometry =
       verifyAttentionInputs(*this, getQuery(), getKeyCache(), getValueCache(),
-                            getSeqLens(), getKvLayout());
+                            getSeqLens(), getBlockTable(), getKvLayout());
   if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())))
     return failure();
   if (failed(verifyOperandShape(*this, getOutput(), "output",
@@ -255,7 +291,7 @@ static FailureOr<int64_t> verifyNumSplits(Operation *op, Value partialOutput) {
 LogicalResult PartialAttentionOp::verify() {
   FailureOr<AttentionGeometry> geometry =
       verifyAttentionInputs(*this, getQuery(), getKeyCache(), getValueCache(),
-                            getSeqLens(), getKvLayout());
+                            getSeqLens(), getBlockTable(), getKvLayout());
   if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())))
     return failure();
   FailureOr<int64_t> numSplits = verifyNumSplits(*this, getPartialOutput());

@@ -161,10 +161,10 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
         options.chunkLength > 0
             ? rewriter.getI64IntegerAttr(options.chunkLength)
             : IntegerAttr();
-    PartialAttentionOp::create(rewriter, loc, op.getQuery(), op.getKeyCache(),
-                               op.getValueCache(), op.getSeqLens(),
-                               partialOutput, partialLse, op.getKvLayoutAttr(),
-                               op.getScaleAttr(), chunkLength);
+    PartialAttentionOp::create(
+        rewriter, loc, op.getQuery(), op.getKeyCache(), op.getValueCache(),
+        op.getSeqLens(), op.getBlockTable(), partialOutput, partialLse,
+        op.getKvLayoutAttr(), op.getScaleAttr(), chunkLength);
     MergeOp::create(rewriter, loc, partialOutput, partialLse, op.getOutput(),
                     op.getLse());
     memref::DeallocOp::create(rewriter, loc, workspace);

@@ -30,12 +30,19 @@ struct AttentionGeometry {
   int64_t maxLength;
   /// Whether queries (and outputs) carry the Lq dimension: [B, Lq, Hq, D].
   bool hasQueryLengthDim;
+  /// Positions per page of a paged cache; 0 for a dense cache.
+  int64_t pageSize = 0;
+
+  bool isPaged() const { return pageSize != 0; }
 
   int64_t groupSize() const { return numQueryHeads / numKVHeads; }
 };
 
 /// Head dimensions the dialect accepts: multiples of 8 in [32, 256].
 bool isSupportedHeadDim(int64_t headDim);
+
+/// Page sizes of paged caches: powers of two up to this.
+constexpr int64_t kMaxPageSize = 256;
 
 /// The largest query length that `fd-split-kv` treats as decode-shaped.
 constexpr int64_t kMaxDecodeQueryLength = 8;

@@ -20,6 +20,7 @@ def FD_OutputMemRef : MemRefRankOf<[F16, BF16, F32], [3, 4]>;
 def FD_LseMemRef : MemRefRankOf<[F32], [2, 3]>;
 def FD_PartialOutputMemRef : MemRefRankOf<[F32], [4, 5]>;
 def FD_PartialLseMemRef : MemRefRankOf<[F32], [3, 4]>;
+def FD_BlockTableMemRef : MemRefRankOf<[I32], [2]>;
 
 // The inputs shared by `fd.attention` and `fd.partial_attention`.
 defvar FD_AttentionInputs = (ins
@@ -29,7 +30,10 @@ defvar FD_AttentionInputs = (ins
   Arg<FD_CacheMemRef, "value cache, same shape as the key cache",
       [MemRead]>:$value_cache,
   Arg<FD_LengthsMemRef, "valid cache length of each sequence, [B]",
-      [MemRead]>:$seq_lens
+      [MemRead]>:$seq_lens,
+  Arg<Optional<FD_BlockTableMemRef>,
+      "paged caches: the page of each block of page_size positions, "
+      "[B, max_pages]", [MemRead]>:$block_table
 );
 
 defvar FD_AttentionAttrs = (ins
@@ -49,7 +53,7 @@ defvar FD_AttentionGeometryDecl = [{
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-def FD_AttentionOp : FD_Op<"attention"> {
+def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments]> {
   let summary = "scaled dot-product attention of new queries over a KV cache";
   let description = [{
     Computes, for every sequence `b`, query token `t` and query head `h`,
@@ -77,6 +81,14 @@ def FD_AttentionOp : FD_Op<"attention"> {
     `-inf`. `scale` defaults to `1/sqrt(D)`. Element types are f16, bf16 or
     f32 (the same for q, k, v and output); accumulation is f32.
 
+    **Paged caches.** With a `block_table` operand (`[B, max_pages]` i32) the
+    caches are pools of pages: `[num_pages, page_size, Hkv, D]` (NHD) or
+    `[num_pages, Hkv, page_size, D]` (HND), `page_size` a static power of two
+    from 1 to 256. Position `j` of sequence `b` lives in page
+    `block_table[b, j / page_size]` at slot `j % page_size`; the cache length
+    is `max_pages * page_size`. Pages may be shared between sequences (prefix
+    sharing); they are only read.
+
     The `fd-split-kv` pass rewrites decode-shaped instances (`Lq <= 8`) into
     `fd.partial_attention` + `fd.merge`.
 
@@ -96,7 +108,8 @@ def FD_AttentionOp : FD_Op<"attention"> {
         [MemWrite]>:$lse), FD_AttentionAttrs);
 
   let assemblyFormat = [{
-    $query `,` $key_cache `,` $value_cache `,` $seq_lens `into` $output
+    $query `,` $key_cache `,` $value_cache `,` $seq_lens
+    (`block_table` $block_table^ `:` type($block_table))? `into` $output
     (`,` $lse^)? attr-dict `:` type($query) `,` type($key_cache) `,`
     type($value_cache) `,` type($seq_lens) `into` type($output)
     (`,` type($lse)^)?
@@ -136,6 +149,8 @@ def FD_PartialAttentionOp : FD_Op<"partial_attention"> {
     many keys as long as `seq_lens[b] <= chunk_length * S`; its result then
     does not depend on the other sequences of the batch or on `S`.
 
+    Chunk boundaries need not align with pages of a paged cache.
+
     Operands beyond those of `fd.attention`:
     - `partial_output`: `[B, Hq, S, D]` or `[B, Lq, Hq, S, D]` f32.
     - `partial_lse`: `[B, Hq, S]` or `[B, Lq, Hq, S]` f32.
@@ -157,7 +172,8 @@ def FD_PartialAttentionOp : FD_Op<"partial_attention"> {
     OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>>:$chunk_length));
 
   let assemblyFormat = [{
-    $query `,` $key_cache `,` $value_cache `,` $seq_lens `into`
+    $query `,` $key_cache `,` $value_cache `,` $seq_lens
+    (`block_table` $block_table^ `:` type($block_table))? `into`
     $partial_output `,` $partial_lse attr-dict `:` type($query) `,`
     type($key_cache) `,` type($value_cache) `,` type($seq_lens) `into`
     type($partial_output) `,` type($partial_lse)
