@@ -79,15 +79,18 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
     splits, split_kv = _split_options(num_splits)
     ptx, manifest, chosen = _native.compile(
         head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),
-        kv_layout, splits, split_kv, scale, return_lse, batch, max_len,
+        kv_layout, 0, splits, split_kv, scale, return_lse, batch, max_len,
         sm_count, arch)
     return Kernel(ptx, manifest, chosen)
 
 
 class _Problem:
-    """The checked shapes of one decode_attention call."""
+    """The checked shapes of one decode_attention call. With a block table
+    shape the caches are page pools [num_pages, page_size, Hkv, D] (NHD) or
+    [num_pages, Hkv, page_size, D] (HND)."""
 
-    def __init__(self, q_shape, k_shape, v_shape, lens_shape, kv_layout):
+    def __init__(self, q_shape, k_shape, v_shape, lens_shape, kv_layout,
+                 table_shape=None):
         if kv_layout not in ("NHD", "HND"):
             raise ValueError(f"kv_layout must be 'NHD' or 'HND', got {kv_layout!r}")
         if len(q_shape) not in (3, 4):
@@ -106,11 +109,27 @@ class _Problem:
         self.query_len = q_shape[1] if self.has_query_len else 1
         self.num_q_heads, self.head_dim = q_shape[-2], q_shape[-1]
         if kv_layout == "NHD":
-            kb, self.max_len, self.num_kv_heads, kd = k_shape
+            kb, positions, self.num_kv_heads, kd = k_shape
         else:
-            kb, self.num_kv_heads, self.max_len, kd = k_shape
-        if kb != self.batch:
-            raise ValueError(f"k_cache batch {kb} must equal q batch {self.batch}")
+            kb, self.num_kv_heads, positions, kd = k_shape
+        self.page_size = 0
+        if table_shape is None:
+            self.max_len = positions
+            if kb != self.batch:
+                raise ValueError(f"k_cache batch {kb} must equal q batch "
+                                 f"{self.batch}")
+        else:
+            if len(table_shape) != 2 or table_shape[0] != self.batch:
+                raise ValueError(f"block_table must be [B, max_pages] with B = "
+                                 f"{self.batch}, got shape {tuple(table_shape)}")
+            if positions < 1 or positions > 256 or positions & (positions - 1):
+                raise ValueError(f"page size {positions} (the caches' "
+                                 f"{'second' if kv_layout == 'NHD' else 'third'}"
+                                 " dimension) is not supported: expected a "
+                                 "power of two from 1 to 256")
+            self.page_size, self.num_pages = positions, kb
+            self.max_pages = table_shape[1]
+            self.max_len = self.max_pages * positions
         if kd != self.head_dim:
             raise ValueError(f"k_cache head dim {kd} must equal q head dim "
                              f"{self.head_dim}")
@@ -181,27 +200,40 @@ def _cpu_kernel(problem, dtype, num_splits, scale, return_lse):
     # An automatic split count depends on the batch and cache length.
     planned = (problem.batch, problem.max_len) if splits == 0 else (1, 4096)
     key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
-           problem.query_len, dtype, problem.layout, splits, split_kv, scale,
-           return_lse) + planned
+           problem.query_len, dtype, problem.layout, problem.page_size, splits,
+           split_kv, scale, return_lse) + planned
     kernel = _cpu_kernels.get(key)
     if kernel is None:
         kernel = _native.CPUKernel(
             problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
-            problem.query_len, _DTYPES[dtype], problem.layout, splits,
-            split_kv, scale, return_lse, planned[0], planned[1], 132, "sm_90")
+            problem.query_len, _DTYPES[dtype], problem.layout,
+            problem.page_size, splits, split_kv, scale, return_lse,
+            planned[0], planned[1], 132, "sm_90")
         _cpu_kernels[key] = kernel
     return kernel
 
 
 def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
-                return_lse, dtype):
+                return_lse, dtype, block_table):
     found = _numpy_dtype(q, "q", dtype)
     for name, array in (("k_cache", k_cache), ("v_cache", v_cache)):
         if _numpy_dtype(array, name, found) != found:
             raise TypeError(f"{name} dtype must match q ({found})")
+    if block_table is not None:
+        if not isinstance(block_table, np.ndarray) or block_table.dtype != np.int32:
+            raise TypeError("block_table must be a numpy int32 array")
+        if not block_table.flags.c_contiguous:
+            raise ValueError("block_table must be C-contiguous")
     problem = _Problem(q.shape, k_cache.shape, v_cache.shape,
-                       np.shape(seq_lens), kv_layout)
+                       np.shape(seq_lens), kv_layout,
+                       None if block_table is None else block_table.shape)
     problem.layout = kv_layout
+    if block_table is not None and block_table.size and (
+            block_table.min() < 0 or block_table.max() >= problem.num_pages):
+        raise ValueError(
+            f"block_table entries must be page indices in [0, "
+            f"{problem.num_pages}) (the caches hold {problem.num_pages} pages), "
+            f"got {block_table.min()}..{block_table.max()}")
     if not isinstance(seq_lens, np.ndarray) or seq_lens.dtype != np.int32:
         raise TypeError("seq_lens must be a numpy int32 array")
     seq_lens = np.ascontiguousarray(seq_lens)
@@ -211,8 +243,13 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     kernel = _cpu_kernel(problem, found, num_splits, scale, return_lse)
     out = np.empty_like(q)
     lse = np.empty(problem.lse_shape(), np.float32) if return_lse else None
-    kernel.run(q, k_cache, v_cache, seq_lens, out, lse, problem.batch,
-               problem.max_len)
+    if block_table is None:
+        kernel.run(q, k_cache, v_cache, seq_lens, out, lse, problem.batch,
+                   problem.max_len)
+    else:
+        kernel.run(q, k_cache, v_cache, seq_lens, out, lse, problem.batch,
+                   problem.max_len, block_table, problem.num_pages,
+                   problem.max_pages)
     return (out, lse) if return_lse else out
 
 
@@ -299,7 +336,8 @@ class Decoder:
         self._keep_alive = (q, k_cache, v_cache, seq_lens, out, lse)
         self._plan = _native.CudaPlan(
             problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
-            problem.query_len, _DTYPES[qa.dtype], kv_layout, splits, split_kv,
+            problem.query_len, _DTYPES[qa.dtype], kv_layout, 0, splits,
+            split_kv,
             _check_scale(scale), lse is not None, problem.batch,
             problem.max_len, _native.cuda_sm_count(), "sm_90", qa.pointer,
             ka.pointer, va.pointer, la.pointer, oa.pointer, lse_pointer)
@@ -333,10 +371,14 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
 
 def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                      scale=None, kv_layout="NHD", return_lse=False,
-                     backend="cpu", dtype=None):
+                     backend="cpu", dtype=None, block_table=None):
     """softmax(scale * q k^T) v over each sequence's first seq_lens[b] keys.
 
     num_splits: None/"auto" (the planner's choice) or a positive count.
+    block_table: int32 [B, max_pages]; when given, the caches are page pools
+    [num_pages, page_size, Hkv, D] (NHD) or [num_pages, Hkv, page_size, D]
+    (HND) and position j of sequence b is slot j % page_size of page
+    block_table[b, j // page_size] (CPU backend for now).
     scale: default 1/sqrt(D). Returns out, or (out, lse) with return_lse.
     Raises ValueError/TypeError naming the bad argument, RuntimeError for a
     missing GPU or driver.
@@ -346,8 +388,12 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     scale = _check_scale(scale)
     if backend == "cpu":
         return _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale,
-                           kv_layout, return_lse, dtype)
+                           kv_layout, return_lse, dtype, block_table)
     if backend == "cuda":
+        if block_table is not None:
+            raise NotImplementedError(
+                "paged caches (block_table) run on backend='cpu' only: the GPU "
+                "kernels do not read block tables yet")
         return _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale,
                             kv_layout, return_lse, dtype)
     raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")

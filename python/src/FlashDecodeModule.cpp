@@ -36,9 +36,9 @@ ElementType parseElementType(const std::string &name) {
 KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
                         int64_t numKVHeads, int64_t queryLength,
                         const std::string &dtype, const std::string &kvLayout,
-                        int64_t numSplits, bool splitKV,
-                        std::optional<float> scale, bool withLse,
-                        int64_t batch, int64_t maxLength, int64_t smCount,
+                        int64_t pageSize, int64_t numSplits, bool splitKV,
+                        std::optional<float> scale, bool withLse, int64_t batch,
+                        int64_t maxLength, int64_t smCount,
                         const std::string &arch) {
   KernelConfig config;
   config.headDim = headDim;
@@ -47,10 +47,10 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
   config.queryLength = queryLength;
   config.elementType = parseElementType(dtype);
   if (kvLayout != "NHD" && kvLayout != "HND")
-    throw py::value_error("kv_layout must be 'NHD' or 'HND', got '" +
-                          kvLayout + "'");
-  config.cacheLayout =
-      kvLayout == "NHD" ? CacheLayout::NHD : CacheLayout::HND;
+    throw py::value_error("kv_layout must be 'NHD' or 'HND', got '" + kvLayout +
+                          "'");
+  config.cacheLayout = kvLayout == "NHD" ? CacheLayout::NHD : CacheLayout::HND;
+  config.pageSize = pageSize;
   config.numSplits = numSplits;
   config.splitKV = splitKV;
   config.scale = scale;
@@ -68,9 +68,9 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
 #define FD_CONFIG_ARGS                                                         \
   py::arg("head_dim"), py::arg("num_q_heads"), py::arg("num_kv_heads"),        \
       py::arg("query_len"), py::arg("dtype"), py::arg("kv_layout"),            \
-      py::arg("num_splits"), py::arg("split_kv"), py::arg("scale"),            \
-      py::arg("with_lse"), py::arg("batch"), py::arg("max_len"),               \
-      py::arg("sm_count"), py::arg("arch")
+      py::arg("page_size"), py::arg("num_splits"), py::arg("split_kv"),        \
+      py::arg("scale"), py::arg("with_lse"), py::arg("batch"),                 \
+      py::arg("max_len"), py::arg("sm_count"), py::arg("arch")
 
 /// The data pointer of a C-contiguous array of exactly `bytes` bytes.
 void *checkedData(const py::array &array, size_t bytes, const char *name) {
@@ -92,14 +92,20 @@ public:
     kernel = std::move(*compiled);
   }
 
+  /// Dense caches: `maxLength` positions per sequence. Paged caches:
+  /// `blockTable` [batch, maxPages] into pools of `numPages` pages.
   void run(const py::array &query, const py::array &keys,
-           const py::array &values, const py::array &lengths,
-           py::array &output, std::optional<py::array> lse, int64_t batch,
-           int64_t maxLength) {
+           const py::array &values, const py::array &lengths, py::array &output,
+           std::optional<py::array> lse, int64_t batch, int64_t maxLength,
+           std::optional<py::array> blockTable, int64_t numPages,
+           int64_t maxPages) {
     const KernelConfig &config = kernel->getConfig();
     size_t element = getElementTypeSize(config.elementType);
     size_t rows = batch * config.queryLength * config.numQueryHeads;
-    size_t cache = batch * maxLength * config.numKVHeads * config.headDim;
+    size_t cache =
+        config.pageSize
+            ? numPages * config.pageSize * config.numKVHeads * config.headDim
+            : batch * maxLength * config.numKVHeads * config.headDim;
     AttentionBuffers buffers;
     buffers.query = checkedData(query, rows * config.headDim * element, "q");
     buffers.keyCache = checkedData(keys, cache * element, "k_cache");
@@ -113,6 +119,15 @@ public:
         throw py::value_error("this kernel writes an lse: lse required");
       buffers.lse =
           static_cast<float *>(checkedData(*lse, rows * sizeof(float), "lse"));
+    }
+    if (config.pageSize) {
+      if (!blockTable)
+        throw py::value_error("this kernel reads paged caches: block_table "
+                              "required");
+      buffers.blockTable = static_cast<const int32_t *>(checkedData(
+          *blockTable, batch * maxPages * sizeof(int32_t), "block_table"));
+      buffers.numPages = numPages;
+      buffers.maxPagesPerSequence = maxPages;
     }
     buffers.batch = batch;
     buffers.maxLength = maxLength;
@@ -208,13 +223,13 @@ PYBIND11_MODULE(_flashdecode, module) {
       "compile",
       [](int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
          int64_t queryLength, const std::string &dtype,
-         const std::string &kvLayout, int64_t numSplits, bool splitKV,
-         std::optional<float> scale, bool withLse, int64_t batch,
+         const std::string &kvLayout, int64_t pageSize, int64_t numSplits,
+         bool splitKV, std::optional<float> scale, bool withLse, int64_t batch,
          int64_t maxLength, int64_t smCount, const std::string &arch) {
-        KernelConfig config = makeConfig(
-            headDim, numQueryHeads, numKVHeads, queryLength, dtype, kvLayout,
-            numSplits, splitKV, scale, withLse, batch, maxLength, smCount,
-            arch);
+        KernelConfig config =
+            makeConfig(headDim, numQueryHeads, numKVHeads, queryLength, dtype,
+                       kvLayout, pageSize, numSplits, splitKV, scale, withLse,
+                       batch, maxLength, smCount, arch);
         std::shared_ptr<const CompiledKernels> kernels;
         {
           py::gil_scoped_release release;
@@ -237,40 +252,41 @@ PYBIND11_MODULE(_flashdecode, module) {
       .def(py::init([](int64_t headDim, int64_t numQueryHeads,
                        int64_t numKVHeads, int64_t queryLength,
                        const std::string &dtype, const std::string &kvLayout,
-                       int64_t numSplits, bool splitKV,
-                       std::optional<float> scale, bool withLse,
-                       int64_t batch, int64_t maxLength, int64_t smCount,
+                       int64_t pageSize, int64_t numSplits, bool splitKV,
+                       std::optional<float> scale, bool withLse, int64_t batch,
+                       int64_t maxLength, int64_t smCount,
                        const std::string &arch) {
-             return std::make_unique<PyCPUKernel>(makeConfig(
-                 headDim, numQueryHeads, numKVHeads, queryLength, dtype,
-                 kvLayout, numSplits, splitKV, scale, withLse, batch,
-                 maxLength, smCount, arch));
+             return std::make_unique<PyCPUKernel>(
+                 makeConfig(headDim, numQueryHeads, numKVHeads, queryLength,
+                            dtype, kvLayout, pageSize, numSplits, splitKV,
+                            scale, withLse, batch, maxLength, smCount, arch));
            }),
            FD_CONFIG_ARGS)
       .def("run", &PyCPUKernel::run, py::arg("q"), py::arg("k_cache"),
            py::arg("v_cache"), py::arg("seq_lens"), py::arg("out"),
-           py::arg("lse"), py::arg("batch"), py::arg("max_len"))
+           py::arg("lse"), py::arg("batch"), py::arg("max_len"),
+           py::arg("block_table") = std::nullopt, py::arg("num_pages") = 0,
+           py::arg("max_pages") = 0)
       .def_property_readonly("num_splits", &PyCPUKernel::numSplits);
 
   py::class_<PyCudaPlan>(module, "CudaPlan")
       .def(py::init([](int64_t headDim, int64_t numQueryHeads,
                        int64_t numKVHeads, int64_t queryLength,
                        const std::string &dtype, const std::string &kvLayout,
-                       int64_t numSplits, bool splitKV,
-                       std::optional<float> scale, bool withLse,
-                       int64_t batch, int64_t maxLength, int64_t smCount,
-                       const std::string &arch, uintptr_t query,
-                       uintptr_t keys, uintptr_t values, uintptr_t lengths,
-                       uintptr_t output, uintptr_t lse) {
+                       int64_t pageSize, int64_t numSplits, bool splitKV,
+                       std::optional<float> scale, bool withLse, int64_t batch,
+                       int64_t maxLength, int64_t smCount,
+                       const std::string &arch, uintptr_t query, uintptr_t keys,
+                       uintptr_t values, uintptr_t lengths, uintptr_t output,
+                       uintptr_t lse) {
              return std::make_unique<PyCudaPlan>(
                  makeConfig(headDim, numQueryHeads, numKVHeads, queryLength,
-                            dtype, kvLayout, numSplits, splitKV, scale,
-                            withLse, batch, maxLength, smCount, arch),
+                            dtype, kvLayout, pageSize, numSplits, splitKV,
+                            scale, withLse, batch, maxLength, smCount, arch),
                  query, keys, values, lengths, output, lse, batch, maxLength);
            }),
-           FD_CONFIG_ARGS, py::arg("q"), py::arg("k_cache"),
-           py::arg("v_cache"), py::arg("seq_lens"), py::arg("out"),
-           py::arg("lse"))
+           FD_CONFIG_ARGS, py::arg("q"), py::arg("k_cache"), py::arg("v_cache"),
+           py::arg("seq_lens"), py::arg("out"), py::arg("lse"))
       .def("launch", &PyCudaPlan::launch, py::arg("stream"))
       .def("capture", &PyCudaPlan::capture, py::arg("stream"))
       .def("replay", &PyCudaPlan::replay, py::arg("stream"))
