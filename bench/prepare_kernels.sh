@@ -20,10 +20,21 @@ for config in "llama3-8b 32 8" "mha 32 32"; do
     done
   done
 done
+# Paged vs dense (fd-bench): llama3-8b, auto splits.
+for batch in 1 8; do
+  for len in 16384 65536; do
+    for page in 16 64; do
+      "$compile" --no-cache --head-dim 128 --num-q-heads 32 --num-kv-heads 8 \
+        --dtype f16 --arch sm_90 --page-size "$page" --batch "$batch" \
+        --max-len "$len" -o "$dir/paged/B${batch}_L${len}_p${page}" >/dev/null
+    done
+  done
+done
 # For RuntimeGPUTest: GQA with lse (f16, bf16), HND, speculative decoding.
 common="--no-cache --arch sm_90 --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 "$compile" $common --dtype f16 --num-splits 5 --with-lse -o "$dir/tests/gqa_f16" >/dev/null
 "$compile" $common --dtype bf16 --num-splits 5 --with-lse -o "$dir/tests/gqa_bf16" >/dev/null
 "$compile" $common --dtype f16 --num-splits 3 --kv-layout HND --with-lse -o "$dir/tests/gqa_hnd" >/dev/null
 "$compile" $common --dtype f16 --num-splits 4 --query-len 4 --with-lse -o "$dir/tests/spec4" >/dev/null
+"$compile" $common --dtype f16 --num-splits 3 --page-size 16 --with-lse -o "$dir/tests/paged16" >/dev/null
 echo "kernels in $dir: $(find "$dir" -name manifest.json | wc -l) configurations"

@@ -17,9 +17,9 @@ using namespace fd;
 
 namespace {
 
-// head dim, Hq / Hkv, dtype, layout, arch.
-using Param =
-    std::tuple<int64_t, int64_t, ElementType, CacheLayout, std::string>;
+// head dim, Hq / Hkv, dtype, layout, arch, page size (0: dense).
+using Param = std::tuple<int64_t, int64_t, ElementType, CacheLayout,
+                         std::string, int64_t>;
 
 class PTXAssembly : public testing::TestWithParam<Param> {};
 
@@ -27,7 +27,7 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
   std::optional<std::string> ptxas = findPtxas();
   if (!ptxas)
     GTEST_SKIP() << "ptxas not found (/usr/local/cuda/bin/ptxas or PATH)";
-  auto [headDim, groupSize, type, layout, arch] = GetParam();
+  auto [headDim, groupSize, type, layout, arch, pageSize] = GetParam();
   KernelConfig config;
   config.headDim = headDim;
   config.numQueryHeads = 32;
@@ -35,6 +35,7 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
   config.elementType = type;
   config.cacheLayout = layout;
   config.arch = arch;
+  config.pageSize = pageSize;
   config.numSplits = 4;
   config.withLse = true;
   llvm::Expected<CompiledKernels> kernels = compileUncached(config);
@@ -54,10 +55,10 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
 }
 
 std::string paramName(const testing::TestParamInfo<Param> &info) {
-  auto [headDim, groupSize, type, layout, arch] = info.param;
+  auto [headDim, groupSize, type, layout, arch, pageSize] = info.param;
   return "D" + std::to_string(headDim) + "_G" + std::to_string(groupSize) +
          "_" + getElementTypeName(type) + "_" + getCacheLayoutName(layout) +
-         "_" + arch;
+         "_" + arch + (pageSize ? "_page" + std::to_string(pageSize) : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -67,7 +68,17 @@ INSTANTIATE_TEST_SUITE_P(
                      testing::Values(1, 4, 8, 32),
                      testing::Values(ElementType::F16, ElementType::BF16),
                      testing::Values(CacheLayout::NHD, CacheLayout::HND),
-                     testing::Values("sm_80", "sm_90")),
+                     testing::Values("sm_80", "sm_90"), testing::Values(0)),
+    paramName);
+
+// Paged caches: every page size kind, both layouts, GQA and MQA.
+INSTANTIATE_TEST_SUITE_P(
+    Paged, PTXAssembly,
+    testing::Combine(testing::Values(64, 128), testing::Values(4, 32),
+                     testing::Values(ElementType::F16),
+                     testing::Values(CacheLayout::NHD, CacheLayout::HND),
+                     testing::Values("sm_90"),
+                     testing::Values(1, 16, 256)),
     paramName);
 
 std::vector<int64_t> everyHeadDim() {
@@ -84,7 +95,7 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Combine(testing::ValuesIn(everyHeadDim()), testing::Values(4),
                      testing::Values(ElementType::F16, ElementType::F32),
                      testing::Values(CacheLayout::NHD),
-                     testing::Values("sm_90")),
+                     testing::Values("sm_90"), testing::Values(0)),
     paramName);
 
 } // namespace

@@ -17,7 +17,7 @@ using namespace mlir;
 
 namespace fd {
 
-const char *getCompilerVersion() { return "flashdecode 0.1.0 (MLIR 22)"; }
+const char *getCompilerVersion() { return "flashdecode 0.2.0 (MLIR 22)"; }
 
 namespace {
 
@@ -105,6 +105,13 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
       config.numQueryHeads / config.numKVHeads * config.queryLength);
   int64_t workspacePerSequence = getWorkspaceBytes(
       1, config.queryLength, config.numQueryHeads, numSplits, config.headDim);
+  llvm::json::Array partialParams{
+      param("query", "ptr"),          param("key_cache", "ptr"),
+      param("value_cache", "ptr"),    param("seq_lens", "ptr"),
+      param("partial_output", "ptr"), param("partial_lse", "ptr"),
+      param("max_len", "i32")};
+  if (config.pageSize)
+    partialParams.push_back(param("block_table", "ptr"));
   llvm::json::Array mergeParams{param("partial_output", "ptr"),
                                 param("partial_lse", "ptr"),
                                 param("output", "ptr")};
@@ -118,6 +125,7 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
       {"query_len", config.queryLength},
       {"dtype", getElementTypeName(config.elementType)},
       {"kv_layout", getCacheLayoutName(config.cacheLayout)},
+      {"page_size", config.pageSize},
       {"chunk_length", config.chunkLength},
       {"with_lse", config.withLse},
       {"arch", config.arch},
@@ -144,12 +152,7 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
            llvm::json::Object{
                {"name", "fd_partial_attention"},
                {"ptx", "fd_partial_attention.ptx"},
-               {"params",
-                llvm::json::Array{
-                    param("query", "ptr"), param("key_cache", "ptr"),
-                    param("value_cache", "ptr"),
-                    param("seq_lens", "ptr"), param("partial_output", "ptr"),
-                    param("partial_lse", "ptr"), param("max_len", "i32")}},
+               {"params", std::move(partialParams)},
                {"grid",
                 llvm::json::Array{"num_splits", config.numKVHeads, "batch"}},
                {"block",

@@ -193,6 +193,12 @@ void DecodePlan::bind() {
               buffers.seqLens && buffers.output,
           "query, keyCache, valueCache, seqLens and output must be device "
           "addresses");
+  require((manifest.pageSize != 0) == (buffers.blockTable != 0),
+          manifest.pageSize
+              ? "the kernels read paged caches: blockTable required"
+              : "the kernels read dense caches: blockTable must be 0");
+  require(!manifest.pageSize || buffers.maxLength % manifest.pageSize == 0,
+          "paged caches: maxLength must be max_pages * page_size");
   require(manifest.withLse == (buffers.lse != 0),
           manifest.withLse ? "the kernels write an lse: lse buffer required"
                            : "the kernels were compiled without an lse "
@@ -217,6 +223,7 @@ void DecodePlan::bind() {
                        : name == "seq_lens"       ? buffers.seqLens
                        : name == "output"         ? buffers.output
                        : name == "lse"            ? buffers.lse
+                       : name == "block_table"    ? buffers.blockTable
                        : name == "partial_output" ? partialOutput
                        : name == "partial_lse"    ? partialLse
                        : name == "max_len"

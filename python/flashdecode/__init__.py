@@ -312,12 +312,18 @@ class Decoder:
     """
 
     def __init__(self, q, k_cache, v_cache, seq_lens, out, lse=None, *,
-                 num_splits=None, scale=None, kv_layout="NHD"):
+                 num_splits=None, scale=None, kv_layout="NHD",
+                 block_table=None):
         arrays = [_CudaArray(x, n) for x, n in (
             (q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache"),
             (seq_lens, "seq_lens"), (out, "out"))]
         qa, ka, va, la, oa = arrays
-        problem = _Problem(qa.shape, ka.shape, va.shape, la.shape, kv_layout)
+        table = None if block_table is None else \
+            _CudaArray(block_table, "block_table")
+        if table is not None and table.dtype != "int32":
+            raise TypeError("block_table must be int32")
+        problem = _Problem(qa.shape, ka.shape, va.shape, la.shape, kv_layout,
+                           None if table is None else table.shape)
         for other, name in ((ka, "k_cache"), (va, "v_cache"), (oa, "out")):
             if other.dtype != qa.dtype:
                 raise TypeError(f"{name} dtype {other.dtype} must match q "
@@ -333,14 +339,16 @@ class Decoder:
                 raise ValueError(f"lse must be float32 {problem.lse_shape()}")
             lse_pointer = lse_array.pointer
         splits, split_kv = _split_options(num_splits)
-        self._keep_alive = (q, k_cache, v_cache, seq_lens, out, lse)
+        self._keep_alive = (q, k_cache, v_cache, seq_lens, out, lse,
+                            block_table)
         self._plan = _native.CudaPlan(
             problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
-            problem.query_len, _DTYPES[qa.dtype], kv_layout, 0, splits,
-            split_kv,
-            _check_scale(scale), lse is not None, problem.batch,
-            problem.max_len, _native.cuda_sm_count(), "sm_90", qa.pointer,
-            ka.pointer, va.pointer, la.pointer, oa.pointer, lse_pointer)
+            problem.query_len, _DTYPES[qa.dtype], kv_layout,
+            problem.page_size, splits, split_kv, _check_scale(scale),
+            lse is not None, problem.batch, problem.max_len,
+            _native.cuda_sm_count(), "sm_90", qa.pointer, ka.pointer,
+            va.pointer, la.pointer, oa.pointer, lse_pointer,
+            0 if table is None else table.pointer)
         self.num_splits = self._plan.num_splits
 
     def run(self, stream=None):
@@ -354,17 +362,21 @@ class Decoder:
 
 
 def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
-                 return_lse, dtype):
+                 return_lse, dtype, block_table):
     qa = _CudaArray(q, "q")
     if dtype is not None and dtype != qa.dtype:
         raise TypeError(f"q is {qa.dtype} but dtype={dtype!r} was given")
-    problem = _Problem(qa.shape, _CudaArray(k_cache, "k_cache").shape,
-                       _CudaArray(v_cache, "v_cache").shape,
-                       _CudaArray(seq_lens, "seq_lens").shape, kv_layout)
+    problem = _Problem(
+        qa.shape, _CudaArray(k_cache, "k_cache").shape,
+        _CudaArray(v_cache, "v_cache").shape,
+        _CudaArray(seq_lens, "seq_lens").shape, kv_layout,
+        None if block_table is None else
+        _CudaArray(block_table, "block_table").shape)
     out = _empty_like(q, qa.shape, qa.dtype)
     lse = _empty_like(q, problem.lse_shape(), "float32") if return_lse else None
     decoder = Decoder(q, k_cache, v_cache, seq_lens, out, lse,
-                      num_splits=num_splits, scale=scale, kv_layout=kv_layout)
+                      num_splits=num_splits, scale=scale, kv_layout=kv_layout,
+                      block_table=block_table)
     decoder.run()
     return (out, lse) if return_lse else out
 
@@ -378,7 +390,8 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     block_table: int32 [B, max_pages]; when given, the caches are page pools
     [num_pages, page_size, Hkv, D] (NHD) or [num_pages, Hkv, page_size, D]
     (HND) and position j of sequence b is slot j % page_size of page
-    block_table[b, j // page_size] (CPU backend for now).
+    block_table[b, j // page_size]. The CPU backend checks every entry; on
+    the GPU entries must be valid page indices (not checked, to stay async).
     scale: default 1/sqrt(D). Returns out, or (out, lse) with return_lse.
     Raises ValueError/TypeError naming the bad argument, RuntimeError for a
     missing GPU or driver.
@@ -390,10 +403,6 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
         return _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale,
                            kv_layout, return_lse, dtype, block_table)
     if backend == "cuda":
-        if block_table is not None:
-            raise NotImplementedError(
-                "paged caches (block_table) run on backend='cpu' only: the GPU "
-                "kernels do not read block tables yet")
         return _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale,
-                            kv_layout, return_lse, dtype)
+                            kv_layout, return_lse, dtype, block_table)
     raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")

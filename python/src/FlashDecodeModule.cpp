@@ -169,13 +169,14 @@ class PyCudaPlan {
 public:
   PyCudaPlan(const KernelConfig &config, uintptr_t query, uintptr_t keys,
              uintptr_t values, uintptr_t lengths, uintptr_t output,
-             uintptr_t lse, int64_t batch, int64_t maxLength) {
+             uintptr_t lse, uintptr_t blockTable, int64_t batch,
+             int64_t maxLength) {
     auto kernels = compile(config);
     if (!kernels)
       throw std::runtime_error(llvm::toString(kernels.takeError()));
     bundle = toBundle(**kernels);
-    rt::DecodeBuffers buffers{query,  keys, values, lengths,
-                              output, lse,  batch,  maxLength};
+    rt::DecodeBuffers buffers{query, keys,  values,    lengths,   output,
+                              lse,   batch, maxLength, blockTable};
     plan = std::make_unique<rt::DecodePlan>(getDevice(), bundle, buffers);
   }
 
@@ -278,15 +279,17 @@ PYBIND11_MODULE(_flashdecode, module) {
                        int64_t maxLength, int64_t smCount,
                        const std::string &arch, uintptr_t query, uintptr_t keys,
                        uintptr_t values, uintptr_t lengths, uintptr_t output,
-                       uintptr_t lse) {
+                       uintptr_t lse, uintptr_t blockTable) {
              return std::make_unique<PyCudaPlan>(
                  makeConfig(headDim, numQueryHeads, numKVHeads, queryLength,
                             dtype, kvLayout, pageSize, numSplits, splitKV,
                             scale, withLse, batch, maxLength, smCount, arch),
-                 query, keys, values, lengths, output, lse, batch, maxLength);
+                 query, keys, values, lengths, output, lse, blockTable, batch,
+                 maxLength);
            }),
            FD_CONFIG_ARGS, py::arg("q"), py::arg("k_cache"), py::arg("v_cache"),
-           py::arg("seq_lens"), py::arg("out"), py::arg("lse"))
+           py::arg("seq_lens"), py::arg("out"), py::arg("lse"),
+           py::arg("block_table"))
       .def("launch", &PyCudaPlan::launch, py::arg("stream"))
       .def("capture", &PyCudaPlan::capture, py::arg("stream"))
       .def("replay", &PyCudaPlan::replay, py::arg("stream"))

@@ -53,3 +53,20 @@ def test_decoder_replays_as_lengths_grow():
             actual = out.cpu().numpy().astype(np.float32)
             assert np.abs(actual - expected).max() <= \
                 1e-2 * np.abs(expected).max()
+
+
+def test_paged_cuda_matches_cpu():
+    pool_k = torch.randn(40, 16, 2, 128).half()
+    pool_v = torch.randn(40, 16, 2, 128).half()
+    table = torch.randperm(40, dtype=torch.int32)[:36].reshape(3, 12)
+    q = (torch.randn(3, 8, 128) * 2).half()
+    lens = torch.tensor([192, 100, 0], dtype=torch.int32)
+    out = flashdecode.decode_attention(
+        q.cuda(), pool_k.cuda(), pool_v.cuda(), lens.cuda(),
+        block_table=table.cuda(), backend="cuda")
+    torch.cuda.synchronize()
+    expected = flashdecode.decode_attention(
+        q.numpy(), pool_k.numpy(), pool_v.numpy(), lens.numpy(),
+        block_table=table.numpy())
+    actual = out.cpu().numpy().astype(np.float32)
+    assert np.abs(actual - expected).max() <= 1e-2 * np.abs(expected).max()

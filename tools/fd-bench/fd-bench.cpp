@@ -22,6 +22,8 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -177,6 +179,8 @@ public:
       double us = timeMedian(driver, stream, iterations,
                              [&](int i) { plans[i % copies]->launch(stream); });
       double tbPerSecond = kvBytes / (us * 1e-6) / 1e12;
+      if (std::string(mode) == "auto")
+        denseMicroseconds[{batch, length}] = us;
 
       double eagerUs = -1, graphUs = -1;
       if (std::string(mode) == "auto")
@@ -206,9 +210,76 @@ public:
     }
   }
 
+  /// Paged caches (pages shuffled in the pool) against the dense time of
+  /// the same shape: the cost of reading through a block table.
+  void runPaged(const ModelConfig &config, int64_t batch, int64_t length,
+                int64_t pageSize, FILE *csv) {
+    std::string directory = kernelRoot + "/paged/B" + std::to_string(batch) +
+                            "_L" + std::to_string(length) + "_p" +
+                            std::to_string(pageSize);
+    KernelBundle bundle = KernelBundle::load(directory);
+    int64_t pagesPerSequence = length / pageSize;
+    int64_t numPages = batch * pagesPerSequence;
+    int64_t kvElements =
+        numPages * pageSize * config.numKVHeads * config.headDim;
+    size_t kvBytes = 2 * kvElements * 2;
+    size_t queryElements = batch * config.numQueryHeads * config.headDim;
+    DeviceBuffer query(device, queryElements * 2),
+        output(device, queryElements * 2), keys(device, kvElements * 2),
+        values(device, kvElements * 2),
+        lengths(device, batch * sizeof(int32_t)),
+        table(device, numPages * sizeof(int32_t));
+    fillRandom(query, 2.0);
+    fillRandom(keys, 1.0);
+    fillRandom(values, 1.0);
+    std::vector<int32_t> pages(numPages);
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), random);
+    table.upload(pages.data(), pages.size() * sizeof(int32_t));
+    std::vector<int32_t> full(batch, static_cast<int32_t>(length));
+    lengths.upload(full.data(), full.size() * sizeof(int32_t));
+    DecodeBuffers buffers{query.getAddress(),
+                          keys.getAddress(),
+                          values.getAddress(),
+                          lengths.getAddress(),
+                          output.getAddress(),
+                          0,
+                          batch,
+                          length,
+                          table.getAddress()};
+    DecodePlan plan(device, bundle, buffers);
+    for (int i = 0; i < 5; ++i)
+      plan.launch(stream);
+    double us = timeMedian(driver, stream, quick ? 20 : 100,
+                           [&](int) { plan.launch(stream); });
+    double dense = denseMicroseconds.count({batch, length})
+                       ? denseMicroseconds[{batch, length}]
+                       : -1;
+    std::printf(
+        "| %s | %lld | %lld | paged p%lld | %lld | %.1f | %.1f | "
+        "%.2f | %.0f %% | vs dense: %s | - | - |\n",
+        config.name, static_cast<long long>(batch),
+        static_cast<long long>(length), static_cast<long long>(pageSize),
+        static_cast<long long>(bundle.manifest.numSplits), us, kvBytes / 1e6,
+        kvBytes / (us * 1e-6) / 1e12,
+        100.0 * kvBytes / (us * 1e-6) / copyBandwidth,
+        dense < 0 ? "-"
+                  : formatDouble("%+.1f %%", 100.0 * (us / dense - 1)).c_str());
+    if (csv)
+      std::fprintf(csv, "%s,%lld,%lld,p%lld,%lld,%.3f,%zu,%.4f,%.2f,-1,-1,-1\n",
+                   config.name, static_cast<long long>(batch),
+                   static_cast<long long>(length),
+                   static_cast<long long>(pageSize),
+                   static_cast<long long>(bundle.manifest.numSplits), us,
+                   kvBytes, kvBytes / (us * 1e-6) / 1e12,
+                   100.0 * kvBytes / (us * 1e-6) / copyBandwidth);
+  }
+
   int failures = 0;
 
 private:
+  std::map<std::pair<int64_t, int64_t>, double> denseMicroseconds;
+
   static std::string formatDouble(const char *format, double value) {
     char text[32];
     std::snprintf(text, sizeof(text), format, value);
@@ -369,6 +440,11 @@ int main(int argc, char **argv) {
           }
           bench.runShape(config, batch, length, csv);
         }
+    // Paged vs dense (issue goal: within 5 % at L >= 16k).
+    for (int64_t batch : {1, 8})
+      for (int64_t length : {16384, 65536})
+        for (int64_t pageSize : {16, 64})
+          bench.runPaged(kConfigs[0], batch, length, pageSize, csv);
     if (csv)
       std::fclose(csv);
     if (bench.failures) {

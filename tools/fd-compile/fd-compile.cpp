@@ -43,6 +43,8 @@ options:
   --query-len N       query tokens per sequence, 1 to 8 (1)
   --dtype T           f16, bf16 or f32 (f16)
   --kv-layout L       NHD ([B, L, Hkv, D]) or HND ([B, Hkv, L, D]) (NHD)
+  --page-size N       paged caches: pages of N positions (a power of two up
+                      to 256) read through a block table; 0 for dense (0)
   --num-splits S      auto or a positive count (auto)
   --chunk-length N    fixed chunk length in tokens, 0 for none (0)
   --batch N           batch size --num-splits auto plans for (1)
@@ -128,6 +130,10 @@ int main(int argc, char **argv) {
                       "' is not supported: expected "
                       "auto or a positive count");
        }},
+      {"--page-size",
+       [&](llvm::StringRef v) {
+         config.pageSize = parseInteger("--page-size", v);
+       }},
       {"--chunk-length",
        [&](llvm::StringRef v) {
          config.chunkLength = parseInteger("--chunk-length", v);
@@ -178,7 +184,7 @@ int main(int argc, char **argv) {
     if (handler == valued.end())
       usageError("unknown flag '" + flag +
                  "'; accepted: --head-dim, --num-q-heads, --num-kv-heads, "
-                 "--query-len, --dtype, --kv-layout, --num-splits, "
+                 "--query-len, --dtype, --kv-layout, --page-size, --num-splits, "
                  "--chunk-length, --batch, --max-len, --sm-count, --scale, "
                  "--with-lse, --arch, --ptx-version, --emit, --no-cache, -o, "
                  "--help");

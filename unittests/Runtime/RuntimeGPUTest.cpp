@@ -13,9 +13,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <numeric>
 #include <random>
 
 using namespace fd;
@@ -69,6 +71,8 @@ protected:
 
 TEST_P(RuntimeGPU, MatchesTheReferenceAndReplaysAsLengthsGrow) {
   const Manifest &manifest = bundle.manifest;
+  if (manifest.pageSize)
+    GTEST_SKIP() << GetParam() << " reads paged caches";
   const int64_t batch = 4, maxLength = 700;
   const int64_t rows = batch * manifest.queryLength * manifest.numQueryHeads;
   std::vector<double> query, keys, values;
@@ -154,8 +158,93 @@ TEST_P(RuntimeGPU, MatchesTheReferenceAndReplaysAsLengthsGrow) {
   driver.cuStreamDestroy(stream);
 }
 
+TEST_P(RuntimeGPU, PagedCachesMatchTheReference) {
+  const Manifest &manifest = bundle.manifest;
+  if (!manifest.pageSize)
+    GTEST_SKIP() << GetParam() << " reads dense caches";
+  const int64_t batch = 3, pageSize = manifest.pageSize;
+  const int64_t maxPages = (700 + pageSize - 1) / pageSize;
+  const int64_t numPages = batch * maxPages + 5;
+  const int64_t rowElements = manifest.numKVHeads * manifest.headDim;
+  const int64_t rows = batch * manifest.queryLength * manifest.numQueryHeads;
+  std::vector<double> query, poolKeys, poolValues;
+  DeviceBuffer queryBuffer = randomBuffer(rows * manifest.headDim, 2.0, query);
+  DeviceBuffer keyPool =
+      randomBuffer(numPages * pageSize * rowElements, 1.0, poolKeys);
+  DeviceBuffer valuePool =
+      randomBuffer(numPages * pageSize * rowElements, 1.0, poolValues);
+  // Shuffled pages; sequence 1 shares sequence 0's first page.
+  std::vector<int32_t> table(batch * maxPages);
+  std::vector<int32_t> pages(numPages);
+  std::iota(pages.begin(), pages.end(), 0);
+  std::shuffle(pages.begin(), pages.end(), random);
+  std::copy_n(pages.begin(), table.size(), table.begin());
+  table[maxPages] = table[0];
+  DeviceBuffer tableBuffer(*device, table.size() * sizeof(int32_t));
+  tableBuffer.upload(table.data(), table.size() * sizeof(int32_t));
+  // The logical dense caches the pages describe, for the reference (NHD).
+  const int64_t maxLength = maxPages * pageSize;
+  std::vector<double> keys(batch * maxLength * rowElements),
+      values(keys.size());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t j = 0; j < maxLength; ++j) {
+      int64_t page = table[b * maxPages + j / pageSize];
+      std::copy_n(&poolKeys[(page * pageSize + j % pageSize) * rowElements],
+                  rowElements, &keys[(b * maxLength + j) * rowElements]);
+      std::copy_n(&poolValues[(page * pageSize + j % pageSize) * rowElements],
+                  rowElements, &values[(b * maxLength + j) * rowElements]);
+    }
+  DeviceBuffer output(*device, rows * manifest.headDim * 2);
+  DeviceBuffer lse(*device, rows * sizeof(float));
+  std::vector<int32_t> live = {static_cast<int32_t>(maxLength), 133, 9};
+  DeviceBuffer lengths(*device, batch * sizeof(int32_t));
+  lengths.upload(live.data(), live.size() * sizeof(int32_t));
+  DecodeBuffers buffers{queryBuffer.getAddress(),
+                        keyPool.getAddress(),
+                        valuePool.getAddress(),
+                        lengths.getAddress(),
+                        output.getAddress(),
+                        lse.getAddress(),
+                        batch,
+                        maxLength,
+                        tableBuffer.getAddress()};
+  DecodePlan plan(*device, bundle, buffers);
+  const DriverApi &driver = device->getDriverApi();
+  CUstream stream;
+  check(driver, driver.cuStreamCreate(&stream, kStreamNonBlocking),
+        "creating a stream");
+  plan.launch(stream);
+  check(driver, driver.cuStreamSynchronize(stream), "running the kernels");
+  std::vector<uint16_t> result(rows * manifest.headDim);
+  output.download(result.data(), result.size() * 2);
+
+  reference::AttentionProblem problem;
+  problem.batch = batch;
+  problem.queryLength = manifest.queryLength;
+  problem.numQueryHeads = manifest.numQueryHeads;
+  problem.numKVHeads = manifest.numKVHeads;
+  problem.headDim = manifest.headDim;
+  problem.maxLength = maxLength;
+  problem.scale = 1.0 / std::sqrt(static_cast<double>(manifest.headDim));
+  problem.query = query.data();
+  problem.keyCache = keys.data();
+  problem.valueCache = values.data();
+  problem.lengths = live.data();
+  std::vector<double> expected, expectedLse;
+  reference::attention(problem, expected, expectedLse);
+  double maxError = 0, maxValue = 0;
+  for (size_t i = 0; i < result.size(); ++i) {
+    double actual = decode(result[i]);
+    ASSERT_TRUE(std::isfinite(actual)) << "element " << i;
+    maxError = std::max(maxError, std::abs(actual - expected[i]));
+    maxValue = std::max(maxValue, std::abs(expected[i]));
+  }
+  EXPECT_LE(maxError, 1e-2 * maxValue);
+  driver.cuStreamDestroy(stream);
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPU,
                          testing::Values("gqa_f16", "gqa_bf16", "gqa_hnd",
-                                         "spec4"));
+                                         "spec4", "paged16"));
 
 } // namespace

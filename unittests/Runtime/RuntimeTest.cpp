@@ -143,6 +143,7 @@ struct FakeDriver {
   CUresult launchResult = kCudaSuccess;
   CUresult loadResult = kCudaSuccess;
   size_t graphNodes = 0;
+  size_t partialParamCount = 7;
   bool capturing = false;
   CUdeviceptr nextAddress = 0x10000;
   std::vector<std::pair<CUdeviceptr, size_t>> allocations;
@@ -220,7 +221,7 @@ DriverApi fakeDriverApi() {
                   {gx, gy, gz},
                   {bx, by, bz},
                   {}};
-    size_t count = launch.kernel == "fd_merge" ? 4 : 7;
+    size_t count = launch.kernel == "fd_merge" ? 4 : fake->partialParamCount;
     for (size_t i = 0; i < count; ++i)
       launch.arguments.push_back(*static_cast<uint64_t *>(params[i]));
     fake->launches.push_back(launch);
@@ -448,6 +449,40 @@ TEST_F(FakeRuntime, MovedFromGraphCannotReplay) {
   EXPECT_THROW(graph.replay(stream), std::invalid_argument);
   moved.replay(stream);
   EXPECT_EQ(count("cuGraphLaunch"), 1u);
+}
+
+TEST_F(FakeRuntime, PagedPlanPassesTheBlockTable) {
+  std::string paged = kManifest;
+  auto replace = [&](const std::string &from, const std::string &to) {
+    paged.replace(paged.find(from), from.size(), to);
+  };
+  replace("\"kv_layout\": \"NHD\"",
+          "\"kv_layout\": \"NHD\", \"page_size\": 16");
+  replace("{\"name\": \"max_len\", \"type\": \"i32\"}",
+          "{\"name\": \"max_len\", \"type\": \"i32\"}, "
+          "{\"name\": \"block_table\", \"type\": \"ptr\"}");
+  bundle.manifest = Manifest::parse(paged);
+  EXPECT_EQ(bundle.manifest.pageSize, 16);
+  // A dense binding is refused, naming what is missing.
+  try {
+    DecodePlan plan(*device, bundle, buffers);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "DecodePlan: the kernels read paged caches: blockTable "
+              "required");
+  }
+  DecodeBuffers pagedBuffers = buffers;
+  pagedBuffers.blockTable = 0x7000;
+  pagedBuffers.maxLength = 4096; // 256 pages of 16
+  state.partialParamCount = 8;
+  DecodePlan plan(*device, bundle, pagedBuffers);
+  plan.launch(stream);
+  ASSERT_EQ(state.launches.size(), 2u);
+  EXPECT_EQ(state.launches[0].arguments[6], 4096u);
+  EXPECT_EQ(state.launches[0].arguments[7], 0x7000u);
+  pagedBuffers.maxLength = 4001; // not a whole number of pages
+  EXPECT_THROW(plan.setBuffers(pagedBuffers), std::invalid_argument);
 }
 
 TEST_F(FakeRuntime, ResourcesAreReleased) {

@@ -50,6 +50,8 @@ struct Manifest {
   int64_t queryLength = 1;
   std::string dtype;
   std::string kvLayout;
+  /// Positions per page of paged caches; 0 for dense caches.
+  int64_t pageSize = 0;
   bool withLse = false;
   int64_t numSplits = 0;
   int64_t workspaceBytesPerSequence = 0;

@@ -93,7 +93,11 @@ struct DecodeBuffers {
   /// Required exactly when the kernels were compiled with an lse output.
   CUdeviceptr lse = 0;
   int64_t batch = 0;
+  /// Dense caches: Lmax. Paged caches: max_pages * page_size.
   int64_t maxLength = 0;
+  /// Paged caches: int32 [batch, max_pages] page indices in device memory;
+  /// like the lengths, its contents may change between replays.
+  CUdeviceptr blockTable = 0;
 };
 
 /// A compiled configuration bound to fixed buffers, with its workspace

@@ -36,13 +36,6 @@ struct ConvertFDToGPUPass
                         "(num-splits=1 for the unsplit kernel)");
         return WalkResult::interrupt();
       }
-      if (auto partial = dyn_cast<PartialAttentionOp>(op);
-          partial && partial.getBlockTable()) {
-        op->emitOpError("convert-fd-to-gpu: paged KV caches (block_table) "
-                        "are not supported by the GPU kernels yet; the CPU "
-                        "path (convert-fd-to-loops) supports them");
-        return WalkResult::interrupt();
-      }
       if (isa<PartialAttentionOp, MergeOp>(op)) {
         op->emitOpError("convert-fd-to-gpu: operands must be contiguous "
                         "memrefs (identity layout)");

@@ -268,8 +268,6 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
                                 PatternRewriter &rewriter) const override {
     if (failed(checkContiguous(op, rewriter)))
       return failure();
-    if (op.getBlockTable())
-      return rewriter.notifyMatchFailure(op, "paged caches");
     AttentionGeometry geometry = op.getGeometry();
     Type elementType =
         cast<MemRefType>(op.getQuery().getType()).getElementType();
@@ -292,6 +290,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
                         nullptr, workgroup)};
     SmallVector<Type> arguments(6, pointer);
     arguments.push_back(rewriter.getI32Type());
+    if (geometry.isPaged())
+      arguments.push_back(pointer);
     // No known block size: it becomes `.maxntid 128`, for which ptxas caps
     // registers at 128 to fit four blocks per SM and spills the larger
     // configurations instead of using the 129 registers they need.
@@ -304,16 +304,24 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     Location loc = op.getLoc();
     KernelEmitter e{rewriter, loc};
     Value batch = memref::DimOp::create(rewriter, loc, op.getQuery(), 0);
+    // The cache length: Lmax, or max_pages * page_size for a paged cache.
     unsigned lengthDim = op.getKvLayout() == KVLayout::NHD ? 1 : 2;
-    Value maxLength = arith::IndexCastOp::create(
-        rewriter, loc, rewriter.getI32Type(),
-        memref::DimOp::create(rewriter, loc, op.getKeyCache(), lengthDim));
+    Value maxLength =
+        geometry.isPaged()
+            ? e.mul(memref::DimOp::create(rewriter, loc, op.getBlockTable(), 1),
+                    e.index(geometry.pageSize))
+            : memref::DimOp::create(rewriter, loc, op.getKeyCache(),
+                                    lengthDim)
+                  .getResult();
     SmallVector<Value> operands;
     for (Value memref :
          {op.getQuery(), op.getKeyCache(), op.getValueCache(), op.getSeqLens(),
           op.getPartialOutput(), op.getPartialLse()})
       operands.push_back(globalPointer(rewriter, loc, memref));
-    operands.push_back(maxLength);
+    operands.push_back(arith::IndexCastOp::create(
+        rewriter, loc, rewriter.getI32Type(), maxLength));
+    if (geometry.isPaged())
+      operands.push_back(globalPointer(rewriter, loc, op.getBlockTable()));
     gpu::LaunchFuncOp::create(
         rewriter, loc, kernel,
         gpu::KernelDim3{e.index(op.getNumSplits()),
@@ -390,17 +398,39 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     // Scores in base 2: q is prescaled by scale * log2(e).
     Value queryScale = e.f32(op.getEffectiveScale() * llvm::numbers::log2e);
     bool isNHD = op.getKvLayout() == KVLayout::NHD;
-    auto cacheRowOffset = [&](Value token) {
-      Value row =
-          isNHD ? e.add(e.mul(e.add(e.mul(batch, maxLength), token),
-                              e.index(geometry.numKVHeads)),
-                        kvHead)
-                : e.add(e.mul(e.add(e.mul(batch, e.index(geometry.numKVHeads)),
-                                    kvHead),
-                              maxLength),
-                        token);
+    // Element offset of the row of `token` in a dense cache, or of slot
+    // token % page_size of `page` in a paged one.
+    auto cacheRowOffset = [&](Value token, Value page) {
+      Value row;
+      if (geometry.isPaged()) {
+        Value pageSize = e.index(geometry.pageSize);
+        Value slot = arith::RemUIOp::create(rewriter, e.loc, token, pageSize);
+        row = isNHD ? e.add(e.mul(e.add(e.mul(page, pageSize), slot),
+                                  e.index(geometry.numKVHeads)),
+                            kvHead)
+                    : e.add(e.mul(e.add(e.mul(page,
+                                              e.index(geometry.numKVHeads)),
+                                        kvHead),
+                                  pageSize),
+                            slot);
+      } else {
+        row = isNHD ? e.add(e.mul(e.add(e.mul(batch, maxLength), token),
+                                  e.index(geometry.numKVHeads)),
+                            kvHead)
+                    : e.add(e.mul(e.add(e.mul(batch,
+                                              e.index(geometry.numKVHeads)),
+                                        kvHead),
+                                  maxLength),
+                            token);
+      }
       return e.mul(row, e.index(headDim));
     };
+    Value blockTable = geometry.isPaged() ? entry.getArgument(7) : Value();
+    Value tableRow =
+        geometry.isPaged()
+            ? e.mul(batch, arith::DivUIOp::create(rewriter, e.loc, maxLength,
+                                                  e.index(geometry.pageSize)))
+            : Value();
     // Row r of the block is query token r / group of head kvHead * group +
     // r % group; its row index in [B, Lq, Hq] tensors:
     auto queryRow = [&](Value row) {
@@ -485,11 +515,22 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
         return flat;
       };
 
+      // A paged cache also carries the last block-table entry read: a
+      // thread reads a page's index once per page, not once per token.
+      if (geometry.isPaged()) {
+        initial.push_back(e.index(-1));
+        initial.push_back(e.index(0));
+      }
       auto stream = scf::ForOp::create(
           rewriter, e.loc, chunk.begin, chunk.end,
           e.index(tokensPerStep * layout.unroll), initial,
           [&](OpBuilder &, Location, Value stepStart, ValueRange flat) {
             SmallVector<RowState> states = unpack(flat);
+            Value cachedBlock, cachedPage;
+            if (geometry.isPaged()) {
+              cachedBlock = flat[flat.size() - 2];
+              cachedPage = flat.back();
+            }
             // Issue every load of the unrolled steps before using any, so
             // several 16-byte loads per lane are in flight.
             SmallVector<Value> tokens;
@@ -499,7 +540,32 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
               Value token = e.add(e.add(stepStart, e.index(u * tokensPerStep)),
                                   tokenInStep);
               tokens.push_back(token);
-              Value offset = cacheRowOffset(e.min(token, lastToken));
+              Value clamped = e.min(token, lastToken);
+              Value page;
+              if (geometry.isPaged()) {
+                Value block = arith::DivUIOp::create(
+                    rewriter, e.loc, clamped, e.index(geometry.pageSize));
+                auto lookup = scf::IfOp::create(
+                    rewriter, e.loc, e.equal(block, cachedBlock),
+                    [&](OpBuilder &, Location) {
+                      scf::YieldOp::create(rewriter, e.loc, cachedPage);
+                    },
+                    [&](OpBuilder &, Location) {
+                      Value entry =
+                          e.load(rewriter.getI32Type(), blockTable,
+                                 rewriter.getI32Type(),
+                                 e.add(tableRow, block), 4);
+                      scf::YieldOp::create(
+                          rewriter, e.loc,
+                          ValueRange{arith::IndexCastOp::create(
+                              rewriter, e.loc, rewriter.getIndexType(),
+                              entry)});
+                    });
+                page = lookup.getResult(0);
+                cachedBlock = block;
+                cachedPage = page;
+              }
+              Value offset = cacheRowOffset(clamped, page);
               keyVectors.emplace_back();
               valueVectors.emplace_back();
               for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
@@ -552,9 +618,15 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
                 state.max = newMax;
               }
             }
-            scf::YieldOp::create(rewriter, e.loc, pack(states));
+            SmallVector<Value> next = pack(states);
+            if (geometry.isPaged()) {
+              next.push_back(cachedBlock);
+              next.push_back(cachedPage);
+            }
+            scf::YieldOp::create(rewriter, e.loc, next);
           });
       SmallVector<RowState> states = unpack(stream.getResults());
+
 
       // Token groups of a warp hold the same slices: combine them with
       // shuffles across the group bits of the lane id.

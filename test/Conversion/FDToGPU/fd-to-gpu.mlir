@@ -6,8 +6,8 @@
 // CHECK-LABEL: func.func @decode
 // CHECK-SAME: %[[Q:[a-z0-9]+]]: memref<?x8x64xf16>, %[[K:[a-z0-9]+]]: memref<?x?x2x64xf16>
 // CHECK: %[[LMAX:.*]] = memref.dim %[[K]], %c1
-// CHECK: %[[LMAX32:.*]] = arith.index_cast %[[LMAX]] : index to i32
 // CHECK: memref.extract_aligned_pointer_as_index %[[Q]]
+// CHECK: %[[LMAX32:.*]] = arith.index_cast %[[LMAX]] : index to i32
 // CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in (%c4, %c2, %{{.*}}) threads in (%c128, %c1, %c1) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, %[[LMAX32]] : i32)
 // CHECK: gpu.launch_func @fd_merge::@fd_merge blocks in (%c8, %c1, %{{.*}}) threads in (%c64, %c1, %c1) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>)
 // CHECK-NOT: fd.
@@ -80,5 +80,35 @@ func.func @speculative_hnd(%q: memref<3x2x4x128xf32>, %k: memref<3x4x?x128xf32>,
   fd.attention %q, %k, %v, %lens into %out {kv_layout = #fd.kv_layout<HND>}
       : memref<3x2x4x128xf32>, memref<3x4x?x128xf32>, memref<3x4x?x128xf32>,
         memref<3xi32> into memref<3x2x4x128xf32>
+  return
+}
+
+// -----
+
+// A paged cache (pages of 16 positions): the kernel takes the block table
+// last, the launch passes max_pages * 16 as the cache length, and a thread
+// reads a block-table entry only when its token enters a new page.
+
+// CHECK-LABEL: func.func @paged
+// CHECK-SAME: %[[BT:[a-z0-9]+]]: memref<2x?xi32>
+// CHECK: %[[PAGES:.*]] = memref.dim %[[BT]], %c1
+// CHECK: %[[LEN:.*]] = arith.muli %[[PAGES]], %c16
+// CHECK: %[[LEN32:.*]] = arith.index_cast %[[LEN]] : index to i32
+// CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention {{.*}} args({{.*}}, %[[LEN32]] : i32, %{{.*}} : !llvm.ptr<1>)
+// CHECK: gpu.func @fd_partial_attention({{.*}}, %{{.*}}: i32, %[[TABLE:[a-z0-9]+]]: !llvm.ptr<1>)
+// CHECK: scf.for {{.*}} iter_args
+// CHECK: %[[BLOCK:.*]] = arith.divui %{{.*}}, %c16
+// CHECK: %[[SAME:.*]] = arith.cmpi eq, %[[BLOCK]], %{{.*}} : index
+// CHECK: scf.if %[[SAME]] -> (index) {
+// CHECK: } else {
+// CHECK: llvm.getelementptr %[[TABLE]]
+// CHECK: llvm.load {{.*}} : !llvm.ptr<1> -> i32
+// CHECK: arith.remui %{{.*}}, %c16
+// CHECK: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xf16>
+func.func @paged(%q: memref<2x8x64xf16>, %k: memref<?x16x2x64xf16>, %v: memref<?x16x2x64xf16>,
+                 %lens: memref<2xi32>, %table: memref<2x?xi32>, %out: memref<2x8x64xf16>) {
+  fd.attention %q, %k, %v, %lens block_table %table : memref<2x?xi32> into %out
+      : memref<2x8x64xf16>, memref<?x16x2x64xf16>, memref<?x16x2x64xf16>,
+        memref<2xi32> into memref<2x8x64xf16>
   return
 }

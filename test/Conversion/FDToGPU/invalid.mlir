@@ -14,10 +14,3 @@ func.func @strided(%po: memref<1x8x4x64xf32, strided<[4096, 512, 64, 1]>>, %pl: 
   return
 }
 
-// -----
-
-func.func @paged(%q: memref<1x8x64xf16>, %k: memref<?x16x8x64xf16>, %v: memref<?x16x8x64xf16>, %l: memref<1xi32>, %t: memref<1x?xi32>, %po: memref<1x8x2x64xf32>, %pl: memref<1x8x2xf32>) {
-  // expected-error @below {{convert-fd-to-gpu: paged KV caches (block_table) are not supported by the GPU kernels yet; the CPU path (convert-fd-to-loops) supports them}}
-  fd.partial_attention %q, %k, %v, %l block_table %t : memref<1x?xi32> into %po, %pl : memref<1x8x64xf16>, memref<?x16x8x64xf16>, memref<?x16x8x64xf16>, memref<1xi32> into memref<1x8x2x64xf32>, memref<1x8x2xf32>
-  return
-}
