@@ -37,4 +37,5 @@ common="--no-cache --arch sm_90 --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 "$compile" $common --dtype f16 --num-splits 3 --kv-layout HND --with-lse -o "$dir/tests/gqa_hnd" >/dev/null
 "$compile" $common --dtype f16 --num-splits 4 --query-len 4 --with-lse -o "$dir/tests/spec4" >/dev/null
 "$compile" $common --dtype f16 --num-splits 3 --page-size 16 --with-lse -o "$dir/tests/paged16" >/dev/null
+"$compile" $common --dtype bf16 --num-splits 6 --page-size 64 --kv-layout HND --query-len 8 --with-lse -o "$dir/tests/paged_spec" >/dev/null
 echo "kernels in $dir: $(find "$dir" -name manifest.json | wc -l) configurations"

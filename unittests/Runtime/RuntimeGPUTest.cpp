@@ -158,47 +158,27 @@ TEST_P(RuntimeGPU, MatchesTheReferenceAndReplaysAsLengthsGrow) {
   driver.cuStreamDestroy(stream);
 }
 
-TEST_P(RuntimeGPU, PagedCachesMatchTheReference) {
+TEST_P(RuntimeGPU, PagedCachesMatchTheReferenceAsPagesMove) {
   const Manifest &manifest = bundle.manifest;
   if (!manifest.pageSize)
     GTEST_SKIP() << GetParam() << " reads dense caches";
   const int64_t batch = 3, pageSize = manifest.pageSize;
   const int64_t maxPages = (700 + pageSize - 1) / pageSize;
-  const int64_t numPages = batch * maxPages + 5;
-  const int64_t rowElements = manifest.numKVHeads * manifest.headDim;
-  const int64_t rows = batch * manifest.queryLength * manifest.numQueryHeads;
-  std::vector<double> query, poolKeys, poolValues;
-  DeviceBuffer queryBuffer = randomBuffer(rows * manifest.headDim, 2.0, query);
-  DeviceBuffer keyPool =
-      randomBuffer(numPages * pageSize * rowElements, 1.0, poolKeys);
-  DeviceBuffer valuePool =
-      randomBuffer(numPages * pageSize * rowElements, 1.0, poolValues);
-  // Shuffled pages; sequence 1 shares sequence 0's first page.
-  std::vector<int32_t> table(batch * maxPages);
-  std::vector<int32_t> pages(numPages);
-  std::iota(pages.begin(), pages.end(), 0);
-  std::shuffle(pages.begin(), pages.end(), random);
-  std::copy_n(pages.begin(), table.size(), table.begin());
-  table[maxPages] = table[0];
-  DeviceBuffer tableBuffer(*device, table.size() * sizeof(int32_t));
-  tableBuffer.upload(table.data(), table.size() * sizeof(int32_t));
-  // The logical dense caches the pages describe, for the reference (NHD).
   const int64_t maxLength = maxPages * pageSize;
-  std::vector<double> keys(batch * maxLength * rowElements),
-      values(keys.size());
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t j = 0; j < maxLength; ++j) {
-      int64_t page = table[b * maxPages + j / pageSize];
-      std::copy_n(&poolKeys[(page * pageSize + j % pageSize) * rowElements],
-                  rowElements, &keys[(b * maxLength + j) * rowElements]);
-      std::copy_n(&poolValues[(page * pageSize + j % pageSize) * rowElements],
-                  rowElements, &values[(b * maxLength + j) * rowElements]);
-    }
-  DeviceBuffer output(*device, rows * manifest.headDim * 2);
-  DeviceBuffer lse(*device, rows * sizeof(float));
-  std::vector<int32_t> live = {static_cast<int32_t>(maxLength), 133, 9};
+  const int64_t numPages = batch * maxPages + 5;
+  const int64_t heads = manifest.numKVHeads, dim = manifest.headDim;
+  const int64_t rows = batch * manifest.queryLength * manifest.numQueryHeads;
+  const bool isNHD = manifest.kvLayout == "NHD";
+  std::vector<double> query, poolKeys, poolValues;
+  DeviceBuffer queryBuffer = randomBuffer(rows * dim, 2.0, query);
+  DeviceBuffer keyPool =
+      randomBuffer(numPages * pageSize * heads * dim, 1.0, poolKeys);
+  DeviceBuffer valuePool =
+      randomBuffer(numPages * pageSize * heads * dim, 1.0, poolValues);
+  DeviceBuffer tableBuffer(*device, batch * maxPages * sizeof(int32_t));
   DeviceBuffer lengths(*device, batch * sizeof(int32_t));
-  lengths.upload(live.data(), live.size() * sizeof(int32_t));
+  DeviceBuffer output(*device, rows * dim * 2);
+  DeviceBuffer lse(*device, rows * sizeof(float));
   DecodeBuffers buffers{queryBuffer.getAddress(),
                         keyPool.getAddress(),
                         valuePool.getAddress(),
@@ -213,38 +193,75 @@ TEST_P(RuntimeGPU, PagedCachesMatchTheReference) {
   CUstream stream;
   check(driver, driver.cuStreamCreate(&stream, kStreamNonBlocking),
         "creating a stream");
-  plan.launch(stream);
-  check(driver, driver.cuStreamSynchronize(stream), "running the kernels");
-  std::vector<uint16_t> result(rows * manifest.headDim);
-  output.download(result.data(), result.size() * 2);
 
-  reference::AttentionProblem problem;
-  problem.batch = batch;
-  problem.queryLength = manifest.queryLength;
-  problem.numQueryHeads = manifest.numQueryHeads;
-  problem.numKVHeads = manifest.numKVHeads;
-  problem.headDim = manifest.headDim;
-  problem.maxLength = maxLength;
-  problem.scale = 1.0 / std::sqrt(static_cast<double>(manifest.headDim));
-  problem.query = query.data();
-  problem.keyCache = keys.data();
-  problem.valueCache = values.data();
-  problem.lengths = live.data();
-  std::vector<double> expected, expectedLse;
-  reference::attention(problem, expected, expectedLse);
-  double maxError = 0, maxValue = 0;
-  for (size_t i = 0; i < result.size(); ++i) {
-    double actual = decode(result[i]);
-    ASSERT_TRUE(std::isfinite(actual)) << "element " << i;
-    maxError = std::max(maxError, std::abs(actual - expected[i]));
-    maxValue = std::max(maxValue, std::abs(expected[i]));
-  }
-  EXPECT_LE(maxError, 1e-2 * maxValue);
+  // Writes a new shuffled table (sequence 1 sharing sequence 0's first
+  // page) and lengths to the device, runs, and checks against attention
+  // over the logical caches the table describes.
+  auto check = [&](const std::vector<int32_t> &live,
+                   const std::function<void()> &run) {
+    std::vector<int32_t> pages(numPages);
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), random);
+    std::vector<int32_t> table(pages.begin(), pages.begin() + batch * maxPages);
+    table[maxPages] = table[0];
+    tableBuffer.upload(table.data(), table.size() * sizeof(int32_t));
+    lengths.upload(live.data(), live.size() * sizeof(int32_t));
+    run();
+    rt::check(driver, driver.cuStreamSynchronize(stream),
+              "running the kernels");
+    std::vector<uint16_t> result(rows * dim);
+    output.download(result.data(), result.size() * 2);
+
+    std::vector<double> keys(batch * maxLength * heads * dim),
+        values(keys.size());
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t j = 0; j < maxLength; ++j)
+        for (int64_t h = 0; h < heads; ++h) {
+          int64_t page = table[b * maxPages + j / pageSize];
+          int64_t slot = j % pageSize;
+          int64_t from = (isNHD ? (page * pageSize + slot) * heads + h
+                                : (page * heads + h) * pageSize + slot) *
+                         dim;
+          int64_t to = ((b * maxLength + j) * heads + h) * dim;
+          std::copy_n(&poolKeys[from], dim, &keys[to]);
+          std::copy_n(&poolValues[from], dim, &values[to]);
+        }
+    reference::AttentionProblem problem;
+    problem.batch = batch;
+    problem.queryLength = manifest.queryLength;
+    problem.numQueryHeads = manifest.numQueryHeads;
+    problem.numKVHeads = heads;
+    problem.headDim = dim;
+    problem.maxLength = maxLength;
+    problem.scale = 1.0 / std::sqrt(static_cast<double>(dim));
+    problem.query = query.data();
+    problem.keyCache = keys.data();
+    problem.valueCache = values.data();
+    problem.lengths = live.data();
+    std::vector<double> expected, expectedLse;
+    reference::attention(problem, expected, expectedLse);
+    double maxError = 0, maxValue = 0;
+    for (size_t i = 0; i < result.size(); ++i) {
+      double actual = decode(result[i]);
+      ASSERT_TRUE(std::isfinite(actual)) << "element " << i;
+      maxError = std::max(maxError, std::abs(actual - expected[i]));
+      maxValue = std::max(maxValue, std::abs(expected[i]));
+    }
+    EXPECT_LE(maxError, 1e-2 * std::max(maxValue, 1e-30));
+  };
+
+  check({static_cast<int32_t>(maxLength), 133, 9},
+        [&] { plan.launch(stream); });
+  // The graph never changes: pages move and lengths grow in device memory.
+  Graph graph = Graph::capture(*device, {&plan}, stream);
+  for (int32_t step = 1; step <= 3; ++step)
+    check({static_cast<int32_t>(maxLength) - step, 133 + 97 * step, step},
+          [&] { graph.replay(stream); });
   driver.cuStreamDestroy(stream);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPU,
                          testing::Values("gqa_f16", "gqa_bf16", "gqa_hnd",
-                                         "spec4", "paged16"));
+                                         "spec4", "paged16", "paged_spec"));
 
 } // namespace
