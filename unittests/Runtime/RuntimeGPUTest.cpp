@@ -64,6 +64,44 @@ protected:
     return buffer;
   }
 
+  /// The float64 reference over NHD caches `keys`/`values` of `maxLength`
+  /// positions (HND when `isNHD` is false); fills `expected`, `expectedLse`.
+  void reference(const std::vector<double> &query,
+                 const std::vector<double> &keys,
+                 const std::vector<double> &values,
+                 const std::vector<int32_t> &lengths, int64_t maxLength,
+                 bool isNHD, std::vector<double> &expected,
+                 std::vector<double> &expectedLse) const {
+    const Manifest &manifest = bundle.manifest;
+    reference::AttentionProblem problem;
+    problem.batch = lengths.size();
+    problem.queryLength = manifest.queryLength;
+    problem.numQueryHeads = manifest.numQueryHeads;
+    problem.numKVHeads = manifest.numKVHeads;
+    problem.headDim = manifest.headDim;
+    problem.maxLength = maxLength;
+    problem.isNHD = isNHD;
+    problem.scale = 1.0 / std::sqrt(static_cast<double>(manifest.headDim));
+    problem.query = query.data();
+    problem.keyCache = keys.data();
+    problem.valueCache = values.data();
+    problem.lengths = lengths.data();
+    reference::attention(problem, expected, expectedLse);
+  }
+
+  /// Every element written (finite) and max |out - ref| <= 1e-2 max |ref|.
+  void expectClose(const std::vector<uint16_t> &result,
+                   const std::vector<double> &expected) const {
+    double maxError = 0, maxValue = 0;
+    for (size_t i = 0; i < result.size(); ++i) {
+      double actual = decode(result[i]);
+      ASSERT_TRUE(std::isfinite(actual)) << "element " << i << " unwritten";
+      maxError = std::max(maxError, std::abs(actual - expected[i]));
+      maxValue = std::max(maxValue, std::abs(expected[i]));
+    }
+    EXPECT_LE(maxError, 1e-2 * std::max(maxValue, 1e-30));
+  }
+
   std::unique_ptr<Device> device;
   KernelBundle bundle;
   std::mt19937 random{std::random_device{}()};
@@ -113,29 +151,10 @@ TEST_P(RuntimeGPU, MatchesTheReferenceAndReplaysAsLengthsGrow) {
     output.download(result.data(), result.size() * 2);
     lse.download(resultLse.data(), resultLse.size() * sizeof(float));
 
-    reference::AttentionProblem problem;
-    problem.batch = batch;
-    problem.queryLength = manifest.queryLength;
-    problem.numQueryHeads = manifest.numQueryHeads;
-    problem.numKVHeads = manifest.numKVHeads;
-    problem.headDim = manifest.headDim;
-    problem.maxLength = maxLength;
-    problem.isNHD = manifest.kvLayout == "NHD";
-    problem.scale = 1.0 / std::sqrt(static_cast<double>(manifest.headDim));
-    problem.query = query.data();
-    problem.keyCache = keys.data();
-    problem.valueCache = values.data();
-    problem.lengths = live.data();
     std::vector<double> expected, expectedLse;
-    reference::attention(problem, expected, expectedLse);
-    double maxError = 0, maxValue = 0;
-    for (size_t i = 0; i < result.size(); ++i) {
-      double actual = decode(result[i]);
-      ASSERT_TRUE(std::isfinite(actual)) << "element " << i << " unwritten";
-      maxError = std::max(maxError, std::abs(actual - expected[i]));
-      maxValue = std::max(maxValue, std::abs(expected[i]));
-    }
-    EXPECT_LE(maxError, 1e-2 * std::max(maxValue, 1e-30));
+    reference(query, keys, values, live, maxLength, manifest.kvLayout == "NHD",
+              expected, expectedLse);
+    expectClose(result, expected);
     for (int64_t row = 0; row < rows; ++row) {
       if (std::isinf(expectedLse[row])) {
         EXPECT_TRUE(std::isinf(resultLse[row]) && resultLse[row] < 0);
@@ -226,28 +245,10 @@ TEST_P(RuntimeGPU, PagedCachesMatchTheReferenceAsPagesMove) {
           std::copy_n(&poolKeys[from], dim, &keys[to]);
           std::copy_n(&poolValues[from], dim, &values[to]);
         }
-    reference::AttentionProblem problem;
-    problem.batch = batch;
-    problem.queryLength = manifest.queryLength;
-    problem.numQueryHeads = manifest.numQueryHeads;
-    problem.numKVHeads = heads;
-    problem.headDim = dim;
-    problem.maxLength = maxLength;
-    problem.scale = 1.0 / std::sqrt(static_cast<double>(dim));
-    problem.query = query.data();
-    problem.keyCache = keys.data();
-    problem.valueCache = values.data();
-    problem.lengths = live.data();
     std::vector<double> expected, expectedLse;
-    reference::attention(problem, expected, expectedLse);
-    double maxError = 0, maxValue = 0;
-    for (size_t i = 0; i < result.size(); ++i) {
-      double actual = decode(result[i]);
-      ASSERT_TRUE(std::isfinite(actual)) << "element " << i;
-      maxError = std::max(maxError, std::abs(actual - expected[i]));
-      maxValue = std::max(maxValue, std::abs(expected[i]));
-    }
-    EXPECT_LE(maxError, 1e-2 * std::max(maxValue, 1e-30));
+    reference(query, keys, values, live, maxLength, /*isNHD=*/true, expected,
+              expectedLse);
+    expectClose(result, expected);
   };
 
   check({static_cast<int32_t>(maxLength), 133, 9},
