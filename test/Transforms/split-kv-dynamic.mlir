@@ -10,8 +10,8 @@
 // CHECK-DAG:  %[[WSPER:.*]] = arith.constant 264192 : index
 // CHECK-DAG:  %[[LSEPER:.*]] = arith.constant 262144 : index
 // CHECK:      %[[B:.*]] = memref.dim %[[Q]], %[[C0]] : memref<?x32x128xf16>
-// CHECK:      %[[BYTES:.*]] = arith.muli %[[B]], %[[WSPER]] : index
 // CHECK:      %[[OFF:.*]] = arith.muli %[[B]], %[[LSEPER]] : index
+// CHECK:      %[[BYTES:.*]] = arith.muli %[[B]], %[[WSPER]] : index
 // CHECK:      %[[WS:.*]] = memref.alloc(%[[BYTES]]) {alignment = 64 : i64} : memref<?xi8>
 // CHECK:      %[[PO:.*]] = memref.view %[[WS]][%[[C0]]][%[[B]]] : memref<?xi8> to memref<?x32x16x128xf32>
 // CHECK:      %[[PL:.*]] = memref.view %[[WS]][%[[OFF]]][%[[B]]] : memref<?xi8> to memref<?x32x16xf32>

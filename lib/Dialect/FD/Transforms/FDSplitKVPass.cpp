@@ -5,7 +5,10 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::fd {
 #define GEN_PASS_DEF_FDSPLITKV
@@ -29,6 +32,7 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
     options.chunkLength = chunkLength;
     options.batchHint = batchHint;
     options.maxLengthHint = maxLengthHint;
+    options.workspaceArgument = workspaceArgument;
 
     // Every decode-shaped op must get a split count before anything is
     // rewritten, so a bad option fails the pass with a message on the op.
@@ -50,11 +54,51 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
     });
     if (result.wasInterrupted())
       return signalPassFailure();
+    if (workspaceArgument && failed(addWorkspaceArguments()))
+      return signalPassFailure();
 
     RewritePatternSet patterns(&getContext());
     populateSplitKVPatterns(patterns, options);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
+  }
+
+  /// Appends a `memref<?xi8> {fd.workspace}` argument to every function
+  /// with decode-shaped attention; fails on a function that is called (its
+  /// callers would not match the new signature) or an op outside one.
+  LogicalResult addWorkspaceArguments() {
+    ModuleOp module = getOperation();
+    SetVector<FunctionOpInterface> functions;
+    WalkResult result = module.walk([&](AttentionOp op) {
+      if (!isDecodeShaped(op))
+        return WalkResult::advance();
+      auto function = op->getParentOfType<FunctionOpInterface>();
+      if (!function) {
+        op.emitOpError("fd-split-kv: workspace-argument needs the op inside "
+                       "a function");
+        return WalkResult::interrupt();
+      }
+      functions.insert(function);
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      return failure();
+    Builder builder(&getContext());
+    for (FunctionOpInterface function : functions) {
+      if (!SymbolTable::symbolKnownUseEmpty(function, module))
+        return function.emitError()
+               << "fd-split-kv: workspace-argument adds an argument to @"
+               << function.getName() << ", which is called in this module";
+      NamedAttribute marker(builder.getStringAttr(kWorkspaceArgumentAttrName),
+                            builder.getUnitAttr());
+      if (failed(function.insertArgument(
+              function.getNumArguments(),
+              MemRefType::get({ShapedType::kDynamic}, builder.getI8Type()),
+              builder.getDictionaryAttr(marker), function.getLoc())))
+        return function.emitError("fd-split-kv: cannot add the workspace "
+                                  "argument");
+    }
+    return success();
   }
 
   /// A remark saying what the split count does on the machine and where it

@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::fd;
@@ -90,6 +91,17 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
 
 namespace {
 
+/// The enclosing function's argument marked as the workspace, if any.
+Value findWorkspaceArgument(Operation *op) {
+  auto function = op->getParentOfType<FunctionOpInterface>();
+  if (!function || function.isExternal())
+    return Value();
+  for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i)
+    if (function.getArgAttr(i, kWorkspaceArgumentAttrName))
+      return function.getArgument(i);
+  return Value();
+}
+
 /// fd.attention (Lq <= 8) -> workspace + fd.partial_attention + fd.merge.
 struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
   SplitDecodeAttention(MLIRContext *context, const SplitKVOptions &options)
@@ -127,7 +139,11 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
 
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
     SmallVector<Value> dynamicBatch;
-    Value workspace, lseOffset;
+    Value workspace =
+        options.workspaceArgument ? findWorkspaceArgument(op) : Value();
+    if (options.workspaceArgument && !workspace)
+      return rewriter.notifyMatchFailure(op, "no workspace argument");
+    Value lseOffset;
     if (ShapedType::isDynamic(queryType.getShape()[0])) {
       Value batch = memref::DimOp::create(rewriter, loc, op.getQuery(), 0);
       dynamicBatch.push_back(batch);
@@ -136,19 +152,21 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
             arith::ConstantIndexOp::create(rewriter, loc, bytesPerSequence);
         return arith::MulIOp::create(rewriter, loc, batch, perSequence);
       };
-      Value workspaceBytes = scaled(workspaceBytesPerSequence);
       lseOffset = scaled(outputBytesPerSequence);
-      workspace = memref::AllocOp::create(
-          rewriter, loc,
-          MemRefType::get({ShapedType::kDynamic}, rewriter.getI8Type()),
-          ValueRange{workspaceBytes}, rewriter.getI64IntegerAttr(64));
+      if (!workspace)
+        workspace = memref::AllocOp::create(
+            rewriter, loc,
+            MemRefType::get({ShapedType::kDynamic}, rewriter.getI8Type()),
+            ValueRange{scaled(workspaceBytesPerSequence)},
+            rewriter.getI64IntegerAttr(64));
     } else {
       int64_t batch = queryType.getShape()[0];
-      workspace = memref::AllocOp::create(
-          rewriter, loc,
-          MemRefType::get({batch * workspaceBytesPerSequence},
-                          rewriter.getI8Type()),
-          ValueRange{}, rewriter.getI64IntegerAttr(64));
+      if (!workspace)
+        workspace = memref::AllocOp::create(
+            rewriter, loc,
+            MemRefType::get({batch * workspaceBytesPerSequence},
+                            rewriter.getI8Type()),
+            ValueRange{}, rewriter.getI64IntegerAttr(64));
       lseOffset = arith::ConstantIndexOp::create(
           rewriter, loc, batch * outputBytesPerSequence);
     }
@@ -167,7 +185,8 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
         op.getKvLayoutAttr(), op.getScaleAttr(), chunkLength);
     MergeOp::create(rewriter, loc, partialOutput, partialLse, op.getOutput(),
                     op.getLse());
-    memref::DeallocOp::create(rewriter, loc, workspace);
+    if (!options.workspaceArgument)
+      memref::DeallocOp::create(rewriter, loc, workspace);
     rewriter.eraseOp(op);
     return success();
   }

@@ -27,7 +27,13 @@ struct SplitKVOptions {
   /// Used when the batch / cache length of the op is dynamic (0 = unknown).
   int64_t batchHint = 0;
   int64_t maxLengthHint = 0;
+  /// Take the workspace from the enclosing function's argument marked
+  /// `fd.workspace` (the pass adds it) instead of allocating it.
+  bool workspaceArgument = false;
 };
+
+/// The argument attribute marking a function's workspace argument.
+constexpr const char *kWorkspaceArgumentAttrName = "fd.workspace";
 
 /// Whether `fd-split-kv` rewrites this op: decode-shaped (Lq <= 8).
 bool isDecodeShaped(AttentionOp op);

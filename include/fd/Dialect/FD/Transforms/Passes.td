@@ -27,6 +27,13 @@ def FDSplitKV : Pass<"fd-split-kv", "ModuleOp"> {
     one explicit allocation lets a caller (the runtime, a serving engine)
     allocate it once and keep its address fixed for CUDA-graph replay.
 
+    With `workspace-argument`, the workspace is not allocated: the pass
+    appends a `memref<?xi8> {fd.workspace}` argument to each function with
+    decode-shaped attention, and the views are taken from it, so the caller
+    allocates it once (at least the bytes above for the largest call in the
+    function; the calls of one function run in turn and share it). Such a
+    function must not be called from the module (its signature changes).
+
     Attention with `Lq > 8` (prefill-shaped) is left alone.
 
     The split count `S` comes from `num-splits` when non-zero (1 is legal and
@@ -57,12 +64,17 @@ def FDSplitKV : Pass<"fd-split-kv", "ModuleOp"> {
     Option<"maxLengthHint", "max-len", "int64_t", /*default=*/"0",
            "Cache length to plan for when the cache length is dynamic">,
     Option<"report", "report", "bool", /*default=*/"false",
-           "Emit a remark with the chosen split count and why">
+           "Emit a remark with the chosen split count and why">,
+    Option<"workspaceArgument", "workspace-argument", "bool",
+           /*default=*/"false",
+           "Take the workspace from a new function argument instead of "
+           "allocating it">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::memref::MemRefDialect"
   ];
 }
+
 
 #endif // FD_DIALECT_FD_TRANSFORMS_PASSES_TD
