@@ -77,10 +77,10 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
             sm_count=132):
     """Compiles the GPU kernels of one configuration (through the JIT cache)."""
     splits, split_kv = _split_options(num_splits)
-    ptx, manifest, chosen = _native.compile(
+    ptx, manifest, chosen = _native.compile(_native.KernelConfig(
         head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),
         kv_layout, 0, splits, split_kv, scale, return_lse, batch, max_len,
-        sm_count, arch)
+        sm_count, arch))
     return Kernel(ptx, manifest, chosen)
 
 
@@ -204,11 +204,11 @@ def _cpu_kernel(problem, dtype, num_splits, scale, return_lse):
            split_kv, scale, return_lse) + planned
     kernel = _cpu_kernels.get(key)
     if kernel is None:
-        kernel = _native.CPUKernel(
+        kernel = _native.CPUKernel(_native.KernelConfig(
             problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
             problem.query_len, _DTYPES[dtype], problem.layout,
             problem.page_size, splits, split_kv, scale, return_lse,
-            planned[0], planned[1], 132, "sm_90")
+            planned[0], planned[1], 132, "sm_90"))
         _cpu_kernels[key] = kernel
     return kernel
 
@@ -341,14 +341,16 @@ class Decoder:
         splits, split_kv = _split_options(num_splits)
         self._keep_alive = (q, k_cache, v_cache, seq_lens, out, lse,
                             block_table)
-        self._plan = _native.CudaPlan(
+        # The config's batch and max_len are the buffers' sizes.
+        config = _native.KernelConfig(
             problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
             problem.query_len, _DTYPES[qa.dtype], kv_layout,
             problem.page_size, splits, split_kv, _check_scale(scale),
             lse is not None, problem.batch, problem.max_len,
-            _native.cuda_sm_count(), "sm_90", qa.pointer, ka.pointer,
-            va.pointer, la.pointer, oa.pointer, lse_pointer,
-            0 if table is None else table.pointer)
+            _native.cuda_sm_count(), "sm_90")
+        self._plan = _native.CudaPlan(
+            config, qa.pointer, ka.pointer, va.pointer, la.pointer,
+            oa.pointer, lse_pointer, 0 if table is None else table.pointer)
         self.num_splits = self._plan.num_splits
 
     def run(self, stream=None):

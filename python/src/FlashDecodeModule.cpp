@@ -169,14 +169,14 @@ class PyCudaPlan {
 public:
   PyCudaPlan(const KernelConfig &config, uintptr_t query, uintptr_t keys,
              uintptr_t values, uintptr_t lengths, uintptr_t output,
-             uintptr_t lse, uintptr_t blockTable, int64_t batch,
-             int64_t maxLength) {
+             uintptr_t lse, uintptr_t blockTable) {
     auto kernels = compile(config);
     if (!kernels)
       throw std::runtime_error(llvm::toString(kernels.takeError()));
     bundle = toBundle(**kernels);
-    rt::DecodeBuffers buffers{query, keys,  values,    lengths,   output,
-                              lse,   batch, maxLength, blockTable};
+    rt::DecodeBuffers buffers{query,     keys, values,       lengths,
+                              output,    lse,  config.batch, config.maxLength,
+                              blockTable};
     plan = std::make_unique<rt::DecodePlan>(getDevice(), bundle, buffers);
   }
 
@@ -220,17 +220,15 @@ PYBIND11_MODULE(_flashdecode, module) {
       py::arg("batch"), py::arg("num_kv_heads"), py::arg("max_len"),
       py::arg("sm_count") = 132);
 
+  // One configuration object, validated once, serves compile(), the CPU
+  // kernels and the GPU plans.
+  py::class_<KernelConfig>(module, "KernelConfig")
+      .def(py::init(&makeConfig), FD_CONFIG_ARGS)
+      .def("__repr__", &KernelConfig::toString);
+
   module.def(
       "compile",
-      [](int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
-         int64_t queryLength, const std::string &dtype,
-         const std::string &kvLayout, int64_t pageSize, int64_t numSplits,
-         bool splitKV, std::optional<float> scale, bool withLse, int64_t batch,
-         int64_t maxLength, int64_t smCount, const std::string &arch) {
-        KernelConfig config =
-            makeConfig(headDim, numQueryHeads, numKVHeads, queryLength, dtype,
-                       kvLayout, pageSize, numSplits, splitKV, scale, withLse,
-                       batch, maxLength, smCount, arch);
+      [](const KernelConfig &config) {
         std::shared_ptr<const CompiledKernels> kernels;
         {
           py::gil_scoped_release release;
@@ -247,22 +245,10 @@ PYBIND11_MODULE(_flashdecode, module) {
           ptx[py::str(name)] = text;
         return py::make_tuple(ptx, kernels->manifest, kernels->numSplits);
       },
-      FD_CONFIG_ARGS);
+      py::arg("config"));
 
   py::class_<PyCPUKernel>(module, "CPUKernel")
-      .def(py::init([](int64_t headDim, int64_t numQueryHeads,
-                       int64_t numKVHeads, int64_t queryLength,
-                       const std::string &dtype, const std::string &kvLayout,
-                       int64_t pageSize, int64_t numSplits, bool splitKV,
-                       std::optional<float> scale, bool withLse, int64_t batch,
-                       int64_t maxLength, int64_t smCount,
-                       const std::string &arch) {
-             return std::make_unique<PyCPUKernel>(
-                 makeConfig(headDim, numQueryHeads, numKVHeads, queryLength,
-                            dtype, kvLayout, pageSize, numSplits, splitKV,
-                            scale, withLse, batch, maxLength, smCount, arch));
-           }),
-           FD_CONFIG_ARGS)
+      .def(py::init<const KernelConfig &>(), py::arg("config"))
       .def("run", &PyCPUKernel::run, py::arg("q"), py::arg("k_cache"),
            py::arg("v_cache"), py::arg("seq_lens"), py::arg("out"),
            py::arg("lse"), py::arg("batch"), py::arg("max_len"),
@@ -270,26 +256,14 @@ PYBIND11_MODULE(_flashdecode, module) {
            py::arg("max_pages") = 0)
       .def_property_readonly("num_splits", &PyCPUKernel::numSplits);
 
+  // The plan binds the buffers of `config.batch` sequences of
+  // `config.max_len` positions.
   py::class_<PyCudaPlan>(module, "CudaPlan")
-      .def(py::init([](int64_t headDim, int64_t numQueryHeads,
-                       int64_t numKVHeads, int64_t queryLength,
-                       const std::string &dtype, const std::string &kvLayout,
-                       int64_t pageSize, int64_t numSplits, bool splitKV,
-                       std::optional<float> scale, bool withLse, int64_t batch,
-                       int64_t maxLength, int64_t smCount,
-                       const std::string &arch, uintptr_t query, uintptr_t keys,
-                       uintptr_t values, uintptr_t lengths, uintptr_t output,
-                       uintptr_t lse, uintptr_t blockTable) {
-             return std::make_unique<PyCudaPlan>(
-                 makeConfig(headDim, numQueryHeads, numKVHeads, queryLength,
-                            dtype, kvLayout, pageSize, numSplits, splitKV,
-                            scale, withLse, batch, maxLength, smCount, arch),
-                 query, keys, values, lengths, output, lse, blockTable, batch,
-                 maxLength);
-           }),
-           FD_CONFIG_ARGS, py::arg("q"), py::arg("k_cache"), py::arg("v_cache"),
-           py::arg("seq_lens"), py::arg("out"), py::arg("lse"),
-           py::arg("block_table"))
+      .def(py::init<const KernelConfig &, uintptr_t, uintptr_t, uintptr_t,
+                    uintptr_t, uintptr_t, uintptr_t, uintptr_t>(),
+           py::arg("config"), py::arg("q"), py::arg("k_cache"),
+           py::arg("v_cache"), py::arg("seq_lens"), py::arg("out"),
+           py::arg("lse"), py::arg("block_table"))
       .def("launch", &PyCudaPlan::launch, py::arg("stream"))
       .def("capture", &PyCudaPlan::capture, py::arg("stream"))
       .def("replay", &PyCudaPlan::replay, py::arg("stream"))
