@@ -1,6 +1,7 @@
 //===- CPUAttentionKernel.cpp - Run fd attention on the CPU ---------------===//
 
 #include "fd/Compiler/CPUAttentionKernel.h"
+#include "DiagnosticCollector.h"
 #include "fd/Compiler/AttentionModule.h"
 #include "fd/Compiler/Pipelines.h"
 #include "fd/Dialect/FD/IR/FD.h"
@@ -8,7 +9,6 @@
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/TargetSelect.h"
@@ -20,26 +20,6 @@ using namespace mlir;
 namespace fd {
 
 namespace {
-
-/// Collects the diagnostics of one compilation so failures carry them.
-class DiagnosticCollector {
-public:
-  explicit DiagnosticCollector(MLIRContext &context)
-      : handler(&context, [this](Diagnostic &diagnostic) {
-          llvm::raw_string_ostream stream(messages);
-          stream << diagnostic << "\n";
-          return success();
-        }) {}
-
-  llvm::Error failure(const llvm::Twine &stage) const {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   stage + " failed: " + messages);
-  }
-
-private:
-  std::string messages;
-  ScopedDiagnosticHandler handler;
-};
 
 /// A ranked memref descriptor as the C interface of MLIR functions expects
 /// it: allocated and aligned pointers, offset, sizes, strides (all 8 bytes).

@@ -1,6 +1,7 @@
 //===- Compile.cpp - The in-process JIT: config -> PTX + manifest ---------===//
 
 #include "fd/Compiler/Compile.h"
+#include "DiagnosticCollector.h"
 #include "fd/Compiler/AttentionModule.h"
 #include "fd/Compiler/Pipelines.h"
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
@@ -8,7 +9,6 @@
 #include "fd/Planning/SplitPlanner.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/JSON.h"
@@ -31,12 +31,7 @@ class Compilation {
 public:
   explicit Compilation(const KernelConfig &config)
       : context(makeRegistry(), MLIRContext::Threading::DISABLED),
-        handler(&context,
-                [this](Diagnostic &diagnostic) {
-                  llvm::raw_string_ostream(messages) << diagnostic << "\n";
-                  return success();
-                }),
-        module(buildAttentionModule(context, config)) {
+        diagnostics(context), module(buildAttentionModule(context, config)) {
     options.chip = config.arch;
     options.ptxVersion = config.ptxVersion;
     // fd.attention always goes through fd-split-kv on the GPU: num-splits=1
@@ -53,7 +48,7 @@ public:
     PassManager pm(&context);
     buildLowerToPTXPipeline(pm, options, first, last);
     if (failed(pm.run(*module)))
-      return makeError("fd-lower-to-ptx failed: " + messages);
+      return diagnostics.failure("fd-lower-to-ptx");
     return llvm::Error::success();
   }
 
@@ -67,8 +62,7 @@ private:
   }
 
   MLIRContext context;
-  std::string messages;
-  ScopedDiagnosticHandler handler;
+  DiagnosticCollector diagnostics;
   OwningOpRef<ModuleOp> module;
   LowerToPTXOptions options;
 };
