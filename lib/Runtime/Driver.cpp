@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <mutex>
 
 namespace fd::rt {
@@ -32,13 +33,19 @@ DriverApi loadDriver(const char *libraryName) {
   return driver;
 }
 
+std::string getDriverLibraryName() {
+  const char *chosen = std::getenv("FD_CUDA_DRIVER");
+  return chosen && *chosen ? chosen : "libcuda.so.1";
+}
+
 const DriverApi &getDriver(const char *libraryName) {
   static std::once_flag once;
   static DriverApi driver;
   static std::string failure;
   std::call_once(once, [&] {
     try {
-      driver = loadDriver(libraryName);
+      driver = loadDriver(libraryName ? libraryName
+                                      : getDriverLibraryName().c_str());
       check(driver, driver.cuInit(0), "initializing the CUDA driver");
     } catch (const CudaError &error) {
       failure = error.what();

@@ -120,10 +120,15 @@ private:
   CUresult result;
 };
 
-/// The process's driver table, loaded from `libraryName` and initialized
-/// (cuInit) on first use. Throws CudaError "no CUDA driver: libcuda.so.1 not
-/// found (...)" when the library or a symbol is missing.
-const DriverApi &getDriver(const char *libraryName = "libcuda.so.1");
+/// The driver library getDriver loads: $FD_CUDA_DRIVER when set (a path,
+/// e.g. build/lib/libfdemu.so, the emulator), libcuda.so.1 otherwise.
+std::string getDriverLibraryName();
+
+/// The process's driver table, loaded from `libraryName` (default:
+/// getDriverLibraryName()) and initialized (cuInit) on first use. Throws
+/// CudaError "no CUDA driver: libcuda.so.1 not found (...)" when the library
+/// or a symbol is missing.
+const DriverApi &getDriver(const char *libraryName = nullptr);
 
 /// Loads a table from `libraryName` without caching it; for tests of the
 /// no-driver path.

@@ -1,0 +1,64 @@
+/*===- Emulator.h - fdemu's own entry points, beside the driver API -------===
+ *
+ * libfdemu.so exports the CUDA driver API (cuInit, cuLaunchKernel, ...) and,
+ * for tools that know they run on it (fd-bench), these C functions: the
+ * counters of recent launches and the performance model that turns them
+ * into a modeled time. Find them with dlsym; on a real driver they are
+ * absent. C and C++.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef FD_EMULATOR_EMULATOR_H
+#define FD_EMULATOR_EMULATOR_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FDEMU_NUM_CLASSES 11
+#define FDEMU_MAX_SMS 256
+
+/* Counter classes, in order: fp_arith, special_fn, conversion, shuffle,
+ * int_other, global_ld, global_st, shared_ld, shared_st, barrier, control. */
+typedef struct FdemuClassCounts {
+  uint64_t warpInstructions[FDEMU_NUM_CLASSES];
+  uint64_t sharedWavefronts;
+  uint64_t globalLoadSectors;
+  uint64_t globalStoreSectors;
+} FdemuClassCounts;
+
+typedef struct FdemuCounters {
+  FdemuClassCounts total;
+  /* CTA i runs on SM i mod numSMs. */
+  FdemuClassCounts perSM[FDEMU_MAX_SMS];
+  unsigned numSMs;
+  uint64_t threadInstructions;
+  uint64_t globalLoadBytes;
+  uint64_t globalStoreBytes;
+  uint64_t sharedBankConflicts;
+} FdemuCounters;
+
+/* Starts (clearing it) or stops the log of executed launches. */
+void fdemuRecordLaunches(int enable);
+/* Number of launches logged since recording started. */
+int fdemuLaunchCount(void);
+/* Counters of logged launch `index` (0 = oldest); 0 on success. */
+int fdemuGetLaunchCounters(int index, FdemuCounters *counters);
+/* The modeled time of a kernel with these counters on the emulated GPU,
+ * without launch overhead; `bound` names the term that set it (static
+ * string). 0 on success. */
+int fdemuModelTime(const FdemuCounters *counters, double *microseconds,
+                   const char **bound);
+/* Launch overheads the model adds: per eager launch, per graph node (us);
+ * and the emulated GPU's DRAM bandwidth (bytes/s). */
+void fdemuGetModelConstants(double *eagerLaunchMicroseconds,
+                            double *graphNodeMicroseconds,
+                            double *dramBytesPerSecond);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FD_EMULATOR_EMULATOR_H */

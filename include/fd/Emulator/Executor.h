@@ -1,0 +1,77 @@
+//===- Executor.h - Run one kernel launch on the CPU ------------*- C++ -*-===//
+//
+// A launch runs every CTA (independent CTAs on a thread pool); a CTA runs
+// its warps one after another until each is blocked at a barrier or done,
+// then releases the barrier. A warp executes SIMT: the lanes at the lowest
+// PC step together under an active mask; lanes reaching a .sync warp
+// instruction wait there until every non-exited lane of its member mask
+// arrives (sm_70+ independent thread scheduling). Every access is checked
+// (bounds, alignment, initialization, shared-memory races) and counted.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_EMULATOR_EXECUTOR_H
+#define FD_EMULATOR_EXECUTOR_H
+
+#include "fd/Emulator/Memory.h"
+#include "fd/Emulator/Program.h"
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace fd::emu {
+
+/// Work of one SM (or one launch) by counter class.
+struct ClassCounts {
+  std::array<uint64_t, static_cast<size_t>(InstructionClass::Count)>
+      warpInstructions{};
+  /// Shared-memory wavefronts (one per bank-conflict-free pass).
+  uint64_t sharedWavefronts = 0;
+  /// 32-byte sectors of global memory touched per warp instruction.
+  uint64_t globalLoadSectors = 0, globalStoreSectors = 0;
+
+  ClassCounts &operator+=(const ClassCounts &other);
+  uint64_t totalWarpInstructions() const;
+};
+
+struct LaunchCounters {
+  ClassCounts total;
+  /// Per SM, CTAs assigned round-robin (CTA i on SM i mod numSMs).
+  std::vector<ClassCounts> perSM;
+  uint64_t threadInstructions = 0;
+  uint64_t globalLoadBytes = 0, globalStoreBytes = 0;
+  uint64_t sharedBankConflicts = 0;
+  uint64_t ctas = 0, threadsPerCta = 0;
+};
+
+struct LaunchRequest {
+  const Kernel *kernel = nullptr;
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t dynamicSharedBytes = 0;
+  /// The parameter buffer in the kernel's .param layout.
+  std::vector<uint8_t> parameters;
+  unsigned numSMs = 132;
+  unsigned workerThreads = 0; // 0: hardware concurrency
+};
+
+struct LaunchResult {
+  /// A CUresult: 0, or the error a GPU would give (700 illegal address,
+  /// 716 misaligned address, 719 launch failed for the checks a GPU does
+  /// not make).
+  int error = 0;
+  /// What went wrong: kernel, PTX line, instruction, block, thread, address.
+  std::string report;
+  LaunchCounters counters;
+};
+
+LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory);
+
+/// Load-time check: an empty string, or "PTX line N: <instruction> is not
+/// implemented (...)" for a form the executor cannot run exactly.
+std::string checkImplemented(const Kernel &kernel);
+
+} // namespace fd::emu
+
+#endif // FD_EMULATOR_EXECUTOR_H

@@ -1,0 +1,67 @@
+//===- PerformanceModel.h - Counters into a modeled time --------*- C++ -*-===//
+//
+// A perfect-overlap roofline per SM: every unit (issue, FP32, special
+// functions, conversions, shuffles, integer/other, load/store, shared-memory
+// wavefronts, the SM's share of L2 bandwidth) works in parallel, so an SM
+// takes as long as its busiest unit; the launch takes as long as its
+// busiest SM, or as DRAM needs for every sector touched, whichever is
+// longer, plus a fixed launch overhead. The constants and the assumptions
+// behind them are in docs/Emulator.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_EMULATOR_PERFORMANCEMODEL_H
+#define FD_EMULATOR_PERFORMANCEMODEL_H
+
+#include "fd/Emulator/Executor.h"
+
+#include <string>
+
+namespace fd::emu {
+
+struct GpuModel {
+  std::string name;       // "H200"
+  std::string deviceName; // what cuDeviceGetName says
+  int computeMajor = 9, computeMinor = 0;
+  unsigned numSMs = 132;
+  double clockGHz = 1.98;
+  double dramBytesPerSecond = 4.8e12;
+  size_t memoryBytes = 0;
+  int l2Bytes = 0;
+  /// Per SM per clock, in warp instructions (lanes per clock / 32).
+  double issuePerClock = 4;
+  double floatPerClock = 4;
+  double specialFunctionPerClock = 0.5;
+  double conversionPerClock = 0.5;
+  double shufflePerClock = 1;
+  double integerPerClock = 2;
+  double loadStorePerClock = 1;
+  /// Shared-memory wavefronts per clock per SM.
+  double sharedWavefrontsPerClock = 1;
+  /// Bytes per clock one SM can move to or from L2.
+  double smBytesPerClock = 64;
+  /// Host-side cost per kernel launched eagerly, and per kernel node of a
+  /// replayed graph, in microseconds.
+  double eagerLaunchMicroseconds = 3.0;
+  double graphNodeMicroseconds = 1.0;
+};
+
+/// The emulated GPU: FDEMU_GPU=h200 (default) or a100.
+const GpuModel &getGpuModel();
+/// A model by name ("h200", "a100"), or null.
+const GpuModel *findGpuModel(const std::string &name);
+
+struct ModeledTime {
+  double microseconds = 0;
+  /// The term that set the time: "issue", "fp32", "sfu", "conversion",
+  /// "shuffle", "int", "ld/st", "shared", "sm-bandwidth", "dram".
+  std::string bound;
+  double dramBytes = 0;
+};
+
+/// The kernel's time without launch overhead.
+ModeledTime modelLaunch(const LaunchCounters &counters, const GpuModel &gpu);
+
+} // namespace fd::emu
+
+#endif // FD_EMULATOR_PERFORMANCEMODEL_H

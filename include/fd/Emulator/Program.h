@@ -1,0 +1,181 @@
+//===- Program.h - PTX decoded once into a compact form ---------*- C++ -*-===//
+//
+// fdemu executes PTX from this form, never from text: every instruction's
+// opcode, types and modifiers are enums, register names are indices into a
+// per-thread register file (special registers such as %tid.x included),
+// immediates are raw bits and branch targets are instruction indices.
+// Standard C++ only.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_EMULATOR_PROGRAM_H
+#define FD_EMULATOR_PROGRAM_H
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fd::emu {
+
+/// PTX's fundamental types. Registers hold raw bits: the type says how an
+/// instruction reads them.
+enum class Type : uint8_t {
+  None,
+  Pred,
+  B8, B16, B32, B64,
+  U8, U16, U32, U64,
+  S8, S16, S32, S64,
+  F16, F16x2, BF16, BF16x2, F32, F64,
+};
+
+/// Size in bytes (predicates: 1).
+unsigned getTypeSize(Type type);
+bool isSigned(Type type);
+bool isFloat(Type type);
+const char *getTypeName(Type type);
+
+enum class Opcode : uint8_t {
+  // Integer and bitwise.
+  Add, Sub, Mul, Mad, Div, Rem, Min, Max, Abs, Neg, And, Or, Xor, Not, CNot,
+  Shl, Shr, Bfe, Bfi, Prmt, Popc, Clz, Brev,
+  // Floating point (Add/Sub/Mul/Mad/Min/Max/Abs/Neg/Div shared above).
+  Fma, Rcp, Sqrt, Rsqrt, Ex2, Lg2, Sin, Cos, Tanh,
+  // Comparison, selection, conversion, movement.
+  Setp, Selp, Cvt, Cvta, Mov,
+  // Memory.
+  Ld, St, Atom, Red,
+  // Warp and CTA.
+  Shfl, Vote, Activemask, BarSync, BarWarpSync, Membar,
+  // Control.
+  Bra, Ret, Exit, Trap, Nop,
+};
+
+/// The counter class an opcode falls in (the performance model's units).
+enum class InstructionClass : uint8_t {
+  FloatArithmetic,
+  SpecialFunction,
+  Conversion,
+  Shuffle,
+  IntegerOther,
+  GlobalLoad,
+  GlobalStore,
+  SharedLoad,
+  SharedStore,
+  Barrier,
+  Control,
+  Count,
+};
+const char *getInstructionClassName(InstructionClass kind);
+
+enum class StateSpace : uint8_t { Generic, Global, Shared, Local, Param, Const };
+enum class Rounding : uint8_t { None, Rn, Rz, Rm, Rp, Rni, Rzi, Rmi, Rpi };
+enum class Compare : uint8_t {
+  Eq, Ne, Lt, Le, Gt, Ge, Lo, Ls, Hi, Hs,
+  Equ, Neu, Ltu, Leu, Gtu, Geu, Num, Nan,
+};
+enum class BoolOp : uint8_t { None, And, Or, Xor };
+enum class ShuffleMode : uint8_t { Up, Down, Bfly, Idx };
+enum class VoteMode : uint8_t { All, Any, Uni, Ballot };
+enum class AtomicOp : uint8_t {
+  Add, Min, Max, Exch, Cas, And, Or, Xor, Inc, Dec,
+};
+
+/// The few special registers kernels read; they live in the register file
+/// at fixed indices, set when a warp starts.
+enum SpecialRegister : uint32_t {
+  TidX, TidY, TidZ, NtidX, NtidY, NtidZ, CtaidX, CtaidY, CtaidZ,
+  NctaidX, NctaidY, NctaidZ, LaneId, WarpId, NWarpId, LanemaskEq,
+  LanemaskLt, LanemaskLe, LanemaskGt, LanemaskGe, SmId, DynamicSmemSize,
+  Clock, Clock64, NumSpecialRegisters,
+};
+
+constexpr uint32_t kNoRegister = ~0u;
+
+struct Operand {
+  enum class Kind : uint8_t { None, Register, Immediate, Address, Vector };
+  Kind kind = Kind::None;
+  /// Register: negate a predicate operand (`!%p1`).
+  bool negated = false;
+  /// Vector: number of elements (2 or 4).
+  uint8_t count = 0;
+  /// Register index; Address: base register or kNoRegister; Vector:
+  /// elements (kNoRegister for the `_` sink).
+  uint32_t registers[4] = {kNoRegister, kNoRegister, kNoRegister,
+                           kNoRegister};
+  /// Immediate bits, or an address's constant offset (symbol included).
+  uint64_t value = 0;
+};
+
+struct Instruction {
+  Opcode opcode = Opcode::Nop;
+  InstructionClass kind = InstructionClass::IntegerOther;
+  Type type = Type::None;
+  /// cvt: the source type; mul/mad .wide: the source type (type is the
+  /// result); setp/selp/slct: unused.
+  Type sourceType = Type::None;
+  Rounding rounding = Rounding::None;
+  Compare compare = Compare::Eq;
+  BoolOp boolOp = BoolOp::None;
+  StateSpace space = StateSpace::Generic;
+  ShuffleMode shuffleMode = ShuffleMode::Bfly;
+  VoteMode voteMode = VoteMode::All;
+  AtomicOp atomicOp = AtomicOp::Add;
+  bool ftz = false, saturate = false, approximate = false, propagateNaN = false;
+  /// cvta.to.<space> (generic to space) rather than cvta.<space>.
+  bool toSpace = false;
+  /// mul/mad: .lo (default), .hi, .wide.
+  bool high = false, wide = false;
+  /// ld/st/atom: vector width (1, 2 or 4).
+  uint8_t vectorWidth = 1;
+  /// Guard predicate (`@%p` / `@!%p`), or kNoRegister.
+  uint32_t guard = kNoRegister;
+  bool guardNegated = false;
+  uint8_t numOperands = 0;
+  /// Destinations first (setp/shfl: a second destination predicate is
+  /// `secondDestination`), then sources; bra: value = target index.
+  Operand operands[5];
+  uint32_t secondDestination = kNoRegister;
+  /// 1-based line in the PTX text, for reports.
+  uint32_t line = 0;
+  /// The instruction as written, for reports.
+  std::string text;
+};
+
+/// One .entry: its parameters, shared and local memory, code.
+struct Kernel {
+  std::string name;
+  struct Parameter {
+    std::string name;
+    uint32_t offset = 0, size = 0;
+  };
+  std::vector<Parameter> parameters;
+  uint32_t parameterBytes = 0;
+  uint32_t staticSharedBytes = 0;
+  /// Dynamic shared memory starts here (after the static variables).
+  uint32_t dynamicSharedOffset = 0;
+  uint32_t localBytes = 0;
+  uint32_t numRegisters = NumSpecialRegisters;
+  std::vector<Instruction> code;
+  /// .reqntid/.maxntid when given (0 otherwise).
+  uint32_t maxThreads = 0;
+};
+
+struct Module {
+  std::string target;
+  std::map<std::string, std::shared_ptr<const Kernel>> kernels;
+};
+
+/// Thrown by the parser: "PTX line N: <what>" names the line and the
+/// unsupported or malformed thing.
+struct ParseError {
+  std::string message;
+};
+
+/// Parses a whole PTX module; throws ParseError.
+Module parseModule(const std::string &ptx);
+
+} // namespace fd::emu
+
+#endif // FD_EMULATOR_PROGRAM_H

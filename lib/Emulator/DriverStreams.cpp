@@ -1,0 +1,480 @@
+//===- DriverStreams.cpp - libfdemu.so: launches, streams, events, graphs ===//
+//
+// Work runs when it is enqueued, in order; a capturing stream records it
+// instead (launch arguments copied, as the driver does), and a graph launch
+// runs the recorded work again, reading device memory as it is then. A
+// kernel fault is reported on stderr, kept for cuGetErrorString and made
+// sticky in the context, so the launch itself succeeds and the next
+// synchronizing call returns the error, as on a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DriverState.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+using namespace fd::rt;
+using namespace fd::emu;
+
+namespace {
+
+using Lock = std::lock_guard<std::recursive_mutex>;
+
+unsigned workerThreads() {
+  static unsigned threads = [] {
+    const char *value = std::getenv("FDEMU_THREADS");
+    return value ? static_cast<unsigned>(std::strtoul(value, nullptr, 10))
+                 : 0u;
+  }();
+  return threads;
+}
+
+void toCounters(const ClassCounts &from, FdemuClassCounts &to) {
+  for (int i = 0; i < FDEMU_NUM_CLASSES; ++i)
+    to.warpInstructions[i] = from.warpInstructions[i];
+  to.sharedWavefronts = from.sharedWavefronts;
+  to.globalLoadSectors = from.globalLoadSectors;
+  to.globalStoreSectors = from.globalStoreSectors;
+}
+
+void fromCounters(const FdemuClassCounts &from, ClassCounts &to) {
+  for (int i = 0; i < FDEMU_NUM_CLASSES; ++i)
+    to.warpInstructions[i] = from.warpInstructions[i];
+  to.sharedWavefronts = from.sharedWavefronts;
+  to.globalLoadSectors = from.globalLoadSectors;
+  to.globalStoreSectors = from.globalStoreSectors;
+}
+
+static_assert(FDEMU_NUM_CLASSES == static_cast<int>(InstructionClass::Count),
+              "Emulator.h's class count must match InstructionClass");
+
+} // namespace
+
+namespace fd::emu {
+
+CUresult Driver::submit(CUstream_st &stream, Operation operation,
+                        bool fromGraph) {
+  if (stream.capture) {
+    stream.capture->operations.push_back(std::move(operation));
+    return 0;
+  }
+  const GpuModel &gpu = getGpuModel();
+  switch (operation.kind) {
+  case Operation::Kind::Memset: {
+    Allocation *allocation = memory.find(operation.destination,
+                                         operation.bytes ? operation.bytes : 1);
+    if (!allocation)
+      return kInvalidValue;
+    uint64_t offset = operation.destination - allocation->base;
+    std::memset(allocation->data.get() + offset, operation.value,
+                operation.bytes);
+    std::memset(allocation->initialized.get() + offset, 1, operation.bytes);
+    stream.clock += operation.bytes / gpu.dramBytesPerSecond * 1e6;
+    return 0;
+  }
+  case Operation::Kind::Copy: {
+    Allocation *to = memory.find(operation.destination, operation.bytes);
+    Allocation *from = memory.find(operation.source, operation.bytes);
+    if (!to || !from)
+      return kInvalidValue;
+    uint64_t toOffset = operation.destination - to->base;
+    uint64_t fromOffset = operation.source - from->base;
+    std::memmove(to->data.get() + toOffset, from->data.get() + fromOffset,
+                 operation.bytes);
+    std::memmove(to->initialized.get() + toOffset,
+                 from->initialized.get() + fromOffset, operation.bytes);
+    stream.clock += 2.0 * operation.bytes / gpu.dramBytesPerSecond * 1e6;
+    return 0;
+  }
+  case Operation::Kind::Launch:
+    break;
+  }
+  operation.launch.kernel = operation.kernel.get();
+  LaunchResult result = executeLaunch(operation.launch, memory);
+  if (result.error == kInvalidValue) {
+    std::fprintf(stderr, "%s\n", result.report.c_str());
+    return kInvalidValue;
+  }
+  if (recordLaunches)
+    launchLog.push_back(result.counters);
+  stream.clock += modelLaunch(result.counters, gpu).microseconds +
+                  (fromGraph ? gpu.graphNodeMicroseconds
+                             : gpu.eagerLaunchMicroseconds);
+  if (result.error) {
+    std::fprintf(stderr, "%s\n", result.report.c_str());
+    lastReport[result.error] = result.report;
+    if (current && !current->stickyError)
+      current->stickyError = result.error;
+  }
+  return 0;
+}
+
+} // namespace fd::emu
+
+#define FDEMU_API extern "C" __attribute__((visibility("default")))
+
+FDEMU_API CUresult cuLaunchKernel(CUfunction function, unsigned gridX,
+                                  unsigned gridY, unsigned gridZ,
+                                  unsigned blockX, unsigned blockY,
+                                  unsigned blockZ, unsigned sharedBytes,
+                                  CUstream stream, void **params,
+                                  void **extra) {
+  Driver &driver = Driver::get();
+  Lock lock(driver.mutex);
+  if (CUresult error = driver.contextError())
+    return error;
+  if (!function)
+    return kInvalidHandle;
+  const Kernel &kernel = *function->kernel;
+  Operation operation;
+  operation.kind = Operation::Kind::Launch;
+  operation.kernel = function->kernel;
+  LaunchRequest &launch = operation.launch;
+  launch.grid[0] = gridX;
+  launch.grid[1] = gridY;
+  launch.grid[2] = gridZ;
+  launch.block[0] = blockX;
+  launch.block[1] = blockY;
+  launch.block[2] = blockZ;
+  launch.dynamicSharedBytes = sharedBytes;
+  launch.numSMs = getGpuModel().numSMs;
+  launch.workerThreads = workerThreads();
+  launch.parameters.assign(kernel.parameterBytes, 0);
+  if (kernel.staticSharedBytes + sharedBytes > 232448)
+    return kInvalidValue;
+  if (params) {
+    for (size_t i = 0; i < kernel.parameters.size(); ++i) {
+      if (!params[i])
+        return kInvalidValue;
+      std::memcpy(launch.parameters.data() + kernel.parameters[i].offset,
+                  params[i], kernel.parameters[i].size);
+    }
+  } else if (extra) {
+    // CU_LAUNCH_PARAM_BUFFER_POINTER (1), BUFFER_SIZE (2), END (0).
+    const void *buffer = nullptr;
+    size_t size = 0;
+    for (size_t i = 0; extra[i]; i += 2) {
+      if (extra[i] == reinterpret_cast<void *>(1))
+        buffer = extra[i + 1];
+      else if (extra[i] == reinterpret_cast<void *>(2))
+        size = *static_cast<size_t *>(extra[i + 1]);
+      else
+        return kInvalidValue;
+    }
+    if (!buffer || size < kernel.parameterBytes)
+      return kInvalidValue;
+    std::memcpy(launch.parameters.data(), buffer, kernel.parameterBytes);
+  } else if (!kernel.parameters.empty()) {
+    return kInvalidValue;
+  }
+  return driver.submit(driver.stream(stream), std::move(operation), false);
+}
+
+static CUresult enqueueCopy(CUdeviceptr destination, CUdeviceptr source,
+                            size_t bytes, CUstream stream) {
+  Driver &driver = Driver::get();
+  Lock lock(driver.mutex);
+  if (CUresult error = driver.contextError())
+    return error;
+  if (bytes == 0)
+    return 0;
+  Operation operation;
+  operation.kind = Operation::Kind::Copy;
+  operation.destination = destination;
+  operation.source = source;
+  operation.bytes = bytes;
+  return driver.submit(driver.stream(stream), std::move(operation), false);
+}
+
+static CUresult enqueueMemset(CUdeviceptr destination, unsigned char value,
+                              size_t bytes, CUstream stream) {
+  Driver &driver = Driver::get();
+  Lock lock(driver.mutex);
+  if (CUresult error = driver.contextError())
+    return error;
+  if (bytes == 0)
+    return 0;
+  Operation operation;
+  operation.kind = Operation::Kind::Memset;
+  operation.destination = destination;
+  operation.bytes = bytes;
+  operation.value = value;
+  return driver.submit(driver.stream(stream), std::move(operation), false);
+}
+
+FDEMU_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr destination,
+                                        CUdeviceptr source, size_t bytes,
+                                        CUstream stream) {
+  return enqueueCopy(destination, source, bytes, stream);
+}
+FDEMU_API CUresult cuMemcpyDtoDAsync(CUdeviceptr destination,
+                                     CUdeviceptr source, size_t bytes,
+                                     CUstream stream) {
+  return enqueueCopy(destination, source, bytes, stream);
+}
+FDEMU_API CUresult cuMemcpyDtoD_v2(CUdeviceptr destination, CUdeviceptr source,
+                                   size_t bytes) {
+  return enqueueCopy(destination, source, bytes, nullptr);
+}
+FDEMU_API CUresult cuMemcpyDtoD(CUdeviceptr destination, CUdeviceptr source,
+                                size_t bytes) {
+  return enqueueCopy(destination, source, bytes, nullptr);
+}
+FDEMU_API CUresult cuMemsetD8Async(CUdeviceptr destination, unsigned char value,
+                                   size_t count, CUstream stream) {
+  return enqueueMemset(destination, value, count, stream);
+}
+FDEMU_API CUresult cuMemsetD8_v2(CUdeviceptr destination, unsigned char value,
+                                 size_t count) {
+  return enqueueMemset(destination, value, count, nullptr);
+}
+FDEMU_API CUresult cuMemsetD8(CUdeviceptr destination, unsigned char value,
+                              size_t count) {
+  return enqueueMemset(destination, value, count, nullptr);
+}
+
+FDEMU_API CUresult cuStreamCreate(CUstream *stream, unsigned) {
+  Driver &driver = Driver::get();
+  Lock lock(driver.mutex);
+  if (CUresult error = driver.contextError())
+    return error;
+  if (!stream)
+    return kInvalidValue;
+  *stream = new CUstream_st;
+  return 0;
+}
+
+FDEMU_API CUresult cuStreamDestroy_v2(CUstream stream) {
+  Lock lock(Driver::get().mutex);
+  if (!stream)
+    return kInvalidHandle;
+  delete stream->capture;
+  delete stream;
+  return 0;
+}
+FDEMU_API CUresult cuStreamDestroy(CUstream stream) {
+  return cuStreamDestroy_v2(stream);
+}
+
+FDEMU_API CUresult cuStreamSynchronize(CUstream stream) {
+  Driver &driver = Driver::get();
+  Lock lock(driver.mutex);
+  if (stream && stream->capture)
+    return kCaptureUnsupported;
+  return driver.contextError();
+}
+
+FDEMU_API CUresult cuStreamQuery(CUstream stream) {
+  return cuStreamSynchronize(stream);
+}
+
+FDEMU_API CUresult cuStreamBeginCapture_v2(CUstream stream, int) {
+  Driver &driver = Driver::get();
+  Lock lock(driver.mutex);
+  if (CUresult error = driver.contextError())
+    return error;
+  if (!stream)
+    return kCaptureUnsupported; // the legacy stream cannot be captured
+  if (stream->capture)
+    return kIllegalState;
+  stream->capture = new CUgraph_st;
+  return 0;
+}
+FDEMU_API CUresult cuStreamBeginCapture(CUstream stream, int mode) {
+  return cuStreamBeginCapture_v2(stream, mode);
+}
+
+FDEMU_API CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
+  Lock lock(Driver::get().mutex);
+  if (!stream || !stream->capture)
+    return kIllegalState;
+  if (!graph)
+    return kInvalidValue;
+  *graph = stream->capture;
+  stream->capture = nullptr;
+  return 0;
+}
+
+FDEMU_API CUresult cuStreamIsCapturing(CUstream stream, int *status) {
+  if (!status)
+    return kInvalidValue;
+  *status = stream && stream->capture ? 1 : 0;
+  return 0;
+}
+
+FDEMU_API CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes,
+                                   size_t *count) {
+  if (!graph || !count)
+    return kInvalidValue;
+  size_t total = graph->operations.size();
+  if (nodes) {
+    // Opaque handles: the driver's own are pointers too; these are only
+    // good for counting and identity.
+    for (size_t i = 0; i < std::min(*count, total); ++i)
+      nodes[i] = reinterpret_cast<CUgraphNode>(&graph->operations[i]);
+  }
+  *count = total;
+  return 0;
+}
+
+FDEMU_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
+                                               unsigned long long) {
+  Lock lock(Driver::get().mutex);
+  if (!exec || !graph)
+    return kInvalidValue;
+  *exec = new CUgraphExec_st{graph->operations};
+  return 0;
+}
+
+FDEMU_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  Driver &driver = Driver::get();
+  Lock lock(driver.mutex);
+  if (CUresult error = driver.contextError())
+    return error;
+  if (!exec)
+    return kInvalidValue;
+  CUstream_st &target = driver.stream(stream);
+  if (target.capture)
+    return kCaptureUnsupported;
+  for (const Operation &operation : exec->operations)
+    if (CUresult error = driver.submit(target, operation, true))
+      return error;
+  return 0;
+}
+
+FDEMU_API CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  delete exec;
+  return 0;
+}
+
+FDEMU_API CUresult cuGraphDestroy(CUgraph graph) {
+  delete graph;
+  return 0;
+}
+
+FDEMU_API CUresult cuEventCreate(CUevent *event, unsigned) {
+  if (!event)
+    return kInvalidValue;
+  *event = new CUevent_st;
+  return 0;
+}
+
+FDEMU_API CUresult cuEventRecord(CUevent event, CUstream stream) {
+  Driver &driver = Driver::get();
+  Lock lock(driver.mutex);
+  if (CUresult error = driver.contextError())
+    return error;
+  if (!event)
+    return kInvalidHandle;
+  CUstream_st &target = driver.stream(stream);
+  if (target.capture)
+    return kCaptureUnsupported;
+  event->time = target.clock;
+  event->recorded = true;
+  return 0;
+}
+
+FDEMU_API CUresult cuEventSynchronize(CUevent event) {
+  if (!event)
+    return kInvalidHandle;
+  Driver &driver = Driver::get();
+  Lock lock(driver.mutex);
+  return driver.contextError();
+}
+
+FDEMU_API CUresult cuEventQuery(CUevent event) {
+  return cuEventSynchronize(event);
+}
+
+FDEMU_API CUresult cuEventElapsedTime(float *milliseconds, CUevent start,
+                                      CUevent end) {
+  if (!milliseconds || !start || !end)
+    return kInvalidValue;
+  if (!start->recorded || !end->recorded)
+    return kInvalidHandle;
+  *milliseconds = static_cast<float>((end->time - start->time) / 1000.0);
+  return 0;
+}
+
+FDEMU_API CUresult cuEventDestroy_v2(CUevent event) {
+  delete event;
+  return 0;
+}
+FDEMU_API CUresult cuEventDestroy(CUevent event) {
+  return cuEventDestroy_v2(event);
+}
+
+//===----------------------------------------------------------------------===//
+// fdemu's own entry points (Emulator.h)
+//===----------------------------------------------------------------------===//
+
+FDEMU_API void fdemuRecordLaunches(int enable) {
+  Driver &driver = Driver::get();
+  Lock lock(driver.mutex);
+  driver.recordLaunches = enable != 0;
+  driver.launchLog.clear();
+}
+
+FDEMU_API int fdemuLaunchCount(void) {
+  Driver &driver = Driver::get();
+  Lock lock(driver.mutex);
+  return static_cast<int>(driver.launchLog.size());
+}
+
+FDEMU_API int fdemuGetLaunchCounters(int index, FdemuCounters *counters) {
+  Driver &driver = Driver::get();
+  Lock lock(driver.mutex);
+  if (!counters || index < 0 ||
+      static_cast<size_t>(index) >= driver.launchLog.size())
+    return kInvalidValue;
+  const LaunchCounters &launch = driver.launchLog[index];
+  std::memset(counters, 0, sizeof(*counters));
+  toCounters(launch.total, counters->total);
+  counters->numSMs =
+      static_cast<unsigned>(std::min<size_t>(launch.perSM.size(), FDEMU_MAX_SMS));
+  for (unsigned sm = 0; sm < counters->numSMs; ++sm)
+    toCounters(launch.perSM[sm], counters->perSM[sm]);
+  counters->threadInstructions = launch.threadInstructions;
+  counters->globalLoadBytes = launch.globalLoadBytes;
+  counters->globalStoreBytes = launch.globalStoreBytes;
+  counters->sharedBankConflicts = launch.sharedBankConflicts;
+  return 0;
+}
+
+FDEMU_API int fdemuModelTime(const FdemuCounters *counters,
+                             double *microseconds, const char **bound) {
+  if (!counters || !microseconds)
+    return kInvalidValue;
+  LaunchCounters launch;
+  fromCounters(counters->total, launch.total);
+  launch.perSM.resize(std::min<unsigned>(counters->numSMs, FDEMU_MAX_SMS));
+  for (size_t sm = 0; sm < launch.perSM.size(); ++sm)
+    fromCounters(counters->perSM[sm], launch.perSM[sm]);
+  ModeledTime time = modelLaunch(launch, getGpuModel());
+  *microseconds = time.microseconds;
+  if (bound) {
+    static const char *names[] = {"issue", "fp32",    "sfu",
+                                  "conversion", "shuffle", "int",
+                                  "ld/st", "shared",  "sm-bandwidth",
+                                  "dram"};
+    *bound = "issue";
+    for (const char *name : names)
+      if (time.bound == name)
+        *bound = name;
+  }
+  return 0;
+}
+
+FDEMU_API void fdemuGetModelConstants(double *eagerLaunchMicroseconds,
+                                      double *graphNodeMicroseconds,
+                                      double *dramBytesPerSecond) {
+  const GpuModel &gpu = getGpuModel();
+  if (eagerLaunchMicroseconds)
+    *eagerLaunchMicroseconds = gpu.eagerLaunchMicroseconds;
+  if (graphNodeMicroseconds)
+    *graphNodeMicroseconds = gpu.graphNodeMicroseconds;
+  if (dramBytesPerSecond)
+    *dramBytesPerSecond = gpu.dramBytesPerSecond;
+}

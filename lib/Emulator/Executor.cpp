@@ -1,0 +1,558 @@
+//===- Executor.cpp - Run one kernel launch on the CPU --------------------===//
+
+#include "fd/Emulator/Executor.h"
+
+#include "Opcodes.h"
+#include "WarpState.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace fd::emu {
+
+ClassCounts &ClassCounts::operator+=(const ClassCounts &other) {
+  for (size_t i = 0; i < warpInstructions.size(); ++i)
+    warpInstructions[i] += other.warpInstructions[i];
+  sharedWavefronts += other.sharedWavefronts;
+  globalLoadSectors += other.globalLoadSectors;
+  globalStoreSectors += other.globalStoreSectors;
+  return *this;
+}
+
+uint64_t ClassCounts::totalWarpInstructions() const {
+  uint64_t total = 0;
+  for (uint64_t count : warpInstructions)
+    total += count;
+  return total;
+}
+
+namespace {
+
+/// An error with its location, ready to report.
+struct LocatedError {
+  int code;
+  std::string report;
+};
+
+class CtaRunner {
+public:
+  CtaRunner(const LaunchRequest &request, DeviceMemory &memory)
+      : request(request), kernel(*request.kernel) {
+    cta.request = &request;
+    cta.kernel = &kernel;
+    cta.memory = &memory;
+    cta.sharedBytes =
+        request.dynamicSharedBytes
+            ? std::max(kernel.staticSharedBytes,
+                       kernel.dynamicSharedOffset + request.dynamicSharedBytes)
+            : kernel.staticSharedBytes;
+    size_t shared = cta.sharedBytes;
+    cta.shared.resize(shared);
+    cta.sharedWritten.resize(shared);
+    cta.lastWriteEpoch.resize(shared);
+    cta.lastReadEpoch.resize(shared);
+    cta.lastWriter.resize(shared);
+    cta.lastReader.resize(shared);
+    threads = request.block[0] * request.block[1] * request.block[2];
+    cta.warps.resize((threads + kWarpSize - 1) / kWarpSize);
+    for (WarpState &warp : cta.warps) {
+      warp.registers.resize(static_cast<size_t>(kernel.numRegisters) *
+                            kWarpSize);
+      warp.local.resize(static_cast<size_t>(kernel.localBytes) * kWarpSize);
+    }
+  }
+
+  /// Runs CTA `linear` (x fastest); throws LocatedError.
+  void run(uint64_t linear) {
+    const uint32_t *grid = request.grid;
+    cta.ctaid[0] = linear % grid[0];
+    cta.ctaid[1] = linear / grid[0] % grid[1];
+    cta.ctaid[2] = linear / (uint64_t(grid[0]) * grid[1]);
+    std::fill(cta.sharedWritten.begin(), cta.sharedWritten.end(), 0);
+    std::fill(cta.lastWriteEpoch.begin(), cta.lastWriteEpoch.end(), 0);
+    std::fill(cta.lastReadEpoch.begin(), cta.lastReadEpoch.end(), 0);
+    cta.barrierEpoch = 1;
+    smId = linear % request.numSMs;
+    for (uint32_t w = 0; w < cta.warps.size(); ++w)
+      startWarp(cta.warps[w], w);
+    for (;;) {
+      for (WarpState &warp : cta.warps)
+        if (warp.runningMask)
+          runWarp(warp);
+      if (!releaseBarrier())
+        return;
+    }
+  }
+
+  CtaState cta;
+
+private:
+  void startWarp(WarpState &warp, uint32_t index) {
+    warp.cta = &cta;
+    warp.index = index;
+    uint32_t first = index * kWarpSize;
+    uint32_t lanes = std::min<uint32_t>(kWarpSize, threads - first);
+    warp.existingMask = lanes == 32 ? ~0u : (1u << lanes) - 1;
+    warp.runningMask = warp.existingMask;
+    warp.exitedMask = 0;
+    warp.converged = true;
+    warp.commonPc = 0;
+    std::fill(warp.registers.begin(), warp.registers.end(), 0);
+    const uint32_t *block = request.block;
+    uint32_t numWarps = cta.warps.size();
+    for (int lane = 0; lane < kWarpSize; ++lane) {
+      uint32_t thread = first + lane;
+      warp.state[lane] = (warp.existingMask >> lane & 1) ? LaneState::Running
+                                                         : LaneState::Exited;
+      uint64_t values[NumSpecialRegisters] = {
+          thread % block[0],
+          thread / block[0] % block[1],
+          thread / (block[0] * block[1]),
+          block[0],
+          block[1],
+          block[2],
+          cta.ctaid[0],
+          cta.ctaid[1],
+          cta.ctaid[2],
+          request.grid[0],
+          request.grid[1],
+          request.grid[2],
+          uint64_t(lane),
+          index,
+          numWarps,
+          1u << lane,
+          (1u << lane) - 1,
+          (2u << lane) - 1,
+          ~((2u << lane) - 1) & 0xFFFFFFFFu,
+          ~((1u << lane) - 1) & 0xFFFFFFFFu,
+          smId,
+          request.dynamicSharedBytes,
+          0,
+          0};
+      for (uint32_t r = 0; r < NumSpecialRegisters; ++r)
+        warp.reg(r, lane) = values[r];
+    }
+  }
+
+  /// All running lanes leave the converged state: their pcs are explicit.
+  static void materialize(WarpState &warp) {
+    if (!warp.converged)
+      return;
+    forEachLane(warp.runningMask,
+                [&](int lane) { warp.pc[lane] = warp.commonPc; });
+    warp.converged = false;
+  }
+
+  static void setPc(WarpState &warp, uint32_t lanes, uint32_t pc) {
+    if (warp.converged && lanes == warp.runningMask) {
+      warp.commonPc = pc;
+      return;
+    }
+    materialize(warp);
+    forEachLane(lanes, [&](int lane) { warp.pc[lane] = pc; });
+  }
+
+  static void leave(WarpState &warp, uint32_t lanes, LaneState state,
+                    uint32_t pc) {
+    materialize(warp);
+    forEachLane(lanes, [&](int lane) {
+      warp.state[lane] = state;
+      warp.pc[lane] = pc;
+    });
+    warp.runningMask &= ~lanes;
+    if (state == LaneState::Exited)
+      warp.exitedMask |= lanes;
+  }
+
+  [[noreturn]] void fail(const ExecutionError &error, const WarpState &warp,
+                         const Instruction &inst, uint32_t mask) {
+    int lane = error.lane >= 0 ? error.lane : __builtin_ctz(mask | 1u << 31);
+    uint32_t thread = warp.threadIndex(lane);
+    const uint32_t *block = request.block;
+    std::string report =
+        "fdemu: kernel " + kernel.name + ": " + error.message +
+        "\n  at PTX line " + std::to_string(inst.line) + ": " + inst.text +
+        "\n  block (" + std::to_string(cta.ctaid[0]) + ", " +
+        std::to_string(cta.ctaid[1]) + ", " + std::to_string(cta.ctaid[2]) +
+        "), thread (" + std::to_string(thread % block[0]) + ", " +
+        std::to_string(thread / block[0] % block[1]) + ", " +
+        std::to_string(thread / (block[0] * block[1])) + ")";
+    throw LocatedError{error.code, report};
+  }
+
+  void runWarp(WarpState &warp) {
+    const std::vector<Instruction> &code = kernel.code;
+    while (warp.runningMask) {
+      uint32_t pc, mask;
+      if (warp.converged) {
+        pc = warp.commonPc;
+        mask = warp.runningMask;
+      } else {
+        pc = ~0u;
+        mask = 0;
+        forEachLane(warp.runningMask, [&](int lane) {
+          if (warp.pc[lane] < pc) {
+            pc = warp.pc[lane];
+            mask = 0;
+          }
+          if (warp.pc[lane] == pc)
+            mask |= 1u << lane;
+        });
+        if (mask == warp.runningMask) {
+          warp.converged = true;
+          warp.commonPc = pc;
+        }
+      }
+      if (pc >= code.size()) {
+        static const Instruction end;
+        fail({kIllegalInstruction, "execution ran past the kernel's last "
+                                   "instruction"},
+             warp, code.empty() ? end : code.back(), mask);
+      }
+      const Instruction &inst = code[pc];
+      ++cta.counts.warpInstructions[static_cast<size_t>(inst.kind)];
+      cta.threadInstructions += __builtin_popcount(mask);
+      uint32_t active = mask;
+      if (inst.guard != kNoRegister) {
+        active = 0;
+        forEachLane(mask, [&](int lane) {
+          if ((warp.reg(inst.guard, lane) != 0) != inst.guardNegated)
+            active |= 1u << lane;
+        });
+      }
+      try {
+        execute(inst, warp, pc, mask, active);
+      } catch (const ExecutionError &error) {
+        fail(error, warp, inst, active);
+      }
+    }
+  }
+
+  void execute(const Instruction &inst, WarpState &warp, uint32_t pc,
+               uint32_t mask, uint32_t active) {
+    switch (inst.opcode) {
+    case Opcode::Bra:
+      if (active != mask)
+        setPc(warp, mask & ~active, pc + 1);
+      if (active)
+        setPc(warp, active, static_cast<uint32_t>(inst.operands[0].value));
+      return;
+    case Opcode::Ret:
+    case Opcode::Exit:
+      if (active != mask)
+        setPc(warp, mask & ~active, pc + 1);
+      if (active)
+        leave(warp, active, LaneState::Exited, pc);
+      return;
+    case Opcode::Trap:
+      if (active)
+        throw ExecutionError{kLaunchFailed, "trap executed"};
+      break;
+    case Opcode::BarSync:
+      if (inst.numOperands > 1) {
+        uint64_t count = readOperand(warp, inst.operands[1], __builtin_ctz(mask));
+        if (count != threads)
+          throw ExecutionError{kLaunchFailed,
+                               "bar.sync with a thread count below the "
+                               "CTA's is not supported"};
+      }
+      if (active != mask)
+        setPc(warp, mask & ~active, pc + 1);
+      if (active)
+        leave(warp, active, LaneState::WaitingBarrier, pc);
+      return;
+    case Opcode::Shfl:
+    case Opcode::Vote:
+    case Opcode::BarWarpSync:
+      if (active != mask)
+        setPc(warp, mask & ~active, pc + 1);
+      if (active)
+        arriveAtWarpSync(inst, warp, pc, active);
+      return;
+    case Opcode::Activemask:
+      forEachLane(active, [&](int lane) {
+        warp.reg(inst.operands[0].registers[0], lane) = mask;
+      });
+      break;
+    case Opcode::Membar:
+    case Opcode::Nop:
+      break;
+    case Opcode::Ld:
+    case Opcode::St:
+    case Opcode::Atom:
+    case Opcode::Red:
+    case Opcode::Cvta:
+      if (active)
+        executeMemory(inst, warp, active);
+      break;
+    default:
+      if (active && !executeArithmetic(inst, warp, active))
+        throw ExecutionError{kIllegalInstruction,
+                             "instruction not implemented by fdemu"};
+    }
+    setPc(warp, mask, pc + 1);
+  }
+
+  static uint32_t memberMaskOperand(const Instruction &inst) {
+    return inst.opcode == Opcode::Shfl   ? 4
+           : inst.opcode == Opcode::Vote ? 2
+                                         : 0;
+  }
+
+  /// The lanes of `active` wait at the .sync instruction at `pc`; when every
+  /// non-exited lane of each waiting lane's member mask is there, it runs
+  /// for all of them.
+  void arriveAtWarpSync(const Instruction &inst, WarpState &warp, uint32_t pc,
+                        uint32_t active) {
+    const Operand &maskOperand = inst.operands[memberMaskOperand(inst)];
+    forEachLane(active, [&](int lane) {
+      uint32_t members = readOperand(warp, maskOperand, lane);
+      if (!(members >> lane & 1))
+        throw ExecutionError{kLaunchFailed,
+                             "lane " + std::to_string(lane) +
+                                 " executes a .sync warp instruction whose "
+                                 "member mask does not include it",
+                             lane};
+    });
+    leave(warp, active, LaneState::WaitingWarpSync, pc);
+    uint32_t arrived = 0;
+    forEachLane(warp.existingMask, [&](int lane) {
+      if (warp.state[lane] == LaneState::WaitingWarpSync && warp.pc[lane] == pc)
+        arrived |= 1u << lane;
+    });
+    bool ready = true;
+    forEachLane(arrived, [&](int lane) {
+      uint32_t members = readOperand(warp, maskOperand, lane);
+      if (members & ~warp.exitedMask & ~arrived)
+        ready = false;
+    });
+    if (!ready)
+      return;
+    if (inst.opcode == Opcode::Shfl)
+      shuffle(inst, warp, arrived);
+    else if (inst.opcode == Opcode::Vote)
+      vote(inst, warp, arrived);
+    forEachLane(arrived, [&](int lane) {
+      warp.state[lane] = LaneState::Running;
+      warp.pc[lane] = pc + 1;
+    });
+    warp.runningMask |= arrived;
+    warp.converged = false;
+  }
+
+  void shuffle(const Instruction &inst, WarpState &warp, uint32_t lanes) {
+    uint32_t sources[kWarpSize];
+    bool inRange[kWarpSize];
+    forEachLane(lanes, [&](int lane) {
+      uint32_t b = readOperand(warp, inst.operands[2], lane) & 31;
+      uint32_t c = readOperand(warp, inst.operands[3], lane);
+      uint32_t clamp = c & 31, segmentMask = (c >> 8) & 31;
+      int maxLane = (lane & segmentMask) | (clamp & ~segmentMask);
+      int minLane = lane & segmentMask;
+      int source;
+      bool valid;
+      switch (inst.shuffleMode) {
+      case ShuffleMode::Up:
+        source = lane - static_cast<int>(b);
+        valid = source >= maxLane;
+        break;
+      case ShuffleMode::Down:
+        source = lane + static_cast<int>(b);
+        valid = source <= maxLane;
+        break;
+      case ShuffleMode::Bfly:
+        source = lane ^ static_cast<int>(b);
+        valid = source <= maxLane;
+        break;
+      default:
+        source = minLane | (b & ~segmentMask);
+        valid = source <= maxLane;
+      }
+      if (!valid)
+        source = lane;
+      if (!(lanes >> source & 1))
+        throw ExecutionError{
+            kLaunchFailed,
+            "shfl.sync in lane " + std::to_string(lane) + " reads lane " +
+                std::to_string(source) +
+                (warp.exitedMask >> source & 1
+                     ? ", which has exited"
+                     : ", which is not executing this shfl.sync"),
+            lane};
+      sources[lane] = source;
+      inRange[lane] = valid;
+    });
+    uint32_t value[kWarpSize];
+    forEachLane(lanes, [&](int lane) {
+      value[lane] = readOperand(warp, inst.operands[1], lane);
+    });
+    forEachLane(lanes, [&](int lane) {
+      uint32_t destination = inst.operands[0].registers[0];
+      if (destination != kNoRegister)
+        warp.reg(destination, lane) = value[sources[lane]];
+      if (inst.secondDestination != kNoRegister)
+        warp.reg(inst.secondDestination, lane) = inRange[lane];
+    });
+  }
+
+  void vote(const Instruction &inst, WarpState &warp, uint32_t lanes) {
+    uint32_t ballot = 0;
+    forEachLane(lanes, [&](int lane) {
+      if (readOperand(warp, inst.operands[1], lane))
+        ballot |= 1u << lane;
+    });
+    uint64_t result = inst.voteMode == VoteMode::Ballot ? ballot
+                      : inst.voteMode == VoteMode::All  ? ballot == lanes
+                      : inst.voteMode == VoteMode::Any  ? ballot != 0
+                                        : (ballot == 0 || ballot == lanes);
+    forEachLane(lanes, [&](int lane) {
+      warp.reg(inst.operands[0].registers[0], lane) = result;
+    });
+  }
+
+  /// Called when no warp can run: releases a barrier every live thread
+  /// waits at, returns false when every thread exited, and reports a
+  /// deadlock (what a GPU would hang on) otherwise.
+  bool releaseBarrier() {
+    uint32_t live = 0, atBarrier = 0;
+    for (WarpState &warp : cta.warps)
+      forEachLane(warp.existingMask & ~warp.exitedMask, [&](int lane) {
+        ++live;
+        atBarrier += warp.state[lane] == LaneState::WaitingBarrier;
+      });
+    if (live == 0)
+      return false;
+    if (atBarrier == live) {
+      for (WarpState &warp : cta.warps) {
+        forEachLane(warp.existingMask & ~warp.exitedMask, [&](int lane) {
+          warp.state[lane] = LaneState::Running;
+          ++warp.pc[lane];
+        });
+        warp.runningMask = warp.existingMask & ~warp.exitedMask;
+        warp.converged = false;
+      }
+      ++cta.barrierEpoch;
+      return true;
+    }
+    // Deadlock: name a thread at the barrier and one stuck elsewhere.
+    for (WarpState &warp : cta.warps)
+      forEachLane(warp.existingMask & ~warp.exitedMask, [&](int lane) {
+        if (warp.state[lane] != LaneState::WaitingWarpSync)
+          return;
+        const Instruction &inst = kernel.code[warp.pc[lane]];
+        uint32_t members = readOperand(
+            warp, inst.operands[memberMaskOperand(inst)], lane);
+        fail({kLaunchFailed,
+              "deadlock: lane " + std::to_string(lane) + " of warp " +
+                  std::to_string(warp.index) +
+                  " waits at a .sync warp instruction for lanes (member "
+                  "mask " +
+                  std::to_string(members) +
+                  ") that are elsewhere (" + std::to_string(atBarrier) +
+                  " of " + std::to_string(live) +
+                  " live threads wait at bar.sync); a GPU would hang",
+              lane},
+             warp, inst, 1u << lane);
+      });
+    fail({kLaunchFailed, "deadlock"}, cta.warps[0], kernel.code[0], 1);
+  }
+
+  const LaunchRequest &request;
+  const Kernel &kernel;
+  uint32_t threads = 0;
+  uint64_t smId = 0;
+};
+
+} // namespace
+
+LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
+  LaunchResult result;
+  const Kernel &kernel = *request.kernel;
+  uint64_t threads =
+      uint64_t(request.block[0]) * request.block[1] * request.block[2];
+  uint64_t ctas =
+      uint64_t(request.grid[0]) * request.grid[1] * request.grid[2];
+  uint32_t limit = kernel.maxThreads ? kernel.maxThreads : 1024;
+  if (threads == 0 || threads > limit || ctas == 0) {
+    result.error = 1; // CUDA_ERROR_INVALID_VALUE
+    result.report = "fdemu: kernel " + kernel.name + ": a block of " +
+                    std::to_string(threads) + " threads and a grid of " +
+                    std::to_string(ctas) +
+                    " blocks: blocks must have 1 to " + std::to_string(limit) +
+                    " threads and grids at least one block";
+    return result;
+  }
+  LaunchCounters &counters = result.counters;
+  counters.perSM.resize(request.numSMs);
+  counters.ctas = ctas;
+  counters.threadsPerCta = threads;
+
+  unsigned workers = request.workerThreads ? request.workerThreads
+                                           : std::thread::hardware_concurrency();
+  workers = static_cast<unsigned>(
+      std::max<uint64_t>(1, std::min<uint64_t>(workers ? workers : 1, ctas)));
+  std::atomic<uint64_t> nextCta{0};
+  std::atomic<bool> stop{false};
+  std::mutex mutex;
+  auto work = [&] {
+    CtaRunner runner(request, memory);
+    std::vector<ClassCounts> perSM(request.numSMs);
+    ClassCounts total;
+    for (uint64_t cta; !stop && (cta = nextCta++) < ctas;) {
+      runner.cta.counts = ClassCounts();
+      try {
+        runner.run(cta);
+      } catch (const LocatedError &error) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!result.error) {
+          result.error = error.code;
+          result.report = error.report;
+        }
+        stop = true;
+      }
+      perSM[cta % request.numSMs] += runner.cta.counts;
+      total += runner.cta.counts;
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    counters.total += total;
+    for (unsigned sm = 0; sm < request.numSMs; ++sm)
+      counters.perSM[sm] += perSM[sm];
+    counters.threadInstructions += runner.cta.threadInstructions;
+    counters.globalLoadBytes += runner.cta.globalLoadBytes;
+    counters.globalStoreBytes += runner.cta.globalStoreBytes;
+    counters.sharedBankConflicts += runner.cta.sharedBankConflicts;
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < workers; ++i)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &thread : pool)
+    thread.join();
+  return result;
+}
+
+std::string checkImplemented(const Kernel &kernel) {
+  for (const Instruction &inst : kernel.code) {
+    std::string missing;
+    switch (inst.opcode) {
+    case Opcode::Ld:
+    case Opcode::St:
+    case Opcode::Atom:
+    case Opcode::Red:
+    case Opcode::Cvta:
+      missing = checkMemoryImplemented(inst);
+      break;
+    default:
+      missing = checkArithmeticImplemented(inst);
+    }
+    if (!missing.empty())
+      return "PTX line " + std::to_string(inst.line) + ": '" + inst.text +
+             "' is not implemented by fdemu (" + missing + ")";
+  }
+  return "";
+}
+
+} // namespace fd::emu

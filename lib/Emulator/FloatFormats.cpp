@@ -1,0 +1,130 @@
+//===- FloatFormats.cpp - Exact f16/bf16/f32 rounding for fdemu -----------===//
+
+#include "FloatFormats.h"
+
+#include <cmath>
+#include <limits>
+
+namespace fd::emu {
+
+float flushSubnormal(float value) {
+  if (std::fpclassify(value) == FP_SUBNORMAL)
+    return std::signbit(value) ? -0.0f : 0.0f;
+  return value;
+}
+
+namespace {
+
+struct Format {
+  int mantissaBits;  // stored fraction bits
+  int exponentBits;
+  int minExponent;   // of the smallest normal
+  int maxExponent;   // of the largest finite
+  uint64_t canonicalNaN;
+};
+
+Format getFormat(Type format) {
+  switch (format) {
+  case Type::F16:
+    return {10, 5, -14, 15, 0x7FFF};
+  case Type::BF16:
+    return {7, 8, -126, 127, 0x7FFF};
+  default:
+    return {23, 8, -126, 127, 0x7FFFFFFF};
+  }
+}
+
+double roundToInteger(double value, Rounding rounding, bool negative) {
+  switch (rounding) {
+  case Rounding::Rz:
+    return std::trunc(value);
+  case Rounding::Rm:
+    return negative ? std::ceil(value) : std::floor(value);
+  case Rounding::Rp:
+    return negative ? std::floor(value) : std::ceil(value);
+  default:
+    return std::nearbyint(value); // the default environment: nearest even
+  }
+}
+
+} // namespace
+
+uint64_t roundToFormat(double value, Type type, Rounding rounding) {
+  Format format = getFormat(type);
+  int totalBits = 1 + format.exponentBits + format.mantissaBits;
+  uint64_t signBit = uint64_t(1) << (totalBits - 1);
+  uint64_t infinity = ((uint64_t(1) << format.exponentBits) - 1)
+                      << format.mantissaBits;
+  if (std::isnan(value))
+    return format.canonicalNaN;
+  bool negative = std::signbit(value);
+  uint64_t sign = negative ? signBit : 0;
+  double magnitude = std::fabs(value);
+  if (std::isinf(value))
+    return sign | infinity;
+  if (magnitude == 0)
+    return sign;
+  // The quantum (weight of the last fraction bit) at this magnitude.
+  int exponent = std::max(std::ilogb(magnitude), format.minExponent);
+  int quantumExponent = exponent - format.mantissaBits;
+  // Magnitude in units of the quantum; rounding the magnitude with the
+  // sign in mind gives directed modes for negative values.
+  double units = roundToInteger(std::ldexp(magnitude, -quantumExponent),
+                                rounding, negative);
+  double rounded = std::ldexp(units, quantumExponent);
+  double largest =
+      std::ldexp(2.0 - std::ldexp(1.0, -format.mantissaBits),
+                 format.maxExponent);
+  if (rounded > largest) {
+    bool toInfinity = rounding == Rounding::None || rounding == Rounding::Rn ||
+                      (rounding == Rounding::Rp && !negative) ||
+                      (rounding == Rounding::Rm && negative);
+    if (toInfinity)
+      return sign | infinity;
+    rounded = largest;
+  }
+  if (rounded == 0)
+    return sign;
+  int roundedExponent = std::ilogb(rounded);
+  if (roundedExponent < format.minExponent) {
+    // Subnormal: the fraction field holds the value in quanta.
+    return sign | static_cast<uint64_t>(std::ldexp(
+                      rounded, -(format.minExponent - format.mantissaBits)));
+  }
+  uint64_t biased = roundedExponent + ((1 << (format.exponentBits - 1)) - 1);
+  uint64_t fraction = static_cast<uint64_t>(
+      std::ldexp(rounded, format.mantissaBits - roundedExponent) -
+      std::ldexp(1.0, format.mantissaBits));
+  return sign | (biased << format.mantissaBits) | fraction;
+}
+
+double halfBitsToDouble(uint16_t bits) {
+  double sign = bits & 0x8000 ? -1.0 : 1.0;
+  int exponent = (bits >> 10) & 0x1F;
+  int fraction = bits & 0x3FF;
+  if (exponent == 0x1F)
+    return fraction ? std::numeric_limits<double>::quiet_NaN()
+                    : sign * std::numeric_limits<double>::infinity();
+  if (exponent == 0)
+    return sign * std::ldexp(fraction, -24);
+  return sign * std::ldexp(fraction + 1024, exponent - 25);
+}
+
+double bfloat16BitsToDouble(uint16_t bits) {
+  return bitsToFloat(static_cast<uint32_t>(bits) << 16);
+}
+
+double floatValue(uint64_t bits, Type type) {
+  switch (type) {
+  case Type::F16:
+    return halfBitsToDouble(static_cast<uint16_t>(bits));
+  case Type::BF16:
+    return bfloat16BitsToDouble(static_cast<uint16_t>(bits));
+  case Type::F64:
+    return bitsToDouble(bits);
+  default:
+    return bitsToFloat(bits);
+  }
+}
+
+} // namespace fd::emu

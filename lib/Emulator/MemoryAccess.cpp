@@ -1,0 +1,403 @@
+//===- MemoryAccess.cpp - Loads, stores and atomics with every check -----===//
+//
+// A GPU's faults (illegal and misaligned addresses) and what
+// compute-sanitizer would find (reads of memory nothing wrote, shared-memory
+// races between warps in one barrier interval) are errors here on every
+// launch. Global accesses also count requested bytes and the distinct
+// 32-byte sectors each warp instruction touches; shared accesses count
+// wavefronts (bank-conflict passes).
+//
+//===----------------------------------------------------------------------===//
+
+#include "FloatFormats.h"
+#include "WarpState.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+namespace fd::emu {
+namespace {
+
+std::mutex globalAtomicMutex;
+
+std::string hex(uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof(text), "0x%llx",
+                static_cast<unsigned long long>(value));
+  return text;
+}
+
+/// Where one lane's access lands: host bytes and, for checks, its space.
+struct Target {
+  StateSpace space;
+  uint8_t *bytes;
+  /// Global: the allocation; shared/local: the offset in that memory.
+  Allocation *allocation = nullptr;
+  uint64_t offset = 0;
+};
+
+Target resolve(const Instruction &inst, WarpState &warp, int lane,
+               uint64_t address, unsigned bytes) {
+  CtaState &cta = *warp.cta;
+  StateSpace space = inst.space;
+  if (space == StateSpace::Generic) {
+    if (address - kSharedWindow < kWindowSize) {
+      space = StateSpace::Shared;
+      address -= kSharedWindow;
+    } else if (address - kLocalWindow < kWindowSize) {
+      space = StateSpace::Local;
+      address -= kLocalWindow;
+    } else {
+      space = StateSpace::Global;
+    }
+  }
+  if (address % bytes != 0)
+    throw ExecutionError{kMisalignedAddress,
+                         "misaligned " + std::to_string(bytes) +
+                             "-byte access at " + hex(address) +
+                             " (needs " + std::to_string(bytes) +
+                             "-byte alignment)",
+                         lane};
+  switch (space) {
+  case StateSpace::Shared:
+    if (address + bytes > cta.sharedBytes || address + bytes < address)
+      throw ExecutionError{
+          kIllegalAddress,
+          "shared memory access of " + std::to_string(bytes) +
+              " bytes at offset " + std::to_string(address) +
+              " is outside the CTA's " + std::to_string(cta.sharedBytes) +
+              " bytes of shared memory",
+          lane};
+    return {space, cta.shared.data() + address, nullptr, address};
+  case StateSpace::Local: {
+    uint32_t size = cta.kernel->localBytes;
+    if (address + bytes > size)
+      throw ExecutionError{kIllegalAddress,
+                           "local memory access at offset " +
+                               std::to_string(address) + " outside the " +
+                               std::to_string(size) + " bytes per thread",
+                           lane};
+    return {space, warp.local.data() + size * lane + address, nullptr, address};
+  }
+  case StateSpace::Param: {
+    const std::vector<uint8_t> &parameters = cta.request->parameters;
+    if (address + bytes > parameters.size())
+      throw ExecutionError{kIllegalAddress,
+                           "parameter read at offset " +
+                               std::to_string(address) +
+                               " past the parameter buffer",
+                           lane};
+    return {space, const_cast<uint8_t *>(parameters.data()) + address, nullptr,
+            address};
+  }
+  default: {
+    Allocation *allocation = cta.memory->find(address, bytes);
+    if (!allocation)
+      throw ExecutionError{kIllegalAddress,
+                           std::to_string(bytes) + "-byte access at " +
+                               hex(address) +
+                               " is outside every allocation: " +
+                               cta.memory->describeNearest(address),
+                           lane};
+    uint64_t offset = address - allocation->base;
+    return {StateSpace::Global, allocation->data.get() + offset, allocation,
+            offset};
+  }
+  }
+}
+
+enum class Access { Read, Write, Atomic };
+
+/// Initcheck and racecheck of one lane's access, then the shadow update.
+/// Atomics read initialized memory but never race.
+void checkAndRecord(const Target &target, unsigned bytes, Access access,
+                    WarpState &warp, int lane, uint64_t address) {
+  bool isWrite = access == Access::Write;
+  CtaState &cta = *warp.cta;
+  if (target.space == StateSpace::Global) {
+    uint8_t *initialized = target.allocation->initialized.get() + target.offset;
+    if (!isWrite)
+      for (unsigned i = 0; i < bytes; ++i)
+        if (!initialized[i])
+          throw ExecutionError{
+              kLaunchFailed,
+              "initcheck: " + std::to_string(bytes) + "-byte load at " +
+                  hex(address) + " reads byte " +
+                  std::to_string(target.offset + i) + " of the allocation at " +
+                  hex(target.allocation->base) + " (" +
+                  std::to_string(target.allocation->size) +
+                  " bytes), which nothing has written since cuMemAlloc",
+              lane};
+    if (access != Access::Read)
+      std::memset(initialized, 1, bytes);
+    return;
+  }
+  if (target.space != StateSpace::Shared)
+    return;
+  uint16_t thread = warp.threadIndex(lane);
+  uint32_t epoch = cta.barrierEpoch;
+  auto otherWarp = [&](uint16_t other) {
+    return other == 0xFFFF || other / kWarpSize != thread / kWarpSize;
+  };
+  auto race = [&](const char *kind, uint16_t other, uint64_t byte) {
+    return ExecutionError{
+        kLaunchFailed,
+        std::string("racecheck: ") + kind + " hazard on shared byte " +
+            std::to_string(byte) + " between thread " +
+            std::to_string(thread) +
+            (other == 0xFFFF ? std::string(" and threads of several warps")
+                             : " and thread " + std::to_string(other)) +
+            " with no bar.sync in between",
+        lane};
+  };
+  for (unsigned i = 0; i < bytes; ++i) {
+    uint64_t byte = target.offset + i;
+    if (access == Access::Atomic) {
+      if (!cta.sharedWritten[byte])
+        throw ExecutionError{kLaunchFailed,
+                             "initcheck: shared-memory atomic on byte " +
+                                 std::to_string(byte) +
+                                 ", which no thread of this CTA wrote",
+                             lane};
+      continue;
+    }
+    if (isWrite) {
+      if (cta.lastWriteEpoch[byte] == epoch && otherWarp(cta.lastWriter[byte]))
+        throw race("write-after-write", cta.lastWriter[byte], byte);
+      if (cta.lastReadEpoch[byte] == epoch && otherWarp(cta.lastReader[byte]))
+        throw race("write-after-read", cta.lastReader[byte], byte);
+      cta.lastWriteEpoch[byte] = epoch;
+      cta.lastWriter[byte] = thread;
+      cta.sharedWritten[byte] = 1;
+    } else {
+      if (!cta.sharedWritten[byte])
+        throw ExecutionError{
+            kLaunchFailed,
+            "initcheck: shared-memory load reads byte " +
+                std::to_string(byte) + ", which no thread of this CTA wrote",
+            lane};
+      if (cta.lastWriteEpoch[byte] == epoch && otherWarp(cta.lastWriter[byte]))
+        throw race("read-after-write", cta.lastWriter[byte], byte);
+      if (cta.lastReadEpoch[byte] == epoch &&
+          cta.lastReader[byte] / kWarpSize != thread / kWarpSize)
+        cta.lastReader[byte] = 0xFFFF;
+      else
+        cta.lastReader[byte] = thread;
+      cta.lastReadEpoch[byte] = epoch;
+    }
+  }
+}
+
+/// Counts the distinct 32-byte sectors and, for shared memory, the
+/// wavefronts of one warp instruction's accesses.
+struct AccessCounter {
+  uint64_t sectors[kWarpSize * 2];
+  unsigned numSectors = 0;
+  uint32_t sharedAddresses[kWarpSize];
+  uint32_t sharedLaneMask = 0;
+
+  void addGlobal(uint64_t address, unsigned bytes) {
+    for (uint64_t sector = address >> 5; sector <= (address + bytes - 1) >> 5;
+         ++sector)
+      if (numSectors < kWarpSize * 2)
+        sectors[numSectors++] = sector;
+  }
+  uint64_t distinctSectors() {
+    std::sort(sectors, sectors + numSectors);
+    return std::unique(sectors, sectors + numSectors) - sectors;
+  }
+  /// Accesses wider than 4 bytes are served a group of lanes at a time
+  /// (16 lanes for 8 bytes, 8 for 16); each group needs as many passes as
+  /// the most distinct 4-byte words any of the 32 banks holds.
+  uint64_t wavefronts(unsigned bytes, uint64_t &conflicts) {
+    unsigned lanesPerPass = bytes <= 4 ? 32 : 128 / bytes;
+    uint64_t passes = 0;
+    for (unsigned first = 0; first < kWarpSize; first += lanesPerPass) {
+      uint32_t words[kWarpSize * 4];
+      unsigned numWords = 0;
+      for (unsigned lane = first; lane < first + lanesPerPass; ++lane)
+        if (sharedLaneMask >> lane & 1)
+          for (unsigned word = 0; word < (bytes + 3) / 4; ++word)
+            words[numWords++] = sharedAddresses[lane] / 4 + word;
+      if (!numWords)
+        continue;
+      std::sort(words, words + numWords);
+      numWords = std::unique(words, words + numWords) - words;
+      unsigned perBank[32] = {};
+      unsigned worst = 0;
+      for (unsigned i = 0; i < numWords; ++i)
+        worst = std::max(worst, ++perBank[words[i] % 32]);
+      passes += worst;
+      conflicts += worst - 1;
+    }
+    return passes;
+  }
+};
+
+uint64_t atomicResult(const Instruction &inst, uint64_t old, uint64_t operand,
+                      uint64_t compare) {
+  unsigned bytes = getTypeSize(inst.type);
+  switch (inst.atomicOp) {
+  case AtomicOp::Add:
+    if (inst.type == Type::F32)
+      return floatToBits(bitsToFloat(old) + bitsToFloat(operand));
+    if (inst.type == Type::F64)
+      return doubleToBits(bitsToDouble(old) + bitsToDouble(operand));
+    return truncateTo(old + operand, bytes);
+  case AtomicOp::Min:
+  case AtomicOp::Max: {
+    bool isMax = inst.atomicOp == AtomicOp::Max;
+    if (inst.type == Type::F32) {
+      float x = bitsToFloat(old), y = bitsToFloat(operand);
+      return floatToBits(isMax ? std::max(x, y) : std::min(x, y));
+    }
+    if (isSigned(inst.type)) {
+      int64_t x = signExtend(old, bytes), y = signExtend(operand, bytes);
+      return truncateTo(isMax ? std::max(x, y) : std::min(x, y), bytes);
+    }
+    uint64_t x = truncateTo(old, bytes), y = truncateTo(operand, bytes);
+    return isMax ? std::max(x, y) : std::min(x, y);
+  }
+  case AtomicOp::Exch:
+    return operand;
+  case AtomicOp::Cas:
+    return truncateTo(old, bytes) == truncateTo(operand, bytes) ? compare
+                                                                 : old;
+  case AtomicOp::And:
+    return old & operand;
+  case AtomicOp::Or:
+    return old | operand;
+  case AtomicOp::Xor:
+    return old ^ operand;
+  case AtomicOp::Inc:
+    return truncateTo(old, 4) >= truncateTo(operand, 4) ? 0 : old + 1;
+  case AtomicOp::Dec:
+    return (truncateTo(old, 4) == 0 ||
+            truncateTo(old, 4) > truncateTo(operand, 4))
+               ? operand
+               : old - 1;
+  }
+  return old;
+}
+
+} // namespace
+
+void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
+  CtaState &cta = *warp.cta;
+  if (inst.opcode == Opcode::Cvta) {
+    uint64_t window = inst.space == StateSpace::Shared  ? kSharedWindow
+                      : inst.space == StateSpace::Local ? kLocalWindow
+                                                        : 0;
+    forEachLane(mask, [&](int lane) {
+      uint64_t value = readOperand(warp, inst.operands[1], lane);
+      uint64_t converted = inst.toSpace ? value - window : value + window;
+      warp.reg(inst.operands[0].registers[0], lane) =
+          truncateTo(converted, getTypeSize(inst.type));
+    });
+    return;
+  }
+  bool isLoad = inst.opcode == Opcode::Ld;
+  bool isAtomic = inst.opcode == Opcode::Atom || inst.opcode == Opcode::Red;
+  const Operand &addressOperand =
+      inst.operands[isLoad || inst.opcode == Opcode::Atom ? 1 : 0];
+  const Operand &data =
+      inst.operands[isLoad ? 0 : inst.opcode == Opcode::Atom ? 2 : 1];
+  unsigned element = getTypeSize(inst.type);
+  unsigned bytes = element * inst.vectorWidth;
+  AccessCounter counter;
+  bool countShared = false, countGlobal = false;
+  std::unique_lock<std::mutex> atomicLock(globalAtomicMutex, std::defer_lock);
+  if (isAtomic && inst.space != StateSpace::Shared)
+    atomicLock.lock();
+
+  forEachLane(mask, [&](int lane) {
+    uint64_t address =
+        (addressOperand.registers[0] != kNoRegister
+             ? warp.reg(addressOperand.registers[0], lane)
+             : 0) +
+        addressOperand.value;
+    Target target = resolve(inst, warp, lane, address, bytes);
+    if (target.space == StateSpace::Global) {
+      countGlobal = true;
+      counter.addGlobal(address, bytes);
+    } else if (target.space == StateSpace::Shared) {
+      countShared = true;
+      counter.sharedAddresses[lane] = static_cast<uint32_t>(target.offset);
+      counter.sharedLaneMask |= 1u << lane;
+    }
+    if (isAtomic) {
+      checkAndRecord(target, bytes, Access::Atomic, warp, lane, address);
+      uint64_t old = 0;
+      std::memcpy(&old, target.bytes, bytes);
+      uint64_t updated = atomicResult(
+          inst, old, readOperand(warp, data, lane),
+          inst.atomicOp == AtomicOp::Cas ? readOperand(warp, inst.operands[3], lane)
+                                         : 0);
+      std::memcpy(target.bytes, &updated, bytes);
+      if (inst.opcode == Opcode::Atom &&
+          inst.operands[0].registers[0] != kNoRegister)
+        warp.reg(inst.operands[0].registers[0], lane) = old;
+      return;
+    }
+    checkAndRecord(target, bytes, isLoad ? Access::Read : Access::Write, warp,
+                   lane, address);
+    for (unsigned i = 0; i < inst.vectorWidth; ++i) {
+      uint32_t reg = data.kind == Operand::Kind::Vector ? data.registers[i]
+                                                        : data.registers[0];
+      uint8_t *bytesAt = target.bytes + i * element;
+      if (isLoad) {
+        uint64_t value = 0;
+        std::memcpy(&value, bytesAt, element);
+        if (reg != kNoRegister)
+          warp.reg(reg, lane) = isSigned(inst.type)
+                                    ? static_cast<uint64_t>(
+                                          signExtend(value, element))
+                                    : value;
+      } else {
+        uint64_t value = data.kind == Operand::Kind::Immediate
+                             ? data.value
+                             : (reg == kNoRegister ? 0 : warp.reg(reg, lane));
+        std::memcpy(bytesAt, &value, element);
+      }
+    }
+  });
+
+  unsigned active = __builtin_popcount(mask);
+  if (countGlobal) {
+    uint64_t sectors = counter.distinctSectors();
+    if (isLoad) {
+      cta.counts.globalLoadSectors += sectors;
+      cta.globalLoadBytes += uint64_t(active) * bytes;
+    } else {
+      cta.counts.globalStoreSectors += sectors;
+      cta.globalStoreBytes += uint64_t(active) * bytes;
+    }
+  }
+  if (countShared)
+    cta.counts.sharedWavefronts +=
+        counter.wavefronts(bytes, cta.sharedBankConflicts);
+}
+
+std::string checkMemoryImplemented(const Instruction &inst) {
+  if (inst.opcode == Opcode::Cvta)
+    return inst.space == StateSpace::Param || inst.space == StateSpace::Const
+               ? "cvta of .param/.const"
+               : "";
+  if (inst.space == StateSpace::Const)
+    return "the .const state space";
+  bool isAtomic = inst.opcode == Opcode::Atom || inst.opcode == Opcode::Red;
+  if (isAtomic && inst.vectorWidth != 1)
+    return "vector atomics";
+  if (isAtomic && (inst.type == Type::F16 || inst.type == Type::BF16 ||
+                   inst.type == Type::F16x2 || inst.type == Type::BF16x2))
+    return "16-bit float atomics";
+  if (isAtomic && inst.type == Type::F64 && inst.atomicOp != AtomicOp::Add)
+    return "f64 atomics other than add";
+  if (getTypeSize(inst.type) == 0)
+    return "a memory access without a type";
+  return "";
+}
+
+} // namespace fd::emu

@@ -1,0 +1,325 @@
+//===- Opcodes.cpp - PTX opcode words into decoded instructions ----------===//
+//
+// `ld.global.nc.v4.b32` becomes Opcode::Ld with space Global, vector width 4
+// and type B32. A modifier this emulator does not know is an error naming
+// it: executing an instruction with a modifier silently ignored could give
+// a wrong value.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Opcodes.h"
+
+#include <unordered_map>
+
+namespace fd::emu {
+
+unsigned getTypeSize(Type type) {
+  switch (type) {
+  case Type::None:
+    return 0;
+  case Type::Pred:
+  case Type::B8:
+  case Type::U8:
+  case Type::S8:
+    return 1;
+  case Type::B16:
+  case Type::U16:
+  case Type::S16:
+  case Type::F16:
+  case Type::BF16:
+    return 2;
+  case Type::B32:
+  case Type::U32:
+  case Type::S32:
+  case Type::F32:
+  case Type::F16x2:
+  case Type::BF16x2:
+    return 4;
+  case Type::B64:
+  case Type::U64:
+  case Type::S64:
+  case Type::F64:
+    return 8;
+  }
+  return 0;
+}
+
+bool isSigned(Type type) {
+  return type == Type::S8 || type == Type::S16 || type == Type::S32 ||
+         type == Type::S64;
+}
+
+bool isFloat(Type type) {
+  return type == Type::F16 || type == Type::F16x2 || type == Type::BF16 ||
+         type == Type::BF16x2 || type == Type::F32 || type == Type::F64;
+}
+
+static const std::unordered_map<std::string, Type> &typeNames() {
+  static const std::unordered_map<std::string, Type> names = {
+      {"pred", Type::Pred}, {"b8", Type::B8},       {"b16", Type::B16},
+      {"b32", Type::B32},   {"b64", Type::B64},     {"u8", Type::U8},
+      {"u16", Type::U16},   {"u32", Type::U32},     {"u64", Type::U64},
+      {"s8", Type::S8},     {"s16", Type::S16},     {"s32", Type::S32},
+      {"s64", Type::S64},   {"f16", Type::F16},     {"f16x2", Type::F16x2},
+      {"bf16", Type::BF16}, {"bf16x2", Type::BF16x2}, {"f32", Type::F32},
+      {"f64", Type::F64}};
+  return names;
+}
+
+std::optional<Type> parseTypeName(const std::string &name) {
+  auto found = typeNames().find(name);
+  if (found == typeNames().end())
+    return std::nullopt;
+  return found->second;
+}
+
+const char *getTypeName(Type type) {
+  for (const auto &[name, value] : typeNames())
+    if (value == type)
+      return name.c_str();
+  return "none";
+}
+
+const char *getInstructionClassName(InstructionClass kind) {
+  switch (kind) {
+  case InstructionClass::FloatArithmetic:
+    return "fp_arith";
+  case InstructionClass::SpecialFunction:
+    return "special_fn";
+  case InstructionClass::Conversion:
+    return "conversion";
+  case InstructionClass::Shuffle:
+    return "shuffle";
+  case InstructionClass::IntegerOther:
+    return "int_other";
+  case InstructionClass::GlobalLoad:
+    return "global_ld";
+  case InstructionClass::GlobalStore:
+    return "global_st";
+  case InstructionClass::SharedLoad:
+    return "shared_ld";
+  case InstructionClass::SharedStore:
+    return "shared_st";
+  case InstructionClass::Barrier:
+    return "barrier";
+  case InstructionClass::Control:
+    return "control";
+  case InstructionClass::Count:
+    break;
+  }
+  return "?";
+}
+
+namespace {
+
+const std::unordered_map<std::string, Opcode> &baseOpcodes() {
+  static const std::unordered_map<std::string, Opcode> names = {
+      {"add", Opcode::Add},         {"sub", Opcode::Sub},
+      {"mul", Opcode::Mul},         {"mad", Opcode::Mad},
+      {"div", Opcode::Div},         {"rem", Opcode::Rem},
+      {"min", Opcode::Min},         {"max", Opcode::Max},
+      {"abs", Opcode::Abs},         {"neg", Opcode::Neg},
+      {"and", Opcode::And},         {"or", Opcode::Or},
+      {"xor", Opcode::Xor},         {"not", Opcode::Not},
+      {"cnot", Opcode::CNot},       {"shl", Opcode::Shl},
+      {"shr", Opcode::Shr},         {"bfe", Opcode::Bfe},
+      {"bfi", Opcode::Bfi},         {"prmt", Opcode::Prmt},
+      {"popc", Opcode::Popc},       {"clz", Opcode::Clz},
+      {"brev", Opcode::Brev},       {"fma", Opcode::Fma},
+      {"rcp", Opcode::Rcp},         {"sqrt", Opcode::Sqrt},
+      {"rsqrt", Opcode::Rsqrt},     {"ex2", Opcode::Ex2},
+      {"lg2", Opcode::Lg2},         {"sin", Opcode::Sin},
+      {"cos", Opcode::Cos},         {"tanh", Opcode::Tanh},
+      {"setp", Opcode::Setp},       {"selp", Opcode::Selp},
+      {"cvt", Opcode::Cvt},         {"cvta", Opcode::Cvta},
+      {"mov", Opcode::Mov},         {"ld", Opcode::Ld},
+      {"ldu", Opcode::Ld},          {"st", Opcode::St},
+      {"atom", Opcode::Atom},       {"red", Opcode::Red},
+      {"shfl", Opcode::Shfl},       {"vote", Opcode::Vote},
+      {"activemask", Opcode::Activemask}, {"bar", Opcode::BarSync},
+      {"barrier", Opcode::BarSync}, {"membar", Opcode::Membar},
+      {"fence", Opcode::Membar},    {"bra", Opcode::Bra},
+      {"ret", Opcode::Ret},         {"exit", Opcode::Exit},
+      {"trap", Opcode::Trap},       {"brkpt", Opcode::Trap},
+      {"nanosleep", Opcode::Nop},   {"pmevent", Opcode::Nop}};
+  return names;
+}
+
+/// Modifiers that change nothing an emulator computes (caching, memory
+/// ordering scopes on a sequentially consistent emulator, alignment hints).
+bool isIgnoredModifier(const std::string &m) {
+  static const char *ignored[] = {
+      "nc",      "ca",     "cg",       "cs",      "lu",      "cv",
+      "wb",      "wt",     "volatile", "relaxed", "acquire", "release",
+      "acq_rel", "sc",     "weak",     "cta",     "gpu",     "sys",
+      "cluster", "uni",    "aligned",  "sync",    "full",    "noftz",
+      "unified"};
+  for (const char *name : ignored)
+    if (m == name)
+      return true;
+  // Cache eviction hints: L1::evict_last, L2::64B, ...
+  return m.find("::") != std::string::npos;
+}
+
+} // namespace
+
+std::string decodeOpcode(const std::string &word, Instruction &inst) {
+  size_t dot = word.find('.');
+  std::string base = word.substr(0, dot);
+  auto found = baseOpcodes().find(base);
+  if (found == baseOpcodes().end())
+    return "unsupported instruction '" + base + "'";
+  inst.opcode = found->second;
+  bool sawCompare = false;
+  std::vector<Type> types;
+  while (dot != std::string::npos) {
+    size_t next = word.find('.', dot + 1);
+    std::string m = word.substr(dot + 1, next == std::string::npos
+                                             ? std::string::npos
+                                             : next - dot - 1);
+    dot = next;
+    if (auto type = parseTypeName(m)) {
+      types.push_back(*type);
+      continue;
+    }
+    static const std::unordered_map<std::string, StateSpace> spaces = {
+        {"global", StateSpace::Global}, {"shared", StateSpace::Shared},
+        {"local", StateSpace::Local},   {"param", StateSpace::Param},
+        {"const", StateSpace::Const}};
+    static const std::unordered_map<std::string, Rounding> roundings = {
+        {"rn", Rounding::Rn},   {"rz", Rounding::Rz},   {"rm", Rounding::Rm},
+        {"rp", Rounding::Rp},   {"rni", Rounding::Rni}, {"rzi", Rounding::Rzi},
+        {"rmi", Rounding::Rmi}, {"rpi", Rounding::Rpi}};
+    static const std::unordered_map<std::string, Compare> compares = {
+        {"eq", Compare::Eq},   {"ne", Compare::Ne},   {"lt", Compare::Lt},
+        {"le", Compare::Le},   {"gt", Compare::Gt},   {"ge", Compare::Ge},
+        {"lo", Compare::Lo},   {"ls", Compare::Ls},   {"hi", Compare::Hi},
+        {"hs", Compare::Hs},   {"equ", Compare::Equ}, {"neu", Compare::Neu},
+        {"ltu", Compare::Ltu}, {"leu", Compare::Leu}, {"gtu", Compare::Gtu},
+        {"geu", Compare::Geu}, {"num", Compare::Num}, {"nan", Compare::Nan}};
+    static const std::unordered_map<std::string, AtomicOp> atomics = {
+        {"add", AtomicOp::Add}, {"min", AtomicOp::Min},
+        {"max", AtomicOp::Max}, {"exch", AtomicOp::Exch},
+        {"cas", AtomicOp::Cas}, {"and", AtomicOp::And},
+        {"or", AtomicOp::Or},   {"xor", AtomicOp::Xor},
+        {"inc", AtomicOp::Inc}, {"dec", AtomicOp::Dec}};
+    bool isAtomic = inst.opcode == Opcode::Atom || inst.opcode == Opcode::Red;
+    if (auto s = spaces.find(m); s != spaces.end()) {
+      inst.space = s->second;
+    } else if (auto r = roundings.find(m); r != roundings.end()) {
+      inst.rounding = r->second;
+    } else if (auto a = atomics.find(m); isAtomic && a != atomics.end()) {
+      inst.atomicOp = a->second;
+    } else if (auto c = compares.find(m);
+               inst.opcode == Opcode::Setp && !sawCompare &&
+               c != compares.end()) {
+      inst.compare = c->second;
+      sawCompare = true;
+    } else if (inst.opcode == Opcode::Setp && sawCompare &&
+               (m == "and" || m == "or" || m == "xor")) {
+      inst.boolOp = m == "and" ? BoolOp::And
+                    : m == "or" ? BoolOp::Or
+                                : BoolOp::Xor;
+    } else if (m == "to" && inst.opcode == Opcode::Cvta) {
+      inst.toSpace = true;
+    } else if (m == "ftz") {
+      inst.ftz = true;
+    } else if (m == "sat" || m == "satfinite") {
+      inst.saturate = true;
+    } else if (m == "approx") {
+      inst.approximate = true;
+    } else if (m == "NaN") {
+      inst.propagateNaN = true;
+    } else if (m == "hi") {
+      inst.high = true;
+    } else if (m == "lo") {
+    } else if (m == "wide") {
+      inst.wide = true;
+    } else if (m == "v2" || m == "v4") {
+      inst.vectorWidth = m == "v2" ? 2 : 4;
+    } else if (inst.opcode == Opcode::Shfl &&
+               (m == "up" || m == "down" || m == "bfly" || m == "idx")) {
+      inst.shuffleMode = m == "up"     ? ShuffleMode::Up
+                         : m == "down" ? ShuffleMode::Down
+                         : m == "bfly" ? ShuffleMode::Bfly
+                                       : ShuffleMode::Idx;
+    } else if (inst.opcode == Opcode::Vote &&
+               (m == "all" || m == "any" || m == "uni" || m == "ballot")) {
+      inst.voteMode = m == "all"   ? VoteMode::All
+                      : m == "any" ? VoteMode::Any
+                      : m == "uni" ? VoteMode::Uni
+                                   : VoteMode::Ballot;
+    } else if (inst.opcode == Opcode::BarSync && m == "warp") {
+      inst.opcode = Opcode::BarWarpSync;
+    } else if (inst.opcode == Opcode::BarSync && m == "arrive") {
+      return "bar.arrive is not supported";
+    } else if (isIgnoredModifier(m)) {
+    } else {
+      return "unsupported modifier '." + m + "' on " + base;
+    }
+  }
+  if (!types.empty())
+    inst.type = types[0];
+  if (types.size() > 1)
+    inst.sourceType = types[1];
+  if (inst.opcode == Opcode::Bra && inst.rounding != Rounding::None)
+    return "unsupported branch form '" + word + "'";
+  if (inst.opcode == Opcode::Shfl && word.find(".sync") == std::string::npos)
+    return "shfl without .sync (removed in sm_70) is not supported";
+  if (inst.opcode == Opcode::Vote && word.find(".sync") == std::string::npos)
+    return "vote without .sync (removed in sm_70) is not supported";
+  return "";
+}
+
+InstructionClass classify(const Instruction &inst) {
+  switch (inst.opcode) {
+  case Opcode::Add:
+  case Opcode::Sub:
+  case Opcode::Mul:
+  case Opcode::Mad:
+  case Opcode::Fma:
+  case Opcode::Neg:
+  case Opcode::Abs:
+    return isFloat(inst.type) ? InstructionClass::FloatArithmetic
+                              : InstructionClass::IntegerOther;
+  case Opcode::Div:
+  case Opcode::Rcp:
+  case Opcode::Sqrt:
+  case Opcode::Rsqrt:
+  case Opcode::Ex2:
+  case Opcode::Lg2:
+  case Opcode::Sin:
+  case Opcode::Cos:
+  case Opcode::Tanh:
+    return isFloat(inst.type) ? InstructionClass::SpecialFunction
+                              : InstructionClass::IntegerOther;
+  case Opcode::Cvt:
+    return isFloat(inst.type) || isFloat(inst.sourceType)
+               ? InstructionClass::Conversion
+               : InstructionClass::IntegerOther;
+  case Opcode::Shfl:
+    return InstructionClass::Shuffle;
+  case Opcode::Ld:
+    return inst.space == StateSpace::Shared ? InstructionClass::SharedLoad
+           : inst.space == StateSpace::Param ? InstructionClass::IntegerOther
+                                             : InstructionClass::GlobalLoad;
+  case Opcode::St:
+  case Opcode::Atom:
+  case Opcode::Red:
+    return inst.space == StateSpace::Shared ? InstructionClass::SharedStore
+                                            : InstructionClass::GlobalStore;
+  case Opcode::BarSync:
+  case Opcode::BarWarpSync:
+  case Opcode::Membar:
+    return InstructionClass::Barrier;
+  case Opcode::Bra:
+  case Opcode::Ret:
+  case Opcode::Exit:
+  case Opcode::Trap:
+    return InstructionClass::Control;
+  default:
+    return InstructionClass::IntegerOther;
+  }
+}
+
+} // namespace fd::emu

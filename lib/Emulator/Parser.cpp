@@ -1,0 +1,507 @@
+//===- Parser.cpp - PTX module text into the decoded form -----------------===//
+//
+// Covers what LLVM's NVPTX backend and `nvcc -ptx` emit for kernels without
+// device-function calls: module directives, .entry with parameters, .reg,
+// .shared (static and `.extern` dynamic), .local, labels, guarded
+// instructions with register, immediate, address, vector and symbol
+// operands. Anything else is a ParseError naming the PTX line.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lexer.h"
+#include "Opcodes.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <tuple>
+#include <unordered_map>
+
+namespace fd::emu {
+namespace {
+
+struct Symbol {
+  StateSpace space;
+  uint64_t address;
+};
+
+uint32_t alignTo(uint32_t value, uint32_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+const std::unordered_map<std::string, uint32_t> &specialRegisters() {
+  static const std::unordered_map<std::string, uint32_t> names = {
+      {"%tid.x", TidX},
+      {"%tid.y", TidY},
+      {"%tid.z", TidZ},
+      {"%ntid.x", NtidX},
+      {"%ntid.y", NtidY},
+      {"%ntid.z", NtidZ},
+      {"%ctaid.x", CtaidX},
+      {"%ctaid.y", CtaidY},
+      {"%ctaid.z", CtaidZ},
+      {"%nctaid.x", NctaidX},
+      {"%nctaid.y", NctaidY},
+      {"%nctaid.z", NctaidZ},
+      {"%laneid", LaneId},
+      {"%warpid", WarpId},
+      {"%nwarpid", NWarpId},
+      {"%lanemask_eq", LanemaskEq},
+      {"%lanemask_lt", LanemaskLt},
+      {"%lanemask_le", LanemaskLe},
+      {"%lanemask_gt", LanemaskGt},
+      {"%lanemask_ge", LanemaskGe},
+      {"%smid", SmId},
+      {"%dynamic_smem_size", DynamicSmemSize},
+      {"%clock", Clock},
+      {"%clock64", Clock64}};
+  return names;
+}
+
+class Parser {
+public:
+  explicit Parser(const std::string &ptx) : tokens(tokenize(ptx)) {}
+
+  Module parse() {
+    Module module;
+    while (!atEnd()) {
+      const Token &token = peek();
+      if (token.text == ".version" || token.text == ".address_size") {
+        next();
+        next();
+      } else if (token.text == ".target") {
+        next();
+        module.target = next().text;
+        while (!atEnd() && peek().is(',')) {
+          next();
+          next();
+        }
+      } else if (token.text == ".file" || token.text == ".loc") {
+        skipLine();
+      } else if (token.text == ".section") {
+        skipBalancedBraces();
+      } else if (token.text == ".visible" || token.text == ".weak") {
+        next();
+      } else if (token.text == ".entry") {
+        next();
+        std::shared_ptr<Kernel> kernel = parseEntry();
+        if (kernel)
+          module.kernels[kernel->name] = std::move(kernel);
+      } else if (token.text == ".extern" || token.text == ".shared") {
+        parseModuleVariable();
+      } else if (token.text == ".func") {
+        fail(token, "device functions (.func) are not supported; kernels "
+                    "must be fully inlined");
+      } else if (token.text == ".global" || token.text == ".const") {
+        fail(token, "module-scope " + token.text +
+                        " variables are not supported");
+      } else {
+        fail(token, "unexpected '" + token.text + "' at module scope");
+      }
+    }
+    return module;
+  }
+
+private:
+  [[noreturn]] void fail(const Token &token, const std::string &message) {
+    throw ParseError{"PTX line " + std::to_string(token.line) + ": " +
+                     message};
+  }
+  bool atEnd() const { return position >= tokens.size(); }
+  const Token &peek() const {
+    static const Token end{"<end of PTX>", 0, true};
+    return atEnd() ? (tokens.empty() ? end : tokens.back()) : tokens[position];
+  }
+  const Token &next() {
+    if (atEnd())
+      fail(peek(), "unexpected end of PTX");
+    return tokens[position++];
+  }
+  void expect(char c) {
+    const Token &token = next();
+    if (!token.is(c))
+      fail(token, std::string("expected '") + c + "', found '" + token.text +
+                      "'");
+  }
+  void skipLine() {
+    uint32_t line = peek().line;
+    while (!atEnd() && peek().line == line)
+      ++position;
+  }
+  void skipBalancedBraces() {
+    while (!atEnd() && !peek().is('{'))
+      ++position;
+    int depth = 0;
+    do {
+      const Token &token = next();
+      depth += token.is('{') ? 1 : token.is('}') ? -1 : 0;
+    } while (depth > 0);
+  }
+
+  /// `.align N .type name[N]` (after the state space); returns the name,
+  /// the size (0 for `[]`) and the alignment.
+  void parseVariable(std::string &name, uint32_t &size, uint32_t &alignment) {
+    alignment = 1;
+    unsigned elementSize = 1;
+    while (!atEnd() && peek().text[0] == '.') {
+      std::string directive = next().text;
+      if (directive == ".align")
+        alignment = std::stoul(next().text);
+      else if (auto type = parseTypeName(directive.substr(1)))
+        elementSize = getTypeSize(*type);
+      else if (directive != ".ptr" && directive != ".global" &&
+               directive != ".shared" && directive != ".const" &&
+               directive != ".local")
+        fail(tokens[position - 1], "unsupported variable directive '" +
+                                       directive + "'");
+    }
+    name = next().text;
+    size = elementSize;
+    if (peek().is('[')) {
+      next();
+      if (peek().is(']')) {
+        size = 0;
+      } else {
+        size = elementSize * std::stoul(next().text);
+      }
+      expect(']');
+    }
+    alignment = std::max(alignment, elementSize);
+    if (peek().is('='))
+      fail(peek(), "initialized variables are not supported");
+  }
+
+  void parseModuleVariable() {
+    bool isExtern = peek().text == ".extern";
+    if (isExtern)
+      next();
+    const Token &space = next();
+    if (space.text != ".shared")
+      fail(space, "module-scope " + space.text + " variables are not supported");
+    std::string name;
+    uint32_t size, alignment;
+    parseVariable(name, size, alignment);
+    expect(';');
+    if (isExtern || size == 0) {
+      dynamicShared.push_back(name);
+      dynamicAlignment = std::max(dynamicAlignment, alignment);
+    } else {
+      moduleShared.push_back({name, size, alignment});
+    }
+  }
+
+  uint32_t getRegister(const std::string &name, Kernel &kernel) {
+    auto special = specialRegisters().find(name);
+    if (special != specialRegisters().end())
+      return special->second;
+    auto [entry, inserted] = registers.try_emplace(name, kernel.numRegisters);
+    if (inserted)
+      ++kernel.numRegisters;
+    return entry->second;
+  }
+
+  std::shared_ptr<Kernel> parseEntry() {
+    auto kernel = std::make_shared<Kernel>();
+    kernel->name = next().text;
+    registers.clear();
+    symbols.clear();
+    labels.clear();
+    pendingBranches.clear();
+    expect('(');
+    while (!peek().is(')')) {
+      if (peek().is(','))
+        next();
+      if (next().text != ".param")
+        fail(tokens[position - 1], "expected .param in the parameter list");
+      std::string name;
+      uint32_t size, alignment;
+      parseVariable(name, size, alignment);
+      kernel->parameterBytes = alignTo(kernel->parameterBytes, alignment);
+      kernel->parameters.push_back({name, kernel->parameterBytes, size});
+      symbols[name] = {StateSpace::Param, kernel->parameterBytes};
+      kernel->parameterBytes += size;
+    }
+    next();
+    // Performance directives: .maxntid, .reqntid, .minnctapersm, ...
+    while (!atEnd() && !peek().is('{') && !peek().is(';')) {
+      std::string directive = next().text;
+      if (directive == ".maxntid" || directive == ".reqntid") {
+        uint32_t threads = 1;
+        do {
+          if (peek().is(','))
+            next();
+          threads *= std::stoul(next().text);
+        } while (peek().is(','));
+        kernel->maxThreads = threads;
+      } else if (directive == ".minnctapersm" || directive == ".maxnreg" ||
+                 directive == ".maxnctapersm" || directive == ".noreturn" ||
+                 directive == ".pragma") {
+        while (!atEnd() && (peek().is(',') ||
+                            std::isdigit(static_cast<unsigned char>(
+                                peek().text[0])) ||
+                            peek().text[0] == '"')) {
+          next();
+        }
+        if (peek().is(';'))
+          next();
+      } else {
+        fail(tokens[position - 1],
+             "unsupported kernel directive '" + directive + "'");
+      }
+    }
+    if (peek().is(';')) {
+      next();
+      return nullptr;
+    }
+    uint32_t shared = 0;
+    for (const auto &variable : moduleShared) {
+      shared = alignTo(shared, variable.alignment);
+      symbols[variable.name] = {StateSpace::Shared, shared};
+      shared += variable.size;
+    }
+    parseBody(*kernel, shared);
+    kernel->staticSharedBytes = shared;
+    kernel->dynamicSharedOffset = alignTo(shared, dynamicAlignment);
+    for (const std::string &name : dynamicShared)
+      symbols[name] = {StateSpace::Shared, kernel->dynamicSharedOffset};
+    // Dynamic shared symbols may be used before they are placed: resolve
+    // every pending address now that the static layout is known.
+    for (auto &[index, operand, name] : pendingSymbols) {
+      auto found = symbols.find(name);
+      if (found == symbols.end())
+        fail({name, kernel->code[index].line}, "unknown symbol '" + name + "'");
+      kernel->code[index].operands[operand].value += found->second.address;
+    }
+    pendingSymbols.clear();
+    for (auto &[index, label] : pendingBranches) {
+      auto found = labels.find(label);
+      if (found == labels.end())
+        fail({label, kernel->code[index].line},
+             "branch to unknown label '" + label + "'");
+      kernel->code[index].operands[0].value = found->second;
+    }
+    return kernel;
+  }
+
+  void parseBody(Kernel &kernel, uint32_t &shared) {
+    expect('{');
+    int depth = 1;
+    while (depth > 0) {
+      const Token &token = peek();
+      if (token.is('{')) {
+        next();
+        ++depth;
+      } else if (token.is('}')) {
+        next();
+        --depth;
+      } else if (token.text == ".reg") {
+        while (!next().is(';')) {
+        }
+      } else if (token.text == ".shared" || token.text == ".local") {
+        bool isShared = next().text == ".shared";
+        std::string name;
+        uint32_t size, alignment;
+        parseVariable(name, size, alignment);
+        expect(';');
+        uint32_t &offset = isShared ? shared : kernel.localBytes;
+        offset = alignTo(offset, alignment);
+        symbols[name] = {isShared ? StateSpace::Shared : StateSpace::Local,
+                         offset};
+        offset += size;
+      } else if (token.text == ".loc" || token.text == ".file") {
+        skipLine();
+      } else if (token.text == ".pragma") {
+        while (!next().is(';')) {
+        }
+      } else if (!token.isPunctuation && tokens.size() > position + 1 &&
+                 tokens[position + 1].is(':')) {
+        labels[token.text] = kernel.code.size();
+        next();
+        next();
+      } else {
+        parseInstruction(kernel);
+      }
+    }
+  }
+
+  void parseInstruction(Kernel &kernel) {
+    Instruction inst;
+    const Token &first = peek();
+    inst.line = first.line;
+    size_t start = position;
+    if (first.is('@')) {
+      next();
+      if (peek().is('!')) {
+        next();
+        inst.guardNegated = true;
+      }
+      inst.guard = getRegister(next().text, kernel);
+    }
+    const Token &opcode = next();
+    std::string error = decodeOpcode(opcode.text, inst);
+    if (!error.empty())
+      fail(opcode, error + " (in '" + opcode.text + "')");
+    std::vector<std::vector<Token>> operands;
+    while (!peek().is(';')) {
+      if (peek().is(',')) {
+        next();
+        continue;
+      }
+      std::vector<Token> operand;
+      int depth = 0;
+      while (!(depth == 0 && (peek().is(',') || peek().is(';')))) {
+        const Token &token = next();
+        depth += token.is('[') || token.is('{') ? 1
+                 : token.is(']') || token.is('}') ? -1
+                                                  : 0;
+        operand.push_back(token);
+      }
+      operands.push_back(std::move(operand));
+    }
+    next();
+    for (size_t i = start; i + 1 < position; ++i)
+      inst.text += (i > start && !tokens[i].isPunctuation &&
+                            !tokens[i - 1].isPunctuation
+                        ? " "
+                        : "") +
+                   tokens[i].text;
+    if (operands.size() > 5)
+      fail(opcode, "too many operands");
+    size_t index = kernel.code.size();
+    for (size_t i = 0; i < operands.size(); ++i)
+      inst.operands[i] = parseOperand(operands[i], kernel, inst, index, i);
+    inst.numOperands = operands.size();
+    if (inst.opcode == Opcode::Bra) {
+      if (inst.numOperands != 1 || operands[0].size() != 1)
+        fail(opcode, "bra takes one label");
+      pendingBranches.emplace_back(index, operands[0][0].text);
+      inst.operands[0] = Operand{};
+      inst.operands[0].kind = Operand::Kind::Immediate;
+    }
+    inst.kind = classify(inst);
+    kernel.code.push_back(std::move(inst));
+  }
+
+  uint64_t parseNumber(const Token &token, bool negative) {
+    const std::string &text = token.text;
+    uint64_t value = 0;
+    if (text.size() == 10 && (text[1] == 'f' || text[1] == 'F') &&
+        text[0] == '0') {
+      value = std::stoull(text.substr(2), nullptr, 16);
+    } else if (text.size() == 18 && (text[1] == 'd' || text[1] == 'D') &&
+               text[0] == '0') {
+      value = std::stoull(text.substr(2), nullptr, 16);
+    } else {
+      try {
+        size_t used = 0;
+        std::string digits = text;
+        if (!digits.empty() && (digits.back() == 'U' || digits.back() == 'u'))
+          digits.pop_back();
+        value = std::stoull(digits, &used, 0);
+        if (used != digits.size())
+          fail(token, "malformed number '" + text + "'");
+      } catch (const std::logic_error &) {
+        fail(token, "malformed number '" + text + "'");
+      }
+    }
+    return negative ? ~value + 1 : value;
+  }
+
+  Operand parseOperand(const std::vector<Token> &tokens, Kernel &kernel,
+                       Instruction &inst, size_t index, size_t which) {
+    Operand operand;
+    const Token &first = tokens[0];
+    if (first.is('[')) {
+      operand.kind = Operand::Kind::Address;
+      bool negative = false;
+      for (size_t i = 1; i + 1 < tokens.size(); ++i) {
+        const Token &token = tokens[i];
+        if (token.is('+')) {
+          negative = false;
+        } else if (token.is('-')) {
+          negative = !negative;
+        } else if (token.text[0] == '%') {
+          operand.registers[0] = getRegister(token.text, kernel);
+        } else if (std::isdigit(static_cast<unsigned char>(token.text[0]))) {
+          operand.value += parseNumber(token, negative);
+          negative = false;
+        } else {
+          if (inst.opcode == Opcode::Ld || inst.opcode == Opcode::St) {
+            auto found = symbols.find(token.text);
+            if (found != symbols.end() && inst.space == StateSpace::Generic)
+              inst.space = found->second.space;
+          }
+          pendingSymbols.emplace_back(index, which, token.text);
+        }
+      }
+      return operand;
+    }
+    if (first.is('{')) {
+      operand.kind = Operand::Kind::Vector;
+      for (size_t i = 1; i + 1 < tokens.size(); ++i) {
+        if (tokens[i].is(','))
+          continue;
+        if (operand.count == 4)
+          fail(first, "vector operands have at most 4 elements");
+        operand.registers[operand.count++] =
+            tokens[i].text == "_" ? kNoRegister
+                                  : getRegister(tokens[i].text, kernel);
+      }
+      return operand;
+    }
+    size_t i = 0;
+    if (first.is('!')) {
+      operand.negated = true;
+      ++i;
+    }
+    bool negative = false;
+    if (tokens[i].is('-')) {
+      negative = true;
+      ++i;
+    }
+    if (i >= tokens.size())
+      fail(first, "missing operand");
+    const Token &token = tokens[i];
+    if (token.text[0] == '%') {
+      operand.kind = Operand::Kind::Register;
+      operand.registers[0] = getRegister(token.text, kernel);
+      if (i + 2 < tokens.size() + 1 && i + 1 < tokens.size() &&
+          tokens[i + 1].is('|')) {
+        inst.secondDestination = getRegister(tokens[i + 2].text, kernel);
+      }
+    } else if (token.text == "_") {
+      operand.kind = Operand::Kind::Register;
+      operand.registers[0] = kNoRegister;
+    } else if (std::isdigit(static_cast<unsigned char>(token.text[0]))) {
+      operand.kind = Operand::Kind::Immediate;
+      operand.value = parseNumber(token, negative);
+    } else {
+      // A symbol: a variable's address in its state space, or a label.
+      operand.kind = Operand::Kind::Immediate;
+      if (inst.opcode != Opcode::Bra)
+        pendingSymbols.emplace_back(index, which, token.text);
+    }
+    return operand;
+  }
+
+  struct Variable {
+    std::string name;
+    uint32_t size, alignment;
+  };
+
+  std::vector<Token> tokens;
+  size_t position = 0;
+  std::vector<Variable> moduleShared;
+  std::vector<std::string> dynamicShared;
+  uint32_t dynamicAlignment = 16;
+  std::unordered_map<std::string, uint32_t> registers;
+  std::unordered_map<std::string, Symbol> symbols;
+  std::unordered_map<std::string, uint32_t> labels;
+  std::vector<std::pair<size_t, std::string>> pendingBranches;
+  std::vector<std::tuple<size_t, size_t, std::string>> pendingSymbols;
+};
+
+} // namespace
+
+Module parseModule(const std::string &ptx) { return Parser(ptx).parse(); }
+
+} // namespace fd::emu

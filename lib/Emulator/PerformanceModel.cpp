@@ -1,0 +1,100 @@
+//===- PerformanceModel.cpp - Counters into a modeled time ----------------===//
+
+#include "fd/Emulator/PerformanceModel.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace fd::emu {
+
+static GpuModel makeH200() {
+  GpuModel gpu;
+  gpu.name = "H200";
+  gpu.deviceName = "fdemu (emulated H200)";
+  gpu.computeMajor = 9;
+  gpu.computeMinor = 0;
+  gpu.numSMs = 132;
+  gpu.clockGHz = 1.98;
+  gpu.dramBytesPerSecond = 4.8e12;
+  gpu.memoryBytes = size_t(141) << 30;
+  gpu.l2Bytes = 50 << 20;
+  gpu.floatPerClock = 4; // 128 FP32 lanes
+  return gpu;
+}
+
+static GpuModel makeA100() {
+  GpuModel gpu;
+  gpu.name = "A100";
+  gpu.deviceName = "fdemu (emulated A100)";
+  gpu.computeMajor = 8;
+  gpu.computeMinor = 0;
+  gpu.numSMs = 108;
+  gpu.clockGHz = 1.41;
+  gpu.dramBytesPerSecond = 2.039e12;
+  gpu.memoryBytes = size_t(80) << 30;
+  gpu.l2Bytes = 40 << 20;
+  gpu.floatPerClock = 2; // 64 FP32 lanes
+  return gpu;
+}
+
+const GpuModel *findGpuModel(const std::string &name) {
+  static const GpuModel h200 = makeH200(), a100 = makeA100();
+  if (name == "h200" || name == "H200")
+    return &h200;
+  if (name == "a100" || name == "A100")
+    return &a100;
+  return nullptr;
+}
+
+const GpuModel &getGpuModel() {
+  static const GpuModel *model = [] {
+    const char *name = std::getenv("FDEMU_GPU");
+    const GpuModel *found = findGpuModel(name && *name ? name : "h200");
+    return found ? found : findGpuModel("h200");
+  }();
+  return *model;
+}
+
+ModeledTime modelLaunch(const LaunchCounters &counters, const GpuModel &gpu) {
+  ModeledTime time;
+  using C = InstructionClass;
+  double worstCycles = 0;
+  std::string worstBound = "issue";
+  for (const ClassCounts &sm : counters.perSM) {
+    auto count = [&](C kind) {
+      return static_cast<double>(sm.warpInstructions[static_cast<size_t>(kind)]);
+    };
+    double loadStore = count(C::GlobalLoad) + count(C::GlobalStore) +
+                       count(C::SharedLoad) + count(C::SharedStore);
+    double smBytes = 32.0 * (sm.globalLoadSectors + sm.globalStoreSectors);
+    std::pair<double, const char *> terms[] = {
+        {sm.totalWarpInstructions() / gpu.issuePerClock, "issue"},
+        {count(C::FloatArithmetic) / gpu.floatPerClock, "fp32"},
+        {count(C::SpecialFunction) / gpu.specialFunctionPerClock, "sfu"},
+        {count(C::Conversion) / gpu.conversionPerClock, "conversion"},
+        {count(C::Shuffle) / gpu.shufflePerClock, "shuffle"},
+        {count(C::IntegerOther) / gpu.integerPerClock, "int"},
+        {loadStore / gpu.loadStorePerClock, "ld/st"},
+        {sm.sharedWavefronts / gpu.sharedWavefrontsPerClock, "shared"},
+        {smBytes / gpu.smBytesPerClock, "sm-bandwidth"}};
+    for (const auto &[cycles, bound] : terms)
+      if (cycles > worstCycles) {
+        worstCycles = cycles;
+        worstBound = bound;
+      }
+  }
+  double smMicroseconds = worstCycles / (gpu.clockGHz * 1e3);
+  time.dramBytes = 32.0 * (counters.total.globalLoadSectors +
+                           counters.total.globalStoreSectors);
+  double dramMicroseconds = time.dramBytes / gpu.dramBytesPerSecond * 1e6;
+  if (dramMicroseconds > smMicroseconds) {
+    time.microseconds = dramMicroseconds;
+    time.bound = "dram";
+  } else {
+    time.microseconds = smMicroseconds;
+    time.bound = worstBound;
+  }
+  return time;
+}
+
+} // namespace fd::emu

@@ -1,0 +1,124 @@
+//===- WarpState.h - The state a CTA's warps execute on ---------*- C++ -*-===//
+//
+// Internal to the executor: registers structure-of-arrays (register r of
+// lane l at r * 32 + l, raw bits), per-lane program counters and states,
+// the CTA's shared memory with its shadows, and the counters.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_EMULATOR_WARPSTATE_H
+#define FD_EMULATOR_WARPSTATE_H
+
+#include "fd/Emulator/Executor.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fd::emu {
+
+constexpr int kWarpSize = 32;
+
+/// An execution error: the CUresult and the report (without the location,
+/// which the executor adds).
+struct ExecutionError {
+  int code;
+  std::string message;
+  /// The lane that faulted, or -1 for the warp as a whole.
+  int lane = -1;
+};
+
+constexpr int kIllegalAddress = 700;
+constexpr int kMisalignedAddress = 716;
+constexpr int kLaunchFailed = 719;
+constexpr int kIllegalInstruction = 715;
+
+enum class LaneState : uint8_t { Running, WaitingWarpSync, WaitingBarrier, Exited };
+
+struct CtaState;
+
+struct WarpState {
+  CtaState *cta = nullptr;
+  uint32_t index = 0;
+  std::vector<uint64_t> registers;
+  uint32_t pc[kWarpSize] = {};
+  LaneState state[kWarpSize] = {};
+  /// Lanes in state Running; lanes that exist (the last warp may be short).
+  uint32_t runningMask = 0, existingMask = 0, exitedMask = 0;
+  /// All running lanes are at `commonPc` (their pc[] entries are stale).
+  bool converged = true;
+  uint32_t commonPc = 0;
+  /// Per-thread local memory, localBytes per lane.
+  std::vector<uint8_t> local;
+
+  uint64_t &reg(uint32_t index, int lane) {
+    return registers[static_cast<size_t>(index) * kWarpSize + lane];
+  }
+  uint32_t threadIndex(int lane) const { return index * kWarpSize + lane; }
+};
+
+struct CtaState {
+  const LaunchRequest *request = nullptr;
+  const Kernel *kernel = nullptr;
+  DeviceMemory *memory = nullptr;
+  uint32_t ctaid[3] = {};
+  uint32_t sharedBytes = 0;
+  std::vector<uint8_t> shared;
+  /// Shadows per shared byte: written since the CTA started; the barrier
+  /// epoch and thread of the last write and of the last read (racecheck).
+  std::vector<uint8_t> sharedWritten;
+  std::vector<uint32_t> lastWriteEpoch, lastReadEpoch;
+  std::vector<uint16_t> lastWriter, lastReader;
+  uint32_t barrierEpoch = 1;
+  std::vector<WarpState> warps;
+  ClassCounts counts;
+  uint64_t threadInstructions = 0;
+  uint64_t globalLoadBytes = 0, globalStoreBytes = 0;
+  uint64_t sharedBankConflicts = 0;
+};
+
+/// Operand reads and register writes, masked to the instruction's width.
+inline uint64_t readOperand(WarpState &warp, const Operand &operand,
+                            int lane) {
+  if (operand.kind == Operand::Kind::Register) {
+    uint64_t value = warp.reg(operand.registers[0], lane);
+    return operand.negated ? !value : value;
+  }
+  return operand.value;
+}
+
+inline uint64_t truncateTo(uint64_t value, unsigned bytes) {
+  return bytes >= 8 ? value : value & ((uint64_t(1) << (bytes * 8)) - 1);
+}
+
+inline int64_t signExtend(uint64_t value, unsigned bytes) {
+  if (bytes >= 8)
+    return static_cast<int64_t>(value);
+  unsigned shift = 64 - bytes * 8;
+  return static_cast<int64_t>(value << shift) >> shift;
+}
+
+/// Runs an arithmetic, logic, comparison, conversion or move instruction
+/// for the lanes of `mask` (guard already applied). Returns false for
+/// opcodes it does not handle.
+bool executeArithmetic(const Instruction &inst, WarpState &warp,
+                       uint32_t mask);
+
+/// ld/st/atom/red/cvta for the lanes of `mask`, with every check.
+void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask);
+
+/// Load-time checks of the two families above.
+std::string checkArithmeticImplemented(const Instruction &inst);
+std::string checkMemoryImplemented(const Instruction &inst);
+
+template <typename Body> inline void forEachLane(uint32_t mask, Body body) {
+  while (mask) {
+    int lane = __builtin_ctz(mask);
+    mask &= mask - 1;
+    body(lane);
+  }
+}
+
+} // namespace fd::emu
+
+#endif // FD_EMULATOR_WARPSTATE_H
