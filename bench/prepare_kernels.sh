@@ -30,12 +30,6 @@ for batch in 1 8; do
     done
   done
 done
-# For RuntimeGPUTest: GQA with lse (f16, bf16), HND, speculative decoding.
-common="--no-cache --arch sm_90 --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
-"$compile" $common --dtype f16 --num-splits 5 --with-lse -o "$dir/tests/gqa_f16" >/dev/null
-"$compile" $common --dtype bf16 --num-splits 5 --with-lse -o "$dir/tests/gqa_bf16" >/dev/null
-"$compile" $common --dtype f16 --num-splits 3 --kv-layout HND --with-lse -o "$dir/tests/gqa_hnd" >/dev/null
-"$compile" $common --dtype f16 --num-splits 4 --query-len 4 --with-lse -o "$dir/tests/spec4" >/dev/null
-"$compile" $common --dtype f16 --num-splits 3 --page-size 16 --with-lse -o "$dir/tests/paged16" >/dev/null
-"$compile" $common --dtype bf16 --num-splits 6 --page-size 64 --kv-layout HND --query-len 8 --with-lse -o "$dir/tests/paged_spec" >/dev/null
+# For RuntimeGPUTest.
+"$(dirname "$0")/test_kernels.sh" "$dir/tests" "$compile"
 echo "kernels in $dir: $(find "$dir" -name manifest.json | wc -l) configurations"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The kernels RuntimeGPUTest runs (on a GPU, or on fdemu in `make test`):
+# GQA with lse (f16, bf16), HND, speculative decoding, paged (dense pages
+# and HND with Lq = 8). Usage: bench/test_kernels.sh DIR [fd-compile].
+set -euo pipefail
+dir=${1:?usage: bench/test_kernels.sh DIR [fd-compile]}
+compile=${2:-build/bin/fd-compile}
+common="--no-cache --arch sm_90 --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
+"$compile" $common --dtype f16 --num-splits 5 --with-lse -o "$dir/gqa_f16" >/dev/null
+"$compile" $common --dtype bf16 --num-splits 5 --with-lse -o "$dir/gqa_bf16" >/dev/null
+"$compile" $common --dtype f16 --num-splits 3 --kv-layout HND --with-lse -o "$dir/gqa_hnd" >/dev/null
+"$compile" $common --dtype f16 --num-splits 4 --query-len 4 --with-lse -o "$dir/spec4" >/dev/null
+"$compile" $common --dtype f16 --num-splits 3 --page-size 16 --with-lse -o "$dir/paged16" >/dev/null
+"$compile" $common --dtype bf16 --num-splits 6 --page-size 64 --kv-layout HND --query-len 8 --with-lse -o "$dir/paged_spec" >/dev/null
