@@ -1,4 +1,5 @@
-//===- DriverState.h - The objects behind fdemu's driver handles -*- C++ -*-===//
+//===- DriverState.h - The objects behind fdemu's driver handles -*- C++
+//-*-===//
 //
 // One emulated device. Every entry point takes the driver lock, so kernels
 // run while no allocation, module or stream changes. Work is executed when
@@ -47,7 +48,9 @@ struct Operation {
   emu::LaunchRequest launch;
   CUdeviceptr destination = 0, source = 0;
   size_t bytes = 0;
-  unsigned char value = 0;
+  /// Memset: the pattern and its width (1 for D8, 4 for D32).
+  uint32_t value = 0;
+  unsigned elementBytes = 1;
 };
 
 struct CUgraph_st {
@@ -90,6 +93,9 @@ constexpr rt::CUresult kCaptureInvalidated = 901;
 constexpr rt::CUresult kCaptureUnmatched = 904;
 constexpr rt::CUresult kIllegalState = 401;
 
+/// Shared memory one block may use (the opt-in maximum of sm_90).
+constexpr int kMaxSharedBytesPerBlock = 232448;
+
 class Driver {
 public:
   static Driver &get();
@@ -106,6 +112,8 @@ public:
   bool recordLaunches = false;
   std::deque<LaunchCounters> launchLog;
   static thread_local rt::CUctx_st *current;
+  /// cuCtxPushCurrent / cuCtxPopCurrent.
+  static thread_local std::vector<rt::CUctx_st *> contextStack;
 
   /// Error of the current context: not initialized, no context, sticky.
   rt::CUresult contextError() const;

@@ -25,8 +25,7 @@ using Lock = std::lock_guard<std::recursive_mutex>;
 unsigned workerThreads() {
   static unsigned threads = [] {
     const char *value = std::getenv("FDEMU_THREADS");
-    return value ? static_cast<unsigned>(std::strtoul(value, nullptr, 10))
-                 : 0u;
+    return value ? static_cast<unsigned>(std::strtoul(value, nullptr, 10)) : 0u;
   }();
   return threads;
 }
@@ -68,8 +67,9 @@ CUresult Driver::submit(CUstream_st &stream, Operation operation,
     if (!allocation)
       return kInvalidValue;
     uint64_t offset = operation.destination - allocation->base;
-    std::memset(allocation->data.get() + offset, operation.value,
-                operation.bytes);
+    for (size_t i = 0; i < operation.bytes; i += operation.elementBytes)
+      std::memcpy(allocation->data.get() + offset + i, &operation.value,
+                  operation.elementBytes);
     std::memset(allocation->initialized.get() + offset, 1, operation.bytes);
     stream.clock += operation.bytes / gpu.dramBytesPerSecond * 1e6;
     return 0;
@@ -99,9 +99,9 @@ CUresult Driver::submit(CUstream_st &stream, Operation operation,
   }
   if (recordLaunches)
     launchLog.push_back(result.counters);
-  stream.clock += modelLaunch(result.counters, gpu).microseconds +
-                  (fromGraph ? gpu.graphNodeMicroseconds
-                             : gpu.eagerLaunchMicroseconds);
+  stream.clock +=
+      modelLaunch(result.counters, gpu).microseconds +
+      (fromGraph ? gpu.graphNodeMicroseconds : gpu.eagerLaunchMicroseconds);
   if (result.error) {
     std::fprintf(stderr, "%s\n", result.report.c_str());
     lastReport[result.error] = result.report;
@@ -142,7 +142,7 @@ FDEMU_API CUresult cuLaunchKernel(CUfunction function, unsigned gridX,
   launch.numSMs = getGpuModel().numSMs;
   launch.workerThreads = workerThreads();
   launch.parameters.assign(kernel.parameterBytes, 0);
-  if (kernel.staticSharedBytes + sharedBytes > 232448)
+  if (kernel.staticSharedBytes + sharedBytes > kMaxSharedBytesPerBlock)
     return kInvalidValue;
   if (params) {
     for (size_t i = 0; i < kernel.parameters.size(); ++i) {
@@ -188,8 +188,10 @@ static CUresult enqueueCopy(CUdeviceptr destination, CUdeviceptr source,
   return driver.submit(driver.stream(stream), std::move(operation), false);
 }
 
-static CUresult enqueueMemset(CUdeviceptr destination, unsigned char value,
-                              size_t bytes, CUstream stream) {
+static CUresult enqueueMemset(CUdeviceptr destination, uint32_t value,
+                              unsigned elementBytes, size_t count,
+                              CUstream stream) {
+  size_t bytes = count * elementBytes;
   Driver &driver = Driver::get();
   Lock lock(driver.mutex);
   if (CUresult error = driver.contextError())
@@ -201,6 +203,9 @@ static CUresult enqueueMemset(CUdeviceptr destination, unsigned char value,
   operation.destination = destination;
   operation.bytes = bytes;
   operation.value = value;
+  operation.elementBytes = elementBytes;
+  if (destination % elementBytes)
+    return kInvalidValue;
   return driver.submit(driver.stream(stream), std::move(operation), false);
 }
 
@@ -224,15 +229,27 @@ FDEMU_API CUresult cuMemcpyDtoD(CUdeviceptr destination, CUdeviceptr source,
 }
 FDEMU_API CUresult cuMemsetD8Async(CUdeviceptr destination, unsigned char value,
                                    size_t count, CUstream stream) {
-  return enqueueMemset(destination, value, count, stream);
+  return enqueueMemset(destination, value, 1, count, stream);
 }
 FDEMU_API CUresult cuMemsetD8_v2(CUdeviceptr destination, unsigned char value,
                                  size_t count) {
-  return enqueueMemset(destination, value, count, nullptr);
+  return enqueueMemset(destination, value, 1, count, nullptr);
 }
 FDEMU_API CUresult cuMemsetD8(CUdeviceptr destination, unsigned char value,
                               size_t count) {
-  return enqueueMemset(destination, value, count, nullptr);
+  return enqueueMemset(destination, value, 1, count, nullptr);
+}
+FDEMU_API CUresult cuMemsetD32Async(CUdeviceptr destination, unsigned value,
+                                    size_t count, CUstream stream) {
+  return enqueueMemset(destination, value, 4, count, stream);
+}
+FDEMU_API CUresult cuMemsetD32_v2(CUdeviceptr destination, unsigned value,
+                                  size_t count) {
+  return enqueueMemset(destination, value, 4, count, nullptr);
+}
+FDEMU_API CUresult cuMemsetD32(CUdeviceptr destination, unsigned value,
+                               size_t count) {
+  return enqueueMemset(destination, value, 4, count, nullptr);
 }
 
 FDEMU_API CUresult cuStreamCreate(CUstream *stream, unsigned) {
@@ -268,6 +285,21 @@ FDEMU_API CUresult cuStreamSynchronize(CUstream stream) {
 
 FDEMU_API CUresult cuStreamQuery(CUstream stream) {
   return cuStreamSynchronize(stream);
+}
+
+// Work runs in enqueue order, so everything an event marks has run.
+FDEMU_API CUresult cuStreamWaitEvent(CUstream, CUevent event, unsigned) {
+  return event ? 0 : kInvalidHandle;
+}
+
+FDEMU_API CUresult cuFuncSetAttribute(CUfunction function, int attribute,
+                                      int value) {
+  if (!function)
+    return kInvalidHandle;
+  // MAX_DYNAMIC_SHARED_SIZE_BYTES: launches check the total themselves.
+  if (attribute == 8 && (value < 0 || value > kMaxSharedBytesPerBlock))
+    return kInvalidValue;
+  return 0;
 }
 
 FDEMU_API CUresult cuStreamBeginCapture_v2(CUstream stream, int) {
@@ -432,8 +464,8 @@ FDEMU_API int fdemuGetLaunchCounters(int index, FdemuCounters *counters) {
   const LaunchCounters &launch = driver.launchLog[index];
   std::memset(counters, 0, sizeof(*counters));
   toCounters(launch.total, counters->total);
-  counters->numSMs =
-      static_cast<unsigned>(std::min<size_t>(launch.perSM.size(), FDEMU_MAX_SMS));
+  counters->numSMs = static_cast<unsigned>(
+      std::min<size_t>(launch.perSM.size(), FDEMU_MAX_SMS));
   for (unsigned sm = 0; sm < counters->numSMs; ++sm)
     toCounters(launch.perSM[sm], counters->perSM[sm]);
   counters->threadInstructions = launch.threadInstructions;
@@ -455,10 +487,9 @@ FDEMU_API int fdemuModelTime(const FdemuCounters *counters,
   ModeledTime time = modelLaunch(launch, getGpuModel());
   *microseconds = time.microseconds;
   if (bound) {
-    static const char *names[] = {"issue", "fp32",    "sfu",
-                                  "conversion", "shuffle", "int",
-                                  "ld/st", "shared",  "sm-bandwidth",
-                                  "dram"};
+    static const char *names[] = {"issue",        "fp32", "sfu",   "conversion",
+                                  "shuffle",      "int",  "ld/st", "shared",
+                                  "sm-bandwidth", "dram"};
     *bound = "issue";
     for (const char *name : names)
       if (time.bound == name)

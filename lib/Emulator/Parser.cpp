@@ -92,8 +92,8 @@ public:
         fail(token, "device functions (.func) are not supported; kernels "
                     "must be fully inlined");
       } else if (token.text == ".global" || token.text == ".const") {
-        fail(token, "module-scope " + token.text +
-                        " variables are not supported");
+        fail(token,
+             "module-scope " + token.text + " variables are not supported");
       } else {
         fail(token, "unexpected '" + token.text + "' at module scope");
       }
@@ -103,8 +103,7 @@ public:
 
 private:
   [[noreturn]] void fail(const Token &token, const std::string &message) {
-    throw ParseError{"PTX line " + std::to_string(token.line) + ": " +
-                     message};
+    throw ParseError{"PTX line " + std::to_string(token.line) + ": " + message};
   }
   bool atEnd() const { return position >= tokens.size(); }
   const Token &peek() const {
@@ -119,8 +118,8 @@ private:
   void expect(char c) {
     const Token &token = next();
     if (!token.is(c))
-      fail(token, std::string("expected '") + c + "', found '" + token.text +
-                      "'");
+      fail(token,
+           std::string("expected '") + c + "', found '" + token.text + "'");
   }
   void skipLine() {
     uint32_t line = peek().line;
@@ -151,8 +150,8 @@ private:
       else if (directive != ".ptr" && directive != ".global" &&
                directive != ".shared" && directive != ".const" &&
                directive != ".local")
-        fail(tokens[position - 1], "unsupported variable directive '" +
-                                       directive + "'");
+        fail(tokens[position - 1],
+             "unsupported variable directive '" + directive + "'");
     }
     name = next().text;
     size = elementSize;
@@ -176,7 +175,8 @@ private:
       next();
     const Token &space = next();
     if (space.text != ".shared")
-      fail(space, "module-scope " + space.text + " variables are not supported");
+      fail(space,
+           "module-scope " + space.text + " variables are not supported");
     std::string name;
     uint32_t size, alignment;
     parseVariable(name, size, alignment);
@@ -235,10 +235,10 @@ private:
       } else if (directive == ".minnctapersm" || directive == ".maxnreg" ||
                  directive == ".maxnctapersm" || directive == ".noreturn" ||
                  directive == ".pragma") {
-        while (!atEnd() && (peek().is(',') ||
-                            std::isdigit(static_cast<unsigned char>(
-                                peek().text[0])) ||
-                            peek().text[0] == '"')) {
+        while (!atEnd() &&
+               (peek().is(',') ||
+                std::isdigit(static_cast<unsigned char>(peek().text[0])) ||
+                peek().text[0] == '"')) {
           next();
         }
         if (peek().is(';'))
@@ -350,7 +350,7 @@ private:
       int depth = 0;
       while (!(depth == 0 && (peek().is(',') || peek().is(';')))) {
         const Token &token = next();
-        depth += token.is('[') || token.is('{') ? 1
+        depth += token.is('[') || token.is('{')   ? 1
                  : token.is(']') || token.is('}') ? -1
                                                   : 0;
         operand.push_back(token);
@@ -358,12 +358,15 @@ private:
       operands.push_back(std::move(operand));
     }
     next();
-    for (size_t i = start; i + 1 < position; ++i)
-      inst.text += (i > start && !tokens[i].isPunctuation &&
-                            !tokens[i - 1].isPunctuation
-                        ? " "
-                        : "") +
-                   tokens[i].text;
+    // The instruction as written: a space after the opcode, after commas
+    // and between words.
+    size_t opcodeIndex = &opcode - tokens.data();
+    for (size_t i = start; i + 1 < position; ++i) {
+      bool space = i > start &&
+                   (i == opcodeIndex + 1 || tokens[i - 1].is(',') ||
+                    (!tokens[i].isPunctuation && !tokens[i - 1].isPunctuation));
+      inst.text += (space ? " " : "") + tokens[i].text;
+    }
     if (operands.size() > 5)
       fail(opcode, "too many operands");
     size_t index = kernel.code.size();

@@ -1,17 +1,16 @@
-//===- DriverApi.cpp - The CUDA driver API of libfdemu.so: devices, memory --===//
+//===- DriverDevice.cpp - libfdemu.so: errors, the device, contexts -------===//
 //
 // Entry points with the driver's names and C ABI (cuda.h's `_v2` names and
 // the plain ones), so a program written against libcuda runs unmodified.
-// This file: errors, initialization, the device, contexts, modules and
-// memory. Streams, events, graphs and launches: DriverStreams.cpp.
+// This file: errors, initialization, the device and contexts. Modules and
+// memory: DriverMemory.cpp; streams, events, graphs, launches:
+// DriverStreams.cpp.
 //
 //===----------------------------------------------------------------------===//
 
 #include "DriverState.h"
 
 #include <cstdio>
-#include <cstring>
-#include <new>
 
 using namespace fd::rt;
 using namespace fd::emu;
@@ -19,6 +18,7 @@ using namespace fd::emu;
 namespace fd::emu {
 
 thread_local CUctx_st *Driver::current = nullptr;
+thread_local std::vector<CUctx_st *> Driver::contextStack;
 
 Driver &Driver::get() {
   static Driver *driver = new Driver; // never destroyed: atexit-safe
@@ -54,8 +54,9 @@ const ErrorInfo kErrors[] = {
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
-    {401, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in "
-                                      "the present state"},
+    {401, "CUDA_ERROR_ILLEGAL_STATE",
+     "the operation cannot be performed in "
+     "the present state"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {600, "CUDA_ERROR_NOT_READY", "device not ready"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS",
@@ -82,34 +83,6 @@ const ErrorInfo *findError(CUresult code) {
 }
 
 using Lock = std::lock_guard<std::recursive_mutex>;
-
-/// [address, address + bytes) inside one allocation, or null.
-Allocation *findRange(Driver &driver, CUdeviceptr address, size_t bytes) {
-  return driver.memory.find(address, bytes ? bytes : 1);
-}
-
-unsigned parseSmVersion(const std::string &target) {
-  // "sm_90", "sm_90a", "sm_80, debug"
-  if (target.rfind("sm_", 0) != 0)
-    return 0;
-  return static_cast<unsigned>(std::strtoul(target.c_str() + 3, nullptr, 10));
-}
-
-void writeLog(unsigned numOptions, const int *options, void **values,
-              const std::string &message) {
-  char *buffer = nullptr;
-  size_t size = 0;
-  for (unsigned i = 0; i < numOptions; ++i) {
-    if (options[i] == kJitErrorLogBuffer)
-      buffer = static_cast<char *>(values[i]);
-    if (options[i] == kJitErrorLogBufferSizeBytes)
-      size = reinterpret_cast<size_t>(values[i]);
-  }
-  if (buffer && size) {
-    std::strncpy(buffer, message.c_str(), size - 1);
-    buffer[size - 1] = '\0';
-  }
-}
 
 } // namespace
 
@@ -344,7 +317,8 @@ FDEMU_API CUresult cuCtxGetDevice(CUdevice *device) {
   return 0;
 }
 
-FDEMU_API CUresult cuCtxCreate_v2(CUcontext *context, unsigned, CUdevice device) {
+FDEMU_API CUresult cuCtxCreate_v2(CUcontext *context, unsigned,
+                                  CUdevice device) {
   if (!Driver::get().initialized)
     return kNotInitialized;
   if (!context)
@@ -374,213 +348,52 @@ FDEMU_API CUresult cuCtxDestroy(CUcontext context) {
   return cuCtxDestroy_v2(context);
 }
 
+FDEMU_API CUresult cuCtxPushCurrent_v2(CUcontext context) {
+  if (!context)
+    return kInvalidContext;
+  Driver::contextStack.push_back(Driver::current);
+  Driver::current = context;
+  return 0;
+}
+
+FDEMU_API CUresult cuCtxPopCurrent_v2(CUcontext *context) {
+  if (!Driver::current)
+    return kInvalidContext;
+  if (context)
+    *context = Driver::current;
+  Driver::current = nullptr;
+  if (!Driver::contextStack.empty()) {
+    Driver::current = Driver::contextStack.back();
+    Driver::contextStack.pop_back();
+  }
+  return 0;
+}
+
 FDEMU_API CUresult cuCtxSynchronize() {
   Driver &driver = Driver::get();
   Lock lock(driver.mutex);
   return driver.contextError();
 }
 
-FDEMU_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
-                                      unsigned numOptions, int *options,
-                                      void **values) {
-  Driver &driver = Driver::get();
-  Lock lock(driver.mutex);
-  if (CUresult error = driver.contextError())
-    return error;
-  if (!module || !image)
-    return kInvalidValue;
-  const char *text = static_cast<const char *>(image);
-  if (std::memcmp(text, "\x7f" "ELF", 4) == 0) {
-    writeLog(numOptions, options, values,
-             "fdemu: this image is a cubin; fdemu executes PTX text only");
-    return kInvalidImage;
-  }
-  auto loaded = std::make_unique<CUmod_st>();
-  try {
-    loaded->module = parseModule(text);
-  } catch (const ParseError &error) {
-    writeLog(numOptions, options, values, "fdemu: " + error.message);
-    return kInvalidPtx;
-  } catch (const std::exception &error) {
-    writeLog(numOptions, options, values,
-             std::string("fdemu: malformed PTX: ") + error.what());
-    return kInvalidPtx;
-  }
-  const GpuModel &gpu = getGpuModel();
-  unsigned required = parseSmVersion(loaded->module.target);
-  unsigned available = gpu.computeMajor * 10 + gpu.computeMinor;
-  if (required > available) {
-    writeLog(numOptions, options, values,
-             "ptxas fatal: .target " + loaded->module.target +
-                 " is newer than the device (" + gpu.deviceName + ", sm_" +
-                 std::to_string(available) + ")");
-    return kInvalidPtx;
-  }
-  for (const auto &[name, kernel] : loaded->module.kernels) {
-    std::string missing = checkImplemented(*kernel);
-    if (!missing.empty()) {
-      writeLog(numOptions, options, values,
-               "fdemu: kernel " + name + ": " + missing);
-      return kInvalidPtx;
-    }
-  }
-  *module = loaded.release();
-  return 0;
+// Entry points a driver-API program may look up that fdemu cannot honour:
+// present, so the program gets CUDA_ERROR_NOT_SUPPORTED rather than a
+// missing symbol.
+FDEMU_API CUresult cuModuleGetGlobal_v2(CUdeviceptr *, size_t *, CUmodule,
+                                        const char *) {
+  return kNotSupported;
 }
-
-FDEMU_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
-  return cuModuleLoadDataEx(module, image, 0, nullptr, nullptr);
+FDEMU_API CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned) {
+  return kNotSupported;
 }
-
-FDEMU_API CUresult cuModuleUnload(CUmodule module) {
-  if (!module)
-    return kInvalidHandle;
-  Lock lock(Driver::get().mutex);
-  delete module;
-  return 0;
+FDEMU_API CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned,
+                                             unsigned, unsigned, unsigned,
+                                             unsigned, unsigned, CUstream,
+                                             void **) {
+  return kNotSupported;
 }
-
-FDEMU_API CUresult cuModuleGetFunction(CUfunction *function, CUmodule module,
-                                       const char *name) {
-  if (!function || !module || !name)
-    return !module ? kInvalidHandle : kInvalidValue;
-  Lock lock(Driver::get().mutex);
-  auto found = module->module.kernels.find(name);
-  if (found == module->module.kernels.end())
-    return kNotFound;
-  module->functions.push_back(std::make_unique<CUfunc_st>());
-  module->functions.back()->kernel = found->second;
-  *function = module->functions.back().get();
-  return 0;
+FDEMU_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *,
+                                                               CUfunction, int,
+                                                               size_t) {
+  return kNotSupported;
 }
-
-FDEMU_API CUresult cuFuncGetAttribute(int *value, int attribute,
-                                      CUfunction function) {
-  if (!value || !function)
-    return kInvalidValue;
-  const Kernel &kernel = *function->kernel;
-  switch (attribute) {
-  case 0: // MAX_THREADS_PER_BLOCK
-    *value = kernel.maxThreads ? kernel.maxThreads : 1024;
-    return 0;
-  case 1: // SHARED_SIZE_BYTES
-    *value = kernel.staticSharedBytes;
-    return 0;
-  case 3: // LOCAL_SIZE_BYTES
-    *value = kernel.localBytes;
-    return 0;
-  default:
-    *value = 0;
-    return 0;
-  }
-}
-
-FDEMU_API CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t bytes) {
-  Driver &driver = Driver::get();
-  Lock lock(driver.mutex);
-  if (CUresult error = driver.contextError())
-    return error;
-  if (!pointer || bytes == 0)
-    return kInvalidValue;
-  if (driver.memory.getBytesInUse() + bytes > getGpuModel().memoryBytes)
-    return kOutOfMemory;
-  *pointer = driver.memory.allocate(bytes);
-  return *pointer ? 0 : kOutOfMemory;
-}
-
-FDEMU_API CUresult cuMemAlloc(CUdeviceptr *pointer, size_t bytes) {
-  return cuMemAlloc_v2(pointer, bytes);
-}
-
-FDEMU_API CUresult cuMemFree_v2(CUdeviceptr pointer) {
-  Driver &driver = Driver::get();
-  Lock lock(driver.mutex);
-  if (!driver.initialized)
-    return kNotInitialized;
-  if (pointer == 0)
-    return 0;
-  return driver.memory.free(pointer) ? 0 : kInvalidValue;
-}
-
-FDEMU_API CUresult cuMemFree(CUdeviceptr pointer) {
-  return cuMemFree_v2(pointer);
-}
-
-FDEMU_API CUresult cuMemGetInfo_v2(size_t *freeBytes, size_t *totalBytes) {
-  Driver &driver = Driver::get();
-  Lock lock(driver.mutex);
-  if (!freeBytes || !totalBytes)
-    return kInvalidValue;
-  *totalBytes = getGpuModel().memoryBytes;
-  *freeBytes = *totalBytes - driver.memory.getBytesInUse();
-  return 0;
-}
-
-FDEMU_API CUresult cuMemcpyHtoD_v2(CUdeviceptr destination, const void *source,
-                                   size_t bytes) {
-  Driver &driver = Driver::get();
-  Lock lock(driver.mutex);
-  if (CUresult error = driver.contextError())
-    return error;
-  if (bytes == 0)
-    return 0;
-  Allocation *allocation = findRange(driver, destination, bytes);
-  if (!allocation || !source)
-    return kInvalidValue;
-  uint64_t offset = destination - allocation->base;
-  std::memcpy(allocation->data.get() + offset, source, bytes);
-  std::memset(allocation->initialized.get() + offset, 1, bytes);
-  return 0;
-}
-
-FDEMU_API CUresult cuMemcpyHtoD(CUdeviceptr destination, const void *source,
-                                size_t bytes) {
-  return cuMemcpyHtoD_v2(destination, source, bytes);
-}
-
-FDEMU_API CUresult cuMemcpyDtoH_v2(void *destination, CUdeviceptr source,
-                                   size_t bytes) {
-  Driver &driver = Driver::get();
-  Lock lock(driver.mutex);
-  if (CUresult error = driver.contextError())
-    return error;
-  if (bytes == 0)
-    return 0;
-  Allocation *allocation = findRange(driver, source, bytes);
-  if (!allocation || !destination)
-    return kInvalidValue;
-  std::memcpy(destination, allocation->data.get() + (source - allocation->base),
-              bytes);
-  return 0;
-}
-
-FDEMU_API CUresult cuMemcpyDtoH(void *destination, CUdeviceptr source,
-                                size_t bytes) {
-  return cuMemcpyDtoH_v2(destination, source, bytes);
-}
-
-FDEMU_API CUresult cuPointerGetAttribute(void *data, int attribute,
-                                         CUdeviceptr pointer) {
-  Driver &driver = Driver::get();
-  Lock lock(driver.mutex);
-  if (!data)
-    return kInvalidValue;
-  if (!findRange(driver, pointer, 1))
-    return kInvalidValue;
-  switch (attribute) {
-  case 1: // CONTEXT
-    *static_cast<CUcontext *>(data) = Driver::current;
-    return 0;
-  case 2: // MEMORY_TYPE: device
-    *static_cast<unsigned *>(data) = 2;
-    return 0;
-  case 3: // DEVICE_POINTER
-    *static_cast<CUdeviceptr *>(data) = pointer;
-    return 0;
-  case 9: // DEVICE_ORDINAL
-    *static_cast<int *>(data) = 0;
-    return 0;
-  default:
-    return kNotSupported;
-  }
-}
+FDEMU_API CUresult cuMemcpy2D_v2(const void *) { return kNotSupported; }
