@@ -97,7 +97,9 @@ private:
     uint32_t lanes = std::min<uint32_t>(kWarpSize, threads - first);
     warp.existingMask = lanes == 32 ? ~0u : (1u << lanes) - 1;
     warp.runningMask = warp.existingMask;
-    warp.exitedMask = 0;
+    // Lanes past the end of a short last warp count as exited: a full
+    // member mask there waits only for the lanes that exist.
+    warp.exitedMask = ~warp.existingMask;
     warp.converged = true;
     warp.commonPc = 0;
     std::fill(warp.registers.begin(), warp.registers.end(), 0);
@@ -244,8 +246,10 @@ private:
     case Opcode::Exit:
       if (active != mask)
         setPc(warp, mask & ~active, pc + 1);
-      if (active)
+      if (active) {
         leave(warp, active, LaneState::Exited, pc);
+        completeWarpSyncsAfterExit(warp);
+      }
       return;
     case Opcode::Trap:
       if (active)
@@ -302,9 +306,8 @@ private:
                                          : 0;
   }
 
-  /// The lanes of `active` wait at the .sync instruction at `pc`; when every
-  /// non-exited lane of each waiting lane's member mask is there, it runs
-  /// for all of them.
+  /// The lanes of `active` wait at the .sync instruction at `pc` until it
+  /// can complete.
   void arriveAtWarpSync(const Instruction &inst, WarpState &warp, uint32_t pc,
                         uint32_t active) {
     const Operand &maskOperand = inst.operands[memberMaskOperand(inst)];
@@ -318,12 +321,20 @@ private:
                              lane};
     });
     leave(warp, active, LaneState::WaitingWarpSync, pc);
+    completeWarpSync(warp, pc);
+  }
+
+  /// Runs the .sync instruction at `pc` for the lanes waiting there once
+  /// every non-exited lane of each one's member mask is among them.
+  void completeWarpSync(WarpState &warp, uint32_t pc) {
+    const Instruction &inst = kernel.code[pc];
+    const Operand &maskOperand = inst.operands[memberMaskOperand(inst)];
     uint32_t arrived = 0;
     forEachLane(warp.existingMask, [&](int lane) {
       if (warp.state[lane] == LaneState::WaitingWarpSync && warp.pc[lane] == pc)
         arrived |= 1u << lane;
     });
-    bool ready = true;
+    bool ready = arrived != 0;
     forEachLane(arrived, [&](int lane) {
       uint32_t members = readOperand(warp, maskOperand, lane);
       if (members & ~warp.exitedMask & ~arrived)
@@ -341,6 +352,20 @@ private:
     });
     warp.runningMask |= arrived;
     warp.converged = false;
+  }
+
+  /// Lanes exited: lanes waiting at a .sync instruction for them may go on.
+  void completeWarpSyncsAfterExit(WarpState &warp) {
+    forEachLane(warp.existingMask & ~warp.exitedMask, [&](int lane) {
+      if (warp.state[lane] != LaneState::WaitingWarpSync)
+        return;
+      uint32_t pc = warp.pc[lane];
+      try {
+        completeWarpSync(warp, pc);
+      } catch (const ExecutionError &error) {
+        fail(error, warp, kernel.code[pc], 1u << lane);
+      }
+    });
   }
 
   void shuffle(const Instruction &inst, WarpState &warp, uint32_t lanes) {

@@ -467,10 +467,8 @@ private:
     if (token.text[0] == '%') {
       operand.kind = Operand::Kind::Register;
       operand.registers[0] = getRegister(token.text, kernel);
-      if (i + 2 < tokens.size() + 1 && i + 1 < tokens.size() &&
-          tokens[i + 1].is('|')) {
+      if (i + 2 < tokens.size() && tokens[i + 1].is('|'))
         inst.secondDestination = getRegister(tokens[i + 2].text, kernel);
-      }
     } else if (token.text == "_") {
       operand.kind = Operand::Kind::Register;
       operand.registers[0] = kNoRegister;
