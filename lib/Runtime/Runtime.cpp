@@ -2,6 +2,7 @@
 
 #include "fd/Runtime/Runtime.h"
 
+#include <cstdio>
 #include <exception>
 #include <stdexcept>
 #include <utility>
@@ -35,6 +36,30 @@ int Device::getMultiprocessorCount() const {
                                     device),
         "reading the multiprocessor count");
   return count;
+}
+
+std::pair<int, int> Device::getComputeCapability() const {
+  int major = 0, minor = 0;
+  check(driver,
+        driver.cuDeviceGetAttribute(
+            &major, kDeviceAttributeComputeCapabilityMajor, device),
+        "reading the compute capability");
+  check(driver,
+        driver.cuDeviceGetAttribute(
+            &minor, kDeviceAttributeComputeCapabilityMinor, device),
+        "reading the compute capability");
+  return {major, minor};
+}
+
+std::string getTargetForComputeCapability(int major, int minor) {
+  if (major < 8)
+    throw std::invalid_argument(
+        "compute capability " + std::to_string(major) + "." +
+        std::to_string(minor) +
+        " is not supported: the kernels need sm_80 or newer");
+  if (major == 8)
+    return minor >= 9 ? "sm_89" : minor >= 6 ? "sm_86" : "sm_80";
+  return "sm_90";
 }
 
 std::string Device::getName() const {
@@ -204,9 +229,31 @@ void DecodePlan::bind() {
                            : "the kernels were compiled without an lse "
                              "output: lse must be 0");
 
+  // The kernels move 16 bytes per access: a misaligned base (a view that
+  // starts inside a buffer) would fault on the GPU, so say so here.
+  auto requireAligned = [&](const char *name, CUdeviceptr address) {
+    char hex[32];
+    std::snprintf(hex, sizeof(hex), "0x%llx",
+                  static_cast<unsigned long long>(address));
+    require(address % kBufferAlignment == 0,
+            std::string(name) + " address " + hex + " is not " +
+                std::to_string(kBufferAlignment) +
+                "-byte aligned (address mod " +
+                std::to_string(kBufferAlignment) + " = " +
+                std::to_string(address % kBufferAlignment) +
+                "); the kernels access it 16 bytes at a time");
+  };
+  requireAligned("query", buffers.query);
+  requireAligned("keyCache", buffers.keyCache);
+  requireAligned("valueCache", buffers.valueCache);
+  requireAligned("output", buffers.output);
+  requireAligned("lse", buffers.lse);
+  requireAligned("blockTable", buffers.blockTable);
+
   int64_t workspaceBytes = manifest.getWorkspaceBytes(buffers.batch);
   if (!workspace || workspace->getSize() < static_cast<size_t>(workspaceBytes))
     workspace = std::make_unique<DeviceBuffer>(device, workspaceBytes);
+  requireAligned("workspace", workspace->getAddress());
   CUdeviceptr partialOutput = workspace->getAddress();
   CUdeviceptr partialLse =
       partialOutput + buffers.batch * manifest.partialLseOffsetPerSequence;

@@ -336,6 +336,50 @@ TEST_F(FakeRuntime, PlanRejectsBadBuffers) {
   }
 }
 
+TEST_F(FakeRuntime, PlanRejectsMisalignedBuffersBeforeLaunching) {
+  for (CUdeviceptr DecodeBuffers::*member :
+       {&DecodeBuffers::query, &DecodeBuffers::keyCache,
+        &DecodeBuffers::valueCache, &DecodeBuffers::output,
+        &DecodeBuffers::lse}) {
+    DecodeBuffers misaligned = buffers;
+    misaligned.*member += 2; // one f16 element into the buffer
+    try {
+      DecodePlan plan(*device, bundle, misaligned);
+      FAIL() << "no error";
+    } catch (const std::invalid_argument &error) {
+      EXPECT_NE(std::string(error.what())
+                    .find("-byte aligned (address mod 16 "
+                          "= 2)"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+  DecodeBuffers misaligned = buffers;
+  misaligned.keyCache = 0x2008;
+  try {
+    DecodePlan plan(*device, bundle, misaligned);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "DecodePlan: keyCache address 0x2008 is not 16-byte aligned "
+              "(address mod 16 = 8); the kernels access it 16 bytes at a "
+              "time");
+  }
+  EXPECT_TRUE(state.launches.empty());
+}
+
+TEST(Targets, ComputeCapabilityChoosesThePTXTarget) {
+  EXPECT_EQ(getTargetForComputeCapability(8, 0), "sm_80");
+  EXPECT_EQ(getTargetForComputeCapability(8, 6), "sm_86");
+  EXPECT_EQ(getTargetForComputeCapability(8, 7), "sm_86");
+  EXPECT_EQ(getTargetForComputeCapability(8, 9), "sm_89");
+  EXPECT_EQ(getTargetForComputeCapability(9, 0), "sm_90");
+  // Newer GPUs JIT the newest PTX the compiler emits.
+  EXPECT_EQ(getTargetForComputeCapability(10, 0), "sm_90");
+  EXPECT_EQ(getTargetForComputeCapability(12, 0), "sm_90");
+  EXPECT_THROW(getTargetForComputeCapability(7, 5), std::invalid_argument);
+}
+
 TEST_F(FakeRuntime, BadPTXCarriesTheJITLog) {
   state.loadResult = 218;
   try {

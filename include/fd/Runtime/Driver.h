@@ -36,6 +36,8 @@ constexpr int kJitErrorLogBufferSizeBytes =
     6; // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
 constexpr int kStreamCaptureModeThreadLocal = 1;
 constexpr int kDeviceAttributeMultiprocessorCount = 16;
+constexpr int kDeviceAttributeComputeCapabilityMajor = 75;
+constexpr int kDeviceAttributeComputeCapabilityMinor = 76;
 constexpr unsigned kStreamNonBlocking = 1;
 
 // X(member, exported symbol, parameter list): every driver entry point used.

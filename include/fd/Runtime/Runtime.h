@@ -22,6 +22,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fd::rt {
@@ -37,12 +38,22 @@ public:
   const DriverApi &getDriverApi() const { return driver; }
   int getMultiprocessorCount() const;
   std::string getName() const;
+  /// Compute capability, e.g. {9, 0} for an H100/H200, {8, 0} for an A100.
+  std::pair<int, int> getComputeCapability() const;
+  int getOrdinal() const { return device; }
 
 private:
   const DriverApi &driver;
   CUdevice device = 0;
   CUcontext context = nullptr;
 };
+
+/// The PTX target to compile for a GPU of compute capability major.minor:
+/// sm_80 for 8.0, sm_86 for 8.6 and 8.7, sm_89 for 8.9, sm_90 for 9.x, and
+/// for newer GPUs sm_90 too (PTX is forward-compatible: the driver JIT
+/// compiles it for the newer GPU). Throws std::invalid_argument below 8.0,
+/// which the kernels do not support.
+std::string getTargetForComputeCapability(int major, int minor);
 
 /// Device memory, freed with the object.
 class DeviceBuffer {
@@ -80,6 +91,10 @@ private:
   CUmodule module = nullptr;
   std::string label;
 };
+
+/// The alignment DecodePlan requires of every buffer it binds (lengths
+/// aside): the kernels access them 16 bytes at a time.
+constexpr uint64_t kBufferAlignment = 16;
 
 /// Device addresses of one decode step's buffers (contiguous, in the shapes
 /// of docs/KernelABI.md), and the batch and cache length they hold.
