@@ -17,7 +17,7 @@ using namespace mlir;
 
 namespace fd {
 
-const char *getCompilerVersion() { return "flashdecode 0.2.0 (MLIR 22)"; }
+const char *getCompilerVersion() { return "flashdecode 0.2.1 (MLIR 22)"; }
 
 namespace {
 

@@ -234,6 +234,11 @@ gpu::GPUFuncOp createKernel(Operation *anchor, StringRef name,
                                        workgroupBuffers);
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                   rewriter.getUnitAttr());
+  // The kernels move workgroup memory 16 bytes at a time (.v4): align every
+  // buffer to that, not just to its element.
+  for (unsigned i = 0; i < workgroupBuffers.size(); ++i)
+    kernel.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
+                                       rewriter.getI64IntegerAttr(16));
   if (!blockSize.empty())
     kernel.setKnownBlockSizeAttr(rewriter.getDenseI32ArrayAttr(blockSize));
   return kernel;

@@ -20,10 +20,10 @@
 // CHECK: arith.truncf {{.*}} : f32 to f16
 // CHECK: llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"
 
-// The partial kernel.
+// The partial kernel. Its workgroup buffers are read with 16-byte vectors.
 // CHECK: gpu.module @fd_partial_attention
 // CHECK: gpu.func @fd_partial_attention(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[LENS:[a-z0-9]+]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32)
-// CHECK-SAME: workgroup(%[[QTILE:.*]] : memref<4x64xf32, #gpu.address_space<workgroup>>, %[[WACC:.*]] : memref<4x4x64xf32, #gpu.address_space<workgroup>>, %[[WML:.*]] : memref<4x4x2xf32, #gpu.address_space<workgroup>>) kernel
+// CHECK-SAME: workgroup(%[[QTILE:.*]] : memref<4x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WACC:.*]] : memref<4x4x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WML:.*]] : memref<4x4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
 // The length of the block's sequence (blockIdx.z) comes from device memory.
 // CHECK: %[[B:.*]] = gpu.block_id z
 // CHECK: %[[B64:.*]] = arith.index_cast %[[B]] : index to i64
@@ -72,7 +72,7 @@ func.func @decode(%q: memref<?x8x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?
 // CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in (%c4, %c4, %c3)
 // CHECK: gpu.launch_func @fd_merge::@fd_merge blocks in (%c4, %c2, %c3) threads in (%c128, %c1, %c1)
 // CHECK: gpu.func @fd_partial_attention
-// CHECK-SAME: workgroup(%{{.*}} : memref<2x128xf32, #gpu.address_space<workgroup>>
+// CHECK-SAME: workgroup(%{{.*}} : memref<2x128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}
 // CHECK: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
 // CHECK: gpu.shuffle xor %{{.*}}, %c16_i32, %c32_i32 : f32
 func.func @speculative_hnd(%q: memref<3x2x4x128xf32>, %k: memref<3x4x?x128xf32>, %v: memref<3x4x?x128xf32>,
