@@ -4,8 +4,9 @@
     out = flashdecode.decode_attention(q, k_cache, v_cache, seq_lens)
 
 ``decode_attention`` runs the compiled CPU lowering on numpy arrays
-(``backend="cpu"``) or the generated PTX on CUDA tensors (``backend="cuda"``,
-PyTorch tensors or anything with ``__cuda_array_interface__``).
+(``backend="cpu"``) or the generated PTX on device arrays (``backend="cuda"``:
+``DeviceArray``, PyTorch CUDA tensors, or anything with
+``__cuda_array_interface__``).
 ``compile`` returns the PTX and manifest of a configuration, ``plan_splits``
 the split count the compiler would choose, and ``Decoder`` binds fixed GPU
 buffers for CUDA-graph decoding.
@@ -23,8 +24,10 @@ import math
 import numpy as np
 
 from . import _flashdecode as _native
+from .device_array import DeviceArray
 
-__all__ = ["compile", "plan_splits", "decode_attention", "Kernel", "Decoder"]
+__all__ = ["compile", "plan_splits", "decode_attention", "Kernel", "Decoder",
+           "DeviceArray"]
 
 CudaError = _native.CudaError
 
@@ -253,8 +256,12 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     return (out, lse) if return_lse else out
 
 
+def _is_torch(array):
+    return hasattr(array, "data_ptr") and hasattr(array, "is_cuda")
+
+
 class _CudaArray:
-    """Pointer, shape, dtype and contiguity of a CUDA tensor."""
+    """Pointer, shape, dtype and contiguity of a device array."""
 
     _TORCH = {"torch.float32": "float32", "torch.float16": "float16",
               "torch.bfloat16": "bfloat16", "torch.int32": "int32"}
@@ -262,7 +269,13 @@ class _CudaArray:
 
     def __init__(self, array, name):
         self.array = array
-        if hasattr(array, "data_ptr") and hasattr(array, "is_cuda"):
+        if isinstance(array, DeviceArray):
+            # Its interface cannot say bfloat16 (no typestr for it).
+            self.pointer = array.__cuda_array_interface__["data"][0]
+            self.shape = array.shape
+            self.dtype = array.dtype
+            self.contiguous = True
+        elif _is_torch(array):
             if not array.is_cuda:
                 raise TypeError(f"{name} must be a CUDA tensor for backend='cuda'")
             self.pointer = array.data_ptr()
@@ -276,9 +289,14 @@ class _CudaArray:
             self.dtype = self._TYPESTR.get(interface["typestr"])
             self.contiguous = interface.get("strides") is None
         else:
-            raise TypeError(f"{name} must be a CUDA tensor (PyTorch, or an "
-                            "object with __cuda_array_interface__), got "
-                            f"{type(array).__name__}")
+            hint = " (flashdecode.DeviceArray.from_numpy copies one to the " \
+                "device)" if isinstance(array, np.ndarray) else ""
+            raise TypeError(f"{name} must be a CUDA tensor for "
+                            "backend='cuda': a flashdecode.DeviceArray, a "
+                            "PyTorch CUDA tensor or an object with "
+                            "__cuda_array_interface__; got "
+                            f"{type(array).__module__}.{type(array).__name__}"
+                            + hint)
         if self.dtype is None:
             raise TypeError(f"{name} dtype is not supported: expected float32, "
                             "float16 or bfloat16 (int32 for seq_lens)")
@@ -286,17 +304,20 @@ class _CudaArray:
             raise ValueError(f"{name} must be contiguous")
 
 
+def _check_float(array, name):
+    if array.dtype not in _DTYPES:
+        raise TypeError(f"{name} dtype {array.dtype} is not supported: "
+                        "expected float32, float16 or bfloat16")
+
+
 def _empty_like(array, shape, dtype):
-    import torch  # Only CUDA callers get here; they have PyTorch.
-    return torch.empty(shape, dtype=getattr(torch, dtype), device=array.device)
-
-
-def _current_stream():
-    try:
+    """An output of the kind of ``array``: a tensor on its device for PyTorch,
+    a DeviceArray otherwise."""
+    if _is_torch(array):
         import torch
-        return torch.cuda.current_stream().cuda_stream
-    except ImportError:
-        return 0
+        return torch.empty(shape, dtype=getattr(torch, dtype),
+                           device=array.device)
+    return DeviceArray.empty(shape, dtype)
 
 
 class Decoder:
@@ -307,8 +328,11 @@ class Decoder:
         ...                      # write new lengths into seq_lens in place
         decoder.replay()         # one launch, no re-capture
 
-    The tensors must stay alive and keep their addresses; rebinding means a
-    new Decoder.
+    The Decoder keeps its arrays (DeviceArray, PyTorch CUDA tensors,
+    __cuda_array_interface__ objects) alive; they must keep their addresses,
+    so rebinding means a new Decoder. ``stream`` is a CUstream handle (int);
+    the default is PyTorch's current stream for tensors, else a stream the
+    Decoder owns (DeviceArray.numpy() and copy_from_numpy() wait for it).
     """
 
     def __init__(self, q, k_cache, v_cache, seq_lens, out, lse=None, *,
@@ -318,6 +342,7 @@ class Decoder:
             (q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache"),
             (seq_lens, "seq_lens"), (out, "out"))]
         qa, ka, va, la, oa = arrays
+        _check_float(qa, "q")
         table = None if block_table is None else \
             _CudaArray(block_table, "block_table")
         if table is not None and table.dtype != "int32":
@@ -341,6 +366,10 @@ class Decoder:
         splits, split_kv = _split_options(num_splits)
         self._keep_alive = (q, k_cache, v_cache, seq_lens, out, lse,
                             block_table)
+        # PyTorch tensors run on PyTorch's current stream; other arrays on
+        # the plan's own stream (never the legacy one, which cannot be
+        # captured, nor a PyTorch stream of another driver).
+        self._torch_stream = any(_is_torch(x) for x in self._keep_alive)
         # The config's batch and max_len are the buffers' sizes.
         config = _native.KernelConfig(
             problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
@@ -353,19 +382,27 @@ class Decoder:
             oa.pointer, lse_pointer, 0 if table is None else table.pointer)
         self.num_splits = self._plan.num_splits
 
+    def _stream(self, stream):
+        """The stream handle to use; None is the plan's own stream."""
+        if stream is None and self._torch_stream:
+            import torch
+            return torch.cuda.current_stream().cuda_stream
+        return stream
+
     def run(self, stream=None):
-        self._plan.launch(_current_stream() if stream is None else stream)
+        self._plan.launch(self._stream(stream))
 
     def capture(self, stream=None):
-        self._plan.capture(_current_stream() if stream is None else stream)
+        self._plan.capture(self._stream(stream))
 
     def replay(self, stream=None):
-        self._plan.replay(_current_stream() if stream is None else stream)
+        self._plan.replay(self._stream(stream))
 
 
 def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                  return_lse, dtype, block_table):
     qa = _CudaArray(q, "q")
+    _check_float(qa, "q")
     if dtype is not None and dtype != qa.dtype:
         raise TypeError(f"q is {qa.dtype} but dtype={dtype!r} was given")
     problem = _Problem(

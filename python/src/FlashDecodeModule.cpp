@@ -1,9 +1,10 @@
 //===- FlashDecodeModule.cpp - The flashdecode Python extension -----------===//
 //
 // The native half of the `flashdecode` package: the split planner, the JIT,
-// the CPU kernels and the runtime. Argument checking that names Python
-// arguments lives in flashdecode/__init__.py; this layer re-checks buffer
-// sizes so a wrong call can never read or write out of bounds.
+// the CPU kernels, the runtime and device memory for DeviceArray. Argument
+// checking that names Python arguments lives in flashdecode/__init__.py; this
+// layer re-checks buffer sizes so a wrong call can never read or write out of
+// bounds.
 //
 //===----------------------------------------------------------------------===//
 
@@ -164,12 +165,40 @@ rt::KernelBundle toBundle(const CompiledKernels &kernels) {
   return bundle;
 }
 
+/// Device memory behind flashdecode.DeviceArray, which keeps the shape and
+/// dtype. Copies are synchronous on the legacy default stream, so they are
+/// ordered after work queued on blocking streams (a plan's own stream).
+class PyDeviceBuffer {
+public:
+  explicit PyDeviceBuffer(size_t bytes) : buffer(getDevice(), bytes) {}
+
+  uintptr_t getAddress() const { return buffer.getAddress(); }
+  size_t getSize() const { return buffer.getSize(); }
+
+  void upload(const py::array &array) {
+    const void *data = checkedData(array, buffer.getSize(), "a");
+    if (buffer.getSize())
+      buffer.upload(data, buffer.getSize());
+  }
+  void download(py::array &array) const {
+    checkedData(array, buffer.getSize(), "destination");
+    if (buffer.getSize())
+      buffer.download(array.mutable_data(), buffer.getSize());
+  }
+
+private:
+  rt::DeviceBuffer buffer;
+};
+
 /// A DecodePlan for Python: compiled kernels bound to device pointers.
+/// Without a caller's stream it runs on a stream of its own: the legacy
+/// default stream cannot be captured into a graph.
 class PyCudaPlan {
 public:
   PyCudaPlan(const KernelConfig &config, uintptr_t query, uintptr_t keys,
              uintptr_t values, uintptr_t lengths, uintptr_t output,
-             uintptr_t lse, uintptr_t blockTable) {
+             uintptr_t lse, uintptr_t blockTable)
+      : driver(getDevice().getDriverApi()) {
     auto kernels = compile(config);
     if (!kernels)
       throw std::runtime_error(llvm::toString(kernels.takeError()));
@@ -180,24 +209,47 @@ public:
     plan = std::make_unique<rt::DecodePlan>(getDevice(), bundle, buffers);
   }
 
-  void launch(uintptr_t stream) {
-    plan->launch(reinterpret_cast<rt::CUstream>(stream));
+  ~PyCudaPlan() {
+    // The workspace is freed with the plan: let queued kernels finish first.
+    if (ownStream)
+      driver.cuStreamSynchronize(ownStream);
+    graph.reset();
+    plan.reset();
+    if (ownStream)
+      driver.cuStreamDestroy(ownStream);
   }
-  void capture(uintptr_t stream) {
-    graph = std::make_unique<rt::Graph>(rt::Graph::capture(
-        getDevice(), {plan.get()}, reinterpret_cast<rt::CUstream>(stream)));
+
+  void launch(std::optional<uintptr_t> stream) {
+    plan->launch(resolve(stream));
   }
-  void replay(uintptr_t stream) {
+  void capture(std::optional<uintptr_t> stream) {
+    graph = std::make_unique<rt::Graph>(
+        rt::Graph::capture(getDevice(), {plan.get()}, resolve(stream)));
+  }
+  void replay(std::optional<uintptr_t> stream) {
     if (!graph)
       throw std::runtime_error("replay() before capture()");
-    graph->replay(reinterpret_cast<rt::CUstream>(stream));
+    graph->replay(resolve(stream));
   }
   int64_t numSplits() const { return bundle.manifest.numSplits; }
 
 private:
+  /// The caller's stream, or the plan's own (a blocking one, so synchronous
+  /// copies on the legacy stream wait for it), created on first use.
+  rt::CUstream resolve(std::optional<uintptr_t> stream) {
+    if (stream)
+      return reinterpret_cast<rt::CUstream>(*stream);
+    if (!ownStream)
+      rt::check(driver, driver.cuStreamCreate(&ownStream, 0),
+                "creating the decoder's stream");
+    return ownStream;
+  }
+
+  const rt::DriverApi &driver;
   rt::KernelBundle bundle;
   std::unique_ptr<rt::DecodePlan> plan;
   std::unique_ptr<rt::Graph> graph;
+  rt::CUstream ownStream = nullptr;
 };
 
 } // namespace
@@ -256,8 +308,15 @@ PYBIND11_MODULE(_flashdecode, module) {
            py::arg("max_pages") = 0)
       .def_property_readonly("num_splits", &PyCPUKernel::numSplits);
 
+  py::class_<PyDeviceBuffer>(module, "DeviceBuffer")
+      .def(py::init<size_t>(), py::arg("nbytes"))
+      .def_property_readonly("address", &PyDeviceBuffer::getAddress)
+      .def_property_readonly("nbytes", &PyDeviceBuffer::getSize)
+      .def("upload", &PyDeviceBuffer::upload, py::arg("a"))
+      .def("download", &PyDeviceBuffer::download, py::arg("destination"));
+
   // The plan binds the buffers of `config.batch` sequences of
-  // `config.max_len` positions.
+  // `config.max_len` positions. stream=None is the plan's own stream.
   py::class_<PyCudaPlan>(module, "CudaPlan")
       .def(py::init<const KernelConfig &, uintptr_t, uintptr_t, uintptr_t,
                     uintptr_t, uintptr_t, uintptr_t, uintptr_t>(),

@@ -1,0 +1,137 @@
+"""DeviceArray: a contiguous array in GPU memory, for backend="cuda" without
+PyTorch.
+
+    lens = flashdecode.DeviceArray.from_numpy(np.array([5, 9], np.int32))
+    out = flashdecode.DeviceArray.empty((2, 8, 128), "float16")
+    lens.copy_from_numpy(np.array([6, 10], np.int32))   # in place
+    out.numpy()                                         # copy back
+
+Memory comes from the runtime's driver (libcuda, or $FD_CUDA_DRIVER such as
+the emulator) in the primary context, so PyTorch and CuPy on the same GPU
+can use it through ``__cuda_array_interface__``. Copies are synchronous.
+bfloat16 data is given as uint16 bit patterns with ``dtype="bfloat16"`` (or
+as an ml_dtypes bfloat16 array) and comes back the same way.
+"""
+
+import math
+
+import numpy as np
+
+from . import _flashdecode as _native
+
+_HOST_DTYPES = {"float32": np.dtype(np.float32),
+                "float16": np.dtype(np.float16),
+                "bfloat16": np.dtype(np.uint16),
+                "int32": np.dtype(np.int32)}
+# bfloat16 has no numpy typestr: "<V2" is what ml_dtypes' bfloat16 reports.
+_TYPESTRS = {"float32": "<f4", "float16": "<f2", "bfloat16": "<V2",
+             "int32": "<i4"}
+
+
+def _check_dtype(dtype):
+    if dtype not in _HOST_DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(_HOST_DTYPES)}, got "
+                         f"{dtype!r}")
+    return dtype
+
+
+def _dtype_of(a, dtype):
+    """The DeviceArray dtype of numpy array ``a``, checked with ``dtype``."""
+    kind = a.dtype
+    if kind.name == "bfloat16" or (kind == np.uint16 and dtype == "bfloat16"):
+        found = "bfloat16"
+    elif kind == np.uint16:
+        raise TypeError(f"a holds 16-bit patterns ({kind}): pass "
+                        "dtype='bfloat16'")
+    else:
+        found = next((name for name, host in _HOST_DTYPES.items()
+                      if name != "bfloat16" and kind == host), None)
+        if found is None:
+            raise TypeError(f"a dtype {kind} is not supported: expected "
+                            "float32, float16, int32, or bfloat16 as uint16 "
+                            "bit patterns")
+    if dtype is not None and dtype != found:
+        raise TypeError(f"a is {found} but dtype={dtype!r} was given")
+    return found
+
+
+class DeviceArray:
+    """A C-contiguous array in device memory: ``shape``, ``dtype`` (a string),
+    ``nbytes``, ``__cuda_array_interface__``. Freed with the object."""
+
+    def __init__(self, shape, dtype):
+        """Uninitialized device memory of ``shape`` (ints >= 0) and ``dtype``
+        ("float32", "float16", "bfloat16" or "int32"); also ``empty``."""
+        if isinstance(shape, (int, np.integer)):
+            shape = (shape,)
+        if not isinstance(shape, (tuple, list)) or not all(
+                isinstance(n, (int, np.integer)) and not isinstance(n, bool)
+                for n in shape):
+            raise TypeError(f"shape must be a tuple of ints, got {shape!r}")
+        if any(n < 0 for n in shape):
+            raise ValueError(f"shape must not be negative, got {tuple(shape)}")
+        self._shape = tuple(int(n) for n in shape)
+        self._dtype = _check_dtype(dtype)
+        self._host_dtype = _HOST_DTYPES[dtype]
+        self._buffer = _native.DeviceBuffer(
+            math.prod(self._shape) * self._host_dtype.itemsize)
+
+    @classmethod
+    def empty(cls, shape, dtype):
+        """Uninitialized device memory of ``shape`` and ``dtype``."""
+        return cls(shape, dtype)
+
+    @classmethod
+    def from_numpy(cls, a, dtype=None):
+        """A device copy of numpy array ``a``. ``dtype`` (default: a's) must
+        be "bfloat16" for uint16 bit patterns."""
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"a must be a numpy array, got {type(a).__name__}")
+        if dtype is not None:
+            _check_dtype(dtype)
+        found = _dtype_of(a, dtype)
+        array = cls(a.shape, found)
+        array._host_dtype = a.dtype  # ml_dtypes' bfloat16 comes back as such
+        array._buffer.upload(np.ascontiguousarray(a))
+        return array
+
+    def copy_from_numpy(self, a):
+        """Overwrites the device data with numpy array ``a`` of the same shape
+        and dtype (e.g. new lengths between graph replays)."""
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"a must be a numpy array, got {type(a).__name__}")
+        found = _dtype_of(a, "bfloat16" if self._dtype == "bfloat16" else None)
+        if found != self._dtype:
+            raise TypeError(f"a is {found} but this array is {self._dtype}")
+        if a.shape != self._shape:
+            raise ValueError(f"a has shape {a.shape}, this array "
+                             f"{self._shape}")
+        self._buffer.upload(np.ascontiguousarray(a))
+
+    def numpy(self):
+        """A host copy; bfloat16 comes back as uint16 bit patterns (or as
+        ml_dtypes bfloat16 when the array was made from one)."""
+        host = np.empty(self._shape, self._host_dtype)
+        self._buffer.download(host)
+        return host
+
+    @property
+    def shape(self):
+        return self._shape
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def nbytes(self):
+        return self._buffer.nbytes
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"version": 3, "shape": self._shape,
+                "typestr": _TYPESTRS[self._dtype],
+                "data": (self._buffer.address, False), "strides": None}
+
+    def __repr__(self):
+        return f"DeviceArray(shape={self._shape}, dtype={self._dtype!r})"
