@@ -29,6 +29,11 @@ Device::Device(const DriverApi &driver, int ordinal) : driver(driver) {
 
 Device::~Device() { driver.cuDevicePrimaryCtxRelease(device); }
 
+void Device::makeCurrent() const {
+  check(driver, driver.cuCtxSetCurrent(context),
+        "making the primary context current");
+}
+
 int Device::getMultiprocessorCount() const {
   int count = 0;
   check(driver,
@@ -74,24 +79,32 @@ std::string Device::getName() const {
 //===----------------------------------------------------------------------===//
 
 DeviceBuffer::DeviceBuffer(const Device &device, size_t bytes)
-    : driver(&device.getDriverApi()), size(bytes) {
+    : device(&device), driver(&device.getDriverApi()), size(bytes) {
+  device.makeCurrent();
   check(*driver, driver->cuMemAlloc(&address, bytes ? bytes : 1),
         "allocating " + std::to_string(bytes) + " bytes of device memory");
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (address)
-    driver->cuMemFree(address);
+DeviceBuffer::~DeviceBuffer() { release(); }
+
+void DeviceBuffer::release() noexcept {
+  if (!address)
+    return;
+  // Freeing from a thread without the context current would fail.
+  driver->cuCtxSetCurrent(device->getContext());
+  driver->cuMemFree(address);
+  address = 0;
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
-    : driver(other.driver), address(std::exchange(other.address, 0)),
+    : device(other.device), driver(other.driver),
+      address(std::exchange(other.address, 0)),
       size(std::exchange(other.size, 0)) {}
 
 DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
   if (this != &other) {
-    if (address)
-      driver->cuMemFree(address);
+    release();
+    device = other.device;
     driver = other.driver;
     address = std::exchange(other.address, 0);
     size = std::exchange(other.size, 0);
@@ -104,6 +117,7 @@ void DeviceBuffer::upload(const void *data, size_t bytes) {
     throw std::invalid_argument("upload of " + std::to_string(bytes) +
                                 " bytes into a buffer of " +
                                 std::to_string(size));
+  device->makeCurrent();
   check(*driver, driver->cuMemcpyHtoD(address, data, bytes),
         "copying to the device");
 }
@@ -113,6 +127,7 @@ void DeviceBuffer::download(void *data, size_t bytes) const {
     throw std::invalid_argument("download of " + std::to_string(bytes) +
                                 " bytes from a buffer of " +
                                 std::to_string(size));
+  device->makeCurrent();
   check(*driver, driver->cuMemcpyDtoH(data, address, bytes),
         "copying from the device");
 }
@@ -124,6 +139,7 @@ void DeviceBuffer::download(void *data, size_t bytes) const {
 Module::Module(const Device &device, const std::string &ptx,
                const std::string &label)
     : driver(device.getDriverApi()), label(label) {
+  device.makeCurrent();
   // The driver wants a NUL-terminated image; MLIR's PTX may lack the NUL.
   std::string image = ptx;
   image.push_back('\0');
@@ -294,6 +310,7 @@ void DecodePlan::bind() {
 
 void DecodePlan::launch(CUstream stream) const {
   const DriverApi &driver = device.getDriverApi();
+  device.makeCurrent();
   for (const std::unique_ptr<BoundKernel> &kernel : kernels)
     check(driver,
           driver.cuLaunchKernel(
@@ -317,7 +334,8 @@ Graph Graph::capture(const Device &device,
     throw std::invalid_argument(
         "Graph::capture: the legacy default stream cannot be captured; "
         "pass a stream made with cuStreamCreate");
-  Graph result(driver);
+  Graph result(device);
+  device.makeCurrent();
   check(driver,
         driver.cuStreamBeginCapture(stream, kStreamCaptureModeThreadLocal),
         "beginning a CUDA graph capture");
@@ -351,13 +369,15 @@ Graph Graph::capture(const Device &device,
 Graph::~Graph() { release(); }
 
 Graph::Graph(Graph &&other) noexcept
-    : driver(other.driver), graph(std::exchange(other.graph, nullptr)),
+    : device(other.device), driver(other.driver),
+      graph(std::exchange(other.graph, nullptr)),
       executable(std::exchange(other.executable, nullptr)),
       plans(std::move(other.plans)) {}
 
 Graph &Graph::operator=(Graph &&other) noexcept {
   if (this != &other) {
     release();
+    device = other.device;
     driver = other.driver;
     graph = std::exchange(other.graph, nullptr);
     executable = std::exchange(other.executable, nullptr);
@@ -389,6 +409,7 @@ void Graph::replay(CUstream stream) const {
     throw std::invalid_argument(
         "Graph::replay: a captured plan was rebound to other buffers or "
         "shapes since the capture; capture a new graph");
+  device->makeCurrent();
   check(*driver, driver->cuGraphLaunch(executable, stream),
         "replaying the CUDA graph");
 }

@@ -2,8 +2,8 @@
 //
 // Needs a CUDA driver (in `make test`: fdemu, FD_CUDA_DRIVER) and the test
 // kernels bench/test_kernels.sh writes (FD_TEST_KERNELS=DIR; the full build
-// compiles them and defaults to its copy); skips with the reason otherwise. Runs
-// each configuration on fresh random inputs with mixed lengths (0, 1, odd,
+// compiles them and defaults to its copy); skips with the reason otherwise.
+// Runs each configuration on fresh random inputs with mixed lengths (0, 1, odd,
 // full), then replays a captured CUDA graph while the lengths grow in device
 // memory, checking every replay.
 //
@@ -20,6 +20,7 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <thread>
 
 using namespace fd;
 using namespace fd::rt;
@@ -175,8 +176,16 @@ TEST_P(RuntimeGPU, MatchesTheReferenceAndReplaysAsLengthsGrow) {
   Graph graph = Graph::capture(*device, {&plan}, stream);
   for (int32_t step = 0; step < 5; ++step) {
     int32_t grown = 1 + 130 * step;
-    runAndCheck({grown, 3 + step, 0, std::min<int32_t>(700, 299 + grown)},
-                [&] { graph.replay(stream); });
+    auto replayStep = [&] {
+      runAndCheck({grown, 3 + step, 0, std::min<int32_t>(700, 299 + grown)},
+                  [&] { graph.replay(stream); });
+    };
+    // The driver's current context is per thread: fdrt makes it current
+    // wherever it is used, so a serving loop may replay from any thread.
+    if (step == 2)
+      std::thread(replayStep).join();
+    else
+      replayStep();
   }
   driver.cuStreamDestroy(stream);
 }

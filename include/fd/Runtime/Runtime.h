@@ -36,6 +36,11 @@ public:
   Device &operator=(const Device &) = delete;
 
   const DriverApi &getDriverApi() const { return driver; }
+  CUcontext getContext() const { return context; }
+  /// Makes the context current on the calling thread (the driver's current
+  /// context is per thread): every fdrt call that needs it does this first,
+  /// so any thread may use a Device.
+  void makeCurrent() const;
   int getMultiprocessorCount() const;
   std::string getName() const;
   /// Compute capability, e.g. {9, 0} for an H100/H200, {8, 0} for an A100.
@@ -69,6 +74,9 @@ public:
   void download(void *data, size_t bytes) const;
 
 private:
+  void release() noexcept;
+
+  const Device *device;
   const DriverApi *driver;
   CUdeviceptr address = 0;
   size_t size = 0;
@@ -171,9 +179,11 @@ public:
   bool isStale() const;
 
 private:
-  explicit Graph(const DriverApi &driver) : driver(&driver) {}
+  explicit Graph(const Device &device)
+      : device(&device), driver(&device.getDriverApi()) {}
   void release();
 
+  const Device *device;
   const DriverApi *driver;
   CUgraph graph = nullptr;
   CUgraphExec executable = nullptr;
