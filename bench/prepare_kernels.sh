@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # Compiles, here (with MLIR), every kernel fd-bench and the GPU tests load on
 # the device machine (which has no MLIR): DIR/<config>/B<b>_L<len>_<auto|s1>
-# and DIR/tests/<name>. Usage: bench/prepare_kernels.sh [DIR] [fd-compile].
+# and DIR/tests/<name>. Usage: bench/prepare_kernels.sh [--quick] [DIR]
+# [fd-compile]. With --quick, only what `fd-bench --quick` reads (make test
+# runs that on fdemu).
 set -euo pipefail
+batches="1 8 64" lengths="1024 4096 16384 65536 131072" quick=
+if [ "${1:-}" = --quick ]; then
+  batches="1 8" lengths="1024 16384" quick=1
+  shift
+fi
 dir=${1:-build/bench-kernels}
 compile=${2:-build/bin/fd-compile}
 rm -rf "$dir"
 for config in "llama3-8b 32 8" "mha 32 32"; do
   read -r name hq hkv <<<"$config"
-  for batch in 1 8 64; do
-    for len in 1024 4096 16384 65536 131072; do
+  for batch in $batches; do
+    for len in $lengths; do
       for mode in auto s1; do
         splits=$([ "$mode" = auto ] && echo auto || echo 1)
         "$compile" --no-cache --head-dim 128 --num-q-heads "$hq" \
@@ -20,7 +27,7 @@ for config in "llama3-8b 32 8" "mha 32 32"; do
     done
   done
 done
-# Paged vs dense (fd-bench): llama3-8b, auto splits.
+# Paged vs dense (fd-bench, --quick too): llama3-8b, auto splits.
 for batch in 1 8; do
   for len in 16384 65536; do
     for page in 16 64; do
@@ -31,5 +38,5 @@ for batch in 1 8; do
   done
 done
 # For RuntimeGPUTest.
-"$(dirname "$0")/test_kernels.sh" "$dir/tests" "$compile"
+[ -n "$quick" ] || "$(dirname "$0")/test_kernels.sh" "$dir/tests" "$compile"
 echo "kernels in $dir: $(find "$dir" -name manifest.json | wc -l) configurations"

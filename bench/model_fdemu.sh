@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The modeled table of bench/RESULTS.md, without a GPU: fd-bench on fdemu for
+# Llama-3-8B (Hq=32, Hkv=8), MHA 32/32, GQA-8 64/8 and MQA 32/1 (D=128, f16,
+# NHD; auto splits planned for the emulated GPU's SMs, and one split) at B=1
+# L=32768 and B=16 L=4096. Times are modeled, extrapolated from two short
+# lengths (fd-bench --tokens-per-split; 0 interprets the full length).
+# Usage: bench/model_fdemu.sh [h200|a100] [CSV] [fd-bench flags...]
+# Expects a full build in $BUILD (default build): fd-compile, fd-bench, fdemu.
+set -euo pipefail
+gpu=${1:-h200}
+csv=${2:-bench/out/fdemu-model-$gpu.csv}
+shift $(($# < 2 ? $# : 2))
+build=${BUILD:-build}
+case $gpu in
+h200) arch=sm_90 sms=132 ;;
+a100) arch=sm_80 sms=108 ;;
+*)
+  echo "model_fdemu.sh: unknown GPU '$gpu' (h200, a100)" >&2
+  exit 2
+  ;;
+esac
+dir=$build/fdemu-model-kernels/$gpu
+rm -rf "$dir"
+for config in "llama3-8b 32 8" "mha 32 32" "gqa8 64 8" "mqa 32 1"; do
+  read -r name hq hkv <<<"$config"
+  for shape in 1x32768 16x4096; do
+    batch=${shape%x*} len=${shape#*x}
+    for mode in auto s1; do
+      splits=$([ "$mode" = auto ] && echo auto || echo 1)
+      "$build/bin/fd-compile" --no-cache --head-dim 128 --num-q-heads "$hq" \
+        --num-kv-heads "$hkv" --dtype f16 --kv-layout NHD --arch "$arch" \
+        --sm-count "$sms" --num-splits "$splits" --batch "$batch" \
+        --max-len "$len" -o "$dir/$name/B${batch}_L${len}_${mode}" >/dev/null
+    done
+  done
+done
+mkdir -p "$(dirname "$csv")"
+FD_CUDA_DRIVER=$build/lib/libfdemu.so FDEMU_GPU=$gpu "$build/bin/fd-bench" \
+  --kernels "$dir" --configs llama3-8b,mha,gqa8,mqa --shapes 1x32768,16x4096 \
+  --csv "$csv" "$@"

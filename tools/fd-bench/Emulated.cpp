@@ -1,0 +1,223 @@
+//===- Emulated.cpp - fd-bench on fdemu: modeled times --------------------===//
+
+#include "Emulated.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+
+using namespace fd::rt;
+
+namespace fd::bench {
+
+std::unique_ptr<Emulator> Emulator::detect() {
+  std::string name = getDriverLibraryName();
+  // fdrt has loaded it already (RTLD_LOCAL): this is the same handle.
+  void *library = dlopen(name.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (!library)
+    library = dlopen(name.c_str(), RTLD_NOW);
+  if (!library || !dlsym(library, "fdemuModelTime"))
+    return nullptr;
+  std::unique_ptr<Emulator> emulator(new Emulator);
+  auto find = [&](auto &member, const char *symbol) {
+    member = reinterpret_cast<std::remove_reference_t<decltype(member)>>(
+        dlsym(library, symbol));
+    if (!member)
+      throw std::runtime_error(name + " has fdemuModelTime but lacks " +
+                               symbol + ": an older fdemu");
+  };
+  find(emulator->recordLaunches, "fdemuRecordLaunches");
+  find(emulator->launchCount, "fdemuLaunchCount");
+  find(emulator->getLaunchCounters, "fdemuGetLaunchCounters");
+  find(emulator->modelTime, "fdemuModelTime");
+  void (*getModelConstants)(double *, double *, double *) = nullptr;
+  find(getModelConstants, "fdemuGetModelConstants");
+  getModelConstants(&emulator->eagerLaunchMicroseconds,
+                    &emulator->graphNodeMicroseconds,
+                    &emulator->dramBytesPerSecond);
+  return emulator;
+}
+
+std::vector<FdemuCounters>
+Emulator::runAt(const Device &device, CUstream stream, const DecodePlan &plan,
+                DeviceBuffer &lengths, int64_t batch, int64_t liveLength) {
+  const DriverApi &driver = device.getDriverApi();
+  std::vector<int32_t> live(batch, static_cast<int32_t>(liveLength));
+  lengths.upload(live.data(), live.size() * sizeof(int32_t));
+  recordLaunches(1);
+  auto start = std::chrono::steady_clock::now();
+  plan.launch(stream); // fdemu runs a launch when it is enqueued
+  check(driver, driver.cuStreamSynchronize(stream), "running the kernels");
+  interpreterSeconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  std::vector<FdemuCounters> counters(launchCount());
+  for (size_t i = 0; i < counters.size(); ++i) {
+    if (getLaunchCounters(static_cast<int>(i), &counters[i]))
+      throw std::runtime_error("fdemu: no counters for launch " +
+                               std::to_string(i));
+    threadInstructions += counters[i].threadInstructions;
+  }
+  recordLaunches(0);
+  return counters;
+}
+
+Timing Emulator::model(const Device &device, CUstream stream,
+                       const KernelBundle &bundle, int64_t batch,
+                       int64_t length, int64_t tokensPerSplit) {
+  const Manifest &manifest = bundle.manifest;
+  if (manifest.dtype != "f16")
+    throw std::invalid_argument("fd-bench times f16 kernels, not " +
+                                manifest.dtype);
+  Timing timing;
+  timing.modeled = true;
+  // Every split's chunk in the short runs is congruent to the full length's
+  // chunk c = ceil(length / S) modulo t. When t is a whole number of the
+  // partial kernel's loop steps, a block then runs k * (t / step) + the same
+  // tail iterations, so each counter is exactly linear in S * chunk, also
+  // when c is no whole number of steps. The target S * c counts the last
+  // split as full: S * c - length < S positions too many.
+  int64_t splits = manifest.numSplits;
+  int64_t chunk = (length + splits - 1) / splits;
+  int64_t target = splits * chunk;
+  if (tokensPerSplit) {
+    int64_t shortChunk = tokensPerSplit + chunk % tokensPerSplit;
+    timing.shortLength = splits * shortChunk;
+    timing.longLength = splits * (shortChunk + tokensPerSplit);
+  }
+  if (!tokensPerSplit || timing.longLength >= target)
+    timing.shortLength = timing.longLength = target = length;
+
+  // The partial kernel reads positions [0, live length) of each sequence
+  // and uses max_len only to clamp the lengths and as the batch stride
+  // (dense) or block-table row length (paged) (docs/KernelABI.md). Bound to
+  // caches of `capacity` >= every live length, it executes the same
+  // instructions and touches as many 32-byte sectors (rows stay sector
+  // aligned) as with caches of `length` positions, so the full-length cache
+  // is never allocated; fdemu's bounds and initcheck would catch a read past
+  // what is allocated and filled.
+  int64_t capacity = timing.longLength;
+  if (manifest.pageSize)
+    capacity = (capacity + manifest.pageSize - 1) / manifest.pageSize *
+               manifest.pageSize;
+  const DriverApi &driver = device.getDriverApi();
+  size_t queryElements =
+      batch * manifest.queryLength * manifest.numQueryHeads * manifest.headDim;
+  size_t cacheElements =
+      batch * capacity * manifest.numKVHeads * manifest.headDim;
+  DeviceBuffer query(device, queryElements * 2),
+      output(device, queryElements * 2), keys(device, cacheElements * 2),
+      values(device, cacheElements * 2),
+      lengths(device, batch * sizeof(int32_t));
+  fillRandom(driver, stream, query, 2.0, random);
+  fillRandom(driver, stream, keys, 1.0, random);
+  fillRandom(driver, stream, values, 1.0, random);
+  DecodeBuffers buffers{query.getAddress(),
+                        keys.getAddress(),
+                        values.getAddress(),
+                        lengths.getAddress(),
+                        output.getAddress(),
+                        0,
+                        batch,
+                        capacity};
+  std::unique_ptr<DeviceBuffer> lse, table;
+  if (manifest.withLse) {
+    lse = std::make_unique<DeviceBuffer>(
+        device, batch * manifest.queryLength * manifest.numQueryHeads * 4);
+    buffers.lse = lse->getAddress();
+  }
+  if (manifest.pageSize) {
+    // Every sequence's pages scattered over the pool, as fd-bench's paged
+    // runs on a GPU have them.
+    std::vector<int32_t> pages(batch * capacity / manifest.pageSize);
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), random);
+    table =
+        std::make_unique<DeviceBuffer>(device, pages.size() * sizeof(int32_t));
+    table->upload(pages.data(), pages.size() * sizeof(int32_t));
+    buffers.blockTable = table->getAddress();
+  }
+  DecodePlan plan(device, bundle, buffers);
+
+  std::vector<FdemuCounters> shortRun =
+      runAt(device, stream, plan, lengths, batch, timing.shortLength);
+  std::vector<FdemuCounters> longRun =
+      timing.longLength == timing.shortLength
+          ? shortRun
+          : runAt(device, stream, plan, lengths, batch, timing.longLength);
+  if (shortRun.size() != manifest.kernels.size() ||
+      longRun.size() != shortRun.size())
+    throw std::runtime_error("fdemu logged " + std::to_string(shortRun.size()) +
+                             " and " + std::to_string(longRun.size()) +
+                             " launches for a call of " +
+                             std::to_string(manifest.kernels.size()));
+  double graphMicroseconds = 0, longest = -1;
+  for (size_t i = 0; i < shortRun.size(); ++i) {
+    FdemuCounters counters = extrapolate(shortRun[i], timing.shortLength,
+                                         longRun[i], timing.longLength, target);
+    double microseconds = 0;
+    const char *bound = nullptr;
+    if (modelTime(&counters, &microseconds, &bound))
+      throw std::runtime_error("fdemu: no modeled time for " +
+                               manifest.kernels[i].name);
+    timing.microseconds += microseconds + eagerLaunchMicroseconds;
+    graphMicroseconds += microseconds + graphNodeMicroseconds;
+    if (microseconds > longest) {
+      longest = microseconds;
+      timing.bound = bound ? bound : "?";
+    }
+  }
+  timing.eagerStepMicroseconds = kLayers * timing.microseconds;
+  timing.graphStepMicroseconds = kLayers * graphMicroseconds;
+  return timing;
+}
+
+FdemuCounters extrapolate(const FdemuCounters &shortCounters,
+                          int64_t shortLength,
+                          const FdemuCounters &longCounters, int64_t longLength,
+                          int64_t length) {
+  if (longLength == shortLength)
+    return longCounters;
+  double slope = static_cast<double>(length - shortLength) /
+                 static_cast<double>(longLength - shortLength);
+  auto line = [&](uint64_t atShort, uint64_t atLong) -> uint64_t {
+    double value =
+        atShort +
+        (static_cast<double>(atLong) - static_cast<double>(atShort)) * slope;
+    return value <= 0 ? 0 : static_cast<uint64_t>(std::llround(value));
+  };
+  auto classes = [&](const FdemuClassCounts &atShort,
+                     const FdemuClassCounts &atLong, FdemuClassCounts &to) {
+    for (int c = 0; c < FDEMU_NUM_CLASSES; ++c)
+      to.warpInstructions[c] =
+          line(atShort.warpInstructions[c], atLong.warpInstructions[c]);
+    to.sharedWavefronts =
+        line(atShort.sharedWavefronts, atLong.sharedWavefronts);
+    to.globalLoadSectors =
+        line(atShort.globalLoadSectors, atLong.globalLoadSectors);
+    to.globalStoreSectors =
+        line(atShort.globalStoreSectors, atLong.globalStoreSectors);
+  };
+  FdemuCounters result;
+  std::memset(&result, 0, sizeof(result));
+  classes(shortCounters.total, longCounters.total, result.total);
+  result.numSMs = longCounters.numSMs;
+  for (unsigned sm = 0; sm < result.numSMs; ++sm)
+    classes(shortCounters.perSM[sm], longCounters.perSM[sm], result.perSM[sm]);
+  result.threadInstructions =
+      line(shortCounters.threadInstructions, longCounters.threadInstructions);
+  result.globalLoadBytes =
+      line(shortCounters.globalLoadBytes, longCounters.globalLoadBytes);
+  result.globalStoreBytes =
+      line(shortCounters.globalStoreBytes, longCounters.globalStoreBytes);
+  result.sharedBankConflicts =
+      line(shortCounters.sharedBankConflicts, longCounters.sharedBankConflicts);
+  return result;
+}
+
+} // namespace fd::bench

@@ -1,0 +1,87 @@
+//===- Emulated.h - fd-bench on fdemu: modeled times ------------*- C++ -*-===//
+//
+// On fdemu (FD_CUDA_DRIVER=build/lib/libfdemu.so) a kernel's "time" is its
+// performance model applied to the counters the interpreter collected, and
+// interpreting a long cache takes minutes (~1e8 thread instructions per
+// second). So fd-bench runs each plan with every sequence at two short live
+// lengths, extrapolates every counter linearly to the shape's length, and
+// models that. A real driver lacks fdemu's entry points: detect() is then
+// null and fd-bench measures as usual.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_BENCH_EMULATED_H
+#define FD_BENCH_EMULATED_H
+
+#include "Measured.h"
+
+#include "fd/Emulator/Emulator.h"
+#include "fd/Runtime/Runtime.h"
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace fd::bench {
+
+/// fdemu's extension entry points (fd/Emulator/Emulator.h), found in the
+/// driver library fdrt loaded.
+class Emulator {
+public:
+  /// Default t (fd-bench --tokens-per-split): a whole number of the partial
+  /// kernel's token-loop steps (32 tokens at D = 128 f16), so both short
+  /// runs are in the steady state the long cache is in. A few hundred
+  /// tokens per split, or one step with --quick.
+  static constexpr int64_t kShortTokensPerSplit = 128;
+  static constexpr int64_t kQuickTokensPerSplit = 32;
+
+  /// Null unless the loaded driver is fdemu.
+  static std::unique_ptr<Emulator> detect();
+
+  double getDramBytesPerSecond() const { return dramBytesPerSecond; }
+
+  /// Models a call of the f16 `bundle` over `batch` sequences of `length`
+  /// tokens, and a kLayers step eager and as one graph: runs the call twice
+  /// with every sequence at S * c1 and S * (c1 + t) tokens (S splits, t
+  /// tokens per split, t <= c1 < 2t; see Emulated.cpp), or once at `length`
+  /// when that is no longer or t is 0, and extrapolates each launch's
+  /// counters to the full length. Allocates only what the runs read.
+  Timing model(const rt::Device &device, rt::CUstream stream,
+               const rt::KernelBundle &bundle, int64_t batch, int64_t length,
+               int64_t tokensPerSplit);
+
+  /// Thread instructions the modeled runs interpreted, and the wall time
+  /// they took.
+  double getThreadInstructions() const { return threadInstructions; }
+  double getInterpreterSeconds() const { return interpreterSeconds; }
+
+private:
+  Emulator() = default;
+  std::vector<FdemuCounters> runAt(const rt::Device &device,
+                                   rt::CUstream stream,
+                                   const rt::DecodePlan &plan,
+                                   rt::DeviceBuffer &lengths, int64_t batch,
+                                   int64_t liveLength);
+
+  void (*recordLaunches)(int) = nullptr;
+  int (*launchCount)() = nullptr;
+  int (*getLaunchCounters)(int, FdemuCounters *) = nullptr;
+  int (*modelTime)(const FdemuCounters *, double *, const char **) = nullptr;
+  double eagerLaunchMicroseconds = 0, graphNodeMicroseconds = 0;
+  double dramBytesPerSecond = 0;
+  double threadInstructions = 0, interpreterSeconds = 0;
+  std::mt19937 random{std::random_device{}()};
+};
+
+/// Counters at `length`, on the line through `shortCounters` at
+/// `shortLength` and `longCounters` at `longLength`: every class count,
+/// sector and wavefront count, in total and per SM.
+FdemuCounters extrapolate(const FdemuCounters &shortCounters,
+                          int64_t shortLength,
+                          const FdemuCounters &longCounters, int64_t longLength,
+                          int64_t length);
+
+} // namespace fd::bench
+
+#endif // FD_BENCH_EMULATED_H
