@@ -24,8 +24,8 @@ inline void writeRegister(WarpState &warp, uint32_t reg, int lane,
   if (reg != kNoRegister)
     warp.reg(reg, lane) = value;
 }
-inline void writeDestination(WarpState &warp, const Instruction &inst,
-                             int lane, uint64_t value) {
+inline void writeDestination(WarpState &warp, const Instruction &inst, int lane,
+                             uint64_t value) {
   writeRegister(warp, inst.operands[0].registers[0], lane, value);
 }
 
@@ -183,6 +183,32 @@ double halfArithmetic(Opcode opcode, double x, double y, double z,
   }
 }
 
+/// x * y + z of f16/bf16 values, rounded to odd in double: the product is
+/// exact, and an inexact sum gets an odd last bit, so the one rounding to
+/// the 16-bit format that follows is correct. (Rounding to nearest twice
+/// is not: bf16's range lets the addend fall below double's precision and
+/// leave an exact tie of the format.)
+double fusedMultiplyAddToOdd(double x, double y, double z) {
+  double product = x * y;
+  double sum = product + z;
+  if (!std::isfinite(sum))
+    return sum;
+  // TwoSum: the exact error of the sum.
+  double productPart = sum - z;
+  double error = (product - productPart) + (z - (sum - productPart));
+  if (error == 0 || (doubleToBits(sum) & 1))
+    return sum;
+  return std::nextafter(sum, error > 0
+                                 ? std::numeric_limits<double>::infinity()
+                                 : -std::numeric_limits<double>::infinity());
+}
+
+/// .ftz on a 16-bit float: a subnormal becomes a zero of its sign.
+uint64_t flushNarrowSubnormal(uint64_t bits, Type element) {
+  uint64_t exponent = element == Type::F16 ? 0x7C00 : 0x7F80;
+  return bits & exponent ? bits : bits & 0x8000;
+}
+
 void executeNarrowFloat(const Instruction &inst, WarpState &warp,
                         uint32_t mask) {
   bool isPair = inst.type == Type::F16x2 || inst.type == Type::BF16x2;
@@ -193,20 +219,24 @@ void executeNarrowFloat(const Instruction &inst, WarpState &warp,
     uint64_t result = 0;
     for (int half = 0; half < (isPair ? 2 : 1); ++half) {
       auto operand = [&](int i) {
-        return floatValue(
-            readOperand(warp, inst.operands[i], lane) >> (16 * half) & 0xFFFF,
-            element);
+        uint64_t bits =
+            readOperand(warp, inst.operands[i], lane) >> (16 * half) & 0xFFFF;
+        return floatValue(inst.ftz ? flushNarrowSubnormal(bits, element) : bits,
+                          element);
       };
-      double value = halfArithmetic(inst.opcode, operand(1), operand(2),
-                                    operand(3), inst.propagateNaN);
+      bool fused = inst.opcode == Opcode::Fma || inst.opcode == Opcode::Mad;
+      double value =
+          fused ? fusedMultiplyAddToOdd(operand(1), operand(2), operand(3))
+                : halfArithmetic(inst.opcode, operand(1), operand(2),
+                                 operand(3), inst.propagateNaN);
       uint64_t bits = roundToFormat(value, element, inst.rounding);
+      if (inst.ftz)
+        bits = flushNarrowSubnormal(bits, element);
       if (inst.saturate) {
         double rounded = floatValue(bits, element);
-        bits = roundToFormat(rounded != rounded ? 0.0
-                                                : std::fmin(std::fmax(rounded,
-                                                                      0.0),
-                                                            1.0),
-                             element, Rounding::Rn);
+        bits = roundToFormat(
+            rounded != rounded ? 0.0 : std::fmin(std::fmax(rounded, 0.0), 1.0),
+            element, Rounding::Rn);
       }
       result |= bits << (16 * half);
     }
@@ -235,8 +265,8 @@ void executeF64(const Instruction &inst, WarpState &warp, uint32_t mask) {
       break;
     case Opcode::Min:
     case Opcode::Max:
-      result = (x != x) ? y
-               : (y != y) ? x
+      result = (x != x)                     ? y
+               : (y != y)                   ? x
                : inst.opcode == Opcode::Max ? std::fmax(x, y)
                                             : std::fmin(x, y);
       break;
@@ -264,8 +294,8 @@ bool executeF32(const Instruction &inst, WarpState &warp, uint32_t mask) {
     if (directed) {
       // The exact product fits in a double; round it once as asked.
       floatLanes(inst, warp, mask, [&](float x, float y, float) {
-        return bitsToFloat(roundToFormat(double(x) * y, Type::F32,
-                                         inst.rounding));
+        return bitsToFloat(
+            roundToFormat(double(x) * y, Type::F32, inst.rounding));
       });
       return true;
     }
@@ -295,7 +325,8 @@ bool executeF32(const Instruction &inst, WarpState &warp, uint32_t mask) {
     floatLanes(inst, warp, mask, [](float x, float, float) { return -x; });
     return true;
   case Opcode::Rcp:
-    floatLanes(inst, warp, mask, [](float x, float, float) { return 1.0f / x; });
+    floatLanes(inst, warp, mask,
+               [](float x, float, float) { return 1.0f / x; });
     return true;
   case Opcode::Sqrt:
     floatLanes(inst, warp, mask,
@@ -337,9 +368,10 @@ bool executeF32(const Instruction &inst, WarpState &warp, uint32_t mask) {
 }
 
 unsigned __int128 widen(uint64_t value, unsigned bytes, bool isSignedType) {
-  return isSignedType ? static_cast<unsigned __int128>(
-                            static_cast<__int128>(signExtend(value, bytes)))
-                      : static_cast<unsigned __int128>(truncateTo(value, bytes));
+  return isSignedType
+             ? static_cast<unsigned __int128>(
+                   static_cast<__int128>(signExtend(value, bytes)))
+             : static_cast<unsigned __int128>(truncateTo(value, bytes));
 }
 
 uint64_t integerOperation(const Instruction &inst, uint64_t x, uint64_t y,
@@ -353,10 +385,10 @@ uint64_t integerOperation(const Instruction &inst, uint64_t x, uint64_t y,
   case Opcode::Add:
   case Opcode::Sub: {
     if (inst.saturate && sign) {
-      __int128 wide = inst.opcode == Opcode::Add ? __int128(sx) + sy
-                                                 : __int128(sx) - sy;
+      __int128 wide =
+          inst.opcode == Opcode::Add ? __int128(sx) + sy : __int128(sx) - sy;
       __int128 high = (__int128(1) << (bits - 1)) - 1, low = -high - 1;
-      return static_cast<uint64_t>(wide > high ? high
+      return static_cast<uint64_t>(wide > high  ? high
                                    : wide < low ? low
                                                 : wide);
     }
@@ -410,18 +442,21 @@ uint64_t integerOperation(const Instruction &inst, uint64_t x, uint64_t y,
     return amount >= bits ? 0 : ux >> amount;
   }
   case Opcode::Bfe: {
+    // Bit i is a[position + i] while i < length and position + i is inside
+    // the type; every other bit is the field's sign (0 when unsigned), so
+    // a field reaching past the top is sign-filled from there.
     unsigned position = y & 0xFF, length = z & 0xFF;
     if (length == 0)
       return 0;
-    uint64_t field = position >= bits ? 0 : ux >> position;
-    if (length < 64)
-      field &= (uint64_t(1) << length) - 1;
-    if (sign) {
-      unsigned top = std::min(position + length - 1, bits - 1);
-      bool negative = (ux >> top) & 1;
-      if (negative && length < 64)
-        field |= ~0ull << length;
-    }
+    unsigned kept = position >= bits ? 0 : std::min(length, bits - position);
+    uint64_t field = 0;
+    if (kept >= 64)
+      field = ux;
+    else if (kept > 0)
+      field = (ux >> position) & ((uint64_t(1) << kept) - 1);
+    unsigned top = std::min(position + length - 1, bits - 1);
+    if (sign && kept < 64 && ((ux >> top) & 1))
+      field |= ~0ull << kept;
     return field;
   }
   case Opcode::Popc:
@@ -459,16 +494,16 @@ uint64_t convert(const Instruction &inst, uint64_t source) {
     if (inst.saturate) {
       __int128 value = isSigned(from) ? __int128(signExtend(source, fromBytes))
                                       : __int128(truncateTo(source, fromBytes));
-      __int128 high = isSigned(to)
-                          ? (__int128(1) << (toBytes * 8 - 1)) - 1
-                          : (__int128(1) << (toBytes * 8)) - 1;
+      __int128 high = isSigned(to) ? (__int128(1) << (toBytes * 8 - 1)) - 1
+                                   : (__int128(1) << (toBytes * 8)) - 1;
       __int128 low = isSigned(to) ? -high - 1 : 0;
       value = value > high ? high : value < low ? low : value;
       return truncateTo(static_cast<uint64_t>(value), toBytes);
     }
     uint64_t value = isSigned(from) ? signExtend(source, fromBytes)
                                     : truncateTo(source, fromBytes);
-    return isSigned(to) ? signExtend(value, toBytes) : truncateTo(value, toBytes);
+    return isSigned(to) ? signExtend(value, toBytes)
+                        : truncateTo(value, toBytes);
   }
   if (isFloat(from) && isFloat(to)) {
     double value = floatValue(source, from);
@@ -504,9 +539,9 @@ uint64_t convert(const Instruction &inst, uint64_t source) {
                                              : std::trunc(value);
     if (isSigned(to)) {
       double high = std::ldexp(1.0, toBytes * 8 - 1);
-      int64_t largest = toBytes == 8 ? INT64_MAX
-                                     : (int64_t(1) << (toBytes * 8 - 1)) - 1;
-      int64_t result = value >= high    ? largest
+      int64_t largest =
+          toBytes == 8 ? INT64_MAX : (int64_t(1) << (toBytes * 8 - 1)) - 1;
+      int64_t result = value >= high   ? largest
                        : value < -high ? -largest - 1
                                        : static_cast<int64_t>(value);
       return truncateTo(static_cast<uint64_t>(result), toBytes);
@@ -546,10 +581,12 @@ void executeMov(const Instruction &inst, WarpState &warp, uint32_t mask) {
   } else if (source.kind == Operand::Kind::Vector) {
     unsigned part = bytes / source.count;
     forEachLane(mask, [&](int lane) {
-      uint64_t value = 0;
+      // Immediate elements are already in place in source.value.
+      uint64_t value = source.value;
       for (unsigned i = 0; i < source.count; ++i)
-        value |= truncateTo(warp.reg(source.registers[i], lane), part)
-                 << (8 * part * i);
+        if (source.registers[i] != kNoRegister)
+          value |= truncateTo(warp.reg(source.registers[i], lane), part)
+                   << (8 * part * i);
       writeDestination(warp, inst, lane, value);
     });
   } else {
@@ -567,9 +604,15 @@ void executeSetp(const Instruction &inst, WarpState &warp, uint32_t mask) {
   forEachLane(mask, [&](int lane) {
     uint64_t x = readOperand(warp, inst.operands[1], lane);
     uint64_t y = readOperand(warp, inst.operands[2], lane);
-    bool result = floating ? compareFloat(inst.compare, floatValue(x, inst.type),
-                                          floatValue(y, inst.type))
-                           : compareInteger(inst.compare, x, y, inst.type);
+    if (inst.ftz && inst.type == Type::F32) {
+      // setp.ftz compares subnormal inputs as zeros of their sign.
+      x = floatToBits(flushSubnormal(bitsToFloat(x)));
+      y = floatToBits(flushSubnormal(bitsToFloat(y)));
+    }
+    bool result = floating
+                      ? compareFloat(inst.compare, floatValue(x, inst.type),
+                                     floatValue(y, inst.type))
+                      : compareInteger(inst.compare, x, y, inst.type);
     bool complement = !result;
     if (inst.boolOp != BoolOp::None) {
       bool c = readOperand(warp, inst.operands[3], lane) != 0;
@@ -630,8 +673,9 @@ bool executeArithmetic(const Instruction &inst, WarpState &warp,
       return true;
     }
     forEachLane(mask, [&](int lane) {
-      writeDestination(warp, inst, lane,
-                       convert(inst, readOperand(warp, inst.operands[1], lane)));
+      writeDestination(
+          warp, inst, lane,
+          convert(inst, readOperand(warp, inst.operands[1], lane)));
     });
     return true;
   case Opcode::Prmt:
@@ -694,21 +738,20 @@ bool executeArithmetic(const Instruction &inst, WarpState &warp,
   case Opcode::Clz:
   case Opcode::Brev: {
     unsigned bytes = inst.wide ? 2 * getTypeSize(inst.type)
-                     : inst.opcode == Opcode::Popc ||
-                             inst.opcode == Opcode::Clz
+                     : inst.opcode == Opcode::Popc || inst.opcode == Opcode::Clz
                          ? 4
                          : getTypeSize(inst.type);
     forEachLane(mask, [&](int lane) {
       uint64_t result = integerOperation(
           inst, readOperand(warp, inst.operands[1], lane),
           readOperand(warp, inst.operands[2], lane),
-          inst.opcode == Opcode::Mad
+          inst.opcode == Opcode::Mad ? readOperand(warp, inst.operands[3], lane)
+          : inst.opcode == Opcode::Bfe
               ? readOperand(warp, inst.operands[3], lane)
-              : inst.opcode == Opcode::Bfe
-                    ? readOperand(warp, inst.operands[3], lane)
-                    : 0);
+              : 0);
       writeDestination(warp, inst, lane,
-                       inst.type == Type::Pred ? result : truncateTo(result, bytes));
+                       inst.type == Type::Pred ? result
+                                               : truncateTo(result, bytes));
     });
     return true;
   }

@@ -109,31 +109,30 @@ private:
       uint32_t thread = first + lane;
       warp.state[lane] = (warp.existingMask >> lane & 1) ? LaneState::Running
                                                          : LaneState::Exited;
-      uint64_t values[NumSpecialRegisters] = {
-          thread % block[0],
-          thread / block[0] % block[1],
-          thread / (block[0] * block[1]),
-          block[0],
-          block[1],
-          block[2],
-          cta.ctaid[0],
-          cta.ctaid[1],
-          cta.ctaid[2],
-          request.grid[0],
-          request.grid[1],
-          request.grid[2],
-          uint64_t(lane),
-          index,
-          numWarps,
-          1u << lane,
-          (1u << lane) - 1,
-          (2u << lane) - 1,
-          ~((2u << lane) - 1) & 0xFFFFFFFFu,
-          ~((1u << lane) - 1) & 0xFFFFFFFFu,
-          smId,
-          request.dynamicSharedBytes,
-          0,
-          0};
+      uint64_t values[NumSpecialRegisters] = {thread % block[0],
+                                              thread / block[0] % block[1],
+                                              thread / (block[0] * block[1]),
+                                              block[0],
+                                              block[1],
+                                              block[2],
+                                              cta.ctaid[0],
+                                              cta.ctaid[1],
+                                              cta.ctaid[2],
+                                              request.grid[0],
+                                              request.grid[1],
+                                              request.grid[2],
+                                              uint64_t(lane),
+                                              index,
+                                              numWarps,
+                                              1u << lane,
+                                              (1u << lane) - 1,
+                                              (2u << lane) - 1,
+                                              ~((2u << lane) - 1) & 0xFFFFFFFFu,
+                                              ~((1u << lane) - 1) & 0xFFFFFFFFu,
+                                              smId,
+                                              request.dynamicSharedBytes,
+                                              0,
+                                              0};
       for (uint32_t r = 0; r < NumSpecialRegisters; ++r)
         warp.reg(r, lane) = values[r];
     }
@@ -257,7 +256,8 @@ private:
       break;
     case Opcode::BarSync:
       if (inst.numOperands > 1) {
-        uint64_t count = readOperand(warp, inst.operands[1], __builtin_ctz(mask));
+        uint64_t count =
+            readOperand(warp, inst.operands[1], __builtin_ctz(mask));
         if (count != threads)
           throw ExecutionError{kLaunchFailed,
                                "bar.sync with a thread count below the "
@@ -429,11 +429,19 @@ private:
       if (readOperand(warp, inst.operands[1], lane))
         ballot |= 1u << lane;
     });
-    uint64_t result = inst.voteMode == VoteMode::Ballot ? ballot
-                      : inst.voteMode == VoteMode::All  ? ballot == lanes
-                      : inst.voteMode == VoteMode::Any  ? ballot != 0
-                                        : (ballot == 0 || ballot == lanes);
+    // Each lane votes with its own member mask's lanes: groups with
+    // different masks may arrive at one vote together.
+    const Operand &maskOperand = inst.operands[memberMaskOperand(inst)];
     forEachLane(lanes, [&](int lane) {
+      uint32_t group = readOperand(warp, maskOperand, lane) & lanes;
+      uint32_t votes = ballot & group;
+      uint64_t result = votes == 0 || votes == group; // uni
+      if (inst.voteMode == VoteMode::Ballot)
+        result = votes;
+      else if (inst.voteMode == VoteMode::All)
+        result = votes == group;
+      else if (inst.voteMode == VoteMode::Any)
+        result = votes != 0;
       warp.reg(inst.operands[0].registers[0], lane) = result;
     });
   }
@@ -468,16 +476,15 @@ private:
         if (warp.state[lane] != LaneState::WaitingWarpSync)
           return;
         const Instruction &inst = kernel.code[warp.pc[lane]];
-        uint32_t members = readOperand(
-            warp, inst.operands[memberMaskOperand(inst)], lane);
+        uint32_t members =
+            readOperand(warp, inst.operands[memberMaskOperand(inst)], lane);
         fail({kLaunchFailed,
               "deadlock: lane " + std::to_string(lane) + " of warp " +
                   std::to_string(warp.index) +
                   " waits at a .sync warp instruction for lanes (member "
                   "mask " +
-                  std::to_string(members) +
-                  ") that are elsewhere (" + std::to_string(atBarrier) +
-                  " of " + std::to_string(live) +
+                  std::to_string(members) + ") that are elsewhere (" +
+                  std::to_string(atBarrier) + " of " + std::to_string(live) +
                   " live threads wait at bar.sync); a GPU would hang",
               lane},
              warp, inst, 1u << lane);
@@ -498,15 +505,14 @@ LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
   const Kernel &kernel = *request.kernel;
   uint64_t threads =
       uint64_t(request.block[0]) * request.block[1] * request.block[2];
-  uint64_t ctas =
-      uint64_t(request.grid[0]) * request.grid[1] * request.grid[2];
+  uint64_t ctas = uint64_t(request.grid[0]) * request.grid[1] * request.grid[2];
   uint32_t limit = kernel.maxThreads ? kernel.maxThreads : 1024;
   if (threads == 0 || threads > limit || ctas == 0) {
     result.error = 1; // CUDA_ERROR_INVALID_VALUE
     result.report = "fdemu: kernel " + kernel.name + ": a block of " +
                     std::to_string(threads) + " threads and a grid of " +
-                    std::to_string(ctas) +
-                    " blocks: blocks must have 1 to " + std::to_string(limit) +
+                    std::to_string(ctas) + " blocks: blocks must have 1 to " +
+                    std::to_string(limit) +
                     " threads and grids at least one block";
     return result;
   }
@@ -515,8 +521,9 @@ LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
   counters.ctas = ctas;
   counters.threadsPerCta = threads;
 
-  unsigned workers = request.workerThreads ? request.workerThreads
-                                           : std::thread::hardware_concurrency();
+  unsigned workers = request.workerThreads
+                         ? request.workerThreads
+                         : std::thread::hardware_concurrency();
   workers = static_cast<unsigned>(
       std::max<uint64_t>(1, std::min<uint64_t>(workers ? workers : 1, ctas)));
   std::atomic<uint64_t> nextCta{0};

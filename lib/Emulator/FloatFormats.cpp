@@ -16,10 +16,10 @@ float flushSubnormal(float value) {
 namespace {
 
 struct Format {
-  int mantissaBits;  // stored fraction bits
+  int mantissaBits; // stored fraction bits
   int exponentBits;
-  int minExponent;   // of the smallest normal
-  int maxExponent;   // of the largest finite
+  int minExponent; // of the smallest normal
+  int maxExponent; // of the largest finite
   uint64_t canonicalNaN;
 };
 
@@ -72,9 +72,8 @@ uint64_t roundToFormat(double value, Type type, Rounding rounding) {
   double units = roundToInteger(std::ldexp(magnitude, -quantumExponent),
                                 rounding, negative);
   double rounded = std::ldexp(units, quantumExponent);
-  double largest =
-      std::ldexp(2.0 - std::ldexp(1.0, -format.mantissaBits),
-                 format.maxExponent);
+  double largest = std::ldexp(2.0 - std::ldexp(1.0, -format.mantissaBits),
+                              format.maxExponent);
   if (rounded > largest) {
     bool toInfinity = rounding == Rounding::None || rounding == Rounding::Rn ||
                       (rounding == Rounding::Rp && !negative) ||

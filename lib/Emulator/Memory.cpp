@@ -12,7 +12,8 @@ uint64_t DeviceMemory::allocate(uint64_t bytes) {
   auto allocation = std::make_unique<Allocation>();
   allocation->size = bytes;
   allocation->data.reset(new (std::nothrow) uint8_t[bytes ? bytes : 1]);
-  allocation->initialized.reset(new (std::nothrow) uint8_t[bytes ? bytes : 1]());
+  allocation->initialized.reset(new (std::nothrow)
+                                    uint8_t[bytes ? bytes : 1]());
   if (!allocation->data || !allocation->initialized)
     return 0;
   allocation->base = nextAddress;
@@ -52,7 +53,7 @@ std::string DeviceMemory::describeNearest(uint64_t address) {
   uint64_t bestDistance = ~0ull;
   for (const auto &[base, allocation] : allocations) {
     uint64_t end = base + allocation->size;
-    uint64_t distance = address < base  ? base - address
+    uint64_t distance = address < base   ? base - address
                         : address >= end ? address - end + 1
                                          : 0;
     if (distance < bestDistance) {

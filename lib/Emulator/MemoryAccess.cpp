@@ -56,20 +56,19 @@ Target resolve(const Instruction &inst, WarpState &warp, int lane,
   if (address % bytes != 0)
     throw ExecutionError{kMisalignedAddress,
                          "misaligned " + std::to_string(bytes) +
-                             "-byte access at " + hex(address) +
-                             " (needs " + std::to_string(bytes) +
-                             "-byte alignment)",
+                             "-byte access at " + hex(address) + " (needs " +
+                             std::to_string(bytes) + "-byte alignment)",
                          lane};
   switch (space) {
   case StateSpace::Shared:
     if (address + bytes > cta.sharedBytes || address + bytes < address)
-      throw ExecutionError{
-          kIllegalAddress,
-          "shared memory access of " + std::to_string(bytes) +
-              " bytes at offset " + std::to_string(address) +
-              " is outside the CTA's " + std::to_string(cta.sharedBytes) +
-              " bytes of shared memory",
-          lane};
+      throw ExecutionError{kIllegalAddress,
+                           "shared memory access of " + std::to_string(bytes) +
+                               " bytes at offset " + std::to_string(address) +
+                               " is outside the CTA's " +
+                               std::to_string(cta.sharedBytes) +
+                               " bytes of shared memory",
+                           lane};
     return {space, cta.shared.data() + address, nullptr, address};
   case StateSpace::Local: {
     uint32_t size = cta.kernel->localBytes;
@@ -97,8 +96,7 @@ Target resolve(const Instruction &inst, WarpState &warp, int lane,
     if (!allocation)
       throw ExecutionError{kIllegalAddress,
                            std::to_string(bytes) + "-byte access at " +
-                               hex(address) +
-                               " is outside every allocation: " +
+                               hex(address) + " is outside every allocation: " +
                                cta.memory->describeNearest(address),
                            lane};
     uint64_t offset = address - allocation->base;
@@ -145,8 +143,7 @@ void checkAndRecord(const Target &target, unsigned bytes, Access access,
     return ExecutionError{
         kLaunchFailed,
         std::string("racecheck: ") + kind + " hazard on shared byte " +
-            std::to_string(byte) + " between thread " +
-            std::to_string(thread) +
+            std::to_string(byte) + " between thread " + std::to_string(thread) +
             (other == 0xFFFF ? std::string(" and threads of several warps")
                              : " and thread " + std::to_string(other)) +
             " with no bar.sync in between",
@@ -173,11 +170,11 @@ void checkAndRecord(const Target &target, unsigned bytes, Access access,
       cta.sharedWritten[byte] = 1;
     } else {
       if (!cta.sharedWritten[byte])
-        throw ExecutionError{
-            kLaunchFailed,
-            "initcheck: shared-memory load reads byte " +
-                std::to_string(byte) + ", which no thread of this CTA wrote",
-            lane};
+        throw ExecutionError{kLaunchFailed,
+                             "initcheck: shared-memory load reads byte " +
+                                 std::to_string(byte) +
+                                 ", which no thread of this CTA wrote",
+                             lane};
       if (cta.lastWriteEpoch[byte] == epoch && otherWarp(cta.lastWriter[byte]))
         throw race("read-after-write", cta.lastWriter[byte], byte);
       if (cta.lastReadEpoch[byte] == epoch &&
@@ -263,8 +260,7 @@ uint64_t atomicResult(const Instruction &inst, uint64_t old, uint64_t operand,
   case AtomicOp::Exch:
     return operand;
   case AtomicOp::Cas:
-    return truncateTo(old, bytes) == truncateTo(operand, bytes) ? compare
-                                                                 : old;
+    return truncateTo(old, bytes) == truncateTo(operand, bytes) ? compare : old;
   case AtomicOp::And:
     return old & operand;
   case AtomicOp::Or:
@@ -302,8 +298,9 @@ void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
   bool isAtomic = inst.opcode == Opcode::Atom || inst.opcode == Opcode::Red;
   const Operand &addressOperand =
       inst.operands[isLoad || inst.opcode == Opcode::Atom ? 1 : 0];
-  const Operand &data =
-      inst.operands[isLoad ? 0 : inst.opcode == Opcode::Atom ? 2 : 1];
+  const Operand &data = inst.operands[isLoad                        ? 0
+                                      : inst.opcode == Opcode::Atom ? 2
+                                                                    : 1];
   unsigned element = getTypeSize(inst.type);
   unsigned bytes = element * inst.vectorWidth;
   AccessCounter counter;
@@ -313,11 +310,10 @@ void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
     atomicLock.lock();
 
   forEachLane(mask, [&](int lane) {
-    uint64_t address =
-        (addressOperand.registers[0] != kNoRegister
-             ? warp.reg(addressOperand.registers[0], lane)
-             : 0) +
-        addressOperand.value;
+    uint64_t address = (addressOperand.registers[0] != kNoRegister
+                            ? warp.reg(addressOperand.registers[0], lane)
+                            : 0) +
+                       addressOperand.value;
     Target target = resolve(inst, warp, lane, address, bytes);
     if (target.space == StateSpace::Global) {
       countGlobal = true;
@@ -331,10 +327,11 @@ void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
       checkAndRecord(target, bytes, Access::Atomic, warp, lane, address);
       uint64_t old = 0;
       std::memcpy(&old, target.bytes, bytes);
-      uint64_t updated = atomicResult(
-          inst, old, readOperand(warp, data, lane),
-          inst.atomicOp == AtomicOp::Cas ? readOperand(warp, inst.operands[3], lane)
-                                         : 0);
+      uint64_t updated =
+          atomicResult(inst, old, readOperand(warp, data, lane),
+                       inst.atomicOp == AtomicOp::Cas
+                           ? readOperand(warp, inst.operands[3], lane)
+                           : 0);
       std::memcpy(target.bytes, &updated, bytes);
       if (inst.opcode == Opcode::Atom &&
           inst.operands[0].registers[0] != kNoRegister)
@@ -351,14 +348,18 @@ void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
         uint64_t value = 0;
         std::memcpy(&value, bytesAt, element);
         if (reg != kNoRegister)
-          warp.reg(reg, lane) = isSigned(inst.type)
-                                    ? static_cast<uint64_t>(
-                                          signExtend(value, element))
-                                    : value;
+          warp.reg(reg, lane) =
+              isSigned(inst.type)
+                  ? static_cast<uint64_t>(signExtend(value, element))
+                  : value;
       } else {
-        uint64_t value = data.kind == Operand::Kind::Immediate
-                             ? data.value
-                             : (reg == kNoRegister ? 0 : warp.reg(reg, lane));
+        uint64_t value = 0;
+        if (data.kind == Operand::Kind::Immediate)
+          value = data.value;
+        else if (reg != kNoRegister)
+          value = warp.reg(reg, lane);
+        else if (element * i < 8) // an immediate element of a vector
+          value = data.value >> (8 * element * i);
         std::memcpy(bytesAt, &value, element);
       }
     }

@@ -56,11 +56,11 @@ bool isFloat(Type type) {
 
 static const std::unordered_map<std::string, Type> &typeNames() {
   static const std::unordered_map<std::string, Type> names = {
-      {"pred", Type::Pred}, {"b8", Type::B8},       {"b16", Type::B16},
-      {"b32", Type::B32},   {"b64", Type::B64},     {"u8", Type::U8},
-      {"u16", Type::U16},   {"u32", Type::U32},     {"u64", Type::U64},
-      {"s8", Type::S8},     {"s16", Type::S16},     {"s32", Type::S32},
-      {"s64", Type::S64},   {"f16", Type::F16},     {"f16x2", Type::F16x2},
+      {"pred", Type::Pred}, {"b8", Type::B8},         {"b16", Type::B16},
+      {"b32", Type::B32},   {"b64", Type::B64},       {"u8", Type::U8},
+      {"u16", Type::U16},   {"u32", Type::U32},       {"u64", Type::U64},
+      {"s8", Type::S8},     {"s16", Type::S16},       {"s32", Type::S32},
+      {"s64", Type::S64},   {"f16", Type::F16},       {"f16x2", Type::F16x2},
       {"bf16", Type::BF16}, {"bf16x2", Type::BF16x2}, {"f32", Type::F32},
       {"f64", Type::F64}};
   return names;
@@ -114,34 +114,62 @@ namespace {
 
 const std::unordered_map<std::string, Opcode> &baseOpcodes() {
   static const std::unordered_map<std::string, Opcode> names = {
-      {"add", Opcode::Add},         {"sub", Opcode::Sub},
-      {"mul", Opcode::Mul},         {"mad", Opcode::Mad},
-      {"div", Opcode::Div},         {"rem", Opcode::Rem},
-      {"min", Opcode::Min},         {"max", Opcode::Max},
-      {"abs", Opcode::Abs},         {"neg", Opcode::Neg},
-      {"and", Opcode::And},         {"or", Opcode::Or},
-      {"xor", Opcode::Xor},         {"not", Opcode::Not},
-      {"cnot", Opcode::CNot},       {"shl", Opcode::Shl},
-      {"shr", Opcode::Shr},         {"bfe", Opcode::Bfe},
-      {"bfi", Opcode::Bfi},         {"prmt", Opcode::Prmt},
-      {"popc", Opcode::Popc},       {"clz", Opcode::Clz},
-      {"brev", Opcode::Brev},       {"fma", Opcode::Fma},
-      {"rcp", Opcode::Rcp},         {"sqrt", Opcode::Sqrt},
-      {"rsqrt", Opcode::Rsqrt},     {"ex2", Opcode::Ex2},
-      {"lg2", Opcode::Lg2},         {"sin", Opcode::Sin},
-      {"cos", Opcode::Cos},         {"tanh", Opcode::Tanh},
-      {"setp", Opcode::Setp},       {"selp", Opcode::Selp},
-      {"cvt", Opcode::Cvt},         {"cvta", Opcode::Cvta},
-      {"mov", Opcode::Mov},         {"ld", Opcode::Ld},
-      {"ldu", Opcode::Ld},          {"st", Opcode::St},
-      {"atom", Opcode::Atom},       {"red", Opcode::Red},
-      {"shfl", Opcode::Shfl},       {"vote", Opcode::Vote},
-      {"activemask", Opcode::Activemask}, {"bar", Opcode::BarSync},
-      {"barrier", Opcode::BarSync}, {"membar", Opcode::Membar},
-      {"fence", Opcode::Membar},    {"bra", Opcode::Bra},
-      {"ret", Opcode::Ret},         {"exit", Opcode::Exit},
-      {"trap", Opcode::Trap},       {"brkpt", Opcode::Trap},
-      {"nanosleep", Opcode::Nop},   {"pmevent", Opcode::Nop}};
+      {"add", Opcode::Add},
+      {"sub", Opcode::Sub},
+      {"mul", Opcode::Mul},
+      {"mad", Opcode::Mad},
+      {"div", Opcode::Div},
+      {"rem", Opcode::Rem},
+      {"min", Opcode::Min},
+      {"max", Opcode::Max},
+      {"abs", Opcode::Abs},
+      {"neg", Opcode::Neg},
+      {"and", Opcode::And},
+      {"or", Opcode::Or},
+      {"xor", Opcode::Xor},
+      {"not", Opcode::Not},
+      {"cnot", Opcode::CNot},
+      {"shl", Opcode::Shl},
+      {"shr", Opcode::Shr},
+      {"bfe", Opcode::Bfe},
+      {"bfi", Opcode::Bfi},
+      {"prmt", Opcode::Prmt},
+      {"popc", Opcode::Popc},
+      {"clz", Opcode::Clz},
+      {"brev", Opcode::Brev},
+      {"fma", Opcode::Fma},
+      {"rcp", Opcode::Rcp},
+      {"sqrt", Opcode::Sqrt},
+      {"rsqrt", Opcode::Rsqrt},
+      {"ex2", Opcode::Ex2},
+      {"lg2", Opcode::Lg2},
+      {"sin", Opcode::Sin},
+      {"cos", Opcode::Cos},
+      {"tanh", Opcode::Tanh},
+      {"setp", Opcode::Setp},
+      {"selp", Opcode::Selp},
+      {"cvt", Opcode::Cvt},
+      {"cvta", Opcode::Cvta},
+      {"mov", Opcode::Mov},
+      {"ld", Opcode::Ld},
+      {"ldu", Opcode::Ld},
+      {"st", Opcode::St},
+      {"atom", Opcode::Atom},
+      {"red", Opcode::Red},
+      {"shfl", Opcode::Shfl},
+      {"vote", Opcode::Vote},
+      {"activemask", Opcode::Activemask},
+      {"bar", Opcode::BarSync},
+      {"barrier", Opcode::BarSync},
+      {"membar", Opcode::Membar},
+      {"fence", Opcode::Membar},
+      {"bra", Opcode::Bra},
+      {"ret", Opcode::Ret},
+      {"exit", Opcode::Exit},
+      {"trap", Opcode::Trap},
+      {"brkpt", Opcode::Trap},
+      {"nanosleep", Opcode::Nop},
+      {"pmevent", Opcode::Nop}};
   return names;
 }
 
@@ -149,11 +177,10 @@ const std::unordered_map<std::string, Opcode> &baseOpcodes() {
 /// ordering scopes on a sequentially consistent emulator, alignment hints).
 bool isIgnoredModifier(const std::string &m) {
   static const char *ignored[] = {
-      "nc",      "ca",     "cg",       "cs",      "lu",      "cv",
-      "wb",      "wt",     "volatile", "relaxed", "acquire", "release",
-      "acq_rel", "sc",     "weak",     "cta",     "gpu",     "sys",
-      "cluster", "uni",    "aligned",  "sync",    "full",    "noftz",
-      "unified"};
+      "nc",   "ca",       "cg",      "cs",      "lu",      "cv",      "wb",
+      "wt",   "volatile", "relaxed", "acquire", "release", "acq_rel", "sc",
+      "weak", "cta",      "gpu",     "sys",     "cluster", "uni",     "aligned",
+      "sync", "full",     "noftz",   "unified"};
   for (const char *name : ignored)
     if (m == name)
       return true;
@@ -174,17 +201,19 @@ std::string decodeOpcode(const std::string &word, Instruction &inst) {
   std::vector<Type> types;
   while (dot != std::string::npos) {
     size_t next = word.find('.', dot + 1);
-    std::string m = word.substr(dot + 1, next == std::string::npos
-                                             ? std::string::npos
-                                             : next - dot - 1);
+    std::string m =
+        word.substr(dot + 1, next == std::string::npos ? std::string::npos
+                                                       : next - dot - 1);
     dot = next;
     if (auto type = parseTypeName(m)) {
       types.push_back(*type);
       continue;
     }
     static const std::unordered_map<std::string, StateSpace> spaces = {
-        {"global", StateSpace::Global}, {"shared", StateSpace::Shared},
-        {"local", StateSpace::Local},   {"param", StateSpace::Param},
+        {"global", StateSpace::Global},
+        {"shared", StateSpace::Shared},
+        {"local", StateSpace::Local},
+        {"param", StateSpace::Param},
         {"const", StateSpace::Const}};
     static const std::unordered_map<std::string, Rounding> roundings = {
         {"rn", Rounding::Rn},   {"rz", Rounding::Rz},   {"rm", Rounding::Rm},
@@ -210,14 +239,13 @@ std::string decodeOpcode(const std::string &word, Instruction &inst) {
       inst.rounding = r->second;
     } else if (auto a = atomics.find(m); isAtomic && a != atomics.end()) {
       inst.atomicOp = a->second;
-    } else if (auto c = compares.find(m);
-               inst.opcode == Opcode::Setp && !sawCompare &&
-               c != compares.end()) {
+    } else if (auto c = compares.find(m); inst.opcode == Opcode::Setp &&
+                                          !sawCompare && c != compares.end()) {
       inst.compare = c->second;
       sawCompare = true;
     } else if (inst.opcode == Opcode::Setp && sawCompare &&
                (m == "and" || m == "or" || m == "xor")) {
-      inst.boolOp = m == "and" ? BoolOp::And
+      inst.boolOp = m == "and"  ? BoolOp::And
                     : m == "or" ? BoolOp::Or
                                 : BoolOp::Xor;
     } else if (m == "to" && inst.opcode == Opcode::Cvta) {
@@ -300,7 +328,7 @@ InstructionClass classify(const Instruction &inst) {
   case Opcode::Shfl:
     return InstructionClass::Shuffle;
   case Opcode::Ld:
-    return inst.space == StateSpace::Shared ? InstructionClass::SharedLoad
+    return inst.space == StateSpace::Shared  ? InstructionClass::SharedLoad
            : inst.space == StateSpace::Param ? InstructionClass::IntegerOther
                                              : InstructionClass::GlobalLoad;
   case Opcode::St:

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace fd::emu {
 namespace {
@@ -189,6 +190,10 @@ private:
     }
   }
 
+  bool isRegisterName(const std::string &name) const {
+    return name[0] == '%' || plainRegisters.count(name);
+  }
+
   uint32_t getRegister(const std::string &name, Kernel &kernel) {
     auto special = specialRegisters().find(name);
     if (special != specialRegisters().end())
@@ -203,6 +208,7 @@ private:
     auto kernel = std::make_shared<Kernel>();
     kernel->name = next().text;
     registers.clear();
+    plainRegisters.clear();
     symbols.clear();
     labels.clear();
     pendingBranches.clear();
@@ -294,8 +300,13 @@ private:
         next();
         --depth;
       } else if (token.text == ".reg") {
-        while (!next().is(';')) {
-        }
+        // Names need no `%` (nvcc's inline asm declares `.reg .b32 c;`):
+        // remember those, or their uses would read as symbols.
+        for (const Token *name = &next(); !name->is(';'); name = &next())
+          if (!name->isPunctuation && name->text[0] != '.' &&
+              name->text[0] != '%' &&
+              !std::isdigit(static_cast<unsigned char>(name->text[0])))
+            plainRegisters.insert(name->text);
       } else if (token.text == ".shared" || token.text == ".local") {
         bool isShared = next().text == ".shared";
         std::string name;
@@ -422,7 +433,7 @@ private:
           negative = false;
         } else if (token.is('-')) {
           negative = !negative;
-        } else if (token.text[0] == '%') {
+        } else if (isRegisterName(token.text)) {
           operand.registers[0] = getRegister(token.text, kernel);
         } else if (std::isdigit(static_cast<unsigned char>(token.text[0]))) {
           operand.value += parseNumber(token, negative);
@@ -440,14 +451,39 @@ private:
     }
     if (first.is('{')) {
       operand.kind = Operand::Kind::Vector;
+      // Immediate elements (nvcc's `mov.b32 %f, {0, %rs}`) have no
+      // register; their bits go to `value` at the element's position.
+      std::vector<std::pair<uint8_t, uint64_t>> immediates;
+      bool negative = false;
       for (size_t i = 1; i + 1 < tokens.size(); ++i) {
         if (tokens[i].is(','))
           continue;
+        if (tokens[i].is('-')) {
+          negative = true;
+          continue;
+        }
         if (operand.count == 4)
           fail(first, "vector operands have at most 4 elements");
-        operand.registers[operand.count++] =
-            tokens[i].text == "_" ? kNoRegister
-                                  : getRegister(tokens[i].text, kernel);
+        uint32_t reg = kNoRegister;
+        if (std::isdigit(static_cast<unsigned char>(tokens[i].text[0])))
+          immediates.emplace_back(operand.count,
+                                  parseNumber(tokens[i], negative));
+        else if (tokens[i].text != "_")
+          reg = getRegister(tokens[i].text, kernel);
+        operand.registers[operand.count++] = reg;
+        negative = false;
+      }
+      unsigned elementBits =
+          getTypeSize(inst.type) * 8 /
+          (inst.opcode == Opcode::Mov ? std::max<unsigned>(operand.count, 1)
+                                      : 1);
+      if (!immediates.empty() && elementBits * operand.count > 64)
+        fail(first, "immediate elements in a vector wider than 64 bits are "
+                    "not supported");
+      for (auto [element, bits] : immediates) {
+        if (elementBits < 64)
+          bits &= (uint64_t(1) << elementBits) - 1;
+        operand.value |= bits << (element * elementBits);
       }
       return operand;
     }
@@ -464,7 +500,7 @@ private:
     if (i >= tokens.size())
       fail(first, "missing operand");
     const Token &token = tokens[i];
-    if (token.text[0] == '%') {
+    if (isRegisterName(token.text)) {
       operand.kind = Operand::Kind::Register;
       operand.registers[0] = getRegister(token.text, kernel);
       if (i + 2 < tokens.size() && tokens[i + 1].is('|'))
@@ -495,6 +531,7 @@ private:
   std::vector<std::string> dynamicShared;
   uint32_t dynamicAlignment = 16;
   std::unordered_map<std::string, uint32_t> registers;
+  std::unordered_set<std::string> plainRegisters;
   std::unordered_map<std::string, Symbol> symbols;
   std::unordered_map<std::string, uint32_t> labels;
   std::vector<std::pair<size_t, std::string>> pendingBranches;

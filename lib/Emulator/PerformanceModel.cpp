@@ -62,7 +62,8 @@ ModeledTime modelLaunch(const LaunchCounters &counters, const GpuModel &gpu) {
   std::string worstBound = "issue";
   for (const ClassCounts &sm : counters.perSM) {
     auto count = [&](C kind) {
-      return static_cast<double>(sm.warpInstructions[static_cast<size_t>(kind)]);
+      return static_cast<double>(
+          sm.warpInstructions[static_cast<size_t>(kind)]);
     };
     double loadStore = count(C::GlobalLoad) + count(C::GlobalStore) +
                        count(C::SharedLoad) + count(C::SharedStore);

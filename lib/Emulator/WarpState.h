@@ -33,7 +33,12 @@ constexpr int kMisalignedAddress = 716;
 constexpr int kLaunchFailed = 719;
 constexpr int kIllegalInstruction = 715;
 
-enum class LaneState : uint8_t { Running, WaitingWarpSync, WaitingBarrier, Exited };
+enum class LaneState : uint8_t {
+  Running,
+  WaitingWarpSync,
+  WaitingBarrier,
+  Exited
+};
 
 struct CtaState;
 
@@ -78,8 +83,7 @@ struct CtaState {
 };
 
 /// Operand reads and register writes, masked to the instruction's width.
-inline uint64_t readOperand(WarpState &warp, const Operand &operand,
-                            int lane) {
+inline uint64_t readOperand(WarpState &warp, const Operand &operand, int lane) {
   if (operand.kind == Operand::Kind::Register) {
     uint64_t value = warp.reg(operand.registers[0], lane);
     return operand.negated ? !value : value;
@@ -101,8 +105,7 @@ inline int64_t signExtend(uint64_t value, unsigned bytes) {
 /// Runs an arithmetic, logic, comparison, conversion or move instruction
 /// for the lanes of `mask` (guard already applied). Returns false for
 /// opcodes it does not handle.
-bool executeArithmetic(const Instruction &inst, WarpState &warp,
-                       uint32_t mask);
+bool executeArithmetic(const Instruction &inst, WarpState &warp, uint32_t mask);
 
 /// ld/st/atom/red/cvta for the lanes of `mask`, with every check.
 void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask);

@@ -1,4 +1,5 @@
-//===- Memory.h - Emulated device memory with initialization shadow -*- C++ -*-===//
+//===- Memory.h - Emulated device memory with initialization shadow -*- C++
+//-*-===//
 //
 // Device allocations live in a fake address space (addresses that no host
 // pointer has, 256-byte aligned like cuMemAlloc, with unmapped gaps between

@@ -24,10 +24,24 @@ namespace fd::emu {
 enum class Type : uint8_t {
   None,
   Pred,
-  B8, B16, B32, B64,
-  U8, U16, U32, U64,
-  S8, S16, S32, S64,
-  F16, F16x2, BF16, BF16x2, F32, F64,
+  B8,
+  B16,
+  B32,
+  B64,
+  U8,
+  U16,
+  U32,
+  U64,
+  S8,
+  S16,
+  S32,
+  S64,
+  F16,
+  F16x2,
+  BF16,
+  BF16x2,
+  F32,
+  F64,
 };
 
 /// Size in bytes (predicates: 1).
@@ -38,18 +52,63 @@ const char *getTypeName(Type type);
 
 enum class Opcode : uint8_t {
   // Integer and bitwise.
-  Add, Sub, Mul, Mad, Div, Rem, Min, Max, Abs, Neg, And, Or, Xor, Not, CNot,
-  Shl, Shr, Bfe, Bfi, Prmt, Popc, Clz, Brev,
+  Add,
+  Sub,
+  Mul,
+  Mad,
+  Div,
+  Rem,
+  Min,
+  Max,
+  Abs,
+  Neg,
+  And,
+  Or,
+  Xor,
+  Not,
+  CNot,
+  Shl,
+  Shr,
+  Bfe,
+  Bfi,
+  Prmt,
+  Popc,
+  Clz,
+  Brev,
   // Floating point (Add/Sub/Mul/Mad/Min/Max/Abs/Neg/Div shared above).
-  Fma, Rcp, Sqrt, Rsqrt, Ex2, Lg2, Sin, Cos, Tanh,
+  Fma,
+  Rcp,
+  Sqrt,
+  Rsqrt,
+  Ex2,
+  Lg2,
+  Sin,
+  Cos,
+  Tanh,
   // Comparison, selection, conversion, movement.
-  Setp, Selp, Cvt, Cvta, Mov,
+  Setp,
+  Selp,
+  Cvt,
+  Cvta,
+  Mov,
   // Memory.
-  Ld, St, Atom, Red,
+  Ld,
+  St,
+  Atom,
+  Red,
   // Warp and CTA.
-  Shfl, Vote, Activemask, BarSync, BarWarpSync, Membar,
+  Shfl,
+  Vote,
+  Activemask,
+  BarSync,
+  BarWarpSync,
+  Membar,
   // Control.
-  Bra, Ret, Exit, Trap, Nop,
+  Bra,
+  Ret,
+  Exit,
+  Trap,
+  Nop,
 };
 
 /// The counter class an opcode falls in (the performance model's units).
@@ -69,26 +128,79 @@ enum class InstructionClass : uint8_t {
 };
 const char *getInstructionClassName(InstructionClass kind);
 
-enum class StateSpace : uint8_t { Generic, Global, Shared, Local, Param, Const };
+enum class StateSpace : uint8_t {
+  Generic,
+  Global,
+  Shared,
+  Local,
+  Param,
+  Const
+};
 enum class Rounding : uint8_t { None, Rn, Rz, Rm, Rp, Rni, Rzi, Rmi, Rpi };
 enum class Compare : uint8_t {
-  Eq, Ne, Lt, Le, Gt, Ge, Lo, Ls, Hi, Hs,
-  Equ, Neu, Ltu, Leu, Gtu, Geu, Num, Nan,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  Lo,
+  Ls,
+  Hi,
+  Hs,
+  Equ,
+  Neu,
+  Ltu,
+  Leu,
+  Gtu,
+  Geu,
+  Num,
+  Nan,
 };
 enum class BoolOp : uint8_t { None, And, Or, Xor };
 enum class ShuffleMode : uint8_t { Up, Down, Bfly, Idx };
 enum class VoteMode : uint8_t { All, Any, Uni, Ballot };
 enum class AtomicOp : uint8_t {
-  Add, Min, Max, Exch, Cas, And, Or, Xor, Inc, Dec,
+  Add,
+  Min,
+  Max,
+  Exch,
+  Cas,
+  And,
+  Or,
+  Xor,
+  Inc,
+  Dec,
 };
 
 /// The few special registers kernels read; they live in the register file
 /// at fixed indices, set when a warp starts.
 enum SpecialRegister : uint32_t {
-  TidX, TidY, TidZ, NtidX, NtidY, NtidZ, CtaidX, CtaidY, CtaidZ,
-  NctaidX, NctaidY, NctaidZ, LaneId, WarpId, NWarpId, LanemaskEq,
-  LanemaskLt, LanemaskLe, LanemaskGt, LanemaskGe, SmId, DynamicSmemSize,
-  Clock, Clock64, NumSpecialRegisters,
+  TidX,
+  TidY,
+  TidZ,
+  NtidX,
+  NtidY,
+  NtidZ,
+  CtaidX,
+  CtaidY,
+  CtaidZ,
+  NctaidX,
+  NctaidY,
+  NctaidZ,
+  LaneId,
+  WarpId,
+  NWarpId,
+  LanemaskEq,
+  LanemaskLt,
+  LanemaskLe,
+  LanemaskGt,
+  LanemaskGe,
+  SmId,
+  DynamicSmemSize,
+  Clock,
+  Clock64,
+  NumSpecialRegisters,
 };
 
 constexpr uint32_t kNoRegister = ~0u;
@@ -101,9 +213,9 @@ struct Operand {
   /// Vector: number of elements (2 or 4).
   uint8_t count = 0;
   /// Register index; Address: base register or kNoRegister; Vector:
-  /// elements (kNoRegister for the `_` sink).
-  uint32_t registers[4] = {kNoRegister, kNoRegister, kNoRegister,
-                           kNoRegister};
+  /// elements (kNoRegister for the `_` sink and for immediate elements,
+  /// whose bits are in `value` at the element's position).
+  uint32_t registers[4] = {kNoRegister, kNoRegister, kNoRegister, kNoRegister};
   /// Immediate bits, or an address's constant offset (symbol included).
   uint64_t value = 0;
 };
