@@ -283,6 +283,25 @@ bool executeF32(const Instruction &inst, WarpState &warp, uint32_t mask) {
   bool directed = inst.rounding == Rounding::Rz ||
                   inst.rounding == Rounding::Rm ||
                   inst.rounding == Rounding::Rp;
+  if (directed && (inst.opcode == Opcode::Add || inst.opcode == Opcode::Sub ||
+                   inst.opcode == Opcode::Fma || inst.opcode == Opcode::Mad)) {
+    // x * y + z (y = 1 for add and sub) rounded to odd in double, then once
+    // to f32 in the asked mode: a float product is exact in double, and
+    // 53 bits leave the one rounding to f32 correct.
+    floatLanes(inst, warp, mask, [&](float x, float y, float z) {
+      bool isFused = inst.opcode == Opcode::Fma || inst.opcode == Opcode::Mad;
+      double product = isFused ? double(x) * y : x;
+      double addend = isFused ? z : inst.opcode == Opcode::Sub ? -y : y;
+      double sum = fusedMultiplyAddToOdd(product, 1.0, addend);
+      // An exact zero from operands of opposite signs is -0 when rounding
+      // down and +0 otherwise (IEEE 754 6.3).
+      if (sum == 0 && !(product == 0 && addend == 0 &&
+                        std::signbit(product) == std::signbit(addend)))
+        sum = inst.rounding == Rounding::Rm ? -0.0 : 0.0;
+      return bitsToFloat(roundToFormat(sum, Type::F32, inst.rounding));
+    });
+    return true;
+  }
   switch (inst.opcode) {
   case Opcode::Add:
     floatLanes(inst, warp, mask, [](float x, float y, float) { return x + y; });
@@ -765,11 +784,9 @@ std::string checkArithmeticImplemented(const Instruction &inst) {
                   inst.rounding == Rounding::Rm ||
                   inst.rounding == Rounding::Rp;
   if (inst.type == Type::F32 && directed &&
-      (inst.opcode == Opcode::Add || inst.opcode == Opcode::Sub ||
-       inst.opcode == Opcode::Fma || inst.opcode == Opcode::Mad ||
-       inst.opcode == Opcode::Div || inst.opcode == Opcode::Rcp ||
+      (inst.opcode == Opcode::Div || inst.opcode == Opcode::Rcp ||
        inst.opcode == Opcode::Sqrt))
-    return "directed rounding of f32 add/sub/fma/div/rcp/sqrt";
+    return "directed rounding of f32 div/rcp/sqrt";
   if (inst.opcode == Opcode::Cvt && !isFloat(inst.type) &&
       !isFloat(inst.sourceType) && inst.rounding != Rounding::None)
     return "rounding modifiers on integer conversions";

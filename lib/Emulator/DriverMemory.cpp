@@ -184,7 +184,10 @@ FDEMU_API CUresult cuMemFree_v2(CUdeviceptr pointer) {
     return kNotInitialized;
   if (pointer == 0)
     return 0;
-  return driver.memory.free(pointer) ? 0 : kInvalidValue;
+  if (!driver.memory.free(pointer))
+    return kInvalidValue;
+  // Freed, but a faulted context reports its error here too, as a GPU's.
+  return Driver::current ? Driver::current->stickyError : 0;
 }
 
 FDEMU_API CUresult cuMemFree(CUdeviceptr pointer) {

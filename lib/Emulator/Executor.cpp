@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -30,6 +31,12 @@ uint64_t ClassCounts::totalWarpInstructions() const {
 }
 
 namespace {
+
+std::string hex(uint32_t value) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "0x%08x", value);
+  return text;
+}
 
 /// An error with its location, ready to report.
 struct LocatedError {
@@ -483,7 +490,7 @@ private:
                   std::to_string(warp.index) +
                   " waits at a .sync warp instruction for lanes (member "
                   "mask " +
-                  std::to_string(members) + ") that are elsewhere (" +
+                  hex(members) + ") that are elsewhere (" +
                   std::to_string(atBarrier) + " of " + std::to_string(live) +
                   " live threads wait at bar.sync); a GPU would hang",
               lane},

@@ -444,10 +444,10 @@ TEST_F(EmulatorError, UnsupportedModifierFailsToLoad) {
   EXPECT_THAT(loaded.log, HasSubstr("PTX line 7"));
   EXPECT_THAT(loaded.log, HasSubstr("'.cc'"));
   // A form the executor cannot compute exactly.
-  loaded = tryLoad(kernelWithLine("add.rz.f32 %r1, %r2, %r3;"));
+  loaded = tryLoad(kernelWithLine("div.rz.f32 %r1, %r2, %r3;"));
   EXPECT_EQ(loaded.result, kInvalidPtx);
   EXPECT_THAT(loaded.log, HasSubstr("PTX line 7"));
-  EXPECT_THAT(loaded.log, HasSubstr("add.rz.f32"));
+  EXPECT_THAT(loaded.log, HasSubstr("div.rz.f32"));
   EXPECT_THAT(loaded.log, HasSubstr("not implemented"));
 }
 

@@ -162,6 +162,45 @@ TEST_F(EmulatorFloat, MulDirectedRounding) {
       values(), tiny());
 }
 
+/// a + b and fma(a, b, c) in rounding `mode`, by the host.
+float addRounded(float a, float b, int mode) {
+  int previous = std::fegetround();
+  std::fesetround(mode);
+  volatile float x = a, y = b;
+  volatile float sum = x + y;
+  std::fesetround(previous);
+  return sum;
+}
+float fmaRounded(float a, float b, float c, int mode) {
+  int previous = std::fegetround();
+  std::fesetround(mode);
+  volatile float result = std::fmaf(a, b, c);
+  std::fesetround(previous);
+  return result;
+}
+
+TEST_F(EmulatorFloat, AddSubFmaDirectedRounding) {
+  // nvcc's expf and logf use fma.rm.f32; roundf uses add.rz.f32.
+  for (auto [suffix, mode] :
+       {std::pair{"rz", FE_TOWARDZERO}, std::pair{"rm", FE_DOWNWARD},
+        std::pair{"rp", FE_UPWARD}}) {
+    int fe = mode;
+    SCOPED_TRACE(suffix);
+    checkFloat(
+        std::string("add.") + suffix + ".f32 %d, %a, %b;",
+        [=](float a, float b) { return addRounded(a, b, fe); }, values(),
+        tiny());
+    checkFloat(
+        std::string("sub.") + suffix + ".f32 %d, %a, %b;",
+        [=](float a, float b) { return addRounded(a, -b, fe); }, values(),
+        values());
+    checkWith<float>(
+        std::string("fma.") + suffix + ".f32 %d, %a, %b, %c;",
+        [=](float x, float y, float z) { return fmaRounded(x, y, z, fe); },
+        sameFloat, values(), values(), tiny());
+  }
+}
+
 TEST_F(EmulatorFloat, Fma) {
   std::vector<float> a = values(), b = values(), c = tiny();
   checkWith<float>(
