@@ -37,6 +37,15 @@ for batch in 1 8; do
     done
   done
 done
-# For RuntimeGPUTest.
-[ -n "$quick" ] || "$(dirname "$0")/test_kernels.sh" "$dir/tests" "$compile"
+# For RuntimeGPUTest, and nvcc's kernels of fdemu's driver-API program (run
+# there on the real driver to compare with the emulator).
+if [ -z "$quick" ]; then
+  "$(dirname "$0")/test_kernels.sh" "$dir/tests" "$compile"
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  if [ -x "$nvcc" ]; then
+    mkdir -p "$dir/emulator"
+    "$nvcc" -ptx -arch=sm_80 "$(dirname "$0")/../unittests/Emulator/driver_api_kernels.cu" \
+      -o "$dir/emulator/driver_api_kernels.ptx"
+  fi
+fi
 echo "kernels in $dir: $(find "$dir" -name manifest.json | wc -l) configurations"

@@ -22,6 +22,23 @@ cmake -S . -B build-device -G Ninja -DFD_RUNTIME_ONLY=ON \
   timeout 120 ctest --output-on-failure) >"$out/ctest.log" 2>&1
 tail -3 "$out/ctest.log"
 
+# fdemu against the GPU: the same C driver-API program on nvcc's kernels,
+# checked against C computations (exact, exp2f within 2 ulp), once on the
+# real driver and once on the emulator built here; where they differ is
+# recorded. (A store just past a small allocation faults on fdemu but may
+# land inside the GPU's allocation granule: that difference is expected.)
+if [ -f "$kernels/emulator/driver_api_kernels.ptx" ]; then
+  cc -O2 -o build-device/driver_api_program \
+    unittests/Emulator/driver_api_program.c -ldl -lm &&
+    for driver in libcuda.so.1 build-device/lib/libfdemu.so; do
+      echo "== $driver"
+      timeout 60 build-device/driver_api_program "$driver" \
+        "$kernels/emulator/driver_api_kernels.ptx" 2>&1
+      echo "exit $?"
+    done >"$out/fdemu-vs-gpu.txt" 2>&1
+  cat "$out/fdemu-vs-gpu.txt"
+fi
+
 timeout 300 build-device/bin/fd-bench --kernels "$kernels" $quick \
   --csv "$out/fd-bench.csv" 2>&1 | tee "$out/fd-bench.txt"
 
