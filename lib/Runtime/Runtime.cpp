@@ -2,6 +2,7 @@
 
 #include "fd/Runtime/Runtime.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <stdexcept>
@@ -65,6 +66,19 @@ std::string getTargetForComputeCapability(int major, int minor) {
   if (major == 8)
     return minor >= 9 ? "sm_89" : minor >= 6 ? "sm_86" : "sm_80";
   return "sm_90";
+}
+
+std::optional<int> getDeviceOfPointer(const DriverApi &driver,
+                                      CUdeviceptr address) {
+  int ordinal = -1;
+  CUresult result = driver.cuPointerGetAttribute(
+      &ordinal, kPointerAttributeDeviceOrdinal, address);
+  // The driver's answer for an address outside everything it allocated or
+  // mapped.
+  if (result == kCudaErrorInvalidValue)
+    return std::nullopt;
+  check(driver, result, "asking the driver which device holds an address");
+  return ordinal;
 }
 
 std::string Device::getName() const {
@@ -221,43 +235,44 @@ void DecodePlan::setBuffers(const DecodeBuffers &newBuffers) {
 }
 
 void DecodePlan::bind() {
-  auto require = [](bool condition, const std::string &message) {
-    if (!condition)
-      throw std::invalid_argument("DecodePlan: " + message);
+  // Every Python decode_attention call rebinds a plan, so the checks build
+  // their messages only when they fail.
+  auto fail = [](const std::string &message) {
+    throw std::invalid_argument("DecodePlan: " + message);
   };
-  require(buffers.batch >= 1,
-          "batch must be >= 1, got " + std::to_string(buffers.batch));
-  require(buffers.maxLength >= 1 && buffers.maxLength <= INT32_MAX,
-          "maxLength must be in [1, 2^31), got " +
-              std::to_string(buffers.maxLength));
-  require(buffers.query && buffers.keyCache && buffers.valueCache &&
-              buffers.seqLens && buffers.output,
-          "query, keyCache, valueCache, seqLens and output must be device "
-          "addresses");
-  require((manifest.pageSize != 0) == (buffers.blockTable != 0),
-          manifest.pageSize
-              ? "the kernels read paged caches: blockTable required"
-              : "the kernels read dense caches: blockTable must be 0");
-  require(!manifest.pageSize || buffers.maxLength % manifest.pageSize == 0,
-          "paged caches: maxLength must be max_pages * page_size");
-  require(manifest.withLse == (buffers.lse != 0),
-          manifest.withLse ? "the kernels write an lse: lse buffer required"
-                           : "the kernels were compiled without an lse "
-                             "output: lse must be 0");
+  if (buffers.batch < 1)
+    fail("batch must be >= 1, got " + std::to_string(buffers.batch));
+  if (buffers.maxLength < 1 || buffers.maxLength > INT32_MAX)
+    fail("maxLength must be in [1, 2^31), got " +
+         std::to_string(buffers.maxLength));
+  if (!buffers.query || !buffers.keyCache || !buffers.valueCache ||
+      !buffers.seqLens || !buffers.output)
+    fail("query, keyCache, valueCache, seqLens and output must be device "
+         "addresses");
+  if ((manifest.pageSize != 0) != (buffers.blockTable != 0))
+    fail(manifest.pageSize
+             ? "the kernels read paged caches: blockTable required"
+             : "the kernels read dense caches: blockTable must be 0");
+  if (manifest.pageSize && buffers.maxLength % manifest.pageSize != 0)
+    fail("paged caches: maxLength must be max_pages * page_size");
+  if (manifest.withLse != (buffers.lse != 0))
+    fail(manifest.withLse ? "the kernels write an lse: lse buffer required"
+                          : "the kernels were compiled without an lse "
+                            "output: lse must be 0");
 
   // The kernels move 16 bytes per access: a misaligned base (a view that
   // starts inside a buffer) would fault on the GPU, so say so here.
   auto requireAligned = [&](const char *name, CUdeviceptr address) {
+    if (address % kBufferAlignment == 0)
+      return;
     char hex[32];
     std::snprintf(hex, sizeof(hex), "0x%llx",
                   static_cast<unsigned long long>(address));
-    require(address % kBufferAlignment == 0,
-            std::string(name) + " address " + hex + " is not " +
-                std::to_string(kBufferAlignment) +
-                "-byte aligned (address mod " +
-                std::to_string(kBufferAlignment) + " = " +
-                std::to_string(address % kBufferAlignment) +
-                "); the kernels access it 16 bytes at a time");
+    fail(std::string(name) + " address " + hex + " is not " +
+         std::to_string(kBufferAlignment) + "-byte aligned (address mod " +
+         std::to_string(kBufferAlignment) + " = " +
+         std::to_string(address % kBufferAlignment) +
+         "); the kernels access it 16 bytes at a time");
   };
   requireAligned("query", buffers.query);
   requireAligned("keyCache", buffers.keyCache);
@@ -266,11 +281,15 @@ void DecodePlan::bind() {
   requireAligned("lse", buffers.lse);
   requireAligned("blockTable", buffers.blockTable);
 
-  int64_t workspaceBytes = manifest.getWorkspaceBytes(buffers.batch);
-  if (!workspace || workspace->getSize() < static_cast<size_t>(workspaceBytes))
-    workspace = std::make_unique<DeviceBuffer>(device, workspaceBytes);
-  requireAligned("workspace", workspace->getAddress());
-  CUdeviceptr partialOutput = workspace->getAddress();
+  CUdeviceptr partialOutput = buffers.workspace;
+  if (!partialOutput) {
+    int64_t workspaceBytes = manifest.getWorkspaceBytes(buffers.batch);
+    if (!workspace ||
+        workspace->getSize() < static_cast<size_t>(workspaceBytes))
+      workspace = std::make_unique<DeviceBuffer>(device, workspaceBytes);
+    partialOutput = workspace->getAddress();
+  }
+  requireAligned("workspace", partialOutput);
   CUdeviceptr partialLse =
       partialOutput + buffers.batch * manifest.partialLseOffsetPerSequence;
 
@@ -292,10 +311,9 @@ void DecodePlan::bind() {
                        : name == "max_len"
                            ? static_cast<uint64_t>(buffers.maxLength)
                            : ~uint64_t(0);
-      require(value != ~uint64_t(0), "kernel " + spec.name +
-                                         " takes parameter '" + name +
-                                         "', which this runtime does not "
-                                         "know");
+      if (value == ~uint64_t(0))
+        fail("kernel " + spec.name + " takes parameter '" + name +
+             "', which this runtime does not know");
       kernel->values[i] = value;
       // An i32 parameter reads the low 4 bytes: little-endian hosts only.
       kernel->arguments[i] = &kernel->values[i];
@@ -311,15 +329,43 @@ void DecodePlan::bind() {
 void DecodePlan::launch(CUstream stream) const {
   const DriverApi &driver = device.getDriverApi();
   device.makeCurrent();
-  for (const std::unique_ptr<BoundKernel> &kernel : kernels)
-    check(driver,
-          driver.cuLaunchKernel(
-              kernel->function, kernel->grid[0], kernel->grid[1],
-              kernel->grid[2], kernel->block[0], kernel->block[1],
-              kernel->block[2],
-              static_cast<unsigned>(kernel->spec->dynamicSharedMemoryBytes),
-              stream, const_cast<void **>(kernel->arguments.data()), nullptr),
-          "launching " + kernel->spec->name);
+  for (const std::unique_ptr<BoundKernel> &kernel : kernels) {
+    CUresult result = driver.cuLaunchKernel(
+        kernel->function, kernel->grid[0], kernel->grid[1], kernel->grid[2],
+        kernel->block[0], kernel->block[1], kernel->block[2],
+        static_cast<unsigned>(kernel->spec->dynamicSharedMemoryBytes), stream,
+        const_cast<void **>(kernel->arguments.data()), nullptr);
+    // The message is built only on failure: this is the per-call path.
+    if (result != kCudaSuccess)
+      check(driver, result, "launching " + kernel->spec->name);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// StreamWorkspaces
+//===----------------------------------------------------------------------===//
+
+CUdeviceptr StreamWorkspaces::get(CUstream stream, size_t bytes) {
+  auto found = buffers.find(stream);
+  if (found != buffers.end() && found->second.getSize() >= bytes)
+    return found->second.getAddress();
+  size_t size = bytes;
+  if (found != buffers.end()) {
+    size = std::max(bytes, 2 * found->second.getSize());
+    device.makeCurrent();
+    check(device.getDriverApi(),
+          device.getDriverApi().cuStreamSynchronize(stream),
+          "waiting for the launches that use a workspace before replacing "
+          "it");
+    buffers.erase(found);
+  }
+  return buffers.emplace(stream, DeviceBuffer(device, size))
+      .first->second.getAddress();
+}
+
+size_t StreamWorkspaces::getSize(CUstream stream) const {
+  auto found = buffers.find(stream);
+  return found == buffers.end() ? 0 : found->second.getSize();
 }
 
 //===----------------------------------------------------------------------===//

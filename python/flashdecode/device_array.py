@@ -7,8 +7,11 @@ PyTorch.
     out.numpy()                                         # copy back
 
 Memory comes from the runtime's driver (libcuda, or $FD_CUDA_DRIVER such as
-the emulator) in the primary context, so PyTorch and CuPy on the same GPU
-can use it through ``__cuda_array_interface__``. Copies are synchronous.
+the emulator) in the primary context of GPU ``device`` (default 0), so
+PyTorch and CuPy on the same GPU can use it through
+``__cuda_array_interface__``. Copies are synchronous on the legacy default
+stream, so they wait for work queued there (decode_attention's default for
+DeviceArrays) and on blocking streams (a Decoder's own).
 bfloat16 data is given as uint16 bit patterns with ``dtype="bfloat16"`` (or
 as an ml_dtypes bfloat16 array) and comes back the same way.
 """
@@ -57,11 +60,13 @@ def _dtype_of(a, dtype):
 
 class DeviceArray:
     """A C-contiguous array in device memory: ``shape``, ``dtype`` (a string),
-    ``nbytes``, ``__cuda_array_interface__``. Freed with the object."""
+    ``device`` (the GPU's ordinal), ``nbytes``, ``__cuda_array_interface__``.
+    Freed with the object."""
 
-    def __init__(self, shape, dtype):
+    def __init__(self, shape, dtype, *, device=0):
         """Uninitialized device memory of ``shape`` (ints >= 0) and ``dtype``
-        ("float32", "float16", "bfloat16" or "int32"); also ``empty``."""
+        ("float32", "float16", "bfloat16" or "int32") on GPU ``device``; also
+        ``empty``."""
         if isinstance(shape, (int, np.integer)):
             shape = (shape,)
         if not isinstance(shape, (tuple, list)) or not all(
@@ -70,27 +75,35 @@ class DeviceArray:
             raise TypeError(f"shape must be a tuple of ints, got {shape!r}")
         if any(n < 0 for n in shape):
             raise ValueError(f"shape must not be negative, got {tuple(shape)}")
+        if isinstance(device, bool) or \
+                not isinstance(device, (int, np.integer)) or device < 0:
+            raise TypeError(f"device must be a GPU ordinal (an int >= 0), got "
+                            f"{device!r}")
         self._shape = tuple(int(n) for n in shape)
         self._dtype = _check_dtype(dtype)
         self._host_dtype = _HOST_DTYPES[dtype]
+        self._device = int(device)
         self._buffer = _native.DeviceBuffer(
-            math.prod(self._shape) * self._host_dtype.itemsize)
+            math.prod(self._shape) * self._host_dtype.itemsize, self._device)
+        # Read on every decode_attention call: kept as a plain attribute.
+        self._address = self._buffer.address
 
     @classmethod
-    def empty(cls, shape, dtype):
-        """Uninitialized device memory of ``shape`` and ``dtype``."""
-        return cls(shape, dtype)
+    def empty(cls, shape, dtype, *, device=0):
+        """Uninitialized device memory of ``shape`` and ``dtype`` on GPU
+        ``device``."""
+        return cls(shape, dtype, device=device)
 
     @classmethod
-    def from_numpy(cls, a, dtype=None):
-        """A device copy of numpy array ``a``. ``dtype`` (default: a's) must
-        be "bfloat16" for uint16 bit patterns."""
+    def from_numpy(cls, a, dtype=None, *, device=0):
+        """A device copy of numpy array ``a`` on GPU ``device``. ``dtype``
+        (default: a's) must be "bfloat16" for uint16 bit patterns."""
         if not isinstance(a, np.ndarray):
             raise TypeError(f"a must be a numpy array, got {type(a).__name__}")
         if dtype is not None:
             _check_dtype(dtype)
         found = _dtype_of(a, dtype)
-        array = cls(a.shape, found)
+        array = cls(a.shape, found, device=device)
         array._host_dtype = a.dtype  # ml_dtypes' bfloat16 comes back as such
         array._buffer.upload(np.ascontiguousarray(a))
         return array
@@ -124,6 +137,10 @@ class DeviceArray:
         return self._dtype
 
     @property
+    def device(self):
+        return self._device
+
+    @property
     def nbytes(self):
         return self._buffer.nbytes
 
@@ -131,7 +148,7 @@ class DeviceArray:
     def __cuda_array_interface__(self):
         return {"version": 3, "shape": self._shape,
                 "typestr": _TYPESTRS[self._dtype],
-                "data": (self._buffer.address, False), "strides": None}
+                "data": (self._address, False), "strides": None}
 
     def __repr__(self):
         return f"DeviceArray(shape={self._shape}, dtype={self._dtype!r})"

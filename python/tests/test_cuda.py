@@ -70,3 +70,49 @@ def test_paged_cuda_matches_cpu():
         block_table=table.numpy())
     actual = out.cpu().numpy().astype(np.float32)
     assert np.abs(actual - expected).max() <= 1e-2 * np.abs(expected).max()
+
+
+def test_kernels_are_compiled_for_this_gpu():
+    major, minor = torch.cuda.get_device_capability(0)
+    expected = "sm_90" if major >= 9 else \
+        {0: "sm_80", 6: "sm_86", 7: "sm_86", 9: "sm_89"}[minor]
+    assert flashdecode._flashdecode.cuda_target(0) == expected
+    q = torch.randn(1, 8, 128, dtype=torch.float16, device="cuda")
+    k = torch.randn(1, 64, 2, 128, dtype=torch.float16, device="cuda")
+    lens = torch.tensor([64], dtype=torch.int32, device="cuda")
+    out = torch.empty_like(q)
+    assert flashdecode.Decoder(q, k, k, lens, out).arch == expected
+
+
+def test_misaligned_view_is_rejected_before_launching():
+    """buf[1:] viewed as q: one f16 element past a 16-byte boundary."""
+    buffer = torch.randn(1 + 2 * 8 * 128, dtype=torch.float16, device="cuda")
+    q = buffer[1:].view(2, 8, 128)
+    k = torch.randn(2, 64, 2, 128, dtype=torch.float16, device="cuda")
+    lens = torch.tensor([64, 5], dtype=torch.int32, device="cuda")
+    with pytest.raises(ValueError, match=r"^q data pointer 0x[0-9a-f]+ is not "
+                       r"16-byte aligned \(address mod 16 = 2\)"):
+        flashdecode.decode_attention(q, k, k, lens, backend="cuda")
+    # The context is intact, and a copy is aligned.
+    out = flashdecode.decode_attention(q.clone(), k, k, lens, backend="cuda")
+    torch.cuda.synchronize()
+    assert out.shape == q.shape
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_second_gpu_and_mixed_devices():
+    q = (torch.randn(2, 8, 128) * 2).half()
+    k = torch.randn(2, 300, 2, 128).half()
+    lens = torch.tensor([300, 77], dtype=torch.int32)
+    on_1 = [x.to("cuda:1") for x in (q, k, k, lens)]
+    out = flashdecode.decode_attention(*on_1, backend="cuda")
+    assert out.device == torch.device("cuda:1")
+    torch.cuda.synchronize(1)
+    expected = flashdecode.decode_attention(q.numpy(), k.numpy(), k.numpy(),
+                                            lens.numpy())
+    actual = out.cpu().numpy().astype(np.float32)
+    assert np.abs(actual - expected).max() <= 1e-2 * np.abs(expected).max()
+    mixed = [on_1[0].to("cuda:0")] + on_1[1:]
+    with pytest.raises(ValueError, match=r"q on cuda:0; k_cache, v_cache, "
+                       r"seq_lens on cuda:1"):
+        flashdecode.decode_attention(*mixed, backend="cuda")

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -236,6 +237,22 @@ DriverApi fakeDriverApi() {
     return record("cuMemAlloc");
   };
   api.cuMemFree = [](CUdeviceptr) { return record("cuMemFree"); };
+  api.cuStreamSynchronize = [](CUstream) {
+    return record("cuStreamSynchronize");
+  };
+  // Device 3 holds what the fake allocated; 0xbad fails; the rest is unknown.
+  api.cuPointerGetAttribute = [](void *data, int attribute,
+                                 CUdeviceptr pointer) {
+    EXPECT_EQ(attribute, kPointerAttributeDeviceOrdinal);
+    if (pointer == 0xbad)
+      return CUresult(700);
+    for (const auto &[address, bytes] : fake->allocations)
+      if (pointer >= address && pointer < address + bytes) {
+        *static_cast<int *>(data) = 3;
+        return kCudaSuccess;
+      }
+    return kCudaErrorInvalidValue;
+  };
   api.cuStreamBeginCapture = [](CUstream, int) {
     fake->capturing = true;
     return record("cuStreamBeginCapture");
@@ -378,6 +395,69 @@ TEST(Targets, ComputeCapabilityChoosesThePTXTarget) {
   EXPECT_EQ(getTargetForComputeCapability(10, 0), "sm_90");
   EXPECT_EQ(getTargetForComputeCapability(12, 0), "sm_90");
   EXPECT_THROW(getTargetForComputeCapability(7, 5), std::invalid_argument);
+}
+
+TEST_F(FakeRuntime, PlanBindsTheCallersWorkspace) {
+  DecodeBuffers shared = buffers;
+  shared.workspace = 0x80000;
+  DecodePlan plan(*device, bundle, shared);
+  EXPECT_TRUE(state.allocations.empty());
+  plan.launch(stream);
+  ASSERT_EQ(state.launches.size(), 2u);
+  EXPECT_EQ(state.launches[0].arguments[4], 0x80000u);
+  EXPECT_EQ(state.launches[0].arguments[5], 0x80000u + 3 * 8192);
+  EXPECT_EQ(state.launches[1].arguments[0], 0x80000u);
+  // Rebinding to a bigger batch allocates nothing either: the caller sized it.
+  shared.batch = 8;
+  plan.setBuffers(shared);
+  EXPECT_TRUE(state.allocations.empty());
+  shared.workspace = 0x80004;
+  try {
+    plan.setBuffers(shared);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "DecodePlan: workspace address 0x80004 is not 16-byte aligned "
+              "(address mod 16 = 4); the kernels access it 16 bytes at a "
+              "time");
+  }
+}
+
+TEST_F(FakeRuntime, StreamWorkspacesGrowWithoutFreeingQueuedMemory) {
+  CUstream other = reinterpret_cast<CUstream>(0x9);
+  StreamWorkspaces workspaces(*device);
+  EXPECT_EQ(workspaces.getSize(stream), 0u);
+  CUdeviceptr first = workspaces.get(stream, 1000);
+  EXPECT_EQ(workspaces.get(stream, 600), first);
+  EXPECT_NE(workspaces.get(other, 100), first);
+  EXPECT_EQ(state.allocations.size(), 2u);
+  EXPECT_EQ(count("cuStreamSynchronize"), 0u);
+  // Growing: the stream's queued launches finish before the old buffer is
+  // freed, and the new one at least doubles.
+  workspaces.get(stream, 1500);
+  EXPECT_EQ(workspaces.getSize(stream), 2000u);
+  EXPECT_EQ(workspaces.getSize(other), 100u);
+  auto synchronized =
+      std::find(state.calls.begin(), state.calls.end(), "cuStreamSynchronize");
+  auto freed = std::find(state.calls.begin(), state.calls.end(), "cuMemFree");
+  ASSERT_NE(freed, state.calls.end());
+  EXPECT_LT(synchronized, freed);
+  EXPECT_EQ(count("cuStreamSynchronize"), 1u);
+  EXPECT_EQ(count("cuMemFree"), 1u);
+}
+
+TEST_F(FakeRuntime, DeviceOfPointerAsksTheDriver) {
+  CUdeviceptr address = DeviceBuffer(*device, 64).getAddress();
+  EXPECT_EQ(getDeviceOfPointer(driver, address + 17), 3);
+  EXPECT_EQ(getDeviceOfPointer(driver, 0x42), std::nullopt);
+  try {
+    getDeviceOfPointer(driver, 0xbad);
+    FAIL() << "no error";
+  } catch (const CudaError &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "asking the driver which device holds an address: "
+              "CUDA_ERROR_ILLEGAL_ADDRESS (fake)");
+  }
 }
 
 TEST_F(FakeRuntime, BadPTXCarriesTheJITLog) {

@@ -31,6 +31,7 @@ using CUgraphExec = struct CUgraphExec_st *;
 using CUgraphNode = struct CUgraphNode_st *;
 
 constexpr CUresult kCudaSuccess = 0;
+constexpr CUresult kCudaErrorInvalidValue = 1;
 constexpr int kJitErrorLogBuffer = 5; // CU_JIT_ERROR_LOG_BUFFER
 constexpr int kJitErrorLogBufferSizeBytes =
     6; // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
@@ -39,6 +40,8 @@ constexpr int kDeviceAttributeMultiprocessorCount = 16;
 constexpr int kDeviceAttributeComputeCapabilityMajor = 75;
 constexpr int kDeviceAttributeComputeCapabilityMinor = 76;
 constexpr unsigned kStreamNonBlocking = 1;
+constexpr int kPointerAttributeDeviceOrdinal =
+    9; // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 
 // X(member, exported symbol, parameter list): every driver entry point used.
 #define FD_CUDA_DRIVER_FUNCTIONS(X)                                            \
@@ -75,6 +78,8 @@ constexpr unsigned kStreamNonBlocking = 1;
   X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2",                                 \
     (CUdeviceptr destination, CUdeviceptr source, size_t bytes,                \
      CUstream stream))                                                         \
+  X(cuPointerGetAttribute, "cuPointerGetAttribute",                            \
+    (void *data, int attribute, CUdeviceptr pointer))                          \
   X(cuMemsetD8Async, "cuMemsetD8Async",                                        \
     (CUdeviceptr destination, unsigned char value, size_t count,               \
      CUstream stream))                                                         \

@@ -20,7 +20,9 @@
 #include "fd/Runtime/Driver.h"
 #include "fd/Runtime/Manifest.h"
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,6 +61,13 @@ private:
 /// compiles it for the newer GPU). Throws std::invalid_argument below 8.0,
 /// which the kernels do not support.
 std::string getTargetForComputeCapability(int major, int minor);
+
+/// The ordinal of the device whose memory `address` points into (the
+/// driver's CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), or nullopt when the driver
+/// does not know the address (memory it neither allocated nor mapped, e.g. a
+/// host pointer). Throws CudaError for any other failure.
+std::optional<int> getDeviceOfPointer(const DriverApi &driver,
+                                      CUdeviceptr address);
 
 /// Device memory, freed with the object.
 class DeviceBuffer {
@@ -121,10 +130,15 @@ struct DecodeBuffers {
   /// Paged caches: int32 [batch, max_pages] page indices in device memory;
   /// like the lengths, its contents may change between replays.
   CUdeviceptr blockTable = 0;
+  /// A workspace of at least Manifest::getWorkspaceBytes(batch) bytes that
+  /// the caller owns and keeps alive while launches may use it (e.g. one per
+  /// stream from StreamWorkspaces, shared by every plan launched there);
+  /// 0: the plan allocates its own.
+  CUdeviceptr workspace = 0;
 };
 
 /// A compiled configuration bound to fixed buffers, with its workspace
-/// allocated once: what a CUDA graph records.
+/// allocated once (or the caller's): what a CUDA graph records.
 class DecodePlan {
 public:
   DecodePlan(const Device &device, const KernelBundle &kernels,
@@ -156,6 +170,28 @@ private:
   DecodeBuffers buffers;
   std::unique_ptr<DeviceBuffer> workspace;
   uint64_t generation = 0;
+};
+
+/// One workspace per stream for plans that bind a caller's workspace
+/// (DecodeBuffers::workspace): launches on one stream run one after another,
+/// so one buffer serves every plan launched there, whatever its
+/// configuration. A buffer only grows, at least doubling, so a growing batch
+/// reallocates rarely; before it frees the smaller buffer it synchronizes
+/// the stream, because launches queued there may still use it. Destroying
+/// the object frees the buffers: synchronize the streams first.
+class StreamWorkspaces {
+public:
+  explicit StreamWorkspaces(const Device &device) : device(device) {}
+
+  /// The address of a workspace of at least `bytes` bytes (16-byte aligned)
+  /// for launches on `stream`. Not thread-safe: callers serialize.
+  CUdeviceptr get(CUstream stream, size_t bytes);
+  /// Bytes of `stream`'s workspace; 0 before the first get.
+  size_t getSize(CUstream stream) const;
+
+private:
+  const Device &device;
+  std::map<CUstream, DeviceBuffer> buffers;
 };
 
 /// The launches of one or more plans, recorded once and replayed with a
