@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The kernels RuntimeGPUTest runs (on a GPU, or on fdemu in `make test`):
 # GQA with lse (f16, bf16), HND, speculative decoding, paged (dense pages
-# and HND with Lq = 8). Usage: bench/test_kernels.sh DIR [fd-compile].
+# and HND with Lq = 8). Usage: bench/test_kernels.sh DIR [fd-compile]
+# [TARGET] (default sm_90).
 set -euo pipefail
-dir=${1:?usage: bench/test_kernels.sh DIR [fd-compile]}
+dir=${1:?usage: bench/test_kernels.sh DIR [fd-compile] [TARGET]}
 compile=${2:-build/bin/fd-compile}
-common="--no-cache --arch sm_90 --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
+arch=${3:-sm_90}
+common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 "$compile" $common --dtype f16 --num-splits 5 --with-lse -o "$dir/gqa_f16" >/dev/null
 "$compile" $common --dtype bf16 --num-splits 5 --with-lse -o "$dir/gqa_bf16" >/dev/null
 "$compile" $common --dtype f16 --num-splits 3 --kv-layout HND --with-lse -o "$dir/gqa_hnd" >/dev/null

@@ -99,6 +99,8 @@ Manifest Manifest::parse(const std::string &text) {
       manifest.dtype != "f32")
     missing("config.dtype", "f16, bf16 or f32");
   manifest.kvLayout = string(config, "kv_layout", "config.");
+  if (config.find("arch"))
+    manifest.arch = string(config, "arch", "config.");
   if (config.find("page_size"))
     manifest.pageSize = integer(config, "page_size", "config.");
   const json::Value &withLse = member(config, "with_lse", "config.");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <stdexcept>
 #include <utility>
@@ -79,6 +80,15 @@ std::optional<int> getDeviceOfPointer(const DriverApi &driver,
     return std::nullopt;
   check(driver, result, "asking the driver which device holds an address");
   return ordinal;
+}
+
+bool canLoadTarget(const std::string &target, int major, int minor) {
+  if (target.rfind("sm_", 0) != 0)
+    return false;
+  int version = std::atoi(target.c_str() + 3);
+  bool specific = !target.empty() && target.back() == 'a';
+  return specific ? version == major * 10 + minor
+                  : version <= major * 10 + minor;
 }
 
 std::string Device::getName() const {

@@ -98,9 +98,9 @@ public:
     double maxRelativeError = -1;
     Timing timing;
     for (std::string mode : {"auto", "s1"}) {
-      KernelBundle bundle = KernelBundle::load(
-          kernelRoot + "/" + config.name + "/B" + std::to_string(batch) + "_L" +
-          std::to_string(length) + "_" + mode);
+      KernelBundle bundle = loadKernels(kernelRoot + "/" + config.name + "/B" +
+                                        std::to_string(batch) + "_L" +
+                                        std::to_string(length) + "_" + mode);
       // On fdemu, one split chosen by the planner is the s1 kernels again:
       // the interpreter would repeat the same check and the same counts.
       bool repeat = emulator && bundle.ptx == previousPtx;
@@ -128,9 +128,9 @@ public:
   /// the same shape: the cost of reading through a block table.
   void runPaged(const ModelConfig &config, int64_t batch, int64_t length,
                 int64_t pageSize, FILE *csv) {
-    KernelBundle bundle = KernelBundle::load(
-        kernelRoot + "/paged/B" + std::to_string(batch) + "_L" +
-        std::to_string(length) + "_p" + std::to_string(pageSize));
+    KernelBundle bundle =
+        loadKernels(kernelRoot + "/paged/B" + std::to_string(batch) + "_L" +
+                    std::to_string(length) + "_p" + std::to_string(pageSize));
     size_t kvBytes =
         size_t(4) * batch * length * config.numKVHeads * config.headDim;
     Timing timing = time(bundle, batch, length, false);
@@ -265,6 +265,23 @@ private:
     return maxError / std::max(maxValue, 1e-30);
   }
 
+  /// The kernels in `directory`, which this GPU must be able to load.
+  KernelBundle loadKernels(const std::string &directory) const {
+    KernelBundle bundle = KernelBundle::load(directory);
+    auto [major, minor] = device.getComputeCapability();
+    const std::string &arch = bundle.manifest.arch;
+    if (!arch.empty() && !canLoadTarget(arch, major, minor))
+      throw std::runtime_error(
+          "the kernels in " + directory + " were compiled for " + arch +
+          ", which " + device.getName() + " (compute capability " +
+          std::to_string(major) + "." + std::to_string(minor) +
+          ") cannot load: compile them for " +
+          getTargetForComputeCapability(major, minor) +
+          " (bench/prepare_kernels.sh --arch " +
+          getTargetForComputeCapability(major, minor) + ")");
+    return bundle;
+  }
+
   Device &device;
   const DriverApi &driver;
   std::string kernelRoot;
@@ -386,10 +403,15 @@ int main(int argc, char **argv) {
     Bench bench(*device, kernels, quick, emulator.get(), tokensPerSplit);
     double bandwidth = bench.measureCopyBandwidth();
     std::string name = device->getName();
+    auto [major, minor] = device->getComputeCapability();
+    std::string capability = std::to_string(major) + "." +
+                             std::to_string(minor) + " (" +
+                             getTargetForComputeCapability(major, minor) + ")";
     if (emulator) {
-      std::printf("device: %s, %d SMs; modeled DRAM bandwidth: %.2f TB/s\n",
-                  name.c_str(), device->getMultiprocessorCount(),
-                  bandwidth / 1e12);
+      std::printf("device: %s, compute capability %s, %d SMs; modeled DRAM "
+                  "bandwidth: %.2f TB/s\n",
+                  name.c_str(), capability.c_str(),
+                  device->getMultiprocessorCount(), bandwidth / 1e12);
       if (tokensPerSplit)
         std::printf("modeled on %s: times extrapolated from L=l1 and L=l2 "
                     "(per row in 'source'), every sequence at l1 and at "
@@ -403,9 +425,10 @@ int main(int argc, char **argv) {
                   "L <= 4096 and the KV cache is at most %zu MiB\n\n",
                   getEmulatorCheckBytes(quick) >> 20);
     } else {
-      std::printf("device: %s, %d SMs; device-to-device copy: %.2f TB/s\n\n",
-                  name.c_str(), device->getMultiprocessorCount(),
-                  bandwidth / 1e12);
+      std::printf("device: %s, compute capability %s, %d SMs; "
+                  "device-to-device copy: %.2f TB/s\n\n",
+                  name.c_str(), capability.c_str(),
+                  device->getMultiprocessorCount(), bandwidth / 1e12);
     }
     std::printf("| config | B | L | splits mode | S | us | KV MB | TB/s | "
                 "%% of copy | max rel err | 32-layer eager us | 32-layer "

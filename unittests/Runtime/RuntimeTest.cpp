@@ -397,6 +397,17 @@ TEST(Targets, ComputeCapabilityChoosesThePTXTarget) {
   EXPECT_THROW(getTargetForComputeCapability(7, 5), std::invalid_argument);
 }
 
+TEST(Targets, PTXLoadsOnItsGPUAndNewer) {
+  EXPECT_TRUE(canLoadTarget("sm_80", 8, 0));
+  EXPECT_TRUE(canLoadTarget("sm_80", 9, 0));
+  EXPECT_TRUE(canLoadTarget("sm_90", 10, 0));
+  EXPECT_FALSE(canLoadTarget("sm_90", 8, 0));
+  EXPECT_FALSE(canLoadTarget("sm_89", 8, 6));
+  EXPECT_TRUE(canLoadTarget("sm_90a", 9, 0));
+  EXPECT_FALSE(canLoadTarget("sm_90a", 10, 0));
+  EXPECT_FALSE(canLoadTarget("compute_90", 9, 0));
+}
+
 TEST_F(FakeRuntime, PlanBindsTheCallersWorkspace) {
   DecodeBuffers shared = buffers;
   shared.workspace = 0x80000;

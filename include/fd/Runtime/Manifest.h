@@ -50,6 +50,8 @@ struct Manifest {
   int64_t queryLength = 1;
   std::string dtype;
   std::string kvLayout;
+  /// The PTX target, e.g. "sm_90" ("" in manifests that predate it).
+  std::string arch;
   /// Positions per page of paged caches; 0 for dense caches.
   int64_t pageSize = 0;
   bool withLse = false;

@@ -62,6 +62,12 @@ private:
 /// which the kernels do not support.
 std::string getTargetForComputeCapability(int major, int minor);
 
+/// Whether a GPU of compute capability major.minor can load PTX compiled
+/// for `target` ("sm_80", "sm_90a", ...): the target's version must not
+/// exceed the GPU's, and an architecture-specific target ("a") loads only on
+/// exactly its GPU.
+bool canLoadTarget(const std::string &target, int major, int minor);
+
 /// The ordinal of the device whose memory `address` points into (the
 /// driver's CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), or nullopt when the driver
 /// does not know the address (memory it neither allocated nor mapped, e.g. a
