@@ -295,8 +295,13 @@ void DecodePlan::bind() {
   if (!partialOutput) {
     int64_t workspaceBytes = manifest.getWorkspaceBytes(buffers.batch);
     if (!workspace ||
-        workspace->getSize() < static_cast<size_t>(workspaceBytes))
+        workspace->getSize() < static_cast<size_t>(workspaceBytes)) {
+      // Launches queued before the rebind may still use the old workspace:
+      // it lives as long as the plan.
+      if (workspace)
+        retiredWorkspaces.push_back(std::move(workspace));
       workspace = std::make_unique<DeviceBuffer>(device, workspaceBytes);
+    }
     partialOutput = workspace->getAddress();
   }
   requireAligned("workspace", partialOutput);

@@ -353,6 +353,20 @@ TEST_F(FakeRuntime, PlanRejectsBadBuffers) {
   }
 }
 
+TEST_F(FakeRuntime, RebindingKeepsTheOutgrownWorkspaceForQueuedLaunches) {
+  {
+    DecodePlan plan(*device, bundle, buffers);
+    plan.launch(stream);
+    DecodeBuffers bigger = buffers;
+    bigger.batch = 8;
+    plan.setBuffers(bigger);
+    EXPECT_EQ(state.allocations.size(), 2u);
+    // The first launch may still be running on the GPU.
+    EXPECT_EQ(count("cuMemFree"), 0u);
+  }
+  EXPECT_EQ(count("cuMemFree"), 2u);
+}
+
 TEST_F(FakeRuntime, PlanRejectsMisalignedBuffersBeforeLaunching) {
   for (CUdeviceptr DecodeBuffers::*member :
        {&DecodeBuffers::query, &DecodeBuffers::keyCache,

@@ -175,6 +175,8 @@ private:
   std::vector<std::unique_ptr<BoundKernel>> kernels;
   DecodeBuffers buffers;
   std::unique_ptr<DeviceBuffer> workspace;
+  /// Workspaces outgrown by setBuffers, kept for launches still queued.
+  std::vector<std::unique_ptr<DeviceBuffer>> retiredWorkspaces;
   uint64_t generation = 0;
 };
 
