@@ -1,0 +1,46 @@
+//===- Arithmetic.h - The ALU instructions' shared pieces -------*- C++ -*-===//
+//
+// Internal to fdemu: what the ALU files (Arithmetic, FloatArithmetic,
+// IntegerArithmetic, Conversion) share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_EMULATOR_ARITHMETIC_H
+#define FD_EMULATOR_ARITHMETIC_H
+
+#include "WarpState.h"
+
+namespace fd::emu {
+
+inline void writeRegister(WarpState &warp, uint32_t reg, int lane,
+                          uint64_t value) {
+  if (reg != kNoRegister)
+    warp.reg(reg, lane) = value;
+}
+inline void writeDestination(WarpState &warp, const Instruction &inst, int lane,
+                             uint64_t value) {
+  writeRegister(warp, inst.operands[0].registers[0], lane, value);
+}
+
+/// f32, f64, f16/bf16 (and x2) arithmetic and special functions for the
+/// lanes of `mask`; false for an opcode it does not handle.
+bool executeFloat(const Instruction &inst, WarpState &warp, uint32_t mask);
+
+/// setp's comparison of two floats (ordered and unordered forms) and of two
+/// integers of `type` (signed or unsigned by the type).
+bool compareFloat(Compare compare, double x, double y);
+bool compareInteger(Compare compare, uint64_t x, uint64_t y, Type type);
+
+/// One lane's integer or bitwise result of `inst` on x, y (and z: mad's
+/// addend, bfe's length).
+uint64_t integerOperation(const Instruction &inst, uint64_t x, uint64_t y,
+                          uint64_t z);
+/// prmt's default mode: bytes of {b, a} selected by `selector`'s nibbles.
+uint64_t permute(uint64_t a, uint64_t b, uint64_t selector);
+
+/// cvt of one value from inst.sourceType to inst.type.
+uint64_t convert(const Instruction &inst, uint64_t source);
+
+} // namespace fd::emu
+
+#endif // FD_EMULATOR_ARITHMETIC_H
