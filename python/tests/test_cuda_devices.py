@@ -93,7 +93,7 @@ def test_default_device_compiles_for_sm_90():
     # The cache key: (D, Hq, Hkv, Lq, dtype, layout, page size, splits,
     # scale, lse, arch, device).
     used = [(key[-2], launcher.arch)
-            for key, launcher in flashdecode._cuda_launchers.items()
+            for key, launcher in flashdecode._cuda._cuda_launchers.items()
             if key[:10] == (64, 4, 4, 1, "float16", "NHD", 0, 2, None, False)]
     assert used == [("sm_90", "sm_90")]
     decoder = flashdecode.Decoder(*arrays, DeviceArray.empty(q.shape,
@@ -110,7 +110,7 @@ def test_explicit_arch_overrides_the_device():
                                        num_splits=3)
     assert_close(out, flashdecode.decode_attention(q, k, v, lens))
     assert any(key[-2] == "sm_80" and launcher.arch == "sm_80"
-               for key, launcher in flashdecode._cuda_launchers.items())
+               for key, launcher in flashdecode._cuda._cuda_launchers.items())
     decoder = flashdecode.Decoder(*arrays, DeviceArray.empty(q.shape,
                                                              "float16"),
                                   arch="sm_80")
@@ -139,7 +139,7 @@ A100_SCRIPT = textwrap.dedent("""
     result["error"] = float(np.abs(out.numpy().astype(np.float32) - expected)
                             .max() / np.abs(expected).max())
     result["launcher_archs"] = sorted(
-        launcher.arch for launcher in flashdecode._cuda_launchers.values())
+        launcher.arch for launcher in flashdecode._cuda._cuda_launchers.values())
     out = DeviceArray.empty(q.shape, "float16")
     decoder = flashdecode.Decoder(*arrays, out)
     decoder.run()
@@ -365,7 +365,7 @@ def test_calls_reuse_the_kernels_and_the_streams_workspace():
     rng = np.random.default_rng()
     stream = create_stream()
     assert native.cuda_workspace_bytes(0, stream) == 0
-    before = dict(flashdecode._cuda_launchers)
+    before = dict(flashdecode._cuda._cuda_launchers)
     # A configuration no other test uses (D=40, 3 q heads per KV head).
     heads, head_dim, splits = (6, 2), 40, 3
     for step, batch in enumerate([2, 2, 5, 1, 3]):
@@ -378,7 +378,7 @@ def test_calls_reuse_the_kernels_and_the_streams_workspace():
         assert native.cuda_workspace_bytes(0, stream) == workspace_bytes(
             largest, heads[0], splits, head_dim), f"step {step}"
     added = {key: launcher for key, launcher in
-             flashdecode._cuda_launchers.items() if key not in before}
+             flashdecode._cuda._cuda_launchers.items() if key not in before}
     assert len(added) == 1
     (launcher,) = added.values()
     assert launcher.launch_count == 5 and launcher.num_splits == splits
@@ -388,7 +388,7 @@ def test_batches_that_plan_alike_share_one_kernel():
     """Automatic splits are planned per call; the kernel is keyed by the
     planned count, not by the batch."""
     rng = np.random.default_rng()
-    before = set(flashdecode._cuda_launchers)
+    before = set(flashdecode._cuda._cuda_launchers)
     for batch in (3, 4):
         q, k, v, lens = small_problem(rng, batch, (5, 1), 56, length=30)
         out = flashdecode.decode_attention(*device_arrays(q, k, v, lens),
@@ -396,7 +396,7 @@ def test_batches_that_plan_alike_share_one_kernel():
         assert_close(out, flashdecode.decode_attention(q, k, v, lens))
     assert flashdecode.plan_splits(3, 1, 30) == flashdecode.plan_splits(4, 1,
                                                                         30)
-    assert len(set(flashdecode._cuda_launchers) - before) == 1
+    assert len(set(flashdecode._cuda._cuda_launchers) - before) == 1
 
 
 def test_outputs_can_be_given():

@@ -1,0 +1,108 @@
+"""What both backends share: dtypes, split options, the checked shapes of a
+call, the scale."""
+
+import math
+
+_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+_MAX_QUERY_LEN = 8
+
+
+def _dtype_code(dtype):
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    return _DTYPES[dtype]
+
+
+def _split_options(num_splits):
+    """(num_splits for the config, whether to split) from the user's value."""
+    if num_splits is None or num_splits == "auto":
+        return 0, True
+    if isinstance(num_splits, bool) or not isinstance(num_splits, int) \
+            or num_splits < 1:
+        raise ValueError(
+            f"num_splits must be 'auto', None or a positive int, got {num_splits!r}")
+    return num_splits, True
+
+
+
+
+class _Problem:
+    """The checked shapes of one decode_attention call. With a block table
+    shape the caches are page pools [num_pages, page_size, Hkv, D] (NHD) or
+    [num_pages, Hkv, page_size, D] (HND)."""
+
+    def __init__(self, q_shape, k_shape, v_shape, lens_shape, kv_layout,
+                 table_shape=None):
+        if kv_layout not in ("NHD", "HND"):
+            raise ValueError(f"kv_layout must be 'NHD' or 'HND', got {kv_layout!r}")
+        if len(q_shape) not in (3, 4):
+            raise ValueError(
+                f"q must be [B, Hq, D] or [B, Lq, Hq, D], got shape {tuple(q_shape)}")
+        if len(k_shape) != 4:
+            raise ValueError(
+                f"k_cache must be 4-D ({'[B, Lmax, Hkv, D]' if kv_layout == 'NHD' else '[B, Hkv, Lmax, D]'}),"
+                f" got shape {tuple(k_shape)}")
+        if tuple(v_shape) != tuple(k_shape):
+            raise ValueError(f"v_cache shape {tuple(v_shape)} must equal "
+                             f"k_cache shape {tuple(k_shape)}")
+        self.q_shape = tuple(q_shape)
+        self.batch = q_shape[0]
+        self.has_query_len = len(q_shape) == 4
+        self.query_len = q_shape[1] if self.has_query_len else 1
+        self.num_q_heads, self.head_dim = q_shape[-2], q_shape[-1]
+        if kv_layout == "NHD":
+            kb, positions, self.num_kv_heads, kd = k_shape
+        else:
+            kb, self.num_kv_heads, positions, kd = k_shape
+        self.page_size = 0
+        if table_shape is None:
+            self.max_len = positions
+            if kb != self.batch:
+                raise ValueError(f"k_cache batch {kb} must equal q batch "
+                                 f"{self.batch}")
+        else:
+            if len(table_shape) != 2 or table_shape[0] != self.batch:
+                raise ValueError(f"block_table must be [B, max_pages] with B = "
+                                 f"{self.batch}, got shape {tuple(table_shape)}")
+            if positions < 1 or positions > 256 or positions & (positions - 1):
+                raise ValueError(f"page size {positions} (the caches' "
+                                 f"{'second' if kv_layout == 'NHD' else 'third'}"
+                                 " dimension) is not supported: expected a "
+                                 "power of two from 1 to 256")
+            self.page_size, self.num_pages = positions, kb
+            self.max_pages = table_shape[1]
+            self.max_len = self.max_pages * positions
+        if kd != self.head_dim:
+            raise ValueError(f"k_cache head dim {kd} must equal q head dim "
+                             f"{self.head_dim}")
+        if not (32 <= self.head_dim <= 256 and self.head_dim % 8 == 0):
+            raise ValueError(f"head dim {self.head_dim} is not supported: "
+                             "expected a multiple of 8 in [32, 256]")
+        if self.num_kv_heads < 1 or self.num_q_heads % self.num_kv_heads:
+            raise ValueError(
+                f"q heads ({self.num_q_heads}) must be a multiple of k_cache "
+                f"heads ({self.num_kv_heads})")
+        if not 1 <= self.query_len <= _MAX_QUERY_LEN:
+            raise ValueError(f"q has {self.query_len} query tokens per "
+                             f"sequence; 1 to {_MAX_QUERY_LEN} are supported")
+        if self.batch < 1:
+            raise ValueError("q must hold at least one sequence")
+        if self.max_len < 1:
+            raise ValueError("the caches must hold at least one position")
+        if tuple(lens_shape) != (self.batch,):
+            raise ValueError(f"seq_lens must have shape ({self.batch},), got "
+                             f"{tuple(lens_shape)}")
+
+    def lse_shape(self):
+        if self.has_query_len:
+            return (self.batch, self.query_len, self.num_q_heads)
+        return (self.batch, self.num_q_heads)
+
+
+def _check_scale(scale):
+    if scale is None:
+        return None
+    scale = float(scale)
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a positive finite number, got {scale}")
+    return scale

@@ -1,0 +1,94 @@
+"""backend="cpu": the compiled CPU lowering on numpy arrays, one kernel
+cached per configuration."""
+
+import numpy as np
+
+from . import _flashdecode as _native
+from ._common import _DTYPES, _Problem, _split_options
+
+
+def _numpy_dtype(array, name, dtype):
+    """The flashdecode dtype of a numpy array, checked against ``dtype``."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array for backend='cpu', got "
+                        f"{type(array).__name__}")
+    kind = array.dtype
+    if kind == np.float32:
+        found = "float32"
+    elif kind == np.float16:
+        found = "float16"
+    elif kind == np.uint16 or kind.name == "bfloat16":
+        if dtype != "bfloat16":
+            raise TypeError(f"{name} holds 16-bit patterns ({kind}): pass "
+                            "dtype='bfloat16'")
+        found = "bfloat16"
+    else:
+        raise TypeError(f"{name} dtype {kind} is not supported: expected "
+                        "float32, float16, or bfloat16 as uint16 bit patterns")
+    if dtype is not None and dtype != found:
+        raise TypeError(f"{name} is {found} but dtype={dtype!r} was given")
+    if not array.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous "
+                         "(numpy.ascontiguousarray makes it so)")
+    return found
+
+
+_cpu_kernels = {}
+
+
+def _cpu_kernel(problem, dtype, num_splits, scale, return_lse):
+    splits, split_kv = _split_options(num_splits)
+    # An automatic split count depends on the batch and cache length.
+    planned = (problem.batch, problem.max_len) if splits == 0 else (1, 4096)
+    key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
+           problem.query_len, dtype, problem.layout, problem.page_size, splits,
+           split_kv, scale, return_lse) + planned
+    kernel = _cpu_kernels.get(key)
+    if kernel is None:
+        kernel = _native.CPUKernel(_native.KernelConfig(
+            problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
+            problem.query_len, _DTYPES[dtype], problem.layout,
+            problem.page_size, splits, split_kv, scale, return_lse,
+            planned[0], planned[1], 132, "sm_90"))
+        _cpu_kernels[key] = kernel
+    return kernel
+
+
+def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
+                return_lse, dtype, block_table):
+    found = _numpy_dtype(q, "q", dtype)
+    for name, array in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if _numpy_dtype(array, name, found) != found:
+            raise TypeError(f"{name} dtype must match q ({found})")
+    if block_table is not None:
+        if not isinstance(block_table, np.ndarray) or block_table.dtype != np.int32:
+            raise TypeError("block_table must be a numpy int32 array")
+        if not block_table.flags.c_contiguous:
+            raise ValueError("block_table must be C-contiguous")
+    problem = _Problem(q.shape, k_cache.shape, v_cache.shape,
+                       np.shape(seq_lens), kv_layout,
+                       None if block_table is None else block_table.shape)
+    problem.layout = kv_layout
+    if block_table is not None and block_table.size and (
+            block_table.min() < 0 or block_table.max() >= problem.num_pages):
+        raise ValueError(
+            f"block_table entries must be page indices in [0, "
+            f"{problem.num_pages}) (the caches hold {problem.num_pages} pages), "
+            f"got {block_table.min()}..{block_table.max()}")
+    if not isinstance(seq_lens, np.ndarray) or seq_lens.dtype != np.int32:
+        raise TypeError("seq_lens must be a numpy int32 array")
+    seq_lens = np.ascontiguousarray(seq_lens)
+    if seq_lens.size and (seq_lens.min() < 0 or seq_lens.max() > problem.max_len):
+        raise ValueError(f"seq_lens must be in [0, {problem.max_len}] (the "
+                         f"cache length), got {seq_lens.min()}..{seq_lens.max()}")
+    kernel = _cpu_kernel(problem, found, num_splits, scale, return_lse)
+    out = np.empty_like(q)
+    lse = np.empty(problem.lse_shape(), np.float32) if return_lse else None
+    if block_table is None:
+        kernel.run(q, k_cache, v_cache, seq_lens, out, lse, problem.batch,
+                   problem.max_len)
+    else:
+        kernel.run(q, k_cache, v_cache, seq_lens, out, lse, problem.batch,
+                   problem.max_len, block_table, problem.num_pages,
+                   problem.max_pages)
+    return (out, lse) if return_lse else out
