@@ -1,25 +1,36 @@
 //===- PTXAssemblyTest.cpp - ptxas accepts every PTX we emit --------------===//
 //
-// Compiles a matrix of configurations and assembles each kernel with
-// `ptxas -v`: it must assemble with no spills. Prints registers and shared
-// memory per kernel. Skips with a reason when ptxas is not installed.
+// Compiles a generated sweep of configurations and assembles each kernel
+// with `ptxas -v`: it must assemble with no spills. Prints registers and
+// shared memory per kernel. Skips with a reason when ptxas is not installed.
 //
 //===----------------------------------------------------------------------===//
 
 #include "fd/Compiler/Compile.h"
 #include "fd/Compiler/Ptxas.h"
+#include "fd/Conversion/FDToGPU/FDToGPU.h"
 
 #include <gtest/gtest.h>
 
-#include <tuple>
+#include <numeric>
+#include <ostream>
+#include <utility>
 
 using namespace fd;
 
 namespace {
 
-// head dim, Hq / Hkv, dtype, layout, arch, page size (0: dense).
-using Param = std::tuple<int64_t, int64_t, ElementType, CacheLayout,
-                         std::string, int64_t>;
+struct Param {
+  ElementType type;
+  int64_t headDim;
+  /// Hq / Hkv, with Hq = lcm(32, Hq / Hkv): 32 for powers of two.
+  int64_t groupSize;
+  int64_t queryLength;
+  /// 0: dense.
+  int64_t pageSize;
+  CacheLayout layout;
+  std::string arch;
+};
 
 class PTXAssembly : public testing::TestWithParam<Param> {};
 
@@ -27,22 +38,23 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
   std::optional<std::string> ptxas = findPtxas();
   if (!ptxas)
     GTEST_SKIP() << "ptxas not found (/usr/local/cuda/bin/ptxas or PATH)";
-  auto [headDim, groupSize, type, layout, arch, pageSize] = GetParam();
+  const Param &param = GetParam();
   KernelConfig config;
-  config.headDim = headDim;
-  config.numQueryHeads = 32;
-  config.numKVHeads = 32 / groupSize;
-  config.elementType = type;
-  config.cacheLayout = layout;
-  config.arch = arch;
-  config.pageSize = pageSize;
+  config.headDim = param.headDim;
+  config.numQueryHeads = std::lcm<int64_t>(32, param.groupSize);
+  config.numKVHeads = config.numQueryHeads / param.groupSize;
+  config.queryLength = param.queryLength;
+  config.elementType = param.type;
+  config.cacheLayout = param.layout;
+  config.arch = param.arch;
+  config.pageSize = param.pageSize;
   config.numSplits = 4;
   config.withLse = true;
   llvm::Expected<CompiledKernels> kernels = compileUncached(config);
   ASSERT_TRUE(static_cast<bool>(kernels))
       << llvm::toString(kernels.takeError());
   for (const auto &[name, ptx] : kernels->ptx) {
-    auto report = assembleWithPtxas(*ptxas, ptx, arch);
+    auto report = assembleWithPtxas(*ptxas, ptx, param.arch);
     ASSERT_TRUE(static_cast<bool>(report))
         << name << ": " << llvm::toString(report.takeError());
     EXPECT_EQ(report->spillStoreBytes, 0) << name << ":\n" << report->log;
@@ -54,48 +66,91 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
   }
 }
 
+std::string describe(const Param &param) {
+  return std::string(getElementTypeName(param.type)) + "_D" +
+         std::to_string(param.headDim) + "_G" +
+         std::to_string(param.groupSize) + "_Lq" +
+         std::to_string(param.queryLength) +
+         (param.pageSize ? "_page" + std::to_string(param.pageSize)
+                         : std::string("_dense")) +
+         "_" + getCacheLayoutName(param.layout) + "_" + param.arch;
+}
+
+// gtest prints the parameter in test listings (and ctest's test names).
+void PrintTo(const Param &param, std::ostream *os) { *os << describe(param); }
+
 std::string paramName(const testing::TestParamInfo<Param> &info) {
-  auto [headDim, groupSize, type, layout, arch, pageSize] = info.param;
-  return "D" + std::to_string(headDim) + "_G" + std::to_string(groupSize) +
-         "_" + getElementTypeName(type) + "_" + getCacheLayoutName(layout) +
-         "_" + arch + (pageSize ? "_page" + std::to_string(pageSize) : "");
+  return describe(info.param);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Matrix, PTXAssembly,
-    testing::Combine(testing::Values(64, 128, 256),
-                     // MHA, GQA 4 and 8, MQA (Hq = 32, Hkv = 1).
-                     testing::Values(1, 4, 8, 32),
-                     testing::Values(ElementType::F16, ElementType::BF16),
-                     testing::Values(CacheLayout::NHD, CacheLayout::HND),
-                     testing::Values("sm_80", "sm_90"), testing::Values(0)),
-    paramName);
+const ElementType kTypes[] = {ElementType::F16, ElementType::BF16,
+                              ElementType::F32};
+const int64_t kPageSizes[] = {0, 1, 16};
+const CacheLayout kLayouts[] = {CacheLayout::NHD, CacheLayout::HND};
+const char *const kArchs[] = {"sm_80", "sm_90"};
 
-// Paged caches: every page size kind, both layouts, GQA and MQA.
-INSTANTIATE_TEST_SUITE_P(
-    Paged, PTXAssembly,
-    testing::Combine(testing::Values(64, 128), testing::Values(4, 32),
-                     testing::Values(ElementType::F16),
-                     testing::Values(CacheLayout::NHD, CacheLayout::HND),
-                     testing::Values("sm_90"),
-                     testing::Values(1, 16, 256)),
-    paramName);
-
-std::vector<int64_t> everyHeadDim() {
-  std::vector<int64_t> headDims;
-  for (int64_t headDim = 32; headDim <= 256; headDim += 8)
-    headDims.push_back(headDim);
-  return headDims;
+// What sets the partial kernel's registers: the element type, the head dim
+// (lanes per key row, idle lanes, elements per lane), the rows a block
+// serves (Hq / Hkv x Lq, which the row tiles divide), the masked loop
+// (Lq > 1) and paging. The sweep takes every (dtype, D, Hq / Hkv, Lq) at the
+// extremes: f16, bf16, f32 x D in {32, 40, 96, 128, 256} (the smallest; 5
+// vectors a row, idle lanes; 12 and 16 vectors; the largest) x MHA, GQA-8,
+// MQA x Lq in {1, 4, 8}, 135 configurations, and gives each the page size
+// (dense, 1, 16) indexed by the sum of its four axis indices mod 3. Then
+// every combination of any four of the five axes appears: each page size
+// with every (D, Hq / Hkv, Lq), with every (dtype, D, Lq), and so on. The
+// arch (sm_80, sm_90) is that sum mod 2, the layout (dtype + ratio) mod 2.
+// The full product of the six axes (810 configurations) was assembled once
+// for the register range the README states.
+std::vector<Param> extremes() {
+  const int64_t headDims[] = {32, 40, 96, 128, 256};
+  const int64_t groupSizes[] = {1, 8, 32};
+  const int64_t queryLengths[] = {1, 4, 8};
+  std::vector<Param> params;
+  for (int t = 0; t < 3; ++t)
+    for (int d = 0; d < 5; ++d)
+      for (int g = 0; g < 3; ++g)
+        for (int q = 0; q < 3; ++q) {
+          int sum = t + d + g + q;
+          params.push_back({kTypes[t], headDims[d], groupSizes[g],
+                            queryLengths[q], kPageSizes[sum % 3],
+                            kLayouts[(t + g) % 2], kArchs[sum % 2]});
+        }
+  return params;
 }
 
-// Every supported head dim, including those whose row is not a power-of-two
-// number of 16-byte vectors (idle lanes).
-INSTANTIATE_TEST_SUITE_P(
-    HeadDims, PTXAssembly,
-    testing::Combine(testing::ValuesIn(everyHeadDim()), testing::Values(4),
-                     testing::Values(ElementType::F16, ElementType::F32),
-                     testing::Values(CacheLayout::NHD),
-                     testing::Values("sm_90"), testing::Values(0)),
-    paramName);
+// Every supported head dim, f16 and f32, at the largest row tiles the
+// layout gives: a block whose rows fit one tile of the most rows, and one
+// whose rows take three tiles of the most rows per tile when there are
+// several (with Lq = 3: the masked loop too). Hq is then 32 or a multiple
+// of it the group size divides. Page size and arch rotate.
+std::vector<Param> everyHeadDim() {
+  using mlir::fd::PartialKernelLayout;
+  std::vector<Param> params;
+  int index = 0;
+  for (ElementType type : {ElementType::F16, ElementType::F32})
+    for (int64_t headDim = 32; headDim <= 256; headDim += 8) {
+      int64_t rowRegisters =
+          PartialKernelLayout::get(headDim, getElementTypeSize(type), 1, 1)
+              .registersPerRow();
+      int64_t oneTile = PartialKernelLayout::kRowRegisterBudget / rowRegisters;
+      int64_t manyTiles = (PartialKernelLayout::kRowRegisterBudget -
+                           PartialKernelLayout::kRowTileLoopRegisters) /
+                          rowRegisters;
+      for (auto [groupSize, queryLength] :
+           {std::pair(oneTile, int64_t(1)), std::pair(manyTiles, int64_t(3))}) {
+        params.push_back({type, headDim, groupSize, queryLength,
+                          kPageSizes[index % 3], CacheLayout::NHD,
+                          kArchs[(index + index / 2) % 2]});
+        ++index;
+      }
+    }
+  return params;
+}
+
+INSTANTIATE_TEST_SUITE_P(Extremes, PTXAssembly, testing::ValuesIn(extremes()),
+                         paramName);
+INSTANTIATE_TEST_SUITE_P(HeadDims, PTXAssembly,
+                         testing::ValuesIn(everyHeadDim()), paramName);
 
 } // namespace

@@ -17,7 +17,7 @@ using namespace mlir;
 
 namespace fd {
 
-const char *getCompilerVersion() { return "flashdecode 0.2.1 (MLIR 22)"; }
+const char *getCompilerVersion() { return "flashdecode 0.2.2 (MLIR 22)"; }
 
 namespace {
 
@@ -96,7 +96,7 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
   int64_t rows = config.queryLength * config.numQueryHeads;
   mlir::fd::PartialKernelLayout layout = mlir::fd::PartialKernelLayout::get(
       config.headDim, getElementTypeSize(config.elementType),
-      config.numQueryHeads / config.numKVHeads * config.queryLength);
+      config.numQueryHeads / config.numKVHeads, config.queryLength);
   int64_t workspacePerSequence = getWorkspaceBytes(
       1, config.queryLength, config.numQueryHeads, numSplits, config.headDim);
   llvm::json::Array partialParams{

@@ -34,8 +34,10 @@ int mlir::fd::getMinimumPTXVersion(StringRef chip) {
       .Default(0);
 }
 
-PartialKernelLayout
-PartialKernelLayout::get(int64_t headDim, int64_t elementBytes, int64_t rows) {
+PartialKernelLayout PartialKernelLayout::get(int64_t headDim,
+                                             int64_t elementBytes,
+                                             int64_t groupSize,
+                                             int64_t queryLength) {
   PartialKernelLayout layout;
   layout.headDim = headDim;
   layout.vectorWidth = 16 / elementBytes;
@@ -49,10 +51,18 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes, int64_t rows) {
   layout.unroll =
       std::max<int64_t>(1, kVectorsInFlight / layout.vectorsPerLane);
   layout.tokensPerWarp = 32 / layout.lanesPerToken;
-  layout.rows = rows;
-  layout.rowTile =
-      std::clamp<int64_t>(kAccumulatorBudget / layout.dimsPerLane(), 1, rows);
-  layout.numRowTiles = llvm::divideCeil(rows, layout.rowTile);
+  layout.rows = groupSize * queryLength;
+  layout.causal = queryLength > 1;
+  // As few tiles as the register budget allows (each streams the chunk
+  // again), of equal size: 16 rows, at most 7 per tile, are three tiles of
+  // 6, not 7 + 7 + 2 (fewer registers and less shared memory per tile).
+  int64_t maxRowTile = kRowRegisterBudget / layout.registersPerRow();
+  if (layout.rows > maxRowTile)
+    maxRowTile =
+        (kRowRegisterBudget - kRowTileLoopRegisters) / layout.registersPerRow();
+  maxRowTile = std::max<int64_t>(1, maxRowTile);
+  layout.numRowTiles = llvm::divideCeil(layout.rows, maxRowTile);
+  layout.rowTile = llvm::divideCeil(layout.rows, layout.numRowTiles);
   return layout;
 }
 
@@ -276,9 +286,9 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     AttentionGeometry geometry = op.getGeometry();
     Type elementType =
         cast<MemRefType>(op.getQuery().getType()).getElementType();
-    int64_t rows = geometry.groupSize() * geometry.queryLength;
     PartialKernelLayout layout = PartialKernelLayout::get(
-        geometry.headDim, elementType.getIntOrFloatBitWidth() / 8, rows);
+        geometry.headDim, elementType.getIntOrFloatBitWidth() / 8,
+        geometry.groupSize(), geometry.queryLength);
 
     MLIRContext *context = rewriter.getContext();
     Type pointer = LLVM::LLVMPointerType::get(context, kGlobalAddressSpace);
@@ -315,8 +325,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
         geometry.isPaged()
             ? e.mul(memref::DimOp::create(rewriter, loc, op.getBlockTable(), 1),
                     e.index(geometry.pageSize))
-            : memref::DimOp::create(rewriter, loc, op.getKeyCache(),
-                                    lengthDim)
+            : memref::DimOp::create(rewriter, loc, op.getKeyCache(), lengthDim)
                   .getResult();
     SmallVector<Value> operands;
     for (Value memref :
@@ -410,23 +419,24 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       if (geometry.isPaged()) {
         Value pageSize = e.index(geometry.pageSize);
         Value slot = arith::RemUIOp::create(rewriter, e.loc, token, pageSize);
-        row = isNHD ? e.add(e.mul(e.add(e.mul(page, pageSize), slot),
-                                  e.index(geometry.numKVHeads)),
-                            kvHead)
-                    : e.add(e.mul(e.add(e.mul(page,
-                                              e.index(geometry.numKVHeads)),
-                                        kvHead),
-                                  pageSize),
-                            slot);
+        row = isNHD
+                  ? e.add(e.mul(e.add(e.mul(page, pageSize), slot),
+                                e.index(geometry.numKVHeads)),
+                          kvHead)
+                  : e.add(e.mul(e.add(e.mul(page, e.index(geometry.numKVHeads)),
+                                      kvHead),
+                                pageSize),
+                          slot);
       } else {
-        row = isNHD ? e.add(e.mul(e.add(e.mul(batch, maxLength), token),
-                                  e.index(geometry.numKVHeads)),
-                            kvHead)
-                    : e.add(e.mul(e.add(e.mul(batch,
-                                              e.index(geometry.numKVHeads)),
-                                        kvHead),
-                                  maxLength),
-                            token);
+        row =
+            isNHD
+                ? e.add(e.mul(e.add(e.mul(batch, maxLength), token),
+                              e.index(geometry.numKVHeads)),
+                        kvHead)
+                : e.add(e.mul(e.add(e.mul(batch, e.index(geometry.numKVHeads)),
+                                    kvHead),
+                              maxLength),
+                        token);
       }
       return e.mul(row, e.index(headDim));
     };
@@ -478,20 +488,17 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       });
       gpu::BarrierOp::create(rewriter, e.loc);
 
-      // The keys each row may see: all of the chunk, or for query token t of
-      // Lq those before len - Lq + t + 1.
-      SmallVector<Value> rowEnds;
-      for (int64_t r = 0; r < tileRows; ++r) {
-        if (geometry.queryLength == 1) {
-          rowEnds.push_back(chunk.end);
-          continue;
-        }
-        Value token = arith::DivUIOp::create(
-            rewriter, e.loc, e.add(firstRow, e.index(r)), e.index(group));
-        Value limit = e.add(e.add(chunk.length, token),
-                            e.index(1 - geometry.queryLength));
-        rowEnds.push_back(e.max(chunk.begin, e.min(chunk.end, limit)));
-      }
+      // Query token t of Lq sees keys j < len - Lq + t + 1. Row r of the
+      // tile is token t = (firstRow + r) / group, so key j is visible to it
+      // iff (j + Lq - len) * group - firstRow <= r: one value per key,
+      // compared with each row's constant. `causalBase` is its part
+      // without j.
+      Value causalBase;
+      if (layout.causal)
+        causalBase =
+            e.sub(e.mul(e.sub(e.index(geometry.queryLength), chunk.length),
+                        e.index(group)),
+                  firstRow);
 
       // Loop state: per row max, sum and the lane's accumulator slice.
       SmallVector<Value> initial;
@@ -526,112 +533,149 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
         initial.push_back(e.index(-1));
         initial.push_back(e.index(0));
       }
-      auto stream = scf::ForOp::create(
-          rewriter, e.loc, chunk.begin, chunk.end,
-          e.index(tokensPerStep * layout.unroll), initial,
-          [&](OpBuilder &, Location, Value stepStart, ValueRange flat) {
-            SmallVector<RowState> states = unpack(flat);
-            Value cachedBlock, cachedPage;
-            if (geometry.isPaged()) {
-              cachedBlock = flat[flat.size() - 2];
-              cachedPage = flat.back();
-            }
-            // Issue every load of the unrolled steps before using any, so
-            // several 16-byte loads per lane are in flight.
-            SmallVector<Value> tokens;
-            SmallVector<SmallVector<Value>> keyVectors, valueVectors;
-            Value lastToken = e.sub(chunk.end, e.index(1));
-            for (int64_t u = 0; u < layout.unroll; ++u) {
-              Value token = e.add(e.add(stepStart, e.index(u * tokensPerStep)),
-                                  tokenInStep);
-              tokens.push_back(token);
-              Value clamped = e.min(token, lastToken);
-              Value page;
+      // Streams keys [lower, upper) through the row states `start`,
+      // `unroll` steps per iteration; with `causal`, each row also masks the
+      // keys its query token may not see.
+      auto streamKeys = [&](Value lower, Value upper, int64_t unroll,
+                            bool causal, ValueRange start) {
+        auto stream = scf::ForOp::create(
+            rewriter, e.loc, lower, upper, e.index(tokensPerStep * unroll),
+            start,
+            [&](OpBuilder &, Location, Value stepStart, ValueRange flat) {
+              SmallVector<RowState> states = unpack(flat);
+              Value cachedBlock, cachedPage;
               if (geometry.isPaged()) {
-                Value block = arith::DivUIOp::create(
-                    rewriter, e.loc, clamped, e.index(geometry.pageSize));
-                auto lookup = scf::IfOp::create(
-                    rewriter, e.loc, e.equal(block, cachedBlock),
-                    [&](OpBuilder &, Location) {
-                      scf::YieldOp::create(rewriter, e.loc, cachedPage);
-                    },
-                    [&](OpBuilder &, Location) {
-                      Value entry =
-                          e.load(rewriter.getI32Type(), blockTable,
-                                 rewriter.getI32Type(),
-                                 e.add(tableRow, block), 4);
-                      scf::YieldOp::create(
-                          rewriter, e.loc,
-                          ValueRange{arith::IndexCastOp::create(
-                              rewriter, e.loc, rewriter.getIndexType(),
-                              entry)});
-                    });
-                page = lookup.getResult(0);
-                cachedBlock = block;
-                cachedPage = page;
+                cachedBlock = flat[flat.size() - 2];
+                cachedPage = flat.back();
               }
-              Value offset = cacheRowOffset(clamped, page);
-              keyVectors.emplace_back();
-              valueVectors.emplace_back();
-              for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
-                Value vectorOffset =
-                    e.add(offset,
-                          e.mul(vectorIndices[v], e.index(layout.vectorWidth)));
-                keyVectors.back().push_back(
-                    e.load(vectorType, keys, elementType, vectorOffset, 16));
-                valueVectors.back().push_back(
-                    e.load(vectorType, values, elementType, vectorOffset, 16));
-              }
-            }
-            for (int64_t u = 0; u < layout.unroll; ++u) {
-              SmallVector<Value> keyElements, valueElements;
-              for (int64_t v = 0; v < layout.vectorsPerLane; ++v)
-                for (int64_t i = 0; i < layout.vectorWidth; ++i) {
-                  Value key = e.toF32(e.extract(keyVectors[u][v], i));
-                  if (layout.hasIdleLanes())
-                    key = e.select(vectorIsInRow[v], key, e.f32(0.0));
-                  keyElements.push_back(key);
-                  valueElements.push_back(
-                      e.toF32(e.extract(valueVectors[u][v], i)));
+              // Issue every load of the unrolled steps before using any, so
+              // several 16-byte loads per lane are in flight.
+              SmallVector<Value> tokens;
+              SmallVector<SmallVector<Value>> keyVectors, valueVectors;
+              Value lastToken = e.sub(upper, e.index(1));
+              for (int64_t u = 0; u < unroll; ++u) {
+                Value token = e.add(
+                    e.add(stepStart, e.index(u * tokensPerStep)), tokenInStep);
+                tokens.push_back(token);
+                Value clamped = e.min(token, lastToken);
+                Value page;
+                if (geometry.isPaged()) {
+                  Value block = arith::DivUIOp::create(
+                      rewriter, e.loc, clamped, e.index(geometry.pageSize));
+                  auto lookup = scf::IfOp::create(
+                      rewriter, e.loc, e.equal(block, cachedBlock),
+                      [&](OpBuilder &, Location) {
+                        scf::YieldOp::create(rewriter, e.loc, cachedPage);
+                      },
+                      [&](OpBuilder &, Location) {
+                        Value entry = e.load(rewriter.getI32Type(), blockTable,
+                                             rewriter.getI32Type(),
+                                             e.add(tableRow, block), 4);
+                        scf::YieldOp::create(
+                            rewriter, e.loc,
+                            ValueRange{arith::IndexCastOp::create(
+                                rewriter, e.loc, rewriter.getIndexType(),
+                                entry)});
+                      });
+                  page = lookup.getResult(0);
+                  cachedBlock = block;
+                  cachedPage = page;
                 }
-              for (int64_t r = 0; r < tileRows; ++r) {
-                RowState &state = states[r];
-                Value score = e.f32(0.0);
-                for (int64_t i = 0; i < layout.dimsPerLane(); ++i) {
-                  Value q = memref::LoadOp::create(
-                      rewriter, e.loc, queryTile,
-                      ValueRange{e.index(r), laneDim(i)});
-                  score = e.add(score, e.mul(q, keyElements[i]));
+                Value offset = cacheRowOffset(clamped, page);
+                keyVectors.emplace_back();
+                valueVectors.emplace_back();
+                for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
+                  Value vectorOffset =
+                      e.add(offset, e.mul(vectorIndices[v],
+                                          e.index(layout.vectorWidth)));
+                  keyVectors.back().push_back(
+                      e.load(vectorType, keys, elementType, vectorOffset, 16));
+                  valueVectors.back().push_back(e.load(
+                      vectorType, values, elementType, vectorOffset, 16));
                 }
-                // The lanes of a token group hold slices of one dot product.
-                for (int64_t offset = lanes / 2; offset >= 1; offset /= 2)
-                  score = e.add(score, e.shuffleXor(score, offset));
-                Value visible = e.lessThan(tokens[u], rowEnds[r]);
-                Value newMax = e.select(visible,
-                                        arith::MaximumFOp::create(
-                                            rewriter, e.loc, state.max, score),
-                                        state.max);
-                Value rescale = e.select(
-                    visible, e.exp2(e.sub(state.max, newMax)), e.f32(1.0));
-                Value weight =
-                    e.select(visible, e.exp2(e.sub(score, newMax)), e.f32(0.0));
-                state.sum = e.add(e.mul(state.sum, rescale), weight);
-                for (int64_t i = 0; i < layout.dimsPerLane(); ++i)
-                  state.accumulator[i] =
-                      e.add(e.mul(state.accumulator[i], rescale),
-                            e.mul(weight, valueElements[i]));
-                state.max = newMax;
               }
-            }
-            SmallVector<Value> next = pack(states);
-            if (geometry.isPaged()) {
-              next.push_back(cachedBlock);
-              next.push_back(cachedPage);
-            }
-            scf::YieldOp::create(rewriter, e.loc, next);
-          });
-      SmallVector<RowState> states = unpack(stream.getResults());
+              for (int64_t u = 0; u < unroll; ++u) {
+                Value inRange = e.lessThan(tokens[u], upper);
+                Value causalOffset =
+                    causal ? e.add(e.mul(tokens[u], e.index(group)), causalBase)
+                           : Value();
+                SmallVector<Value> keyElements, valueElements;
+                for (int64_t v = 0; v < layout.vectorsPerLane; ++v)
+                  for (int64_t i = 0; i < layout.vectorWidth; ++i) {
+                    Value key = e.toF32(e.extract(keyVectors[u][v], i));
+                    if (layout.hasIdleLanes())
+                      key = e.select(vectorIsInRow[v], key, e.f32(0.0));
+                    keyElements.push_back(key);
+                    valueElements.push_back(
+                        e.toF32(e.extract(valueVectors[u][v], i)));
+                  }
+                for (int64_t r = 0; r < tileRows; ++r) {
+                  RowState &state = states[r];
+                  Value score = e.f32(0.0);
+                  for (int64_t i = 0; i < layout.dimsPerLane(); ++i) {
+                    Value q = memref::LoadOp::create(
+                        rewriter, e.loc, queryTile,
+                        ValueRange{e.index(r), laneDim(i)});
+                    score = e.add(score, e.mul(q, keyElements[i]));
+                  }
+                  // The lanes of a token group hold slices of one dot product.
+                  for (int64_t offset = lanes / 2; offset >= 1; offset /= 2)
+                    score = e.add(score, e.shuffleXor(score, offset));
+                  Value visible = inRange;
+                  if (causal)
+                    visible = arith::AndIOp::create(
+                        rewriter, e.loc, visible,
+                        e.lessThan(causalOffset, e.index(r + 1)));
+                  Value newMax =
+                      e.select(visible,
+                               arith::MaximumFOp::create(rewriter, e.loc,
+                                                         state.max, score),
+                               state.max);
+                  Value rescale = e.select(
+                      visible, e.exp2(e.sub(state.max, newMax)), e.f32(1.0));
+                  Value weight = e.select(visible, e.exp2(e.sub(score, newMax)),
+                                          e.f32(0.0));
+                  state.sum = e.add(e.mul(state.sum, rescale), weight);
+                  for (int64_t i = 0; i < layout.dimsPerLane(); ++i)
+                    state.accumulator[i] =
+                        e.add(e.mul(state.accumulator[i], rescale),
+                              e.mul(weight, valueElements[i]));
+                  state.max = newMax;
+                }
+              }
+              SmallVector<Value> next = pack(states);
+              if (geometry.isPaged()) {
+                next.push_back(cachedBlock);
+                next.push_back(cachedPage);
+              }
+              scf::YieldOp::create(rewriter, e.loc, next);
+            });
+        return SmallVector<Value>(stream.getResults());
+      };
 
+      // Every row sees the keys before len - Lq + 1: only the last Lq - 1
+      // keys of a sequence need the per-row mask. The chunk streams in two
+      // loops, those keys with the mask (at most 7: one or two iterations of
+      // one step) and the others without it, so the mask costs the main loop
+      // neither instructions nor registers. The masked loop runs first, so
+      // nothing is kept live through the main loop for it (the chunk's end,
+      // `causalBase`); the online softmax does not depend on the order of
+      // the keys (up to rounding).
+      SmallVector<Value> streamed;
+      if (!layout.causal) {
+        streamed = streamKeys(chunk.begin, chunk.end, layout.unroll,
+                              /*causal=*/false, initial);
+      } else {
+        Value maskedBegin =
+            e.max(chunk.begin,
+                  e.min(chunk.end, e.add(chunk.length,
+                                         e.index(1 - geometry.queryLength))));
+        streamed = streamKeys(maskedBegin, chunk.end, /*unroll=*/1,
+                              /*causal=*/true, initial);
+        streamed = streamKeys(chunk.begin, maskedBegin, layout.unroll,
+                              /*causal=*/false, streamed);
+      }
+      SmallVector<RowState> states = unpack(streamed);
 
       // Token groups of a warp hold the same slices: combine them with
       // shuffles across the group bits of the lane id.

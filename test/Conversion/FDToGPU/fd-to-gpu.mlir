@@ -73,13 +73,40 @@ func.func @decode(%q: memref<?x8x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?
 // CHECK: gpu.launch_func @fd_merge::@fd_merge blocks in (%c4, %c2, %c3) threads in (%c128, %c1, %c1)
 // CHECK: gpu.func @fd_partial_attention
 // CHECK-SAME: workgroup(%{{.*}} : memref<2x128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}
+// The last Lq - 1 keys of the sequence stream first, one step of 4 keys per
+// iteration, each row masking those its query token may not see; the rest
+// stream 4 steps per iteration without a mask.
+// CHECK: %[[MASKED:.*]]:12 = scf.for %{{.*}} = %[[MASKED_BEGIN:.*]] to %{{.*}} step %c4 iter_args
 // CHECK: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
 // CHECK: gpu.shuffle xor %{{.*}}, %c16_i32, %c32_i32 : f32
+// CHECK: arith.andi
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[MASKED_BEGIN]] step %c16 iter_args(%{{.*}} = %[[MASKED]]#0,
+// CHECK-NOT: arith.andi
+// CHECK: scf.yield
 func.func @speculative_hnd(%q: memref<3x2x4x128xf32>, %k: memref<3x4x?x128xf32>, %v: memref<3x4x?x128xf32>,
                            %lens: memref<3xi32>, %out: memref<3x2x4x128xf32>) {
   fd.attention %q, %k, %v, %lens into %out {kv_layout = #fd.kv_layout<HND>}
       : memref<3x2x4x128xf32>, memref<3x4x?x128xf32>, memref<3x4x?x128xf32>,
         memref<3xi32> into memref<3x2x4x128xf32>
+  return
+}
+
+// -----
+
+// f32, D = 128, MQA (Hq = 32, Hkv = 1): 32 query rows per block. A row takes
+// 14 registers of the tile's budget (max, sum, 4 accumulators, 4 query
+// elements, a score per unrolled step), so one tile holds at most 12 rows and
+// each of several at most 11: three tiles of 11, each streaming the chunk.
+
+// CHECK-LABEL: func.func @mqa_f32
+// CHECK: gpu.func @fd_partial_attention
+// CHECK-SAME: workgroup(%{{.*}} : memref<11x128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4x11x128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4x11x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// CHECK: scf.for %{{.*}} = %c0 to %c3 step %c1 {
+func.func @mqa_f32(%q: memref<1x32x128xf32>, %k: memref<1x?x1x128xf32>, %v: memref<1x?x1x128xf32>,
+                   %lens: memref<1xi32>, %out: memref<1x32x128xf32>) {
+  fd.attention %q, %k, %v, %lens into %out
+      : memref<1x32x128xf32>, memref<1x?x1x128xf32>, memref<1x?x1x128xf32>,
+        memref<1xi32> into memref<1x32x128xf32>
   return
 }
 

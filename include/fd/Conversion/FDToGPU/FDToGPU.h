@@ -14,24 +14,39 @@ class RewritePatternSet;
 namespace mlir::fd {
 
 /// How the partial-attention kernel maps one (sequence, KV head, chunk) onto
-/// a thread block; a pure function of the head dim, the element size and the
-/// number of query rows (Hq / Hkv * Lq) the block serves.
+/// a thread block; a pure function of the head dim, the element size, the
+/// group size (Hq / Hkv) and the query length Lq.
 ///
 /// A row of `headDim` elements is `vectorsPerRow` 16-byte vectors.
 /// `lanesPerToken` lanes (the next power of two, at most 32) read one key (or
 /// value) row together, each `vectorsPerLane` vectors, so a warp reads
 /// `tokensPerWarp` rows per step with coalesced 16-byte loads; when the
 /// vector count is not a power of two the lanes past the row idle. `unroll`
-/// steps of loads are issued before any is used. Rows are processed
-/// `rowTile` at a time (the accumulators live in registers); with more rows
-/// than that the chunk is streamed once per tile.
+/// steps of loads are issued before any is used. The block serves `rows`
+/// query rows (group size x Lq) in `numRowTiles` tiles of `rowTile` (the
+/// last may hold padding rows), as many rows per tile as the register
+/// budget holds; the chunk is streamed once per tile. With Lq > 1 (`causal`)
+/// the last Lq - 1 keys of a sequence stream first, in a loop of their own
+/// with a per-row mask.
 struct PartialKernelLayout {
   static constexpr int64_t kWarps = 4;
   static constexpr int64_t kThreads = kWarps * 32;
   /// 16-byte vectors of keys and of values a lane has in flight.
   static constexpr int64_t kVectorsInFlight = 4;
-  /// f32 accumulators a thread keeps per row tile.
-  static constexpr int64_t kAccumulatorBudget = 64;
+  /// Registers a thread may give to the rows of a tile (`registersPerRow`
+  /// each), of ptxas's 255; the rest hold the loads in flight (32), the
+  /// converted key and value elements, addresses and the paging state.
+  /// Calibrated against ptxas 13.0, which takes all 255 registers for most
+  /// multi-row tiles and there spills a few bytes in some configurations
+  /// even where 200 would do (8-row f16 tiles at D = 144 spill uncapped,
+  /// not with --maxrregcount 200); f32 tiles of 13 rows spill at D = 96.
+  /// PTXAssemblyTest's sweep fails on any spill.
+  static constexpr int64_t kRowRegisterBudget = 176;
+  /// Taken from the budget when the rows take more than one tile: the tile
+  /// loop keeps more values live through the token loop (the chunk bounds,
+  /// the tile's first row), and f16 tiles of 8 rows then spill in some
+  /// configurations (MQA at D = 144 with pages of 16), of 7 in none.
+  static constexpr int64_t kRowTileLoopRegisters = 22;
 
   int64_t headDim;
   int64_t vectorWidth;
@@ -41,13 +56,19 @@ struct PartialKernelLayout {
   int64_t unroll;
   int64_t tokensPerWarp;
   int64_t rows;
+  bool causal;
   int64_t rowTile;
   int64_t numRowTiles;
 
   static PartialKernelLayout get(int64_t headDim, int64_t elementBytes,
-                                 int64_t rows);
+                                 int64_t groupSize, int64_t queryLength);
   /// Head-dim elements each lane accumulates.
   int64_t dimsPerLane() const { return vectorsPerLane * vectorWidth; }
+  /// Registers one row of a tile holds through the token loop: its running
+  /// max and sum, its accumulator slice, its query slice (read from
+  /// workgroup memory once per unrolled step and kept for all of it) and
+  /// its score for each token of the step.
+  int64_t registersPerRow() const { return 2 + 2 * dimsPerLane() + unroll; }
   /// Whether some lanes' last vector lies past the end of the row.
   bool hasIdleLanes() const {
     return lanesPerToken * vectorsPerLane != vectorsPerRow;
