@@ -20,20 +20,7 @@ a100) arch=sm_80 sms=108 ;;
   ;;
 esac
 dir=$build/fdemu-model-kernels/$gpu
-rm -rf "$dir"
-for config in "llama3-8b 32 8" "mha 32 32" "gqa8 64 8" "mqa 32 1"; do
-  read -r name hq hkv <<<"$config"
-  for shape in 1x32768 16x4096; do
-    batch=${shape%x*} len=${shape#*x}
-    for mode in auto s1; do
-      splits=$([ "$mode" = auto ] && echo auto || echo 1)
-      "$build/bin/fd-compile" --no-cache --head-dim 128 --num-q-heads "$hq" \
-        --num-kv-heads "$hkv" --dtype f16 --kv-layout NHD --arch "$arch" \
-        --sm-count "$sms" --num-splits "$splits" --batch "$batch" \
-        --max-len "$len" -o "$dir/$name/B${batch}_L${len}_${mode}" >/dev/null
-    done
-  done
-done
+"$(dirname "$0")/model_kernels.sh" "$dir" "$arch" "$sms" "$build/bin/fd-compile"
 mkdir -p "$(dirname "$csv")"
 FD_CUDA_DRIVER=$build/lib/libfdemu.so FDEMU_GPU=$gpu "$build/bin/fd-bench" \
   --kernels "$dir" --configs llama3-8b,mha,gqa8,mqa --shapes 1x32768,16x4096 \

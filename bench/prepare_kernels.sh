@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Compiles, here (with MLIR), every kernel fd-bench and the GPU tests load on
-# the device machine (which has no MLIR): DIR/<config>/B<b>_L<len>_<auto|s1>
-# and DIR/tests/<name>. Usage: bench/prepare_kernels.sh [--quick]
-# [--arch TARGET] [DIR] [fd-compile]. With --quick, only what
+# the device machine (which has no MLIR): DIR/<config>/B<b>_L<len>_<auto|s1>,
+# DIR/paged/, DIR/tests/<name> and DIR/model/ (bench/model_kernels.sh). Usage:
+# bench/prepare_kernels.sh [--quick] [--arch TARGET] [--sm-count N] [DIR]
+# [fd-compile]. With --quick, only what
 # `fd-bench --quick` reads (make test runs that on fdemu); --arch (default
 # sm_90) is the GPU's target: sm_80 for an A100, sm_86, sm_89, sm_90.
 set -euo pipefail
-batches="1 8 64" lengths="1024 4096 16384 65536 131072" quick= arch=sm_90
+batches="1 8 64" lengths="1024 4096 16384 65536 131072" quick= arch=sm_90 sms=132
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) batches="1 8" lengths="1024 16384" quick=1; shift ;;
     --arch) arch=${2:?--arch needs a target}; shift 2 ;;
+    --sm-count) sms=${2:?--sm-count needs a number}; shift 2 ;;
     *) break ;;
   esac
 done
@@ -25,8 +27,8 @@ for config in "llama3-8b 32 8" "mha 32 32"; do
         splits=$([ "$mode" = auto ] && echo auto || echo 1)
         "$compile" --no-cache --head-dim 128 --num-q-heads "$hq" \
           --num-kv-heads "$hkv" --dtype f16 --kv-layout NHD --arch "$arch" \
-          --num-splits "$splits" --batch "$batch" --max-len "$len" \
-          -o "$dir/$name/B${batch}_L${len}_${mode}" >/dev/null
+          --sm-count "$sms" --num-splits "$splits" --batch "$batch" \
+          --max-len "$len" -o "$dir/$name/B${batch}_L${len}_${mode}" >/dev/null
       done
     done
   done
@@ -36,8 +38,9 @@ for batch in 1 8; do
   for len in 16384 65536; do
     for page in 16 64; do
       "$compile" --no-cache --head-dim 128 --num-q-heads 32 --num-kv-heads 8 \
-        --dtype f16 --arch "$arch" --page-size "$page" --batch "$batch" \
-        --max-len "$len" -o "$dir/paged/B${batch}_L${len}_p${page}" >/dev/null
+        --dtype f16 --arch "$arch" --sm-count "$sms" --page-size "$page" \
+        --batch "$batch" --max-len "$len" \
+        -o "$dir/paged/B${batch}_L${len}_p${page}" >/dev/null
     done
   done
 done
@@ -45,6 +48,7 @@ done
 # there on the real driver to compare with the emulator).
 if [ -z "$quick" ]; then
   "$(dirname "$0")/test_kernels.sh" "$dir/tests" "$compile" "$arch"
+  "$(dirname "$0")/model_kernels.sh" "$dir/model" "$arch" "$sms" "$compile"
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   if [ -x "$nvcc" ]; then
     mkdir -p "$dir/emulator"

@@ -1,46 +1,96 @@
 #!/usr/bin/env bash
 # On the GPU machine (cmake, ninja and the driver; no MLIR): builds the
-# runtime, fd-bench and their tests, runs the GPU tests, fd-bench and the
-# PyTorch peers, and leaves the logs and CSVs in $OUT. The PTX was compiled
-# beforehand with bench/prepare_kernels.sh and carried along (first argument,
-# default build/bench-kernels). Meant to finish well under 8 minutes.
+# runtime, fd-bench and their tests, then, most important first: the GPU
+# tests, fdemu against the real driver, fd-bench on the shapes of the modeled
+# table, compute-sanitizer on the GPU tests, the PyTorch peers on those
+# shapes, and last the fd-bench grid (its 32-layer steps at B=64 take
+# minutes: it stops at its limit, its CSV keeps the rows it finished). The PTX was compiled beforehand with bench/prepare_kernels.sh
+# (first argument, default build/bench-kernels); GoogleTest's source is
+# taken from build/device-deps/googletest when the machine has none (copy
+# /usr/src/googletest there). Each step has its own time limit so the whole
+# run ends within about 10 minutes (the first took 6.5); the logs land in $OUT (default bench/out):
+# device.log (what is printed), build.log, ctest.log, sanitizer.log,
+# fd-bench.csv, fd-bench-model.csv, peers.csv.
+# For a dry run without a GPU: FD_CUDA_DRIVER=.../libfdemu.so.
 set -uo pipefail
 kernels=$(realpath "${1:-build/bench-kernels}")
-out=${OUT:-bench/out}
-mkdir -p "$out"
+out=$(mkdir -p "${OUT:-bench/out}" && realpath "${OUT:-bench/out}")
 quick=${FD_BENCH_QUICK:+--quick}
+export FD_TEST_KERNELS="$kernels/tests"
+exec > >(tee "$out/device.log") 2>&1
+step() { echo "== $* ($(date -u +%T))"; }
 
-{ date -u; nvidia-smi --query-gpu=name,memory.total,driver_version \
-    --format=csv,noheader; } >"$out/machine.txt" 2>&1
-cmake -S . -B build-device -G Ninja -DFD_RUNTIME_ONLY=ON \
-  -DCMAKE_BUILD_TYPE=Release >"$out/build.log" 2>&1 &&
-  cmake --build build-device >>"$out/build.log" 2>&1 ||
-  { echo "build failed:"; tail -20 "$out/build.log"; exit 1; }
+step machine
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm \
+  --format=csv,noheader
+nproc
 
-# Kernel numerics on the GPU (graph replay with growing lengths included).
-(cd build-device && FD_TEST_KERNELS="$kernels/tests" \
-  timeout 120 ctest --output-on-failure) >"$out/ctest.log" 2>&1
-tail -3 "$out/ctest.log"
+step build
+prefix=()
+if [ -d build/device-deps/googletest ]; then
+  { cmake -S build/device-deps/googletest -B /tmp/gtest-build -G Ninja \
+      -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
+      -DCMAKE_INSTALL_PREFIX=/tmp/gtest &&
+      cmake --build /tmp/gtest-build --target install; } >"$out/build.log" 2>&1 &&
+    prefix=(-DCMAKE_PREFIX_PATH=/tmp/gtest)
+fi
+timeout 240 cmake -S . -B build-device -G Ninja -DFD_RUNTIME_ONLY=ON \
+  -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" >>"$out/build.log" 2>&1 &&
+  timeout 240 cmake --build build-device >>"$out/build.log" 2>&1 ||
+  { echo "build failed:"; tail -30 "$out/build.log"; exit 1; }
+test -x build-device/unittests/RuntimeGPUTest ||
+  echo "RuntimeGPUTest was not built (no GoogleTest): no kernel tests"
 
-# fdemu against the GPU: the same C driver-API program on nvcc's kernels,
-# checked against C computations (exact, exp2f within 2 ulp), once on the
-# real driver and once on the emulator built here; where they differ is
-# recorded. (A store just past a small allocation faults on fdemu but may
-# land inside the GPU's allocation granule: that difference is expected.)
+step "GPU tests (ctest)"
+(cd build-device && timeout 120 ctest --output-on-failure -j 4) \
+  >"$out/ctest.log" 2>&1
+grep -E "tests passed|Failed|\*\*\*|SKIPPED" "$out/ctest.log" | head -30
+
+# The same C driver-API program on nvcc's kernels, checked against C
+# computations (exact, exp2f within 2 ulp), on the real driver and on the
+# emulator built here. (A store just past a small allocation faults on fdemu
+# but may land inside the GPU's allocation granule: that difference is
+# expected.)
+step "fdemu against the real driver"
 if [ -f "$kernels/emulator/driver_api_kernels.ptx" ]; then
   cc -O2 -o build-device/driver_api_program \
     unittests/Emulator/driver_api_program.c -ldl -lm &&
     for driver in libcuda.so.1 build-device/lib/libfdemu.so; do
-      echo "== $driver"
+      echo "-- $driver"
       timeout 60 build-device/driver_api_program "$driver" \
-        "$kernels/emulator/driver_api_kernels.ptx" 2>&1
+        "$kernels/emulator/driver_api_kernels.ptx"
       echo "exit $?"
-    done >"$out/fdemu-vs-gpu.txt" 2>&1
-  cat "$out/fdemu-vs-gpu.txt"
+    done
 fi
 
-timeout 300 build-device/bin/fd-bench --kernels "$kernels" $quick \
-  --csv "$out/fd-bench.csv" 2>&1 | tee "$out/fd-bench.txt"
+if [ -d "$kernels/model" ]; then
+  step "fd-bench: the modeled table's shapes, measured"
+  timeout 90 build-device/bin/fd-bench --kernels "$kernels/model" \
+    --configs llama3-8b,mha,gqa8,mqa --shapes 1x32768,16x4096 \
+    --csv "$out/fd-bench-model.csv"
+  echo "fd-bench exit $?"
+fi
 
-timeout 180 python3 bench/peers.py $quick --ours "$out/fd-bench.csv" \
-  --csv "$out/peers.csv" 2>&1 | tee "$out/peers.txt"
+step "compute-sanitizer on the GPU tests"
+if command -v compute-sanitizer >/dev/null &&
+  [ -x build-device/unittests/RuntimeGPUTest ]; then
+  for tool in memcheck racecheck synccheck initcheck; do
+    echo "-- $tool"
+    timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 3 \
+      build-device/unittests/RuntimeGPUTest >>"$out/sanitizer.log" 2>&1
+    echo "exit $? (0: clean; 3: errors reported; 124: out of time)"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" \
+      "$out/sanitizer.log" | tail -3
+  done
+fi
+
+step "PyTorch peers on the modeled table's shapes"
+timeout 150 python3 bench/peers.py --configs llama3-8b,mha,gqa8,mqa \
+  --shapes 1x32768,16x4096 --ours "$out/fd-bench-model.csv" \
+  --csv "$out/peers.csv"
+step "fd-bench: the grid"
+timeout 300 build-device/bin/fd-bench --kernels "$kernels" $quick \
+  --csv "$out/fd-bench.csv"
+echo "fd-bench exit $?"
+
+step done

@@ -197,6 +197,9 @@ private:
           kvBytes / (us * 1e-6) / 1e12, percentOfCopy, maxRelativeError,
           timing.eagerStepMicroseconds, timing.graphStepMicroseconds,
           timing.modeled ? "modeled" : "measured", timing.bound.c_str());
+    // A run stopped at its time limit still leaves the rows it finished.
+    if (csv)
+      std::fflush(csv);
   }
 
   /// On fdemu the check runs in the interpreter, which reads a few MiB of

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The kernels of the modeled table (bench/model_fdemu.sh) and of its measured
+# twin on a GPU (bench/run_on_device.sh): Llama-3-8B (Hq=32, Hkv=8), MHA
+# 32/32, GQA-8 64/8 and MQA 32/1 (D=128, f16, NHD), auto splits planned for
+# the GPU's SMs and one split, at B=1 L=32768 and B=16 L=4096.
+# Usage: bench/model_kernels.sh DIR TARGET SMS [fd-compile]
+set -euo pipefail
+dir=${1:?usage: bench/model_kernels.sh DIR TARGET SMS [fd-compile]}
+arch=${2:?missing TARGET (sm_80, sm_90)}
+sms=${3:?missing the SM count of the GPU}
+compile=${4:-build/bin/fd-compile}
+rm -rf "$dir"
+for config in "llama3-8b 32 8" "mha 32 32" "gqa8 64 8" "mqa 32 1"; do
+  read -r name hq hkv <<<"$config"
+  for shape in 1x32768 16x4096; do
+    batch=${shape%x*} len=${shape#*x}
+    for mode in auto s1; do
+      splits=$([ "$mode" = auto ] && echo auto || echo 1)
+      "$compile" --no-cache --head-dim 128 --num-q-heads "$hq" \
+        --num-kv-heads "$hkv" --dtype f16 --kv-layout NHD --arch "$arch" \
+        --sm-count "$sms" --num-splits "$splits" --batch "$batch" \
+        --max-len "$len" -o "$dir/$name/B${batch}_L${len}_${mode}" >/dev/null
+    done
+  done
+done
