@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The kernels RuntimeGPUTest runs (on a GPU, or on fdemu in `make test`):
 # GQA with lse (f16, bf16), HND, speculative decoding, paged (dense pages
-# and HND with Lq = 8). Usage: bench/test_kernels.sh DIR [fd-compile]
+# and HND with Lq = 8), uneven row tiles (MQA; D=96 with Lq = 4). Usage: bench/test_kernels.sh DIR [fd-compile]
 # [TARGET] (default sm_90).
 set -euo pipefail
 dir=${1:?usage: bench/test_kernels.sh DIR [fd-compile] [TARGET]}
@@ -14,3 +14,10 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 "$compile" $common --dtype f16 --num-splits 4 --query-len 4 --with-lse -o "$dir/spec4" >/dev/null
 "$compile" $common --dtype f16 --num-splits 3 --page-size 16 --with-lse -o "$dir/paged16" >/dev/null
 "$compile" $common --dtype bf16 --num-splits 6 --page-size 64 --kv-layout HND --query-len 8 --with-lse -o "$dir/paged_spec" >/dev/null
+# Uneven row tiles: MQA's 32 rows as 5 tiles of 7 (the last holds 4), and
+# D=96 GQA-8 with Lq = 4 (32 rows per KV head).
+"$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 32 \
+  --num-kv-heads 1 --dtype f16 --num-splits 7 --with-lse -o "$dir/mqa_tiles" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 96 --num-q-heads 32 \
+  --num-kv-heads 4 --dtype bf16 --num-splits 3 --query-len 4 --with-lse \
+  -o "$dir/gqa8_d96_spec4" >/dev/null

@@ -9,26 +9,40 @@ using namespace fd;
 namespace {
 
 TEST(SplitPlanner, LlamaDecodeFillsOneWave) {
-  // B=1, Hkv=8, L=32k: 8 blocks unsplit; 16 splits make 128 of 132 SMs busy.
+  // B=1, Hkv=8, L=32k: 8 blocks unsplit; a wave is 4 blocks on each of 132
+  // SMs (528); 63 splits make 504 blocks, the fewest within 5 % of the best.
   SplitPlan plan = planNumSplits(1, 8, 32768);
+  EXPECT_EQ(plan.numSplits, 63);
+  EXPECT_EQ(plan.blocks, 504);
+  EXPECT_EQ(plan.waves, 1);
+  EXPECT_NEAR(plan.waveEfficiency, 504.0 / 528.0, 1e-12);
+  EXPECT_EQ(plan.chunkLength, 521);
+}
+
+TEST(SplitPlanner, OneBlockPerSMIsTheClassicWave) {
+  // With blocks-per-sm=1 a wave is one block per SM: 16 splits, 128 blocks.
+  SplitPlannerOptions options;
+  options.blocksPerSM = 1;
+  SplitPlan plan = planNumSplits(1, 8, 32768, options);
   EXPECT_EQ(plan.numSplits, 16);
   EXPECT_EQ(plan.blocks, 128);
-  EXPECT_EQ(plan.waves, 1);
   EXPECT_NEAR(plan.waveEfficiency, 128.0 / 132.0, 1e-12);
-  EXPECT_EQ(plan.chunkLength, 2048);
 }
 
 TEST(SplitPlanner, FullGridIsNotSplit) {
-  // 4 * 32 = 128 blocks already fill a wave; splitting only adds merges.
-  EXPECT_EQ(planNumSplits(4, 32, 131072).numSplits, 1);
+  // 16 * 32 = 512 blocks already fill a wave of 528; splitting only adds
+  // merges. 128 * 8 = 1024 blocks make two nearly full waves.
+  EXPECT_EQ(planNumSplits(16, 32, 131072).numSplits, 1);
   EXPECT_EQ(planNumSplits(128, 8, 4096).numSplits, 1);
 }
 
 TEST(SplitPlanner, SplitsAGridThatSpillsIntoASecondWave) {
-  // 140 blocks: one full wave and 8 blocks in a second. FlashAttention-2
-  // keeps this unsplit (work >= 0.8 * SMs); the wave model splits it.
-  SplitPlan unsplit = evaluateSplits(140, 1, 32768, 1);
-  SplitPlan plan = planNumSplits(140, 1, 32768);
+  // 540 blocks: one full wave of 528 and 12 blocks in a second.
+  // FlashAttention-2 keeps this unsplit (work >= 0.8 * SMs); the wave model
+  // splits it.
+  SplitPlan unsplit = evaluateSplits(540, 1, 32768, 1);
+  EXPECT_EQ(unsplit.waves, 2);
+  SplitPlan plan = planNumSplits(540, 1, 32768);
   EXPECT_GT(plan.numSplits, 1);
   EXPECT_LT(plan.modeledCost, unsplit.modeledCost);
   EXPECT_GE(plan.waveEfficiency, 0.85);
@@ -55,7 +69,7 @@ TEST(SplitPlanner, FollowsTheSMCount) {
   SplitPlannerOptions a100;
   a100.smCount = 108;
   SplitPlan plan = planNumSplits(1, 8, 32768, a100);
-  EXPECT_LE(plan.blocks, 108);
+  EXPECT_LE(plan.blocks, 4 * 108);
   EXPECT_GE(plan.waveEfficiency, 0.85);
   EXPECT_NE(plan.numSplits, planNumSplits(1, 8, 32768).numSplits);
 }
@@ -100,6 +114,10 @@ TEST(SplitPlanner, ValidatesItsInputs) {
   options.smCount = 0;
   EXPECT_EQ(validateSplitPlannerInputs(1, 8, 4096, options),
             "sm-count must be >= 1, got 0");
+  options.smCount = 132;
+  options.blocksPerSM = 0;
+  EXPECT_EQ(validateSplitPlannerInputs(1, 8, 4096, options),
+            "blocks-per-sm must be >= 1, got 0");
 }
 
 TEST(SplitPlanner, WorkspaceBytes) {
@@ -110,7 +128,7 @@ TEST(SplitPlanner, WorkspaceBytes) {
 
 TEST(SplitPlanner, DescribesAPlan) {
   EXPECT_EQ(describeSplitPlan(planNumSplits(1, 8, 32768)),
-            "splits=16 blocks=128 waves=1 wave-efficiency=0.97 chunk=2048");
+            "splits=63 blocks=504 waves=1 wave-efficiency=0.95 chunk=521");
 }
 
 } // namespace

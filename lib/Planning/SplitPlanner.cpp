@@ -17,9 +17,10 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
   SplitPlan plan;
   plan.numSplits = numSplits;
   plan.blocks = batch * numKVHeads * numSplits;
-  plan.waves = ceilDiv(plan.blocks, options.smCount);
+  int64_t slots = options.smCount * options.blocksPerSM;
+  plan.waves = ceilDiv(plan.blocks, slots);
   plan.waveEfficiency = static_cast<double>(plan.blocks) /
-                        static_cast<double>(plan.waves * options.smCount);
+                        static_cast<double>(plan.waves * slots);
   plan.chunkLength = ceilDiv(maxLength, numSplits);
   plan.modeledCost =
       plan.waves * (plan.chunkLength + options.blockOverheadTokens);
@@ -40,6 +41,8 @@ std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
     return "max-len must be >= 0, got " + std::to_string(maxLength);
   if (options.smCount < 1)
     return positive("sm-count", options.smCount);
+  if (options.blocksPerSM < 1)
+    return positive("blocks-per-sm", options.blocksPerSM);
   if (options.minChunkLength < 1)
     return positive("min-chunk-length", options.minChunkLength);
   if (options.maxSplits < 1)

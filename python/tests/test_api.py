@@ -14,10 +14,10 @@ def test_compile_returns_ptx_and_manifest():
     kernel = flashdecode.compile(128, 32, 8, dtype="float16", num_splits="auto",
                                  kv_layout="NHD", arch="sm_90", batch=1,
                                  max_len=32768)
-    assert kernel.num_splits == 16
+    assert kernel.num_splits == 63
     assert set(kernel.ptx) == {"fd_partial_attention", "fd_merge"}
     assert ".target sm_90" in kernel.ptx["fd_partial_attention"]
-    assert kernel.manifest["num_splits"] == 16
+    assert kernel.manifest["num_splits"] == 63
     assert kernel.manifest["config"]["dtype"] == "f16"
     names = [k["name"] for k in kernel.manifest["kernels"]]
     assert names == ["fd_partial_attention", "fd_merge"]

@@ -1,12 +1,15 @@
 // RUN: fd-opt %s -split-input-file -fd-split-kv=report=true -verify-diagnostics -o /dev/null
 // RUN: fd-opt %s -split-input-file -fd-split-kv="report=true sm-count=108" 2>&1 -o /dev/null | FileCheck %s --check-prefix=A100
+// RUN: fd-opt %s -split-input-file -fd-split-kv="report=true blocks-per-sm=1" 2>&1 -o /dev/null | FileCheck %s --check-prefix=ONE-PER-SM
 
-// A100-LABEL: remark: fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 -> splits=13 blocks=104 waves=1 wave-efficiency=0.96 chunk=2521 workspace=214656B
+// A wave is sm-count * blocks-per-sm blocks (4 per SM by default).
+// A100-LABEL: remark: fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 -> splits=52 blocks=416 waves=1 wave-efficiency=0.96 chunk=631 workspace=858624B
+// ONE-PER-SM-LABEL: remark: fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 -> splits=16 blocks=128 waves=1 wave-efficiency=0.97 chunk=2048 workspace=264192B
 
 func.func @llama_decode(%q: memref<1x32x128xf16>, %k: memref<1x32768x8x128xf16>,
                         %v: memref<1x32768x8x128xf16>, %lens: memref<1xi32>,
                         %out: memref<1x32x128xf16>) {
-  // expected-remark @below {{fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 -> splits=16 blocks=128 waves=1 wave-efficiency=0.97 chunk=2048 workspace=264192B}}
+  // expected-remark @below {{fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 -> splits=63 blocks=504 waves=1 wave-efficiency=0.95 chunk=521 workspace=1040256B}}
   fd.attention %q, %k, %v, %lens into %out
       : memref<1x32x128xf16>, memref<1x32768x8x128xf16>, memref<1x32768x8x128xf16>,
         memref<1xi32> into memref<1x32x128xf16>

@@ -2,17 +2,17 @@
 // RUN: fd-opt %s -split-input-file -fd-split-kv=num-splits=1 | FileCheck %s --check-prefix=ONE
 // RUN: fd-opt %s -split-input-file -fd-split-kv="num-splits=4 chunk-length=512" | FileCheck %s --check-prefix=CHUNK
 
-// Llama-3-8B decode step at 32k: 8 blocks unsplit, 16 splits fill a wave.
-// Workspace: 1 * 1 * 32 * 16 * (128 + 1) * 4 = 264192 bytes, the lse part at
-// 32 * 16 * 128 * 4 = 262144.
+// Llama-3-8B decode step at 32k: 8 blocks unsplit, 63 splits fill a wave of
+// 4 blocks per SM (504 of 528). Workspace: 1 * 1 * 32 * 63 * (128 + 1) * 4 =
+// 1040256 bytes, the lse part at 32 * 63 * 128 * 4 = 1032192.
 
 // CHECK-LABEL: func @llama_decode
 // CHECK-SAME: (%[[Q:[a-z0-9]+]]: memref<1x32x128xf16>, %[[K:[a-z0-9]+]]: memref<1x32768x8x128xf16>, %[[V:[a-z0-9]+]]: memref<1x32768x8x128xf16>, %[[L:[a-z0-9]+]]: memref<1xi32>, %[[O:[a-z0-9]+]]: memref<1x32x128xf16>, %[[LSE:[a-z0-9]+]]: memref<1x32xf32>)
-// CHECK-DAG:  %[[OFF:.*]] = arith.constant 262144 : index
+// CHECK-DAG:  %[[OFF:.*]] = arith.constant 1032192 : index
 // CHECK-DAG:  %[[C0:.*]] = arith.constant 0 : index
-// CHECK:      %[[WS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<264192xi8>
-// CHECK-NEXT: %[[PO:.*]] = memref.view %[[WS]][%[[C0]]][] : memref<264192xi8> to memref<1x32x16x128xf32>
-// CHECK-NEXT: %[[PL:.*]] = memref.view %[[WS]][%[[OFF]]][] : memref<264192xi8> to memref<1x32x16xf32>
+// CHECK:      %[[WS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1040256xi8>
+// CHECK-NEXT: %[[PO:.*]] = memref.view %[[WS]][%[[C0]]][] : memref<1040256xi8> to memref<1x32x63x128xf32>
+// CHECK-NEXT: %[[PL:.*]] = memref.view %[[WS]][%[[OFF]]][] : memref<1040256xi8> to memref<1x32x63xf32>
 // CHECK-NEXT: fd.partial_attention %[[Q]], %[[K]], %[[V]], %[[L]] into %[[PO]], %[[PL]] :
 // CHECK-NEXT: fd.merge %[[PO]], %[[PL]] into %[[O]], %[[LSE]] :
 // CHECK-NEXT: memref.dealloc %[[WS]]

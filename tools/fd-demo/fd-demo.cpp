@@ -127,7 +127,9 @@ int main(int argc, char **argv) {
                << " of " << config.smCount << " SMs busy\n"
                << "chosen:  " << describeSplitPlan(plan) << "\n"
                << "  " << plan.numSplits << " chunks of " << plan.chunkLength
-               << " tokens per KV head fill one wave; workspace "
+               << " tokens per KV head fill one wave of "
+               << SplitPlannerOptions().blocksPerSM
+               << " blocks per SM (one alone is latency-bound); workspace "
                << getWorkspaceBytes(kBatch, 1, kQueryHeads, plan.numSplits,
                                     kHeadDim)
                << " bytes\n\n";

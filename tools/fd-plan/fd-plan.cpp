@@ -81,8 +81,9 @@ void printTable(const fd::SplitPlannerOptions &options) {
 void usage() {
   std::puts(
       "usage: fd-plan [--batch N] [--num-kv-heads N] [--max-len N]\n"
-      "               [--sm-count N] [--min-chunk-length N] [--max-splits N]\n"
-      "       fd-plan --table [--sm-count N]\n"
+      "               [--sm-count N] [--blocks-per-sm N]\n"
+      "               [--min-chunk-length N] [--max-splits N]\n"
+      "       fd-plan --table [--sm-count N] [--blocks-per-sm N]\n"
       "Prints the split count the planner chooses for decode attention over\n"
       "N sequences of up to max-len tokens, and the blocks, waves and wave\n"
       "efficiency it gives; --table prints the reference table of\n"
@@ -121,13 +122,15 @@ int main(int argc, char **argv) {
                       : flag == "--num-kv-heads"     ? &kvHeads
                       : flag == "--max-len"          ? &maxLength
                       : flag == "--sm-count"         ? &options.smCount
+                      : flag == "--blocks-per-sm"    ? &options.blocksPerSM
                       : flag == "--min-chunk-length" ? &options.minChunkLength
                       : flag == "--max-splits"       ? &options.maxSplits
                                                      : nullptr;
     if (!target) {
       std::fprintf(stderr,
                    "fd-plan: unknown flag '%s'; accepted: --batch, "
-                   "--num-kv-heads, --max-len, --sm-count, --min-chunk-length, "
+                   "--num-kv-heads, --max-len, --sm-count, --blocks-per-sm, "
+                   "--min-chunk-length, "
                    "--max-splits, --table, --help\n",
                    argv[i]);
       return 2;

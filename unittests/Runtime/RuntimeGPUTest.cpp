@@ -278,7 +278,8 @@ TEST_P(RuntimeGPUPaged, PagedCachesMatchTheReferenceAsPagesMove) {
 
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPU,
                          testing::Values("gqa_f16", "gqa_bf16", "gqa_hnd",
-                                         "spec4"));
+                                         "spec4", "mqa_tiles",
+                                         "gqa8_d96_spec4"));
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUPaged,
                          testing::Values("paged16", "paged_spec"));
 

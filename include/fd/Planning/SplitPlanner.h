@@ -18,6 +18,13 @@ namespace fd {
 struct SplitPlannerOptions {
   /// Streaming multiprocessors of the target (H100/H200 SXM: 132).
   int64_t smCount = 132;
+  /// Partial-kernel blocks one SM runs at once: a wave holds smCount *
+  /// blocksPerSM blocks. One 128-thread block alone on an SM is
+  /// latency-bound, far below the SM's share of HBM bandwidth: measured on
+  /// an H200 (bench/RESULTS.md, 2026-11-29) the same Llama-3-8B kernel
+  /// streamed 0.88 TB/s with 128 blocks and 2.65 TB/s with 512, and MHA 86 %
+  /// of the copy bandwidth with 512. So a wave is four blocks per SM.
+  int64_t blocksPerSM = 4;
   /// No chunk is shorter than this many tokens at the planning length.
   int64_t minChunkLength = 128;
   /// Upper bound on the split count (bounds workspace and merge work).
@@ -35,9 +42,9 @@ struct SplitPlan {
   int64_t numSplits = 1;
   /// Thread blocks of the partial kernel: batch * kvHeads * numSplits.
   int64_t blocks = 0;
-  /// ceil(blocks / smCount).
+  /// ceil(blocks / (smCount * blocksPerSM)).
   int64_t waves = 0;
-  /// blocks / (waves * smCount): how full the waves are.
+  /// blocks / (waves * smCount * blocksPerSM): how full the waves are.
   double waveEfficiency = 0.0;
   /// Tokens of the longest chunk at the planning length.
   int64_t chunkLength = 0;
@@ -54,8 +61,9 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
 /// over `numKVHeads` KV heads (one block serves a whole query-head group).
 ///
 /// Candidates are 1 .. min(maxSplits, maxLength / minChunkLength). Each is
-/// scored with a wave model: the partial kernel runs ceil(blocks / smCount)
-/// waves, each as long as one chunk plus a fixed per-block overhead. The
+/// scored with a wave model: the partial kernel runs ceil(blocks / (smCount *
+/// blocksPerSM)) waves, each as long as one chunk plus a fixed per-block
+/// overhead. The
 /// fewest splits within `timeTolerance` of the best score win. Unlike
 /// FlashAttention-2's heuristic this has no "at least 80 % of the SMs busy,
 /// so do not split" shortcut: an unsplit grid that spills a few blocks into a

@@ -27,6 +27,7 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
     SplitKVOptions options;
     options.numSplits = numSplits;
     options.smCount = smCount;
+    options.blocksPerSM = blocksPerSM;
     options.minChunkLength = minChunkLength;
     options.maxSplits = maxSplits;
     options.chunkLength = chunkLength;
@@ -113,6 +114,7 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
                             : geometry.maxLength;
     ::fd::SplitPlannerOptions plannerOptions;
     plannerOptions.smCount = options.smCount;
+    plannerOptions.blocksPerSM = options.blocksPerSM;
     StringRef source = options.numSplits > 0     ? "num-splits option"
                        : options.chunkLength > 0 ? "chunk-length option"
                                                  : "auto";

@@ -78,6 +78,7 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
 
   ::fd::SplitPlannerOptions plannerOptions;
   plannerOptions.smCount = options.smCount;
+  plannerOptions.blocksPerSM = options.blocksPerSM;
   plannerOptions.minChunkLength = options.minChunkLength;
   plannerOptions.maxSplits = options.maxSplits;
   std::string invalid = ::fd::validateSplitPlannerInputs(

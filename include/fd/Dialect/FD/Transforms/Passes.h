@@ -20,6 +20,7 @@ struct SplitKVOptions {
   /// 0 = automatic.
   int64_t numSplits = 0;
   int64_t smCount = 132;
+  int64_t blocksPerSM = 4;
   int64_t minChunkLength = 128;
   int64_t maxSplits = 128;
   /// 0 = chunks follow each sequence's length.

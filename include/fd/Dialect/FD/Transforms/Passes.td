@@ -53,6 +53,9 @@ def FDSplitKV : Pass<"fd-split-kv", "ModuleOp"> {
     Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
            "Streaming multiprocessors of the target, for the automatic "
            "choice">,
+    Option<"blocksPerSM", "blocks-per-sm", "int64_t", /*default=*/"4",
+           "Partial-kernel blocks one SM runs at once, for the automatic "
+           "choice (a wave is sm-count * blocks-per-sm blocks)">,
     Option<"minChunkLength", "min-chunk-length", "int64_t", /*default=*/"128",
            "Shortest chunk the automatic choice makes, in tokens">,
     Option<"maxSplits", "max-splits", "int64_t", /*default=*/"128",
