@@ -36,11 +36,15 @@
 // Keys and values stream with 16-byte vector loads, 4 steps in flight.
 // CHECK: scf.for
 // CHECK-COUNT-8: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xf16>
-// q.k is reduced across the 8 lanes of a token group with shuffles.
+// q.k: one fused multiply-add per element, reduced across the 8 lanes of a
+// token group with shuffles.
+// CHECK: llvm.intr.fma
 // CHECK: gpu.shuffle xor %{{.*}}, %c4_i32, %c32_i32 : f32
 // CHECK: gpu.shuffle xor %{{.*}}, %c2_i32, %c32_i32 : f32
 // CHECK: gpu.shuffle xor %{{.*}}, %c1_i32, %c32_i32 : f32
 // CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// The accumulators: rescale, then add p * v in one fma.
+// CHECK: llvm.intr.fma
 // CHECK: scf.yield
 // Token groups of a warp combine across lane bits 8 and 16.
 // CHECK: gpu.shuffle xor %{{.*}}, %c8_i32, %c32_i32 : f32
