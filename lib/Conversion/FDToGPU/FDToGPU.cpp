@@ -599,54 +599,75 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
                       vectorType, values, elementType, vectorOffset, 16));
                 }
               }
-              for (int64_t u = 0; u < unroll; ++u) {
-                Value inRange = e.lessThan(tokens[u], upper);
-                Value causalOffset =
-                    causal ? e.add(e.mul(tokens[u], e.index(group)), causalBase)
-                           : Value();
-                SmallVector<Value> keyElements, valueElements;
+              // The step's keys as one tile: every (step, row) score first,
+              // as independent FMA chains and shuffles the in-order issue
+              // can overlap, then one max and one rescale per row for the
+              // whole tile, each score's exp computed once.
+              SmallVector<SmallVector<Value>> keyElements(unroll),
+                  valueElements(unroll);
+              for (int64_t u = 0; u < unroll; ++u)
                 for (int64_t v = 0; v < layout.vectorsPerLane; ++v)
                   for (int64_t i = 0; i < layout.vectorWidth; ++i) {
                     Value key = e.toF32(e.extract(keyVectors[u][v], i));
                     if (layout.hasIdleLanes())
                       key = e.select(vectorIsInRow[v], key, e.f32(0.0));
-                    keyElements.push_back(key);
-                    valueElements.push_back(
+                    keyElements[u].push_back(key);
+                    valueElements[u].push_back(
                         e.toF32(e.extract(valueVectors[u][v], i)));
                   }
-                for (int64_t r = 0; r < tileRows; ++r) {
-                  RowState &state = states[r];
-                  Value score = e.f32(0.0);
-                  for (int64_t i = 0; i < layout.dimsPerLane(); ++i) {
-                    Value q = memref::LoadOp::create(
-                        rewriter, e.loc, queryTile,
-                        ValueRange{e.index(r), laneDim(i)});
-                    score = e.fma(q, keyElements[i], score);
-                  }
-                  // The lanes of a token group hold slices of one dot product.
-                  for (int64_t offset = lanes / 2; offset >= 1; offset /= 2)
-                    score = e.add(score, e.shuffleXor(score, offset));
-                  Value visible = inRange;
-                  if (causal)
-                    visible = arith::AndIOp::create(
-                        rewriter, e.loc, visible,
-                        e.lessThan(causalOffset, e.index(r + 1)));
-                  Value newMax =
-                      e.select(visible,
-                               arith::MaximumFOp::create(rewriter, e.loc,
-                                                         state.max, score),
-                               state.max);
-                  Value rescale = e.select(
-                      visible, e.exp2(e.sub(state.max, newMax)), e.f32(1.0));
-                  Value weight = e.select(visible, e.exp2(e.sub(score, newMax)),
-                                          e.f32(0.0));
-                  state.sum = e.fma(state.sum, rescale, weight);
-                  for (int64_t i = 0; i < layout.dimsPerLane(); ++i)
-                    state.accumulator[i] =
-                        e.fma(weight, valueElements[i],
-                              e.mul(state.accumulator[i], rescale));
-                  state.max = newMax;
+              SmallVector<SmallVector<Value>> scores(
+                  tileRows, SmallVector<Value>(unroll, e.f32(0.0)));
+              for (int64_t r = 0; r < tileRows; ++r)
+                for (int64_t i = 0; i < layout.dimsPerLane(); ++i) {
+                  Value q = memref::LoadOp::create(
+                      rewriter, e.loc, queryTile,
+                      ValueRange{e.index(r), laneDim(i)});
+                  for (int64_t u = 0; u < unroll; ++u)
+                    scores[r][u] = e.fma(q, keyElements[u][i], scores[r][u]);
                 }
+              // The lanes of a token group hold slices of one dot product.
+              for (int64_t offset = lanes / 2; offset >= 1; offset /= 2)
+                for (SmallVector<Value> &rowScores : scores)
+                  for (Value &score : rowScores)
+                    score = e.add(score, e.shuffleXor(score, offset));
+              for (int64_t r = 0; r < tileRows; ++r) {
+                RowState &state = states[r];
+                SmallVector<Value> visible;
+                Value tileMax = state.max;
+                for (int64_t u = 0; u < unroll; ++u) {
+                  visible.push_back(e.lessThan(tokens[u], upper));
+                  if (causal)
+                    visible[u] = arith::AndIOp::create(
+                        rewriter, e.loc, visible[u],
+                        e.lessThan(
+                            e.add(e.mul(tokens[u], e.index(group)), causalBase),
+                            e.index(r + 1)));
+                  tileMax =
+                      e.select(visible[u],
+                               arith::MaximumFOp::create(rewriter, e.loc,
+                                                         tileMax, scores[r][u]),
+                               tileMax);
+                }
+                // Nothing visible yet: keep the empty state (2^(-inf - -inf)
+                // would be NaN); a NaN score propagates through the max.
+                Value rescale = e.select(e.isNegInf(tileMax), e.f32(1.0),
+                                         e.exp2(e.sub(state.max, tileMax)));
+                SmallVector<Value> weights;
+                for (int64_t u = 0; u < unroll; ++u)
+                  weights.push_back(
+                      e.select(visible[u], e.exp2(e.sub(scores[r][u], tileMax)),
+                               e.f32(0.0)));
+                state.sum = e.mul(state.sum, rescale);
+                for (Value weight : weights)
+                  state.sum = e.add(state.sum, weight);
+                for (int64_t i = 0; i < layout.dimsPerLane(); ++i) {
+                  Value accumulator = e.mul(state.accumulator[i], rescale);
+                  for (int64_t u = 0; u < unroll; ++u)
+                    accumulator =
+                        e.fma(weights[u], valueElements[u][i], accumulator);
+                  state.accumulator[i] = accumulator;
+                }
+                state.max = tileMax;
               }
               SmallVector<Value> next = pack(states);
               if (geometry.isPaged()) {
