@@ -297,6 +297,55 @@ TEST_F(CPUAttention, CausalQueryTokens) {
     }
 }
 
+TEST_F(CPUAttention, APoisonedKeyGivesNaNNeverAPlausibleAnswer) {
+  // A NaN in a live key reaches the output and the lse of every row that
+  // sees it, split or not (as in the float64 reference); a NaN past a
+  // sequence's length is never read.
+  for (ElementType type : {ElementType::F32, ElementType::BF16}) {
+    SCOPED_TRACE(testing::Message()
+                 << getElementTypeName(type) << " " << seedNote());
+    KernelConfig config;
+    config.elementType = type;
+    config.numQueryHeads = 8;
+    config.numKVHeads = 2;
+    config.headDim = 64;
+    config.queryLength = 2;
+    config.withLse = true;
+    const int64_t maxLength = 300;
+    Problem problem(config, {200, 150}, maxLength, random);
+    auto at = [&](int64_t b, int64_t j, int64_t h, int64_t d) {
+      return ((b * maxLength + j) * config.numKVHeads + h) * config.headDim + d;
+    };
+    problem.keyCache.set(at(0, 100, 0, 3), std::nan(""));
+    problem.keyCache.set(at(1, 250, 1, 0), std::nan(""));
+    std::vector<double> expected, expectedLse;
+    reference(problem, expected, expectedLse);
+    for (bool split : {false, true}) {
+      config.splitKV = split;
+      config.numSplits = 5;
+      auto kernel = compile(config);
+      ASSERT_TRUE(kernel);
+      Result result = run(*kernel, problem);
+      const int64_t d = config.headDim, group = 4;
+      for (int64_t row = 0; row < problem.rows(); ++row) {
+        bool poisoned =
+            row / (config.queryLength * config.numQueryHeads) == 0 &&
+            row % config.numQueryHeads / group == 0;
+        ASSERT_EQ(std::isnan(expectedLse[row]), poisoned) << "row " << row;
+        EXPECT_EQ(std::isnan(result.lse[row]), poisoned) << "row " << row;
+        for (int64_t k = 0; k < d; ++k) {
+          double actual = result.output.get(row * d + k);
+          if (poisoned)
+            EXPECT_TRUE(std::isnan(actual)) << "row " << row << " dim " << k;
+          else
+            EXPECT_NEAR(actual, expected[row * d + k], 2e-2)
+                << "row " << row << " dim " << k;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CPUAttention, AutomaticSplitsFollowThePlanner) {
   KernelConfig config;
   config.numQueryHeads = 8;

@@ -17,7 +17,7 @@ using namespace mlir;
 
 namespace fd {
 
-const char *getCompilerVersion() { return "flashdecode 0.2.5 (MLIR 22)"; }
+const char *getCompilerVersion() { return "flashdecode 0.2.6 (MLIR 22)"; }
 
 namespace {
 

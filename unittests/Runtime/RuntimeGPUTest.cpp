@@ -190,6 +190,82 @@ TEST_P(RuntimeGPU, MatchesTheReferenceAndReplaysAsLengthsGrow) {
   driver.cuStreamDestroy(stream);
 }
 
+TEST_P(RuntimeGPU, APoisonedKeyGivesNaNNeverAPlausibleAnswer) {
+  // A NaN in a live key must reach every row that sees it (as in the float64
+  // reference), whatever the split count; a NaN past a sequence's length is
+  // never read.
+  const Manifest &manifest = bundle.manifest;
+  ASSERT_EQ(manifest.pageSize, 0) << GetParam() << " reads paged caches";
+  const int64_t batch = 2, maxLength = 300, heads = manifest.numKVHeads;
+  const int64_t dim = manifest.headDim;
+  const int64_t rows = batch * manifest.queryLength * manifest.numQueryHeads;
+  const bool isNHD = manifest.kvLayout == "NHD";
+  std::vector<double> query, keys, values;
+  DeviceBuffer queryBuffer = randomBuffer(rows * dim, 2.0, query);
+  size_t cacheElements = batch * maxLength * heads * dim;
+  randomBuffer(cacheElements, 1.0, keys);
+  DeviceBuffer valueBuffer = randomBuffer(cacheElements, 1.0, values);
+  auto at = [&](int64_t b, int64_t j, int64_t h, int64_t d) {
+    return (isNHD ? (b * maxLength + j) * heads + h
+                  : (b * heads + h) * maxLength + j) *
+               dim +
+           d;
+  };
+  const std::vector<int32_t> live = {200, 150};
+  keys[at(0, 100, 0, 3)] = std::nan("");         // live: poisons head 0
+  keys[at(1, 250, heads - 1, 0)] = std::nan(""); // past the length
+  std::vector<uint16_t> keyBits(cacheElements);
+  for (size_t i = 0; i < cacheElements; ++i)
+    keyBits[i] = std::isnan(keys[i])
+                     ? (manifest.dtype == "bf16" ? 0x7FC0 : 0x7E00)
+                     : encode(static_cast<float>(keys[i]));
+  DeviceBuffer keyBuffer(*device, cacheElements * 2);
+  keyBuffer.upload(keyBits.data(), cacheElements * 2);
+  DeviceBuffer output(*device, rows * dim * 2), lse(*device, rows * 4),
+      lengths(*device, batch * sizeof(int32_t));
+  lengths.upload(live.data(), live.size() * sizeof(int32_t));
+  DecodePlan plan(*device, bundle,
+                  {queryBuffer.getAddress(), keyBuffer.getAddress(),
+                   valueBuffer.getAddress(), lengths.getAddress(),
+                   output.getAddress(), lse.getAddress(), batch, maxLength});
+  const DriverApi &driver = device->getDriverApi();
+  CUstream stream;
+  check(driver, driver.cuStreamCreate(&stream, kStreamNonBlocking),
+        "creating a stream");
+  plan.launch(stream);
+  check(driver, driver.cuStreamSynchronize(stream), "running the kernels");
+  driver.cuStreamDestroy(stream);
+  std::vector<uint16_t> result(rows * dim);
+  std::vector<float> resultLse(rows);
+  output.download(result.data(), result.size() * 2);
+  lse.download(resultLse.data(), resultLse.size() * sizeof(float));
+
+  std::vector<double> expected, expectedLse;
+  reference(query, keys, values, live, maxLength, isNHD, expected, expectedLse);
+  const int64_t group = manifest.numQueryHeads / heads;
+  int64_t poisonedRows = 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t b = row / (manifest.queryLength * manifest.numQueryHeads);
+    int64_t kvHead = row % manifest.numQueryHeads / group;
+    bool poisoned = b == 0 && kvHead == 0;
+    ASSERT_EQ(std::isnan(expectedLse[row]), poisoned) << "row " << row;
+    poisonedRows += poisoned;
+    EXPECT_EQ(std::isnan(resultLse[row]), poisoned) << "row " << row;
+    double maxError = 0, maxValue = 0;
+    for (int64_t d = 0; d < dim; ++d) {
+      double actual = decode(result[row * dim + d]);
+      if (poisoned) {
+        EXPECT_TRUE(std::isnan(actual)) << "row " << row << " dim " << d;
+        continue;
+      }
+      maxError = std::max(maxError, std::abs(actual - expected[row * dim + d]));
+      maxValue = std::max(maxValue, std::abs(expected[row * dim + d]));
+    }
+    EXPECT_LE(maxError, 1e-2 * std::max(maxValue, 1e-30)) << "row " << row;
+  }
+  EXPECT_EQ(poisonedRows, manifest.queryLength * group);
+}
+
 /// Kernels that read paged caches.
 class RuntimeGPUPaged : public RuntimeGPU {};
 

@@ -125,9 +125,12 @@ struct KernelEmitter {
     return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, value,
                                  negInf());
   }
-  Value positive(Value value) {
-    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, value,
-                                 f32(0.0));
+  /// Whether a row whose running max is `max` saw a key: its max left
+  /// -inf. Decided by the max, not by the sum being positive, so that a NaN
+  /// score (a poisoned cache) propagates instead of reading as an empty row.
+  Value sawKeys(Value max) {
+    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, max,
+                                 negInf());
   }
   Value toI64(Value indexValue) {
     return arith::IndexCastOp::create(b, loc, b.getI64Type(), indexValue);
@@ -762,7 +765,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
                                       ValueRange{warpIndex, row, dim})}};
           combineStates(e, total, part);
         }
-        Value hasKeys = e.positive(total.sum);
+        Value hasKeys = e.sawKeys(total.max);
         Value normalized =
             e.select(hasKeys,
                      arith::DivFOp::create(rewriter, e.loc,
@@ -864,7 +867,7 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
                                             e.fma(weight, partial, state[1])});
           });
       Value sum = sums.getResult(0);
-      Value hasKeys = e.positive(sum);
+      Value hasKeys = e.sawKeys(max);
       Value output = e.select(
           hasKeys,
           arith::DivFOp::create(rewriter, e.loc, sums.getResult(1), sum),

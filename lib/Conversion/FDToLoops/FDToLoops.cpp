@@ -210,20 +210,26 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
   return {keyLoop.getResult(0), keyLoop.getResult(1)};
 }
 
+/// Whether a row saw a key: its running max left -inf. Decided by the max,
+/// not by the sum being positive, so that a NaN score (a poisoned cache)
+/// propagates to the output and the lse instead of reading as an empty row.
+Value sawKeys(OpBuilder &b, Location loc, Value max) {
+  return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, max,
+                               negativeInfinity(b, loc));
+}
+
 /// 1 / sum, or 0 for a row without keys so that its output is zeros.
-Value reciprocalOrZero(OpBuilder &b, Location loc, Value sum) {
+Value reciprocalOrZero(OpBuilder &b, Location loc, SoftmaxState state) {
   Value zero = f32Constant(b, loc, 0.0f);
-  Value hasKeys =
-      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, sum, zero);
   Value reciprocal =
-      arith::DivFOp::create(b, loc, f32Constant(b, loc, 1.0f), sum);
-  return arith::SelectOp::create(b, loc, hasKeys, reciprocal, zero);
+      arith::DivFOp::create(b, loc, f32Constant(b, loc, 1.0f), state.sum);
+  return arith::SelectOp::create(b, loc, sawKeys(b, loc, state.max), reciprocal,
+                                 zero);
 }
 
 /// max + log(sum), or -inf for a row without keys.
 Value logSumExp(OpBuilder &b, Location loc, SoftmaxState state) {
-  Value hasKeys = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT,
-                                        state.sum, f32Constant(b, loc, 0.0f));
+  Value hasKeys = sawKeys(b, loc, state.max);
   Value lse = arith::AddFOp::create(b, loc, state.max,
                                     math::LogOp::create(b, loc, state.sum));
   return arith::SelectOp::create(b, loc, hasKeys, lse,
@@ -322,7 +328,7 @@ struct AttentionOpLowering : OpConversionPattern<AttentionOp> {
                    SmallVector<Value> rowIndices =
                        indexing.row(row.batch, row.token, row.head);
                    storeScaledRow(b, loc, accumulator,
-                                  reciprocalOrZero(b, loc, state.sum),
+                                  reciprocalOrZero(b, loc, state),
                                   op.getOutput(), rowIndices, headDim);
                    if (op.getLse())
                      memref::StoreOp::create(b, loc, logSumExp(b, loc, state),
@@ -368,8 +374,7 @@ struct PartialAttentionOpLowering : OpConversionPattern<PartialAttentionOp> {
                                                  end, scale, accumulator);
           SmallVector<Value> rowIndices =
               indexing.row(row.batch, row.token, row.head, {split});
-          storeScaledRow(b, loc, accumulator,
-                         reciprocalOrZero(b, loc, state.sum),
+          storeScaledRow(b, loc, accumulator, reciprocalOrZero(b, loc, state),
                          op.getPartialOutput(), rowIndices, headDim);
           memref::StoreOp::create(b, loc, logSumExp(b, loc, state),
                                   op.getPartialLse(), rowIndices);
@@ -453,7 +458,7 @@ struct MergeOpLowering : OpConversionPattern<MergeOp> {
                                              b, loc, state[0], weight)});
                   })
                   .getResult(0);
-          Value normalizer = reciprocalOrZero(b, loc, sum);
+          Value normalizer = reciprocalOrZero(b, loc, {max, sum});
           scf::ForOp::create(
               b, loc, zero, indexConstant(b, loc, headDim), one, ValueRange{},
               [&](OpBuilder &b, Location loc, Value dim, ValueRange) {
