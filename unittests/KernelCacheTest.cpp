@@ -104,6 +104,9 @@ TEST_F(KernelCache, KeyChangesWithEveryField) {
       {"batch", [](KernelConfig &c) { c.batch = 2; }},
       {"maxLength", [](KernelConfig &c) { c.maxLength = 8192; }},
       {"smCount", [](KernelConfig &c) { c.smCount = 108; }},
+      {"blocksPerSM", [](KernelConfig &c) { c.blocksPerSM = 1; }},
+      {"minChunkLength", [](KernelConfig &c) { c.minChunkLength = 256; }},
+      {"maxSplits", [](KernelConfig &c) { c.maxSplits = 16; }},
       {"arch", [](KernelConfig &c) { c.arch = "sm_80"; }},
       {"ptxVersion", [](KernelConfig &c) { c.ptxVersion = 81; }},
   };

@@ -64,13 +64,7 @@ CPUAttentionKernel::compile(const KernelConfig &config) {
   kernel->config = config;
   if (config.splitKV) {
     PassManager splitPipeline(&context);
-    mlir::fd::FDSplitKVOptions options;
-    options.numSplits = config.numSplits;
-    options.chunkLength = config.chunkLength;
-    options.smCount = config.smCount;
-    options.batchHint = config.batch;
-    options.maxLengthHint = config.maxLength;
-    splitPipeline.addPass(mlir::fd::createFDSplitKV(options));
+    splitPipeline.addPass(mlir::fd::createFDSplitKV(getSplitKVOptions(config)));
     if (failed(splitPipeline.run(*module)))
       return diagnostics.failure("fd-split-kv");
     module->walk([&](mlir::fd::PartialAttentionOp op) {

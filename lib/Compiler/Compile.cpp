@@ -31,22 +31,20 @@ class Compilation {
 public:
   explicit Compilation(const KernelConfig &config)
       : context(makeRegistry(), MLIRContext::Threading::DISABLED),
-        diagnostics(context), module(buildAttentionModule(context, config)) {
-    options.chip = config.arch;
-    options.ptxVersion = config.ptxVersion;
+        diagnostics(context), module(buildAttentionModule(context, config)),
+        split(getSplitKVOptions(config)) {
+    target.chip = config.arch;
+    target.ptxVersion = config.ptxVersion;
     // fd.attention always goes through fd-split-kv on the GPU: num-splits=1
     // is the unsplit kernel.
-    options.numSplits = config.splitKV ? config.numSplits : 1;
-    options.smCount = config.smCount;
-    options.chunkLength = config.chunkLength;
-    options.batch = config.batch;
-    options.maxLength = config.maxLength;
+    if (!config.splitKV)
+      split.numSplits = 1;
   }
 
   /// Runs the stages first..last on the module.
   llvm::Error run(PTXStage first, PTXStage last) {
     PassManager pm(&context);
-    buildLowerToPTXPipeline(pm, options, first, last);
+    buildLowerToPTXPipeline(pm, target, split, first, last);
     if (failed(pm.run(*module)))
       return diagnostics.failure("fd-lower-to-ptx");
     return llvm::Error::success();
@@ -64,7 +62,8 @@ private:
   MLIRContext context;
   DiagnosticCollector diagnostics;
   OwningOpRef<ModuleOp> module;
-  LowerToPTXOptions options;
+  PTXTarget target;
+  mlir::fd::FDSplitKVOptions split;
 };
 
 std::string printIR(ModuleOp module) {
@@ -112,23 +111,18 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
   if (config.withLse)
     mergeParams.push_back(param("lse", "ptr"));
 
-  llvm::json::Object configJson{
-      {"head_dim", config.headDim},
-      {"num_q_heads", config.numQueryHeads},
-      {"num_kv_heads", config.numKVHeads},
-      {"query_len", config.queryLength},
-      {"dtype", getElementTypeName(config.elementType)},
-      {"kv_layout", getCacheLayoutName(config.cacheLayout)},
-      {"page_size", config.pageSize},
-      {"chunk_length", config.chunkLength},
-      {"with_lse", config.withLse},
-      {"arch", config.arch},
-      {"ptx_version", config.ptxVersion},
-      {"planned_batch", config.batch},
-      {"planned_max_len", config.maxLength},
-      {"sm_count", config.smCount}};
-  if (config.scale)
-    configJson["scale"] = static_cast<double>(*config.scale);
+  llvm::json::Object configJson;
+  config.forEachField(
+      [&](const char *name, const KernelConfig::FieldValue &value) {
+        if (auto *integer = std::get_if<int64_t>(&value))
+          configJson[name] = *integer;
+        else if (auto *flag = std::get_if<bool>(&value))
+          configJson[name] = *flag;
+        else if (auto *string = std::get_if<std::string>(&value))
+          configJson[name] = *string;
+        else if (auto &scale = std::get<std::optional<float>>(value))
+          configJson[name] = static_cast<double>(*scale);
+      });
 
   llvm::json::Object manifest{
       {"compiler_version", getCompilerVersion()},

@@ -38,8 +38,12 @@ std::string KernelConfig::validate() const {
     return "batch (for planning) must be >= 1, got " + text(batch);
   if (maxLength < 0)
     return "max_len (for planning) must be >= 0, got " + text(maxLength);
-  if (smCount < 1)
-    return "sm_count must be >= 1, got " + text(smCount);
+  // The planner's limits, stated once (by the planner), under this
+  // struct's field names.
+  std::string planner = validateSplitPlannerInputs(
+      batch, numKVHeads, maxLength, getPlannerOptions(), /*wordSeparator=*/'_');
+  if (!planner.empty())
+    return planner;
   int minimumPTX = mlir::fd::getMinimumPTXVersion(arch);
   if (minimumPTX == 0)
     return "arch '" + arch +
@@ -50,32 +54,59 @@ std::string KernelConfig::validate() const {
   return "";
 }
 
+SplitPlannerOptions KernelConfig::getPlannerOptions() const {
+  SplitPlannerOptions options;
+  options.smCount = smCount;
+  options.blocksPerSM = blocksPerSM;
+  options.minChunkLength = minChunkLength;
+  options.maxSplits = maxSplits;
+  return options;
+}
+
+void KernelConfig::forEachField(
+    const std::function<void(const char *, const FieldValue &)> &visit) const {
+  visit("head_dim", headDim);
+  visit("num_q_heads", numQueryHeads);
+  visit("num_kv_heads", numKVHeads);
+  visit("query_len", queryLength);
+  visit("dtype", std::string(getElementTypeName(elementType)));
+  visit("kv_layout", std::string(getCacheLayoutName(cacheLayout)));
+  visit("page_size", pageSize);
+  visit("split_kv", splitKV);
+  visit("requested_num_splits", numSplits);
+  visit("chunk_length", chunkLength);
+  visit("scale", scale);
+  visit("with_lse", withLse);
+  visit("planned_batch", batch);
+  visit("planned_max_len", maxLength);
+  visit("sm_count", smCount);
+  visit("blocks_per_sm", blocksPerSM);
+  visit("min_chunk_length", minChunkLength);
+  visit("max_splits", maxSplits);
+  visit("arch", arch);
+  visit("ptx_version", static_cast<int64_t>(ptxVersion));
+}
+
 std::string KernelConfig::toString() const {
   std::string text;
-  auto field = [&](const char *name, const std::string &value) {
-    text += std::string(text.empty() ? "" : " ") + name + "=" + value;
-  };
-  field("head_dim", std::to_string(headDim));
-  field("num_q_heads", std::to_string(numQueryHeads));
-  field("num_kv_heads", std::to_string(numKVHeads));
-  field("query_len", std::to_string(queryLength));
-  field("dtype", getElementTypeName(elementType));
-  field("kv_layout", getCacheLayoutName(cacheLayout));
-  field("page_size", std::to_string(pageSize));
-  field("split_kv", splitKV ? "1" : "0");
-  field("num_splits", std::to_string(numSplits));
-  field("chunk_length", std::to_string(chunkLength));
-  // Hex float: exact, so two scales that differ in the last bit differ here.
-  char scaleText[32] = "default";
-  if (scale)
-    std::snprintf(scaleText, sizeof(scaleText), "%a", *scale);
-  field("scale", scaleText);
-  field("with_lse", withLse ? "1" : "0");
-  field("batch", std::to_string(batch));
-  field("max_len", std::to_string(maxLength));
-  field("sm_count", std::to_string(smCount));
-  field("arch", arch);
-  field("ptx_version", std::to_string(ptxVersion));
+  forEachField([&](const char *name, const FieldValue &value) {
+    std::string printed;
+    if (auto *integer = std::get_if<int64_t>(&value))
+      printed = std::to_string(*integer);
+    else if (auto *flag = std::get_if<bool>(&value))
+      printed = *flag ? "1" : "0";
+    else if (auto *string = std::get_if<std::string>(&value))
+      printed = *string;
+    else if (auto &scale = std::get<std::optional<float>>(value)) {
+      // Hex float: exact, so two scales that differ in the last bit differ.
+      char hex[32];
+      std::snprintf(hex, sizeof(hex), "%a", *scale);
+      printed = hex;
+    } else {
+      printed = "default";
+    }
+    text += std::string(text.empty() ? "" : " ") + name + "=" + printed;
+  });
   return text;
 }
 

@@ -61,23 +61,31 @@ void buildLowerToCPUPipeline(OpPassManager &pm) {
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
-void buildLowerToPTXPipeline(OpPassManager &pm,
-                             const LowerToPTXOptions &options,
+mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelConfig &config) {
+  mlir::fd::FDSplitKVOptions split;
+  split.numSplits = config.numSplits;
+  split.chunkLength = config.chunkLength;
+  split.batchHint = config.batch;
+  split.maxLengthHint = config.maxLength;
+  SplitPlannerOptions planner = config.getPlannerOptions();
+  split.smCount = planner.smCount;
+  split.blocksPerSM = planner.blocksPerSM;
+  split.minChunkLength = planner.minChunkLength;
+  split.maxSplits = planner.maxSplits;
+  return split;
+}
+
+void buildLowerToPTXPipeline(OpPassManager &pm, const PTXTarget &target,
+                             const mlir::fd::FDSplitKVOptions &split,
                              PTXStage firstStage, PTXStage lastStage) {
   auto runs = [&](PTXStage stage) {
     return firstStage <= stage && stage <= lastStage;
   };
   if (runs(PTXStage::Split)) {
-    mlir::fd::FDCheckNVVMTargetOptions target;
-    target.chip = options.chip;
-    target.ptxVersion = options.ptxVersion;
-    pm.addPass(mlir::fd::createFDCheckNVVMTarget(target));
-    mlir::fd::FDSplitKVOptions split;
-    split.numSplits = options.numSplits;
-    split.smCount = options.smCount;
-    split.chunkLength = options.chunkLength;
-    split.batchHint = options.batch;
-    split.maxLengthHint = options.maxLength;
+    mlir::fd::FDCheckNVVMTargetOptions check;
+    check.chip = target.chip;
+    check.ptxVersion = target.ptxVersion;
+    pm.addPass(mlir::fd::createFDCheckNVVMTarget(check));
     pm.addPass(mlir::fd::createFDSplitKV(split));
   }
   if (runs(PTXStage::GPU)) {
@@ -94,11 +102,11 @@ void buildLowerToPTXPipeline(OpPassManager &pm,
     kernels.addPass(createReconcileUnrealizedCastsPass());
   }
   if (runs(PTXStage::PTX)) {
-    GpuNVVMAttachTargetOptions target;
-    target.chip = options.chip;
-    target.features = "+ptx" + std::to_string(options.ptxVersion);
-    target.optLevel = 3;
-    pm.addPass(createGpuNVVMAttachTarget(target));
+    GpuNVVMAttachTargetOptions attach;
+    attach.chip = target.chip;
+    attach.features = "+ptx" + std::to_string(target.ptxVersion);
+    attach.optLevel = 3;
+    pm.addPass(createGpuNVVMAttachTarget(attach));
     GpuModuleToBinaryPassOptions binary;
     binary.compilationTarget = "isa";
     pm.addPass(createGpuModuleToBinaryPass(binary));
@@ -136,7 +144,16 @@ void registerFDPassesAndPipelines() {
       "Split fd.attention, lower it to GPU kernels and emit PTX "
       "(gpu.binary, format=isa)",
       [](OpPassManager &pm, const LowerToPTXOptions &options) {
-        buildLowerToPTXPipeline(pm, options);
+        mlir::fd::FDSplitKVOptions split;
+        split.numSplits = options.numSplits;
+        split.smCount = options.smCount;
+        split.blocksPerSM = options.blocksPerSM;
+        split.minChunkLength = options.minChunkLength;
+        split.maxSplits = options.maxSplits;
+        split.chunkLength = options.chunkLength;
+        split.batchHint = options.batch;
+        split.maxLengthHint = options.maxLength;
+        buildLowerToPTXPipeline(pm, {options.chip, options.ptxVersion}, split);
       });
 }
 

@@ -29,16 +29,23 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
 
 std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
                                        int64_t maxLength,
-                                       const SplitPlannerOptions &options) {
-  auto positive = [](const char *name, int64_t value) {
-    return std::string(name) + " must be >= 1, got " + std::to_string(value);
+                                       const SplitPlannerOptions &options,
+                                       char wordSeparator) {
+  auto name = [&](std::string words) {
+    for (char &c : words)
+      if (c == '-')
+        c = wordSeparator;
+    return words;
+  };
+  auto positive = [&](const char *input, int64_t value) {
+    return name(input) + " must be >= 1, got " + std::to_string(value);
   };
   if (batch < 1)
     return positive("batch", batch);
   if (numKVHeads < 1)
     return positive("num-kv-heads", numKVHeads);
   if (maxLength < 0)
-    return "max-len must be >= 0, got " + std::to_string(maxLength);
+    return name("max-len") + " must be >= 0, got " + std::to_string(maxLength);
   if (options.smCount < 1)
     return positive("sm-count", options.smCount);
   if (options.blocksPerSM < 1)

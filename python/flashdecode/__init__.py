@@ -33,9 +33,22 @@ __all__ = ["compile", "plan_splits", "decode_attention", "Kernel", "Decoder",
 CudaError = _native.CudaError
 
 
-def plan_splits(batch, num_kv_heads, max_len, sm_count=132):
-    """The split count fd-split-kv chooses for this problem (same function)."""
-    return _native.plan_splits(batch, num_kv_heads, max_len, sm_count)
+def _planner_options(blocks_per_sm, min_chunk_length, max_splits):
+    """The planner knobs given (None: the planner's default) as keywords."""
+    given = {"blocks_per_sm": blocks_per_sm,
+             "min_chunk_length": min_chunk_length, "max_splits": max_splits}
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def plan_splits(batch, num_kv_heads, max_len, sm_count=132, *,
+                blocks_per_sm=None, min_chunk_length=None, max_splits=None):
+    """The split count fd-split-kv chooses for this problem (same function).
+
+    blocks_per_sm (4), min_chunk_length (128), max_splits (128): the
+    planner's knobs (docs/SplitHeuristic.md); None keeps the default."""
+    return _native.plan_splits(
+        batch, num_kv_heads, max_len, sm_count,
+        **_planner_options(blocks_per_sm, min_chunk_length, max_splits))
 
 
 class Kernel:
@@ -58,16 +71,20 @@ class Kernel:
 def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
             num_splits="auto", kv_layout="NHD", arch="sm_90", batch=1,
             max_len=4096, *, query_len=1, scale=None, return_lse=False,
-            sm_count=132):
+            sm_count=132, blocks_per_sm=None, min_chunk_length=None,
+            max_splits=None):
     """Compiles the GPU kernels of one configuration (through the JIT cache).
 
     No device is involved, so ``arch`` and ``sm_count`` default to an H200's;
-    decode_attention(backend="cuda") and Decoder ask the GPU instead."""
+    decode_attention(backend="cuda") and Decoder ask the GPU instead.
+    blocks_per_sm, min_chunk_length, max_splits: the split planner's knobs
+    for num_splits="auto" (see plan_splits); None keeps the default."""
     splits, split_kv = _split_options(num_splits)
     ptx, manifest, chosen = _native.compile(_native.KernelConfig(
         head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),
         kv_layout, 0, splits, split_kv, scale, return_lse, batch, max_len,
-        sm_count, arch))
+        sm_count, arch,
+        **_planner_options(blocks_per_sm, min_chunk_length, max_splits)))
     return Kernel(ptx, manifest, chosen)
 
 

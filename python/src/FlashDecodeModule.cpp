@@ -43,7 +43,8 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
                         int64_t pageSize, int64_t numSplits, bool splitKV,
                         std::optional<float> scale, bool withLse, int64_t batch,
                         int64_t maxLength, int64_t smCount,
-                        const std::string &arch) {
+                        const std::string &arch, int64_t blocksPerSM,
+                        int64_t minChunkLength, int64_t maxSplits) {
   KernelConfig config;
   config.headDim = headDim;
   config.numQueryHeads = numQueryHeads;
@@ -63,6 +64,9 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
   config.maxLength = maxLength;
   config.smCount = smCount;
   config.arch = arch;
+  config.blocksPerSM = blocksPerSM;
+  config.minChunkLength = minChunkLength;
+  config.maxSplits = maxSplits;
   std::string invalid = config.validate();
   if (!invalid.empty())
     throw py::value_error(invalid);
@@ -74,7 +78,10 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
       py::arg("query_len"), py::arg("dtype"), py::arg("kv_layout"),            \
       py::arg("page_size"), py::arg("num_splits"), py::arg("split_kv"),        \
       py::arg("scale"), py::arg("with_lse"), py::arg("batch"),                 \
-      py::arg("max_len"), py::arg("sm_count"), py::arg("arch")
+      py::arg("max_len"), py::arg("sm_count"), py::arg("arch"),                \
+      py::arg("blocks_per_sm") = KernelConfig().blocksPerSM,                   \
+      py::arg("min_chunk_length") = KernelConfig().minChunkLength,             \
+      py::arg("max_splits") = KernelConfig().maxSplits
 
 /// The data pointer of a C-contiguous array of exactly `bytes` bytes.
 void *checkedData(const py::array &array, size_t bytes, const char *name) {
@@ -353,18 +360,24 @@ PYBIND11_MODULE(_flashdecode, module) {
 
   module.def(
       "plan_splits",
-      [](int64_t batch, int64_t numKVHeads, int64_t maxLength,
-         int64_t smCount) {
+      [](int64_t batch, int64_t numKVHeads, int64_t maxLength, int64_t smCount,
+         int64_t blocksPerSM, int64_t minChunkLength, int64_t maxSplits) {
         SplitPlannerOptions options;
         options.smCount = smCount;
-        std::string invalid =
-            validateSplitPlannerInputs(batch, numKVHeads, maxLength, options);
+        options.blocksPerSM = blocksPerSM;
+        options.minChunkLength = minChunkLength;
+        options.maxSplits = maxSplits;
+        std::string invalid = validateSplitPlannerInputs(
+            batch, numKVHeads, maxLength, options, /*wordSeparator=*/'_');
         if (!invalid.empty())
           throw py::value_error(invalid);
         return planNumSplits(batch, numKVHeads, maxLength, options).numSplits;
       },
       py::arg("batch"), py::arg("num_kv_heads"), py::arg("max_len"),
-      py::arg("sm_count") = 132);
+      py::arg("sm_count") = SplitPlannerOptions().smCount,
+      py::arg("blocks_per_sm") = SplitPlannerOptions().blocksPerSM,
+      py::arg("min_chunk_length") = SplitPlannerOptions().minChunkLength,
+      py::arg("max_splits") = SplitPlannerOptions().maxSplits);
 
   // One configuration object, validated once, serves compile(), the CPU
   // kernels and the GPU plans.

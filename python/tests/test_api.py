@@ -44,3 +44,29 @@ def test_plan_splits_agrees_with_fd_opt(tmp_path, batch, kv_heads, max_len):
         capture_output=True, text=True, check=True)
     printed = int(re.search(r"splits=(\d+)", result.stderr).group(1))
     assert flashdecode.plan_splits(batch, kv_heads, max_len) == printed
+
+
+def test_planner_knobs_reach_the_plan_and_the_manifest():
+    # One block per SM per wave is the classic plan: 16 splits at B=1 L=32k.
+    assert flashdecode.plan_splits(1, 8, 32768) == 63
+    assert flashdecode.plan_splits(1, 8, 32768, blocks_per_sm=1) == 16
+    assert flashdecode.plan_splits(1, 8, 32768, max_splits=8) == 8
+    assert flashdecode.plan_splits(1, 8, 1024, min_chunk_length=512) <= 2
+    kernel = flashdecode.compile(128, 32, 8, batch=1, max_len=32768,
+                                 blocks_per_sm=1, max_splits=64)
+    assert kernel.num_splits == 16
+    config = kernel.manifest["config"]
+    assert (config["blocks_per_sm"], config["max_splits"],
+            config["min_chunk_length"]) == (1, 64, 128)
+    # Same configuration but for the knobs: a different cache entry.
+    assert flashdecode.compile(128, 32, 8, batch=1,
+                               max_len=32768).num_splits == 63
+
+
+@pytest.mark.parametrize("knob", ["blocks_per_sm", "min_chunk_length",
+                                  "max_splits"])
+def test_planner_knobs_are_checked(knob):
+    with pytest.raises(ValueError, match=f"{knob} must be >= 1, got 0"):
+        flashdecode.compile(128, 32, 8, **{knob: 0})
+    with pytest.raises(ValueError, match=f"{knob} must be >= 1, got 0"):
+        flashdecode.plan_splits(1, 8, 4096, **{knob: 0})

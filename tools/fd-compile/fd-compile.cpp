@@ -50,6 +50,9 @@ options:
   --batch N           batch size --num-splits auto plans for (1)
   --max-len N         cache length --num-splits auto plans for (4096)
   --sm-count N        SMs --num-splits auto plans for (132)
+  --blocks-per-sm N   blocks per SM in one wave of that plan (4)
+  --min-chunk-length N  shortest chunk that plan makes, in tokens (128)
+  --max-splits N      most splits that plan makes (128)
   --scale X           softmax scale (1/sqrt(head dim))
   --with-lse          the merge kernel also writes the log-sum-exp
   --arch A            sm_80, sm_86, sm_89, sm_90 or sm_90a (sm_90)
@@ -84,23 +87,21 @@ int main(int argc, char **argv) {
   std::string outputDirectory, emit;
   bool useCache = true;
 
+  // Flags that set one integer field.
+  const std::pair<const char *, int64_t *> integers[] = {
+      {"--head-dim", &config.headDim},
+      {"--num-q-heads", &config.numQueryHeads},
+      {"--num-kv-heads", &config.numKVHeads},
+      {"--query-len", &config.queryLength},
+      {"--page-size", &config.pageSize},
+      {"--chunk-length", &config.chunkLength},
+      {"--batch", &config.batch},
+      {"--max-len", &config.maxLength},
+      {"--sm-count", &config.smCount},
+      {"--blocks-per-sm", &config.blocksPerSM},
+      {"--min-chunk-length", &config.minChunkLength},
+      {"--max-splits", &config.maxSplits}};
   std::map<std::string, std::function<void(llvm::StringRef)>> valued = {
-      {"--head-dim",
-       [&](llvm::StringRef v) {
-         config.headDim = parseInteger("--head-dim", v);
-       }},
-      {"--num-q-heads",
-       [&](llvm::StringRef v) {
-         config.numQueryHeads = parseInteger("--num-q-heads", v);
-       }},
-      {"--num-kv-heads",
-       [&](llvm::StringRef v) {
-         config.numKVHeads = parseInteger("--num-kv-heads", v);
-       }},
-      {"--query-len",
-       [&](llvm::StringRef v) {
-         config.queryLength = parseInteger("--query-len", v);
-       }},
       {"--dtype",
        [&](llvm::StringRef v) {
          auto type = llvm::StringSwitch<std::optional<ElementType>>(v)
@@ -130,24 +131,6 @@ int main(int argc, char **argv) {
                       "' is not supported: expected "
                       "auto or a positive count");
        }},
-      {"--page-size",
-       [&](llvm::StringRef v) {
-         config.pageSize = parseInteger("--page-size", v);
-       }},
-      {"--chunk-length",
-       [&](llvm::StringRef v) {
-         config.chunkLength = parseInteger("--chunk-length", v);
-       }},
-      {"--batch",
-       [&](llvm::StringRef v) { config.batch = parseInteger("--batch", v); }},
-      {"--max-len",
-       [&](llvm::StringRef v) {
-         config.maxLength = parseInteger("--max-len", v);
-       }},
-      {"--sm-count",
-       [&](llvm::StringRef v) {
-         config.smCount = parseInteger("--sm-count", v);
-       }},
       {"--scale",
        [&](llvm::StringRef v) {
          double scale = 0.0;
@@ -163,6 +146,10 @@ int main(int argc, char **argv) {
       {"--emit", [&](llvm::StringRef v) { emit = v.str(); }},
       {"-o", [&](llvm::StringRef v) { outputDirectory = v.str(); }},
   };
+  for (auto [name, field] : integers)
+    valued[name] = [name = name, field = field](llvm::StringRef v) {
+      *field = parseInteger(name, v);
+    };
 
   for (int i = 1; i < argc; ++i) {
     llvm::StringRef flag = argv[i];
@@ -181,13 +168,13 @@ int main(int argc, char **argv) {
     // --flag=value is accepted too.
     auto [name, inlineValue] = flag.split('=');
     auto handler = valued.find(name.str());
-    if (handler == valued.end())
-      usageError("unknown flag '" + flag +
-                 "'; accepted: --head-dim, --num-q-heads, --num-kv-heads, "
-                 "--query-len, --dtype, --kv-layout, --page-size, --num-splits, "
-                 "--chunk-length, --batch, --max-len, --sm-count, --scale, "
-                 "--with-lse, --arch, --ptx-version, --emit, --no-cache, -o, "
-                 "--help");
+    if (handler == valued.end()) {
+      std::string accepted;
+      for (const auto &entry : valued)
+        accepted += entry.first + ", ";
+      usageError("unknown flag '" + flag + "'; accepted: " + accepted +
+                 "--with-lse, --no-cache, --help");
+    }
     if (flag.contains('=')) {
       handler->second(inlineValue);
       continue;

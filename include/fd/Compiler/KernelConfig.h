@@ -3,9 +3,13 @@
 #ifndef FD_COMPILER_KERNELCONFIG_H
 #define FD_COMPILER_KERNELCONFIG_H
 
+#include "fd/Planning/SplitPlanner.h"
+
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <variant>
 
 namespace fd {
 
@@ -39,6 +43,10 @@ struct KernelConfig {
   int64_t batch = 1;
   int64_t maxLength = 4096;
   int64_t smCount = 132;
+  /// The split planner's other knobs (fd/Planning/SplitPlanner.h).
+  int64_t blocksPerSM = 4;
+  int64_t minChunkLength = 128;
+  int64_t maxSplits = 128;
   /// GPU target of the PTX: sm_80, sm_86, sm_89, sm_90, sm_90a.
   std::string arch = "sm_90";
   /// PTX ISA version times ten; at least what `arch` needs (78 for sm_90).
@@ -47,6 +55,20 @@ struct KernelConfig {
   /// An empty string when the configuration is supported, otherwise a
   /// sentence naming the field and the accepted values.
   std::string validate() const;
+
+  /// What the automatic split choice is planned with.
+  SplitPlannerOptions getPlannerOptions() const;
+
+  /// A field's value: integers, flags, names, and the scale (absent: the
+  /// default 1/sqrt(D)).
+  using FieldValue =
+      std::variant<int64_t, bool, std::string, std::optional<float>>;
+  /// Every field, in a fixed order, under its manifest name: the one list
+  /// that toString() (the JIT cache key) and the manifest's "config" are
+  /// written from, so a new field reaches both.
+  void forEachField(
+      const std::function<void(const char *name, const FieldValue &value)>
+          &visit) const;
 
   /// Every field as `name=value` pairs in a fixed order: equal strings mean
   /// equal configurations (the JIT cache hashes it).

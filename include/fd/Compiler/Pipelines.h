@@ -3,6 +3,9 @@
 #ifndef FD_COMPILER_PIPELINES_H
 #define FD_COMPILER_PIPELINES_H
 
+#include "fd/Compiler/KernelConfig.h"
+#include "fd/Dialect/FD/Transforms/Passes.h"
+
 #include "mlir/Pass/PassOptions.h"
 
 #include <string>
@@ -31,6 +34,15 @@ struct LowerToPTXOptions : mlir::PassPipelineOptions<LowerToPTXOptions> {
   Option<int64_t> smCount{*this, "sm-count",
                           llvm::cl::desc("fd-split-kv sm-count"),
                           llvm::cl::init(132)};
+  Option<int64_t> blocksPerSM{*this, "blocks-per-sm",
+                              llvm::cl::desc("fd-split-kv blocks-per-sm"),
+                              llvm::cl::init(4)};
+  Option<int64_t> minChunkLength{*this, "min-chunk-length",
+                                 llvm::cl::desc("fd-split-kv min-chunk-length"),
+                                 llvm::cl::init(128)};
+  Option<int64_t> maxSplits{*this, "max-splits",
+                            llvm::cl::desc("fd-split-kv max-splits"),
+                            llvm::cl::init(128)};
   Option<int64_t> chunkLength{*this, "chunk-length",
                               llvm::cl::desc("fd-split-kv chunk-length"),
                               llvm::cl::init(0)};
@@ -53,10 +65,20 @@ enum class PTXStage {
   PTX,
 };
 
-/// fd ops -> split -> GPU kernels -> NVVM -> PTX: the passes of the stages
-/// `firstStage` to `lastStage`.
-void buildLowerToPTXPipeline(mlir::OpPassManager &pm,
-                             const LowerToPTXOptions &options,
+/// The GPU a PTX pipeline compiles for.
+struct PTXTarget {
+  std::string chip = "sm_90";
+  int ptxVersion = 80;
+};
+
+/// fd-split-kv's options for a kernel configuration: the one mapping from
+/// KernelConfig to the pass, for the GPU and the CPU compilations alike.
+mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelConfig &config);
+
+/// fd ops -> split (with `split`) -> GPU kernels -> NVVM -> PTX for
+/// `target`: the passes of the stages `firstStage` to `lastStage`.
+void buildLowerToPTXPipeline(mlir::OpPassManager &pm, const PTXTarget &target,
+                             const mlir::fd::FDSplitKVOptions &split,
                              PTXStage firstStage = PTXStage::Split,
                              PTXStage lastStage = PTXStage::PTX);
 

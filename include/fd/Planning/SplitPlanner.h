@@ -75,10 +75,13 @@ SplitPlan planNumSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
                         const SplitPlannerOptions &options = {});
 
 /// An empty string when the inputs are valid, otherwise a sentence naming the
-/// offending input and what is accepted.
+/// offending input and what is accepted. Names are written with
+/// `wordSeparator` between words: '-' as fd-split-kv and the tools spell
+/// them (`sm-count`), '_' as KernelConfig and Python do (`sm_count`).
 std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
                                        int64_t maxLength,
-                                       const SplitPlannerOptions &options);
+                                       const SplitPlannerOptions &options,
+                                       char wordSeparator = '-');
 
 /// A one-line account of a plan: splits, blocks, waves, efficiency, chunk.
 std::string describeSplitPlan(const SplitPlan &plan);

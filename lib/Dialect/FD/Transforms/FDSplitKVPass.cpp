@@ -24,7 +24,7 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    SplitKVOptions options;
+    FDSplitKVOptions options;
     options.numSplits = numSplits;
     options.smCount = smCount;
     options.blocksPerSM = blocksPerSM;
@@ -33,6 +33,7 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
     options.chunkLength = chunkLength;
     options.batchHint = batchHint;
     options.maxLengthHint = maxLengthHint;
+    options.report = report;
     options.workspaceArgument = workspaceArgument;
 
     // Every decode-shaped op must get a split count before anything is
@@ -104,7 +105,7 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
 
   /// A remark saying what the split count does on the machine and where it
   /// came from.
-  void reportChoice(AttentionOp op, const SplitKVOptions &options,
+  void reportChoice(AttentionOp op, const FDSplitKVOptions &options,
                     int64_t splits) {
     AttentionGeometry geometry = op.getGeometry();
     int64_t batch = ShapedType::isDynamic(geometry.batch) ? options.batchHint
@@ -112,9 +113,7 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
     int64_t maxLength = ShapedType::isDynamic(geometry.maxLength)
                             ? options.maxLengthHint
                             : geometry.maxLength;
-    ::fd::SplitPlannerOptions plannerOptions;
-    plannerOptions.smCount = options.smCount;
-    plannerOptions.blocksPerSM = options.blocksPerSM;
+    ::fd::SplitPlannerOptions plannerOptions = getSplitPlannerOptions(options);
     StringRef source = options.numSplits > 0     ? "num-splits option"
                        : options.chunkLength > 0 ? "chunk-length option"
                                                  : "auto";

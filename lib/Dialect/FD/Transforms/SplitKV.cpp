@@ -38,8 +38,18 @@ static FailureOr<int64_t> staticOrHint(AttentionOp op, int64_t dim,
   return failure();
 }
 
+::fd::SplitPlannerOptions
+mlir::fd::getSplitPlannerOptions(const FDSplitKVOptions &options) {
+  ::fd::SplitPlannerOptions planner;
+  planner.smCount = options.smCount;
+  planner.blocksPerSM = options.blocksPerSM;
+  planner.minChunkLength = options.minChunkLength;
+  planner.maxSplits = options.maxSplits;
+  return planner;
+}
+
 FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
-                                              const SplitKVOptions &options,
+                                              const FDSplitKVOptions &options,
                                               bool emitErrors) {
   auto fail = [&](const Twine &message) -> FailureOr<int64_t> {
     if (emitErrors)
@@ -76,11 +86,7 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
     return std::clamp<int64_t>(numSplits, 1, options.maxSplits);
   }
 
-  ::fd::SplitPlannerOptions plannerOptions;
-  plannerOptions.smCount = options.smCount;
-  plannerOptions.blocksPerSM = options.blocksPerSM;
-  plannerOptions.minChunkLength = options.minChunkLength;
-  plannerOptions.maxSplits = options.maxSplits;
+  ::fd::SplitPlannerOptions plannerOptions = getSplitPlannerOptions(options);
   std::string invalid = ::fd::validateSplitPlannerInputs(
       *batch, geometry.numKVHeads, *maxLength, plannerOptions);
   if (!invalid.empty())
@@ -105,7 +111,7 @@ Value findWorkspaceArgument(Operation *op) {
 
 /// fd.attention (Lq <= 8) -> workspace + fd.partial_attention + fd.merge.
 struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
-  SplitDecodeAttention(MLIRContext *context, const SplitKVOptions &options)
+  SplitDecodeAttention(MLIRContext *context, const FDSplitKVOptions &options)
       : OpRewritePattern(context), options(options) {}
 
   LogicalResult matchAndRewrite(AttentionOp op,
@@ -192,12 +198,12 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
     return success();
   }
 
-  SplitKVOptions options;
+  FDSplitKVOptions options;
 };
 
 } // namespace
 
 void mlir::fd::populateSplitKVPatterns(RewritePatternSet &patterns,
-                                       const SplitKVOptions &options) {
+                                       const FDSplitKVOptions &options) {
   patterns.add<SplitDecodeAttention>(patterns.getContext(), options);
 }

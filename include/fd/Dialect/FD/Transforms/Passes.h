@@ -4,6 +4,7 @@
 #define FD_DIALECT_FD_TRANSFORMS_PASSES_H
 
 #include "fd/Dialect/FD/IR/FD.h"
+#include "fd/Planning/SplitPlanner.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir {
@@ -15,23 +16,10 @@ namespace mlir::fd {
 #define GEN_PASS_DECL
 #include "fd/Dialect/FD/Transforms/Passes.h.inc"
 
-/// How `fd-split-kv` chooses S for one `fd.attention`.
-struct SplitKVOptions {
-  /// 0 = automatic.
-  int64_t numSplits = 0;
-  int64_t smCount = 132;
-  int64_t blocksPerSM = 4;
-  int64_t minChunkLength = 128;
-  int64_t maxSplits = 128;
-  /// 0 = chunks follow each sequence's length.
-  int64_t chunkLength = 0;
-  /// Used when the batch / cache length of the op is dynamic (0 = unknown).
-  int64_t batchHint = 0;
-  int64_t maxLengthHint = 0;
-  /// Take the workspace from the enclosing function's argument marked
-  /// `fd.workspace` (the pass adds it) instead of allocating it.
-  bool workspaceArgument = false;
-};
+/// What the split planner is asked with `options`: the one mapping from
+/// the pass's options to the planner's.
+::fd::SplitPlannerOptions
+getSplitPlannerOptions(const FDSplitKVOptions &options);
 
 /// The argument attribute marking a function's workspace argument.
 constexpr const char *kWorkspaceArgumentAttrName = "fd.workspace";
@@ -42,14 +30,14 @@ bool isDecodeShaped(AttentionOp op);
 /// The split count `options` give `op`, or a failure explaining what is
 /// missing (reported on `op` when `emitErrors`).
 FailureOr<int64_t> resolveNumSplits(AttentionOp op,
-                                    const SplitKVOptions &options,
+                                    const FDSplitKVOptions &options,
                                     bool emitErrors);
 
 /// Patterns rewriting decode-shaped fd.attention into fd.partial_attention +
-/// fd.merge over an explicit workspace. The ops must have valid options
-/// (check with resolveNumSplits first).
+/// fd.merge over an explicit workspace, with the pass's own options. The ops
+/// must have valid options (check with resolveNumSplits first).
 void populateSplitKVPatterns(RewritePatternSet &patterns,
-                             const SplitKVOptions &options);
+                             const FDSplitKVOptions &options);
 
 #define GEN_PASS_REGISTRATION
 #include "fd/Dialect/FD/Transforms/Passes.h.inc"
