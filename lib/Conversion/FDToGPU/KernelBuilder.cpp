@@ -1,0 +1,87 @@
+//===- KernelBuilder.cpp - Building blocks of the fd GPU kernels ----------===//
+
+#include "KernelBuilder.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+using namespace mlir;
+
+namespace mlir::fd::detail {
+
+ChunkBounds emitChunkBounds(KernelEmitter &e, Value seqLens, Value batch,
+                            Value split, Value maxLength, int64_t numSplits,
+                            std::optional<int64_t> chunkLength) {
+  Value length = e.load(e.b.getI32Type(), seqLens, e.b.getI32Type(), batch, 4);
+  length = arith::IndexCastOp::create(e.b, e.loc, e.b.getIndexType(), length);
+  length = e.min(e.max(length, e.index(0)), maxLength);
+  Value chunk =
+      arith::CeilDivSIOp::create(e.b, e.loc, length, e.index(numSplits));
+  if (chunkLength)
+    chunk = e.max(chunk, e.index(*chunkLength));
+  Value begin = e.min(e.mul(split, chunk), length);
+  Value end = e.min(e.add(begin, chunk), length);
+  return {length, begin, end};
+}
+
+void combineStates(KernelEmitter &e, RowState &state, const RowState &other) {
+  Value newMax = arith::MaximumFOp::create(e.b, e.loc, state.max, other.max);
+  auto weight = [&](Value max) {
+    return e.select(e.isNegInf(max), e.f32(0.0), e.exp2(e.sub(max, newMax)));
+  };
+  Value own = weight(state.max), theirs = weight(other.max);
+  state.sum = e.fma(state.sum, own, e.mul(other.sum, theirs));
+  for (auto [mine, their] :
+       llvm::zip_equal(state.accumulator, other.accumulator))
+    mine = e.fma(mine, own, e.mul(their, theirs));
+  state.max = newMax;
+}
+
+gpu::GPUFuncOp createKernel(Operation *anchor, StringRef name,
+                            TypeRange arguments, TypeRange workgroupBuffers,
+                            ArrayRef<int32_t> blockSize,
+                            PatternRewriter &rewriter) {
+  auto module = anchor->getParentOfType<ModuleOp>();
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                  rewriter.getUnitAttr());
+  std::string uniqueName = name.str();
+  for (int suffix = 1; module.lookupSymbol(uniqueName); ++suffix)
+    uniqueName = (name + "_" + Twine(suffix)).str();
+
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPointToEnd(module.getBody());
+  auto kernels =
+      gpu::GPUModuleOp::create(rewriter, anchor->getLoc(), uniqueName);
+  rewriter.setInsertionPointToStart(kernels.getBody());
+  auto kernel = gpu::GPUFuncOp::create(rewriter, anchor->getLoc(), uniqueName,
+                                       rewriter.getFunctionType(arguments, {}),
+                                       workgroupBuffers);
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                  rewriter.getUnitAttr());
+  // The kernels move workgroup memory 16 bytes at a time (.v4): align every
+  // buffer to that, not just to its element.
+  for (unsigned i = 0; i < workgroupBuffers.size(); ++i)
+    kernel.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
+                                       rewriter.getI64IntegerAttr(16));
+  if (!blockSize.empty())
+    kernel.setKnownBlockSizeAttr(rewriter.getDenseI32ArrayAttr(blockSize));
+  return kernel;
+}
+
+Value globalPointer(OpBuilder &b, Location loc, Value memref) {
+  Value address =
+      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
+  address = arith::IndexCastOp::create(b, loc, b.getI64Type(), address);
+  return LLVM::IntToPtrOp::create(
+      b, loc, LLVM::LLVMPointerType::get(b.getContext(), kGlobalAddressSpace),
+      address);
+}
+
+LogicalResult checkContiguous(Operation *op, PatternRewriter &rewriter) {
+  for (Value operand : op->getOperands())
+    if (auto type = dyn_cast<MemRefType>(operand.getType());
+        type && !type.getLayout().isIdentity())
+      return rewriter.notifyMatchFailure(op, "non-contiguous memref operand");
+  return success();
+}
+
+} // namespace mlir::fd::detail

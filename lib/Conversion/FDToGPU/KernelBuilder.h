@@ -1,0 +1,178 @@
+//===- KernelBuilder.h - Building blocks of the fd GPU kernels --*- C++ -*-===//
+//
+// Private to the FDToGPU lowering: an emitter with short names for the ops
+// the kernels are written in, the chunk bounds of a split, the online-softmax
+// state of a row and its combination, and one gpu.module per kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_LIB_CONVERSION_FDTOGPU_KERNELBUILDER_H
+#define FD_LIB_CONVERSION_FDTOGPU_KERNELBUILDER_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <limits>
+#include <optional>
+
+namespace mlir::fd::detail {
+
+constexpr unsigned kGlobalAddressSpace = 1;
+
+/// Emits arithmetic inside a kernel with short names for the common ops.
+struct KernelEmitter {
+  OpBuilder &b;
+  Location loc;
+
+  Value index(int64_t value) {
+    return arith::ConstantIndexOp::create(b, loc, value);
+  }
+  Value f32(double value) {
+    return arith::ConstantOp::create(
+        b, loc, b.getF32FloatAttr(static_cast<float>(value)));
+  }
+  Value negInf() { return f32(-std::numeric_limits<float>::infinity()); }
+  Value i32(int64_t value) {
+    return arith::ConstantIntOp::create(b, loc, b.getI32Type(), value);
+  }
+  Value add(Value lhs, Value rhs) {
+    if (isa<FloatType>(lhs.getType()))
+      return arith::AddFOp::create(b, loc, lhs, rhs);
+    return arith::AddIOp::create(b, loc, lhs, rhs);
+  }
+  Value mul(Value lhs, Value rhs) {
+    if (isa<FloatType>(lhs.getType()))
+      return arith::MulFOp::create(b, loc, lhs, rhs);
+    return arith::MulIOp::create(b, loc, lhs, rhs);
+  }
+  /// a * b + c rounded once (fma.rn.f32): one instruction and one latency
+  /// where mul.rn + add.rn are two, and ptxas does not fuse those.
+  Value fma(Value a, Value b, Value c) {
+    return LLVM::FMAOp::create(this->b, loc, a, b, c);
+  }
+  Value sub(Value lhs, Value rhs) {
+    if (isa<FloatType>(lhs.getType()))
+      return arith::SubFOp::create(b, loc, lhs, rhs);
+    return arith::SubIOp::create(b, loc, lhs, rhs);
+  }
+  Value min(Value lhs, Value rhs) {
+    return arith::MinSIOp::create(b, loc, lhs, rhs);
+  }
+  Value max(Value lhs, Value rhs) {
+    return arith::MaxSIOp::create(b, loc, lhs, rhs);
+  }
+  Value select(Value condition, Value lhs, Value rhs) {
+    return arith::SelectOp::create(b, loc, condition, lhs, rhs);
+  }
+  Value lessThan(Value lhs, Value rhs) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, lhs, rhs);
+  }
+  Value equal(Value lhs, Value rhs) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lhs, rhs);
+  }
+  Value isNegInf(Value value) {
+    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, value,
+                                 negInf());
+  }
+  /// Whether a row whose running max is `max` saw a key: its max left
+  /// -inf. Decided by the max, not by the sum being positive, so that a NaN
+  /// score (a poisoned cache) propagates instead of reading as an empty row.
+  Value sawKeys(Value max) {
+    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, max,
+                                 negInf());
+  }
+  Value toI64(Value indexValue) {
+    return arith::IndexCastOp::create(b, loc, b.getI64Type(), indexValue);
+  }
+  Value toF32(Value value) {
+    if (value.getType().isF32())
+      return value;
+    return arith::ExtFOp::create(b, loc, b.getF32Type(), value);
+  }
+  /// 2^x and log2(x) as the SFU's ex2.approx / lg2.approx: no libdevice.
+  Value exp2(Value value) {
+    return intrinsic("llvm.nvvm.ex2.approx.f32", value);
+  }
+  Value log2(Value value) { return intrinsic("llvm.nvvm.lg2.approx.f", value); }
+  Value intrinsic(StringRef name, Value operand) {
+    return LLVM::CallIntrinsicOp::create(b, loc, b.getF32Type(),
+                                         b.getStringAttr(name),
+                                         ValueRange{operand})
+        .getResult(0);
+  }
+  Value shuffleXor(Value value, int64_t offset) {
+    return gpu::ShuffleOp::create(b, loc, value, offset, /*width=*/32,
+                                  gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  }
+  /// Address of element `offset` (an index) of a global array of `type`.
+  Value address(Value base, Type elementType, Value offset) {
+    return LLVM::GEPOp::create(b, loc, base.getType(), elementType, base,
+                               ValueRange{toI64(offset)});
+  }
+  Value load(Type type, Value base, Type elementType, Value offset,
+             unsigned alignment) {
+    return LLVM::LoadOp::create(b, loc, type,
+                                address(base, elementType, offset), alignment);
+  }
+  void store(Value value, Value base, Value offset) {
+    LLVM::StoreOp::create(b, loc, value, address(base, value.getType(), offset),
+                          value.getType().getIntOrFloatBitWidth() / 8);
+  }
+  Value extract(Value vector, int64_t position) {
+    return LLVM::ExtractElementOp::create(b, loc, vector, i32(position));
+  }
+  /// A loop `for (i = lower; i < upper; i += step)` with no results.
+  void forLoop(Value lower, Value upper, int64_t step,
+               function_ref<void(Value)> body) {
+    scf::ForOp::create(b, loc, lower, upper, index(step), ValueRange{},
+                       [&](OpBuilder &, Location, Value iv, ValueRange) {
+                         body(iv);
+                         scf::YieldOp::create(b, loc);
+                       });
+  }
+};
+
+/// The chunk [begin, end) of sequence `batch` that split `split` of
+/// `numSplits` covers, and the clamped sequence length, per the semantics of
+/// fd.partial_attention.
+struct ChunkBounds {
+  Value length, begin, end;
+};
+
+ChunkBounds emitChunkBounds(KernelEmitter &e, Value seqLens, Value batch,
+                            Value split, Value maxLength, int64_t numSplits,
+                            std::optional<int64_t> chunkLength);
+
+/// The online-softmax state of one query row in one lane group: running max
+/// and sum of 2^(score - max), and the lane's slice of sum p * v.
+struct RowState {
+  Value max, sum;
+  SmallVector<Value> accumulator;
+};
+
+/// Merges `other` into `state` (both partial softmaxes of the same row).
+void combineStates(KernelEmitter &e, RowState &state, const RowState &other);
+
+/// Creates `gpu.module @name { gpu.func @name kernel }` at the end of the
+/// enclosing module, with `name` uniqued there, and a known block size
+/// unless `blockSize` is empty. One module per kernel: each
+/// becomes its own PTX file and the runtime loads what it launches.
+gpu::GPUFuncOp createKernel(Operation *anchor, StringRef name,
+                            TypeRange arguments, TypeRange workgroupBuffers,
+                            ArrayRef<int32_t> blockSize,
+                            PatternRewriter &rewriter);
+
+/// The global address of a contiguous memref's data, for a kernel argument.
+Value globalPointer(OpBuilder &b, Location loc, Value memref);
+
+/// Fails the match (with a reason) when a memref operand is not contiguous:
+/// the kernels address every buffer as a dense row-major array.
+LogicalResult checkContiguous(Operation *op, PatternRewriter &rewriter);
+
+} // namespace mlir::fd::detail
+
+#endif // FD_LIB_CONVERSION_FDTOGPU_KERNELBUILDER_H

@@ -1,0 +1,135 @@
+//===- MergeKernel.cpp - fd.merge to a kernel -----------------------------===//
+//
+// One block per (query head, query token, sequence), one thread per output
+// element: the exact log-sum-exp merge of the split partials.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelBuilder.h"
+#include "PopulatePatterns.h"
+#include "fd/Conversion/FDToGPU/FDToGPU.h"
+#include "fd/Dialect/FD/IR/FD.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace mlir::fd;
+using namespace mlir::fd::detail;
+
+namespace {
+
+struct MergeToGPU : OpRewritePattern<MergeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MergeOp op,
+                                PatternRewriter &rewriter) const override {
+    if (failed(checkContiguous(op, rewriter)))
+      return failure();
+    auto partialType = cast<MemRefType>(op.getPartialOutput().getType());
+    ArrayRef<int64_t> shape = partialType.getShape();
+    int64_t headDim = shape.back();
+    int64_t numSplits = op.getNumSplits();
+    int64_t queryHeads = shape[shape.size() - 3];
+    int64_t queryLength = shape.size() == 5 ? shape[1] : 1;
+    Type outputElement =
+        cast<MemRefType>(op.getOutput().getType()).getElementType();
+    bool withLse = static_cast<bool>(op.getLse());
+
+    Type pointer =
+        LLVM::LLVMPointerType::get(rewriter.getContext(), kGlobalAddressSpace);
+    SmallVector<Type> arguments(withLse ? 4 : 3, pointer);
+    gpu::GPUFuncOp kernel =
+        createKernel(op, "fd_merge", arguments, {},
+                     {static_cast<int32_t>(headDim), 1, 1}, rewriter);
+    {
+      OpBuilder::InsertionGuard guard(rewriter);
+      Block &entry = kernel.getBody().front();
+      rewriter.setInsertionPointToStart(&entry);
+      KernelEmitter e{rewriter, kernel.getLoc()};
+      Value dim = gpu::ThreadIdOp::create(rewriter, e.loc, gpu::Dimension::x);
+      Value head = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::x);
+      Value token = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::y);
+      Value batch = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::z);
+      Value row = e.add(e.mul(e.add(e.mul(batch, e.index(queryLength)), token),
+                              e.index(queryHeads)),
+                        head);
+      Value firstSplit = e.mul(row, e.index(numSplits));
+      Type f32 = rewriter.getF32Type();
+      auto lseAt = [&](Value split) {
+        return e.load(f32, entry.getArgument(1), f32, e.add(firstSplit, split),
+                      4);
+      };
+      Value max =
+          scf::ForOp::create(
+              rewriter, e.loc, e.index(0), e.index(numSplits), e.index(1),
+              ValueRange{e.negInf()},
+              [&](OpBuilder &, Location, Value split, ValueRange state) {
+                scf::YieldOp::create(
+                    rewriter, e.loc,
+                    ValueRange{arith::MaximumFOp::create(
+                        rewriter, e.loc, state[0], lseAt(split))});
+              })
+              .getResult(0);
+      // All chunks empty: shift by 0 so every weight is exp(-inf) = 0.
+      Value shift = e.select(e.isNegInf(max), e.f32(0.0), max);
+      Value log2e = e.f32(llvm::numbers::log2e);
+      auto sums = scf::ForOp::create(
+          rewriter, e.loc, e.index(0), e.index(numSplits), e.index(1),
+          ValueRange{e.f32(0.0), e.f32(0.0)},
+          [&](OpBuilder &, Location, Value split, ValueRange state) {
+            Value weight = e.exp2(e.mul(e.sub(lseAt(split), shift), log2e));
+            Value partial = e.load(
+                f32, entry.getArgument(0), f32,
+                e.add(e.mul(e.add(firstSplit, split), e.index(headDim)), dim),
+                4);
+            scf::YieldOp::create(rewriter, e.loc,
+                                 ValueRange{e.add(state[0], weight),
+                                            e.fma(weight, partial, state[1])});
+          });
+      Value sum = sums.getResult(0);
+      Value hasKeys = e.sawKeys(max);
+      Value output = e.select(
+          hasKeys,
+          arith::DivFOp::create(rewriter, e.loc, sums.getResult(1), sum),
+          e.f32(0.0));
+      if (outputElement != f32)
+        output =
+            arith::TruncFOp::create(rewriter, e.loc, outputElement, output);
+      e.store(output, entry.getArgument(2),
+              e.add(e.mul(row, e.index(headDim)), dim));
+      if (withLse) {
+        auto writeLse =
+            scf::IfOp::create(rewriter, e.loc, e.equal(dim, e.index(0)), false);
+        rewriter.setInsertionPointToStart(writeLse.thenBlock());
+        Value lse = e.add(max, e.mul(e.log2(sum), e.f32(llvm::numbers::ln2)));
+        e.store(e.select(hasKeys, lse, e.negInf()), entry.getArgument(3), row);
+        rewriter.setInsertionPointAfter(writeLse);
+      }
+      gpu::ReturnOp::create(rewriter, e.loc);
+    }
+
+    Location loc = op.getLoc();
+    KernelEmitter e{rewriter, loc};
+    SmallVector<Value> operands;
+    for (Value memref :
+         {op.getPartialOutput(), op.getPartialLse(), op.getOutput()})
+      operands.push_back(globalPointer(rewriter, loc, memref));
+    if (withLse)
+      operands.push_back(globalPointer(rewriter, loc, op.getLse()));
+    Value batch = memref::DimOp::create(rewriter, loc, op.getOutput(), 0);
+    gpu::LaunchFuncOp::create(
+        rewriter, loc, kernel,
+        gpu::KernelDim3{e.index(queryHeads), e.index(queryLength), batch},
+        gpu::KernelDim3{e.index(headDim), e.index(1), e.index(1)},
+        /*dynamicSharedMemorySize=*/Value(), operands);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::fd::detail::populateMergeToGPUPatterns(RewritePatternSet &patterns) {
+  patterns.add<MergeToGPU>(patterns.getContext());
+}

@@ -1,0 +1,25 @@
+//===- PopulatePatterns.h - The FDToGPU patterns, per kernel ----*- C++ -*-===//
+//
+// Private to the FDToGPU lowering: each kernel's file adds its pattern;
+// populateFDToGPUConversionPatterns adds them all.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_LIB_CONVERSION_FDTOGPU_POPULATEPATTERNS_H
+#define FD_LIB_CONVERSION_FDTOGPU_POPULATEPATTERNS_H
+
+namespace mlir {
+class RewritePatternSet;
+} // namespace mlir
+
+namespace mlir::fd::detail {
+
+/// fd.partial_attention -> the partial kernel + its launch.
+void populatePartialAttentionToGPUPatterns(RewritePatternSet &patterns);
+
+/// fd.merge -> the merge kernel + its launch.
+void populateMergeToGPUPatterns(RewritePatternSet &patterns);
+
+} // namespace mlir::fd::detail
+
+#endif // FD_LIB_CONVERSION_FDTOGPU_POPULATEPATTERNS_H
