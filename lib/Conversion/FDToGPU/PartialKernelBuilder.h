@@ -1,0 +1,97 @@
+//===- PartialKernelBuilder.h - The partial kernel's body -------*- C++ -*-===//
+//
+// Private to the FDToGPU lowering. Builds the body of one partial-attention
+// kernel in stages: the values every stage reads (block and thread
+// coordinates, the lane's slice of the head dim, the chunk, the kernel's
+// arguments) are members, each stage a method. Per row tile: stage the
+// query rows (stageQueryTile), stream the chunk's keys and values through
+// the rows' online softmax (streamKeys, StreamKeys.cpp), combine the lane
+// groups of a warp (combineLaneGroups), publish each warp's state
+// (publishWarpStates) and combine the warps into the normalized partial and
+// its lse (writePartials).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_LIB_CONVERSION_FDTOGPU_PARTIALKERNELBUILDER_H
+#define FD_LIB_CONVERSION_FDTOGPU_PARTIALKERNELBUILDER_H
+
+#include "KernelBuilder.h"
+#include "fd/Conversion/FDToGPU/FDToGPU.h"
+#include "fd/Dialect/FD/IR/FD.h"
+
+namespace mlir::fd::detail {
+
+class PartialKernelBuilder {
+public:
+  PartialKernelBuilder(gpu::GPUFuncOp kernel, PartialAttentionOp op,
+                       const AttentionGeometry &geometry,
+                       const PartialKernelLayout &layout, Type elementType,
+                       PatternRewriter &rewriter);
+
+  /// The whole body: the row-tile loop and the return.
+  void build();
+
+private:
+  /// Element `element` of the lane's slice of the head dim, as an index.
+  Value laneDim(int64_t element);
+  /// Element offset of the row of `token` in a dense cache, or of slot
+  /// token % page_size of `page` in a paged one.
+  Value cacheRowOffset(Value token, Value page);
+  /// Row `row` of the block (query token row / group of head kvHead * group
+  /// + row % group) as a row index of the [B, Lq, Hq] tensors.
+  Value queryRow(Value row);
+  /// Whether row `tileRow` of the tile starting at `firstRow` is a real row
+  /// (the last tile may be partial).
+  Value isRealRow(Value firstRow, Value tileRow);
+
+  /// Stages the tile's query rows, prescaled, in workgroup memory.
+  void stageQueryTile(Value firstRow);
+  /// The row states before any key (and the paging state), flattened as
+  /// the loops carry them.
+  SmallVector<Value> initialState();
+  SmallVector<RowState> unpack(ValueRange flat);
+  SmallVector<Value> pack(ArrayRef<RowState> states);
+  /// Streams keys [lower, upper) through the row states `start`, `unroll`
+  /// steps per iteration; with a `causalBase` each row also masks the keys
+  /// its query token may not see. Defined in StreamKeys.cpp.
+  SmallVector<Value> streamKeys(Value lower, Value upper, int64_t unroll,
+                                Value causalBase, ValueRange start);
+  /// One iteration of streamKeys: the loads of `unroll` steps, then the
+  /// steps as one tile of the online softmax.
+  SmallVector<Value> streamStep(Value stepStart, Value upper, int64_t unroll,
+                                Value causalBase, ValueRange flat);
+  /// Token groups of a warp hold the same slices: combines them.
+  void combineLaneGroups(SmallVector<RowState> &states);
+  /// Lanes of token group 0 publish the warp's state per row.
+  void publishWarpStates(ArrayRef<RowState> states);
+  /// Combines the warps and writes the normalized partial and its lse.
+  void writePartials(Value firstRow);
+
+  PartialAttentionOp op;
+  AttentionGeometry geometry;
+  PartialKernelLayout layout;
+  Type elementType;
+  PatternRewriter &rewriter;
+  KernelEmitter e;
+
+  // The kernel's arguments and workgroup buffers.
+  Value query, keys, values, seqLens, partialOutput, partialLse, maxLength;
+  Value blockTable, tableRow;
+  Value queryTile, warpAccumulators, warpMaxSum;
+  // Where this thread is.
+  Value thread, split, kvHead, batch, warp, lane, tokenGroup, laneInGroup;
+  /// This thread's first token within each step of tokensPerStep tokens.
+  Value tokenInStep;
+  /// Per vector of the lane's slice: its index in the row, and (with idle
+  /// lanes) whether it lies in the row.
+  SmallVector<Value> vectorIndices, vectorIsInRow;
+  ChunkBounds chunk;
+  /// q's prescale: scale * log2(e), for scores in base 2.
+  Value queryScale;
+  Value lastRow;
+  VectorType vectorType;
+};
+
+} // namespace mlir::fd::detail
+
+#endif // FD_LIB_CONVERSION_FDTOGPU_PARTIALKERNELBUILDER_H

@@ -1,0 +1,162 @@
+//===- StreamKeys.cpp - The partial kernel's K/V stream
+//--------------------===//
+//
+// The token loop of the partial kernel: each iteration issues the 16-byte
+// loads of `unroll` steps (each step is tokensPerStep keys, one per token
+// group of each warp), then folds those keys into every row's online softmax
+// as one tile.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PartialKernelBuilder.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+using namespace mlir;
+using namespace mlir::fd;
+using namespace mlir::fd::detail;
+
+SmallVector<Value> PartialKernelBuilder::streamKeys(Value lower, Value upper,
+                                                    int64_t unroll,
+                                                    Value causalBase,
+                                                    ValueRange start) {
+  const int64_t tokensPerStep =
+      PartialKernelLayout::kWarps * layout.tokensPerWarp;
+  auto stream = scf::ForOp::create(
+      rewriter, e.loc, lower, upper, e.index(tokensPerStep * unroll), start,
+      [&](OpBuilder &, Location, Value stepStart, ValueRange flat) {
+        scf::YieldOp::create(
+            rewriter, e.loc,
+            streamStep(stepStart, upper, unroll, causalBase, flat));
+      });
+  return SmallVector<Value>(stream.getResults());
+}
+
+SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
+                                                    Value upper, int64_t unroll,
+                                                    Value causalBase,
+                                                    ValueRange flat) {
+  const int64_t tokensPerStep =
+      PartialKernelLayout::kWarps * layout.tokensPerWarp;
+  const int64_t tileRows = layout.rowTile;
+  SmallVector<RowState> states = unpack(flat);
+  Value cachedBlock, cachedPage;
+  if (geometry.isPaged()) {
+    cachedBlock = flat[flat.size() - 2];
+    cachedPage = flat.back();
+  }
+  // Issue every load of the unrolled steps before using any, so several
+  // 16-byte loads per lane are in flight.
+  SmallVector<Value> tokens;
+  SmallVector<SmallVector<Value>> keyVectors, valueVectors;
+  Value lastToken = e.sub(upper, e.index(1));
+  for (int64_t u = 0; u < unroll; ++u) {
+    Value token =
+        e.add(e.add(stepStart, e.index(u * tokensPerStep)), tokenInStep);
+    tokens.push_back(token);
+    Value clamped = e.min(token, lastToken);
+    Value page;
+    if (geometry.isPaged()) {
+      Value block = arith::DivUIOp::create(rewriter, e.loc, clamped,
+                                           e.index(geometry.pageSize));
+      auto lookup = scf::IfOp::create(
+          rewriter, e.loc, e.equal(block, cachedBlock),
+          [&](OpBuilder &, Location) {
+            scf::YieldOp::create(rewriter, e.loc, cachedPage);
+          },
+          [&](OpBuilder &, Location) {
+            Value entry =
+                e.load(rewriter.getI32Type(), blockTable, rewriter.getI32Type(),
+                       e.add(tableRow, block), 4);
+            scf::YieldOp::create(
+                rewriter, e.loc,
+                ValueRange{arith::IndexCastOp::create(
+                    rewriter, e.loc, rewriter.getIndexType(), entry)});
+          });
+      page = lookup.getResult(0);
+      cachedBlock = block;
+      cachedPage = page;
+    }
+    Value offset = cacheRowOffset(clamped, page);
+    keyVectors.emplace_back();
+    valueVectors.emplace_back();
+    for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
+      Value vectorOffset =
+          e.add(offset, e.mul(vectorIndices[v], e.index(layout.vectorWidth)));
+      keyVectors.back().push_back(
+          e.load(vectorType, keys, elementType, vectorOffset, 16));
+      valueVectors.back().push_back(
+          e.load(vectorType, values, elementType, vectorOffset, 16));
+    }
+  }
+  // The step's keys as one tile: every (step, row) score first, as
+  // independent FMA chains and shuffles the in-order issue can overlap, then
+  // one max and one rescale per row for the whole tile, each score's exp
+  // computed once.
+  SmallVector<SmallVector<Value>> keyElements(unroll), valueElements(unroll);
+  for (int64_t u = 0; u < unroll; ++u)
+    for (int64_t v = 0; v < layout.vectorsPerLane; ++v)
+      for (int64_t i = 0; i < layout.vectorWidth; ++i) {
+        Value key = e.toF32(e.extract(keyVectors[u][v], i));
+        if (layout.hasIdleLanes())
+          key = e.select(vectorIsInRow[v], key, e.f32(0.0));
+        keyElements[u].push_back(key);
+        valueElements[u].push_back(e.toF32(e.extract(valueVectors[u][v], i)));
+      }
+  SmallVector<SmallVector<Value>> scores(
+      tileRows, SmallVector<Value>(unroll, e.f32(0.0)));
+  for (int64_t r = 0; r < tileRows; ++r)
+    for (int64_t i = 0; i < layout.dimsPerLane(); ++i) {
+      Value q = memref::LoadOp::create(rewriter, e.loc, queryTile,
+                                       ValueRange{e.index(r), laneDim(i)});
+      for (int64_t u = 0; u < unroll; ++u)
+        scores[r][u] = e.fma(q, keyElements[u][i], scores[r][u]);
+    }
+  // The lanes of a token group hold slices of one dot product.
+  for (int64_t offset = layout.lanesPerToken / 2; offset >= 1; offset /= 2)
+    for (SmallVector<Value> &rowScores : scores)
+      for (Value &score : rowScores)
+        score = e.add(score, e.shuffleXor(score, offset));
+  for (int64_t r = 0; r < tileRows; ++r) {
+    RowState &state = states[r];
+    SmallVector<Value> visible;
+    Value tileMax = state.max;
+    for (int64_t u = 0; u < unroll; ++u) {
+      visible.push_back(e.lessThan(tokens[u], upper));
+      if (causalBase)
+        visible[u] = arith::AndIOp::create(
+            rewriter, e.loc, visible[u],
+            e.lessThan(e.add(e.mul(tokens[u], e.index(geometry.groupSize())),
+                             causalBase),
+                       e.index(r + 1)));
+      tileMax = e.select(
+          visible[u],
+          arith::MaximumFOp::create(rewriter, e.loc, tileMax, scores[r][u]),
+          tileMax);
+    }
+    // Nothing visible yet: keep the empty state (2^(-inf - -inf) would be
+    // NaN); a NaN score propagates through the max.
+    Value rescale = e.select(e.isNegInf(tileMax), e.f32(1.0),
+                             e.exp2(e.sub(state.max, tileMax)));
+    SmallVector<Value> weights;
+    for (int64_t u = 0; u < unroll; ++u)
+      weights.push_back(e.select(
+          visible[u], e.exp2(e.sub(scores[r][u], tileMax)), e.f32(0.0)));
+    state.sum = e.mul(state.sum, rescale);
+    for (Value weight : weights)
+      state.sum = e.add(state.sum, weight);
+    for (int64_t i = 0; i < layout.dimsPerLane(); ++i) {
+      Value accumulator = e.mul(state.accumulator[i], rescale);
+      for (int64_t u = 0; u < unroll; ++u)
+        accumulator = e.fma(weights[u], valueElements[u][i], accumulator);
+      state.accumulator[i] = accumulator;
+    }
+    state.max = tileMax;
+  }
+  SmallVector<Value> next = pack(states);
+  if (geometry.isPaged()) {
+    next.push_back(cachedBlock);
+    next.push_back(cachedPage);
+  }
+  return next;
+}
