@@ -13,14 +13,10 @@ ChunkBounds emitChunkBounds(KernelEmitter &e, Value seqLens, Value batch,
                             std::optional<int64_t> chunkLength) {
   Value length = e.load(e.b.getI32Type(), seqLens, e.b.getI32Type(), batch, 4);
   length = arith::IndexCastOp::create(e.b, e.loc, e.b.getIndexType(), length);
-  length = e.min(e.max(length, e.index(0)), maxLength);
-  Value chunk =
-      arith::CeilDivSIOp::create(e.b, e.loc, length, e.index(numSplits));
-  if (chunkLength)
-    chunk = e.max(chunk, e.index(*chunkLength));
-  Value begin = e.min(e.mul(split, chunk), length);
-  Value end = e.min(e.add(begin, chunk), length);
-  return {length, begin, end};
+  length = buildClampedLength(e.b, e.loc, length, maxLength);
+  ChunkRange range =
+      buildChunkRange(e.b, e.loc, length, split, numSplits, chunkLength);
+  return {length, range.begin, range.end};
 }
 
 void combineStates(KernelEmitter &e, RowState &state, const RowState &other) {

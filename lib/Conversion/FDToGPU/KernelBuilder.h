@@ -9,6 +9,8 @@
 #ifndef FD_LIB_CONVERSION_FDTOGPU_KERNELBUILDER_H
 #define FD_LIB_CONVERSION_FDTOGPU_KERNELBUILDER_H
 
+#include "fd/Dialect/FD/Utils/AttentionUtils.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -75,13 +77,6 @@ struct KernelEmitter {
   }
   Value isNegInf(Value value) {
     return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, value,
-                                 negInf());
-  }
-  /// Whether a row whose running max is `max` saw a key: its max left
-  /// -inf. Decided by the max, not by the sum being positive, so that a NaN
-  /// score (a poisoned cache) propagates instead of reading as an empty row.
-  Value sawKeys(Value max) {
-    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, max,
                                  negInf());
   }
   Value toI64(Value indexValue) {

@@ -71,8 +71,7 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
                         rewriter, e.loc, state[0], lseAt(split))});
               })
               .getResult(0);
-      // All chunks empty: shift by 0 so every weight is exp(-inf) = 0.
-      Value shift = e.select(e.isNegInf(max), e.f32(0.0), max);
+      Value shift = buildMergeShift(rewriter, e.loc, max);
       Value log2e = e.f32(llvm::numbers::log2e);
       auto sums = scf::ForOp::create(
           rewriter, e.loc, e.index(0), e.index(numSplits), e.index(1),
@@ -88,7 +87,7 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
                                             e.fma(weight, partial, state[1])});
           });
       Value sum = sums.getResult(0);
-      Value hasKeys = e.sawKeys(max);
+      Value hasKeys = buildSawKeys(rewriter, e.loc, max);
       Value output = e.select(
           hasKeys,
           arith::DivFOp::create(rewriter, e.loc, sums.getResult(1), sum),

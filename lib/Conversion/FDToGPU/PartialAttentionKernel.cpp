@@ -218,20 +218,18 @@ void PartialKernelBuilder::build() {
       streamed = streamKeys(chunk.begin, chunk.end, layout.unroll,
                             /*causalBase=*/Value(), initialState());
     } else {
-      // Query token t of Lq sees keys j < len - Lq + t + 1. Row r of the
-      // tile is token t = (firstRow + r) / group, so key j is visible to it
-      // iff (j + Lq - len) * group - firstRow <= r: one value per key,
-      // compared with each row's constant. `causalBase` is its part
-      // without j.
-      Value causalBase =
-          e.sub(e.mul(e.sub(e.index(geometry.queryLength), chunk.length),
-                      e.index(geometry.groupSize())),
-                firstRow);
+      // Query token t sees keys j < firstMasked + t (AttentionUtils.h). Row
+      // r of the tile is token t = (firstRow + r) / group, so key j is
+      // visible to it iff (j + 1 - firstMasked) * group - firstRow <= r: one
+      // value per key, compared with each row's constant. `causalBase` is
+      // its part without j.
+      Value firstMasked = buildFirstMaskedKey(rewriter, e.loc, chunk.length,
+                                              geometry.queryLength);
+      Value causalBase = e.sub(
+          e.mul(e.sub(e.index(1), firstMasked), e.index(geometry.groupSize())),
+          firstRow);
       SmallVector<Value> initial = initialState();
-      Value maskedBegin =
-          e.max(chunk.begin,
-                e.min(chunk.end,
-                      e.add(chunk.length, e.index(1 - geometry.queryLength))));
+      Value maskedBegin = e.max(chunk.begin, e.min(chunk.end, firstMasked));
       streamed =
           streamKeys(maskedBegin, chunk.end, /*unroll=*/1, causalBase, initial);
       streamed = streamKeys(chunk.begin, maskedBegin, layout.unroll,
@@ -367,7 +365,7 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
                                       ValueRange{warpIndex, row, dim})}};
           combineStates(e, total, part);
         }
-        Value hasKeys = e.sawKeys(total.max);
+        Value hasKeys = buildSawKeys(rewriter, e.loc, total.max);
         Value normalized =
             e.select(hasKeys,
                      arith::DivFOp::create(rewriter, e.loc,

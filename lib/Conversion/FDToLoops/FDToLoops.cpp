@@ -8,6 +8,7 @@
 
 #include "fd/Conversion/FDToLoops/FDToLoops.h"
 #include "fd/Dialect/FD/IR/FD.h"
+#include "fd/Dialect/FD/Utils/AttentionUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -68,8 +69,7 @@ Value loadSequenceLength(OpBuilder &b, Location loc, Value seqLens,
                          Value batchIndex, Value maxLength) {
   Value length = memref::LoadOp::create(b, loc, seqLens, batchIndex);
   length = arith::IndexCastOp::create(b, loc, b.getIndexType(), length);
-  length = arith::MaxSIOp::create(b, loc, length, indexConstant(b, loc, 0));
-  return arith::MinSIOp::create(b, loc, length, maxLength);
+  return buildClampedLength(b, loc, length, maxLength);
 }
 
 /// Index lists for the operands of one attention op.
@@ -210,26 +210,18 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
   return {keyLoop.getResult(0), keyLoop.getResult(1)};
 }
 
-/// Whether a row saw a key: its running max left -inf. Decided by the max,
-/// not by the sum being positive, so that a NaN score (a poisoned cache)
-/// propagates to the output and the lse instead of reading as an empty row.
-Value sawKeys(OpBuilder &b, Location loc, Value max) {
-  return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, max,
-                               negativeInfinity(b, loc));
-}
-
 /// 1 / sum, or 0 for a row without keys so that its output is zeros.
 Value reciprocalOrZero(OpBuilder &b, Location loc, SoftmaxState state) {
   Value zero = f32Constant(b, loc, 0.0f);
   Value reciprocal =
       arith::DivFOp::create(b, loc, f32Constant(b, loc, 1.0f), state.sum);
-  return arith::SelectOp::create(b, loc, sawKeys(b, loc, state.max), reciprocal,
-                                 zero);
+  return arith::SelectOp::create(b, loc, buildSawKeys(b, loc, state.max),
+                                 reciprocal, zero);
 }
 
 /// max + log(sum), or -inf for a row without keys.
 Value logSumExp(OpBuilder &b, Location loc, SoftmaxState state) {
-  Value hasKeys = sawKeys(b, loc, state.max);
+  Value hasKeys = buildSawKeys(b, loc, state.max);
   Value lse = arith::AddFOp::create(b, loc, state.max,
                                     math::LogOp::create(b, loc, state.sum));
   return arith::SelectOp::create(b, loc, hasKeys, lse,
@@ -261,10 +253,7 @@ Value causalEnd(OpBuilder &b, Location loc, int64_t queryLength, Value length,
   if (queryLength == 1)
     return end;
   Value limit = arith::AddIOp::create(
-      b, loc,
-      arith::SubIOp::create(b, loc, length,
-                            indexConstant(b, loc, queryLength - 1)),
-      token);
+      b, loc, buildFirstMaskedKey(b, loc, length, queryLength), token);
   Value clipped = arith::MinSIOp::create(b, loc, end, limit);
   return arith::MaxSIOp::create(b, loc, begin, clipped);
 }
@@ -357,19 +346,11 @@ struct PartialAttentionOpLowering : OpConversionPattern<PartialAttentionOp> {
         rewriter, op, indexing, numSplits,
         [&](OpBuilder &b, Location loc, const RowOperands &row, Value split,
             Value length) {
-          // chunk = max(chunk_length, ceil(length / S)); the split covers
-          // [split * chunk, (split + 1) * chunk) clipped to the length.
-          Value chunk = arith::CeilDivSIOp::create(
-              b, loc, length, indexConstant(b, loc, numSplits));
-          if (fixedChunk)
-            chunk = arith::MaxSIOp::create(b, loc, chunk,
-                                           indexConstant(b, loc, *fixedChunk));
-          Value begin = arith::MinSIOp::create(
-              b, loc, arith::MulIOp::create(b, loc, split, chunk), length);
-          Value end = arith::MinSIOp::create(
-              b, loc, arith::AddIOp::create(b, loc, begin, chunk), length);
-          end = causalEnd(b, loc, indexing.geometry.queryLength, length,
-                          row.token, begin, end);
+          ChunkRange range =
+              buildChunkRange(b, loc, length, split, numSplits, fixedChunk);
+          Value begin = range.begin;
+          Value end = causalEnd(b, loc, indexing.geometry.queryLength, length,
+                                row.token, begin, range.end);
           SoftmaxState state = emitOnlineSoftmax(b, loc, indexing, row, begin,
                                                  end, scale, accumulator);
           SmallVector<Value> rowIndices =
@@ -436,12 +417,7 @@ struct MergeOpLowering : OpConversionPattern<MergeOp> {
                                     b, loc, state[0], lseAt(b, loc, split))});
                           })
                           .getResult(0);
-          // With every chunk empty the max is -inf; shifting by 0 then makes
-          // every weight exp(-inf) = 0 instead of NaN.
-          Value allEmpty = arith::CmpFOp::create(
-              b, loc, arith::CmpFPredicate::OEQ, max, negativeInfinity(b, loc));
-          Value shift = arith::SelectOp::create(b, loc, allEmpty,
-                                                f32Constant(b, loc, 0.0f), max);
+          Value shift = buildMergeShift(b, loc, max);
           Value sum =
               scf::ForOp::create(
                   b, loc, zero, splits, one,

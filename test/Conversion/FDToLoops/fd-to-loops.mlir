@@ -60,7 +60,7 @@ func.func @merge(%po: memref<2x8x4x64xf32>, %pl: memref<2x8x4xf32>,
 
 // CHECK-LABEL: func @attention_hnd
 // CHECK: memref.dim %{{.*}}, %c2 : memref<?x1x?x32xf32>
-// CHECK: arith.subi
+// CHECK: arith.addi
 // CHECK: arith.minsi
 // CHECK: memref.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : memref<?x1x?x32xf32>
 // CHECK-NOT: fd.attention
