@@ -26,12 +26,11 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
                                 PatternRewriter &rewriter) const override {
     if (failed(checkContiguous(op, rewriter)))
       return failure();
-    auto partialType = cast<MemRefType>(op.getPartialOutput().getType());
-    ArrayRef<int64_t> shape = partialType.getShape();
-    int64_t headDim = shape.back();
+    AttentionGeometry geometry = op.getGeometry();
+    int64_t headDim = geometry.headDim;
     int64_t numSplits = op.getNumSplits();
-    int64_t queryHeads = shape[shape.size() - 3];
-    int64_t queryLength = shape.size() == 5 ? shape[1] : 1;
+    int64_t queryHeads = geometry.numQueryHeads;
+    int64_t queryLength = geometry.queryLength;
     Type outputElement =
         cast<MemRefType>(op.getOutput().getType()).getElementType();
     bool withLse = static_cast<bool>(op.getLse());

@@ -260,8 +260,7 @@ Value causalEnd(OpBuilder &b, Location loc, int64_t queryLength, Value length,
 
 /// Builds the (b, [split,] t, h) loop nest shared by the attention lowerings
 /// and hands the body the row operands and the sequence length.
-template <typename AttentionLikeOp>
-void buildRowNest(OpBuilder &b, AttentionLikeOp op,
+void buildRowNest(OpBuilder &b, AttentionOpInterface op,
                   const AttentionIndexing &indexing, int64_t numSplits,
                   function_ref<void(OpBuilder &, Location, const RowOperands &,
                                     Value split, Value length)>
@@ -372,13 +371,10 @@ struct MergeOpLowering : OpConversionPattern<MergeOp> {
   matchAndRewrite(MergeOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    auto partialType = cast<MemRefType>(op.getPartialOutput().getType());
-    ArrayRef<int64_t> partialShape = partialType.getShape();
-    bool hasQueryLengthDim = partialShape.size() == 5;
+    AttentionGeometry geometry = op.getGeometry();
+    bool hasQueryLengthDim = geometry.hasQueryLengthDim;
     int64_t numSplits = op.getNumSplits();
-    int64_t headDim = partialShape.back();
-    AttentionGeometry geometry{};
-    geometry.hasQueryLengthDim = hasQueryLengthDim;
+    int64_t headDim = geometry.headDim;
     AttentionIndexing indexing{geometry, KVLayout::NHD};
 
     Value weights = allocateScratch(
@@ -389,9 +385,8 @@ struct MergeOpLowering : OpConversionPattern<MergeOp> {
     SmallVector<Value> upperBounds = {
         memref::DimOp::create(rewriter, loc, op.getPartialOutput(), 0)};
     if (hasQueryLengthDim)
-      upperBounds.push_back(indexConstant(rewriter, loc, partialShape[1]));
-    upperBounds.push_back(
-        indexConstant(rewriter, loc, partialShape[partialShape.size() - 3]));
+      upperBounds.push_back(indexConstant(rewriter, loc, geometry.queryLength));
+    upperBounds.push_back(indexConstant(rewriter, loc, geometry.numQueryHeads));
 
     scf::buildLoopNest(
         rewriter, loc, SmallVector<Value>(upperBounds.size(), zero),

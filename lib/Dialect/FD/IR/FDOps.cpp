@@ -64,13 +64,9 @@ static LogicalResult verifyOperandShape(Operation *op, Value value,
   return success();
 }
 
-/// Reads the geometry off the operand types; a batch size known from any of
-/// query, (dense) caches, lengths or block table is taken. For a paged cache
-/// the positions dimension holds the page size and the cache length is
-/// max_pages * page_size.
-static AttentionGeometry computeGeometry(Value query, Value keyCache,
-                                         Value seqLens, Value blockTable,
-                                         KVLayout layout) {
+AttentionGeometry
+mlir::fd::computeAttentionGeometry(Value query, Value keyCache, Value seqLens,
+                                   Value blockTable, KVLayout layout) {
   ArrayRef<int64_t> queryShape = memrefType(query).getShape();
   ArrayRef<int64_t> cacheShape = memrefType(keyCache).getShape();
   bool isNHD = layout == KVLayout::NHD;
@@ -124,7 +120,7 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
            << " must match 'query' element type " << elementType;
 
   AttentionGeometry geometry =
-      computeGeometry(query, keyCache, seqLens, blockTable, layout);
+      computeAttentionGeometry(query, keyCache, seqLens, blockTable, layout);
   if (!isSupportedHeadDim(geometry.headDim))
     return op->emitOpError()
            << "'query' head dim " << formatShape({geometry.headDim})
@@ -224,27 +220,16 @@ static LogicalResult verifyLse(Operation *op, Value lse,
                             "[B, (Lq,) Hq]");
 }
 
-template <typename AttentionLikeOp>
-static float effectiveScale(AttentionLikeOp op) {
-  if (FloatAttr scale = op.getScaleAttr())
+float mlir::fd::getEffectiveScale(FloatAttr scale, Value query) {
+  if (scale)
     return static_cast<float>(scale.getValueAsDouble());
-  int64_t headDim = memrefType(op.getQuery()).getShape().back();
+  int64_t headDim = memrefType(query).getShape().back();
   return 1.0f / std::sqrt(static_cast<float>(headDim));
-}
-
-template <typename AttentionLikeOp>
-static AttentionGeometry geometryOf(AttentionLikeOp op) {
-  return computeGeometry(op.getQuery(), op.getKeyCache(), op.getSeqLens(),
-                         op.getBlockTable(), op.getKvLayout());
 }
 
 //===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
-
-AttentionGeometry AttentionOp::getGeometry() { return geometryOf(*this); }
-
-float AttentionOp::getEffectiveScale() { return effectiveScale(*this); }
 
 LogicalResult AttentionOp::verify() {
   FailureOr<AttentionGeometry> geometry =
@@ -263,12 +248,6 @@ LogicalResult AttentionOp::verify() {
 //===----------------------------------------------------------------------===//
 // PartialAttentionOp
 //===----------------------------------------------------------------------===//
-
-AttentionGeometry PartialAttentionOp::getGeometry() {
-  return geometryOf(*this);
-}
-
-float PartialAttentionOp::getEffectiveScale() { return effectiveScale(*this); }
 
 int64_t PartialAttentionOp::getNumSplits() {
   ArrayRef<int64_t> shape = memrefType(getPartialOutput()).getShape();
@@ -317,17 +296,24 @@ int64_t MergeOp::getNumSplits() {
   return shape[shape.size() - 2];
 }
 
-LogicalResult MergeOp::verify() {
-  FailureOr<int64_t> numSplits = verifyNumSplits(*this, getPartialOutput());
-  if (failed(numSplits))
-    return failure();
+AttentionGeometry MergeOp::getGeometry() {
   ArrayRef<int64_t> partialShape = memrefType(getPartialOutput()).getShape();
   AttentionGeometry geometry;
   geometry.batch = partialShape.front();
   geometry.hasQueryLengthDim = partialShape.size() == 5;
   geometry.queryLength = geometry.hasQueryLengthDim ? partialShape[1] : 1;
   geometry.numQueryHeads = partialShape[partialShape.size() - 3];
+  geometry.numKVHeads = 0;
   geometry.headDim = partialShape.back();
+  geometry.maxLength = 0;
+  return geometry;
+}
+
+LogicalResult MergeOp::verify() {
+  FailureOr<int64_t> numSplits = verifyNumSplits(*this, getPartialOutput());
+  if (failed(numSplits))
+    return failure();
+  AttentionGeometry geometry = getGeometry();
   if (!isSupportedHeadDim(geometry.headDim))
     return emitOpError() << "'partial_output' head dim "
                          << formatShape({geometry.headDim})
@@ -347,6 +333,8 @@ LogicalResult MergeOp::verify() {
     return failure();
   return verifyLse(*this, getLse(), geometry);
 }
+
+#include "fd/Dialect/FD/IR/FDInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "fd/Dialect/FD/IR/FDOps.cpp.inc"

@@ -38,6 +38,17 @@ struct AttentionGeometry {
   int64_t groupSize() const { return numQueryHeads / numKVHeads; }
 };
 
+/// The geometry of an attention op from its inputs' types; a batch size
+/// known from any of query, (dense) caches, lengths or block table is taken.
+/// For a paged cache the positions dimension holds the page size and the
+/// cache length is max_pages * page_size.
+AttentionGeometry computeAttentionGeometry(Value query, Value keyCache,
+                                           Value seqLens, Value blockTable,
+                                           KVLayout layout);
+
+/// The softmax scale: `scale`, or 1/sqrt(D) of `query` when it is null.
+float getEffectiveScale(FloatAttr scale, Value query);
+
 /// Head dimensions the dialect accepts: multiples of 8 in [32, 256].
 bool isSupportedHeadDim(int64_t headDim);
 
@@ -48,6 +59,8 @@ constexpr int64_t kMaxPageSize = 256;
 constexpr int64_t kMaxDecodeQueryLength = 8;
 
 } // namespace mlir::fd
+
+#include "fd/Dialect/FD/IR/FDInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "fd/Dialect/FD/IR/FDOps.h.inc"

@@ -4,6 +4,7 @@
 #define FD_DIALECT_FD_IR_FDOPS_TD
 
 include "fd/Dialect/FD/IR/FDDialect.td"
+include "fd/Dialect/FD/IR/FDInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 class FD_Op<string mnemonic, list<Trait> traits = []>
@@ -41,19 +42,13 @@ defvar FD_AttentionAttrs = (ins
   OptionalAttr<F32Attr>:$scale
 );
 
-defvar FD_AttentionGeometryDecl = [{
-  /// Shape facts shared by the attention ops (batch and cache length may be
-  /// ShapedType::kDynamic).
-  ::mlir::fd::AttentionGeometry getGeometry();
-  /// The softmax scale: the `scale` attribute, or 1/sqrt(D) when absent.
-  float getEffectiveScale();
-}];
 
 //===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments]> {
+def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
+    FD_AttentionOpInterface]> {
   let summary = "scaled dot-product attention of new queries over a KV cache";
   let description = [{
     Computes, for every sequence `b`, query token `t` and query head `h`,
@@ -115,7 +110,6 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments]> {
     (`,` type($lse)^)?
   }];
 
-  let extraClassDeclaration = FD_AttentionGeometryDecl;
   let hasVerifier = 1;
 }
 
@@ -123,7 +117,8 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments]> {
 // PartialAttentionOp
 //===----------------------------------------------------------------------===//
 
-def FD_PartialAttentionOp : FD_Op<"partial_attention"> {
+def FD_PartialAttentionOp : FD_Op<"partial_attention",
+    [FD_AttentionOpInterface]> {
   let summary = "attention over S chunks of the KV cache, one normalized "
                 "partial output and log-sum-exp per chunk";
   let description = [{
@@ -179,7 +174,7 @@ def FD_PartialAttentionOp : FD_Op<"partial_attention"> {
     type($partial_output) `,` type($partial_lse)
   }];
 
-  let extraClassDeclaration = FD_AttentionGeometryDecl # [{
+  let extraClassDeclaration = [{
     /// The number of KV splits, S.
     int64_t getNumSplits();
   }];
@@ -236,6 +231,11 @@ def FD_MergeOp : FD_Op<"merge"> {
   let extraClassDeclaration = [{
     /// The number of KV splits, S.
     int64_t getNumSplits();
+    /// The row geometry read off the partial output [B, (Lq,) Hq, S, D]:
+    /// batch (maybe dynamic), query length, query heads and head dim; the
+    /// merge knows nothing of KV heads or caches (numKVHeads and maxLength
+    /// are 0).
+    ::mlir::fd::AttentionGeometry getGeometry();
   }];
   let hasVerifier = 1;
 }

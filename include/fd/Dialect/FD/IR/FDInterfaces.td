@@ -1,0 +1,49 @@
+//===- FDInterfaces.td - Flash-Decoding op interfaces ------*- tablegen -*-===//
+
+#ifndef FD_DIALECT_FD_IR_FDINTERFACES_TD
+#define FD_DIALECT_FD_IR_FDINTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
+  let description = [{
+    An op that attends queries over a KV cache (`fd.attention`,
+    `fd.partial_attention`): its shared inputs, the geometry read off their
+    types, and the effective scale. Passes and lowerings that treat both
+    ops alike work on this interface.
+  }];
+  let cppNamespace = "::mlir::fd";
+
+  let methods = [
+    InterfaceMethod<"The queries, [B, Hq, D] or [B, Lq, Hq, D].",
+      "::mlir::Value", "getQuery">,
+    InterfaceMethod<"The key cache (or page pool).",
+      "::mlir::Value", "getKeyCache">,
+    InterfaceMethod<"The value cache (or page pool).",
+      "::mlir::Value", "getValueCache">,
+    InterfaceMethod<"The valid length of each sequence, [B] i32.",
+      "::mlir::Value", "getSeqLens">,
+    InterfaceMethod<"The block table of paged caches; null when dense.",
+      "::mlir::Value", "getBlockTable">,
+    InterfaceMethod<"The cache layout.",
+      "::mlir::fd::KVLayout", "getKvLayout">,
+    InterfaceMethod<"The `scale` attribute, null when absent.",
+      "::mlir::FloatAttr", "getScaleAttr">,
+    InterfaceMethod<[{
+        Shape facts read off the operand types (batch and cache length may
+        be ShapedType::kDynamic).
+      }],
+      "::mlir::fd::AttentionGeometry", "getGeometry", (ins), [{}], [{
+        return ::mlir::fd::computeAttentionGeometry(
+            $_op.getQuery(), $_op.getKeyCache(), $_op.getSeqLens(),
+            $_op.getBlockTable(), $_op.getKvLayout());
+      }]>,
+    InterfaceMethod<"The softmax scale: `scale`, or 1/sqrt(D) when absent.",
+      "float", "getEffectiveScale", (ins), [{}], [{
+        return ::mlir::fd::getEffectiveScale($_op.getScaleAttr(),
+                                             $_op.getQuery());
+      }]>,
+  ];
+}
+
+#endif // FD_DIALECT_FD_IR_FDINTERFACES_TD
