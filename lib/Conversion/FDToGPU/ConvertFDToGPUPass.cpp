@@ -25,26 +25,24 @@ struct ConvertFDToGPUPass
   using Base::Base;
 
   void runOnOperation() override {
+    // The patterns' preconditions first, each failure reported on its op,
+    // so that nothing is rewritten when something cannot be.
+    bool lowerable = true;
+    getOperation().walk([&](Operation *op) {
+      if (!isa<FDDialect>(op->getDialect()))
+        return;
+      std::string reason = getReasonNotLowerableToGPU(op);
+      if (!reason.empty()) {
+        op->emitOpError(reason);
+        lowerable = false;
+      }
+    });
+    if (!lowerable)
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     populateFDToGPUConversionPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
-    // Whatever is left could not be lowered: say which op and why.
-    WalkResult result = getOperation().walk([](Operation *op) {
-      if (isa<AttentionOp>(op)) {
-        op->emitOpError("convert-fd-to-gpu: split it first with fd-split-kv "
-                        "(num-splits=1 for the unsplit kernel)");
-        return WalkResult::interrupt();
-      }
-      if (isa<PartialAttentionOp, MergeOp>(op)) {
-        op->emitOpError("convert-fd-to-gpu: operands must be contiguous "
-                        "memrefs (identity layout)");
-        return WalkResult::interrupt();
-      }
-      return WalkResult::advance();
-    });
-    if (result.wasInterrupted())
-      signalPassFailure();
   }
 };
 

@@ -11,6 +11,7 @@
 
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "PopulatePatterns.h"
+#include "fd/Dialect/FD/IR/FD.h"
 
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/MathExtras.h"
@@ -65,4 +66,17 @@ PartialKernelLayout PartialKernelLayout::get(int64_t headDim,
 void mlir::fd::populateFDToGPUConversionPatterns(RewritePatternSet &patterns) {
   detail::populatePartialAttentionToGPUPatterns(patterns);
   detail::populateMergeToGPUPatterns(patterns);
+}
+
+std::string mlir::fd::getReasonNotLowerableToGPU(Operation *op) {
+  if (isa<AttentionOp>(op))
+    return "convert-fd-to-gpu: split it first with fd-split-kv (num-splits=1 "
+           "for the unsplit kernel)";
+  // The kernels address every buffer as a dense row-major array.
+  for (Value operand : op->getOperands())
+    if (auto type = dyn_cast<MemRefType>(operand.getType());
+        type && !type.getLayout().isIdentity())
+      return "convert-fd-to-gpu: operands must be contiguous memrefs "
+             "(identity layout)";
+  return "";
 }

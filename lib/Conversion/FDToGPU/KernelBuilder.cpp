@@ -1,6 +1,7 @@
 //===- KernelBuilder.cpp - Building blocks of the fd GPU kernels ----------===//
 
 #include "KernelBuilder.h"
+#include "fd/Conversion/FDToGPU/FDToGPU.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
@@ -72,11 +73,10 @@ Value globalPointer(OpBuilder &b, Location loc, Value memref) {
       address);
 }
 
-LogicalResult checkContiguous(Operation *op, PatternRewriter &rewriter) {
-  for (Value operand : op->getOperands())
-    if (auto type = dyn_cast<MemRefType>(operand.getType());
-        type && !type.getLayout().isIdentity())
-      return rewriter.notifyMatchFailure(op, "non-contiguous memref operand");
+LogicalResult checkLowerable(Operation *op, PatternRewriter &rewriter) {
+  std::string reason = getReasonNotLowerableToGPU(op);
+  if (!reason.empty())
+    return rewriter.notifyMatchFailure(op, reason);
   return success();
 }
 

@@ -164,9 +164,9 @@ gpu::GPUFuncOp createKernel(Operation *anchor, StringRef name,
 /// The global address of a contiguous memref's data, for a kernel argument.
 Value globalPointer(OpBuilder &b, Location loc, Value memref);
 
-/// Fails the match (with a reason) when a memref operand is not contiguous:
-/// the kernels address every buffer as a dense row-major array.
-LogicalResult checkContiguous(Operation *op, PatternRewriter &rewriter);
+/// Fails the match, with getReasonNotLowerableToGPU's reason, when `op`
+/// cannot be lowered.
+LogicalResult checkLowerable(Operation *op, PatternRewriter &rewriter);
 
 } // namespace mlir::fd::detail
 

@@ -24,7 +24,7 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
 
   LogicalResult matchAndRewrite(MergeOp op,
                                 PatternRewriter &rewriter) const override {
-    if (failed(checkContiguous(op, rewriter)))
+    if (failed(checkLowerable(op, rewriter)))
       return failure();
     AttentionGeometry geometry = op.getGeometry();
     int64_t headDim = geometry.headDim;

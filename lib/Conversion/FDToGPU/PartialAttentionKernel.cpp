@@ -26,7 +26,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
 
   LogicalResult matchAndRewrite(PartialAttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    if (failed(checkContiguous(op, rewriter)))
+    if (failed(checkLowerable(op, rewriter)))
       return failure();
     AttentionGeometry geometry = op.getGeometry();
     Type elementType =

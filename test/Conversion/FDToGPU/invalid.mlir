@@ -14,3 +14,15 @@ func.func @strided(%po: memref<1x8x4x64xf32, strided<[4096, 512, 64, 1]>>, %pl: 
   return
 }
 
+
+// -----
+
+// Every op that cannot be lowered is reported, and nothing is rewritten.
+func.func @both(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf16>,
+                %po: memref<1x8x4x64xf32, strided<[4096, 512, 64, 1]>>, %pl: memref<1x8x4xf32>) {
+  // expected-error @below {{convert-fd-to-gpu: split it first with fd-split-kv}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  // expected-error @below {{convert-fd-to-gpu: operands must be contiguous memrefs}}
+  fd.merge %po, %pl into %o : memref<1x8x4x64xf32, strided<[4096, 512, 64, 1]>>, memref<1x8x4xf32> into memref<1x8x64xf16>
+  return
+}

@@ -5,9 +5,12 @@
 
 #include "llvm/ADT/StringRef.h"
 
+#include <string>
+
 #include <cstdint>
 
 namespace mlir {
+class Operation;
 class RewritePatternSet;
 } // namespace mlir
 
@@ -92,6 +95,11 @@ int getMinimumPTXVersion(llvm::StringRef chip);
 ///            partial_lse, output[, lse]: !llvm.ptr<1>)
 /// The memrefs must be contiguous (identity layout).
 void populateFDToGPUConversionPatterns(RewritePatternSet &patterns);
+
+/// Why the patterns above cannot lower `op` (an fd op), or an empty string
+/// when they can: the one statement of their preconditions, which the
+/// patterns test and convert-fd-to-gpu reports.
+std::string getReasonNotLowerableToGPU(Operation *op);
 
 } // namespace mlir::fd
 
