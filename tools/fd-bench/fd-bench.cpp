@@ -69,7 +69,9 @@ public:
         int64_t tokensPerSplit)
       : device(device), driver(device.getDriverApi()),
         kernelRoot(std::move(kernelRoot)), quick(quick), emulator(emulator),
-        tokensPerSplit(tokensPerSplit) {
+        tokensPerSplit(tokensPerSplit), deviceName(device.getName()) {
+    // A CSV field: no commas.
+    std::replace(deviceName.begin(), deviceName.end(), ',', ' ');
     check(driver, driver.cuStreamCreate(&stream, kStreamNonBlocking),
           "creating a stream");
     timer = std::make_unique<EventTimer>(device, stream, quick);
@@ -114,7 +116,7 @@ public:
         denseMicroseconds[{config.name, batch, length}] = timing.microseconds;
       else
         timing.eagerStepMicroseconds = timing.graphStepMicroseconds = -1;
-      printRow(config.name, batch, length, mode, mode,
+      printRow(config, batch, length, /*pageSize=*/0, mode, mode,
                bundle.manifest.numSplits, timing, kvBytes,
                maxRelativeError < 0 ? "-"
                                     : formatDouble("%.1e", maxRelativeError),
@@ -136,7 +138,7 @@ public:
     Timing timing = time(bundle, batch, length, false);
     auto dense = denseMicroseconds.find({config.name, batch, length});
     std::string mode = "p" + std::to_string(pageSize);
-    printRow(config.name, batch, length, "paged " + mode, mode,
+    printRow(config, batch, length, pageSize, "paged " + mode, mode,
              bundle.manifest.numSplits, timing, kvBytes,
              "vs dense: " +
                  (dense == denseMicroseconds.end()
@@ -164,10 +166,12 @@ private:
 
   /// One table row and one CSV line (the CSV's columns are a contract:
   /// new ones go at the end).
-  void printRow(const char *config, int64_t batch, int64_t length,
-                const std::string &tableMode, const std::string &csvMode,
-                int64_t splits, const Timing &timing, size_t kvBytes,
-                const std::string &check, double maxRelativeError, FILE *csv) {
+  void printRow(const ModelConfig &model, int64_t batch, int64_t length,
+                int64_t pageSize, const std::string &tableMode,
+                const std::string &csvMode, int64_t splits,
+                const Timing &timing, size_t kvBytes, const std::string &check,
+                double maxRelativeError, FILE *csv) {
+    const char *config = model.name;
     double us = timing.microseconds;
     double percentOfCopy = 100.0 * kvBytes / (us * 1e-6) / copyBandwidth;
     std::string source =
@@ -191,15 +195,31 @@ private:
     std::fflush(stdout);
     if (csv)
       std::fprintf(
-          csv, "%s,%lld,%lld,%s,%lld,%.3f,%zu,%.4f,%.2f,%g,%.2f,%.2f,%s,%s\n",
+          csv, "%s,%lld,%lld,%s,%lld,%.3f,%zu,%.4f,%.2f,%g,%.2f,%.2f,%s,%s",
           config, static_cast<long long>(batch), static_cast<long long>(length),
           csvMode.c_str(), static_cast<long long>(splits), us, kvBytes,
           kvBytes / (us * 1e-6) / 1e12, percentOfCopy, maxRelativeError,
           timing.eagerStepMicroseconds, timing.graphStepMicroseconds,
           timing.modeled ? "modeled" : "measured", timing.bound.c_str());
+    if (csv) {
+      // The fewest bytes the call must move: K and V once, q read and the
+      // output written once (f16); the roofline fraction is their time at
+      // the reference bandwidth over the call's time.
+      size_t rowBytes = size_t(2) * batch * model.numQueryHeads * model.headDim;
+      size_t bytes = kvBytes + 2 * rowBytes;
+      std::fprintf(csv, ",%s,%s,%lld,%lld,%lld,f16,%lld,%zu,%.4f",
+                   deviceName.c_str(), timing.modeled ? "true" : "false",
+                   static_cast<long long>(model.numQueryHeads),
+                   static_cast<long long>(model.numKVHeads),
+                   static_cast<long long>(model.headDim),
+                   static_cast<long long>(pageSize), bytes,
+                   bytes / (us * 1e-6) / copyBandwidth);
+    }
     // A run stopped at its time limit still leaves the rows it finished.
-    if (csv)
+    if (csv) {
+      std::fputc('\n', csv);
       std::fflush(csv);
+    }
   }
 
   /// On fdemu the check runs in the interpreter, which reads a few MiB of
@@ -291,6 +311,7 @@ private:
   bool quick;
   Emulator *emulator;
   int64_t tokensPerSplit;
+  std::string deviceName;
   CUstream stream = nullptr;
   std::unique_ptr<EventTimer> timer;
   double copyBandwidth = 1;
@@ -441,7 +462,9 @@ int main(int argc, char **argv) {
     if (csv)
       std::fputs("config,batch,max_len,mode,num_splits,time_us,kv_bytes,"
                  "tb_per_s,pct_copy_bw,max_rel_err,step32_eager_us,"
-                 "step32_graph_us,source,bound\n",
+                 "step32_graph_us,source,bound,device,modeled,num_q_heads,"
+                 "num_kv_heads,head_dim,dtype,page_size,bytes,"
+                 "roofline_fraction\n",
                  csv);
     bool grid = shapes.empty();
     if (grid)
