@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "DriverState.h"
+#include "Ptxas.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -100,6 +101,14 @@ FDEMU_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
       return kInvalidPtx;
     }
   }
+  // The GPU's JIT assembles for the device, so ptxas does too (keeping the
+  // "a" of architecture-specific PTX such as sm_90a).
+  const std::string &target = loaded->module.target;
+  size_t suffix = target.find_first_not_of("0123456789", 3);
+  bool specific = required == available && suffix != std::string::npos &&
+                  target[suffix] == 'a';
+  loaded->registers = getPtxasRegisters(
+      text, "sm_" + std::to_string(available) + (specific ? "a" : ""));
   *module = loaded.release();
   return 0;
 }
@@ -135,6 +144,11 @@ FDEMU_API CUresult cuModuleGetFunction(CUfunction *function, CUmodule module,
     return kNotFound;
   module->functions.push_back(std::make_unique<CUfunc_st>());
   module->functions.back()->kernel = found->second;
+  auto registers = module->registers.find(name);
+  if (registers != module->registers.end()) {
+    module->functions.back()->registersPerThread = registers->second;
+    module->functions.back()->registersAssumed = false;
+  }
   *function = module->functions.back().get();
   return 0;
 }
@@ -153,6 +167,9 @@ FDEMU_API CUresult cuFuncGetAttribute(int *value, int attribute,
     return 0;
   case 3: // LOCAL_SIZE_BYTES
     *value = kernel.localBytes;
+    return 0;
+  case 4: // NUM_REGS: ptxas's count, or the one fdemu assumes
+    *value = static_cast<int>(function->registersPerThread);
     return 0;
   default:
     *value = 0;

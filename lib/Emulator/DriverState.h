@@ -18,6 +18,7 @@
 #include "fd/Runtime/Driver.h"
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,11 +35,17 @@ struct CUctx_st {
 
 struct CUfunc_st {
   std::shared_ptr<const emu::Kernel> kernel;
+  /// As ptxas allocates them, or assumed (Ptxas.h).
+  unsigned registersPerThread = emu::kAssumedRegistersPerThread;
+  bool registersAssumed = true;
 };
 
 struct CUmod_st {
   emu::Module module;
   std::vector<std::unique_ptr<CUfunc_st>> functions;
+  /// Registers per thread by kernel name; kernels ptxas did not report on
+  /// are absent.
+  std::map<std::string, unsigned> registers;
 };
 
 /// Work a stream executes or a graph records.

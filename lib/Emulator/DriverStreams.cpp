@@ -30,20 +30,26 @@ unsigned workerThreads() {
   return threads;
 }
 
-void toCounters(const ClassCounts &from, FdemuClassCounts &to) {
+void toCounters(const ClassCounts &from, FdemuClassCounts &to,
+                FdemuLatencyCounts &toLatency) {
   for (int i = 0; i < FDEMU_NUM_CLASSES; ++i)
     to.warpInstructions[i] = from.warpInstructions[i];
   to.sharedWavefronts = from.sharedWavefronts;
   to.globalLoadSectors = from.globalLoadSectors;
   to.globalStoreSectors = from.globalStoreSectors;
+  toLatency.ctas = from.ctas;
+  toLatency.latencyCycles = from.latencyCycles;
 }
 
-void fromCounters(const FdemuClassCounts &from, ClassCounts &to) {
+void fromCounters(const FdemuClassCounts &from,
+                  const FdemuLatencyCounts &fromLatency, ClassCounts &to) {
   for (int i = 0; i < FDEMU_NUM_CLASSES; ++i)
     to.warpInstructions[i] = from.warpInstructions[i];
   to.sharedWavefronts = from.sharedWavefronts;
   to.globalLoadSectors = from.globalLoadSectors;
   to.globalStoreSectors = from.globalStoreSectors;
+  to.ctas = fromLatency.ctas;
+  to.latencyCycles = fromLatency.latencyCycles;
 }
 
 static_assert(FDEMU_NUM_CLASSES == static_cast<int>(InstructionClass::Count),
@@ -139,8 +145,13 @@ FDEMU_API CUresult cuLaunchKernel(CUfunction function, unsigned gridX,
   launch.block[1] = blockY;
   launch.block[2] = blockZ;
   launch.dynamicSharedBytes = sharedBytes;
-  launch.numSMs = getGpuModel().numSMs;
+  const GpuModel &gpu = getGpuModel();
+  launch.numSMs = gpu.numSMs;
   launch.workerThreads = workerThreads();
+  launch.latencyModel = gpu.latencyModel;
+  launch.smResources = gpu.smResources;
+  launch.registersPerThread = function->registersPerThread;
+  launch.registersAssumed = function->registersAssumed;
   launch.parameters.assign(kernel.parameterBytes, 0);
   if (kernel.staticSharedBytes + sharedBytes > kMaxSharedBytesPerBlock)
     return kInvalidValue;
@@ -463,15 +474,19 @@ FDEMU_API int fdemuGetLaunchCounters(int index, FdemuCounters *counters) {
     return kInvalidValue;
   const LaunchCounters &launch = driver.launchLog[index];
   std::memset(counters, 0, sizeof(*counters));
-  toCounters(launch.total, counters->total);
+  toCounters(launch.total, counters->total, counters->totalLatency);
   counters->numSMs = static_cast<unsigned>(
       std::min<size_t>(launch.perSM.size(), FDEMU_MAX_SMS));
   for (unsigned sm = 0; sm < counters->numSMs; ++sm)
-    toCounters(launch.perSM[sm], counters->perSM[sm]);
+    toCounters(launch.perSM[sm], counters->perSM[sm],
+               counters->perSMLatency[sm]);
   counters->threadInstructions = launch.threadInstructions;
   counters->globalLoadBytes = launch.globalLoadBytes;
   counters->globalStoreBytes = launch.globalStoreBytes;
   counters->sharedBankConflicts = launch.sharedBankConflicts;
+  counters->residentCtasPerSM = launch.residentCtasPerSM;
+  counters->registersPerThread = launch.registersPerThread;
+  counters->registersAssumed = launch.registersAssumed;
   return 0;
 }
 
@@ -480,16 +495,20 @@ FDEMU_API int fdemuModelTime(const FdemuCounters *counters,
   if (!counters || !microseconds)
     return kInvalidValue;
   LaunchCounters launch;
-  fromCounters(counters->total, launch.total);
+  fromCounters(counters->total, counters->totalLatency, launch.total);
   launch.perSM.resize(std::min<unsigned>(counters->numSMs, FDEMU_MAX_SMS));
   for (size_t sm = 0; sm < launch.perSM.size(); ++sm)
-    fromCounters(counters->perSM[sm], launch.perSM[sm]);
+    fromCounters(counters->perSM[sm], counters->perSMLatency[sm],
+                 launch.perSM[sm]);
+  launch.residentCtasPerSM = counters->residentCtasPerSM;
+  launch.registersPerThread = counters->registersPerThread;
+  launch.registersAssumed = counters->registersAssumed != 0;
   ModeledTime time = modelLaunch(launch, getGpuModel());
   *microseconds = time.microseconds;
   if (bound) {
-    static const char *names[] = {"issue",        "fp32", "sfu",   "conversion",
-                                  "shuffle",      "int",  "ld/st", "shared",
-                                  "sm-bandwidth", "dram"};
+    static const char *names[] = {
+        "issue", "fp32",   "sfu",          "conversion", "shuffle", "int",
+        "ld/st", "shared", "sm-bandwidth", "latency",    "dram"};
     *bound = "issue";
     for (const char *name : names)
       if (time.bound == name)

@@ -3,6 +3,7 @@
 #include "fd/Emulator/Executor.h"
 
 #include "Opcodes.h"
+#include "Timeline.h"
 #include "WarpState.h"
 
 #include <algorithm>
@@ -20,6 +21,8 @@ ClassCounts &ClassCounts::operator+=(const ClassCounts &other) {
   sharedWavefronts += other.sharedWavefronts;
   globalLoadSectors += other.globalLoadSectors;
   globalStoreSectors += other.globalStoreSectors;
+  ctas += other.ctas;
+  latencyCycles += other.latencyCycles;
   return *this;
 }
 
@@ -46,16 +49,13 @@ struct LocatedError {
 
 class CtaRunner {
 public:
-  CtaRunner(const LaunchRequest &request, DeviceMemory &memory)
-      : request(request), kernel(*request.kernel) {
+  CtaRunner(const LaunchRequest &request, DeviceMemory &memory,
+            const Timeline &timeline)
+      : request(request), kernel(*request.kernel), timeline(timeline) {
     cta.request = &request;
     cta.kernel = &kernel;
     cta.memory = &memory;
-    cta.sharedBytes =
-        request.dynamicSharedBytes
-            ? std::max(kernel.staticSharedBytes,
-                       kernel.dynamicSharedOffset + request.dynamicSharedBytes)
-            : kernel.staticSharedBytes;
+    cta.sharedBytes = getSharedBytes(request);
     size_t shared = cta.sharedBytes;
     cta.shared.resize(shared);
     cta.sharedWritten.resize(shared);
@@ -89,9 +89,21 @@ public:
       for (WarpState &warp : cta.warps)
         if (warp.runningMask)
           runWarp(warp);
-      if (!releaseBarrier())
+      if (!releaseBarrier()) {
+        cta.counts.ctas = 1;
+        cta.counts.latencyCycles = Timeline::getCtaCycles(cta.warps);
         return;
+      }
     }
+  }
+
+  /// A CTA's shared memory: the static variables, then the dynamic bytes.
+  static uint32_t getSharedBytes(const LaunchRequest &request) {
+    const Kernel &kernel = *request.kernel;
+    return request.dynamicSharedBytes ? std::max(kernel.staticSharedBytes,
+                                                 kernel.dynamicSharedOffset +
+                                                     request.dynamicSharedBytes)
+                                      : kernel.staticSharedBytes;
   }
 
   CtaState cta;
@@ -109,6 +121,7 @@ private:
     warp.exitedMask = ~warp.existingMask;
     warp.converged = true;
     warp.commonPc = 0;
+    timeline.start(warp.timing);
     std::fill(warp.registers.begin(), warp.registers.end(), 0);
     const uint32_t *block = request.block;
     uint32_t numWarps = cta.warps.size();
@@ -231,11 +244,14 @@ private:
             active |= 1u << lane;
         });
       }
+      uint64_t wavefronts = cta.counts.sharedWavefronts;
       try {
         execute(inst, warp, pc, mask, active);
       } catch (const ExecutionError &error) {
         fail(error, warp, inst, active);
       }
+      uint64_t passes = cta.counts.sharedWavefronts - wavefronts;
+      timeline.issue(warp.timing, pc, active != 0, passes ? passes - 1 : 0);
     }
   }
 
@@ -474,6 +490,7 @@ private:
         warp.runningMask = warp.existingMask & ~warp.exitedMask;
         warp.converged = false;
       }
+      timeline.releaseBarrier(cta.warps);
       ++cta.barrierEpoch;
       return true;
     }
@@ -501,6 +518,7 @@ private:
 
   const LaunchRequest &request;
   const Kernel &kernel;
+  const Timeline &timeline;
   uint32_t threads = 0;
   uint64_t smId = 0;
 };
@@ -527,6 +545,12 @@ LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
   counters.perSM.resize(request.numSMs);
   counters.ctas = ctas;
   counters.threadsPerCta = threads;
+  counters.registersPerThread = request.registersPerThread;
+  counters.registersAssumed = request.registersAssumed;
+  counters.residentCtasPerSM = getResidentCtasPerSM(
+      request.smResources, threads, CtaRunner::getSharedBytes(request),
+      request.registersPerThread);
+  Timeline timeline(kernel, request.latencyModel);
 
   unsigned workers = request.workerThreads
                          ? request.workerThreads
@@ -537,7 +561,7 @@ LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
   std::atomic<bool> stop{false};
   std::mutex mutex;
   auto work = [&] {
-    CtaRunner runner(request, memory);
+    CtaRunner runner(request, memory, timeline);
     std::vector<ClassCounts> perSM(request.numSMs);
     ClassCounts total;
     for (uint64_t cta; !stop && (cta = nextCta++) < ctas;) {

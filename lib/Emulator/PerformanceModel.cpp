@@ -2,10 +2,29 @@
 
 #include "fd/Emulator/PerformanceModel.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
 namespace fd::emu {
+
+/// Latencies in SM cycles from published microbenchmarks where there are
+/// some, and the schedule window and load lead fitted to the H200's
+/// measured times (bench/calibrate_model.sh); docs/Emulator.md has the
+/// sources and says which values are assumed.
+static LatencyModel makeLatencyModel() {
+  LatencyModel model;
+  model.alu = 4;
+  model.conversion = 6;
+  model.specialFunction = 18;
+  model.shuffle = 24;
+  model.sharedLoad = 30;
+  model.globalLoad = 600;
+  model.barrier = 20;
+  model.window = 128;
+  model.loadLead = 64;
+  return model;
+}
 
 static GpuModel makeH200() {
   GpuModel gpu;
@@ -19,6 +38,8 @@ static GpuModel makeH200() {
   gpu.memoryBytes = size_t(141) << 30;
   gpu.l2Bytes = 50 << 20;
   gpu.floatPerClock = 4; // 128 FP32 lanes
+  gpu.latencyModel = makeLatencyModel();
+  gpu.smResources.sharedBytes = 228 * 1024;
   return gpu;
 }
 
@@ -34,6 +55,9 @@ static GpuModel makeA100() {
   gpu.memoryBytes = size_t(80) << 30;
   gpu.l2Bytes = 40 << 20;
   gpu.floatPerClock = 2; // 64 FP32 lanes
+  // The H200's constants: fdemu has not been calibrated on an A100.
+  gpu.latencyModel = makeLatencyModel();
+  gpu.smResources.sharedBytes = 164 * 1024;
   return gpu;
 }
 
@@ -77,7 +101,13 @@ ModeledTime modelLaunch(const LaunchCounters &counters, const GpuModel &gpu) {
         {count(C::IntegerOther) / gpu.integerPerClock, "int"},
         {loadStore / gpu.loadStorePerClock, "ld/st"},
         {sm.sharedWavefronts / gpu.sharedWavefrontsPerClock, "shared"},
-        {smBytes / gpu.smBytesPerClock, "sm-bandwidth"}};
+        {smBytes / gpu.smBytesPerClock, "sm-bandwidth"},
+        // The SM runs residentCtasPerSM of its CTAs at a time, each as long
+        // as its own dependency chains take.
+        {sm.latencyCycles /
+             static_cast<double>(std::max<uint64_t>(
+                 1, std::min<uint64_t>(counters.residentCtasPerSM, sm.ctas))),
+         "latency"}};
     for (const auto &[cycles, bound] : terms)
       if (cycles > worstCycles) {
         worstCycles = cycles;

@@ -2,12 +2,15 @@
 //
 // Internal to the executor: registers structure-of-arrays (register r of
 // lane l at r * 32 + l, raw bits), per-lane program counters and states,
-// the CTA's shared memory with its shadows, and the counters.
+// the warp's clock, the CTA's shared memory with its shadows, and the
+// counters.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef FD_EMULATOR_WARPSTATE_H
 #define FD_EMULATOR_WARPSTATE_H
+
+#include "Timeline.h"
 
 #include "fd/Emulator/Executor.h"
 
@@ -55,6 +58,8 @@ struct WarpState {
   uint32_t commonPc = 0;
   /// Per-thread local memory, localBytes per lane.
   std::vector<uint8_t> local;
+  /// When its instructions would issue on a GPU.
+  WarpTiming timing;
 
   uint64_t &reg(uint32_t index, int lane) {
     return registers[static_cast<size_t>(index) * kWarpSize + lane];

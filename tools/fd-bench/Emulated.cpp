@@ -203,12 +203,22 @@ FdemuCounters extrapolate(const FdemuCounters &shortCounters,
     to.globalStoreSectors =
         line(atShort.globalStoreSectors, atLong.globalStoreSectors);
   };
+  auto latency = [&](const FdemuLatencyCounts &atShort,
+                     const FdemuLatencyCounts &atLong, FdemuLatencyCounts &to) {
+    to.ctas = line(atShort.ctas, atLong.ctas);
+    to.latencyCycles = line(atShort.latencyCycles, atLong.latencyCycles);
+  };
   FdemuCounters result;
   std::memset(&result, 0, sizeof(result));
   classes(shortCounters.total, longCounters.total, result.total);
+  latency(shortCounters.totalLatency, longCounters.totalLatency,
+          result.totalLatency);
   result.numSMs = longCounters.numSMs;
-  for (unsigned sm = 0; sm < result.numSMs; ++sm)
+  for (unsigned sm = 0; sm < result.numSMs; ++sm) {
     classes(shortCounters.perSM[sm], longCounters.perSM[sm], result.perSM[sm]);
+    latency(shortCounters.perSMLatency[sm], longCounters.perSMLatency[sm],
+            result.perSMLatency[sm]);
+  }
   result.threadInstructions =
       line(shortCounters.threadInstructions, longCounters.threadInstructions);
   result.globalLoadBytes =
@@ -217,6 +227,10 @@ FdemuCounters extrapolate(const FdemuCounters &shortCounters,
       line(shortCounters.globalStoreBytes, longCounters.globalStoreBytes);
   result.sharedBankConflicts =
       line(shortCounters.sharedBankConflicts, longCounters.sharedBankConflicts);
+  // Properties of the launch, not of the length.
+  result.residentCtasPerSM = longCounters.residentCtasPerSM;
+  result.registersPerThread = longCounters.registersPerThread;
+  result.registersAssumed = longCounters.registersAssumed;
   return result;
 }
 

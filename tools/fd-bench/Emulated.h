@@ -76,7 +76,9 @@ private:
 
 /// Counters at `length`, on the line through `shortCounters` at
 /// `shortLength` and `longCounters` at `longLength`: every class count,
-/// sector and wavefront count, in total and per SM.
+/// sector and wavefront count and the CTAs' latency cycles, in total and
+/// per SM (a CTA's token loop takes as many cycles per step at any length).
+/// CTAs resident per SM and registers per thread are the long run's.
 FdemuCounters extrapolate(const FdemuCounters &shortCounters,
                           int64_t shortLength,
                           const FdemuCounters &longCounters, int64_t longLength,

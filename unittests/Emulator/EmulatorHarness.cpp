@@ -30,6 +30,8 @@ const EmulatorDriver *getEmulatorDriver(std::string &error) {
     return nullptr;                                                            \
   }
     FD_EMULATOR_TEST_FUNCTIONS(FD_LOAD_EMULATOR_FUNCTION)
+    FD_LOAD_EMULATOR_FUNCTION(fdemuRecordLaunches, ())
+    FD_LOAD_EMULATOR_FUNCTION(fdemuGetLaunchCounters, ())
 #undef FD_LOAD_EMULATOR_FUNCTION
     if (CUresult result = driver.cuInit(0)) {
       failure = "cuInit failed with " + std::to_string(result);
@@ -140,6 +142,19 @@ testing::AssertionResult EmulatorTest::launchSucceeds(CUfunction function,
   return testing::AssertionFailure()
          << "the launch gave CUresult " << result << ": "
          << (result > 0 ? errorString(result) : "no kernel");
+}
+
+FdemuCounters EmulatorTest::launchCounted(CUfunction function, Dim3 grid,
+                                          Dim3 block, KernelArguments arguments,
+                                          unsigned sharedBytes) {
+  FdemuCounters counters;
+  std::memset(&counters, 0, sizeof(counters));
+  driver->fdemuRecordLaunches(1);
+  EXPECT_TRUE(
+      launchSucceeds(function, grid, block, std::move(arguments), sharedBytes));
+  EXPECT_EQ(driver->fdemuGetLaunchCounters(0, &counters), 0);
+  driver->fdemuRecordLaunches(0);
+  return counters;
 }
 
 std::string EmulatorTest::errorString(CUresult error) {

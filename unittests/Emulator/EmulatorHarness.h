@@ -11,6 +11,7 @@
 #ifndef FD_UNITTESTS_EMULATOR_EMULATORHARNESS_H
 #define FD_UNITTESTS_EMULATOR_EMULATORHARNESS_H
 
+#include "fd/Emulator/Emulator.h"
 #include "fd/Runtime/Driver.h"
 
 #include <gtest/gtest.h>
@@ -67,6 +68,7 @@ constexpr CUresult kLaunchFailed = 719;
     (CUfunction function, unsigned gridX, unsigned gridY, unsigned gridZ,      \
      unsigned blockX, unsigned blockY, unsigned blockZ, unsigned sharedBytes,  \
      rt::CUstream stream, void **params, void **extra))                        \
+  X(cuFuncGetAttribute, (int *value, int attribute, CUfunction function))      \
   X(cuGetErrorString, (CUresult error, const char **text))
 
 struct EmulatorDriver {
@@ -74,6 +76,9 @@ struct EmulatorDriver {
   CUresult(*name) parameters = nullptr;
   FD_EMULATOR_TEST_FUNCTIONS(FD_DECLARE_EMULATOR_FUNCTION)
 #undef FD_DECLARE_EMULATOR_FUNCTION
+  /// fdemu's own entry points (fd/Emulator/Emulator.h).
+  void (*fdemuRecordLaunches)(int enable) = nullptr;
+  int (*fdemuGetLaunchCounters)(int index, FdemuCounters *counters) = nullptr;
 };
 
 /// libfdemu.so ($FD_EMULATOR_LIBRARY, else the build's copy), loaded and
@@ -138,6 +143,12 @@ protected:
   /// (or the launch's, when the launch itself fails).
   CUresult launch(CUfunction function, Dim3 grid, Dim3 block,
                   KernelArguments arguments, unsigned sharedBytes = 0);
+
+  /// Launches with fdemu recording and returns the launch's counters (a
+  /// test failure when the launch fails).
+  FdemuCounters launchCounted(CUfunction function, Dim3 grid, Dim3 block,
+                              KernelArguments arguments,
+                              unsigned sharedBytes = 0);
 
   /// launch, as a gtest assertion whose failure carries fdemu's report.
   testing::AssertionResult launchSucceeds(CUfunction function, Dim3 grid,

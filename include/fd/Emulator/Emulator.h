@@ -29,6 +29,13 @@ typedef struct FdemuClassCounts {
   uint64_t globalStoreSectors;
 } FdemuClassCounts;
 
+/* The latency model's work: CTAs run, and the sum of their latencies (a
+ * CTA's is the latest clock of its warps at exit, in SM cycles). */
+typedef struct FdemuLatencyCounts {
+  uint64_t ctas;
+  uint64_t latencyCycles;
+} FdemuLatencyCounts;
+
 typedef struct FdemuCounters {
   FdemuClassCounts total;
   /* CTA i runs on SM i mod numSMs. */
@@ -38,6 +45,16 @@ typedef struct FdemuCounters {
   uint64_t globalLoadBytes;
   uint64_t globalStoreBytes;
   uint64_t sharedBankConflicts;
+  /* Added with the latency model, after the fields above so that their
+   * offsets stay. */
+  FdemuLatencyCounts totalLatency;
+  FdemuLatencyCounts perSMLatency[FDEMU_MAX_SMS];
+  /* CTAs one SM holds at once, from the registers per thread (ptxas's
+   * count, or fdemu's default when registersAssumed is 1), the threads and
+   * the shared memory of a CTA. */
+  unsigned residentCtasPerSM;
+  unsigned registersPerThread;
+  int registersAssumed;
 } FdemuCounters;
 
 /* Starts (clearing it) or stops the log of executed launches. */

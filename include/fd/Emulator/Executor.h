@@ -6,13 +6,16 @@
 // PC step together under an active mask; lanes reaching a .sync warp
 // instruction wait there until every non-exited lane of its member mask
 // arrives (sm_70+ independent thread scheduling). Every access is checked
-// (bounds, alignment, initialization, shared-memory races) and counted.
+// (bounds, alignment, initialization, shared-memory races) and counted, and
+// every warp keeps a clock of when its instructions would issue on a GPU
+// (LatencyModel.h).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef FD_EMULATOR_EXECUTOR_H
 #define FD_EMULATOR_EXECUTOR_H
 
+#include "fd/Emulator/LatencyModel.h"
 #include "fd/Emulator/Memory.h"
 #include "fd/Emulator/Program.h"
 
@@ -30,6 +33,9 @@ struct ClassCounts {
   uint64_t sharedWavefronts = 0;
   /// 32-byte sectors of global memory touched per warp instruction.
   uint64_t globalLoadSectors = 0, globalStoreSectors = 0;
+  /// CTAs run, and the sum of their latencies: a CTA's is the latest clock
+  /// of its warps at exit, the time it takes alone on an SM.
+  uint64_t ctas = 0, latencyCycles = 0;
 
   ClassCounts &operator+=(const ClassCounts &other);
   uint64_t totalWarpInstructions() const;
@@ -43,6 +49,11 @@ struct LaunchCounters {
   uint64_t globalLoadBytes = 0, globalStoreBytes = 0;
   uint64_t sharedBankConflicts = 0;
   uint64_t ctas = 0, threadsPerCta = 0;
+  /// CTAs one SM holds at once (getResidentCtasPerSM), from the registers
+  /// per thread ptxas reported, or kAssumedRegistersPerThread when
+  /// `registersAssumed`.
+  unsigned residentCtasPerSM = 1, registersPerThread = 0;
+  bool registersAssumed = true;
 };
 
 struct LaunchRequest {
@@ -54,6 +65,11 @@ struct LaunchRequest {
   std::vector<uint8_t> parameters;
   unsigned numSMs = 132;
   unsigned workerThreads = 0; // 0: hardware concurrency
+  /// The emulated GPU's latencies and SM resources (GpuModel).
+  LatencyModel latencyModel;
+  SmResources smResources;
+  unsigned registersPerThread = kAssumedRegistersPerThread;
+  bool registersAssumed = true;
 };
 
 struct LaunchResult {

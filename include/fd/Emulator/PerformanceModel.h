@@ -3,10 +3,12 @@
 // A perfect-overlap roofline per SM: every unit (issue, FP32, special
 // functions, conversions, shuffles, integer/other, load/store, shared-memory
 // wavefronts, the SM's share of L2 bandwidth) works in parallel, so an SM
-// takes as long as its busiest unit; the launch takes as long as its
-// busiest SM, or as DRAM needs for every sector touched, whichever is
-// longer, plus a fixed launch overhead. The constants and the assumptions
-// behind them are in docs/Emulator.md.
+// takes as long as its busiest unit, but no less than its CTAs' latency:
+// each CTA's dependency chains (LatencyModel.h), with as many CTAs at once
+// as the SM holds. The launch takes as long as its busiest SM, or as DRAM
+// needs for every sector touched, whichever is longer, plus a fixed launch
+// overhead. The constants and the assumptions behind them are in
+// docs/Emulator.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +16,7 @@
 #define FD_EMULATOR_PERFORMANCEMODEL_H
 
 #include "fd/Emulator/Executor.h"
+#include "fd/Emulator/LatencyModel.h"
 
 #include <string>
 
@@ -40,6 +43,9 @@ struct GpuModel {
   double sharedWavefrontsPerClock = 1;
   /// Bytes per clock one SM can move to or from L2.
   double smBytesPerClock = 64;
+  /// The latency term's inputs.
+  LatencyModel latencyModel;
+  SmResources smResources;
   /// Host-side cost per kernel launched eagerly, and per kernel node of a
   /// replayed graph, in microseconds.
   double eagerLaunchMicroseconds = 3.0;
@@ -54,7 +60,8 @@ const GpuModel *findGpuModel(const std::string &name);
 struct ModeledTime {
   double microseconds = 0;
   /// The term that set the time: "issue", "fp32", "sfu", "conversion",
-  /// "shuffle", "int", "ld/st", "shared", "sm-bandwidth", "dram".
+  /// "shuffle", "int", "ld/st", "shared", "sm-bandwidth", "latency",
+  /// "dram".
   std::string bound;
   double dramBytes = 0;
 };

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# fdemu's performance model against a GPU: compiles the exact plans of a
+# measured fd-bench CSV (same config, batch, max_len and split count; the
+# count is passed explicitly, so a planner change cannot move a row), runs
+# fd-bench on fdemu over them and prints, per row, the measured time next to
+# the modeled one. Default: the H200 run of 2026-11-29, which measured the
+# kernels of compiler 0.2.2 (commit fd4058c): a table for kernels of
+# another compiler version compares different code.
+# Usage: bench/calibrate_model.sh [MEASURED_CSV] [MODELED_CSV]
+# Environment: BUILD (default build): fd-compile, fd-bench, fdemu.
+#   KERNELS=DIR: use the kernels in DIR/<config>/B<b>_L<len>_<mode> instead
+#     of compiling them (their split counts must be the CSV's). With the
+#     default CSV and no KERNELS, the PTX that ran on the GPU is used:
+#     bench/h200-measured-kernels-0.2.2.tar.xz (compiler 0.2.2).
+#   REUSE=1: print the table from MODELED_CSV again, without running.
+# MODELED_CSV defaults to $BUILD/calibration/modeled.csv.
+set -euo pipefail
+measured=${1:-bench/h200-measured-model-shapes-2026-11-29.csv}
+build=${BUILD:-build}
+modeled=${2:-$build/calibration/modeled.csv}
+dir=${KERNELS:-$build/calibration/kernels}
+if [ -z "${KERNELS:-}" ] && [ $# -eq 0 ] && [ "${REUSE:-0}" != 1 ]; then
+  rm -rf "$dir" && mkdir -p "$dir"
+  tar xJf "$(dirname "$0")/h200-measured-kernels-0.2.2.tar.xz" -C "$dir" \
+    --strip-components=1
+  KERNELS=$dir
+fi
+# The measured CSVs are from an H200: sm_90, 132 SMs.
+gpu=h200 arch=sm_90 sms=132
+
+heads() {
+  case $1 in
+  llama3-8b) echo "32 8" ;;
+  mha) echo "32 32" ;;
+  gqa8) echo "64 8" ;;
+  mqa) echo "32 1" ;;
+  *)
+    echo "calibrate_model.sh: unknown config '$1'" >&2
+    exit 2
+    ;;
+  esac
+}
+
+if [ "${REUSE:-0}" != 1 ]; then
+  [ -n "${KERNELS:-}" ] || rm -rf "$dir"
+  configs=
+  shapes=
+  while IFS=, read -r config batch len mode splits _; do
+    [ "$config" = config ] && continue
+    plan=$dir/$config/B${batch}_L${len}_$mode
+    if [ -z "${KERNELS:-}" ]; then
+      read -r hq hkv <<<"$(heads "$config")"
+      "$build/bin/fd-compile" --no-cache --head-dim 128 --num-q-heads "$hq" \
+        --num-kv-heads "$hkv" --dtype f16 --kv-layout NHD --arch "$arch" \
+        --sm-count "$sms" --num-splits "$splits" --batch "$batch" \
+        --max-len "$len" -o "$plan" >/dev/null
+    elif ! grep -q "\"num_splits\": $splits," "$plan/manifest.json"; then
+      echo "calibrate_model.sh: $plan does not have $splits splits" >&2
+      exit 2
+    fi
+    case ",$configs," in
+    *",$config,"*) ;;
+    *) configs=${configs:+$configs,}$config ;;
+    esac
+    case ",$shapes," in
+    *",${batch}x$len,"*) ;;
+    *) shapes=${shapes:+$shapes,}${batch}x$len ;;
+    esac
+  done <"$measured"
+  mkdir -p "$(dirname "$modeled")"
+  FD_CUDA_DRIVER=$build/lib/libfdemu.so FDEMU_GPU=$gpu "$build/bin/fd-bench" \
+    --kernels "$dir" --configs "$configs" --shapes "$shapes" \
+    --csv "$modeled" >&2
+fi
+
+grep -ho '"compiler_version": "[^"]*"' "$dir"/*/*/manifest.json | sort -u |
+  sed 's/.*: "\(.*\)"/kernels: \1/'
+# Join on (config, batch, max_len, mode); both CSVs have fd-bench's columns.
+awk -F, '
+  BEGIN {
+    printf "%-10s %3s %6s %-4s %4s %12s %12s %7s  %s\n", "config", "B", "L",
+      "mode", "S", "measured us", "modeled us", "ratio", "bound"
+  }
+  FNR == 1 { next }
+  NR == FNR {
+    key = $1 "," $2 "," $3 "," $4
+    modeled[key] = $6
+    bound[key] = $14
+    next
+  }
+  {
+    key = $1 "," $2 "," $3 "," $4
+    if (!(key in modeled)) {
+      printf "no modeled row for %s\n", key > "/dev/stderr"
+      missing = 1
+      next
+    }
+    ratio = $6 / modeled[key]
+    printf "%-10s %3d %6d %-4s %4d %12.1f %12.1f %7.2f  %s\n", $1, $2, $3,
+      $4, $5, $6, modeled[key], ratio, bound[key]
+    sum += log(ratio)
+    if (!n++ || ratio < low) low = ratio
+    if (n == 1 || ratio > high) high = ratio
+  }
+  END {
+    if (n)
+      printf "measured / modeled: %.2f to %.2f, geometric mean %.2f " \
+        "(%d rows)\n", low, high, exp(sum / n), n
+    exit missing
+  }' "$modeled" "$measured"

@@ -1,0 +1,149 @@
+//===- Timeline.h - When a warp's instructions would issue ------*- C++ -*-===//
+//
+// Internal to the executor: the latency model of LatencyModel.h. Each warp
+// has, per register, the cycle its value is ready (one value for the whole
+// warp: its lanes issue together). An instruction issues at the first free
+// cycle at or after the ready cycles of its sources (guard and address
+// registers included), after every instruction `window` or more before it,
+// and after the last branch or barrier; its destinations are ready
+// `latency` cycles later. A load does not stall the warp until its result
+// is read, so loads issued close together are in flight together. A global
+// load whose first use is further ahead than `loadLead` instructions counts
+// as issued at the instruction `loadLead` before that use. PTX moves are
+// register renames that ptxas removes: they neither issue nor wait, and
+// their destinations are ready when their sources are.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_EMULATOR_TIMELINE_H
+#define FD_EMULATOR_TIMELINE_H
+
+#include "fd/Emulator/LatencyModel.h"
+#include "fd/Emulator/Program.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace fd::emu {
+
+struct WarpState;
+
+/// A warp's timeline.
+struct WarpTiming {
+  /// The latest cycle an instruction issued; nothing issues before `fence`
+  /// (the last branch or barrier).
+  uint64_t clock = 0, fence = 0;
+  /// The latest issue of the instructions that left the window.
+  uint64_t floor = 0;
+  /// Per register, the cycle its value is ready.
+  std::vector<uint64_t> ready;
+  /// Issue cycles of the last `window` instructions, a ring at `slot`.
+  std::vector<uint64_t> recent;
+  size_t slot = 0;
+  /// One bit per cycle in [busyBase, busyBase + kBusyCycles): an
+  /// instruction issued then. Far more than the cycles a window of
+  /// instructions spans unless it chains many loads.
+  static constexpr uint64_t kBusyCycles = 256 * 64;
+  uint64_t busyBase = 0;
+  std::array<uint64_t, kBusyCycles / 64> busy{};
+};
+
+class Timeline {
+public:
+  /// Decodes each instruction's registers and latency, and where global
+  /// loads are placed, once per launch.
+  Timeline(const Kernel &kernel, const LatencyModel &model);
+
+  /// A warp starts at cycle 0 with every register ready.
+  void start(WarpTiming &timing) const;
+
+  /// Instruction `pc` issues. `executed`: some lane ran it (when its guard
+  /// was false everywhere no result is pending). `extraCycles` lengthen its
+  /// latency (shared-memory wavefronts past the first).
+  void issue(WarpTiming &timing, uint32_t pc, bool executed,
+             uint64_t extraCycles) const {
+    const Entry &entry = entries[pc];
+    const uint32_t *reg = registers.data() + entry.first;
+    uint64_t ready = 0;
+    for (unsigned i = 0; i < entry.numSources; ++i)
+      ready = std::max(ready, timing.ready[reg[i]]);
+    reg += entry.numSources;
+    if (entry.rename) {
+      for (unsigned i = 0; i < entry.numDestinations; ++i)
+        timing.ready[reg[i]] = ready;
+      return;
+    }
+    // The instruction `window` back leaves the window: nothing later may
+    // issue before it or anything that left before it.
+    timing.floor = std::max(timing.floor, timing.recent[timing.slot]);
+    uint64_t earliest = std::max({ready, timing.fence, timing.floor});
+    if (entry.fence)
+      earliest = std::max(earliest, timing.clock + 1);
+    uint64_t start = takeCycle(timing, earliest);
+    timing.recent[timing.slot] = start;
+    if (++timing.slot == timing.recent.size())
+      timing.slot = 0;
+    timing.clock = std::max(timing.clock, start);
+    if (entry.fence)
+      timing.fence = start;
+    if (executed)
+      for (unsigned i = 0; i < entry.numDestinations; ++i)
+        timing.ready[reg[i]] = start + entry.latency + extraCycles;
+    reg += entry.numDestinations;
+    for (unsigned i = 0; i < entry.numPlacedLoads; ++i)
+      timing.ready[reg[i]] =
+          std::max(timing.ready[reg[i]], start + globalLoadLatency);
+  }
+
+  /// A released bar.sync: every warp with live lanes issues next after the
+  /// last one's arrival plus the barrier's latency.
+  void releaseBarrier(std::vector<WarpState> &warps) const;
+
+  /// A finished CTA's latency: the latest issue of its warps.
+  static uint64_t getCtaCycles(const std::vector<WarpState> &warps);
+
+private:
+  struct Entry {
+    /// Into `registers`: the sources, the destinations, then the results
+    /// of global loads placed at this instruction (loadLead).
+    uint32_t first = 0;
+    uint16_t numSources = 0, numDestinations = 0, numPlacedLoads = 0;
+    bool rename = false;
+    /// Branches, barriers, exits: issue after every earlier instruction,
+    /// and every later one issues after them.
+    bool fence = false;
+    uint32_t latency = 0;
+  };
+
+  /// The first cycle from `cycle` on with no instruction issued; takes it.
+  /// A cycle before the busy window is forgotten and taken as free.
+  static uint64_t takeCycle(WarpTiming &timing, uint64_t cycle) {
+    if (cycle < timing.busyBase)
+      return cycle;
+    for (;;) {
+      if (cycle >= timing.busyBase + WarpTiming::kBusyCycles)
+        slideBusy(timing, cycle);
+      uint64_t &word = timing.busy[cycle / 64 % timing.busy.size()];
+      uint64_t free = ~word >> (cycle % 64);
+      if (free) {
+        cycle += __builtin_ctzll(free);
+        word |= uint64_t(1) << (cycle % 64);
+        return cycle;
+      }
+      cycle = (cycle | 63) + 1;
+    }
+  }
+  /// Moves the busy window so that it holds `cycle`, forgetting the oldest.
+  static void slideBusy(WarpTiming &timing, uint64_t cycle);
+
+  std::vector<Entry> entries;
+  std::vector<uint32_t> registers;
+  size_t numRegisters = 0, window = 1;
+  unsigned globalLoadLatency = 0, barrierLatency = 0;
+};
+
+} // namespace fd::emu
+
+#endif // FD_EMULATOR_TIMELINE_H

@@ -1,0 +1,332 @@
+//===- LatencyModelTest.cpp - fdemu's latency model and residency ---------===//
+//
+// The warp timelines behind the performance model's latency term, on
+// generated kernels run through libfdemu.so: a dependent chain takes a
+// latency per instruction where independent instructions take a cycle; a
+// pointer chase pays the load latency per load where independent loads
+// overlap; a load's latency is hidden by independent work up to the load
+// lead, and an instruction waiting for it holds back only the instructions
+// a window later; divergent paths issue one after the other; bar.sync
+// releases every warp after the last arrival. Then the residency limits (a
+// pure function), ptxas's register count as the driver reports it, and the
+// latency term of the model.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EmulatorHarness.h"
+
+#include "fd/Emulator/PerformanceModel.h"
+
+#include <unistd.h>
+
+using namespace fd::emutest;
+using fd::emu::getGpuModel;
+using fd::emu::getResidentCtasPerSM;
+using fd::emu::LatencyModel;
+using fd::emu::SmResources;
+
+namespace {
+
+constexpr int kNumRegsAttribute = 4; // CU_FUNC_ATTRIBUTE_NUM_REGS
+
+class EmulatorLatency : public EmulatorTest {
+protected:
+  /// The model fdemu runs with (FDEMU_GPU, as libfdemu.so reads it).
+  const LatencyModel &model = getGpuModel().latencyModel;
+
+  /// The latency of one CTA of `threads` threads running `ptx`'s `name`.
+  uint64_t ctaCycles(const std::string &ptx, const char *name,
+                     KernelArguments arguments, unsigned threads = 32) {
+    CUfunction kernel = getKernel(ptx, name);
+    FdemuCounters counters =
+        launchCounted(kernel, {1}, {threads}, std::move(arguments));
+    EXPECT_EQ(counters.totalLatency.ctas, 1u);
+    return counters.totalLatency.latencyCycles;
+  }
+};
+
+/// `count` f32 fmas: each reads the previous one's result (`dependent`) or
+/// only %f0.
+std::string fmaKernel(int count, bool dependent) {
+  std::string ptx =
+      std::string(kPtxHeader) + ".visible .entry fmas()\n{\n  .reg .f32 %f<" +
+      std::to_string(count + 1) + ">;\n  mov.f32 %f0, 0f3F800000;\n";
+  for (int i = 1; i <= count; ++i) {
+    std::string source = "%f" + std::to_string(dependent ? i - 1 : 0);
+    ptx += "  fma.rn.f32 %f" + std::to_string(i) + ", " + source + ", " +
+           source + ", " + source + ";\n";
+  }
+  return ptx + "  ret;\n}\n";
+}
+
+TEST_F(EmulatorLatency, DependentChainTakesTheLatencyPerInstruction) {
+  // 64 more instructions: 64 latencies more in a chain, 64 cycles more
+  // when independent (one issue per cycle).
+  uint64_t chain = ctaCycles(fmaKernel(64, true), "fmas", KernelArguments());
+  uint64_t longerChain =
+      ctaCycles(fmaKernel(128, true), "fmas", KernelArguments());
+  uint64_t independent =
+      ctaCycles(fmaKernel(64, false), "fmas", KernelArguments());
+  uint64_t moreIndependent =
+      ctaCycles(fmaKernel(128, false), "fmas", KernelArguments());
+  EXPECT_EQ(longerChain - chain, 64u * model.alu);
+  EXPECT_EQ(moreIndependent - independent, 64u);
+  // The first fma issues at cycle 0, the last at 63 latencies later; ret
+  // one cycle after it.
+  EXPECT_EQ(chain, 63u * model.alu + 1);
+  EXPECT_EQ(independent, 64u);
+}
+
+/// Eight loads of 8-byte words from [in]: each address the previous load's
+/// value (`chase`), or in + 8 * i.
+std::string loadKernel(bool chase) {
+  std::string ptx = std::string(kPtxHeader) +
+                    ".visible .entry loads(.param .u64 in)\n{\n"
+                    "  .reg .b64 %a<10>;\n  ld.param.u64 %a0, [in];\n";
+  for (int i = 1; i <= 8; ++i)
+    ptx += "  ld.global.u64 %a" + std::to_string(i) + ", [%a" +
+           (chase ? std::to_string(i - 1) + "]"
+                  : "0+" + std::to_string(8 * (i - 1)) + "]") +
+           ";\n";
+  ptx += "  add.s64 %a9, %a8, %a1;\n";
+  return ptx + "  ret;\n}\n";
+}
+
+TEST_F(EmulatorLatency, LoadsInFlightOverlapAndAChasePaysEachLatency) {
+  // words[i] holds the address of words[i + 1].
+  CUdeviceptr words = allocate(9 * 8);
+  std::vector<uint64_t> next(9);
+  for (int i = 0; i < 9; ++i)
+    next[i] = words + 8 * (i + 1);
+  ASSERT_EQ(driver->cuMemcpyHtoD_v2(words, next.data(), 9 * 8), kSuccess);
+  uint64_t chase = ctaCycles(loadKernel(true), "loads", KernelArguments(words));
+  uint64_t overlapped =
+      ctaCycles(loadKernel(false), "loads", KernelArguments(words));
+  // The parameter is ready after an ALU latency; then eight loads one
+  // after another, or issued on consecutive cycles; the add, then ret.
+  EXPECT_EQ(chase, model.alu + 8u * model.globalLoad + 1);
+  EXPECT_EQ(overlapped, model.alu + 7 + model.globalLoad + 1);
+}
+
+/// A load, `filler` independent adds and the load's use, after the adds or
+/// (`useFirst`) before them.
+std::string hiddenLoadKernel(int filler, bool useFirst = false) {
+  std::string use = "  add.s64 %use, %v, 1;\n";
+  std::string ptx = std::string(kPtxHeader) +
+                    ".visible .entry hidden(.param .u64 in)\n{\n"
+                    "  .reg .b64 %a, %v, %use, %f<" +
+                    std::to_string(filler + 1) +
+                    ">;\n  ld.param.u64 %a, [in];\n  ld.global.u64 %v, [%a];\n";
+  if (useFirst)
+    ptx += use;
+  for (int i = 1; i <= filler; ++i)
+    ptx += "  add.s64 %f" + std::to_string(i) + ", %a, " + std::to_string(i) +
+           ";\n";
+  return ptx + (useFirst ? "" : use) + "  ret;\n}\n";
+}
+
+TEST_F(EmulatorLatency, IndependentWorkHidesALoadUpToTheLoadLead) {
+  CUdeviceptr word = upload(std::vector<uint64_t>{7});
+  // The load issues when the parameter is ready (alu); the fillers follow
+  // one per cycle; ret issues a cycle after the use. With fewer fillers
+  // than the lead, the use waits for the load: the fillers are free.
+  for (int filler : {1, 16}) {
+    if (filler >= static_cast<int>(model.loadLead))
+      continue;
+    EXPECT_EQ(
+        ctaCycles(hiddenLoadKernel(filler), "hidden", KernelArguments(word)),
+        model.alu + model.globalLoad + 1)
+        << filler << " fillers";
+  }
+  // With more, the load counts as issued with the filler `loadLead` before
+  // the use: every filler before that one adds a cycle.
+  int filler = static_cast<int>(model.loadLead) + 500;
+  EXPECT_EQ(
+      ctaCycles(hiddenLoadKernel(filler), "hidden", KernelArguments(word)),
+      model.alu + (filler - model.loadLead + 1) + model.globalLoad + 1);
+}
+
+/// Lanes below `split` run one block of 100 independent adds, the others
+/// another.
+std::string branchKernel(int split) {
+  std::string adds;
+  for (int i = 1; i <= 100; ++i)
+    adds += "  add.s32 %r" + std::to_string(i) + ", %t, " + std::to_string(i) +
+            ";\n";
+  return std::string(kPtxHeader) + R"(
+.visible .entry branches()
+{
+  .reg .pred %p;
+  .reg .b32 %t, %r<101>;
+  mov.u32 %t, %tid.x;
+  setp.lt.u32 %p, %t, )" +
+         std::to_string(split) + R"(;
+  @%p bra TAKEN;
+)" + adds +
+         R"(
+  bra.uni JOIN;
+TAKEN:
+)" + adds +
+         R"(
+JOIN:
+  ret;
+}
+)";
+}
+
+TEST_F(EmulatorLatency, AStalledInstructionHoldsBackTheInstructionsAWindowOn) {
+  CUdeviceptr word = upload(std::vector<uint64_t>{7});
+  // The use waits for the load; of the adds after it, the first window - 1
+  // issue before it (ptxas would have scheduled them there), the others
+  // after it, one per cycle; ret follows the last.
+  int window = static_cast<int>(model.window);
+  uint64_t stalled = model.alu + model.globalLoad;
+  EXPECT_EQ(ctaCycles(hiddenLoadKernel(window - 1, true), "hidden",
+                      KernelArguments(word)),
+            stalled + 1);
+  int filler = window + 300;
+  EXPECT_EQ(ctaCycles(hiddenLoadKernel(filler, true), "hidden",
+                      KernelArguments(word)),
+            stalled + (filler - (window - 1)) + 1);
+}
+
+TEST_F(EmulatorLatency, DivergentPathsIssueOneAfterTheOther) {
+  uint64_t uniform = ctaCycles(branchKernel(32), "branches", KernelArguments());
+  uint64_t divergent =
+      ctaCycles(branchKernel(16), "branches", KernelArguments());
+  // Both blocks, and the branch that ends the first.
+  EXPECT_EQ(divergent - uniform, 100u + 1);
+}
+
+TEST_F(EmulatorLatency, BarrierReleasesEveryWarpAfterTheLastArrival) {
+  // Warp 0 runs a chain before the barrier, warp 1 one after it: the CTA
+  // takes both chains and the barrier, not the longer of the two.
+  std::string chain;
+  for (int i = 0; i < 100; ++i)
+    chain += "  fma.rn.f32 %x, %x, %x, %x;\n";
+  std::string ptx = std::string(kPtxHeader) + R"(
+.visible .entry barrier()
+{
+  .reg .pred %first;
+  .reg .b32 %t;
+  .reg .f32 %x;
+  mov.u32 %t, %tid.x;
+  mov.f32 %x, 0f3F800000;
+  setp.lt.u32 %first, %t, 32;
+  @!%first bra ARRIVE;
+)" + chain + R"(
+ARRIVE:
+  bar.sync 0;
+  @%first bra DONE;
+)" + chain + R"(
+DONE:
+  ret;
+}
+)";
+  uint64_t cycles = ctaCycles(ptx, "barrier", KernelArguments(), 64);
+  uint64_t chains = 2 * 100 * model.alu + model.barrier;
+  EXPECT_GE(cycles, chains);
+  EXPECT_LE(cycles, chains + 3 * model.alu);
+}
+
+TEST(EmulatorResidency, TheTightestLimitSetsTheCtasPerSM) {
+  SmResources h200; // 228 KB of shared memory
+  SmResources a100;
+  a100.sharedBytes = 164 * 1024;
+  // Registers: 64K / (128 * 128) = 4; 248 and 249 (rounded to 256) both 2.
+  EXPECT_EQ(getResidentCtasPerSM(h200, 128, 10368, 128), 4u);
+  EXPECT_EQ(getResidentCtasPerSM(h200, 128, 20736, 248), 2u);
+  EXPECT_EQ(getResidentCtasPerSM(h200, 128, 18144, 249), 2u);
+  // 48 registers: 10 (not the 64 shared memory or 16 threads allow).
+  EXPECT_EQ(getResidentCtasPerSM(h200, 128, 2592, 48), 10u);
+  // Threads: 2048 / 1024.
+  EXPECT_EQ(getResidentCtasPerSM(h200, 1024, 0, 16), 2u);
+  // The CTA limit.
+  EXPECT_EQ(getResidentCtasPerSM(h200, 32, 0, 16), 32u);
+  // A partial warp takes a whole one: 33 threads, 2 warps of 256.
+  EXPECT_EQ(getResidentCtasPerSM(h200, 33, 0, 255), 4u);
+  // Shared memory, with 1 KB reserved per CTA: 228 KB / 101 KB and
+  // 164 KB / 101 KB.
+  EXPECT_EQ(getResidentCtasPerSM(h200, 128, 100 * 1024, 32), 2u);
+  EXPECT_EQ(getResidentCtasPerSM(a100, 128, 100 * 1024, 32), 1u);
+  // A CTA that fits nowhere still counts as one.
+  EXPECT_EQ(getResidentCtasPerSM(h200, 128, 1 << 20, 32), 1u);
+}
+
+/// A kernel with a name of its own: ptxas's counts are cached per text.
+std::string storeKernel(const std::string &name) {
+  return std::string(kPtxHeader) + ".visible .entry " + name +
+         R"((.param .u64 out)
+{
+  .reg .b32 %t;
+  .reg .b64 %out, %offset;
+  mov.u32 %t, %tid.x;
+  mul.wide.u32 %offset, %t, 4;
+  ld.param.u64 %out, [out];
+  add.s64 %out, %out, %offset;
+  st.global.u32 [%out], %t;
+  ret;
+}
+)";
+}
+
+TEST_F(EmulatorLatency, RegistersComeFromPtxas) {
+  const char *configured = std::getenv("FDEMU_PTXAS");
+  if (!(configured && *configured) &&
+      access("/usr/local/cuda/bin/ptxas", X_OK) != 0)
+    GTEST_SKIP() << "no ptxas at $FDEMU_PTXAS or /usr/local/cuda/bin";
+  CUfunction kernel = getKernel(storeKernel("counted"), "counted");
+  int registers = 0;
+  ASSERT_EQ(driver->cuFuncGetAttribute(&registers, kNumRegsAttribute, kernel),
+            kSuccess);
+  EXPECT_GT(registers, 0);
+  EXPECT_LE(registers, 255);
+  CUdeviceptr out = allocate(256 * 4);
+  FdemuCounters counters =
+      launchCounted(kernel, {1}, {256}, KernelArguments(out));
+  EXPECT_EQ(counters.registersAssumed, 0);
+  EXPECT_EQ(counters.registersPerThread, static_cast<unsigned>(registers));
+  EXPECT_EQ(counters.residentCtasPerSM,
+            getResidentCtasPerSM(getGpuModel().smResources, 256, 0, registers));
+}
+
+TEST_F(EmulatorLatency, RegistersAreAssumedWithoutPtxas) {
+  const char *configured = std::getenv("FDEMU_PTXAS");
+  std::string saved = configured ? configured : "";
+  setenv("FDEMU_PTXAS", "/nonexistent/ptxas", 1);
+  CUfunction kernel = getKernel(storeKernel("assumed"), "assumed");
+  if (configured)
+    setenv("FDEMU_PTXAS", saved.c_str(), 1);
+  else
+    unsetenv("FDEMU_PTXAS");
+  int registers = 0;
+  ASSERT_EQ(driver->cuFuncGetAttribute(&registers, kNumRegsAttribute, kernel),
+            kSuccess);
+  EXPECT_EQ(registers, static_cast<int>(fd::emu::kAssumedRegistersPerThread));
+  CUdeviceptr out = allocate(256 * 4);
+  FdemuCounters counters =
+      launchCounted(kernel, {1}, {256}, KernelArguments(out));
+  EXPECT_EQ(counters.registersAssumed, 1);
+  EXPECT_EQ(counters.registersPerThread, fd::emu::kAssumedRegistersPerThread);
+}
+
+TEST(EmulatorLatencyTerm, ResidentCtasShareTheSMsLatency) {
+  const fd::emu::GpuModel &gpu = *fd::emu::findGpuModel("h200");
+  fd::emu::LaunchCounters counters;
+  counters.perSM.resize(1);
+  counters.perSM[0].latencyCycles = 1'000'000;
+  counters.residentCtasPerSM = 4;
+  double cycleMicroseconds = 1 / (gpu.clockGHz * 1e3);
+  // One CTA: its whole latency. Eight CTAs (four resident at a time): a
+  // quarter of their sum. Two: half.
+  const std::pair<int, double> cases[] = {{1, 1.0}, {8, 0.25}, {2, 0.5}};
+  for (auto [ctas, share] : cases) {
+    counters.perSM[0].ctas = ctas;
+    fd::emu::ModeledTime time = fd::emu::modelLaunch(counters, gpu);
+    EXPECT_EQ(time.bound, "latency") << ctas << " CTAs";
+    EXPECT_DOUBLE_EQ(time.microseconds, 1e6 * share * cycleMicroseconds)
+        << ctas << " CTAs";
+  }
+}
+
+} // namespace
