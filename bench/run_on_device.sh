@@ -10,6 +10,7 @@
 # /usr/src/googletest there). Each step has its own time limit so the whole
 # run ends within about 10 minutes (the first took 6.5); the logs land in $OUT (default bench/out):
 # device.log (what is printed), build.log, ctest.log, sanitizer.log,
+# clocks.csv (SM clock each second from the first fd-bench on),
 # fd-bench.csv, fd-bench-model.csv, peers.csv.
 # For a dry run without a GPU: FD_CUDA_DRIVER=.../libfdemu.so.
 set -uo pipefail
@@ -64,7 +65,14 @@ if [ -f "$kernels/emulator/driver_api_kernels.ptx" ]; then
 fi
 
 if [ -d "$kernels/model" ]; then
-  step "fd-bench: the modeled table's shapes, measured"
+  # The SM clock while the kernels run (latency-bound rows scale with it):
+# sampled every second into clocks.csv until the script ends.
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw \
+  --format=csv -l 1 >"$out/clocks.csv" 2>&1 &
+clocks=$!
+trap 'kill $clocks 2>/dev/null' EXIT
+
+step "fd-bench: the modeled table's shapes, measured"
   timeout 90 build-device/bin/fd-bench --kernels "$kernels/model" \
     --configs llama3-8b,mha,gqa8,mqa --shapes 1x32768,16x4096 \
     --csv "$out/fd-bench-model.csv"

@@ -22,7 +22,8 @@ bfloat16 numpy data is given as uint16 bit patterns with ``dtype="bfloat16"``.
 import json
 
 from . import _flashdecode as _native
-from ._common import _check_scale, _dtype_code, _split_options
+from ._common import (_check_scale, _dtype_code, _planner_options,
+                      _split_options)
 from ._cpu import _decode_cpu
 from ._cuda import Decoder, _decode_cuda
 from .device_array import DeviceArray
@@ -31,13 +32,6 @@ __all__ = ["compile", "plan_splits", "decode_attention", "Kernel", "Decoder",
            "DeviceArray"]
 
 CudaError = _native.CudaError
-
-
-def _planner_options(blocks_per_sm, min_chunk_length, max_splits):
-    """The planner knobs given (None: the planner's default) as keywords."""
-    given = {"blocks_per_sm": blocks_per_sm,
-             "min_chunk_length": min_chunk_length, "max_splits": max_splits}
-    return {name: value for name, value in given.items() if value is not None}
 
 
 def plan_splits(batch, num_kv_heads, max_len, sm_count=132, *,
@@ -91,10 +85,13 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
 def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                      scale=None, kv_layout="NHD", return_lse=False,
                      backend="cpu", dtype=None, block_table=None, arch=None,
-                     out=None, lse=None, stream=None):
+                     out=None, lse=None, stream=None, blocks_per_sm=None,
+                     min_chunk_length=None, max_splits=None):
     """softmax(scale * q k^T) v over each sequence's first seq_lens[b] keys.
 
-    num_splits: None/"auto" (the planner's choice) or a positive count.
+    num_splits: None/"auto" (the planner's choice) or a positive count;
+    blocks_per_sm, min_chunk_length, max_splits: the planner's knobs (see
+    plan_splits; None keeps the default).
     block_table: int32 [B, max_pages]; when given, the caches are page pools
     [num_pages, page_size, Hkv, D] (NHD) or [num_pages, Hkv, page_size, D]
     (HND) and position j of sequence b is slot j % page_size of page
@@ -121,15 +118,16 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     if dtype is not None:
         _dtype_code(dtype)
     scale = _check_scale(scale)
+    planner = _planner_options(blocks_per_sm, min_chunk_length, max_splits)
     if backend == "cpu":
         for name, value in (("arch", arch), ("out", out), ("lse", lse),
                             ("stream", stream)):
             if value is not None:
                 raise ValueError(f"{name} is for backend='cuda'")
         return _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale,
-                           kv_layout, return_lse, dtype, block_table)
+                           kv_layout, return_lse, dtype, block_table, planner)
     if backend == "cuda":
         return _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale,
                             kv_layout, return_lse, dtype, block_table, arch,
-                            out, lse, stream)
+                            out, lse, stream, planner)
     raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")

@@ -106,3 +106,10 @@ def _check_scale(scale):
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a positive finite number, got {scale}")
     return scale
+
+
+def _planner_options(blocks_per_sm, min_chunk_length, max_splits):
+    """The planner knobs given (None: the planner's default) as keywords."""
+    given = {"blocks_per_sm": blocks_per_sm,
+             "min_chunk_length": min_chunk_length, "max_splits": max_splits}
+    return {name: value for name, value in given.items() if value is not None}

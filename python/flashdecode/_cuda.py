@@ -6,7 +6,8 @@ configuration and GPU."""
 import numpy as np
 
 from . import _flashdecode as _native
-from ._common import _DTYPES, _Problem, _check_scale, _split_options
+from ._common import (_DTYPES, _Problem, _check_scale, _planner_options,
+                      _split_options)
 from .device_array import DeviceArray
 
 
@@ -194,12 +195,15 @@ class Decoder:
     target. ``stream`` is a CUstream handle (int); the default is PyTorch's
     current stream for tensors, else a stream the Decoder owns
     (DeviceArray.numpy() and copy_from_numpy() wait for it). Deleting the
-    Decoder waits for the streams it launched on.
+    Decoder waits for the streams it launched on. ``blocks_per_sm``,
+    ``min_chunk_length`` and ``max_splits`` are the split planner's knobs
+    (see plan_splits; None keeps the default).
     """
 
     def __init__(self, q, k_cache, v_cache, seq_lens, out, lse=None, *,
                  num_splits=None, scale=None, kv_layout="NHD",
-                 block_table=None, arch=None):
+                 block_table=None, arch=None, blocks_per_sm=None,
+                 min_chunk_length=None, max_splits=None):
         problem, arrays = _check_cuda_inputs(q, k_cache, v_cache, seq_lens,
                                              block_table, kv_layout, None)
         qa, ka, va, la = arrays[:4]
@@ -224,7 +228,8 @@ class Decoder:
             problem.query_len, _DTYPES[qa.dtype], kv_layout,
             problem.page_size, splits, split_kv, _check_scale(scale),
             lse is not None, problem.batch, problem.max_len, sm_count,
-            target if arch is None else arch)
+            target if arch is None else arch,
+            **_planner_options(blocks_per_sm, min_chunk_length, max_splits))
         table = arrays[4].pointer if block_table is not None else 0
         self._plan = _native.CudaPlan(
             config, self.device, qa.pointer, ka.pointer, va.pointer,
@@ -253,7 +258,8 @@ _cuda_launchers = {}
 
 
 def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
-                 return_lse, dtype, block_table, arch, out, lse, stream):
+                 return_lse, dtype, block_table, arch, out, lse, stream,
+                 planner):
     problem, arrays = _check_cuda_inputs(q, k_cache, v_cache, seq_lens,
                                          block_table, kv_layout, dtype)
     qa = arrays[0]
@@ -285,7 +291,7 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
         # The planner's choice for this batch and length, so that batches
         # that split alike share one kernel.
         splits = _native.plan_splits(problem.batch, problem.num_kv_heads,
-                                     problem.max_len, sm_count)
+                                     problem.max_len, sm_count, **planner)
     if arch is None:
         arch = target
     key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,

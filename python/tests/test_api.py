@@ -3,6 +3,7 @@ import os
 import re
 import subprocess
 
+import numpy as np
 import pytest
 
 import flashdecode
@@ -70,3 +71,21 @@ def test_planner_knobs_are_checked(knob):
         flashdecode.compile(128, 32, 8, **{knob: 0})
     with pytest.raises(ValueError, match=f"{knob} must be >= 1, got 0"):
         flashdecode.plan_splits(1, 8, 4096, **{knob: 0})
+
+
+def test_decode_attention_takes_the_planner_knobs():
+    # The CPU backend plans with them: one block per SM per wave gives 16
+    # splits at B=1 L=32k, and max_splits caps it; the result is the same
+    # attention either way.
+    rng = np.random.default_rng()
+    q = rng.normal(size=(1, 32, 64)).astype(np.float32)
+    k = rng.normal(size=(1, 2048, 8, 64)).astype(np.float32)
+    v = rng.normal(size=(1, 2048, 8, 64)).astype(np.float32)
+    lens = np.array([2000], np.int32)
+    default = flashdecode.decode_attention(q, k, v, lens)
+    for knobs in ({"blocks_per_sm": 1}, {"max_splits": 2},
+                  {"min_chunk_length": 1024}):
+        out = flashdecode.decode_attention(q, k, v, lens, **knobs)
+        np.testing.assert_allclose(out, default, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="max_splits must be >= 1, got 0"):
+        flashdecode.decode_attention(q, k, v, lens, max_splits=0)

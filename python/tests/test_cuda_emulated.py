@@ -230,6 +230,28 @@ def test_decoder_run_and_automatic_splits_use_the_device():
                 "float32")
 
 
+def test_planner_knobs_reach_the_decoder_and_decode_attention():
+    """blocks_per_sm / max_splits change the plan of a Decoder and of
+    decode_attention(backend="cuda"), and the result stays the attention."""
+    rng = np.random.default_rng()
+    (q, k, v), _ = random_inputs(rng, "float32", (1, 8, 64), (1, 4096, 2, 64))
+    lens = np.array([int(rng.integers(3000, 4096))], np.int32)
+    sm_count = flashdecode._flashdecode.cuda_sm_count()
+    out = DeviceArray.empty(q.shape, "float32")
+    decoder = flashdecode.Decoder(*to_device(q, k, v, lens), out,
+                                  blocks_per_sm=1, max_splits=3)
+    assert decoder.num_splits == flashdecode.plan_splits(
+        1, 2, 4096, sm_count=sm_count, blocks_per_sm=1, max_splits=3) == 3
+    decoder.run()
+    expected = flashdecode.decode_attention(q, k, v, lens)
+    check_close(out, None, expected, None, "float32")
+    gpu = flashdecode.decode_attention(
+        *to_device(q, k, v, lens), backend="cuda", max_splits=2)
+    check_close(gpu, None, expected, None, "float32")
+    with pytest.raises(ValueError, match="blocks_per_sm must be >= 1"):
+        flashdecode.Decoder(*to_device(q, k, v, lens), out, blocks_per_sm=0)
+
+
 # Bad input: checked before anything reaches the device.
 
 def good_arrays():
