@@ -2,6 +2,7 @@
 
 #include "fd/Compiler/Compile.h"
 #include "DiagnosticCollector.h"
+#include "SourceHash.h"
 #include "fd/Compiler/AttentionModule.h"
 #include "fd/Compiler/Pipelines.h"
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
@@ -18,6 +19,8 @@ using namespace mlir;
 namespace fd {
 
 const char *getCompilerVersion() { return "flashdecode 0.2.6 (MLIR 22)"; }
+
+const char *getCompilerSourceHash() { return FD_COMPILER_SOURCE_HASH; }
 
 namespace {
 
@@ -126,6 +129,7 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
 
   llvm::json::Object manifest{
       {"compiler_version", getCompilerVersion()},
+      {"compiler_source_hash", getCompilerSourceHash()},
       {"config", std::move(configJson)},
       {"num_splits", numSplits},
       {"workspace",

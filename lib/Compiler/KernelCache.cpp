@@ -178,7 +178,8 @@ llvm::Expected<Shared> toExpected(const Outcome &outcome) {
 
 std::string getCacheKey(const KernelConfig &config) {
   return sha256Hex((llvm::Twine(getCompilerVersion()) + "\n" +
-                    config.toString() + "\n" + kPipelineOptions)
+                    getCompilerSourceHash() + "\n" + config.toString() + "\n" +
+                    kPipelineOptions)
                        .str());
 }
 

@@ -21,8 +21,13 @@
 
 namespace fd {
 
-/// The compiler version that results depend on; part of every cache key.
+/// The compiler's release, for people (in the manifest).
 const char *getCompilerVersion();
+
+/// The SHA-256 of the compiler's sources (lib/ and include/ of the dialect,
+/// conversions, planner and compiler), computed at build time: part of every
+/// cache key, so a changed compiler never reuses an old entry.
+const char *getCompilerSourceHash();
 
 /// What compiling a config produced.
 struct CompiledKernels {
