@@ -45,7 +45,7 @@ public:
   }
 
   /// Runs the stages first..last on the module.
-  llvm::Error run(PTXStage first, PTXStage last) {
+  llvm::Error run(Stage first, Stage last) {
     PassManager pm(&context);
     buildLowerToPTXPipeline(pm, target, split, first, last);
     if (failed(pm.run(*module)))
@@ -174,13 +174,13 @@ llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config) {
   if (!invalid.empty())
     return makeError(invalid);
   Compilation compilation(config);
-  if (llvm::Error error = compilation.run(PTXStage::Split, PTXStage::Split))
+  if (llvm::Error error = compilation.run(Stage::Split, Stage::Split))
     return std::move(error);
   CompiledKernels result;
   compilation.getModule().walk([&](mlir::fd::PartialAttentionOp op) {
     result.numSplits = op.getNumSplits();
   });
-  if (llvm::Error error = compilation.run(PTXStage::GPU, PTXStage::PTX))
+  if (llvm::Error error = compilation.run(Stage::GPU, Stage::PTX))
     return std::move(error);
   auto ptx = extractPTX(compilation.getModule());
   if (!ptx)
@@ -195,14 +195,9 @@ llvm::Expected<std::string> emitStage(const KernelConfig &config, Stage stage) {
   if (!invalid.empty())
     return makeError(invalid);
   Compilation compilation(config);
-  if (stage != Stage::FD) {
-    PTXStage last = stage == Stage::Split  ? PTXStage::Split
-                    : stage == Stage::GPU  ? PTXStage::GPU
-                    : stage == Stage::LLVM ? PTXStage::LLVM
-                                           : PTXStage::PTX;
-    if (llvm::Error error = compilation.run(PTXStage::Split, last))
+  if (stage != Stage::Input)
+    if (llvm::Error error = compilation.run(Stage::Split, stage))
       return std::move(error);
-  }
   if (stage != Stage::PTX)
     return printIR(compilation.getModule());
   auto ptx = extractPTX(compilation.getModule());

@@ -77,23 +77,23 @@ mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelConfig &config) {
 
 void buildLowerToPTXPipeline(OpPassManager &pm, const PTXTarget &target,
                              const mlir::fd::FDSplitKVOptions &split,
-                             PTXStage firstStage, PTXStage lastStage) {
-  auto runs = [&](PTXStage stage) {
+                             Stage firstStage, Stage lastStage) {
+  auto runs = [&](Stage stage) {
     return firstStage <= stage && stage <= lastStage;
   };
-  if (runs(PTXStage::Split)) {
+  if (runs(Stage::Split)) {
     mlir::fd::FDCheckNVVMTargetOptions check;
     check.chip = target.chip;
     check.ptxVersion = target.ptxVersion;
     pm.addPass(mlir::fd::createFDCheckNVVMTarget(check));
     pm.addPass(mlir::fd::createFDSplitKV(split));
   }
-  if (runs(PTXStage::GPU)) {
+  if (runs(Stage::GPU)) {
     pm.addPass(mlir::fd::createConvertFDToGPU());
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }
-  if (runs(PTXStage::LLVM)) {
+  if (runs(Stage::LLVM)) {
     OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
     kernels.addPass(createSCFToControlFlowPass());
     kernels.addPass(createConvertGpuOpsToNVVMOps());
@@ -101,7 +101,7 @@ void buildLowerToPTXPipeline(OpPassManager &pm, const PTXTarget &target,
     kernels.addPass(createCSEPass());
     kernels.addPass(createReconcileUnrealizedCastsPass());
   }
-  if (runs(PTXStage::PTX)) {
+  if (runs(Stage::PTX)) {
     GpuNVVMAttachTargetOptions attach;
     attach.chip = target.chip;
     attach.features = "+ptx" + std::to_string(target.ptxVersion);

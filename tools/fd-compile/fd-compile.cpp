@@ -190,7 +190,7 @@ int main(int argc, char **argv) {
 
   if (!emit.empty()) {
     auto stage = llvm::StringSwitch<std::optional<Stage>>(emit)
-                     .Case("fd", Stage::FD)
+                     .Case("fd", Stage::Input)
                      .Case("split", Stage::Split)
                      .Case("gpu", Stage::GPU)
                      .Case("llvm", Stage::LLVM)

@@ -12,6 +12,8 @@
 
 #include "fd/Compiler/KernelConfig.h"
 
+#include "fd/Compiler/Stage.h"
+
 #include "llvm/Support/Error.h"
 
 #include <memory>
@@ -42,10 +44,7 @@ struct CompiledKernels {
 /// the diagnostics of the failing stage.
 llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config);
 
-/// A stage of the lowering `emitStage` can print.
-enum class Stage { FD, Split, GPU, LLVM, PTX };
-
-/// The IR after `stage` (the fd.attention input for Stage::FD), or for
+/// The IR after `stage` (the fd.attention input for Stage::Input), or for
 /// Stage::PTX the PTX of every kernel, each behind a `// kernel: NAME` line.
 llvm::Expected<std::string> emitStage(const KernelConfig &config, Stage stage);
 

@@ -4,6 +4,7 @@
 #define FD_COMPILER_PIPELINES_H
 
 #include "fd/Compiler/KernelConfig.h"
+#include "fd/Compiler/Stage.h"
 #include "fd/Dialect/FD/Transforms/Passes.h"
 
 #include "mlir/Pass/PassOptions.h"
@@ -53,18 +54,6 @@ struct LowerToPTXOptions : mlir::PassPipelineOptions<LowerToPTXOptions> {
                             llvm::cl::init(0)};
 };
 
-/// The stages of `fd-lower-to-ptx`, in order; a pipeline can stop after any.
-enum class PTXStage {
-  /// fd-split-kv: fd.partial_attention + fd.merge.
-  Split,
-  /// convert-fd-to-gpu: gpu.module with the kernels, gpu.launch_func.
-  GPU,
-  /// The kernels in the LLVM dialect with NVVM ops.
-  LLVM,
-  /// gpu-module-to-binary: a gpu.binary holding the PTX.
-  PTX,
-};
-
 /// The GPU a PTX pipeline compiles for.
 struct PTXTarget {
   std::string chip = "sm_90";
@@ -79,8 +68,8 @@ mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelConfig &config);
 /// `target`: the passes of the stages `firstStage` to `lastStage`.
 void buildLowerToPTXPipeline(mlir::OpPassManager &pm, const PTXTarget &target,
                              const mlir::fd::FDSplitKVOptions &split,
-                             PTXStage firstStage = PTXStage::Split,
-                             PTXStage lastStage = PTXStage::PTX);
+                             Stage firstStage = Stage::Split,
+                             Stage lastStage = Stage::PTX);
 
 /// fd ops (split or not) -> loops -> LLVM dialect, ready for the CPU JIT or
 /// mlir-runner. Registered as `fd-lower-to-cpu`.
