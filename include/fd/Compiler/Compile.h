@@ -3,7 +3,7 @@
 // fd::compile builds the fd IR for a KernelConfig, runs fd-lower-to-ptx in
 // this process (no nvcc, no subprocess) and returns one PTX text per kernel
 // plus the manifest the runtime launches them from. Results are cached in
-// memory and on disk (see KernelCache.h).
+// memory and on disk (lib/Compiler/KernelCache.cpp).
 //
 //===----------------------------------------------------------------------===//
 
