@@ -391,9 +391,4 @@ FDEMU_API CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned,
                                              void **) {
   return kNotSupported;
 }
-FDEMU_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *,
-                                                               CUfunction, int,
-                                                               size_t) {
-  return kNotSupported;
-}
 FDEMU_API CUresult cuMemcpy2D_v2(const void *) { return kNotSupported; }

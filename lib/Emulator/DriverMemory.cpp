@@ -177,6 +177,22 @@ FDEMU_API CUresult cuFuncGetAttribute(int *value, int attribute,
   }
 }
 
+/// What the latency model assumes too: the CTAs of `blockSize` threads one
+/// SM of the emulated GPU holds, from the kernel's registers (ptxas's count
+/// or the assumed one) and shared memory.
+FDEMU_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(
+    int *numBlocks, CUfunction function, int blockSize,
+    size_t dynamicSharedBytes) {
+  if (!numBlocks || !function || blockSize <= 0 || blockSize > 1024)
+    return kInvalidValue;
+  const Kernel &kernel = *function->kernel;
+  *numBlocks = static_cast<int>(getResidentCtasPerSM(
+      getGpuModel().smResources, static_cast<uint64_t>(blockSize),
+      kernel.getSharedBytes(static_cast<uint32_t>(dynamicSharedBytes)),
+      function->registersPerThread));
+  return 0;
+}
+
 FDEMU_API CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t bytes) {
   Driver &driver = Driver::get();
   Lock lock(driver.mutex);

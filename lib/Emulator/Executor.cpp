@@ -99,11 +99,7 @@ public:
 
   /// A CTA's shared memory: the static variables, then the dynamic bytes.
   static uint32_t getSharedBytes(const LaunchRequest &request) {
-    const Kernel &kernel = *request.kernel;
-    return request.dynamicSharedBytes ? std::max(kernel.staticSharedBytes,
-                                                 kernel.dynamicSharedOffset +
-                                                     request.dynamicSharedBytes)
-                                      : kernel.staticSharedBytes;
+    return request.kernel->getSharedBytes(request.dynamicSharedBytes);
   }
 
   CtaState cta;

@@ -226,6 +226,31 @@ def _child_fault(path, request):
     return results
 
 
+def _child_occupancy(path, request):
+    driver = _open_driver(path)
+    driver.cuFuncGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int),
+                                          ctypes.c_int, ctypes.c_void_p]
+    driver.cuOccupancyMaxActiveBlocksPerMultiprocessor.argtypes = [
+        ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_int,
+        ctypes.c_size_t]
+    _check(driver.cuInit(0), "cuInit")
+    context = ctypes.c_void_p()
+    _check(driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0),
+           "cuDevicePrimaryCtxRetain")
+    _check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+    function = _load_kernel(driver, SAXPY_PTX, "saxpy")
+    registers = ctypes.c_int()
+    _check(driver.cuFuncGetAttribute(ctypes.byref(registers), 4, function),
+           "cuFuncGetAttribute(NUM_REGS)")
+    results = {"registers": registers.value, "blocks": []}
+    for block, shared in request["cases"]:
+        count = ctypes.c_int(-1)
+        status = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            ctypes.byref(count), function, block, shared)
+        results["blocks"].append([status, count.value])
+    return results
+
+
 # The tests
 
 def test_saxpy_matches_numpy():
@@ -245,6 +270,25 @@ def test_saxpy_matches_numpy():
     np.testing.assert_array_equal(result, expected)
 
 
+def test_occupancy_follows_registers_threads_and_shared_memory():
+    # The emulated H200: 32 CTAs, 2048 threads, 64 Ki registers (per warp,
+    # in units of 8 per thread) and 228 KiB of shared memory (1 KiB reserved
+    # per CTA) per SM.
+    cases = [[64, 0], [128, 0], [1024, 0], [256, 100 * 1024], [0, 0]]
+    results, _ = _run_child("occupancy", {"cases": cases})
+    registers = results["registers"]
+    assert 1 <= registers <= 255
+    for (block, shared), (status, count) in zip(cases, results["blocks"]):
+        if block == 0:
+            assert status == 1  # CUDA_ERROR_INVALID_VALUE
+            continue
+        warps = -(-block // 32)
+        per_cta_registers = warps * 32 * (-(-registers // 8) * 8)
+        expected = min(32, 2048 // block, 65536 // per_cta_registers,
+                       (228 * 1024) // (shared + 1024))
+        assert (status, count) == (0, expected), (block, shared, registers)
+
+
 def test_out_of_bounds_store_is_sticky_and_named():
     results, stderr = _run_child("fault")
     assert results["launch"] == 0  # reported at the next synchronization
@@ -259,5 +303,6 @@ def test_out_of_bounds_store_is_sticky_and_named():
 
 if __name__ == "__main__":
     case, library = sys.argv[1:]
-    run = {"saxpy": _child_saxpy, "fault": _child_fault}[case]
+    run = {"saxpy": _child_saxpy, "fault": _child_fault,
+           "occupancy": _child_occupancy}[case]
     print(json.dumps(run(library, json.load(sys.stdin))))

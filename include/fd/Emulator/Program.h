@@ -11,6 +11,7 @@
 #ifndef FD_EMULATOR_PROGRAM_H
 #define FD_EMULATOR_PROGRAM_H
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -272,6 +273,13 @@ struct Kernel {
   std::vector<Instruction> code;
   /// .reqntid/.maxntid when given (0 otherwise).
   uint32_t maxThreads = 0;
+
+  /// Shared memory a CTA gets with `dynamicBytes` of dynamic shared memory.
+  uint32_t getSharedBytes(uint32_t dynamicBytes) const {
+    return dynamicBytes
+               ? std::max(staticSharedBytes, dynamicSharedOffset + dynamicBytes)
+               : staticSharedBytes;
+  }
 };
 
 struct Module {
