@@ -28,18 +28,7 @@ fi
 # The measured CSVs are from an H200: sm_90, 132 SMs.
 gpu=h200 arch=sm_90 sms=132
 
-heads() {
-  case $1 in
-  llama3-8b) echo "32 8" ;;
-  mha) echo "32 32" ;;
-  gqa8) echo "64 8" ;;
-  mqa) echo "32 1" ;;
-  *)
-    echo "calibrate_model.sh: unknown config '$1'" >&2
-    exit 2
-    ;;
-  esac
-}
+source "$(dirname "$0")/plans.sh"
 
 if [ "${REUSE:-0}" != 1 ]; then
   [ -n "${KERNELS:-}" ] || rm -rf "$dir"
@@ -49,11 +38,8 @@ if [ "${REUSE:-0}" != 1 ]; then
     [ "$config" = config ] && continue
     plan=$dir/$config/B${batch}_L${len}_$mode
     if [ -z "${KERNELS:-}" ]; then
-      read -r hq hkv <<<"$(heads "$config")"
-      "$build/bin/fd-compile" --no-cache --head-dim 128 --num-q-heads "$hq" \
-        --num-kv-heads "$hkv" --dtype f16 --kv-layout NHD --arch "$arch" \
-        --sm-count "$sms" --num-splits "$splits" --batch "$batch" \
-        --max-len "$len" -o "$plan" >/dev/null
+      compile_plan "$build/bin/fd-compile" "$plan" "$config" "$batch" "$len" \
+        "$splits" "$arch" "$sms"
     elif ! grep -q "\"num_splits\": $splits," "$plan/manifest.json"; then
       echo "calibrate_model.sh: $plan does not have $splits splits" >&2
       exit 2

@@ -9,17 +9,15 @@ dir=${1:?usage: bench/model_kernels.sh DIR TARGET SMS [fd-compile]}
 arch=${2:?missing TARGET (sm_80, sm_90)}
 sms=${3:?missing the SM count of the GPU}
 compile=${4:-build/bin/fd-compile}
+source "$(dirname "$0")/plans.sh"
 rm -rf "$dir"
-for config in "llama3-8b 32 8" "mha 32 32" "gqa8 64 8" "mqa 32 1"; do
-  read -r name hq hkv <<<"$config"
+for name in llama3-8b mha gqa8 mqa; do
   for shape in 1x32768 16x4096; do
     batch=${shape%x*} len=${shape#*x}
     for mode in auto s1; do
       splits=$([ "$mode" = auto ] && echo auto || echo 1)
-      "$compile" --no-cache --head-dim 128 --num-q-heads "$hq" \
-        --num-kv-heads "$hkv" --dtype f16 --kv-layout NHD --arch "$arch" \
-        --sm-count "$sms" --num-splits "$splits" --batch "$batch" \
-        --max-len "$len" -o "$dir/$name/B${batch}_L${len}_${mode}" >/dev/null
+      compile_plan "$compile" "$dir/$name/B${batch}_L${len}_${mode}" \
+        "$name" "$batch" "$len" "$splits" "$arch" "$sms"
     done
   done
 done

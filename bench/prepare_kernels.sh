@@ -19,16 +19,14 @@ done
 dir=${1:-build/bench-kernels}
 compile=${2:-build/bin/fd-compile}
 rm -rf "$dir"
-for config in "llama3-8b 32 8" "mha 32 32"; do
-  read -r name hq hkv <<<"$config"
+source "$(dirname "$0")/plans.sh"
+for name in llama3-8b mha; do
   for batch in $batches; do
     for len in $lengths; do
       for mode in auto s1; do
         splits=$([ "$mode" = auto ] && echo auto || echo 1)
-        "$compile" --no-cache --head-dim 128 --num-q-heads "$hq" \
-          --num-kv-heads "$hkv" --dtype f16 --kv-layout NHD --arch "$arch" \
-          --sm-count "$sms" --num-splits "$splits" --batch "$batch" \
-          --max-len "$len" -o "$dir/$name/B${batch}_L${len}_${mode}" >/dev/null
+        compile_plan "$compile" "$dir/$name/B${batch}_L${len}_${mode}" \
+          "$name" "$batch" "$len" "$splits" "$arch" "$sms"
       done
     done
   done
