@@ -246,24 +246,31 @@ void PartialKernelBuilder::build() {
   gpu::ReturnOp::create(rewriter, e.loc);
 }
 
+void PartialKernelBuilder::forEachTileElement(
+    function_ref<void(Value row, Value dim)> body) {
+  const int64_t headDim = geometry.headDim;
+  e.forLoop(thread, e.index(layout.rowTile * headDim),
+            PartialKernelLayout::kThreads, [&](Value idx) {
+              Value row = arith::DivUIOp::create(rewriter, e.loc, idx,
+                                                 e.index(headDim));
+              Value dim = arith::RemUIOp::create(rewriter, e.loc, idx,
+                                                 e.index(headDim));
+              body(row, dim);
+            });
+}
+
 void PartialKernelBuilder::stageQueryTile(Value firstRow) {
   const int64_t headDim = geometry.headDim;
-  e.forLoop(
-      thread, e.index(layout.rowTile * headDim), PartialKernelLayout::kThreads,
-      [&](Value idx) {
-        Value row =
-            arith::DivUIOp::create(rewriter, e.loc, idx, e.index(headDim));
-        Value dim =
-            arith::RemUIOp::create(rewriter, e.loc, idx, e.index(headDim));
-        Value blockRow = e.min(e.add(row, firstRow), lastRow);
-        Value offset = e.add(e.mul(queryRow(blockRow), e.index(headDim)), dim);
-        Value value = e.toF32(e.load(elementType, query, elementType, offset,
-                                     elementType.getIntOrFloatBitWidth() / 8));
-        value = e.select(isRealRow(firstRow, row), e.mul(value, queryScale),
-                         e.f32(0.0));
-        memref::StoreOp::create(rewriter, e.loc, value, queryTile,
-                                ValueRange{row, dim});
-      });
+  forEachTileElement([&](Value row, Value dim) {
+    Value blockRow = e.min(e.add(row, firstRow), lastRow);
+    Value offset = e.add(e.mul(queryRow(blockRow), e.index(headDim)), dim);
+    Value value = e.toF32(e.load(elementType, query, elementType, offset,
+                                 elementType.getIntOrFloatBitWidth() / 8));
+    value = e.select(isRealRow(firstRow, row), e.mul(value, queryScale),
+                     e.f32(0.0));
+    memref::StoreOp::create(rewriter, e.loc, value, queryTile,
+                            ValueRange{row, dim});
+  });
   gpu::BarrierOp::create(rewriter, e.loc);
 }
 
@@ -346,49 +353,41 @@ void PartialKernelBuilder::publishWarpStates(ArrayRef<RowState> states) {
 
 void PartialKernelBuilder::writePartials(Value firstRow) {
   const int64_t headDim = geometry.headDim;
-  e.forLoop(
-      thread, e.index(layout.rowTile * headDim), PartialKernelLayout::kThreads,
-      [&](Value idx) {
-        Value row =
-            arith::DivUIOp::create(rewriter, e.loc, idx, e.index(headDim));
-        Value dim =
-            arith::RemUIOp::create(rewriter, e.loc, idx, e.index(headDim));
-        RowState total{e.negInf(), e.f32(0.0), {e.f32(0.0)}};
-        for (int64_t w = 0; w < PartialKernelLayout::kWarps; ++w) {
-          Value warpIndex = e.index(w);
-          RowState part{
-              memref::LoadOp::create(rewriter, e.loc, warpMaxSum,
-                                     ValueRange{warpIndex, row, e.index(0)}),
-              memref::LoadOp::create(rewriter, e.loc, warpMaxSum,
-                                     ValueRange{warpIndex, row, e.index(1)}),
-              {memref::LoadOp::create(rewriter, e.loc, warpAccumulators,
-                                      ValueRange{warpIndex, row, dim})}};
-          combineStates(e, total, part);
-        }
-        Value hasKeys = buildSawKeys(rewriter, e.loc, total.max);
-        Value normalized =
-            e.select(hasKeys,
-                     arith::DivFOp::create(rewriter, e.loc,
-                                           total.accumulator[0], total.sum),
-                     e.f32(0.0));
-        auto realRow =
-            scf::IfOp::create(rewriter, e.loc, isRealRow(firstRow, row),
-                              /*withElseRegion=*/false);
-        OpBuilder::InsertionGuard rowGuard(rewriter);
-        rewriter.setInsertionPointToStart(realRow.thenBlock());
-        Value outputRow = e.add(
-            e.mul(queryRow(e.add(row, firstRow)), e.index(op.getNumSplits())),
-            split);
-        e.store(normalized, partialOutput,
-                e.add(e.mul(outputRow, e.index(headDim)), dim));
-        auto writeLse =
-            scf::IfOp::create(rewriter, e.loc, e.equal(dim, e.index(0)), false);
-        OpBuilder::InsertionGuard lseGuard(rewriter);
-        rewriter.setInsertionPointToStart(writeLse.thenBlock());
-        Value lse = e.mul(e.add(total.max, e.log2(total.sum)),
-                          e.f32(llvm::numbers::ln2));
-        e.store(e.select(hasKeys, lse, e.negInf()), partialLse, outputRow);
-      });
+  forEachTileElement([&](Value row, Value dim) {
+    RowState total{e.negInf(), e.f32(0.0), {e.f32(0.0)}};
+    for (int64_t w = 0; w < PartialKernelLayout::kWarps; ++w) {
+      Value warpIndex = e.index(w);
+      RowState part{
+          memref::LoadOp::create(rewriter, e.loc, warpMaxSum,
+                                 ValueRange{warpIndex, row, e.index(0)}),
+          memref::LoadOp::create(rewriter, e.loc, warpMaxSum,
+                                 ValueRange{warpIndex, row, e.index(1)}),
+          {memref::LoadOp::create(rewriter, e.loc, warpAccumulators,
+                                  ValueRange{warpIndex, row, dim})}};
+      combineStates(e, total, part);
+    }
+    Value hasKeys = buildSawKeys(rewriter, e.loc, total.max);
+    Value normalized = e.select(
+        hasKeys,
+        arith::DivFOp::create(rewriter, e.loc, total.accumulator[0], total.sum),
+        e.f32(0.0));
+    auto realRow = scf::IfOp::create(rewriter, e.loc, isRealRow(firstRow, row),
+                                     /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard rowGuard(rewriter);
+    rewriter.setInsertionPointToStart(realRow.thenBlock());
+    Value outputRow =
+        e.add(e.mul(queryRow(e.add(row, firstRow)), e.index(op.getNumSplits())),
+              split);
+    e.store(normalized, partialOutput,
+            e.add(e.mul(outputRow, e.index(headDim)), dim));
+    auto writeLse =
+        scf::IfOp::create(rewriter, e.loc, e.equal(dim, e.index(0)), false);
+    OpBuilder::InsertionGuard lseGuard(rewriter);
+    rewriter.setInsertionPointToStart(writeLse.thenBlock());
+    Value lse =
+        e.mul(e.add(total.max, e.log2(total.sum)), e.f32(llvm::numbers::ln2));
+    e.store(e.select(hasKeys, lse, e.negInf()), partialLse, outputRow);
+  });
 }
 
 void mlir::fd::detail::populatePartialAttentionToGPUPatterns(

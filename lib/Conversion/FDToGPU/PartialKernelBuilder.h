@@ -44,6 +44,9 @@ private:
   /// (the last tile may be partial).
   Value isRealRow(Value firstRow, Value tileRow);
 
+  /// Runs `body(row, dim)` for every element of a row tile, the block's
+  /// threads striding over them.
+  void forEachTileElement(function_ref<void(Value row, Value dim)> body);
   /// Stages the tile's query rows, prescaled, in workgroup memory.
   void stageQueryTile(Value firstRow);
   /// The row states before any key (and the paging state), flattened as
@@ -80,7 +83,8 @@ private:
   Value queryTile, warpAccumulators, warpMaxSum;
   // Where this thread is.
   Value thread, split, kvHead, batch, warp, lane, tokenGroup, laneInGroup;
-  /// This thread's first token within each step of tokensPerStep tokens.
+  /// This thread's first token within each step of the layout's
+  /// tokensPerStep() tokens.
   Value tokenInStep;
   /// Per vector of the lane's slice: its index in the row, and (with idle
   /// lanes) whether it lies in the row.

@@ -2,9 +2,9 @@
 //--------------------===//
 //
 // The token loop of the partial kernel: each iteration issues the 16-byte
-// loads of `unroll` steps (each step is tokensPerStep keys, one per token
-// group of each warp), then folds those keys into every row's online softmax
-// as one tile.
+// loads of `unroll` steps (each step is layout.tokensPerStep() keys, one per
+// token group of each warp), then folds those keys into every row's online
+// softmax as one tile.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,8 +20,7 @@ SmallVector<Value> PartialKernelBuilder::streamKeys(Value lower, Value upper,
                                                     int64_t unroll,
                                                     Value causalBase,
                                                     ValueRange start) {
-  const int64_t tokensPerStep =
-      PartialKernelLayout::kWarps * layout.tokensPerWarp;
+  const int64_t tokensPerStep = layout.tokensPerStep();
   auto stream = scf::ForOp::create(
       rewriter, e.loc, lower, upper, e.index(tokensPerStep * unroll), start,
       [&](OpBuilder &, Location, Value stepStart, ValueRange flat) {
@@ -36,8 +35,7 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
                                                     Value upper, int64_t unroll,
                                                     Value causalBase,
                                                     ValueRange flat) {
-  const int64_t tokensPerStep =
-      PartialKernelLayout::kWarps * layout.tokensPerWarp;
+  const int64_t tokensPerStep = layout.tokensPerStep();
   const int64_t tileRows = layout.rowTile;
   SmallVector<RowState> states = unpack(flat);
   Value cachedBlock, cachedPage;

@@ -65,6 +65,8 @@ struct PartialKernelLayout {
 
   static PartialKernelLayout get(int64_t headDim, int64_t elementBytes,
                                  int64_t groupSize, int64_t queryLength);
+  /// Keys the block reads per step: one per token group of each warp.
+  int64_t tokensPerStep() const { return kWarps * tokensPerWarp; }
   /// Head-dim elements each lane accumulates.
   int64_t dimsPerLane() const { return vectorsPerLane * vectorWidth; }
   /// Registers one row of a tile holds through the token loop: its running
