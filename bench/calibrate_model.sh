@@ -3,25 +3,33 @@
 # measured fd-bench CSV (same config, batch, max_len and split count; the
 # count is passed explicitly, so a planner change cannot move a row), runs
 # fd-bench on fdemu over them and prints, per row, the measured time next to
-# the modeled one. Default: the H200 run of 2026-11-29, which measured the
-# kernels of compiler 0.2.2 (commit fd4058c): a table for kernels of
-# another compiler version compares different code.
+# the modeled one. Default: one of the H200 runs of 2026-11-29 (RUN=0.2.6,
+# the default, commit 9d894a9; RUN=0.2.2, commit fd4058c), each on the PTX
+# that ran there: a table for kernels of another compiler version compares
+# different code.
 # Usage: bench/calibrate_model.sh [MEASURED_CSV] [MODELED_CSV]
 # Environment: BUILD (default build): fd-compile, fd-bench, fdemu.
+#   RUN=0.2.2|0.2.6: which run (its CSV and its archived kernels,
+#     bench/h200-measured-kernels-$RUN.tar.xz) when no CSV is given.
 #   KERNELS=DIR: use the kernels in DIR/<config>/B<b>_L<len>_<mode> instead
-#     of compiling them (their split counts must be the CSV's). With the
-#     default CSV and no KERNELS, the PTX that ran on the GPU is used:
-#     bench/h200-measured-kernels-0.2.2.tar.xz (compiler 0.2.2).
+#     of compiling them (their split counts must be the CSV's).
 #   REUSE=1: print the table from MODELED_CSV again, without running.
 # MODELED_CSV defaults to $BUILD/calibration/modeled.csv.
 set -euo pipefail
-measured=${1:-bench/h200-measured-model-shapes-2026-11-29.csv}
+run=${RUN:-0.2.6}
+case "$run" in
+0.2.2) default_csv=bench/h200-measured-model-shapes-2026-11-29.csv ;;
+0.2.6) default_csv=bench/h200-measured-model-shapes-0.2.6-2026-11-29.csv ;;
+*) echo "calibrate_model.sh: RUN=$run: the measured runs are 0.2.2, 0.2.6" >&2
+  exit 2 ;;
+esac
+measured=${1:-$default_csv}
 build=${BUILD:-build}
 modeled=${2:-$build/calibration/modeled.csv}
 dir=${KERNELS:-$build/calibration/kernels}
 if [ -z "${KERNELS:-}" ] && [ $# -eq 0 ] && [ "${REUSE:-0}" != 1 ]; then
   rm -rf "$dir" && mkdir -p "$dir"
-  tar xJf "$(dirname "$0")/h200-measured-kernels-0.2.2.tar.xz" -C "$dir" \
+  tar xJf "$(dirname "$0")/h200-measured-kernels-$run.tar.xz" -C "$dir" \
     --strip-components=1
   KERNELS=$dir
 fi

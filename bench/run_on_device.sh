@@ -12,6 +12,8 @@
 # device.log (what is printed), build.log, ctest.log, sanitizer.log,
 # clocks.csv (SM clock each second from the first fd-bench on),
 # fd-bench.csv, fd-bench-model.csv, peers.csv.
+# FD_SKIP_PEERS=1 leaves out the PyTorch peers (they do not change with our
+# kernels), FD_BENCH_QUICK=1 runs the grid with fewer repetitions.
 # For a dry run without a GPU: FD_CUDA_DRIVER=.../libfdemu.so.
 set -uo pipefail
 kernels=$(realpath "${1:-build/bench-kernels}")
@@ -92,10 +94,12 @@ if command -v compute-sanitizer >/dev/null &&
   done
 fi
 
-step "PyTorch peers on the modeled table's shapes"
-timeout 150 python3 bench/peers.py --configs llama3-8b,mha,gqa8,mqa \
-  --shapes 1x32768,16x4096 --ours "$out/fd-bench-model.csv" \
-  --csv "$out/peers.csv"
+if [ -z "${FD_SKIP_PEERS:-}" ]; then
+  step "PyTorch peers on the modeled table's shapes"
+  timeout 150 python3 bench/peers.py --configs llama3-8b,mha,gqa8,mqa \
+    --shapes 1x32768,16x4096 --ours "$out/fd-bench-model.csv" \
+    --csv "$out/peers.csv"
+fi
 step "fd-bench: the grid"
 timeout 300 build-device/bin/fd-bench --kernels "$kernels" $quick \
   --csv "$out/fd-bench.csv"
