@@ -9,8 +9,9 @@
 # different code.
 # Usage: bench/calibrate_model.sh [MEASURED_CSV] [MODELED_CSV]
 # Environment: BUILD (default build): fd-compile, fd-bench, fdemu.
-#   RUN=0.2.2|0.2.6: which run (its CSV and its archived kernels,
-#     bench/h200-measured-kernels-$RUN.tar.xz) when no CSV is given.
+#   RUN=0.2.2|0.2.6|tc1: which run (tc1: the first tensor-core kernels,
+#     commit 5 of this date's third run) when no CSV is given: its CSV and
+#     its archived kernels, bench/h200-measured-kernels-$RUN.tar.xz.
 #   KERNELS=DIR: use the kernels in DIR/<config>/B<b>_L<len>_<mode> instead
 #     of compiling them (their split counts must be the CSV's).
 #   REUSE=1: print the table from MODELED_CSV again, without running.
@@ -20,7 +21,8 @@ run=${RUN:-0.2.6}
 case "$run" in
 0.2.2) default_csv=bench/h200-measured-model-shapes-2026-11-29.csv ;;
 0.2.6) default_csv=bench/h200-measured-model-shapes-0.2.6-2026-11-29.csv ;;
-*) echo "calibrate_model.sh: RUN=$run: the measured runs are 0.2.2, 0.2.6" >&2
+tc1) default_csv=bench/h200-measured-model-shapes-tc1-2026-11-29.csv ;;
+*) echo "calibrate_model.sh: RUN=$run: the measured runs are 0.2.2, 0.2.6, tc1" >&2
   exit 2 ;;
 esac
 measured=${1:-$default_csv}

@@ -13,7 +13,8 @@
 # clocks.csv (SM clock each second from the first fd-bench on),
 # fd-bench.csv, fd-bench-model.csv, peers.csv.
 # FD_SKIP_PEERS=1 leaves out the PyTorch peers (they do not change with our
-# kernels), FD_BENCH_QUICK=1 runs the grid with fewer repetitions.
+# kernels), FD_SKIP_GRID=1 the grid, FD_BENCH_QUICK=1 runs the grid with
+# fewer repetitions.
 # For a dry run without a GPU: FD_CUDA_DRIVER=.../libfdemu.so.
 set -uo pipefail
 kernels=$(realpath "${1:-build/bench-kernels}")
@@ -100,9 +101,11 @@ if [ -z "${FD_SKIP_PEERS:-}" ]; then
     --shapes 1x32768,16x4096 --ours "$out/fd-bench-model.csv" \
     --csv "$out/peers.csv"
 fi
-step "fd-bench: the grid"
-timeout 300 build-device/bin/fd-bench --kernels "$kernels" $quick \
-  --csv "$out/fd-bench.csv"
-echo "fd-bench exit $?"
+if [ -z "${FD_SKIP_GRID:-}" ]; then
+  step "fd-bench: the grid"
+  timeout 300 build-device/bin/fd-bench --kernels "$kernels" $quick \
+    --csv "$out/fd-bench.csv"
+  echo "fd-bench exit $?"
+fi
 
 step done

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The kernels RuntimeGPUTest runs (on a GPU, or on fdemu in `make test`):
 # GQA with lse (f16, bf16), HND, speculative decoding, paged (dense pages
-# and HND with Lq = 8), uneven row tiles (MQA; D=96 with Lq = 4). Usage: bench/test_kernels.sh DIR [fd-compile]
+# and HND with Lq = 8), uneven row tiles (MQA; D=96 with Lq = 4; GQA-6 with
+# Lq = 3 on tensor cores), and MHA on CUDA cores (dense and paged). Grouped
+# f16/bf16 kernels at D = 64 and 128 run on tensor cores, the others on CUDA
+# cores (docs/KernelABI.md). Usage: bench/test_kernels.sh DIR [fd-compile]
 # [TARGET] (default sm_90).
 set -euo pipefail
 dir=${1:?usage: bench/test_kernels.sh DIR [fd-compile] [TARGET]}
@@ -21,3 +24,15 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 "$compile" --no-cache --arch "$arch" --head-dim 96 --num-q-heads 32 \
   --num-kv-heads 4 --dtype bf16 --num-splits 3 --query-len 4 --with-lse \
   -o "$dir/gqa8_d96_spec4" >/dev/null
+# Tensor cores: 18 rows (group 6 x Lq 3) as two tiles of 9, a query token's
+# rows across the tile boundary, D = 64.
+"$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 12 \
+  --num-kv-heads 2 --dtype f16 --num-splits 4 --query-len 3 --with-lse \
+  -o "$dir/gqa6_d64_spec3" >/dev/null
+# CUDA cores: MHA, dense and paged.
+"$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 4 \
+  --num-kv-heads 4 --dtype f16 --num-splits 5 --with-lse \
+  -o "$dir/mha_f16" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 4 \
+  --num-kv-heads 4 --dtype bf16 --num-splits 3 --page-size 16 --with-lse \
+  -o "$dir/mha_paged16" >/dev/null

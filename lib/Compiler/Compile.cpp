@@ -18,7 +18,7 @@ using namespace mlir;
 
 namespace fd {
 
-const char *getCompilerVersion() { return "flashdecode 0.2.6 (MLIR 22)"; }
+const char *getCompilerVersion() { return "flashdecode 0.2.7 (MLIR 22)"; }
 
 const char *getCompilerSourceHash() { return FD_COMPILER_SOURCE_HASH; }
 

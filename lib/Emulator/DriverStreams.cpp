@@ -150,6 +150,7 @@ FDEMU_API CUresult cuLaunchKernel(CUfunction function, unsigned gridX,
   launch.workerThreads = workerThreads();
   launch.latencyModel = gpu.latencyModel;
   launch.smResources = gpu.smResources;
+  launch.mmaProductsPerSum = gpu.mmaProductsPerSum;
   launch.registersPerThread = function->registersPerThread;
   launch.registersAssumed = function->registersAssumed;
   launch.parameters.assign(kernel.parameterBytes, 0);
@@ -508,7 +509,7 @@ FDEMU_API int fdemuModelTime(const FdemuCounters *counters,
   if (bound) {
     static const char *names[] = {
         "issue", "fp32",   "sfu",          "conversion", "shuffle", "int",
-        "ld/st", "shared", "sm-bandwidth", "latency",    "dram"};
+        "ld/st", "shared", "sm-bandwidth", "latency",    "dram",    "tensor"};
     *bound = "issue";
     for (const char *name : names)
       if (time.bound == name)

@@ -117,6 +117,9 @@ private:
     warp.exitedMask = ~warp.existingMask;
     warp.converged = true;
     warp.commonPc = 0;
+    warp.pendingCopies.clear();
+    std::fill(std::begin(warp.committedGroups), std::end(warp.committedGroups),
+              0);
     timeline.start(warp.timing);
     std::fill(warp.registers.begin(), warp.registers.end(), 0);
     const uint32_t *block = request.block;
@@ -265,6 +268,7 @@ private:
       if (active != mask)
         setPc(warp, mask & ~active, pc + 1);
       if (active) {
+        dropAsyncCopies(warp, active);
         leave(warp, active, LaneState::Exited, pc);
         completeWarpSyncsAfterExit(warp);
       }
@@ -287,6 +291,16 @@ private:
       if (active)
         leave(warp, active, LaneState::WaitingBarrier, pc);
       return;
+    case Opcode::Mma:
+    case Opcode::Ldmatrix:
+      if (active && active != mask)
+        throw ExecutionError{kLaunchFailed,
+                             "the guard of this .aligned warp instruction is "
+                             "true in lanes " +
+                                 hex(active) + " and false in lanes " +
+                                 hex(mask & ~active) +
+                                 ": all 32 lanes must execute it together"};
+      [[fallthrough]];
     case Opcode::Shfl:
     case Opcode::Vote:
     case Opcode::BarWarpSync:
@@ -311,6 +325,13 @@ private:
       if (active)
         executeMemory(inst, warp, active);
       break;
+    case Opcode::CpAsync:
+    case Opcode::CpAsyncCommit:
+    case Opcode::CpAsyncWait:
+    case Opcode::CpAsyncWaitAll:
+      if (active)
+        executeAsyncCopy(inst, warp, active);
+      break;
     default:
       if (active && !executeArithmetic(inst, warp, active))
         throw ExecutionError{kIllegalInstruction,
@@ -319,20 +340,12 @@ private:
     setPc(warp, mask, pc + 1);
   }
 
-  static uint32_t memberMaskOperand(const Instruction &inst) {
-    return inst.opcode == Opcode::Shfl   ? 4
-           : inst.opcode == Opcode::Vote ? 2
-                                         : 0;
-  }
-
   /// The lanes of `active` wait at the .sync instruction at `pc` until it
   /// can complete.
   void arriveAtWarpSync(const Instruction &inst, WarpState &warp, uint32_t pc,
                         uint32_t active) {
-    const Operand &maskOperand = inst.operands[memberMaskOperand(inst)];
     forEachLane(active, [&](int lane) {
-      uint32_t members = readOperand(warp, maskOperand, lane);
-      if (!(members >> lane & 1))
+      if (!(getMemberMask(inst, warp, lane) >> lane & 1))
         throw ExecutionError{kLaunchFailed,
                              "lane " + std::to_string(lane) +
                                  " executes a .sync warp instruction whose "
@@ -347,7 +360,6 @@ private:
   /// every non-exited lane of each one's member mask is among them.
   void completeWarpSync(WarpState &warp, uint32_t pc) {
     const Instruction &inst = kernel.code[pc];
-    const Operand &maskOperand = inst.operands[memberMaskOperand(inst)];
     uint32_t arrived = 0;
     forEachLane(warp.existingMask, [&](int lane) {
       if (warp.state[lane] == LaneState::WaitingWarpSync && warp.pc[lane] == pc)
@@ -355,16 +367,12 @@ private:
     });
     bool ready = arrived != 0;
     forEachLane(arrived, [&](int lane) {
-      uint32_t members = readOperand(warp, maskOperand, lane);
-      if (members & ~warp.exitedMask & ~arrived)
+      if (getMemberMask(inst, warp, lane) & ~warp.exitedMask & ~arrived)
         ready = false;
     });
     if (!ready)
       return;
-    if (inst.opcode == Opcode::Shfl)
-      shuffle(inst, warp, arrived);
-    else if (inst.opcode == Opcode::Vote)
-      vote(inst, warp, arrived);
+    executeWarpCollective(inst, warp, arrived);
     forEachLane(arrived, [&](int lane) {
       warp.state[lane] = LaneState::Running;
       warp.pc[lane] = pc + 1;
@@ -384,84 +392,6 @@ private:
       } catch (const ExecutionError &error) {
         fail(error, warp, kernel.code[pc], 1u << lane);
       }
-    });
-  }
-
-  void shuffle(const Instruction &inst, WarpState &warp, uint32_t lanes) {
-    uint32_t sources[kWarpSize];
-    bool inRange[kWarpSize];
-    forEachLane(lanes, [&](int lane) {
-      uint32_t b = readOperand(warp, inst.operands[2], lane) & 31;
-      uint32_t c = readOperand(warp, inst.operands[3], lane);
-      uint32_t clamp = c & 31, segmentMask = (c >> 8) & 31;
-      int maxLane = (lane & segmentMask) | (clamp & ~segmentMask);
-      int minLane = lane & segmentMask;
-      int source;
-      bool valid;
-      switch (inst.shuffleMode) {
-      case ShuffleMode::Up:
-        source = lane - static_cast<int>(b);
-        valid = source >= maxLane;
-        break;
-      case ShuffleMode::Down:
-        source = lane + static_cast<int>(b);
-        valid = source <= maxLane;
-        break;
-      case ShuffleMode::Bfly:
-        source = lane ^ static_cast<int>(b);
-        valid = source <= maxLane;
-        break;
-      default:
-        source = minLane | (b & ~segmentMask);
-        valid = source <= maxLane;
-      }
-      if (!valid)
-        source = lane;
-      if (!(lanes >> source & 1))
-        throw ExecutionError{
-            kLaunchFailed,
-            "shfl.sync in lane " + std::to_string(lane) + " reads lane " +
-                std::to_string(source) +
-                (warp.exitedMask >> source & 1
-                     ? ", which has exited"
-                     : ", which is not executing this shfl.sync"),
-            lane};
-      sources[lane] = source;
-      inRange[lane] = valid;
-    });
-    uint32_t value[kWarpSize];
-    forEachLane(lanes, [&](int lane) {
-      value[lane] = readOperand(warp, inst.operands[1], lane);
-    });
-    forEachLane(lanes, [&](int lane) {
-      uint32_t destination = inst.operands[0].registers[0];
-      if (destination != kNoRegister)
-        warp.reg(destination, lane) = value[sources[lane]];
-      if (inst.secondDestination != kNoRegister)
-        warp.reg(inst.secondDestination, lane) = inRange[lane];
-    });
-  }
-
-  void vote(const Instruction &inst, WarpState &warp, uint32_t lanes) {
-    uint32_t ballot = 0;
-    forEachLane(lanes, [&](int lane) {
-      if (readOperand(warp, inst.operands[1], lane))
-        ballot |= 1u << lane;
-    });
-    // Each lane votes with its own member mask's lanes: groups with
-    // different masks may arrive at one vote together.
-    const Operand &maskOperand = inst.operands[memberMaskOperand(inst)];
-    forEachLane(lanes, [&](int lane) {
-      uint32_t group = readOperand(warp, maskOperand, lane) & lanes;
-      uint32_t votes = ballot & group;
-      uint64_t result = votes == 0 || votes == group; // uni
-      if (inst.voteMode == VoteMode::Ballot)
-        result = votes;
-      else if (inst.voteMode == VoteMode::All)
-        result = votes == group;
-      else if (inst.voteMode == VoteMode::Any)
-        result = votes != 0;
-      warp.reg(inst.operands[0].registers[0], lane) = result;
     });
   }
 
@@ -496,16 +426,26 @@ private:
         if (warp.state[lane] != LaneState::WaitingWarpSync)
           return;
         const Instruction &inst = kernel.code[warp.pc[lane]];
-        uint32_t members =
-            readOperand(warp, inst.operands[memberMaskOperand(inst)], lane);
+        uint32_t members = getMemberMask(inst, warp, lane);
+        uint32_t here = 0;
+        forEachLane(warp.existingMask, [&](int other) {
+          if (warp.state[other] == LaneState::WaitingWarpSync &&
+              warp.pc[other] == warp.pc[lane])
+            here |= 1u << other;
+        });
         fail({kLaunchFailed,
               "deadlock: lane " + std::to_string(lane) + " of warp " +
                   std::to_string(warp.index) +
-                  " waits at a .sync warp instruction for lanes (member "
-                  "mask " +
+                  " waits at a .sync warp instruction for lanes " +
+                  hex(members & ~warp.exitedMask & ~here) + " (member mask " +
                   hex(members) + ") that are elsewhere (" +
                   std::to_string(atBarrier) + " of " + std::to_string(live) +
-                  " live threads wait at bar.sync); a GPU would hang",
+                  " live threads wait at bar.sync)" +
+                  (isAlignedCollective(inst)
+                       ? "; the warp diverged before this .aligned "
+                         "instruction, which all 32 lanes must execute "
+                         "together (undefined on a GPU)"
+                       : "; a GPU would hang"),
               lane},
              warp, inst, 1u << lane);
       });
@@ -603,6 +543,16 @@ std::string checkImplemented(const Kernel &kernel) {
     case Opcode::Red:
     case Opcode::Cvta:
       missing = checkMemoryImplemented(inst);
+      break;
+    case Opcode::Mma:
+    case Opcode::Ldmatrix:
+      missing = checkTensorCoreImplemented(inst);
+      break;
+    case Opcode::CpAsync:
+    case Opcode::CpAsyncCommit:
+    case Opcode::CpAsyncWait:
+    case Opcode::CpAsyncWaitAll:
+      missing = checkAsyncCopyImplemented(inst);
       break;
     default:
       missing = checkArithmeticImplemented(inst);

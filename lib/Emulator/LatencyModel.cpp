@@ -39,6 +39,10 @@ bool writesFirstOperand(Opcode opcode) {
   case Opcode::BarWarpSync:
   case Opcode::Membar:
   case Opcode::Nop:
+  case Opcode::CpAsync:
+  case Opcode::CpAsyncCommit:
+  case Opcode::CpAsyncWait:
+  case Opcode::CpAsyncWaitAll:
     return false;
   default:
     return true;
@@ -53,6 +57,8 @@ unsigned getLatency(const Instruction &inst, const LatencyModel &model) {
     return model.specialFunction;
   case InstructionClass::Shuffle:
     return model.shuffle;
+  case InstructionClass::TensorCore:
+    return model.tensorCore;
   case InstructionClass::SharedLoad:
   case InstructionClass::SharedStore: // atom.shared's result
     return model.sharedLoad;
@@ -144,9 +150,14 @@ Timeline::Timeline(const Kernel &kernel, const LatencyModel &model)
       decoded.sources.push_back(inst.guard);
     // A guarded move is a select in SASS; an unguarded one is a rename.
     decoded.rename = inst.opcode == Opcode::Mov && inst.guard == kNoRegister;
+    // cp.async's commit and wait are dependency barriers (SASS LDGDEPBAR,
+    // DEPBAR) that ptxas does not move copies across.
     decoded.fence = inst.kind == InstructionClass::Control ||
                     inst.opcode == Opcode::BarSync ||
-                    inst.opcode == Opcode::Membar;
+                    inst.opcode == Opcode::Membar ||
+                    inst.opcode == Opcode::CpAsyncCommit ||
+                    inst.opcode == Opcode::CpAsyncWait ||
+                    inst.opcode == Opcode::CpAsyncWaitAll;
     if (inst.opcode == Opcode::Bra)
       blockStart[inst.operands[0].value] = true;
   }
@@ -170,6 +181,15 @@ Timeline::Timeline(const Kernel &kernel, const LatencyModel &model)
     entry.rename = decoded.rename;
     entry.fence = decoded.fence;
     entry.latency = getLatency(kernel.code[pc], model);
+    const Instruction &inst = kernel.code[pc];
+    entry.asyncCopy = inst.opcode == Opcode::CpAsync         ? AsyncCopy::Copy
+                      : inst.opcode == Opcode::CpAsyncCommit ? AsyncCopy::Commit
+                      : inst.opcode == Opcode::CpAsyncWait   ? AsyncCopy::Wait
+                      : inst.opcode == Opcode::CpAsyncWaitAll
+                          ? AsyncCopy::WaitAll
+                          : AsyncCopy::None;
+    if (inst.opcode == Opcode::CpAsyncWait)
+      entry.keepGroups = static_cast<uint32_t>(inst.operands[0].value);
   }
 }
 
@@ -179,6 +199,8 @@ void Timeline::start(WarpTiming &timing) const {
   timing.recent.assign(window, 0);
   timing.slot = 0;
   timing.busy.fill(0);
+  timing.openCopiesReady = 0;
+  timing.committedCopiesReady.clear();
 }
 
 void Timeline::slideBusy(WarpTiming &timing, uint64_t cycle) {

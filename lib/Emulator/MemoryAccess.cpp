@@ -9,8 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MemoryAccess.h"
+
 #include "FloatFormats.h"
-#include "WarpState.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -28,210 +29,6 @@ std::string hex(uint64_t value) {
                 static_cast<unsigned long long>(value));
   return text;
 }
-
-/// Where one lane's access lands: host bytes and, for checks, its space.
-struct Target {
-  StateSpace space;
-  uint8_t *bytes;
-  /// Global: the allocation; shared/local: the offset in that memory.
-  Allocation *allocation = nullptr;
-  uint64_t offset = 0;
-};
-
-Target resolve(const Instruction &inst, WarpState &warp, int lane,
-               uint64_t address, unsigned bytes) {
-  CtaState &cta = *warp.cta;
-  StateSpace space = inst.space;
-  if (space == StateSpace::Generic) {
-    if (address - kSharedWindow < kWindowSize) {
-      space = StateSpace::Shared;
-      address -= kSharedWindow;
-    } else if (address - kLocalWindow < kWindowSize) {
-      space = StateSpace::Local;
-      address -= kLocalWindow;
-    } else {
-      space = StateSpace::Global;
-    }
-  }
-  if (address % bytes != 0)
-    throw ExecutionError{kMisalignedAddress,
-                         "misaligned " + std::to_string(bytes) +
-                             "-byte access at " + hex(address) + " (needs " +
-                             std::to_string(bytes) + "-byte alignment)",
-                         lane};
-  switch (space) {
-  case StateSpace::Shared:
-    if (address + bytes > cta.sharedBytes || address + bytes < address)
-      throw ExecutionError{kIllegalAddress,
-                           "shared memory access of " + std::to_string(bytes) +
-                               " bytes at offset " + std::to_string(address) +
-                               " is outside the CTA's " +
-                               std::to_string(cta.sharedBytes) +
-                               " bytes of shared memory",
-                           lane};
-    return {space, cta.shared.data() + address, nullptr, address};
-  case StateSpace::Local: {
-    uint32_t size = cta.kernel->localBytes;
-    if (address + bytes > size)
-      throw ExecutionError{kIllegalAddress,
-                           "local memory access at offset " +
-                               std::to_string(address) + " outside the " +
-                               std::to_string(size) + " bytes per thread",
-                           lane};
-    return {space, warp.local.data() + size * lane + address, nullptr, address};
-  }
-  case StateSpace::Param: {
-    const std::vector<uint8_t> &parameters = cta.request->parameters;
-    if (address + bytes > parameters.size())
-      throw ExecutionError{kIllegalAddress,
-                           "parameter read at offset " +
-                               std::to_string(address) +
-                               " past the parameter buffer",
-                           lane};
-    return {space, const_cast<uint8_t *>(parameters.data()) + address, nullptr,
-            address};
-  }
-  default: {
-    Allocation *allocation = cta.memory->find(address, bytes);
-    if (!allocation)
-      throw ExecutionError{kIllegalAddress,
-                           std::to_string(bytes) + "-byte access at " +
-                               hex(address) + " is outside every allocation: " +
-                               cta.memory->describeNearest(address),
-                           lane};
-    uint64_t offset = address - allocation->base;
-    return {StateSpace::Global, allocation->data.get() + offset, allocation,
-            offset};
-  }
-  }
-}
-
-enum class Access { Read, Write, Atomic };
-
-/// Initcheck and racecheck of one lane's access, then the shadow update.
-/// Atomics read initialized memory but never race.
-void checkAndRecord(const Target &target, unsigned bytes, Access access,
-                    WarpState &warp, int lane, uint64_t address) {
-  bool isWrite = access == Access::Write;
-  CtaState &cta = *warp.cta;
-  if (target.space == StateSpace::Global) {
-    uint8_t *initialized = target.allocation->initialized.get() + target.offset;
-    if (!isWrite)
-      for (unsigned i = 0; i < bytes; ++i)
-        if (!initialized[i])
-          throw ExecutionError{
-              kLaunchFailed,
-              "initcheck: " + std::to_string(bytes) + "-byte load at " +
-                  hex(address) + " reads byte " +
-                  std::to_string(target.offset + i) + " of the allocation at " +
-                  hex(target.allocation->base) + " (" +
-                  std::to_string(target.allocation->size) +
-                  " bytes), which nothing has written since cuMemAlloc",
-              lane};
-    if (access != Access::Read)
-      std::memset(initialized, 1, bytes);
-    return;
-  }
-  if (target.space != StateSpace::Shared)
-    return;
-  uint16_t thread = warp.threadIndex(lane);
-  uint32_t epoch = cta.barrierEpoch;
-  auto otherWarp = [&](uint16_t other) {
-    return other == 0xFFFF || other / kWarpSize != thread / kWarpSize;
-  };
-  auto race = [&](const char *kind, uint16_t other, uint64_t byte) {
-    return ExecutionError{
-        kLaunchFailed,
-        std::string("racecheck: ") + kind + " hazard on shared byte " +
-            std::to_string(byte) + " between thread " + std::to_string(thread) +
-            (other == 0xFFFF ? std::string(" and threads of several warps")
-                             : " and thread " + std::to_string(other)) +
-            " with no bar.sync in between",
-        lane};
-  };
-  for (unsigned i = 0; i < bytes; ++i) {
-    uint64_t byte = target.offset + i;
-    if (access == Access::Atomic) {
-      if (!cta.sharedWritten[byte])
-        throw ExecutionError{kLaunchFailed,
-                             "initcheck: shared-memory atomic on byte " +
-                                 std::to_string(byte) +
-                                 ", which no thread of this CTA wrote",
-                             lane};
-      continue;
-    }
-    if (isWrite) {
-      if (cta.lastWriteEpoch[byte] == epoch && otherWarp(cta.lastWriter[byte]))
-        throw race("write-after-write", cta.lastWriter[byte], byte);
-      if (cta.lastReadEpoch[byte] == epoch && otherWarp(cta.lastReader[byte]))
-        throw race("write-after-read", cta.lastReader[byte], byte);
-      cta.lastWriteEpoch[byte] = epoch;
-      cta.lastWriter[byte] = thread;
-      cta.sharedWritten[byte] = 1;
-    } else {
-      if (!cta.sharedWritten[byte])
-        throw ExecutionError{kLaunchFailed,
-                             "initcheck: shared-memory load reads byte " +
-                                 std::to_string(byte) +
-                                 ", which no thread of this CTA wrote",
-                             lane};
-      if (cta.lastWriteEpoch[byte] == epoch && otherWarp(cta.lastWriter[byte]))
-        throw race("read-after-write", cta.lastWriter[byte], byte);
-      if (cta.lastReadEpoch[byte] == epoch &&
-          cta.lastReader[byte] / kWarpSize != thread / kWarpSize)
-        cta.lastReader[byte] = 0xFFFF;
-      else
-        cta.lastReader[byte] = thread;
-      cta.lastReadEpoch[byte] = epoch;
-    }
-  }
-}
-
-/// Counts the distinct 32-byte sectors and, for shared memory, the
-/// wavefronts of one warp instruction's accesses.
-struct AccessCounter {
-  uint64_t sectors[kWarpSize * 2];
-  unsigned numSectors = 0;
-  uint32_t sharedAddresses[kWarpSize];
-  uint32_t sharedLaneMask = 0;
-
-  void addGlobal(uint64_t address, unsigned bytes) {
-    for (uint64_t sector = address >> 5; sector <= (address + bytes - 1) >> 5;
-         ++sector)
-      if (numSectors < kWarpSize * 2)
-        sectors[numSectors++] = sector;
-  }
-  uint64_t distinctSectors() {
-    std::sort(sectors, sectors + numSectors);
-    return std::unique(sectors, sectors + numSectors) - sectors;
-  }
-  /// Accesses wider than 4 bytes are served a group of lanes at a time
-  /// (16 lanes for 8 bytes, 8 for 16); each group needs as many passes as
-  /// the most distinct 4-byte words any of the 32 banks holds.
-  uint64_t wavefronts(unsigned bytes, uint64_t &conflicts) {
-    unsigned lanesPerPass = bytes <= 4 ? 32 : 128 / bytes;
-    uint64_t passes = 0;
-    for (unsigned first = 0; first < kWarpSize; first += lanesPerPass) {
-      uint32_t words[kWarpSize * 4];
-      unsigned numWords = 0;
-      for (unsigned lane = first; lane < first + lanesPerPass; ++lane)
-        if (sharedLaneMask >> lane & 1)
-          for (unsigned word = 0; word < (bytes + 3) / 4; ++word)
-            words[numWords++] = sharedAddresses[lane] / 4 + word;
-      if (!numWords)
-        continue;
-      std::sort(words, words + numWords);
-      numWords = std::unique(words, words + numWords) - words;
-      unsigned perBank[32] = {};
-      unsigned worst = 0;
-      for (unsigned i = 0; i < numWords; ++i)
-        worst = std::max(worst, ++perBank[words[i] % 32]);
-      passes += worst;
-      conflicts += worst - 1;
-    }
-    return passes;
-  }
-};
 
 uint64_t atomicResult(const Instruction &inst, uint64_t old, uint64_t operand,
                       uint64_t compare) {
@@ -280,6 +77,155 @@ uint64_t atomicResult(const Instruction &inst, uint64_t old, uint64_t operand,
 
 } // namespace
 
+Target resolve(StateSpace space, WarpState &warp, int lane, uint64_t address,
+               unsigned bytes, unsigned alignment) {
+  CtaState &cta = *warp.cta;
+  if (space == StateSpace::Generic) {
+    if (address - kSharedWindow < kWindowSize) {
+      space = StateSpace::Shared;
+      address -= kSharedWindow;
+    } else if (address - kLocalWindow < kWindowSize) {
+      space = StateSpace::Local;
+      address -= kLocalWindow;
+    } else {
+      space = StateSpace::Global;
+    }
+  }
+  if (address % alignment != 0)
+    throw ExecutionError{kMisalignedAddress,
+                         "misaligned " + std::to_string(bytes) +
+                             "-byte access at " + hex(address) + " (needs " +
+                             std::to_string(alignment) + "-byte alignment)",
+                         lane};
+  switch (space) {
+  case StateSpace::Shared:
+    if (address + bytes > cta.sharedBytes || address + bytes < address)
+      throw ExecutionError{kIllegalAddress,
+                           "shared memory access of " + std::to_string(bytes) +
+                               " bytes at offset " + std::to_string(address) +
+                               " is outside the CTA's " +
+                               std::to_string(cta.sharedBytes) +
+                               " bytes of shared memory",
+                           lane};
+    return {space, cta.shared.data() + address, nullptr, address};
+  case StateSpace::Local: {
+    uint32_t size = cta.kernel->localBytes;
+    if (address + bytes > size)
+      throw ExecutionError{kIllegalAddress,
+                           "local memory access at offset " +
+                               std::to_string(address) + " outside the " +
+                               std::to_string(size) + " bytes per thread",
+                           lane};
+    return {space, warp.local.data() + size * lane + address, nullptr, address};
+  }
+  case StateSpace::Param: {
+    const std::vector<uint8_t> &parameters = cta.request->parameters;
+    if (address + bytes > parameters.size())
+      throw ExecutionError{kIllegalAddress,
+                           "parameter read at offset " +
+                               std::to_string(address) +
+                               " past the parameter buffer",
+                           lane};
+    return {space, const_cast<uint8_t *>(parameters.data()) + address, nullptr,
+            address};
+  }
+  default: {
+    Allocation *allocation = cta.memory->find(address, bytes);
+    if (!allocation)
+      throw ExecutionError{kIllegalAddress,
+                           std::to_string(bytes) + "-byte access at " +
+                               hex(address) + " is outside every allocation: " +
+                               cta.memory->describeNearest(address),
+                           lane};
+    uint64_t offset = address - allocation->base;
+    return {StateSpace::Global, allocation->data.get() + offset, allocation,
+            offset};
+  }
+  }
+}
+
+void checkAndRecord(const Target &target, unsigned bytes, Access access,
+                    WarpState &warp, int lane, uint64_t address,
+                    uint32_t sinceEpoch) {
+  bool isWrite = access == Access::Write;
+  CtaState &cta = *warp.cta;
+  if (target.space == StateSpace::Global) {
+    uint8_t *initialized = target.allocation->initialized.get() + target.offset;
+    if (!isWrite)
+      for (unsigned i = 0; i < bytes; ++i)
+        if (!initialized[i])
+          throw ExecutionError{
+              kLaunchFailed,
+              "initcheck: " + std::to_string(bytes) + "-byte load at " +
+                  hex(address) + " reads byte " +
+                  std::to_string(target.offset + i) + " of the allocation at " +
+                  hex(target.allocation->base) + " (" +
+                  std::to_string(target.allocation->size) +
+                  " bytes), which nothing has written since cuMemAlloc",
+              lane};
+    if (access != Access::Read)
+      std::memset(initialized, 1, bytes);
+    return;
+  }
+  if (target.space != StateSpace::Shared)
+    return;
+  uint16_t thread = warp.threadIndex(lane);
+  uint32_t epoch = cta.barrierEpoch;
+  uint32_t from = sinceEpoch ? sinceEpoch : epoch;
+  auto otherWarp = [&](uint16_t other) {
+    return other == 0xFFFF || other / kWarpSize != thread / kWarpSize;
+  };
+  auto race = [&](const char *kind, uint16_t other, uint64_t byte) {
+    return ExecutionError{
+        kLaunchFailed,
+        std::string("racecheck: ") + kind + " hazard on shared byte " +
+            std::to_string(byte) + " between thread " + std::to_string(thread) +
+            (other == 0xFFFF ? std::string(" and threads of several warps")
+                             : " and thread " + std::to_string(other)) +
+            (from < epoch ? " while the cp.async writing it was in flight "
+                            "(bar.sync does not complete a cp.async; its "
+                            "thread's cp.async.wait_group does)"
+                          : " with no bar.sync in between"),
+        lane};
+  };
+  for (unsigned i = 0; i < bytes; ++i) {
+    uint64_t byte = target.offset + i;
+    if (access == Access::Atomic) {
+      if (!cta.sharedWritten[byte])
+        throw ExecutionError{kLaunchFailed,
+                             "initcheck: shared-memory atomic on byte " +
+                                 std::to_string(byte) +
+                                 ", which no thread of this CTA wrote",
+                             lane};
+      continue;
+    }
+    if (isWrite) {
+      if (cta.lastWriteEpoch[byte] >= from && otherWarp(cta.lastWriter[byte]))
+        throw race("write-after-write", cta.lastWriter[byte], byte);
+      if (cta.lastReadEpoch[byte] >= from && otherWarp(cta.lastReader[byte]))
+        throw race("write-after-read", cta.lastReader[byte], byte);
+      cta.lastWriteEpoch[byte] = epoch;
+      cta.lastWriter[byte] = thread;
+      cta.sharedWritten[byte] = 1;
+    } else {
+      if (!cta.sharedWritten[byte])
+        throw ExecutionError{kLaunchFailed,
+                             "initcheck: shared-memory load reads byte " +
+                                 std::to_string(byte) +
+                                 ", which no thread of this CTA wrote",
+                             lane};
+      if (cta.lastWriteEpoch[byte] == epoch && otherWarp(cta.lastWriter[byte]))
+        throw race("read-after-write", cta.lastWriter[byte], byte);
+      if (cta.lastReadEpoch[byte] == epoch &&
+          cta.lastReader[byte] / kWarpSize != thread / kWarpSize)
+        cta.lastReader[byte] = 0xFFFF;
+      else
+        cta.lastReader[byte] = thread;
+      cta.lastReadEpoch[byte] = epoch;
+    }
+  }
+}
+
 void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
   CtaState &cta = *warp.cta;
   if (inst.opcode == Opcode::Cvta) {
@@ -314,7 +260,7 @@ void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
                             ? warp.reg(addressOperand.registers[0], lane)
                             : 0) +
                        addressOperand.value;
-    Target target = resolve(inst, warp, lane, address, bytes);
+    Target target = resolve(inst.space, warp, lane, address, bytes, bytes);
     if (target.space == StateSpace::Global) {
       countGlobal = true;
       counter.addGlobal(address, bytes);
@@ -358,8 +304,8 @@ void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
           value = data.value;
         else if (reg != kNoRegister)
           value = warp.reg(reg, lane);
-        else if (element * i < 8) // an immediate element of a vector
-          value = data.value >> (8 * element * i);
+        else // an immediate element of a vector
+          value = data.elementValues[i];
         std::memcpy(bytesAt, &value, element);
       }
     }

@@ -104,6 +104,8 @@ const char *getInstructionClassName(InstructionClass kind) {
     return "barrier";
   case InstructionClass::Control:
     return "control";
+  case InstructionClass::TensorCore:
+    return "tensor";
   case InstructionClass::Count:
     break;
   }
@@ -190,9 +192,25 @@ bool isIgnoredModifier(const std::string &m) {
 
 } // namespace
 
+std::vector<std::string> splitModifiers(const std::string &word) {
+  std::vector<std::string> modifiers;
+  for (size_t dot = word.find('.'); dot != std::string::npos;) {
+    size_t next = word.find('.', dot + 1);
+    modifiers.push_back(word.substr(
+        dot + 1, next == std::string::npos ? next : next - dot - 1));
+    dot = next;
+  }
+  return modifiers;
+}
+
 std::string decodeOpcode(const std::string &word, Instruction &inst) {
   size_t dot = word.find('.');
   std::string base = word.substr(0, dot);
+  // Fixed-form instructions: each family decodes (and checks) its own.
+  if (base == "mma" || base == "ldmatrix")
+    return decodeTensorCoreOpcode(base, splitModifiers(word), inst);
+  if (base == "cp")
+    return decodeAsyncCopyOpcode(splitModifiers(word), inst);
   auto found = baseOpcodes().find(base);
   if (found == baseOpcodes().end())
     return "unsupported instruction '" + base + "'";
@@ -210,11 +228,9 @@ std::string decodeOpcode(const std::string &word, Instruction &inst) {
       continue;
     }
     static const std::unordered_map<std::string, StateSpace> spaces = {
-        {"global", StateSpace::Global},
-        {"shared", StateSpace::Shared},
-        {"local", StateSpace::Local},
-        {"param", StateSpace::Param},
-        {"const", StateSpace::Const}};
+        {"global", StateSpace::Global},      {"shared", StateSpace::Shared},
+        {"shared::cta", StateSpace::Shared}, {"local", StateSpace::Local},
+        {"param", StateSpace::Param},        {"const", StateSpace::Const}};
     static const std::unordered_map<std::string, Rounding> roundings = {
         {"rn", Rounding::Rn},   {"rz", Rounding::Rz},   {"rm", Rounding::Rm},
         {"rp", Rounding::Rp},   {"rni", Rounding::Rni}, {"rzi", Rounding::Rzi},
@@ -281,6 +297,8 @@ std::string decodeOpcode(const std::string &word, Instruction &inst) {
       inst.opcode = Opcode::BarWarpSync;
     } else if (inst.opcode == Opcode::BarSync && m == "arrive") {
       return "bar.arrive is not supported";
+    } else if (m == "shared::cluster") {
+      return "the .shared::cluster state space is not supported";
     } else if (isIgnoredModifier(m)) {
     } else {
       return "unsupported modifier '." + m + "' on " + base;
@@ -345,6 +363,18 @@ InstructionClass classify(const Instruction &inst) {
   case Opcode::Exit:
   case Opcode::Trap:
     return InstructionClass::Control;
+  case Opcode::Mma:
+    return InstructionClass::TensorCore;
+  case Opcode::Ldmatrix:
+    return InstructionClass::SharedLoad;
+  // A copy is a global load whose result lands in shared memory; committing
+  // and waiting are the dependency barriers (SASS LDGDEPBAR, DEPBAR).
+  case Opcode::CpAsync:
+    return InstructionClass::GlobalLoad;
+  case Opcode::CpAsyncCommit:
+  case Opcode::CpAsyncWait:
+  case Opcode::CpAsyncWaitAll:
+    return InstructionClass::Barrier;
   default:
     return InstructionClass::IntegerOther;
   }

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace fd::emu {
 
@@ -15,6 +16,19 @@ std::optional<Type> parseTypeName(const std::string &name);
 /// Fills opcode, types and modifiers of `inst` from an opcode word such as
 /// `cvt.rn.f16.f32`; returns an error message, empty on success.
 std::string decodeOpcode(const std::string &word, Instruction &inst);
+
+/// The modifiers of an opcode word: `cp.async.cg.shared.global` gives
+/// {async, cg, shared, global}.
+std::vector<std::string> splitModifiers(const std::string &word);
+
+/// mma (`base` "mma") and ldmatrix (TensorCore.cpp): the forms fdemu runs,
+/// decoded into `inst`; an error naming the accepted forms otherwise.
+std::string decodeTensorCoreOpcode(const std::string &base,
+                                   const std::vector<std::string> &modifiers,
+                                   Instruction &inst);
+/// cp.async and its commit_group / wait_group / wait_all (AsyncCopy.cpp).
+std::string decodeAsyncCopyOpcode(const std::vector<std::string> &modifiers,
+                                  Instruction &inst);
 
 /// The counter class of a decoded instruction (ld/st of generic addresses
 /// count as global).

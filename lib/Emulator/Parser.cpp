@@ -194,6 +194,13 @@ private:
     return name[0] == '%' || plainRegisters.count(name);
   }
 
+  /// Declared with .reg .pred, alone or as `name<N>`.
+  bool isPredicate(const std::string &name) const {
+    size_t end = name.find_last_not_of("0123456789") + 1;
+    return predicateRegisters.count(name) ||
+           predicateRegisters.count(name.substr(0, end));
+  }
+
   uint32_t getRegister(const std::string &name, Kernel &kernel) {
     auto special = specialRegisters().find(name);
     if (special != specialRegisters().end())
@@ -209,6 +216,7 @@ private:
     kernel->name = next().text;
     registers.clear();
     plainRegisters.clear();
+    predicateRegisters.clear();
     symbols.clear();
     labels.clear();
     pendingBranches.clear();
@@ -301,12 +309,19 @@ private:
         --depth;
       } else if (token.text == ".reg") {
         // Names need no `%` (nvcc's inline asm declares `.reg .b32 c;`):
-        // remember those, or their uses would read as symbols.
-        for (const Token *name = &next(); !name->is(';'); name = &next())
-          if (!name->isPunctuation && name->text[0] != '.' &&
-              name->text[0] != '%' &&
-              !std::isdigit(static_cast<unsigned char>(name->text[0])))
+        // remember those, or their uses would read as symbols. Predicates
+        // are remembered too (`%p<3>` remembers %p, the prefix of %p0).
+        bool predicates = position + 1 < tokens.size() &&
+                          tokens[position + 1].text == ".pred";
+        for (const Token *name = &next(); !name->is(';'); name = &next()) {
+          bool isName =
+              !name->isPunctuation && name->text[0] != '.' &&
+              !std::isdigit(static_cast<unsigned char>(name->text[0]));
+          if (isName && name->text[0] != '%')
             plainRegisters.insert(name->text);
+          if (isName && predicates)
+            predicateRegisters.insert(name->text);
+        }
       } else if (token.text == ".shared" || token.text == ".local") {
         bool isShared = next().text == ".shared";
         std::string name;
@@ -378,6 +393,10 @@ private:
                     (!tokens[i].isPunctuation && !tokens[i - 1].isPunctuation));
       inst.text += (space ? " " : "") + tokens[i].text;
     }
+    if (inst.opcode == Opcode::CpAsync && operands.size() > 3 &&
+        isPredicate(operands[3][0].text))
+      fail(opcode, "cp.async with an ignore-src predicate is not supported; "
+                   "fdemu implements the src-size operand");
     if (operands.size() > 5)
       fail(opcode, "too many operands");
     size_t index = kernel.code.size();
@@ -439,7 +458,8 @@ private:
           operand.value += parseNumber(token, negative);
           negative = false;
         } else {
-          if (inst.opcode == Opcode::Ld || inst.opcode == Opcode::St) {
+          if (inst.opcode == Opcode::Ld || inst.opcode == Opcode::St ||
+              inst.opcode == Opcode::Ldmatrix) {
             auto found = symbols.find(token.text);
             if (found != symbols.end() && inst.space == StateSpace::Generic)
               inst.space = found->second.space;
@@ -477,13 +497,12 @@ private:
           getTypeSize(inst.type) * 8 /
           (inst.opcode == Opcode::Mov ? std::max<unsigned>(operand.count, 1)
                                       : 1);
-      if (!immediates.empty() && elementBits * operand.count > 64)
-        fail(first, "immediate elements in a vector wider than 64 bits are "
-                    "not supported");
       for (auto [element, bits] : immediates) {
         if (elementBits < 64)
           bits &= (uint64_t(1) << elementBits) - 1;
-        operand.value |= bits << (element * elementBits);
+        operand.elementValues[element] = bits;
+        if (elementBits * operand.count <= 64)
+          operand.value |= bits << (element * elementBits);
       }
       return operand;
     }
@@ -531,7 +550,7 @@ private:
   std::vector<std::string> dynamicShared;
   uint32_t dynamicAlignment = 16;
   std::unordered_map<std::string, uint32_t> registers;
-  std::unordered_set<std::string> plainRegisters;
+  std::unordered_set<std::string> plainRegisters, predicateRegisters;
   std::unordered_map<std::string, Symbol> symbols;
   std::unordered_map<std::string, uint32_t> labels;
   std::vector<std::pair<size_t, std::string>> pendingBranches;

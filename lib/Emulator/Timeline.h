@@ -11,7 +11,10 @@
 // load whose first use is further ahead than `loadLead` instructions counts
 // as issued at the instruction `loadLead` before that use. PTX moves are
 // register renames that ptxas removes: they neither issue nor wait, and
-// their destinations are ready when their sources are.
+// their destinations are ready when their sources are. A cp.async's data
+// is ready a global-load latency after it issues; cp.async.wait_group
+// issues once the groups it completes are ready (their use), and it and
+// cp.async.commit_group are fences.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +51,10 @@ struct WarpTiming {
   static constexpr uint64_t kBusyCycles = 256 * 64;
   uint64_t busyBase = 0;
   std::array<uint64_t, kBusyCycles / 64> busy{};
+  /// cp.async: when the copies of the open group, and of each committed
+  /// group not yet waited for (oldest first), are in shared memory.
+  uint64_t openCopiesReady = 0;
+  std::vector<uint64_t> committedCopiesReady;
 };
 
 class Timeline {
@@ -81,7 +88,17 @@ public:
     uint64_t earliest = std::max({ready, timing.fence, timing.floor});
     if (entry.fence)
       earliest = std::max(earliest, timing.clock + 1);
+    if (entry.asyncCopy == AsyncCopy::Commit ||
+        entry.asyncCopy == AsyncCopy::WaitAll) {
+      timing.committedCopiesReady.push_back(timing.openCopiesReady);
+      timing.openCopiesReady = 0;
+    }
+    if (entry.asyncCopy >= AsyncCopy::Wait)
+      earliest = std::max(earliest, completeCopies(timing, entry.keepGroups));
     uint64_t start = takeCycle(timing, earliest);
+    if (entry.asyncCopy == AsyncCopy::Copy && executed)
+      timing.openCopiesReady =
+          std::max(timing.openCopiesReady, start + globalLoadLatency);
     timing.recent[timing.slot] = start;
     if (++timing.slot == timing.recent.size())
       timing.slot = 0;
@@ -105,6 +122,8 @@ public:
   static uint64_t getCtaCycles(const std::vector<WarpState> &warps);
 
 private:
+  enum class AsyncCopy : uint8_t { None, Copy, Commit, Wait, WaitAll };
+
   struct Entry {
     /// Into `registers`: the sources, the destinations, then the results
     /// of global loads placed at this instruction (loadLead).
@@ -114,8 +133,23 @@ private:
     /// Branches, barriers, exits: issue after every earlier instruction,
     /// and every later one issues after them.
     bool fence = false;
+    AsyncCopy asyncCopy = AsyncCopy::None;
+    /// cp.async.wait_group: the newest committed groups it leaves pending.
+    uint32_t keepGroups = 0;
     uint32_t latency = 0;
   };
+
+  /// The cycle the committed cp.async groups but the newest `keep` are in
+  /// shared memory; they are waited for.
+  static uint64_t completeCopies(WarpTiming &timing, uint32_t keep) {
+    std::vector<uint64_t> &groups = timing.committedCopiesReady;
+    size_t done = groups.size() > keep ? groups.size() - keep : 0;
+    uint64_t ready = 0;
+    for (size_t i = 0; i < done; ++i)
+      ready = std::max(ready, groups[i]);
+    groups.erase(groups.begin(), groups.begin() + done);
+    return ready;
+  }
 
   /// The first cycle from `cycle` on with no instruction issued; takes it.
   /// A cycle before the busy window is forgotten and taken as free.

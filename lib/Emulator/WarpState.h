@@ -45,6 +45,18 @@ enum class LaneState : uint8_t {
 
 struct CtaState;
 
+/// A cp.async of one lane that has not landed: the bytes it read when it
+/// issued (zero-filled past src-size), where they go, and its group (the
+/// lane's count of committed groups when it issued).
+struct PendingCopy {
+  uint32_t sharedOffset = 0;
+  uint32_t group = 0;
+  /// The barrier epoch it issued in: it may land any time from then on.
+  uint32_t issueEpoch = 0;
+  uint8_t lane = 0, bytes = 0;
+  uint8_t data[16] = {};
+};
+
 struct WarpState {
   CtaState *cta = nullptr;
   uint32_t index = 0;
@@ -60,6 +72,10 @@ struct WarpState {
   std::vector<uint8_t> local;
   /// When its instructions would issue on a GPU.
   WarpTiming timing;
+  /// cp.async copies not yet completed by a wait, in issue order, and per
+  /// lane the groups cp.async.commit_group has closed.
+  std::vector<PendingCopy> pendingCopies;
+  uint32_t committedGroups[kWarpSize] = {};
 
   uint64_t &reg(uint32_t index, int lane) {
     return registers[static_cast<size_t>(index) * kWarpSize + lane];
@@ -115,9 +131,45 @@ bool executeArithmetic(const Instruction &inst, WarpState &warp, uint32_t mask);
 /// ld/st/atom/red/cvta for the lanes of `mask`, with every check.
 void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask);
 
-/// Load-time checks of the two families above.
+/// cp.async, commit_group, wait_group, wait_all for the lanes of `mask`
+/// (AsyncCopy.cpp).
+void executeAsyncCopy(const Instruction &inst, WarpState &warp, uint32_t mask);
+/// The lanes of `mask` exit: their copies that no wait completed are
+/// dropped (they never land).
+void dropAsyncCopies(WarpState &warp, uint32_t mask);
+
+/// mma.sync and ldmatrix: .aligned, so every lane of the warp executes them
+/// together, as if their member mask were the whole warp.
+inline bool isAlignedCollective(const Instruction &inst) {
+  return inst.opcode == Opcode::Mma || inst.opcode == Opcode::Ldmatrix;
+}
+
+/// The member mask of a .sync warp instruction in `lane`.
+inline uint32_t getMemberMask(const Instruction &inst, WarpState &warp,
+                              int lane) {
+  if (isAlignedCollective(inst))
+    return ~0u;
+  unsigned operand = inst.opcode == Opcode::Shfl   ? 4
+                     : inst.opcode == Opcode::Vote ? 2
+                                                   : 0;
+  return static_cast<uint32_t>(readOperand(warp, inst.operands[operand], lane));
+}
+
+/// Runs the .sync warp instruction `inst` for the lanes of `arrived`, which
+/// wait at it with every non-exited lane of their member masks
+/// (WarpCollectives.cpp: shfl.sync, vote.sync, and after checking that the
+/// whole warp is there, mma.sync and ldmatrix).
+void executeWarpCollective(const Instruction &inst, WarpState &warp,
+                           uint32_t arrived);
+/// mma.sync and ldmatrix for all 32 lanes (TensorCore.cpp).
+void executeMma(const Instruction &inst, WarpState &warp);
+void executeLdmatrix(const Instruction &inst, WarpState &warp);
+
+/// Load-time checks of the families above.
 std::string checkArithmeticImplemented(const Instruction &inst);
 std::string checkMemoryImplemented(const Instruction &inst);
+std::string checkTensorCoreImplemented(const Instruction &inst);
+std::string checkAsyncCopyImplemented(const Instruction &inst);
 
 template <typename Body> inline void forEachLane(uint32_t mask, Body body) {
   while (mask) {

@@ -30,11 +30,13 @@ namespace fd::bench {
 class Emulator {
 public:
   /// Default t (fd-bench --tokens-per-split): a whole number of the partial
-  /// kernel's token-loop steps (32 tokens at D = 128 f16), so both short
-  /// runs are in the steady state the long cache is in. A few hundred
-  /// tokens per split, or one step with --quick.
+  /// kernel's token-loop steps (64 tokens on tensor cores, 32 or 64 on CUDA
+  /// cores at D = 128 f16), so both short runs are in the steady state the
+  /// long cache is in. Two steps, or one with --quick. Less than a step
+  /// undercounts: the loads past a short chunk's end are clamped to its
+  /// last key and touch fewer sectors than a full step's.
   static constexpr int64_t kShortTokensPerSplit = 128;
-  static constexpr int64_t kQuickTokensPerSplit = 32;
+  static constexpr int64_t kQuickTokensPerSplit = 64;
 
   /// Null unless the loaded driver is fdemu.
   static std::unique_ptr<Emulator> detect();

@@ -10,49 +10,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "EmulatorHarness.h"
-
-#include <gmock/gmock.h>
-
-#include <cstdio>
+#include "EmulatorErrorTest.h"
 
 using namespace fd::emutest;
 using testing::HasSubstr;
 
 namespace {
-
-/// The 1-based line of `ptx` holding `needle`.
-int lineOf(const std::string &ptx, const std::string &needle) {
-  size_t at = ptx.find(needle);
-  EXPECT_NE(at, std::string::npos) << needle;
-  int line = 1;
-  for (size_t i = 0; i < at && i < ptx.size(); ++i)
-    line += ptx[i] == '\n';
-  return line;
-}
-
-std::string hex(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof(text), "0x%llx",
-                static_cast<unsigned long long>(value));
-  return text;
-}
-
-class EmulatorError : public EmulatorTest {
-protected:
-  /// Expects `report` to locate the fault: kernel, PTX line of `needle`,
-  /// its opcode, block and thread.
-  void expectLocated(const std::string &report, const std::string &kernel,
-                     const std::string &ptx, const std::string &needle,
-                     const std::string &block, const std::string &thread) {
-    EXPECT_THAT(report, HasSubstr("kernel " + kernel + ":"));
-    EXPECT_THAT(report, HasSubstr("PTX line " +
-                                  std::to_string(lineOf(ptx, needle)) + ":"));
-    EXPECT_THAT(report, HasSubstr(needle.substr(0, needle.find(' '))));
-    EXPECT_THAT(report, HasSubstr("block (" + block + ")"));
-    EXPECT_THAT(report, HasSubstr("thread (" + thread + ")"));
-  }
-};
 
 /// out[global id] = 1 (store) or out[global id] = in[global id] (load).
 const char *kIndexedAccessPtx = R"(

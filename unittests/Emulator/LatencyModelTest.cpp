@@ -7,7 +7,9 @@
 // overlap; a load's latency is hidden by independent work up to the load
 // lead, and an instruction waiting for it holds back only the instructions
 // a window later; divergent paths issue one after the other; bar.sync
-// releases every warp after the last arrival. Then the residency limits (a
+// releases every warp after the last arrival; an mma's accumulators are
+// ready a tensor-core latency after it, a cp.async's data at the wait a
+// global load's latency after the copy. Then the residency limits (a
 // pure function), ptxas's register count as the driver reports it, and the
 // latency term of the model.
 //
@@ -227,6 +229,60 @@ DONE:
   uint64_t chains = 2 * 100 * model.alu + model.barrier;
   EXPECT_GE(cycles, chains);
   EXPECT_LE(cycles, chains + 3 * model.alu);
+}
+
+TEST_F(EmulatorLatency, MmaResultsAreReadyATensorLatencyLater) {
+  // The second mma accumulates onto the first's result.
+  std::string mma = "  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                    "{%d0, %d1, %d2, %d3}, {%a, %a, %a, %a}, {%a, %a}, "
+                    "{%d0, %d1, %d2, %d3};\n";
+  std::string ptx = std::string(kPtxHeader) +
+                    ".visible .entry mmas()\n{\n  .reg .b32 %a, %d<4>;\n"
+                    "  mov.b32 %a, 0;\n  mov.b32 %d0, 0;\n  mov.b32 %d1, 0;\n"
+                    "  mov.b32 %d2, 0;\n  mov.b32 %d3, 0;\n" +
+                    mma + mma + "  add.f32 %d0, %d0, %d1;\n  ret;\n}\n";
+  CUfunction kernel = getKernel(ptx, "mmas");
+  FdemuCounters counters = launchCounted(kernel, {1}, {32}, KernelArguments());
+  constexpr int kTensor = 11;
+  EXPECT_EQ(counters.total.warpInstructions[kTensor], 2u);
+  // Each mma waits for the previous one's accumulators; then the add, ret.
+  EXPECT_EQ(counters.totalLatency.latencyCycles, 2u * model.tensorCore + 1);
+}
+
+/// A store to shared memory, a 4-byte cp.async over it, committed, then
+/// cp.async.wait_group `keep` and a read of the destination.
+std::string copyWaitKernel(unsigned keep) {
+  return std::string(kPtxHeader) + R"(
+.visible .entry copyWait(.param .u64 in)
+{
+  .shared .align 4 .b8 smem[4];
+  .reg .b32 %s, %v;
+  .reg .b64 %a;
+  ld.param.u64 %a, [in];
+  mov.u32 %s, smem;
+  st.shared.u32 [%s], 0;
+  cp.async.ca.shared.global [%s], [%a], 4;
+  cp.async.commit_group;
+  cp.async.wait_group )" +
+         std::to_string(keep) + R"(;
+  ld.shared.u32 %v, [%s];
+  add.u32 %v, %v, 1;
+  ret;
+}
+)";
+}
+
+TEST_F(EmulatorLatency, AsyncCopyWaitIsTheUseOfTheCopy) {
+  CUdeviceptr word = upload(std::vector<uint32_t>{7});
+  // The copy issues when its address is ready (alu); waiting for its group
+  // takes a global load's latency from there, then the shared load, its
+  // use and ret follow.
+  EXPECT_EQ(ctaCycles(copyWaitKernel(0), "copyWait", KernelArguments(word)),
+            model.alu + model.globalLoad + 1 + model.sharedLoad + 1);
+  // wait_group 1 leaves the only group in flight: the copy, commit, wait
+  // and read issue one after another.
+  EXPECT_EQ(ctaCycles(copyWaitKernel(1), "copyWait", KernelArguments(word)),
+            model.alu + 3 + model.sharedLoad + 1);
 }
 
 TEST(EmulatorResidency, TheTightestLimitSetsTheCtasPerSM) {

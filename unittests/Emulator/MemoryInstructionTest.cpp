@@ -27,10 +27,11 @@ protected:
 TEST_F(EmulatorMemory, GlobalVectors) {
   std::string ptx = std::string(kPtxHeader) + R"(
 .visible .entry vectors(.param .u64 in4, .param .u64 out4, .param .u64 in2,
-                        .param .u64 out2, .param .u64 outSink)
+                        .param .u64 out2, .param .u64 outSink,
+                        .param .u64 outWide)
 {
   .reg .b32 %t, %x, %y, %z, %w;
-  .reg .b64 %offset, %in4, %out4, %in2, %out2, %outSink, %a, %b;
+  .reg .b64 %offset, %in4, %out4, %in2, %out2, %outSink, %outWide, %a, %b;
   mov.u32 %t, %tid.x;
   mul.wide.u32 %offset, %t, 16;
   ld.param.u64 %in4, [in4];
@@ -48,6 +49,9 @@ TEST_F(EmulatorMemory, GlobalVectors) {
   ld.param.u64 %outSink, [outSink];
   cvta.to.global.u64 %outSink, %outSink;
   add.s64 %outSink, %outSink, %offset;
+  ld.param.u64 %outWide, [outWide];
+  cvta.to.global.u64 %outWide, %outWide;
+  add.s64 %outWide, %outWide, %offset;
   ld.global.v4.f32 {%x, %y, %z, %w}, [%in4];
   st.global.v4.f32 [%out4], {%w, %z, %y, %x};
   ld.global.nc.v2.u64 {%a, %b}, [%in2];
@@ -55,6 +59,8 @@ TEST_F(EmulatorMemory, GlobalVectors) {
   ld.global.v4.u32 {_, %y, _, %w}, [%in4];
   st.global.v2.u32 [%outSink], {%w, 7};
   st.global.v2.u32 [%outSink+8], {-2, %y};
+  // Immediate elements past the first 64 bits (LLVM writes known zeros so).
+  st.global.v4.b32 [%outWide], {%w, 0, %y, -3};
   ret;
 }
 )";
@@ -65,13 +71,15 @@ TEST_F(EmulatorMemory, GlobalVectors) {
   for (uint64_t &value : in2)
     value = random();
   CUdeviceptr out4 = allocate(in4.size() * 4), out2 = allocate(in2.size() * 8),
-              outSink = allocate(kThreads * 16);
+              outSink = allocate(kThreads * 16),
+              outWide = allocate(kThreads * 16);
   ASSERT_TRUE(launchSucceeds(
       kernel, {1}, {kThreads},
-      KernelArguments(upload(in4), out4, upload(in2), out2, outSink)));
+      KernelArguments(upload(in4), out4, upload(in2), out2, outSink, outWide)));
   std::vector<uint32_t> got4 = download<uint32_t>(out4, in4.size());
   std::vector<uint64_t> got2 = download<uint64_t>(out2, in2.size());
   std::vector<uint32_t> gotSink = download<uint32_t>(outSink, kThreads * 4);
+  std::vector<uint32_t> gotWide = download<uint32_t>(outWide, kThreads * 4);
   for (unsigned t = 0; t < kThreads; ++t) {
     for (unsigned i = 0; i < 4; ++i)
       EXPECT_EQ(got4[4 * t + i], in4[4 * t + 3 - i]) << "thread " << t;
@@ -81,6 +89,10 @@ TEST_F(EmulatorMemory, GlobalVectors) {
     EXPECT_EQ(gotSink[4 * t + 1], 7u) << "thread " << t;
     EXPECT_EQ(gotSink[4 * t + 2], uint32_t(-2)) << "thread " << t;
     EXPECT_EQ(gotSink[4 * t + 3], in4[4 * t + 1]) << "thread " << t;
+    EXPECT_EQ(gotWide[4 * t], in4[4 * t + 3]) << "thread " << t;
+    EXPECT_EQ(gotWide[4 * t + 1], 0u) << "thread " << t;
+    EXPECT_EQ(gotWide[4 * t + 2], in4[4 * t + 1]) << "thread " << t;
+    EXPECT_EQ(gotWide[4 * t + 3], uint32_t(-3)) << "thread " << t;
   }
 }
 

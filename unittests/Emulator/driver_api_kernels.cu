@@ -72,3 +72,97 @@ extern "C" __global__ void bfloat16Multiply(const __nv_bfloat162 *a,
 extern "C" __global__ void storePastEnd(int *out, int n) {
   out[n + threadIdx.x] = 1;
 }
+
+// Tensor cores and asynchronous copies as MLIR's nvgpu lowering uses them
+// (inline PTX, so the forms are exactly those of the ISA): A (16 x 16) and
+// B (16 x 8, k-major rows) go to shared memory, A through ldmatrix.x4, B
+// through ldmatrix.x2.trans; C and D (16 x 8 f32, row-major) in the mma
+// accumulator layout: lane l holds rows l / 4 and l / 4 + 8, columns
+// 2 (l % 4) and 2 (l % 4) + 1. One warp.
+template <bool BFloat>
+__device__ void matrixMultiplyAdd(const unsigned short *a,
+                                  const unsigned short *b, const float *c,
+                                  float *d) {
+  __shared__ __align__(16) unsigned short tileA[16 * 16], tileB[16 * 8];
+  int lane = threadIdx.x;
+  for (int i = lane; i < 16 * 16; i += 32)
+    tileA[i] = a[i];
+  for (int i = lane; i < 16 * 8; i += 32)
+    tileB[i] = b[i];
+  __syncwarp();
+  unsigned a0, a1, a2, a3, b0, b1;
+  unsigned rowA = (unsigned)__cvta_generic_to_shared(
+      &tileA[(lane % 16) * 16 + (lane / 16) * 8]);
+  unsigned rowB = (unsigned)__cvta_generic_to_shared(&tileB[(lane % 16) * 8]);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
+               "[%4];\n"
+               : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
+               : "r"(rowA));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, "
+               "[%2];\n"
+               : "=r"(b0), "=r"(b1)
+               : "r"(rowB));
+  int row = lane / 4, column = 2 * (lane % 4);
+  float d0 = c[row * 8 + column], d1 = c[row * 8 + column + 1];
+  float d2 = c[(row + 8) * 8 + column], d3 = c[(row + 8) * 8 + column + 1];
+  if (BFloat)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  d[row * 8 + column] = d0;
+  d[row * 8 + column + 1] = d1;
+  d[(row + 8) * 8 + column] = d2;
+  d[(row + 8) * 8 + column + 1] = d3;
+}
+
+extern "C" __global__ void mmaF16(const unsigned short *a,
+                                  const unsigned short *b, const float *c,
+                                  float *d) {
+  matrixMultiplyAdd<false>(a, b, c, d);
+}
+
+extern "C" __global__ void mmaBF16(const unsigned short *a,
+                                   const unsigned short *b, const float *c,
+                                   float *d) {
+  matrixMultiplyAdd<true>(a, b, c, d);
+}
+
+// cp.async into shared memory, one warp, out[s * 32 + t] = slot s of
+// thread t (16 bytes each) after the waits: slot 0 from in[t] (group 0,
+// complete after wait_group 1), slot 1 from in[32 + t] (group 1, after
+// wait_group 0), slot 2 the first t % 17 bytes of in[64 + t] and zeros
+// (src-size), slot 3 the first 8 bytes of in[96 + t] (.ca) over 0xff bytes.
+extern "C" __global__ void asyncCopy(const int4 *in, int4 *out) {
+  __shared__ int4 slots[4][32];
+  int t = threadIdx.x;
+  slots[3][t] = make_int4(-1, -1, -1, -1);
+  unsigned slot[4];
+  for (int s = 0; s < 4; ++s)
+    slot[s] = (unsigned)__cvta_generic_to_shared(&slots[s][t]);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+               "cp.async.commit_group;\n"
+               "cp.async.cg.shared.global [%2], [%3], 16;\n"
+               "cp.async.commit_group;\n"
+               "cp.async.wait_group 1;\n" ::"r"(slot[0]),
+               "l"(in + t), "r"(slot[1]), "l"(in + 32 + t)
+               : "memory");
+  int4 older = slots[0][t];
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  out[t] = older;
+  out[32 + t] = slots[1][t];
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               "cp.async.ca.shared.global [%3], [%4], 8;\n"
+               "cp.async.wait_all;\n" ::"r"(slot[2]),
+               "l"(in + 64 + t), "r"(t % 17), "r"(slot[3]), "l"(in + 96 + t)
+               : "memory");
+  out[64 + t] = slots[2][t];
+  out[96 + t] = slots[3][t];
+}

@@ -4,8 +4,11 @@
  * cuDeviceGet, cuCtxCreate_v2, cuModuleLoadDataEx of nvcc's PTX, then for
  * each kernel cuMemAlloc_v2, cuMemcpyHtoD_v2, cuLaunchKernel,
  * cuCtxSynchronize, cuMemcpyDtoH_v2 and a comparison with the same
- * computation in C; last, an out-of-bounds store that must give
- * CUDA_ERROR_ILLEGAL_ADDRESS with a cuGetErrorString naming the kernel.
+ * computation in C (tensor-core kernels included: ldmatrix, mma.sync and
+ * cp.async in inline PTX, so that a run on a GPU checks fdemu's fragment
+ * layouts and copy groups against hardware); last, an out-of-bounds store
+ * that must give CUDA_ERROR_ILLEGAL_ADDRESS with a cuGetErrorString naming
+ * the kernel.
  *
  *   driver_api_program LIBFDEMU [KERNELS.ptx]
  *
@@ -14,159 +17,7 @@
  *
  *===----------------------------------------------------------------------===*/
 
-#include <dlfcn.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUmod_st *CUmodule;
-typedef struct CUfunc_st *CUfunction;
-typedef struct CUstream_st *CUstream;
-
-enum {
-  kSuccess = 0,
-  kIllegalAddress = 700,
-  kJitErrorLogBuffer = 5,
-  kJitErrorLogBufferSizeBytes = 6,
-};
-
-static struct {
-  CUresult (*cuInit)(unsigned);
-  CUresult (*cuDeviceGet)(CUdevice *, int);
-  CUresult (*cuCtxCreate_v2)(CUcontext *, unsigned, CUdevice);
-  CUresult (*cuCtxDestroy_v2)(CUcontext);
-  CUresult (*cuModuleLoadDataEx)(CUmodule *, const void *, unsigned, int *,
-                                 void **);
-  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
-  CUresult (*cuMemAlloc_v2)(CUdeviceptr *, size_t);
-  CUresult (*cuMemFree_v2)(CUdeviceptr);
-  CUresult (*cuMemcpyHtoD_v2)(CUdeviceptr, const void *, size_t);
-  CUresult (*cuMemcpyDtoH_v2)(void *, CUdeviceptr, size_t);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, unsigned, CUstream, void **,
-                             void **);
-  CUresult (*cuCtxSynchronize)(void);
-  CUresult (*cuGetErrorString)(CUresult, const char **);
-} cu;
-
-static int failures = 0;
-
-/* Runs a driver call; a failure is reported and counted. */
-#define CHECK(call)                                                            \
-  do {                                                                         \
-    CUresult result_ = (call);                                                 \
-    if (result_ != kSuccess) {                                                 \
-      const char *text_ = "?";                                                 \
-      cu.cuGetErrorString(result_, &text_);                                    \
-      fprintf(stderr, "%s:%d: %s failed with %d: %s\n", __FILE__, __LINE__,    \
-              #call, result_, text_);                                          \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
-
-static void expect(int condition, const char *what, int index) {
-  if (condition)
-    return;
-  if (++failures <= 20)
-    fprintf(stderr, "mismatch: %s at element %d\n", what, index);
-}
-
-static float randomFloat(float low, float high) {
-  return low + (high - low) * ((float)rand() / (float)RAND_MAX);
-}
-
-static uint32_t floatBits(float value) {
-  uint32_t bits;
-  memcpy(&bits, &value, 4);
-  return bits;
-}
-
-static float bitsFloat(uint32_t bits) {
-  float value;
-  memcpy(&value, &bits, 4);
-  return value;
-}
-
-/* f32 to f16, round to nearest even (NaN: any NaN). */
-static uint16_t floatToHalf(float value) {
-  uint32_t bits = floatBits(value);
-  uint32_t sign = (bits >> 16) & 0x8000u, exponent = (bits >> 23) & 0xFFu;
-  uint32_t mantissa = bits & 0x7FFFFFu;
-  int e = (int)exponent - 127 + 15;
-  uint32_t half, remainder, halfway;
-  if (exponent == 0xFF)
-    return (uint16_t)(sign | 0x7C00u | (mantissa ? 0x200u : 0));
-  if (e >= 31)
-    return (uint16_t)(sign | 0x7C00u);
-  if (e <= 0) {
-    unsigned shift;
-    if (e < -10)
-      return (uint16_t)sign;
-    mantissa |= 0x800000u;
-    shift = (unsigned)(14 - e);
-    half = mantissa >> shift;
-    remainder = mantissa & ((1u << shift) - 1);
-    halfway = 1u << (shift - 1);
-  } else {
-    half = (uint32_t)e << 10 | mantissa >> 13;
-    remainder = mantissa & 0x1FFFu;
-    halfway = 0x1000u;
-  }
-  if (remainder > halfway || (remainder == halfway && (half & 1)))
-    ++half; /* a carry into the exponent is right, up to infinity */
-  return (uint16_t)(sign | half);
-}
-
-static float halfToFloat(uint16_t bits) {
-  float sign = bits & 0x8000u ? -1.0f : 1.0f;
-  int exponent = (bits >> 10) & 0x1F, fraction = bits & 0x3FF;
-  if (exponent == 0x1F)
-    return fraction ? NAN : sign * INFINITY;
-  if (exponent == 0)
-    return sign * ldexpf((float)fraction, -24);
-  return sign * ldexpf((float)(fraction + 1024), exponent - 25);
-}
-
-/* f32 to bf16, round to nearest even. */
-static uint16_t floatToBFloat16(float value) {
-  uint32_t bits = floatBits(value);
-  if (isnan(value))
-    return (uint16_t)(bits >> 16 | 0x40u);
-  return (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1)) >> 16);
-}
-
-static float bfloat16ToFloat(uint16_t bits) {
-  return bitsFloat((uint32_t)bits << 16);
-}
-
-static CUdeviceptr upload(const void *data, size_t bytes) {
-  CUdeviceptr pointer;
-  CHECK(cu.cuMemAlloc_v2(&pointer, bytes));
-  CHECK(cu.cuMemcpyHtoD_v2(pointer, data, bytes));
-  return pointer;
-}
-
-static CUdeviceptr allocate(size_t bytes) {
-  CUdeviceptr pointer;
-  CHECK(cu.cuMemAlloc_v2(&pointer, bytes));
-  return pointer;
-}
-
-static void run(CUmodule module, const char *name, unsigned blocks,
-                unsigned threads, void **parameters) {
-  CUfunction function;
-  CHECK(cu.cuModuleGetFunction(&function, module, name));
-  CHECK(cu.cuLaunchKernel(function, blocks, 1, 1, threads, 1, 1, 0, NULL,
-                          parameters, NULL));
-  CHECK(cu.cuCtxSynchronize());
-}
+#include "driver_api.h"
 
 static void testSaxpy(CUmodule module) {
   enum { n = 1000 };
@@ -373,6 +224,115 @@ static void testBFloat16Multiply(CUmodule module) {
   CHECK(cu.cuMemFree_v2(dout));
 }
 
+/* One element of an mma as an H200 sums it (docs/Emulator.md): c and the
+ * products x_i y_i, each cut toward zero to a multiple of 2^(E - 25), E the
+ * largest of c's exponent and the products' exponent sums (subnormals at
+ * the format's smallest), added exactly, then truncated to f32. */
+static float tensorCoreSum(float c, const double *x, const double *y,
+                           int bfloat) {
+  int i, largest = c != 0 ? ilogb(c) : INT_MIN, smallest = bfloat ? -126 : -14;
+  long long units;
+  double sum;
+  float result;
+  for (i = 0; i < 16; ++i)
+    if (x[i] != 0 && y[i] != 0) {
+      int e = (ilogb(x[i]) > smallest ? ilogb(x[i]) : smallest) +
+              (ilogb(y[i]) > smallest ? ilogb(y[i]) : smallest);
+      largest = e > largest ? e : largest;
+    }
+  if (largest == INT_MIN)
+    return 0.0f;
+  units = (long long)trunc(ldexp(c, 25 - largest));
+  for (i = 0; i < 16; ++i)
+    units += (long long)trunc(ldexp(x[i] * y[i], 25 - largest));
+  sum = ldexp((double)units, largest - 25);
+  result = (float)sum;
+  return fabs(result) > fabs(sum) ? nextafterf(result, 0) : result;
+}
+
+/* D = A B + C on the tensor cores (A 16 x 16, B 16 x 8, f16 or bf16;
+ * f32 accumulation): each element within 2^-17 of the sum of its terms'
+ * magnitudes of the exact result, far tighter than a misplaced fragment
+ * element allows; on compute capability 9 (fdemu's default, the H200) also
+ * bit for bit the H200's sum. */
+static void testMma(CUmodule module, const char *name, int bfloat, int hopper) {
+  static uint16_t a[16 * 16], b[16 * 8];
+  static float c[16 * 8], d[16 * 8];
+  int i, row, column, k;
+  CUdeviceptr da, db, dc, dd;
+  void *parameters[4];
+  for (i = 0; i < 16 * 16; ++i) {
+    float value = randomFloat(-4, 4);
+    a[i] = bfloat ? floatToBFloat16(value) : floatToHalf(value);
+  }
+  for (i = 0; i < 16 * 8; ++i) {
+    float value = randomFloat(-4, 4);
+    b[i] = bfloat ? floatToBFloat16(value) : floatToHalf(value);
+    c[i] = randomFloat(-16, 16);
+  }
+  da = upload(a, sizeof(a));
+  db = upload(b, sizeof(b));
+  dc = upload(c, sizeof(c));
+  dd = allocate(sizeof(d));
+  parameters[0] = &da;
+  parameters[1] = &db;
+  parameters[2] = &dc;
+  parameters[3] = &dd;
+  run(module, name, 1, 32, parameters);
+  CHECK(cu.cuMemcpyDtoH_v2(d, dd, sizeof(d)));
+  for (row = 0; row < 16; ++row)
+    for (column = 0; column < 8; ++column) {
+      double exact = c[row * 8 + column], magnitude = fabs(exact), x[16], y[16];
+      for (k = 0; k < 16; ++k) {
+        uint16_t p = a[row * 16 + k], q = b[k * 8 + column];
+        x[k] = bfloat ? bfloat16ToFloat(p) : halfToFloat(p);
+        y[k] = bfloat ? bfloat16ToFloat(q) : halfToFloat(q);
+        exact += x[k] * y[k];
+        magnitude += fabs(x[k] * y[k]);
+      }
+      expect(fabs(d[row * 8 + column] - exact) <= ldexp(magnitude, -17), name,
+             row * 8 + column);
+      if (hopper)
+        expect(floatBits(d[row * 8 + column]) ==
+                   floatBits(tensorCoreSum(c[row * 8 + column], x, y, bfloat)),
+               "mma rounding as an H200's", row * 8 + column);
+    }
+  CHECK(cu.cuMemFree_v2(da));
+  CHECK(cu.cuMemFree_v2(db));
+  CHECK(cu.cuMemFree_v2(dc));
+  CHECK(cu.cuMemFree_v2(dd));
+}
+
+/* cp.async: two groups, src-size zero fill, an 8-byte .ca copy. */
+static void testAsyncCopy(CUmodule module) {
+  enum { threads = 32, bytes = 4 * threads * 16 };
+  static uint8_t in[bytes], out[bytes];
+  int t, i;
+  CUdeviceptr din, dout;
+  void *parameters[2];
+  for (i = 0; i < bytes; ++i)
+    in[i] = (uint8_t)rand();
+  din = upload(in, sizeof(in));
+  dout = allocate(sizeof(out));
+  parameters[0] = &din;
+  parameters[1] = &dout;
+  run(module, "asyncCopy", 1, threads, parameters);
+  CHECK(cu.cuMemcpyDtoH_v2(out, dout, sizeof(out)));
+  for (t = 0; t < threads; ++t)
+    for (i = 0; i < 16; ++i) {
+      int at = 16 * t + i;
+      expect(out[at] == in[at], "cp.async group 0 after wait_group 1", at);
+      at += 16 * threads;
+      expect(out[at] == in[at], "cp.async group 1 after wait_group 0", at);
+      at += 16 * threads;
+      expect(out[at] == (i < t % 17 ? in[at] : 0), "cp.async src-size", at);
+      at += 16 * threads;
+      expect(out[at] == (i < 8 ? in[at] : 0xff), "cp.async.ca 8 bytes", at);
+    }
+  CHECK(cu.cuMemFree_v2(din));
+  CHECK(cu.cuMemFree_v2(dout));
+}
+
 /* The planted bug: the fault shows at cuCtxSynchronize, named. */
 static void testOutOfBounds(CUmodule module) {
   int n = 32;
@@ -427,6 +387,7 @@ int main(int argc, char **argv) {
   CUdevice device;
   CUcontext context;
   CUmodule module;
+  int major;
   unsigned seed = (unsigned)time(NULL);
   if (argc < 2) {
     fprintf(stderr, "usage: %s LIBFDEMU [KERNELS.ptx]\n", argv[0]);
@@ -449,6 +410,7 @@ int main(int argc, char **argv) {
   }
   LOAD(cuInit)
   LOAD(cuDeviceGet)
+  LOAD(cuDeviceGetAttribute)
   LOAD(cuCtxCreate_v2)
   LOAD(cuCtxDestroy_v2)
   LOAD(cuModuleLoadDataEx)
@@ -483,6 +445,10 @@ int main(int argc, char **argv) {
   testExp2(module);
   testHalfConversions(module);
   testBFloat16Multiply(module);
+  CHECK(cu.cuDeviceGetAttribute(&major, kComputeCapabilityMajor, device));
+  testMma(module, "mmaF16", 0, major == 9);
+  testMma(module, "mmaBF16", 1, major == 9);
+  testAsyncCopy(module);
   testOutOfBounds(module);
   CHECK(cu.cuCtxDestroy_v2(context));
   free(ptx);

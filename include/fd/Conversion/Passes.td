@@ -62,6 +62,7 @@ def ConvertFDToGPU : Pass<"convert-fd-to-gpu", "ModuleOp"> {
     "::mlir::gpu::GPUDialect",
     "::mlir::LLVM::LLVMDialect",
     "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::scf::SCFDialect"
   ];
 }

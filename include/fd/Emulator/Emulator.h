@@ -17,11 +17,15 @@
 extern "C" {
 #endif
 
-#define FDEMU_NUM_CLASSES 11
+#define FDEMU_NUM_CLASSES 12
 #define FDEMU_MAX_SMS 256
 
 /* Counter classes, in order: fp_arith, special_fn, conversion, shuffle,
- * int_other, global_ld, global_st, shared_ld, shared_st, barrier, control. */
+ * int_other, global_ld, global_st, shared_ld, shared_st, barrier, control,
+ * tensor (mma.sync). cp.async counts as global_ld, ldmatrix as shared_ld,
+ * cp.async.commit_group and wait_group as barrier. The tensor class made
+ * FdemuClassCounts one counter longer: a tool compiled against the
+ * 11-class header must be rebuilt (FDEMU_NUM_CLASSES says which it has). */
 typedef struct FdemuClassCounts {
   uint64_t warpInstructions[FDEMU_NUM_CLASSES];
   uint64_t sharedWavefronts;
@@ -45,8 +49,7 @@ typedef struct FdemuCounters {
   uint64_t globalLoadBytes;
   uint64_t globalStoreBytes;
   uint64_t sharedBankConflicts;
-  /* Added with the latency model, after the fields above so that their
-   * offsets stay. */
+  /* The latency model's work, per launch and per SM. */
   FdemuLatencyCounts totalLatency;
   FdemuLatencyCounts perSMLatency[FDEMU_MAX_SMS];
   /* CTAs one SM holds at once, from the registers per thread (ptxas's

@@ -5,9 +5,10 @@
 // then releases the barrier. A warp executes SIMT: the lanes at the lowest
 // PC step together under an active mask; lanes reaching a .sync warp
 // instruction wait there until every non-exited lane of its member mask
-// arrives (sm_70+ independent thread scheduling). Every access is checked
-// (bounds, alignment, initialization, shared-memory races) and counted, and
-// every warp keeps a clock of when its instructions would issue on a GPU
+// arrives (sm_70+ independent thread scheduling), the whole warp for the
+// .aligned mma.sync and ldmatrix. Every access is checked (bounds,
+// alignment, initialization, shared-memory races) and counted, and every
+// warp keeps a clock of when its instructions would issue on a GPU
 // (LatencyModel.h).
 //
 //===----------------------------------------------------------------------===//
@@ -70,6 +71,9 @@ struct LaunchRequest {
   SmResources smResources;
   unsigned registersPerThread = kAssumedRegistersPerThread;
   bool registersAssumed = true;
+  /// Products mma.sync adds to its accumulator in one fused sum
+  /// (GpuModel::mmaProductsPerSum).
+  unsigned mmaProductsPerSum = 16;
 };
 
 struct LaunchResult {

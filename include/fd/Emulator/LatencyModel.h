@@ -36,6 +36,8 @@ struct LatencyModel {
   unsigned globalLoad = 0;
   /// bar.sync: from the last warp's arrival to every warp's next issue.
   unsigned barrier = 0;
+  /// mma.sync: from its issue until its accumulators can be read.
+  unsigned tensorCore = 0;
 
   /// How far ptxas's schedule departs from the PTX order. An instruction
   /// may issue before up to `window - 1` earlier ones of its basic block

@@ -2,12 +2,12 @@
 //
 // A perfect-overlap roofline per SM: every unit (issue, FP32, special
 // functions, conversions, shuffles, integer/other, load/store, shared-memory
-// wavefronts, the SM's share of L2 bandwidth) works in parallel, so an SM
-// takes as long as its busiest unit, but no less than its CTAs' latency:
-// each CTA's dependency chains (LatencyModel.h), with as many CTAs at once
-// as the SM holds. The launch takes as long as its busiest SM, or as DRAM
-// needs for every sector touched, whichever is longer, plus a fixed launch
-// overhead. The constants and the assumptions behind them are in
+// wavefronts, tensor cores, the SM's share of L2 bandwidth) works in
+// parallel, so an SM takes as long as its busiest unit, but no less than its
+// CTAs' latency: each CTA's dependency chains (LatencyModel.h), with as many
+// CTAs at once as the SM holds. The launch takes as long as its busiest SM,
+// or as DRAM needs for every sector touched, whichever is longer, plus a
+// fixed launch overhead. The constants and the assumptions behind them are in
 // docs/Emulator.md.
 //
 //===----------------------------------------------------------------------===//
@@ -41,6 +41,10 @@ struct GpuModel {
   double loadStorePerClock = 1;
   /// Shared-memory wavefronts per clock per SM.
   double sharedWavefrontsPerClock = 1;
+  /// mma.sync (m16n8k16 of f16 or bf16) per clock per SM, and how many of
+  /// its products the tensor core sums with the accumulator at once.
+  double tensorPerClock = 0.5;
+  unsigned mmaProductsPerSum = 16;
   /// Bytes per clock one SM can move to or from L2.
   double smBytesPerClock = 64;
   /// The latency term's inputs.
@@ -61,7 +65,7 @@ struct ModeledTime {
   double microseconds = 0;
   /// The term that set the time: "issue", "fp32", "sfu", "conversion",
   /// "shuffle", "int", "ld/st", "shared", "sm-bandwidth", "latency",
-  /// "dram".
+  /// "dram", "tensor".
   std::string bound;
   double dramBytes = 0;
 };

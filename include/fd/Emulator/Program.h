@@ -104,6 +104,13 @@ enum class Opcode : uint8_t {
   BarSync,
   BarWarpSync,
   Membar,
+  // Tensor cores and asynchronous copies (sm_80+).
+  Mma,
+  Ldmatrix,
+  CpAsync,
+  CpAsyncCommit,
+  CpAsyncWait,
+  CpAsyncWaitAll,
   // Control.
   Bra,
   Ret,
@@ -125,6 +132,8 @@ enum class InstructionClass : uint8_t {
   SharedStore,
   Barrier,
   Control,
+  /// mma.sync (appended: the classes before keep their counter indices).
+  TensorCore,
   Count,
 };
 const char *getInstructionClassName(InstructionClass kind);
@@ -219,6 +228,9 @@ struct Operand {
   uint32_t registers[4] = {kNoRegister, kNoRegister, kNoRegister, kNoRegister};
   /// Immediate bits, or an address's constant offset (symbol included).
   uint64_t value = 0;
+  /// Vector: the bits of each immediate element, by position (an element
+  /// of a 128-bit st.v4 does not fit in `value`).
+  uint64_t elementValues[4] = {};
 };
 
 struct Instruction {
@@ -242,12 +254,22 @@ struct Instruction {
   bool high = false, wide = false;
   /// ld/st/atom: vector width (1, 2 or 4).
   uint8_t vectorWidth = 1;
+  /// mma: the K of its m16n8kK shape (8 or 16); ldmatrix: the number of
+  /// 8x8 matrices (.x1, .x2, .x4).
+  uint8_t shape = 0;
+  /// ldmatrix: .trans.
+  bool transpose = false;
+  /// cp.async: .cg (through L2 only: 16-byte copies only), and
+  /// .L2::cache_hint (a cache-policy operand comes last).
+  bool cacheGlobal = false, cacheHint = false;
   /// Guard predicate (`@%p` / `@!%p`), or kNoRegister.
   uint32_t guard = kNoRegister;
   bool guardNegated = false;
   uint8_t numOperands = 0;
   /// Destinations first (setp/shfl: a second destination predicate is
   /// `secondDestination`), then sources; bra: value = target index.
+  /// cp.async: destination address, source address, cp-size, then the
+  /// optional src-size and cache policy; cp.async.wait_group: N.
   Operand operands[5];
   uint32_t secondDestination = kNoRegister;
   /// 1-based line in the PTX text, for reports.

@@ -50,6 +50,19 @@ PartialKernelLayout PartialKernelLayout::get(int64_t headDim,
   layout.tokensPerWarp = 32 / layout.lanesPerToken;
   layout.rows = groupSize * queryLength;
   layout.causal = queryLength > 1;
+  // Tensor cores where a tile has rows to fill (each row costs the CUDA-core
+  // kernel its own FMAs, exp and shuffles per key; an mma costs the same
+  // for 1 row as for 16) and the fragment layout fits: 16-bit elements
+  // (mma.sync has no exact f32 form), D a multiple of 64 up to 128 (the
+  // accumulator, 16 x D f32 per warp, lives in registers).
+  layout.tensorCores = elementBytes == 2 && (headDim == 64 || headDim == 128) &&
+                       layout.rows >= kTensorCoreMinRows;
+  if (layout.tensorCores) {
+    layout.tokensPerWarp = 8;
+    layout.numRowTiles = llvm::divideCeil(layout.rows, kMmaRows);
+    layout.rowTile = llvm::divideCeil(layout.rows, layout.numRowTiles);
+    return layout;
+  }
   // As few tiles as the register budget allows (each streams the chunk
   // again), of equal size: 16 rows, at most 7 per tile, are three tiles of
   // 6, not 7 + 7 + 2 (fewer registers and less shared memory per tile).

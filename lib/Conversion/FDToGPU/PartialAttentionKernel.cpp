@@ -12,6 +12,7 @@
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Dialect/FD/IR/FD.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -40,14 +41,20 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     auto workgroup = gpu::AddressSpaceAttr::get(
         context, gpu::GPUDialect::getWorkgroupAddressSpace());
     Type f32 = rewriter.getF32Type();
+    // The query tile: f32 rows on CUDA cores, the lanes' mma words (per
+    // k-step and lane, 4 each) on tensor cores.
     SmallVector<Type> workgroupBuffers = {
-        MemRefType::get({layout.rowTile, layout.headDim}, f32, nullptr,
-                        workgroup),
-        MemRefType::get(
-            {PartialKernelLayout::kWarps, layout.rowTile, layout.headDim}, f32,
-            nullptr, workgroup),
-        MemRefType::get({PartialKernelLayout::kWarps, layout.rowTile, 2}, f32,
-                        nullptr, workgroup)};
+        layout.tensorCores
+            ? MemRefType::get({layout.headDim / 16, 32, 4},
+                              rewriter.getI32Type(), nullptr, workgroup)
+            : MemRefType::get({layout.rowTile, layout.headDim}, f32, nullptr,
+                              workgroup)};
+    workgroupBuffers.append(
+        {MemRefType::get(
+             {PartialKernelLayout::kWarps, layout.rowTile, layout.headDim}, f32,
+             nullptr, workgroup),
+         MemRefType::get({PartialKernelLayout::kWarps, layout.rowTile, 2}, f32,
+                         nullptr, workgroup)});
     SmallVector<Type> arguments(6, pointer);
     arguments.push_back(rewriter.getI32Type());
     if (geometry.isPaged())
@@ -58,6 +65,18 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     gpu::GPUFuncOp kernel =
         createKernel(op, "fd_partial_attention", arguments, workgroupBuffers,
                      /*blockSize=*/{}, rewriter);
+    // The tensor-core kernel fits 128 registers (four blocks per SM, the
+    // split planner's default wave) where ptxas would take a few more:
+    // say so, as __launch_bounds__(128, 4) does. With a paged cache the
+    // page lookups do not fit beside the fragments in 128 (ptxas spills a
+    // few bytes in some configurations): three blocks, 168 registers.
+    if (layout.tensorCores) {
+      kernel->setAttr(
+          NVVM::NVVMDialect::getMaxntidAttrName(),
+          rewriter.getDenseI32ArrayAttr({PartialKernelLayout::kThreads, 1, 1}));
+      kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                      rewriter.getI32IntegerAttr(geometry.isPaged() ? 3 : 4));
+    }
     {
       OpBuilder::InsertionGuard guard(rewriter);
       PartialKernelBuilder(kernel, op, geometry, layout, elementType, rewriter)
@@ -117,7 +136,8 @@ PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
   partialLse = entry.getArgument(5);
   maxLength = arith::IndexCastOp::create(
       rewriter, e.loc, rewriter.getIndexType(), entry.getArgument(6));
-  queryTile = kernel.getWorkgroupAttributions()[0];
+  (layout.tensorCores ? queryFragments : queryTile) =
+      kernel.getWorkgroupAttributions()[0];
   warpAccumulators = kernel.getWorkgroupAttributions()[1];
   warpMaxSum = kernel.getWorkgroupAttributions()[2];
 
@@ -131,6 +151,8 @@ PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
   tokenGroup = arith::DivUIOp::create(rewriter, e.loc, lane, e.index(lanes));
   laneInGroup = arith::RemUIOp::create(rewriter, e.loc, lane, e.index(lanes));
   tokenInStep = e.add(e.mul(warp, e.index(layout.tokensPerWarp)), tokenGroup);
+  fragmentRow = arith::DivUIOp::create(rewriter, e.loc, lane, e.index(4));
+  fragmentPair = arith::RemUIOp::create(rewriter, e.loc, lane, e.index(4));
   // A lane's slice of the head dim: vector v of the lane in its token
   // group covers [(v * lanes + laneInGroup) * width, ... + width), so the
   // lanes of a group read consecutive 16-byte pieces of a row.
@@ -182,6 +204,17 @@ Value PartialKernelBuilder::cacheRowOffset(Value token, Value page) {
   return e.mul(row, e.index(geometry.headDim));
 }
 
+Value PartialKernelBuilder::pageOf(Value token) {
+  if (!geometry.isPaged())
+    return Value();
+  Value block = arith::DivUIOp::create(rewriter, e.loc, token,
+                                       e.index(geometry.pageSize));
+  Value entry = e.load(rewriter.getI32Type(), blockTable, rewriter.getI32Type(),
+                       e.add(tableRow, block), 4);
+  return arith::IndexCastOp::create(rewriter, e.loc, rewriter.getIndexType(),
+                                    entry);
+}
+
 Value PartialKernelBuilder::queryRow(Value row) {
   const int64_t group = geometry.groupSize();
   Value token = arith::DivUIOp::create(rewriter, e.loc, row, e.index(group));
@@ -203,6 +236,13 @@ void PartialKernelBuilder::build() {
   // computed on zero queries and never written).
   e.forLoop(e.index(0), e.index(layout.numRowTiles), 1, [&](Value tile) {
     Value firstRow = e.mul(tile, e.index(layout.rowTile));
+    if (layout.tensorCores) {
+      streamTensorCoreTile(firstRow);
+      gpu::BarrierOp::create(rewriter, e.loc);
+      writePartials(firstRow);
+      gpu::BarrierOp::create(rewriter, e.loc);
+      return;
+    }
     stageQueryTile(firstRow);
 
     // Every row sees the keys before len - Lq + 1: only the last Lq - 1

@@ -8,7 +8,8 @@
 // the rows' online softmax (streamKeys, StreamKeys.cpp), combine the lane
 // groups of a warp (combineLaneGroups), publish each warp's state
 // (publishWarpStates) and combine the warps into the normalized partial and
-// its lse (writePartials).
+// its lse (writePartials). With tensor cores, streamTensorCoreTile
+// (TensorCoreTile.cpp) takes the place of all but the last stage.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +38,9 @@ private:
   /// Element offset of the row of `token` in a dense cache, or of slot
   /// token % page_size of `page` in a paged one.
   Value cacheRowOffset(Value token, Value page);
+  /// The page holding `token` (its block-table entry), or a null value for
+  /// a dense cache.
+  Value pageOf(Value token);
   /// Row `row` of the block (query token row / group of head kvHead * group
   /// + row % group) as a row index of the [B, Lq, Hq] tensors.
   Value queryRow(Value row);
@@ -70,6 +74,23 @@ private:
   /// Combines the warps and writes the normalized partial and its lse.
   void writePartials(Value firstRow);
 
+  // The tensor-core tile (TensorCoreTile.cpp).
+  /// Streams the chunk through a tile's rows with mma.sync and publishes
+  /// each warp's state as publishWarpStates does.
+  void streamTensorCoreTile(Value firstRow);
+  /// Stages the q fragments (A operands) of the tile's rows in workgroup
+  /// memory, per k-step and lane.
+  void stageQueryFragments(Value firstRow);
+  /// The key each row may not see from on: the chunk's end, or earlier
+  /// for a query token before the last (causal).
+  Value visibleEnd(Value firstRow, Value tileRow);
+  /// D += A * B for one mma tile: m16n8k16 with A four and B two packed
+  /// words, m16n8k8 with two and one.
+  SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> b,
+                         ArrayRef<Value> c);
+  /// Two 16-bit elements as an mma operand word.
+  Value packPair(Value low, Value high);
+
   PartialAttentionOp op;
   AttentionGeometry geometry;
   PartialKernelLayout layout;
@@ -80,7 +101,7 @@ private:
   // The kernel's arguments and workgroup buffers.
   Value query, keys, values, seqLens, partialOutput, partialLse, maxLength;
   Value blockTable, tableRow;
-  Value queryTile, warpAccumulators, warpMaxSum;
+  Value queryTile, queryFragments, warpAccumulators, warpMaxSum;
   // Where this thread is.
   Value thread, split, kvHead, batch, warp, lane, tokenGroup, laneInGroup;
   /// This thread's first token within each step of the layout's
@@ -90,6 +111,9 @@ private:
   /// lanes) whether it lies in the row.
   SmallVector<Value> vectorIndices, vectorIsInRow;
   ChunkBounds chunk;
+  /// Where a lane's values sit in an mma fragment: row `fragmentRow` (and
+  /// + 8), column pair `fragmentPair` (lane / 4 and lane % 4).
+  Value fragmentRow, fragmentPair;
   /// q's prescale: scale * log2(e), for scores in base 2.
   Value queryScale;
   Value lastRow;

@@ -1,14 +1,14 @@
 // RUN: fd-opt %s -split-input-file -fd-split-kv=num-splits=4 -convert-fd-to-gpu | FileCheck %s
 
-// GQA (Hq = 8, Hkv = 2), D = 64, f16: a lane group of 8 lanes reads one
-// 128-byte row with one 16-byte load per lane, 4 rows per warp.
+// MHA (Hq = Hkv = 8), D = 64, f16, on CUDA cores: a lane group of 8 lanes
+// reads one 128-byte row with one 16-byte load per lane, 4 rows per warp.
 
 // CHECK-LABEL: func.func @decode
-// CHECK-SAME: %[[Q:[a-z0-9]+]]: memref<?x8x64xf16>, %[[K:[a-z0-9]+]]: memref<?x?x2x64xf16>
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: memref<?x8x64xf16>, %[[K:[a-z0-9]+]]: memref<?x?x8x64xf16>
 // CHECK: %[[LMAX:.*]] = memref.dim %[[K]], %c1
 // CHECK: memref.extract_aligned_pointer_as_index %[[Q]]
 // CHECK: %[[LMAX32:.*]] = arith.index_cast %[[LMAX]] : index to i32
-// CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in (%c4, %c2, %{{.*}}) threads in (%c128, %c1, %c1) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, %[[LMAX32]] : i32)
+// CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in (%c4, %c8, %{{.*}}) threads in (%c128, %c1, %c1) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, %[[LMAX32]] : i32)
 // CHECK: gpu.launch_func @fd_merge::@fd_merge blocks in (%c8, %c1, %{{.*}}) threads in (%c64, %c1, %c1) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>)
 // CHECK-NOT: fd.
 
@@ -23,7 +23,7 @@
 // The partial kernel. Its workgroup buffers are read with 16-byte vectors.
 // CHECK: gpu.module @fd_partial_attention
 // CHECK: gpu.func @fd_partial_attention(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[LENS:[a-z0-9]+]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32)
-// CHECK-SAME: workgroup(%[[QTILE:.*]] : memref<4x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WACC:.*]] : memref<4x4x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WML:.*]] : memref<4x4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
+// CHECK-SAME: workgroup(%[[QTILE:.*]] : memref<1x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WACC:.*]] : memref<4x1x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WML:.*]] : memref<4x1x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
 // The length of the block's sequence (blockIdx.z) comes from device memory.
 // CHECK: %[[B:.*]] = gpu.block_id z
 // CHECK: %[[B64:.*]] = arith.index_cast %[[B]] : index to i64
@@ -57,11 +57,60 @@
 // CHECK: llvm.store {{.*}} : f32, !llvm.ptr<1>
 // CHECK: gpu.barrier
 // CHECK: gpu.return
-func.func @decode(%q: memref<?x8x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>,
+func.func @decode(%q: memref<?x8x64xf16>, %k: memref<?x?x8x64xf16>, %v: memref<?x?x8x64xf16>,
                   %lens: memref<?xi32>, %out: memref<?x8x64xf16>, %lse: memref<?x8xf32>) {
   fd.attention %q, %k, %v, %lens into %out, %lse
-      : memref<?x8x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>,
+      : memref<?x8x64xf16>, memref<?x?x8x64xf16>, memref<?x?x8x64xf16>,
         memref<?xi32> into memref<?x8x64xf16>, memref<?x8xf32>
+  return
+}
+
+// -----
+
+// GQA (Hq = 8, Hkv = 2), D = 64, f16, on tensor cores: the group's 4 rows
+// are one mma tile; the query tile holds the lanes' q fragments.
+
+// CHECK-LABEL: func.func @grouped_tensor_cores
+// CHECK: gpu.func @fd_partial_attention
+// CHECK-SAME: workgroup(%[[QFRAG:.*]] : memref<4x32x4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WACC:.*]] : memref<4x4x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WML:.*]] : memref<4x4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
+// CHECK-SAME: nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 4 : i32
+// q's A fragments, 8 bytes per row half, staged per (k-step, lane).
+// CHECK: llvm.load {{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xi32>
+// CHECK: memref.store {{.*}}, %[[QFRAG]]
+// CHECK: gpu.barrier
+// Each warp takes 8 keys per step, the block 32.
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c32 iter_args
+// The step's loads first: K of key g (2 vectors), V of keys 2p and 2p+1
+// (1 vector each).
+// CHECK-COUNT-4: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
+// S = q K^T in 4 k-steps, as two accumulators of even and odd steps.
+// CHECK: memref.load %[[QFRAG]]
+// CHECK-COUNT-4: nvvm.mma.sync {{.*}} {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK: arith.addf
+// The row max over the quad of lanes holding the row.
+// CHECK: arith.maximumf
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32, %c32_i32 : f32
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// P in f16 as the A operand of O += P V: one m16n8k8 per 8 head dims.
+// CHECK: arith.truncf {{.*}} : f32 to f16
+// CHECK-COUNT-8: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 8>
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: scf.yield
+// Each row's sum over its quad, then the warps combine as on CUDA cores.
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32, %c32_i32 : f32
+// CHECK: memref.store {{.*}}, %[[WACC]]
+// CHECK: memref.store {{.*}}, %[[WML]]
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[WML]]
+// CHECK: llvm.store {{.*}} : f32, !llvm.ptr<1>
+// CHECK: gpu.return
+func.func @grouped_tensor_cores(%q: memref<?x8x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>,
+                  %lens: memref<?xi32>, %out: memref<?x8x64xf16>) {
+  fd.attention %q, %k, %v, %lens into %out
+      : memref<?x8x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>,
+        memref<?xi32> into memref<?x8x64xf16>
   return
 }
 
@@ -136,10 +185,30 @@ func.func @mqa_f32(%q: memref<1x32x128xf32>, %k: memref<1x?x1x128xf32>, %v: memr
 // CHECK: llvm.load {{.*}} : !llvm.ptr<1> -> i32
 // CHECK: arith.remui %{{.*}}, %c16
 // CHECK: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xf16>
-func.func @paged(%q: memref<2x8x64xf16>, %k: memref<?x16x2x64xf16>, %v: memref<?x16x2x64xf16>,
-                 %lens: memref<2xi32>, %table: memref<2x?xi32>, %out: memref<2x8x64xf16>) {
+func.func @paged(%q: memref<2x2x64xf16>, %k: memref<?x16x2x64xf16>, %v: memref<?x16x2x64xf16>,
+                 %lens: memref<2xi32>, %table: memref<2x?xi32>, %out: memref<2x2x64xf16>) {
   fd.attention %q, %k, %v, %lens block_table %table : memref<2x?xi32> into %out
-      : memref<2x8x64xf16>, memref<?x16x2x64xf16>, memref<?x16x2x64xf16>,
-        memref<2xi32> into memref<2x8x64xf16>
+      : memref<2x2x64xf16>, memref<?x16x2x64xf16>, memref<?x16x2x64xf16>,
+        memref<2xi32> into memref<2x2x64xf16>
+  return
+}
+
+// -----
+
+// Paged on tensor cores (bf16, GQA-4, D = 128): each lane looks up the page
+// of every key it loads (1 for K, 2 for V), and bf16 operands are i32 words.
+
+// CHECK-LABEL: func.func @paged_tensor_cores
+// CHECK: gpu.func @fd_partial_attention({{.*}}, %{{.*}}: i32, %[[TABLE:[a-z0-9]+]]: !llvm.ptr<1>)
+// CHECK: scf.for {{.*}} step %c32 iter_args
+// CHECK-COUNT-3: llvm.getelementptr %[[TABLE]]
+// CHECK-NOT: llvm.getelementptr %[[TABLE]]
+// CHECK: nvvm.mma.sync {{.*}} {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 8>} : (i32, i32, f32)
+func.func @paged_tensor_cores(%q: memref<2x8x128xbf16>, %k: memref<?x16x2x128xbf16>, %v: memref<?x16x2x128xbf16>,
+                 %lens: memref<2xi32>, %table: memref<2x?xi32>, %out: memref<2x8x128xbf16>) {
+  fd.attention %q, %k, %v, %lens block_table %table : memref<2x?xi32> into %out
+      : memref<2x8x128xbf16>, memref<?x16x2x128xbf16>, memref<?x16x2x128xbf16>,
+        memref<2xi32> into memref<2x8x128xbf16>
   return
 }

@@ -31,6 +31,14 @@ namespace mlir::fd {
 /// budget holds; the chunk is streamed once per tile. With Lq > 1 (`causal`)
 /// the last Lq - 1 keys of a sequence stream first, in a loop of their own
 /// with a per-row mask.
+///
+/// With `tensorCores` (f16/bf16, D of 64 or 128, at least
+/// kTensorCoreMinRows rows) the block instead computes a tile of up to 16
+/// rows with mma.sync: each warp takes 8 keys per step (tokensPerWarp),
+/// loads their K and V rows straight into mma fragments (docs/KernelABI.md,
+/// "Tensor-core tiles") and keeps the tile's scores, softmax state and
+/// output accumulator in registers, within 128 of them (four blocks per
+/// SM); `vectorsPerLane`, `lanesPerToken` and `unroll` then do not apply.
 struct PartialKernelLayout {
   static constexpr int64_t kWarps = 4;
   static constexpr int64_t kThreads = kWarps * 32;
@@ -50,6 +58,10 @@ struct PartialKernelLayout {
   /// the tile's first row), and f16 tiles of 8 rows then spill in some
   /// configurations (MQA at D = 144 with pages of 16), of 7 in none.
   static constexpr int64_t kRowTileLoopRegisters = 22;
+  /// Rows of an mma.sync tile (its M), and the fewest rows for which the
+  /// tensor-core kernel is chosen (see getTensorCoreChoice).
+  static constexpr int64_t kMmaRows = 16;
+  static constexpr int64_t kTensorCoreMinRows = 2;
 
   int64_t headDim;
   int64_t vectorWidth;
@@ -62,6 +74,7 @@ struct PartialKernelLayout {
   bool causal;
   int64_t rowTile;
   int64_t numRowTiles;
+  bool tensorCores;
 
   static PartialKernelLayout get(int64_t headDim, int64_t elementBytes,
                                  int64_t groupSize, int64_t queryLength);
@@ -78,10 +91,13 @@ struct PartialKernelLayout {
   bool hasIdleLanes() const {
     return lanesPerToken * vectorsPerLane != vectorsPerRow;
   }
-  /// Static shared memory: the query tile and the per-warp partial states.
+  /// Static shared memory: the query tile (f32 rows on CUDA cores; on
+  /// tensor cores 16 mma rows of 16-bit elements, as the lanes' fragments)
+  /// and the per-warp partial states.
   int64_t sharedMemoryBytes() const {
-    return 4 * (rowTile * headDim + kWarps * rowTile * headDim +
-                kWarps * rowTile * 2);
+    int64_t queryTile =
+        tensorCores ? kMmaRows * headDim * 2 : 4 * rowTile * headDim;
+    return queryTile + 4 * (kWarps * rowTile * headDim + kWarps * rowTile * 2);
   }
 };
 

@@ -1,0 +1,320 @@
+//===- TensorCoreTile.cpp - The partial kernel on tensor cores ------------===//
+//
+// A row tile of up to 16 query rows (the group's heads x Lq) against the
+// chunk with mma.sync (f16/bf16 in, f32 accumulate). Each warp takes 8 keys
+// per step: S = q K^T as one 16x8 tile over D/16 m16n8k16 k-steps, the
+// online softmax on S in registers, then O += P V as D/8 m16n8k8 tiles, P
+// taken straight from S's accumulator layout. q's fragments are staged in
+// workgroup memory once per row tile; K and V go from global memory
+// straight into fragments, with the element order chosen so that each
+// lane's loads are whole 16-byte vectors, coalesced across the warp. Eight
+// keys per step (not 16) keep K, V and the accumulator within 128
+// registers, so four blocks fit on an SM.
+//
+// Fragment layouts (PTX ISA): lane l holds, with g = l / 4 and p = l % 4,
+// for m16n8k16 A (16x16) rows g and g + 8 at columns 2p, 2p+1 and 2p+8,
+// 2p+9, B (16x8, "col") column g at rows 2p, 2p+1 and 2p+8, 2p+9; for
+// m16n8k8 A (16x8) rows g and g + 8 at columns 2p, 2p+1, B (8x8) column g
+// at rows 2p, 2p+1; C (16x8) rows g and g + 8 at columns 2p, 2p+1.
+//
+// S = q K^T sums over the head dim, so the head dim may be permuted as long
+// as q and K use the same permutation: lane l loads the 16-byte vectors of
+// key g at dims 32c + 8p (c < D/32); k-step 2c + h takes elements 4h, 4h+1
+// as its rows 2p, 2p+1 and 4h+2, 4h+3 as rows 2p+8, 2p+9, and q's
+// fragments follow. O = P V's columns (head dims) may be permuted too:
+// column n of output tile j is dim 64(j / 8) + 8n + j % 8, so lane l needs
+// dims [8g + 64h, 8g + 64h + 8) of keys 2p and 2p+1: again whole vectors,
+// and a warp's load of one key's vectors is 128 contiguous bytes. The
+// pairs of keys B wants in one word are formed by byte permutes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PartialKernelBuilder.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+using namespace mlir;
+using namespace mlir::fd;
+using namespace mlir::fd::detail;
+
+namespace {
+/// A lane's 16-byte K or V vector: 8 elements, 4 words (element pairs).
+constexpr int64_t kWordsPerVector = 4;
+constexpr int64_t kElementsPerVector = 8;
+} // namespace
+
+Value PartialKernelBuilder::packPair(Value low, Value high) {
+  auto pair =
+      LLVM::UndefOp::create(rewriter, e.loc, VectorType::get({2}, elementType));
+  Value packed =
+      LLVM::InsertElementOp::create(rewriter, e.loc, pair, low, e.i32(0));
+  packed =
+      LLVM::InsertElementOp::create(rewriter, e.loc, packed, high, e.i32(1));
+  return LLVM::BitcastOp::create(rewriter, e.loc, rewriter.getI32Type(),
+                                 packed);
+}
+
+SmallVector<Value> PartialKernelBuilder::mma(ArrayRef<Value> a,
+                                             ArrayRef<Value> b,
+                                             ArrayRef<Value> c) {
+  // f16 operands are typed <2 x half>; bf16 ones are i32 words (as the
+  // intrinsics take them). nvgpu.mma.sync cannot lower bf16 in MLIR 22.
+  bool isF16 = elementType.isF16();
+  auto operand = [&](Value word) -> Value {
+    if (!isF16)
+      return word;
+    return LLVM::BitcastOp::create(rewriter, e.loc,
+                                   VectorType::get({2}, elementType), word);
+  };
+  SmallVector<Value> aOperands, bOperands;
+  for (Value word : a)
+    aOperands.push_back(operand(word));
+  for (Value word : b)
+    bOperands.push_back(operand(word));
+  Type f32 = rewriter.getF32Type();
+  auto resultType = LLVM::LLVMStructType::getLiteral(rewriter.getContext(),
+                                                     SmallVector<Type>(4, f32));
+  NVVM::MMATypes type = isF16 ? NVVM::MMATypes::f16 : NVVM::MMATypes::bf16;
+  Value result = NVVM::MmaOp::create(
+      rewriter, e.loc, resultType, aOperands, bOperands, c,
+      /*shape=*/{16, 8, 8 * static_cast<int64_t>(b.size())},
+      /*b1Op=*/std::nullopt,
+      /*intOverflow=*/std::nullopt, std::array<NVVM::MMATypes, 2>{type, type},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+  SmallVector<Value> d;
+  for (int64_t i = 0; i < 4; ++i)
+    d.push_back(LLVM::ExtractValueOp::create(rewriter, e.loc, result, i));
+  return d;
+}
+
+void PartialKernelBuilder::stageQueryFragments(Value firstRow) {
+  // The block's threads stride over (k-step, lane) and store that lane's
+  // four A words of the step: a0, a2 = row g at dims 32c + 8p + 4h + {0,1}
+  // and {2,3} (one 8-byte load), a1, a3 the same of row g + 8, for k-step
+  // 2c + h. Padding rows (past the block's rows) are zero. In workgroup
+  // memory, not registers: the 16-byte read per k-step is cheap, and the
+  // registers go to the keys in flight.
+  const int64_t headDim = geometry.headDim;
+  auto wordsType = VectorType::get({2}, rewriter.getI32Type());
+  Value zero = e.i32(0);
+  e.forLoop(
+      thread, e.index(headDim / 16 * 32), PartialKernelLayout::kThreads,
+      [&](Value entry) {
+        Value step =
+            arith::DivUIOp::create(rewriter, e.loc, entry, e.index(32));
+        Value entryLane =
+            arith::RemUIOp::create(rewriter, e.loc, entry, e.index(32));
+        Value row =
+            arith::DivUIOp::create(rewriter, e.loc, entryLane, e.index(4));
+        Value pair =
+            arith::RemUIOp::create(rewriter, e.loc, entryLane, e.index(4));
+        Value c = arith::DivUIOp::create(rewriter, e.loc, step, e.index(2));
+        Value h = arith::RemUIOp::create(rewriter, e.loc, step, e.index(2));
+        Value dim = e.add(e.add(e.mul(c, e.index(32)), e.mul(pair, e.index(8))),
+                          e.mul(h, e.index(4)));
+        for (int64_t half = 0; half < 2; ++half) {
+          Value tileRow = e.add(row, e.index(half * 8));
+          Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
+          Value offset =
+              e.add(e.mul(queryRow(blockRow), e.index(headDim)), dim);
+          Value words = e.load(wordsType, query, elementType, offset, 8);
+          Value isReal = isRealRow(firstRow, tileRow);
+          for (int64_t i = 0; i < 2; ++i)
+            memref::StoreOp::create(
+                rewriter, e.loc, e.select(isReal, e.extract(words, i), zero),
+                queryFragments,
+                ValueRange{step, entryLane, e.index(half + 2 * i)});
+        }
+      });
+  gpu::BarrierOp::create(rewriter, e.loc);
+}
+
+Value PartialKernelBuilder::visibleEnd(Value firstRow, Value tileRow) {
+  if (!layout.causal)
+    return chunk.end;
+  // Query token t sees keys j < firstMasked + t (AttentionUtils.h).
+  Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
+  Value token = arith::DivUIOp::create(rewriter, e.loc, blockRow,
+                                       e.index(geometry.groupSize()));
+  Value firstMasked =
+      buildFirstMaskedKey(rewriter, e.loc, chunk.length, geometry.queryLength);
+  return e.min(chunk.end, e.add(firstMasked, token));
+}
+
+void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
+  const int64_t headDim = geometry.headDim;
+  const int64_t kSteps = headDim / 16;
+  const int64_t outputTiles = headDim / 8;
+  stageQueryFragments(firstRow);
+  // The lane's two rows (g and g + 8) and where each stops seeing keys.
+  // As i32 (positions fit: max_len is an i32): one register each, not two,
+  // through the token loop.
+  auto toI32 = [&](Value index) -> Value {
+    return arith::IndexCastOp::create(rewriter, e.loc, rewriter.getI32Type(),
+                                      index);
+  };
+  Value rowEnds[2] = {
+      toI32(visibleEnd(firstRow, fragmentRow)),
+      toI32(visibleEnd(firstRow, e.add(fragmentRow, e.index(8))))};
+
+  // Carried per lane: each row's max and this lane's share of its sum,
+  // then the output accumulator, tile by tile (c0..c3).
+  SmallVector<Value> initial = {e.negInf(), e.negInf(), e.f32(0.0), e.f32(0.0)};
+  initial.append(4 * outputTiles, e.f32(0.0));
+  Value lastToken = e.sub(chunk.end, e.index(1));
+  auto wordsType = VectorType::get({kWordsPerVector}, rewriter.getI32Type());
+  Value warpBase = e.mul(warp, e.index(layout.tokensPerWarp));
+
+  auto loadVectors = [&](Value base, Value token, int64_t count, int64_t stride,
+                         Value laneOffset) {
+    Value row = cacheRowOffset(token, pageOf(token));
+    SmallVector<Value> vectors;
+    for (int64_t v = 0; v < count; ++v)
+      vectors.push_back(
+          e.load(wordsType, base, elementType,
+                 e.add(e.add(row, laneOffset), e.index(v * stride)), 16));
+    return vectors;
+  };
+
+  auto stream = scf::ForOp::create(
+      rewriter, e.loc, chunk.begin, chunk.end, e.index(layout.tokensPerStep()),
+      initial, [&](OpBuilder &, Location, Value stepStart, ValueRange carried) {
+        Value first = e.add(stepStart, warpBase);
+        auto clamp = [&](int64_t offset, Value laneToken) {
+          return e.min(e.add(e.add(first, e.index(offset)), laneToken),
+                       lastToken);
+        };
+        // Both loads first, so one memory latency per step, not two: K of
+        // key g, V of keys 2p, 2p+1.
+        Value keyLane = e.mul(fragmentPair, e.index(kElementsPerVector));
+        SmallVector<Value> keyVectors =
+            loadVectors(keys, clamp(0, fragmentRow), headDim / 32, 32, keyLane);
+        Value valueLane = e.mul(fragmentRow, e.index(kElementsPerVector));
+        Value pairKey = e.mul(fragmentPair, e.index(2));
+        SmallVector<SmallVector<Value>> valueVectors;
+        for (int64_t offset : {0, 1})
+          valueVectors.push_back(loadVectors(values, clamp(offset, pairKey),
+                                             headDim / 64, 64, valueLane));
+        // S = q K^T over D / 16 k-steps.
+        // Two accumulators (even and odd k-steps), added at the end: two
+        // independent mma chains of D / 32 instead of one of D / 16, each
+        // link an mma's latency.
+        SmallVector<SmallVector<Value>> partialS(
+            2, SmallVector<Value>(4, e.f32(0.0)));
+        for (int64_t step = 0; step < kSteps; ++step) {
+          SmallVector<Value> a;
+          for (int64_t i = 0; i < 4; ++i)
+            a.push_back(memref::LoadOp::create(
+                rewriter, e.loc, queryFragments,
+                ValueRange{e.index(step), lane, e.index(i)}));
+          Value vector = keyVectors[step / 2];
+          int64_t word = 2 * (step % 2);
+          SmallVector<Value> &chain = partialS[step % 2];
+          chain = mma(a, {e.extract(vector, word), e.extract(vector, word + 1)},
+                      chain);
+        }
+        SmallVector<Value> s;
+        for (int64_t i = 0; i < 4; ++i)
+          s.push_back(e.add(partialS[0][i], partialS[1][i]));
+
+        // Scaled to base 2; keys a row may not see are -inf. s[i] is row
+        // g + 8 (i / 2), key 2p + i % 2.
+        SmallVector<Value> scores;
+        for (int64_t i = 0; i < 4; ++i) {
+          Value key = e.add(e.add(first, e.index(i % 2)), pairKey);
+          Value visible = e.lessThan(toI32(key), rowEnds[i / 2]);
+          scores.push_back(
+              e.select(visible, e.mul(s[i], queryScale), e.negInf()));
+        }
+
+        // The online softmax per row: the step's max over the 4 lanes of
+        // the row, one rescale, each score's exp once.
+        SmallVector<Value> next(carried.begin(), carried.end());
+        Value rescale[2], weights[4];
+        for (int64_t r = 0; r < 2; ++r) {
+          Value tileMax = carried[r];
+          for (int64_t i = 0; i < 2; ++i)
+            tileMax = arith::MaximumFOp::create(rewriter, e.loc, tileMax,
+                                                scores[2 * r + i]);
+          for (int64_t offset : {1, 2})
+            tileMax = arith::MaximumFOp::create(rewriter, e.loc, tileMax,
+                                                e.shuffleXor(tileMax, offset));
+          // Nothing visible yet: keep the empty state (2^(-inf - -inf) is
+          // NaN); a NaN score propagates through the max.
+          Value empty = e.isNegInf(tileMax);
+          rescale[r] =
+              e.select(empty, e.f32(1.0), e.exp2(e.sub(carried[r], tileMax)));
+          Value sum = e.mul(carried[2 + r], rescale[r]);
+          for (int64_t i = 0; i < 2; ++i) {
+            weights[2 * r + i] = e.select(
+                empty, e.f32(0.0), e.exp2(e.sub(scores[2 * r + i], tileMax)));
+            sum = e.add(sum, weights[2 * r + i]);
+          }
+          next[r] = tileMax;
+          next[2 + r] = sum;
+        }
+
+        // O = O * rescale + P V with m16n8k8: P's A fragment (rows g, g + 8
+        // at keys 2p, 2p+1) is S's accumulator layout, rounded to the
+        // element type; B is V at keys 2p, 2p+1 of column g.
+        SmallVector<Value> p;
+        for (int64_t r = 0; r < 2; ++r)
+          p.push_back(
+              packPair(arith::TruncFOp::create(rewriter, e.loc, elementType,
+                                               weights[2 * r]),
+                       arith::TruncFOp::create(rewriter, e.loc, elementType,
+                                               weights[2 * r + 1])));
+        auto element = [&](int64_t key, int64_t tile) {
+          Value word = e.extract(valueVectors[key][tile / 8], (tile % 8) / 2);
+          auto pair = LLVM::BitcastOp::create(
+              rewriter, e.loc, VectorType::get({2}, elementType), word);
+          return e.extract(pair, tile % 2);
+        };
+        for (int64_t tile = 0; tile < outputTiles; ++tile) {
+          SmallVector<Value> c;
+          for (int64_t i = 0; i < 4; ++i)
+            c.push_back(e.mul(carried[4 + 4 * tile + i], rescale[i / 2]));
+          SmallVector<Value> d =
+              mma(p, {packPair(element(0, tile), element(1, tile))}, c);
+          for (int64_t i = 0; i < 4; ++i)
+            next[4 + 4 * tile + i] = d[i];
+        }
+        scf::YieldOp::create(rewriter, e.loc, next);
+      });
+
+  // Each row's sum over its four lanes, then the warp's state per row, as
+  // publishWarpStates leaves it: padding rows are not published.
+  SmallVector<Value> result(stream.getResults());
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t offset : {1, 2})
+      result[2 + r] = e.add(result[2 + r], e.shuffleXor(result[2 + r], offset));
+  for (int64_t r = 0; r < 2; ++r) {
+    Value tileRow = e.add(fragmentRow, e.index(8 * r));
+    OpBuilder::InsertionGuard guard(rewriter);
+    if (8 * r + 8 > layout.rowTile) {
+      auto inTile = scf::IfOp::create(
+          rewriter, e.loc, e.lessThan(tileRow, e.index(layout.rowTile)),
+          /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(inTile.thenBlock());
+    }
+    for (int64_t tile = 0; tile < outputTiles; ++tile)
+      for (int64_t i = 0; i < 2; ++i) {
+        Value column = e.add(e.mul(fragmentPair, e.index(2)), e.index(i));
+        Value dim = e.add(e.mul(column, e.index(8)),
+                          e.index(64 * (tile / 8) + tile % 8));
+        memref::StoreOp::create(
+            rewriter, e.loc, result[4 + 4 * tile + 2 * r + i], warpAccumulators,
+            ValueRange{warp, tileRow, dim});
+      }
+    auto firstLane =
+        scf::IfOp::create(rewriter, e.loc, e.equal(fragmentPair, e.index(0)),
+                          /*withElseRegion=*/false);
+    rewriter.setInsertionPointToStart(firstLane.thenBlock());
+    memref::StoreOp::create(rewriter, e.loc, result[r], warpMaxSum,
+                            ValueRange{warp, tileRow, e.index(0)});
+    memref::StoreOp::create(rewriter, e.loc, result[2 + r], warpMaxSum,
+                            ValueRange{warp, tileRow, e.index(1)});
+  }
+}

@@ -1,0 +1,91 @@
+//===- MemoryAccess.h - One lane's checked access, counted ------*- C++ -*-===//
+//
+// Internal to the executor: the address resolution, initcheck and racecheck
+// every memory instruction goes through (ld/st/atom, ldmatrix, cp.async),
+// and the per-instruction count of global sectors and shared wavefronts.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_EMULATOR_MEMORYACCESS_H
+#define FD_EMULATOR_MEMORYACCESS_H
+
+#include "WarpState.h"
+
+#include <algorithm>
+
+namespace fd::emu {
+
+/// Where one lane's access lands: host bytes and, for checks, its space.
+struct Target {
+  StateSpace space;
+  uint8_t *bytes;
+  /// Global: the allocation; shared/local: the offset in that memory.
+  Allocation *allocation = nullptr;
+  uint64_t offset = 0;
+};
+
+/// Where `bytes` at `address` in `space` (Generic: by the shared and local
+/// windows) land for `lane`; throws the fault a GPU gives when the address
+/// is not aligned to `alignment` or outside its memory.
+Target resolve(StateSpace space, WarpState &warp, int lane, uint64_t address,
+               unsigned bytes, unsigned alignment);
+
+enum class Access { Read, Write, Atomic };
+
+/// Initcheck and racecheck of one lane's access, then the shadow update.
+/// Atomics read initialized memory but never race. A write that may have
+/// happened at any time since barrier epoch `sinceEpoch` (a cp.async
+/// landing; 0: now) races with accesses of other warps since then.
+void checkAndRecord(const Target &target, unsigned bytes, Access access,
+                    WarpState &warp, int lane, uint64_t address,
+                    uint32_t sinceEpoch = 0);
+
+/// Counts the distinct 32-byte sectors and, for shared memory, the
+/// wavefronts of one warp instruction's accesses.
+struct AccessCounter {
+  uint64_t sectors[kWarpSize * 2];
+  unsigned numSectors = 0;
+  uint32_t sharedAddresses[kWarpSize];
+  uint32_t sharedLaneMask = 0;
+
+  void addGlobal(uint64_t address, unsigned bytes) {
+    for (uint64_t sector = address >> 5; sector <= (address + bytes - 1) >> 5;
+         ++sector)
+      if (numSectors < kWarpSize * 2)
+        sectors[numSectors++] = sector;
+  }
+  uint64_t distinctSectors() {
+    std::sort(sectors, sectors + numSectors);
+    return std::unique(sectors, sectors + numSectors) - sectors;
+  }
+  /// Accesses wider than 4 bytes are served a group of lanes at a time
+  /// (16 lanes for 8 bytes, 8 for 16); each group needs as many passes as
+  /// the most distinct 4-byte words any of the 32 banks holds.
+  uint64_t wavefronts(unsigned bytes, uint64_t &conflicts) {
+    unsigned lanesPerPass = bytes <= 4 ? 32 : 128 / bytes;
+    uint64_t passes = 0;
+    for (unsigned first = 0; first < kWarpSize; first += lanesPerPass) {
+      uint32_t words[kWarpSize * 4];
+      unsigned numWords = 0;
+      for (unsigned lane = first; lane < first + lanesPerPass; ++lane)
+        if (sharedLaneMask >> lane & 1)
+          for (unsigned word = 0; word < (bytes + 3) / 4; ++word)
+            words[numWords++] = sharedAddresses[lane] / 4 + word;
+      if (!numWords)
+        continue;
+      std::sort(words, words + numWords);
+      numWords = std::unique(words, words + numWords) - words;
+      unsigned perBank[32] = {};
+      unsigned worst = 0;
+      for (unsigned i = 0; i < numWords; ++i)
+        worst = std::max(worst, ++perBank[words[i] % 32]);
+      passes += worst;
+      conflicts += worst - 1;
+    }
+    return passes;
+  }
+};
+
+} // namespace fd::emu
+
+#endif // FD_EMULATOR_MEMORYACCESS_H
