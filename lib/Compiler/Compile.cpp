@@ -106,8 +106,10 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
       param("value_cache", "ptr"),    param("seq_lens", "ptr"),
       param("partial_output", "ptr"), param("partial_lse", "ptr"),
       param("max_len", "i32")};
-  if (config.pageSize)
+  if (config.pageSize) {
     partialParams.push_back(param("block_table", "ptr"));
+    partialParams.push_back(param("num_pages", "i32"));
+  }
   llvm::json::Array mergeParams{param("partial_output", "ptr"),
                                 param("partial_lse", "ptr"),
                                 param("output", "ptr")};

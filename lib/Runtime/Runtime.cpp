@@ -265,6 +265,11 @@ void DecodePlan::bind() {
              : "the kernels read dense caches: blockTable must be 0");
   if (manifest.pageSize && buffers.maxLength % manifest.pageSize != 0)
     fail("paged caches: maxLength must be max_pages * page_size");
+  if (manifest.pageSize &&
+      (buffers.numPages < 1 || buffers.numPages > INT32_MAX))
+    fail("paged caches: numPages (the pages in each pool) must be in [1, "
+         "2^31), got " +
+         std::to_string(buffers.numPages));
   if (manifest.withLse != (buffers.lse != 0))
     fail(manifest.withLse ? "the kernels write an lse: lse buffer required"
                           : "the kernels were compiled without an lse "
@@ -314,18 +319,19 @@ void DecodePlan::bind() {
     kernel->arguments.resize(spec.params.size());
     for (size_t i = 0; i < spec.params.size(); ++i) {
       const std::string &name = spec.params[i].name;
-      uint64_t value = name == "query"            ? buffers.query
-                       : name == "key_cache"      ? buffers.keyCache
-                       : name == "value_cache"    ? buffers.valueCache
-                       : name == "seq_lens"       ? buffers.seqLens
-                       : name == "output"         ? buffers.output
-                       : name == "lse"            ? buffers.lse
-                       : name == "block_table"    ? buffers.blockTable
-                       : name == "partial_output" ? partialOutput
-                       : name == "partial_lse"    ? partialLse
-                       : name == "max_len"
-                           ? static_cast<uint64_t>(buffers.maxLength)
-                           : ~uint64_t(0);
+      uint64_t value =
+          name == "query"            ? buffers.query
+          : name == "key_cache"      ? buffers.keyCache
+          : name == "value_cache"    ? buffers.valueCache
+          : name == "seq_lens"       ? buffers.seqLens
+          : name == "output"         ? buffers.output
+          : name == "lse"            ? buffers.lse
+          : name == "block_table"    ? buffers.blockTable
+          : name == "partial_output" ? partialOutput
+          : name == "partial_lse"    ? partialLse
+          : name == "max_len"        ? static_cast<uint64_t>(buffers.maxLength)
+          : name == "num_pages"      ? static_cast<uint64_t>(buffers.numPages)
+                                     : ~uint64_t(0);
       if (value == ~uint64_t(0))
         fail("kernel " + spec.name + " takes parameter '" + name +
              "', which this runtime does not know");

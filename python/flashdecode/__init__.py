@@ -95,8 +95,10 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     block_table: int32 [B, max_pages]; when given, the caches are page pools
     [num_pages, page_size, Hkv, D] (NHD) or [num_pages, Hkv, page_size, D]
     (HND) and position j of sequence b is slot j % page_size of page
-    block_table[b, j // page_size]. The CPU backend checks every entry; on
-    the GPU entries must be valid page indices (not checked, to stay async).
+    block_table[b, j // page_size]. The CPU backend checks every entry
+    (ValueError); on the GPU an entry outside [0, num_pages) reads the
+    pool's first or last page (clamped, never memory outside the pool; not
+    reported, to stay asynchronous).
     scale: default 1/sqrt(D). Returns out, or (out, lse) with return_lse.
 
     backend="cuda" (device arrays, all on one GPU, which decides the

@@ -233,7 +233,8 @@ class Decoder:
         table = arrays[4].pointer if block_table is not None else 0
         self._plan = _native.CudaPlan(
             config, self.device, qa.pointer, ka.pointer, va.pointer,
-            la.pointer, oa.pointer, lse_pointer, table)
+            la.pointer, oa.pointer, lse_pointer, table,
+            problem.num_pages if block_table is not None else 0)
         self.num_splits = self._plan.num_splits
         self.arch = self._plan.arch
 
@@ -311,5 +312,6 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     launcher.launch(qa.pointer, arrays[1].pointer, arrays[2].pointer,
                     arrays[3].pointer, out_pointer, lse_pointer,
                     arrays[4].pointer if block_table is not None else 0,
+                    problem.num_pages if block_table is not None else 0,
                     problem.batch, problem.max_len, stream)
     return (out, lse) if return_lse else out

@@ -232,12 +232,14 @@ class PyCudaPlan {
 public:
   PyCudaPlan(const KernelConfig &config, int ordinal, uintptr_t query,
              uintptr_t keys, uintptr_t values, uintptr_t lengths,
-             uintptr_t output, uintptr_t lse, uintptr_t blockTable)
+             uintptr_t output, uintptr_t lse, uintptr_t blockTable,
+             int64_t numPages)
       : device(getDevice(ordinal)), driver(device.getDriverApi()),
         bundle(toBundle(*compileOrThrow(config))), arch(config.arch) {
     rt::DecodeBuffers buffers{query,     keys, values,       lengths,
                               output,    lse,  config.batch, config.maxLength,
                               blockTable};
+    buffers.numPages = numPages;
     plan = std::make_unique<rt::DecodePlan>(device, bundle, buffers);
   }
 
@@ -309,11 +311,12 @@ public:
 
   void launch(uintptr_t query, uintptr_t keys, uintptr_t values,
               uintptr_t lengths, uintptr_t output, uintptr_t lse,
-              uintptr_t blockTable, int64_t batch, int64_t maxLength,
-              uintptr_t streamHandle) {
+              uintptr_t blockTable, int64_t numPages, int64_t batch,
+              int64_t maxLength, uintptr_t streamHandle) {
     auto stream = reinterpret_cast<rt::CUstream>(streamHandle);
     rt::DecodeBuffers buffers{query, keys,  values,    lengths,   output,
                               lse,   batch, maxLength, blockTable};
+    buffers.numPages = numPages;
     buffers.workspace =
         open.workspaces.get(stream, bundle.manifest.getWorkspaceBytes(batch));
     // The plan loads the modules; made with the first call's buffers (a
@@ -427,10 +430,11 @@ PYBIND11_MODULE(_flashdecode, module) {
   // own stream.
   py::class_<PyCudaPlan>(module, "CudaPlan")
       .def(py::init<const KernelConfig &, int, uintptr_t, uintptr_t, uintptr_t,
-                    uintptr_t, uintptr_t, uintptr_t, uintptr_t>(),
+                    uintptr_t, uintptr_t, uintptr_t, uintptr_t, int64_t>(),
            py::arg("config"), py::arg("device"), py::arg("q"),
            py::arg("k_cache"), py::arg("v_cache"), py::arg("seq_lens"),
-           py::arg("out"), py::arg("lse"), py::arg("block_table"))
+           py::arg("out"), py::arg("lse"), py::arg("block_table"),
+           py::arg("num_pages"))
       .def("launch", &PyCudaPlan::launch, py::arg("stream"))
       .def("capture", &PyCudaPlan::capture, py::arg("stream"))
       .def("replay", &PyCudaPlan::replay, py::arg("stream"))
@@ -442,8 +446,8 @@ PYBIND11_MODULE(_flashdecode, module) {
       module, "CudaLauncher")
       .def("launch", &CudaLauncher::launch, py::arg("q"), py::arg("k_cache"),
            py::arg("v_cache"), py::arg("seq_lens"), py::arg("out"),
-           py::arg("lse"), py::arg("block_table"), py::arg("batch"),
-           py::arg("max_len"), py::arg("stream"))
+           py::arg("lse"), py::arg("block_table"), py::arg("num_pages"),
+           py::arg("batch"), py::arg("max_len"), py::arg("stream"))
       .def_property_readonly("num_splits", &CudaLauncher::numSplits)
       .def_property_readonly("arch", &CudaLauncher::getArch)
       .def_property_readonly("launch_count", &CudaLauncher::getLaunchCount);

@@ -141,6 +141,7 @@ Timing Emulator::model(const Device &device, CUstream stream,
         std::make_unique<DeviceBuffer>(device, pages.size() * sizeof(int32_t));
     table->upload(pages.data(), pages.size() * sizeof(int32_t));
     buffers.blockTable = table->getAddress();
+    buffers.numPages = static_cast<int64_t>(pages.size());
   }
   DecodePlan plan(device, bundle, buffers);
 

@@ -131,6 +131,9 @@ Timing EventTimer::measure(const KernelBundle &bundle, int64_t batch,
                           batch,
                           length,
                           table ? table->getAddress() : 0};
+    // The pool holds exactly the table's pages.
+    if (manifest.pageSize)
+      buffers.numPages = batch * length / manifest.pageSize;
     plans.push_back(std::make_unique<DecodePlan>(device, bundle, buffers));
   }
   std::vector<int32_t> full(batch, static_cast<int32_t>(length));

@@ -298,6 +298,7 @@ TEST_P(RuntimeGPUPaged, PagedCachesMatchTheReferenceAsPagesMove) {
                         batch,
                         maxLength,
                         tableBuffer.getAddress()};
+  buffers.numPages = numPages;
   DecodePlan plan(*device, bundle, buffers);
   const DriverApi &driver = device->getDriverApi();
   CUstream stream;
@@ -314,6 +315,11 @@ TEST_P(RuntimeGPUPaged, PagedCachesMatchTheReferenceAsPagesMove) {
     std::shuffle(pages.begin(), pages.end(), random);
     std::vector<int32_t> table(pages.begin(), pages.begin() + batch * maxPages);
     table[maxPages] = table[0];
+    // Entries outside the pool read its first or last page (docs/KernelABI.md),
+    // never memory outside it.
+    // Sequence 0 (full) reads its second page, sequence 2 its first.
+    table[1] = static_cast<int32_t>(numPages + 9);
+    table[2 * maxPages] = -3;
     tableBuffer.upload(table.data(), table.size() * sizeof(int32_t));
     lengths.upload(live.data(), live.size() * sizeof(int32_t));
     run();
@@ -327,7 +333,8 @@ TEST_P(RuntimeGPUPaged, PagedCachesMatchTheReferenceAsPagesMove) {
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t j = 0; j < maxLength; ++j)
         for (int64_t h = 0; h < heads; ++h) {
-          int64_t page = table[b * maxPages + j / pageSize];
+          int64_t page = std::clamp<int64_t>(table[b * maxPages + j / pageSize],
+                                             0, numPages - 1);
           int64_t slot = j % pageSize;
           int64_t from = (isNHD ? (page * pageSize + slot) * heads + h
                                 : (page * heads + h) * pageSize + slot) *

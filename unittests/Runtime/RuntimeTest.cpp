@@ -609,7 +609,8 @@ TEST_F(FakeRuntime, PagedPlanPassesTheBlockTable) {
           "\"kv_layout\": \"NHD\", \"page_size\": 16");
   replace("{\"name\": \"max_len\", \"type\": \"i32\"}",
           "{\"name\": \"max_len\", \"type\": \"i32\"}, "
-          "{\"name\": \"block_table\", \"type\": \"ptr\"}");
+          "{\"name\": \"block_table\", \"type\": \"ptr\"}, "
+          "{\"name\": \"num_pages\", \"type\": \"i32\"}");
   bundle.manifest = Manifest::parse(paged);
   EXPECT_EQ(bundle.manifest.pageSize, 16);
   // A dense binding is refused, naming what is missing.
@@ -624,12 +625,24 @@ TEST_F(FakeRuntime, PagedPlanPassesTheBlockTable) {
   DecodeBuffers pagedBuffers = buffers;
   pagedBuffers.blockTable = 0x7000;
   pagedBuffers.maxLength = 4096; // 256 pages of 16
-  state.partialParamCount = 8;
+  // Without the pool's page count the kernels could not clamp the table's
+  // entries: refused, naming it.
+  try {
+    DecodePlan plan(*device, bundle, pagedBuffers);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "DecodePlan: paged caches: numPages (the pages in each pool) "
+              "must be in [1, 2^31), got 0");
+  }
+  pagedBuffers.numPages = 300;
+  state.partialParamCount = 9;
   DecodePlan plan(*device, bundle, pagedBuffers);
   plan.launch(stream);
   ASSERT_EQ(state.launches.size(), 2u);
   EXPECT_EQ(state.launches[0].arguments[6], 4096u);
   EXPECT_EQ(state.launches[0].arguments[7], 0x7000u);
+  EXPECT_EQ(state.launches[0].arguments[8], 300u);
   pagedBuffers.maxLength = 4001; // not a whole number of pages
   EXPECT_THROW(plan.setBuffers(pagedBuffers), std::invalid_argument);
 }

@@ -136,6 +136,9 @@ struct DecodeBuffers {
   /// Paged caches: int32 [batch, max_pages] page indices in device memory;
   /// like the lengths, its contents may change between replays.
   CUdeviceptr blockTable = 0;
+  /// Paged caches: the pages in each pool (the caches' first dimension);
+  /// the kernels clamp block-table entries into [0, numPages).
+  int64_t numPages = 0;
   /// A workspace of at least Manifest::getWorkspaceBytes(batch) bytes that
   /// the caller owns and keeps alive while launches may use it (e.g. one per
   /// stream from StreamWorkspaces, shared by every plan launched there);

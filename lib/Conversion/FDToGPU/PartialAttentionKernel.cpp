@@ -57,8 +57,10 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
                          nullptr, workgroup)});
     SmallVector<Type> arguments(6, pointer);
     arguments.push_back(rewriter.getI32Type());
+    // A paged cache: the block table and the pool's page count (entries
+    // are clamped into the pool).
     if (geometry.isPaged())
-      arguments.push_back(pointer);
+      arguments.append({pointer, rewriter.getI32Type()});
     // No known block size: it becomes `.maxntid 128`, for which ptxas caps
     // registers at 128 to fit four blocks per SM and spills the larger
     // configurations instead of using the 129 registers they need.
@@ -102,8 +104,12 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       operands.push_back(globalPointer(rewriter, loc, memref));
     operands.push_back(arith::IndexCastOp::create(
         rewriter, loc, rewriter.getI32Type(), maxLength));
-    if (geometry.isPaged())
+    if (geometry.isPaged()) {
       operands.push_back(globalPointer(rewriter, loc, op.getBlockTable()));
+      operands.push_back(arith::IndexCastOp::create(
+          rewriter, loc, rewriter.getI32Type(),
+          memref::DimOp::create(rewriter, loc, op.getKeyCache(), 0)));
+    }
     gpu::LaunchFuncOp::create(
         rewriter, loc, kernel,
         gpu::KernelDim3{e.index(op.getNumSplits()),
@@ -172,6 +178,8 @@ PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
   queryScale = e.f32(op.getEffectiveScale() * llvm::numbers::log2e);
   if (geometry.isPaged()) {
     blockTable = entry.getArgument(7);
+    numPages = arith::IndexCastOp::create(
+        rewriter, e.loc, rewriter.getIndexType(), entry.getArgument(8));
     tableRow = e.mul(batch, arith::DivUIOp::create(rewriter, e.loc, maxLength,
                                                    e.index(geometry.pageSize)));
   }
@@ -211,8 +219,10 @@ Value PartialKernelBuilder::pageOf(Value token) {
                                        e.index(geometry.pageSize));
   Value entry = e.load(rewriter.getI32Type(), blockTable, rewriter.getI32Type(),
                        e.add(tableRow, block), 4);
-  return arith::IndexCastOp::create(rewriter, e.loc, rewriter.getIndexType(),
-                                    entry);
+  return buildClampedPage(rewriter, e.loc,
+                          arith::IndexCastOp::create(
+                              rewriter, e.loc, rewriter.getIndexType(), entry),
+                          numPages);
 }
 
 Value PartialKernelBuilder::queryRow(Value row) {

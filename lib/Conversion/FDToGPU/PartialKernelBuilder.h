@@ -38,8 +38,8 @@ private:
   /// Element offset of the row of `token` in a dense cache, or of slot
   /// token % page_size of `page` in a paged one.
   Value cacheRowOffset(Value token, Value page);
-  /// The page holding `token` (its block-table entry), or a null value for
-  /// a dense cache.
+  /// The page holding `token` (its block-table entry, clamped into the
+  /// pool), or a null value for a dense cache.
   Value pageOf(Value token);
   /// Row `row` of the block (query token row / group of head kvHead * group
   /// + row % group) as a row index of the [B, Lq, Hq] tensors.
@@ -100,7 +100,7 @@ private:
 
   // The kernel's arguments and workgroup buffers.
   Value query, keys, values, seqLens, partialOutput, partialLse, maxLength;
-  Value blockTable, tableRow;
+  Value blockTable, tableRow, numPages;
   Value queryTile, queryFragments, warpAccumulators, warpMaxSum;
   // Where this thread is.
   Value thread, split, kvHead, batch, warp, lane, tokenGroup, laneInGroup;

@@ -63,13 +63,7 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
             scf::YieldOp::create(rewriter, e.loc, cachedPage);
           },
           [&](OpBuilder &, Location) {
-            Value entry =
-                e.load(rewriter.getI32Type(), blockTable, rewriter.getI32Type(),
-                       e.add(tableRow, block), 4);
-            scf::YieldOp::create(
-                rewriter, e.loc,
-                ValueRange{arith::IndexCastOp::create(
-                    rewriter, e.loc, rewriter.getIndexType(), entry)});
+            scf::YieldOp::create(rewriter, e.loc, pageOf(clamped));
           });
       page = lookup.getResult(0);
       cachedBlock = block;

@@ -104,12 +104,8 @@ struct AttentionIndexing {
       Value page =
           memref::LoadOp::create(b, loc, blockTable, ValueRange{batch, block});
       page = arith::IndexCastOp::create(b, loc, b.getIndexType(), page);
-      Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-      Value lastPage =
-          arith::SubIOp::create(b, loc, memref::DimOp::create(b, loc, cache, 0),
-                                arith::ConstantIndexOp::create(b, loc, 1));
-      outer = arith::MinSIOp::create(
-          b, loc, arith::MaxSIOp::create(b, loc, page, zero), lastPage);
+      outer = buildClampedPage(b, loc, page,
+                               memref::DimOp::create(b, loc, cache, 0));
       slot = arith::RemUIOp::create(b, loc, position, pageSize);
     }
     if (layout == KVLayout::NHD)

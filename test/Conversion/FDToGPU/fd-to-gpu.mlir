@@ -166,23 +166,32 @@ func.func @mqa_f32(%q: memref<1x32x128xf32>, %k: memref<1x?x1x128xf32>, %v: memr
 // -----
 
 // A paged cache (pages of 16 positions): the kernel takes the block table
-// last, the launch passes max_pages * 16 as the cache length, and a thread
-// reads a block-table entry only when its token enters a new page.
+// and the pool's page count last, the launch passes max_pages * 16 as the
+// cache length, and a thread reads a block-table entry only when its token
+// enters a new page, clamped into the pool.
 
 // CHECK-LABEL: func.func @paged
+// CHECK-SAME: %[[K:[a-z0-9]+]]: memref<?x16x2x64xf16>
 // CHECK-SAME: %[[BT:[a-z0-9]+]]: memref<2x?xi32>
 // CHECK: %[[PAGES:.*]] = memref.dim %[[BT]], %c1
 // CHECK: %[[LEN:.*]] = arith.muli %[[PAGES]], %c16
 // CHECK: %[[LEN32:.*]] = arith.index_cast %[[LEN]] : index to i32
-// CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention {{.*}} args({{.*}}, %[[LEN32]] : i32, %{{.*}} : !llvm.ptr<1>)
-// CHECK: gpu.func @fd_partial_attention({{.*}}, %{{.*}}: i32, %[[TABLE:[a-z0-9]+]]: !llvm.ptr<1>)
+// CHECK: %[[POOL:.*]] = memref.dim %[[K]], %c0
+// CHECK: %[[POOL32:.*]] = arith.index_cast %[[POOL]] : index to i32
+// CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention {{.*}} args({{.*}}, %[[LEN32]] : i32, %{{.*}} : !llvm.ptr<1>, %[[POOL32]] : i32)
+// CHECK: gpu.func @fd_partial_attention({{.*}}, %{{.*}}: i32, %[[TABLE:[a-z0-9]+]]: !llvm.ptr<1>, %[[NUMPAGES:[a-z0-9]+]]: i32)
+// CHECK: %[[NUMPAGESINDEX:.*]] = arith.index_cast %[[NUMPAGES]] : i32 to index
 // CHECK: scf.for {{.*}} iter_args
 // CHECK: %[[BLOCK:.*]] = arith.divui %{{.*}}, %c16
 // CHECK: %[[SAME:.*]] = arith.cmpi eq, %[[BLOCK]], %{{.*}} : index
 // CHECK: scf.if %[[SAME]] -> (index) {
 // CHECK: } else {
 // CHECK: llvm.getelementptr %[[TABLE]]
-// CHECK: llvm.load {{.*}} : !llvm.ptr<1> -> i32
+// CHECK: %[[ENTRY:.*]] = llvm.load {{.*}} : !llvm.ptr<1> -> i32
+// CHECK: %[[ENTRYINDEX:.*]] = arith.index_cast %[[ENTRY]] : i32 to index
+// CHECK: %[[LASTPAGE:.*]] = arith.subi %[[NUMPAGESINDEX]], %c1
+// CHECK: %[[NONNEG:.*]] = arith.maxsi %[[ENTRYINDEX]], %c0
+// CHECK: arith.minsi %[[NONNEG]], %[[LASTPAGE]]
 // CHECK: arith.remui %{{.*}}, %c16
 // CHECK: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xf16>
 func.func @paged(%q: memref<2x2x64xf16>, %k: memref<?x16x2x64xf16>, %v: memref<?x16x2x64xf16>,
@@ -199,7 +208,8 @@ func.func @paged(%q: memref<2x2x64xf16>, %k: memref<?x16x2x64xf16>, %v: memref<?
 // of every key it loads (1 for K, 2 for V), and bf16 operands are i32 words.
 
 // CHECK-LABEL: func.func @paged_tensor_cores
-// CHECK: gpu.func @fd_partial_attention({{.*}}, %{{.*}}: i32, %[[TABLE:[a-z0-9]+]]: !llvm.ptr<1>)
+// CHECK: gpu.func @fd_partial_attention({{.*}}, %{{.*}}: i32, %[[TABLE:[a-z0-9]+]]: !llvm.ptr<1>, %{{.*}}: i32)
+// CHECK-SAME: nvvm.minctasm = 3 : i32
 // CHECK: scf.for {{.*}} step %c32 iter_args
 // CHECK-COUNT-3: llvm.getelementptr %[[TABLE]]
 // CHECK-NOT: llvm.getelementptr %[[TABLE]]

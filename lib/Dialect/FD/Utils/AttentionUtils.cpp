@@ -23,6 +23,13 @@ Value mlir::fd::buildClampedLength(OpBuilder &b, Location loc, Value length,
   return arith::MinSIOp::create(b, loc, length, maxLength);
 }
 
+Value mlir::fd::buildClampedPage(OpBuilder &b, Location loc, Value entry,
+                                 Value numPages) {
+  Value lastPage = arith::SubIOp::create(b, loc, numPages, index(b, loc, 1));
+  entry = arith::MaxSIOp::create(b, loc, entry, index(b, loc, 0));
+  return arith::MinSIOp::create(b, loc, entry, lastPage);
+}
+
 mlir::fd::ChunkRange
 mlir::fd::buildChunkRange(OpBuilder &b, Location loc, Value length, Value split,
                           int64_t numSplits,

@@ -24,6 +24,10 @@ namespace mlir::fd {
 Value buildClampedLength(OpBuilder &b, Location loc, Value length,
                          Value maxLength);
 
+/// A block-table entry (index) clamped to the pool's pages [0, numPages),
+/// so that a bad entry reads no memory outside the pool.
+Value buildClampedPage(OpBuilder &b, Location loc, Value entry, Value numPages);
+
 /// The keys [begin, end) split `split` of `numSplits` covers for a sequence
 /// of `length` keys: chunks of max(chunkLength, ceil(length / S)) keys from
 /// the start, clipped to the length (so late splits of a short sequence are
