@@ -153,7 +153,11 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
                 llvm::json::Array{mlir::fd::PartialKernelLayout::kThreads, 1,
                                   1}},
                {"static_shared_memory_bytes", layout.sharedMemoryBytes()},
-               {"dynamic_shared_memory_bytes", 0}},
+               {"dynamic_shared_memory_bytes", 0},
+               // Which units compute it (docs/KernelABI.md), for the
+               // people and benchmarks reading the manifest.
+               {"math_units",
+                layout.tensorCores ? "tensor_cores" : "cuda_cores"}},
            llvm::json::Object{
                {"name", "fd_merge"},
                {"ptx", "fd_merge.ptx"},
