@@ -29,12 +29,13 @@ void executeMov(const Instruction &inst, WarpState &warp, uint32_t mask) {
   } else if (source.kind == Operand::Kind::Vector) {
     unsigned part = bytes / source.count;
     forEachLane(mask, [&](int lane) {
-      // Immediate elements are already in place in source.value.
-      uint64_t value = source.value;
-      for (unsigned i = 0; i < source.count; ++i)
-        if (source.registers[i] != kNoRegister)
-          value |= truncateTo(warp.reg(source.registers[i], lane), part)
-                   << (8 * part * i);
+      uint64_t value = 0;
+      for (unsigned i = 0; i < source.count; ++i) {
+        uint64_t element = source.registers[i] != kNoRegister
+                               ? warp.reg(source.registers[i], lane)
+                               : source.elementValues[i];
+        value |= truncateTo(element, part) << (8 * part * i);
+      }
       writeDestination(warp, inst, lane, value);
     });
   } else {

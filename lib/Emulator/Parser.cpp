@@ -501,8 +501,6 @@ private:
         if (elementBits < 64)
           bits &= (uint64_t(1) << elementBits) - 1;
         operand.elementValues[element] = bits;
-        if (elementBits * operand.count <= 64)
-          operand.value |= bits << (element * elementBits);
       }
       return operand;
     }

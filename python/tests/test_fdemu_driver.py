@@ -137,12 +137,24 @@ def _open_driver(path):
         ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
     driver.cuGetErrorString.argtypes = [ctypes.c_int,
                                         ctypes.POINTER(ctypes.c_char_p)]
+    driver.cuFuncGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int),
+                                          ctypes.c_int, ctypes.c_void_p]
+    driver.cuOccupancyMaxActiveBlocksPerMultiprocessor.argtypes = [
+        ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_int,
+        ctypes.c_size_t]
     return driver
 
 
 def _check(result, what):
     if result != 0:
         raise RuntimeError(f"{what} returned CUresult {result}")
+
+
+def _use_primary_context(driver):
+    context = ctypes.c_void_p()
+    _check(driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0),
+           "cuDevicePrimaryCtxRetain")
+    _check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
 
 
 def _load_kernel(driver, ptx, name):
@@ -167,10 +179,7 @@ def _child_saxpy(path, request):
     a = request["a"]
     driver = _open_driver(path)
     _check(driver.cuInit(0), "cuInit")
-    context = ctypes.c_void_p()
-    _check(driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0),
-           "cuDevicePrimaryCtxRetain")
-    _check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+    _use_primary_context(driver)
     function = _load_kernel(driver, SAXPY_PTX, "saxpy")
     x_device, y_device = ctypes.c_uint64(), ctypes.c_uint64()
     for pointer, host in ((x_device, x), (y_device, y)):
@@ -218,26 +227,15 @@ def _child_fault(path, request):
     results["error_string"] = text.value.decode() if text.value else None
     results["destroy"] = driver.cuCtxDestroy_v2(context)
     # The fault stays with the destroyed context: the primary one works.
-    primary = ctypes.c_void_p()
-    _check(driver.cuDevicePrimaryCtxRetain(ctypes.byref(primary), 0),
-           "cuDevicePrimaryCtxRetain")
-    _check(driver.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
+    _use_primary_context(driver)
     results["primary_synchronize"] = driver.cuCtxSynchronize()
     return results
 
 
 def _child_occupancy(path, request):
     driver = _open_driver(path)
-    driver.cuFuncGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int),
-                                          ctypes.c_int, ctypes.c_void_p]
-    driver.cuOccupancyMaxActiveBlocksPerMultiprocessor.argtypes = [
-        ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_int,
-        ctypes.c_size_t]
     _check(driver.cuInit(0), "cuInit")
-    context = ctypes.c_void_p()
-    _check(driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0),
-           "cuDevicePrimaryCtxRetain")
-    _check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+    _use_primary_context(driver)
     function = _load_kernel(driver, SAXPY_PTX, "saxpy")
     registers = ctypes.c_int()
     _check(driver.cuFuncGetAttribute(ctypes.byref(registers), 4, function),

@@ -107,8 +107,10 @@ Timing EventTimer::measure(const KernelBundle &bundle, int64_t batch,
       lengths(device, batch * sizeof(int32_t));
   fillRandom(driver, stream, query, 2.0, random);
   std::unique_ptr<DeviceBuffer> table;
+  int64_t numPages = 0;
   if (manifest.pageSize) {
     std::vector<int32_t> pages(batch * length / manifest.pageSize);
+    numPages = static_cast<int64_t>(pages.size());
     std::iota(pages.begin(), pages.end(), 0);
     std::shuffle(pages.begin(), pages.end(), random);
     table =
@@ -132,8 +134,7 @@ Timing EventTimer::measure(const KernelBundle &bundle, int64_t batch,
                           length,
                           table ? table->getAddress() : 0};
     // The pool holds exactly the table's pages.
-    if (manifest.pageSize)
-      buffers.numPages = batch * length / manifest.pageSize;
+    buffers.numPages = numPages;
     plans.push_back(std::make_unique<DecodePlan>(device, bundle, buffers));
   }
   std::vector<int32_t> full(batch, static_cast<int32_t>(length));

@@ -224,12 +224,12 @@ struct Operand {
   uint8_t count = 0;
   /// Register index; Address: base register or kNoRegister; Vector:
   /// elements (kNoRegister for the `_` sink and for immediate elements,
-  /// whose bits are in `value` at the element's position).
+  /// whose bits are in `elementValues`).
   uint32_t registers[4] = {kNoRegister, kNoRegister, kNoRegister, kNoRegister};
   /// Immediate bits, or an address's constant offset (symbol included).
   uint64_t value = 0;
-  /// Vector: the bits of each immediate element, by position (an element
-  /// of a 128-bit st.v4 does not fit in `value`).
+  /// Vector: the bits of each immediate element, by position (0 for
+  /// register elements and sinks).
   uint64_t elementValues[4] = {};
 };
 

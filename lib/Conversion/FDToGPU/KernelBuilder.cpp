@@ -20,6 +20,11 @@ ChunkBounds emitChunkBounds(KernelEmitter &e, Value seqLens, Value batch,
   return {length, range.begin, range.end};
 }
 
+Value buildRescale(KernelEmitter &e, Value oldMax, Value newMax) {
+  return e.select(e.isNegInf(newMax), e.f32(1.0),
+                  e.exp2(e.sub(oldMax, newMax)));
+}
+
 void combineStates(KernelEmitter &e, RowState &state, const RowState &other) {
   Value newMax = arith::MaximumFOp::create(e.b, e.loc, state.max, other.max);
   auto weight = [&](Value max) {

@@ -82,6 +82,9 @@ struct KernelEmitter {
   Value toI64(Value indexValue) {
     return arith::IndexCastOp::create(b, loc, b.getI64Type(), indexValue);
   }
+  Value toI32(Value indexValue) {
+    return arith::IndexCastOp::create(b, loc, b.getI32Type(), indexValue);
+  }
   Value toF32(Value value) {
     if (value.getType().isF32())
       return value;
@@ -148,6 +151,12 @@ struct RowState {
   Value max, sum;
   SmallVector<Value> accumulator;
 };
+
+/// The factor 2^(oldMax - newMax) a row's sum and accumulators are
+/// rescaled by when its running max moves to `newMax`; 1 while nothing is
+/// visible yet (newMax -inf: 2^(-inf - -inf) would be NaN), so the empty
+/// state stays empty. A NaN max propagates.
+Value buildRescale(KernelEmitter &e, Value oldMax, Value newMax);
 
 /// Merges `other` into `state` (both partial softmaxes of the same row).
 void combineStates(KernelEmitter &e, RowState &state, const RowState &other);

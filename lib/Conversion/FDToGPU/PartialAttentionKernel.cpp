@@ -102,13 +102,11 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
          {op.getQuery(), op.getKeyCache(), op.getValueCache(), op.getSeqLens(),
           op.getPartialOutput(), op.getPartialLse()})
       operands.push_back(globalPointer(rewriter, loc, memref));
-    operands.push_back(arith::IndexCastOp::create(
-        rewriter, loc, rewriter.getI32Type(), maxLength));
+    operands.push_back(e.toI32(maxLength));
     if (geometry.isPaged()) {
       operands.push_back(globalPointer(rewriter, loc, op.getBlockTable()));
-      operands.push_back(arith::IndexCastOp::create(
-          rewriter, loc, rewriter.getI32Type(),
-          memref::DimOp::create(rewriter, loc, op.getKeyCache(), 0)));
+      operands.push_back(
+          e.toI32(memref::DimOp::create(rewriter, loc, op.getKeyCache(), 0)));
     }
     gpu::LaunchFuncOp::create(
         rewriter, loc, kernel,
@@ -147,30 +145,17 @@ PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
   warpAccumulators = kernel.getWorkgroupAttributions()[1];
   warpMaxSum = kernel.getWorkgroupAttributions()[2];
 
-  const int64_t lanes = layout.lanesPerToken;
   thread = gpu::ThreadIdOp::create(rewriter, e.loc, gpu::Dimension::x);
   split = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::x);
   kvHead = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::y);
   batch = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::z);
   warp = arith::DivUIOp::create(rewriter, e.loc, thread, e.index(32));
   lane = arith::RemUIOp::create(rewriter, e.loc, thread, e.index(32));
-  tokenGroup = arith::DivUIOp::create(rewriter, e.loc, lane, e.index(lanes));
-  laneInGroup = arith::RemUIOp::create(rewriter, e.loc, lane, e.index(lanes));
-  tokenInStep = e.add(e.mul(warp, e.index(layout.tokensPerWarp)), tokenGroup);
-  fragmentRow = arith::DivUIOp::create(rewriter, e.loc, lane, e.index(4));
-  fragmentPair = arith::RemUIOp::create(rewriter, e.loc, lane, e.index(4));
-  // A lane's slice of the head dim: vector v of the lane in its token
-  // group covers [(v * lanes + laneInGroup) * width, ... + width), so the
-  // lanes of a group read consecutive 16-byte pieces of a row.
-  // With idle lanes, a vector past the row is read at the row's last
-  // vector (clamped) and masked out of every sum, and never published.
-  for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
-    Value index = e.add(laneInGroup, e.index(v * lanes));
-    if (layout.hasIdleLanes()) {
-      vectorIsInRow.push_back(e.lessThan(index, e.index(layout.vectorsPerRow)));
-      index = e.min(index, e.index(layout.vectorsPerRow - 1));
-    }
-    vectorIndices.push_back(index);
+  if (layout.tensorCores) {
+    fragmentRow = arith::DivUIOp::create(rewriter, e.loc, lane, e.index(4));
+    fragmentPair = arith::RemUIOp::create(rewriter, e.loc, lane, e.index(4));
+  } else {
+    setUpTokenGroups();
   }
 
   chunk = emitChunkBounds(e, seqLens, batch, split, maxLength,
@@ -185,6 +170,26 @@ PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
   }
   vectorType = VectorType::get({layout.vectorWidth}, elementType);
   lastRow = e.index(layout.rows - 1);
+}
+
+void PartialKernelBuilder::setUpTokenGroups() {
+  const int64_t lanes = layout.lanesPerToken;
+  tokenGroup = arith::DivUIOp::create(rewriter, e.loc, lane, e.index(lanes));
+  laneInGroup = arith::RemUIOp::create(rewriter, e.loc, lane, e.index(lanes));
+  tokenInStep = e.add(e.mul(warp, e.index(layout.tokensPerWarp)), tokenGroup);
+  // A lane's slice of the head dim: vector v of the lane in its token
+  // group covers [(v * lanes + laneInGroup) * width, ... + width), so the
+  // lanes of a group read consecutive 16-byte pieces of a row.
+  // With idle lanes, a vector past the row is read at the row's last
+  // vector (clamped) and masked out of every sum, and never published.
+  for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
+    Value index = e.add(laneInGroup, e.index(v * lanes));
+    if (layout.hasIdleLanes()) {
+      vectorIsInRow.push_back(e.lessThan(index, e.index(layout.vectorsPerRow)));
+      index = e.min(index, e.index(layout.vectorsPerRow - 1));
+    }
+    vectorIndices.push_back(index);
+  }
 }
 
 Value PartialKernelBuilder::laneDim(int64_t element) {

@@ -33,6 +33,9 @@ public:
   void build();
 
 private:
+  /// CUDA cores: the lane's token group, its place in the group and its
+  /// vectors of the head dim.
+  void setUpTokenGroups();
   /// Element `element` of the lane's slice of the head dim, as an index.
   Value laneDim(int64_t element);
   /// Element offset of the row of `token` in a dense cache, or of slot
@@ -103,16 +106,17 @@ private:
   Value blockTable, tableRow, numPages;
   Value queryTile, queryFragments, warpAccumulators, warpMaxSum;
   // Where this thread is.
-  Value thread, split, kvHead, batch, warp, lane, tokenGroup, laneInGroup;
-  /// This thread's first token within each step of the layout's
-  /// tokensPerStep() tokens.
-  Value tokenInStep;
+  Value thread, split, kvHead, batch, warp, lane;
+  /// CUDA cores: the lane's token group and place in it, and its first
+  /// token within each step of the layout's tokensPerStep() tokens.
+  Value tokenGroup, laneInGroup, tokenInStep;
   /// Per vector of the lane's slice: its index in the row, and (with idle
   /// lanes) whether it lies in the row.
   SmallVector<Value> vectorIndices, vectorIsInRow;
   ChunkBounds chunk;
-  /// Where a lane's values sit in an mma fragment: row `fragmentRow` (and
-  /// + 8), column pair `fragmentPair` (lane / 4 and lane % 4).
+  /// Tensor cores: where a lane's values sit in an mma fragment: row
+  /// `fragmentRow` (and + 8), column pair `fragmentPair` (lane / 4 and
+  /// lane % 4).
   Value fragmentRow, fragmentPair;
   /// q's prescale: scale * log2(e), for scores in base 2.
   Value queryScale;

@@ -126,10 +126,8 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
           arith::MaximumFOp::create(rewriter, e.loc, tileMax, scores[r][u]),
           tileMax);
     }
-    // Nothing visible yet: keep the empty state (2^(-inf - -inf) would be
-    // NaN); a NaN score propagates through the max.
-    Value rescale = e.select(e.isNegInf(tileMax), e.f32(1.0),
-                             e.exp2(e.sub(state.max, tileMax)));
+    // A NaN score propagates through the max.
+    Value rescale = buildRescale(e, state.max, tileMax);
     SmallVector<Value> weights;
     for (int64_t u = 0; u < unroll; ++u)
       weights.push_back(e.select(

@@ -151,13 +151,9 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   // The lane's two rows (g and g + 8) and where each stops seeing keys.
   // As i32 (positions fit: max_len is an i32): one register each, not two,
   // through the token loop.
-  auto toI32 = [&](Value index) -> Value {
-    return arith::IndexCastOp::create(rewriter, e.loc, rewriter.getI32Type(),
-                                      index);
-  };
   Value rowEnds[2] = {
-      toI32(visibleEnd(firstRow, fragmentRow)),
-      toI32(visibleEnd(firstRow, e.add(fragmentRow, e.index(8))))};
+      e.toI32(visibleEnd(firstRow, fragmentRow)),
+      e.toI32(visibleEnd(firstRow, e.add(fragmentRow, e.index(8))))};
 
   // Carried per lane: each row's max and this lane's share of its sum,
   // then the output accumulator, tile by tile (c0..c3).
@@ -224,7 +220,7 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
         SmallVector<Value> scores;
         for (int64_t i = 0; i < 4; ++i) {
           Value key = e.add(e.add(first, e.index(i % 2)), pairKey);
-          Value visible = e.lessThan(toI32(key), rowEnds[i / 2]);
+          Value visible = e.lessThan(e.toI32(key), rowEnds[i / 2]);
           scores.push_back(
               e.select(visible, e.mul(s[i], queryScale), e.negInf()));
         }
@@ -241,11 +237,10 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
           for (int64_t offset : {1, 2})
             tileMax = arith::MaximumFOp::create(rewriter, e.loc, tileMax,
                                                 e.shuffleXor(tileMax, offset));
-          // Nothing visible yet: keep the empty state (2^(-inf - -inf) is
-          // NaN); a NaN score propagates through the max.
+          // A NaN score propagates through the max. Nothing visible yet:
+          // weights 0 (2^(-inf - -inf) would be NaN).
           Value empty = e.isNegInf(tileMax);
-          rescale[r] =
-              e.select(empty, e.f32(1.0), e.exp2(e.sub(carried[r], tileMax)));
+          rescale[r] = buildRescale(e, carried[r], tileMax);
           Value sum = e.mul(carried[2 + r], rescale[r]);
           for (int64_t i = 0; i < 2; ++i) {
             weights[2 * r + i] = e.select(
