@@ -3,13 +3,14 @@
 # measured fd-bench CSV (same config, batch, max_len and split count; the
 # count is passed explicitly, so a planner change cannot move a row), runs
 # fd-bench on fdemu over them and prints, per row, the measured time next to
-# the modeled one. Default: one of the H200 runs of 2026-11-29 (RUN=0.2.6,
-# the default, commit 9d894a9; RUN=0.2.2, commit fd4058c), each on the PTX
+# the modeled one. Default: one of the H200 runs (RUN=0.2.7, the default,
+# 2026-11-30, commit a75688d; of 2026-11-29: RUN=0.2.6, commit 9d894a9;
+# RUN=0.2.2, commit fd4058c; RUN=tc1), each on the PTX
 # that ran there: a table for kernels of another compiler version compares
 # different code.
 # Usage: bench/calibrate_model.sh [MEASURED_CSV] [MODELED_CSV]
 # Environment: BUILD (default build): fd-compile, fd-bench, fdemu.
-#   RUN=0.2.2|0.2.6|tc1: which run (tc1: the first tensor-core kernels,
+#   RUN=0.2.2|0.2.6|tc1|0.2.7: which run (tc1: the first tensor-core kernels,
 #     commit 5 of this date's third run) when no CSV is given: its CSV and
 #     its archived kernels, bench/h200-measured-kernels-$RUN.tar.xz.
 #   KERNELS=DIR: use the kernels in DIR/<config>/B<b>_L<len>_<mode> instead
@@ -17,12 +18,13 @@
 #   REUSE=1: print the table from MODELED_CSV again, without running.
 # MODELED_CSV defaults to $BUILD/calibration/modeled.csv.
 set -euo pipefail
-run=${RUN:-0.2.6}
+run=${RUN:-0.2.7}
 case "$run" in
 0.2.2) default_csv=bench/h200-measured-model-shapes-2026-11-29.csv ;;
 0.2.6) default_csv=bench/h200-measured-model-shapes-0.2.6-2026-11-29.csv ;;
 tc1) default_csv=bench/h200-measured-model-shapes-tc1-2026-11-29.csv ;;
-*) echo "calibrate_model.sh: RUN=$run: the measured runs are 0.2.2, 0.2.6, tc1" >&2
+0.2.7) default_csv=bench/h200-measured-model-shapes-0.2.7-2026-11-30.csv ;;
+*) echo "calibrate_model.sh: RUN=$run: the measured runs are 0.2.2, 0.2.6, tc1, 0.2.7" >&2
   exit 2 ;;
 esac
 measured=${1:-$default_csv}
