@@ -1,29 +1,32 @@
 # Sourced by the bench scripts: fd-bench's model configurations and how one
 # plan of them is compiled, written once.
 
-# heads CONFIG: "Hq Hkv" of fd-bench's --configs (D=128 each).
+# heads CONFIG: "Hq Hkv" of fd-bench's --configs (D=128 each; a -wN config
+# has a sliding window of N keys).
 heads() {
   case $1 in
   llama3-8b) echo "32 8" ;;
   mha) echo "32 32" ;;
   gqa8) echo "64 8" ;;
   mqa) echo "32 1" ;;
+  llama3-8b-w128) echo "32 8" ;;
   *)
-    echo "unknown config '$1' (llama3-8b, mha, gqa8, mqa)" >&2
+    echo "unknown config '$1' (llama3-8b, mha, gqa8, mqa, llama3-8b-w128)" >&2
     return 2
     ;;
   esac
 }
 
 # compile_plan FD_COMPILE OUT CONFIG BATCH LEN SPLITS TARGET SMS: the D=128,
-# f16, NHD kernels of CONFIG for BATCH sequences of LEN tokens with SPLITS
+# f16, NHD kernels (windowed for -wN) of CONFIG for BATCH sequences of LEN tokens with SPLITS
 # (auto, planned for SMS SMs, or a count) for TARGET, into OUT.
 compile_plan() {
   local compile=$1 out=$2 config=$3 batch=$4 len=$5 splits=$6 arch=$7 sms=$8
-  local hq hkv
+  local hq hkv window=0
   read -r hq hkv <<<"$(heads "$config")"
+  case $config in *-w*) window=${config##*-w} ;; esac
   "$compile" --no-cache --head-dim 128 --num-q-heads "$hq" \
     --num-kv-heads "$hkv" --dtype f16 --kv-layout NHD --arch "$arch" \
     --sm-count "$sms" --num-splits "$splits" --batch "$batch" \
-    --max-len "$len" -o "$out" >/dev/null
+    --max-len "$len" --window-left "$window" -o "$out" >/dev/null
 }

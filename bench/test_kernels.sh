@@ -4,7 +4,8 @@
 # and HND with Lq = 8), uneven row tiles (MQA; D=96 with Lq = 4; GQA-6 with
 # Lq = 3 on tensor cores), and MHA on CUDA cores (dense and paged). Grouped
 # f16/bf16 kernels at D = 64 and 128 run on tensor cores, the others on CUDA
-# cores (docs/KernelABI.md). Usage: bench/test_kernels.sh DIR [fd-compile]
+# cores (docs/KernelABI.md). Then sliding windows and logit soft-capping
+# (RuntimeGPUFeaturesTest) on both forms. Usage: bench/test_kernels.sh DIR [fd-compile]
 # [TARGET] (default sm_90).
 set -euo pipefail
 dir=${1:?usage: bench/test_kernels.sh DIR [fd-compile] [TARGET]}
@@ -36,3 +37,31 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 "$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 4 \
   --num-kv-heads 4 --dtype bf16 --num-splits 3 --page-size 16 --with-lse \
   -o "$dir/mha_paged16" >/dev/null
+# Sliding window (--window-left) and logit soft-capping (--logits-soft-cap),
+# RuntimeGPUFeaturesTest's. Tensor cores: GQA f16 D=128 with W = 100 (Lq =
+# 1 and 4) and W = 3 < Lq = 4; MQA bf16 with W = 50; GQA D=64 soft-capped;
+# paged 16 with W = 21 and a cap. CUDA cores: f32 HND with W = 37 and
+# Lq = 3; MHA bf16 soft-capped; MHA f16 with W = 1 and a cap.
+"$compile" $common --dtype f16 --num-splits 5 --window-left 100 --with-lse \
+  -o "$dir/win100_tc" >/dev/null
+"$compile" $common --dtype f16 --num-splits 4 --query-len 4 --window-left 3 \
+  --with-lse -o "$dir/win3_tc_spec4" >/dev/null
+"$compile" $common --dtype f16 --num-splits 3 --query-len 4 --window-left 100 \
+  --with-lse -o "$dir/win100_tc_spec4" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 32 \
+  --num-kv-heads 1 --dtype bf16 --num-splits 7 --window-left 50 --with-lse \
+  -o "$dir/win50_mqa_bf16" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 12 \
+  --num-kv-heads 2 --dtype f16 --num-splits 4 --query-len 2 \
+  --logits-soft-cap 30 --with-lse -o "$dir/cap30_tc_d64" >/dev/null
+"$compile" $common --dtype f16 --num-splits 3 --query-len 2 --page-size 16 \
+  --window-left 21 --logits-soft-cap 20 --with-lse \
+  -o "$dir/paged16_win21_cap20_tc" >/dev/null
+"$compile" $common --dtype f32 --num-splits 5 --query-len 3 --kv-layout HND \
+  --window-left 37 --with-lse -o "$dir/win37_f32_hnd_spec3" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 4 \
+  --num-kv-heads 4 --dtype bf16 --num-splits 5 --logits-soft-cap 5 \
+  --with-lse -o "$dir/cap5_mha_bf16" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 4 \
+  --num-kv-heads 4 --dtype f16 --num-splits 16 --window-left 1 \
+  --logits-soft-cap 50 --with-lse -o "$dir/win1_cap50_mha" >/dev/null

@@ -30,6 +30,9 @@ struct Param {
   int64_t pageSize;
   CacheLayout layout;
   std::string arch;
+  /// The model features that cost registers: a sliding window (a lower
+  /// mask per row with Lq > 1) and logit soft-capping (per score).
+  bool windowAndSoftCap = false;
 };
 
 class PTXAssembly : public testing::TestWithParam<Param> {};
@@ -50,6 +53,10 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
   config.pageSize = param.pageSize;
   config.numSplits = 4;
   config.withLse = true;
+  if (param.windowAndSoftCap) {
+    config.windowLeft = 3;
+    config.logitsSoftCap = 50.0f;
+  }
   llvm::Expected<CompiledKernels> kernels = compileUncached(config);
   ASSERT_TRUE(static_cast<bool>(kernels))
       << llvm::toString(kernels.takeError());
@@ -73,7 +80,8 @@ std::string describe(const Param &param) {
          std::to_string(param.queryLength) +
          (param.pageSize ? "_page" + std::to_string(param.pageSize)
                          : std::string("_dense")) +
-         "_" + getCacheLayoutName(param.layout) + "_" + param.arch;
+         "_" + getCacheLayoutName(param.layout) + "_" + param.arch +
+         (param.windowAndSoftCap ? "_window_softcap" : "");
 }
 
 // gtest prints the parameter in test listings (and ctest's test names).
@@ -148,8 +156,23 @@ std::vector<Param> everyHeadDim() {
   return params;
 }
 
+// Every other configuration of extremes() with a window of 3 keys (below
+// Lq: both ends of a chunk masked) and a soft-cap: every (dtype, D) with
+// several of (Hq / Hkv, Lq, page size).
+std::vector<Param> withWindowAndSoftCap() {
+  std::vector<Param> params;
+  std::vector<Param> all = extremes();
+  for (size_t i = 0; i < all.size(); i += 2) {
+    params.push_back(all[i]);
+    params.back().windowAndSoftCap = true;
+  }
+  return params;
+}
+
 INSTANTIATE_TEST_SUITE_P(Extremes, PTXAssembly, testing::ValuesIn(extremes()),
                          paramName);
+INSTANTIATE_TEST_SUITE_P(WindowSoftCap, PTXAssembly,
+                         testing::ValuesIn(withWindowAndSoftCap()), paramName);
 INSTANTIATE_TEST_SUITE_P(HeadDims, PTXAssembly,
                          testing::ValuesIn(everyHeadDim()), paramName);
 

@@ -114,4 +114,199 @@ TEST(Reference, AttentionOfHandComputableCases) {
   EXPECT_TRUE(std::isinf(lse[1]) && lse[1] < 0);
 }
 
+/// A one-KV-head problem over `keys` and `values` ([B, Lmax, 1, D] rows of
+/// D doubles), scale 1.
+AttentionProblem singleHead(int64_t batch, int64_t queryLength, int64_t headDim,
+                            int64_t maxLength, const std::vector<double> &query,
+                            const std::vector<double> &keys,
+                            const std::vector<double> &values,
+                            const int32_t *lengths) {
+  AttentionProblem problem;
+  problem.batch = batch;
+  problem.queryLength = queryLength;
+  problem.numQueryHeads = 1;
+  problem.numKVHeads = 1;
+  problem.headDim = headDim;
+  problem.maxLength = maxLength;
+  problem.scale = 1.0;
+  problem.query = query.data();
+  problem.keyCache = keys.data();
+  problem.valueCache = values.data();
+  problem.lengths = lengths;
+  return problem;
+}
+
+TEST(Reference, WindowOfOneIsTheValueAtTheQuerysPosition) {
+  // Lq = 3 over length 5: query t sits at p = 2 + t and, with W = 1, sees
+  // key p alone: its output is v[p] and its lse the score q . k[p].
+  constexpr int64_t d = 8, length = 5, queryLength = 3;
+  std::mt19937 random(7);
+  std::normal_distribution<double> normal;
+  std::vector<double> query(queryLength * d), keys(length * d),
+      values(length * d);
+  for (std::vector<double> *x : {&query, &keys, &values})
+    for (double &value : *x)
+      value = normal(random);
+  int32_t lengths[] = {length};
+  AttentionProblem problem =
+      singleHead(1, queryLength, d, length, query, keys, values, lengths);
+  problem.windowLeft = 1;
+  std::vector<double> output, lse;
+  attention(problem, output, lse);
+  for (int64_t t = 0; t < queryLength; ++t) {
+    int64_t p = length - queryLength + t;
+    double score = 0.0;
+    for (int64_t k = 0; k < d; ++k) {
+      EXPECT_EQ(output[t * d + k], values[p * d + k]) << "t " << t;
+      score += query[t * d + k] * keys[p * d + k];
+    }
+    EXPECT_NEAR(lse[t], score, 1e-12) << "t " << t;
+  }
+}
+
+TEST(Reference, WindowSkipsEarlierKeysWithoutReadingThem) {
+  // Length 3, W = 2: keys 1 and 2 (scores 0 and log 3: weights 1/4, 3/4);
+  // key 0 is NaN and must not be read. W = 3 and W = 100 read key 0: NaN.
+  constexpr int64_t d = 4;
+  std::vector<double> query(d, 0.0), keys(3 * d, 0.0), values(3 * d, 0.0);
+  query[0] = 1.0;
+  keys[0] = std::nan("");
+  keys[2 * d] = std::log(3.0);
+  for (int64_t k = 0; k < d; ++k) {
+    values[k] = 100.0;
+    values[d + k] = 4.0;
+    values[2 * d + k] = 8.0 + k;
+  }
+  int32_t lengths[] = {3};
+  AttentionProblem problem =
+      singleHead(1, 1, d, 3, query, keys, values, lengths);
+  problem.windowLeft = 2;
+  std::vector<double> output, lse;
+  attention(problem, output, lse);
+  for (int64_t k = 0; k < d; ++k)
+    EXPECT_NEAR(output[k], 0.25 * 4.0 + 0.75 * (8.0 + k), 1e-12);
+  EXPECT_NEAR(lse[0], std::log(4.0), 1e-12);
+  for (int64_t window : {3, 100}) {
+    problem.windowLeft = window;
+    attention(problem, output, lse);
+    EXPECT_TRUE(std::isnan(output[0]) && std::isnan(lse[0])) << window;
+  }
+}
+
+TEST(Reference, WindowLargerThanTheLengthIsNoWindow) {
+  constexpr int64_t d = 8, maxLength = 20, queryLength = 2;
+  std::mt19937 random(11);
+  std::normal_distribution<double> normal;
+  std::vector<double> query(3 * queryLength * d), keys(3 * maxLength * d),
+      values(3 * maxLength * d);
+  for (std::vector<double> *x : {&query, &keys, &values})
+    for (double &value : *x)
+      value = normal(random);
+  int32_t lengths[] = {20, 7, 1};
+  AttentionProblem problem =
+      singleHead(3, queryLength, d, maxLength, query, keys, values, lengths);
+  std::vector<double> unwindowed, unwindowedLse, output, lse;
+  attention(problem, unwindowed, unwindowedLse);
+  for (int64_t window : {20, 21, 1000}) {
+    problem.windowLeft = window;
+    attention(problem, output, lse);
+    EXPECT_EQ(output, unwindowed) << window;
+    EXPECT_EQ(lse, unwindowedLse) << window;
+  }
+  // W = 19 drops key 0 for the last query of sequence 0 (at p = 19) only.
+  problem.windowLeft = 19;
+  attention(problem, output, lse);
+  EXPECT_EQ(lse[0], unwindowedLse[0]);
+  EXPECT_NE(lse[1], unwindowedLse[1]);
+  for (int64_t row = 2; row < 6; ++row)
+    EXPECT_EQ(lse[row], unwindowedLse[row]) << row;
+}
+
+TEST(Reference, QueriesBeforeTheFirstKeySeeNothing) {
+  // Length 1, Lq = 2, W = 1: query 0 sits at p = -1 (zeros, lse -inf),
+  // query 1 at p = 0 sees key 0 (score 2, output v[0]).
+  constexpr int64_t d = 4;
+  std::vector<double> query(2 * d, 1.0), keys(d, 0.5), values(d, 3.0);
+  int32_t lengths[] = {1};
+  AttentionProblem problem =
+      singleHead(1, 2, d, 1, query, keys, values, lengths);
+  problem.windowLeft = 1;
+  std::vector<double> output, lse;
+  attention(problem, output, lse);
+  for (int64_t k = 0; k < d; ++k) {
+    EXPECT_EQ(output[k], 0.0);
+    EXPECT_EQ(output[d + k], 3.0);
+  }
+  EXPECT_TRUE(std::isinf(lse[0]) && lse[0] < 0);
+  EXPECT_NEAR(lse[1], 2.0, 1e-12);
+}
+
+TEST(Reference, SoftCapSaturatesHugeScores) {
+  // Scores +1e6 and -1e6 capped at c = 5 become 5 and -5: weights
+  // e^5 / (e^5 + e^-5) and e^-5 / (e^5 + e^-5), lse log(e^5 + e^-5).
+  constexpr int64_t d = 4;
+  std::vector<double> query(d, 0.0), keys(2 * d, 0.0), values(2 * d, 0.0);
+  query[0] = 1000.0;
+  keys[0] = 1000.0;
+  keys[d] = -1000.0;
+  for (int64_t k = 0; k < d; ++k) {
+    values[k] = 1.0 + k;
+    values[d + k] = -7.0;
+  }
+  int32_t lengths[] = {2};
+  AttentionProblem problem =
+      singleHead(1, 1, d, 2, query, keys, values, lengths);
+  problem.logitsSoftCap = 5.0;
+  std::vector<double> output, lse;
+  attention(problem, output, lse);
+  double high = std::exp(5.0), low = std::exp(-5.0);
+  for (int64_t k = 0; k < d; ++k)
+    EXPECT_NEAR(output[k], (high * (1.0 + k) - 7.0 * low) / (high + low),
+                1e-12);
+  EXPECT_NEAR(lse[0], std::log(high + low), 1e-12);
+  // Uncapped, the score 1e6 takes all the weight.
+  problem.logitsSoftCap = 0.0;
+  attention(problem, output, lse);
+  EXPECT_EQ(output[1], 2.0);
+  EXPECT_EQ(lse[0], 1e6);
+}
+
+TEST(Reference, SoftCapBendsModerateScoresAndCombinesWithAWindow) {
+  // One visible key (W = 1) with score 30: its output is v[p] and its lse
+  // the capped score, c tanh(30 / c), for c = 50 and c = 2.
+  constexpr int64_t d = 4;
+  std::vector<double> query(d, 0.0), keys(3 * d, 0.0), values(3 * d, 0.0);
+  query[0] = 6.0;
+  keys[2 * d] = 5.0;
+  keys[d] = 100.0; // outside the window
+  for (int64_t k = 0; k < 3 * d; ++k)
+    values[k] = k;
+  int32_t lengths[] = {3};
+  AttentionProblem problem =
+      singleHead(1, 1, d, 3, query, keys, values, lengths);
+  problem.windowLeft = 1;
+  std::vector<double> output, lse;
+  for (double cap : {50.0, 2.0}) {
+    problem.logitsSoftCap = cap;
+    attention(problem, output, lse);
+    EXPECT_NEAR(lse[0], cap * std::tanh(30.0 / cap), 1e-12) << cap;
+    EXPECT_NEAR(lse[0], cap == 50.0 ? 26.8524783 : 2.0, 1e-6) << cap;
+    for (int64_t k = 0; k < d; ++k)
+      EXPECT_EQ(output[k], values[2 * d + k]) << cap;
+  }
+  // W = 2 adds key 1 (score 600, capped to about c): two capped scores,
+  // c tanh(600 / c) and c tanh(30 / c).
+  problem.windowLeft = 2;
+  problem.logitsSoftCap = 50.0;
+  attention(problem, output, lse);
+  double s1 = 50.0 * std::tanh(600.0 / 50.0),
+         s2 = 50.0 * std::tanh(30.0 / 50.0);
+  double w1 = std::exp(s1), w2 = std::exp(s2);
+  EXPECT_NEAR(lse[0], std::log(w1 + w2), 1e-12);
+  for (int64_t k = 0; k < d; ++k)
+    EXPECT_NEAR(output[k],
+                (w1 * values[d + k] + w2 * values[2 * d + k]) / (w1 + w2),
+                1e-9);
+}
+
 } // namespace

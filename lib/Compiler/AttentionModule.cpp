@@ -71,11 +71,17 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
       &context, isNHD ? mlir::fd::KVLayout::NHD : mlir::fd::KVLayout::HND);
   FloatAttr scale =
       config.scale ? builder.getF32FloatAttr(*config.scale) : FloatAttr();
+  IntegerAttr window = config.windowLeft
+                           ? builder.getI64IntegerAttr(config.windowLeft)
+                           : IntegerAttr();
+  FloatAttr softCap = config.logitsSoftCap
+                          ? builder.getF32FloatAttr(*config.logitsSoftCap)
+                          : FloatAttr();
   Value blockTable = config.pageSize ? arguments.back() : Value();
   mlir::fd::AttentionOp::create(
       builder, loc, arguments[0], arguments[1], arguments[2], arguments[3],
       blockTable, arguments[4], config.withLse ? arguments[5] : Value(), layout,
-      scale);
+      scale, window, softCap);
   func::ReturnOp::create(builder, loc);
   return module;
 }

@@ -125,8 +125,8 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
           configJson[name] = *flag;
         else if (auto *string = std::get_if<std::string>(&value))
           configJson[name] = *string;
-        else if (auto &scale = std::get<std::optional<float>>(value))
-          configJson[name] = static_cast<double>(*scale);
+        else if (auto &number = std::get<std::optional<float>>(value))
+          configJson[name] = static_cast<double>(*number);
       });
 
   llvm::json::Object manifest{

@@ -34,6 +34,12 @@ std::string KernelConfig::validate() const {
   if (scale && !(std::isfinite(*scale) && *scale > 0.0f))
     return "scale must be a positive finite number, got " +
            std::to_string(*scale);
+  if (windowLeft < 0)
+    return "window_left must be >= 0 (0 = no window), got " + text(windowLeft);
+  if (logitsSoftCap &&
+      !(std::isfinite(*logitsSoftCap) && *logitsSoftCap > 0.0f))
+    return "logits_soft_cap must be a positive finite number, got " +
+           std::to_string(*logitsSoftCap);
   if (batch < 1)
     return "batch (for planning) must be >= 1, got " + text(batch);
   if (maxLength < 0)
@@ -76,6 +82,8 @@ void KernelConfig::forEachField(
   visit("requested_num_splits", numSplits);
   visit("chunk_length", chunkLength);
   visit("scale", scale);
+  visit("window_left", windowLeft);
+  visit("logits_soft_cap", logitsSoftCap);
   visit("with_lse", withLse);
   visit("planned_batch", batch);
   visit("planned_max_len", maxLength);
@@ -97,10 +105,10 @@ std::string KernelConfig::toString() const {
       printed = *flag ? "1" : "0";
     else if (auto *string = std::get_if<std::string>(&value))
       printed = *string;
-    else if (auto &scale = std::get<std::optional<float>>(value)) {
-      // Hex float: exact, so two scales that differ in the last bit differ.
+    else if (auto &number = std::get<std::optional<float>>(value)) {
+      // Hex float: exact, so two values that differ in the last bit differ.
       char hex[32];
-      std::snprintf(hex, sizeof(hex), "%a", *scale);
+      std::snprintf(hex, sizeof(hex), "%a", *number);
       printed = hex;
     } else {
       printed = "default";

@@ -94,28 +94,38 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
   for (int64_t b = 0; b < problem.batch; ++b)
     for (int64_t t = 0; t < problem.queryLength; ++t)
       for (int64_t h = 0; h < problem.numQueryHeads; ++h) {
-        int64_t length = problem.lengths[b];
-        int64_t visible = std::clamp<int64_t>(
-            length - problem.queryLength + t + 1, 0, length);
+        // Query t sits at position p < len and sees keys [first, p]: all
+        // earlier ones, or the last W with a window.
+        int64_t position = problem.lengths[b] - problem.queryLength + t;
+        int64_t first = 0;
+        if (problem.windowLeft > 0)
+          first = std::max<int64_t>(0, position - problem.windowLeft + 1);
         int64_t row = (b * problem.queryLength + t) * problem.numQueryHeads + h;
-        if (visible == 0)
+        if (position < first)
           continue;
+        int64_t visible = position - first + 1;
         const double *query = problem.query + row * headDim;
         scores.assign(visible, 0.0);
-        for (int64_t j = 0; j < visible; ++j) {
-          const double *key = cacheRow(problem.keyCache, b, j, h / group);
+        for (int64_t i = 0; i < visible; ++i) {
+          const double *key =
+              cacheRow(problem.keyCache, b, first + i, h / group);
           double dot = 0.0;
           for (int64_t d = 0; d < headDim; ++d)
             dot += query[d] * key[d];
-          scores[j] = problem.scale * dot;
+          double score = problem.scale * dot;
+          if (problem.logitsSoftCap > 0.0)
+            score = problem.logitsSoftCap *
+                    std::tanh(score / problem.logitsSoftCap);
+          scores[i] = score;
         }
         double max = *std::max_element(scores.begin(), scores.end());
         double sum = 0.0;
         double *out = output.data() + row * headDim;
-        for (int64_t j = 0; j < visible; ++j) {
-          double weight = std::exp(scores[j] - max);
+        for (int64_t i = 0; i < visible; ++i) {
+          double weight = std::exp(scores[i] - max);
           sum += weight;
-          const double *value = cacheRow(problem.valueCache, b, j, h / group);
+          const double *value =
+              cacheRow(problem.valueCache, b, first + i, h / group);
           for (int64_t d = 0; d < headDim; ++d)
             out[d] += weight * value[d];
         }

@@ -103,6 +103,13 @@ Manifest Manifest::parse(const std::string &text) {
     manifest.arch = string(config, "arch", "config.");
   if (config.find("page_size"))
     manifest.pageSize = integer(config, "page_size", "config.");
+  if (config.find("window_left"))
+    manifest.windowLeft = integer(config, "window_left", "config.");
+  if (const json::Value *cap = config.find("logits_soft_cap")) {
+    if (cap->kind != json::Value::Kind::Number || !(cap->number > 0))
+      missing("config.logits_soft_cap", "a positive number");
+    manifest.logitsSoftCap = cap->number;
+  }
   const json::Value &withLse = member(config, "with_lse", "config.");
   if (withLse.kind != json::Value::Kind::Bool)
     missing("config.with_lse", "a boolean");

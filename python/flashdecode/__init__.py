@@ -12,8 +12,9 @@ compute capability, with kernels loaded once per configuration and GPU.
 the split count the compiler would choose, and ``Decoder`` binds fixed GPU
 buffers for CUDA-graph decoding.
 
-Shapes: q ``[B, Hq, D]`` or ``[B, Lq, Hq, D]`` (query token t of Lq sees keys
-``< len - Lq + t + 1``); caches ``[B, Lmax, Hkv, D]`` (NHD) or
+Shapes: q ``[B, Hq, D]`` or ``[B, Lq, Hq, D]`` (query token t of Lq sits at
+position ``p = len - Lq + t`` and sees keys ``j <= p``; with ``window_left=W``
+only ``p - W < j <= p``); caches ``[B, Lmax, Hkv, D]`` (NHD) or
 ``[B, Hkv, Lmax, D]`` (HND); ``seq_lens`` int32 ``[B]``. The output has q's
 shape and dtype; the lse is float32 ``[B, Hq]`` (``[B, Lq, Hq]``), natural log.
 bfloat16 numpy data is given as uint16 bit patterns with ``dtype="bfloat16"``.
@@ -22,8 +23,8 @@ bfloat16 numpy data is given as uint16 bit patterns with ``dtype="bfloat16"``.
 import json
 
 from . import _flashdecode as _native
-from ._common import (_check_scale, _dtype_code, _planner_options,
-                      _split_options)
+from ._common import (_check_scale, _check_soft_cap, _check_window,
+                      _dtype_code, _planner_options, _split_options)
 from ._cpu import _decode_cpu
 from ._cuda import Decoder, _decode_cuda
 from .device_array import DeviceArray
@@ -66,19 +67,23 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
             num_splits="auto", kv_layout="NHD", arch="sm_90", batch=1,
             max_len=4096, *, query_len=1, scale=None, return_lse=False,
             sm_count=132, blocks_per_sm=None, min_chunk_length=None,
-            max_splits=None):
+            max_splits=None, window_left=None, logits_soft_cap=None):
     """Compiles the GPU kernels of one configuration (through the JIT cache).
 
     No device is involved, so ``arch`` and ``sm_count`` default to an H200's;
     decode_attention(backend="cuda") and Decoder ask the GPU instead.
     blocks_per_sm, min_chunk_length, max_splits: the split planner's knobs
-    for num_splits="auto" (see plan_splits); None keeps the default."""
+    for num_splits="auto" (see plan_splits); None keeps the default.
+    window_left, logits_soft_cap: as for decode_attention."""
     splits, split_kv = _split_options(num_splits)
+    window_left = _check_window(window_left)
+    logits_soft_cap = _check_soft_cap(logits_soft_cap)
     ptx, manifest, chosen = _native.compile(_native.KernelConfig(
         head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),
         kv_layout, 0, splits, split_kv, scale, return_lse, batch, max_len,
         sm_count, arch,
-        **_planner_options(blocks_per_sm, min_chunk_length, max_splits)))
+        **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
+        window_left=window_left, logits_soft_cap=logits_soft_cap))
     return Kernel(ptx, manifest, chosen)
 
 
@@ -86,7 +91,8 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                      scale=None, kv_layout="NHD", return_lse=False,
                      backend="cpu", dtype=None, block_table=None, arch=None,
                      out=None, lse=None, stream=None, blocks_per_sm=None,
-                     min_chunk_length=None, max_splits=None):
+                     min_chunk_length=None, max_splits=None, window_left=None,
+                     logits_soft_cap=None):
     """softmax(scale * q k^T) v over each sequence's first seq_lens[b] keys.
 
     num_splits: None/"auto" (the planner's choice) or a positive count;
@@ -100,6 +106,13 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     pool's first or last page (clamped, never memory outside the pool; not
     reported, to stay asynchronous).
     scale: default 1/sqrt(D). Returns out, or (out, lse) with return_lse.
+    window_left: None (no window) or W >= 1, a sliding window: the query at
+    position p sees keys p - W < j <= p (FlashAttention's window_size=(W-1,
+    0)); automatic splits are planned for the min(len, W + Lq - 1) keys a
+    sequence attends to. logits_soft_cap: None (off) or c > 0: each scaled
+    score x becomes c * tanh(x / c) before the softmax. A row that sees no
+    key (a length 0 sequence, or with Lq > 1 a token before the first key)
+    is zeros, its lse -inf.
 
     backend="cuda" (device arrays, all on one GPU, which decides the
     context): the kernels are compiled for that GPU's compute capability
@@ -120,6 +133,8 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     if dtype is not None:
         _dtype_code(dtype)
     scale = _check_scale(scale)
+    masking = {"window_left": _check_window(window_left),
+               "logits_soft_cap": _check_soft_cap(logits_soft_cap)}
     planner = _planner_options(blocks_per_sm, min_chunk_length, max_splits)
     if backend == "cpu":
         for name, value in (("arch", arch), ("out", out), ("lse", lse),
@@ -127,9 +142,10 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
             if value is not None:
                 raise ValueError(f"{name} is for backend='cuda'")
         return _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale,
-                           kv_layout, return_lse, dtype, block_table, planner)
+                           kv_layout, return_lse, dtype, block_table, planner,
+                           **masking)
     if backend == "cuda":
         return _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale,
                             kv_layout, return_lse, dtype, block_table, arch,
-                            out, lse, stream, planner)
+                            out, lse, stream, planner, **masking)
     raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")

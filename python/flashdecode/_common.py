@@ -1,7 +1,8 @@
 """What both backends share: dtypes, split options, the checked shapes of a
-call, the scale."""
+call, the scale, the sliding window and the logit soft-cap."""
 
 import math
+import numbers
 
 _DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 _MAX_QUERY_LEN = 8
@@ -106,6 +107,37 @@ def _check_scale(scale):
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a positive finite number, got {scale}")
     return scale
+
+
+def _check_window(window_left):
+    """The config's window_left (0: no window) from the user's value: None
+    (no window) or an int >= 1, the keys a query sees up to itself."""
+    if window_left is None:
+        return 0
+    if isinstance(window_left, bool) or \
+            not isinstance(window_left, numbers.Integral):
+        raise ValueError("window_left must be an int >= 1 (or None for no "
+                         f"window), got {window_left!r}")
+    if window_left < 1:
+        raise ValueError("window_left must be >= 1 (or None for no window), "
+                         f"got {window_left!r}")
+    return int(window_left)
+
+
+def _check_soft_cap(logits_soft_cap):
+    """None (off) or the cap c of c * tanh(score / c), a positive finite
+    number."""
+    if logits_soft_cap is None:
+        return None
+    if isinstance(logits_soft_cap, bool) or \
+            not isinstance(logits_soft_cap, numbers.Real):
+        raise ValueError("logits_soft_cap must be a positive finite number "
+                         f"(or None for off), got {logits_soft_cap!r}")
+    cap = float(logits_soft_cap)
+    if not (math.isfinite(cap) and cap > 0):
+        raise ValueError("logits_soft_cap must be a positive finite number "
+                         f"(or None for off), got {logits_soft_cap!r}")
+    return cap
 
 
 def _planner_options(blocks_per_sm, min_chunk_length, max_splits):

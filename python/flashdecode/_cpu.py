@@ -36,27 +36,30 @@ def _numpy_dtype(array, name, dtype):
 _cpu_kernels = {}
 
 
-def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner):
+def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
+                window_left, logits_soft_cap):
     splits, split_kv = _split_options(num_splits)
     # An automatic split count depends on the batch and cache length.
     planned = (problem.batch, problem.max_len) if splits == 0 else (1, 4096)
     key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
            problem.query_len, dtype, problem.layout, problem.page_size, splits,
-           split_kv, scale, return_lse) + planned + tuple(sorted(
-               planner.items()))
+           split_kv, scale, return_lse, window_left, logits_soft_cap) + \
+        planned + tuple(sorted(planner.items()))
     kernel = _cpu_kernels.get(key)
     if kernel is None:
         kernel = _native.CPUKernel(_native.KernelConfig(
             problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
             problem.query_len, _DTYPES[dtype], problem.layout,
             problem.page_size, splits, split_kv, scale, return_lse,
-            planned[0], planned[1], 132, "sm_90", **planner))
+            planned[0], planned[1], 132, "sm_90", **planner,
+            window_left=window_left, logits_soft_cap=logits_soft_cap))
         _cpu_kernels[key] = kernel
     return kernel
 
 
 def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
-                return_lse, dtype, block_table, planner):
+                return_lse, dtype, block_table, planner, window_left=0,
+                logits_soft_cap=None):
     found = _numpy_dtype(q, "q", dtype)
     for name, array in (("k_cache", k_cache), ("v_cache", v_cache)):
         if _numpy_dtype(array, name, found) != found:
@@ -83,7 +86,7 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
         raise ValueError(f"seq_lens must be in [0, {problem.max_len}] (the "
                          f"cache length), got {seq_lens.min()}..{seq_lens.max()}")
     kernel = _cpu_kernel(problem, found, num_splits, scale, return_lse,
-                         planner)
+                         planner, window_left, logits_soft_cap)
     out = np.empty_like(q)
     lse = np.empty(problem.lse_shape(), np.float32) if return_lse else None
     if block_table is None:

@@ -6,7 +6,8 @@ configuration and GPU."""
 import numpy as np
 
 from . import _flashdecode as _native
-from ._common import (_DTYPES, _Problem, _check_scale, _planner_options,
+from ._common import (_DTYPES, _Problem, _check_scale,
+                      _check_soft_cap, _check_window, _planner_options,
                       _split_options)
 from .device_array import DeviceArray
 
@@ -197,13 +198,17 @@ class Decoder:
     (DeviceArray.numpy() and copy_from_numpy() wait for it). Deleting the
     Decoder waits for the streams it launched on. ``blocks_per_sm``,
     ``min_chunk_length`` and ``max_splits`` are the split planner's knobs
-    (see plan_splits; None keeps the default).
+    (see plan_splits; None keeps the default); ``window_left`` and
+    ``logits_soft_cap`` are decode_attention's.
     """
 
     def __init__(self, q, k_cache, v_cache, seq_lens, out, lse=None, *,
                  num_splits=None, scale=None, kv_layout="NHD",
                  block_table=None, arch=None, blocks_per_sm=None,
-                 min_chunk_length=None, max_splits=None):
+                 min_chunk_length=None, max_splits=None, window_left=None,
+                 logits_soft_cap=None):
+        window_left = _check_window(window_left)
+        logits_soft_cap = _check_soft_cap(logits_soft_cap)
         problem, arrays = _check_cuda_inputs(q, k_cache, v_cache, seq_lens,
                                              block_table, kv_layout, None)
         qa, ka, va, la = arrays[:4]
@@ -229,7 +234,8 @@ class Decoder:
             problem.page_size, splits, split_kv, _check_scale(scale),
             lse is not None, problem.batch, problem.max_len, sm_count,
             target if arch is None else arch,
-            **_planner_options(blocks_per_sm, min_chunk_length, max_splits))
+            **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
+            window_left=window_left, logits_soft_cap=logits_soft_cap)
         table = arrays[4].pointer if block_table is not None else 0
         self._plan = _native.CudaPlan(
             config, self.device, qa.pointer, ka.pointer, va.pointer,
@@ -260,7 +266,7 @@ _cuda_launchers = {}
 
 def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                  return_lse, dtype, block_table, arch, out, lse, stream,
-                 planner):
+                 planner, window_left=0, logits_soft_cap=None):
     problem, arrays = _check_cuda_inputs(q, k_cache, v_cache, seq_lens,
                                          block_table, kv_layout, dtype)
     qa = arrays[0]
@@ -289,22 +295,27 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
         lse, lse_pointer = _new_output(q, problem.lse_shape(), "float32",
                                        device)
     if splits == 0:
-        # The planner's choice for this batch and length, so that batches
-        # that split alike share one kernel.
-        splits = _native.plan_splits(problem.batch, problem.num_kv_heads,
-                                     problem.max_len, sm_count, **planner)
+        # The planner's choice for this batch and the keys a sequence
+        # attends to (as fd-split-kv plans), so that batches that split
+        # alike share one kernel.
+        splits = _native.plan_splits(
+            problem.batch, problem.num_kv_heads,
+            _native.attended_length(problem.max_len, problem.query_len,
+                                    window_left),
+            sm_count, **planner)
     if arch is None:
         arch = target
     key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
            problem.query_len, qa.dtype, kv_layout, problem.page_size, splits,
-           scale, return_lse, arch, device)
+           scale, return_lse, window_left, logits_soft_cap, arch, device)
     launcher = _cuda_launchers.get(key)
     if launcher is None:
         launcher = _native.cuda_launcher(_native.KernelConfig(
             problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
             problem.query_len, _DTYPES[qa.dtype], kv_layout,
             problem.page_size, splits, True, scale, return_lse, 1, 4096,
-            sm_count, arch), device)
+            sm_count, arch, window_left=window_left,
+            logits_soft_cap=logits_soft_cap), device)
         _cuda_launchers[key] = launcher
     if stream is None:
         stream = _torch_stream(device) if any(

@@ -11,6 +11,7 @@
 
 #include "fd/Compiler/CPUAttentionKernel.h"
 #include "fd/Compiler/Compile.h"
+#include "fd/Dialect/FD/Utils/AttentionUtils.h"
 #include "fd/Planning/SplitPlanner.h"
 #include "fd/Runtime/Runtime.h"
 
@@ -44,7 +45,9 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
                         std::optional<float> scale, bool withLse, int64_t batch,
                         int64_t maxLength, int64_t smCount,
                         const std::string &arch, int64_t blocksPerSM,
-                        int64_t minChunkLength, int64_t maxSplits) {
+                        int64_t minChunkLength, int64_t maxSplits,
+                        int64_t windowLeft,
+                        std::optional<float> logitsSoftCap) {
   KernelConfig config;
   config.headDim = headDim;
   config.numQueryHeads = numQueryHeads;
@@ -67,6 +70,8 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
   config.blocksPerSM = blocksPerSM;
   config.minChunkLength = minChunkLength;
   config.maxSplits = maxSplits;
+  config.windowLeft = windowLeft;
+  config.logitsSoftCap = logitsSoftCap;
   std::string invalid = config.validate();
   if (!invalid.empty())
     throw py::value_error(invalid);
@@ -81,7 +86,9 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
       py::arg("max_len"), py::arg("sm_count"), py::arg("arch"),                \
       py::arg("blocks_per_sm") = KernelConfig().blocksPerSM,                   \
       py::arg("min_chunk_length") = KernelConfig().minChunkLength,             \
-      py::arg("max_splits") = KernelConfig().maxSplits
+      py::arg("max_splits") = KernelConfig().maxSplits, py::kw_only(),         \
+      py::arg("window_left") = KernelConfig().windowLeft,                      \
+      py::arg("logits_soft_cap") = py::none()
 
 /// The data pointer of a C-contiguous array of exactly `bytes` bytes.
 void *checkedData(const py::array &array, size_t bytes, const char *name) {
@@ -360,6 +367,20 @@ CudaLauncher &getLauncher(const KernelConfig &config, int ordinal) {
 
 PYBIND11_MODULE(_flashdecode, module) {
   module.doc() = "Native part of flashdecode; use the flashdecode package.";
+
+  module.def(
+      "attended_length",
+      [](int64_t maxLength, int64_t queryLength, int64_t windowLeft) {
+        mlir::fd::AttentionRules rules;
+        rules.queryLength = queryLength;
+        if (windowLeft > 0)
+          rules.windowLeft = windowLeft;
+        return mlir::fd::getAttendedLength(maxLength, rules);
+      },
+      "The most keys one sequence attends to, what automatic splits are "
+      "planned for (fd-split-kv's rule): the cache length, or with a window "
+      "of W keys at most W + Lq - 1 of them.",
+      py::arg("max_len"), py::arg("query_len"), py::arg("window_left"));
 
   module.def(
       "plan_splits",

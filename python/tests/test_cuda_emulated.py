@@ -3,8 +3,9 @@ PyTorch: on fdemu (the emulator as CUDA driver) in make test, on a GPU when
 run with libcuda. Sizes are small: the emulator interprets every thread.
 
 The CPU backend is itself checked against float64 in test_numerics.py; here
-the GPU kernels must agree with it to 1e-2 of the output's largest magnitude
-(f16/bf16; 1e-5 for f32) and 1e-3 on the lse.
+the GPU kernels must agree with it (with sliding windows and soft-capping:
+with window_reference.py's float64 attention) to 1e-2 of the output's
+largest magnitude (f16/bf16; 1e-5 for f32) and 1e-3 on the lse.
 """
 import numpy as np
 import pytest
@@ -13,6 +14,8 @@ import flashdecode
 from flashdecode import DeviceArray
 
 from reference import from_bfloat16_bits, random_inputs
+from window_reference import (Inputs, as_float64, page_pool,
+                              windowed_attention)
 
 pytestmark = pytest.mark.usefixtures("cuda_driver")
 
@@ -250,6 +253,160 @@ def test_planner_knobs_reach_the_decoder_and_decode_attention():
     check_close(gpu, None, expected, None, "float32")
     with pytest.raises(ValueError, match="blocks_per_sm must be >= 1"):
         flashdecode.Decoder(*to_device(q, k, v, lens), out, blocks_per_sm=0)
+
+
+# Sliding window (window_left) and logit soft-capping (logits_soft_cap),
+# against window_reference.py's float64 attention rather than the CPU
+# backend (itself checked in test_window_softcap.py), with the tolerances
+# above (1e-3 on the lse). Both partial kernels: tensor cores (16-bit,
+# D = 64, two or more rows per KV head) and CUDA cores (f32, and one row
+# per KV head).
+
+WINDOW_LSE_TOLERANCE = 1e-3
+
+
+def bf16(dtype):
+    return "bfloat16" if dtype == "bfloat16" else None
+
+
+def check_reference(out, lse, expected, expected_lse, dtype, context):
+    """Device out/lse against the float64 reference; rows without keys are
+    zeros with lse -inf."""
+    assert isinstance(out, DeviceArray) and out.dtype == dtype
+    actual = as_float64(out.numpy(), dtype)
+    assert np.isfinite(actual).all(), context
+    error = np.abs(actual - expected).max() / max(np.abs(expected).max(),
+                                                  1e-30)
+    assert error <= TOLERANCE[dtype], f"relative error {error:.3g}: {context}"
+    empty = np.isneginf(expected_lse)
+    assert (actual[empty] == 0).all(), f"rows without keys: {context}"
+    if lse is None:
+        return
+    actual_lse = lse.numpy()
+    np.testing.assert_array_equal(np.isneginf(actual_lse), empty,
+                                  err_msg=f"rows without keys: {context}")
+    np.testing.assert_allclose(actual_lse[~empty], expected_lse[~empty],
+                               rtol=WINDOW_LSE_TOLERANCE,
+                               atol=WINDOW_LSE_TOLERANCE, err_msg=context)
+
+
+def run_windowed(inputs, lens, *, num_splits=None, window=None, cap=None,
+                 kv_layout="NHD"):
+    """decode_attention(backend="cuda") against the float64 reference."""
+    dtype = inputs.dtype
+    out, lse = flashdecode.decode_attention(
+        *to_device(*inputs.stored, dtype=bf16(dtype)),
+        DeviceArray.from_numpy(lens), backend="cuda", return_lse=True,
+        num_splits=num_splits, window_left=window, logits_soft_cap=cap,
+        kv_layout=kv_layout)
+    expected, expected_lse = windowed_attention(
+        *inputs.exact, lens, kv_layout=kv_layout, window=window, cap=cap)
+    check_reference(out, lse, expected, expected_lse, dtype,
+                    f"seed={inputs.seed} dtype={dtype} lens={lens.tolist()} "
+                    f"window={window} cap={cap} splits={num_splits}")
+
+
+# (dtype, q heads, KV heads): tensor cores, CUDA cores on 16-bit data (one
+# row per KV head), CUDA cores on f32.
+WINDOW_KERNELS = {"f16-gqa-tensor-cores": ("float16", 8, 2),
+                  "bf16-mha-cuda-cores": ("bfloat16", 4, 4),
+                  "f32-mqa-cuda-cores": ("float32", 4, 1)}
+
+
+@pytest.mark.parametrize("kernel", WINDOW_KERNELS)
+def test_windows_and_soft_caps_match_float64(kernel):
+    dtype, num_q_heads, num_kv_heads = WINDOW_KERNELS[kernel]
+    inputs = Inputs(dtype, (5, num_q_heads, 64), (5, 200, num_kv_heads, 64),
+                    q_magnitude=10.0)
+    lens = inputs.lengths(0, 1, 2, 37, 200)
+    for window in (1, 7, 37, 300):
+        for num_splits in (3, 16):
+            run_windowed(inputs, lens, num_splits=num_splits, window=window)
+    for window, cap in ((None, 4.0), (7, 4.0), (1, 0.5), (60, 30.0)):
+        run_windowed(inputs, lens, num_splits=5, window=window, cap=cap)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_windows_shorter_than_the_query_tokens(dtype):
+    """Lq = 4 with 4 query heads per KV head: 16 rows (tensor cores for f16,
+    several row tiles for f32); windows shorter than Lq, lengths shorter
+    than Lq."""
+    inputs = Inputs(dtype, (6, 4, 8, 64), (6, 90, 2, 64))
+    lens = inputs.lengths(0, 1, 3, 4, 41, 90)
+    for window in (1, 3, 9):
+        for num_splits in (1, 5):
+            run_windowed(inputs, lens, num_splits=num_splits, window=window)
+    run_windowed(inputs, lens, num_splits=4, window=2, cap=1.5)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_soft_cap_of_scores_far_beyond_it(dtype):
+    inputs = Inputs(dtype, (3, 8, 64), (3, 150, 2, 64), q_magnitude=200.0)
+    lens = inputs.lengths(1, 77, 150)
+    for cap in (1.0, 30.0):
+        run_windowed(inputs, lens, num_splits=4, cap=cap)
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_paged_caches_with_a_window(layout):
+    shape = (3, 96, 2, 64) if layout == "NHD" else (3, 2, 96, 64)
+    inputs = Inputs("bfloat16", (3, 2, 8, 64), shape)
+    q, k, v = inputs.stored
+    pool_k, pool_v, table = page_pool(inputs.rng, k, v, 8, layout)
+    lens = inputs.lengths(96, 1, 45)
+    expected, expected_lse = windowed_attention(
+        *inputs.exact, lens, kv_layout=layout, window=13, cap=3.0)
+    out, lse = flashdecode.decode_attention(
+        *to_device(q, pool_k, pool_v, dtype="bfloat16"),
+        DeviceArray.from_numpy(lens), backend="cuda", kv_layout=layout,
+        block_table=DeviceArray.from_numpy(table), num_splits=3,
+        window_left=13, logits_soft_cap=3.0, return_lse=True)
+    check_reference(out, lse, expected, expected_lse, "bfloat16",
+                    f"seed={inputs.seed} layout={layout}")
+
+
+def test_automatic_splits_plan_for_the_window():
+    """num_splits=None plans for the keys a window leaves, on both the
+    per-call path and the Decoder (whose config plans it in the compiler)."""
+    inputs = Inputs("float32", (1, 8, 64), (1, 2000, 2, 64))
+    lens = inputs.lengths(1999)
+    sm_count = flashdecode._flashdecode.cuda_sm_count()
+    run_windowed(inputs, lens, window=50, cap=6.0)
+    out = DeviceArray.empty((1, 8, 64), "float32")
+    decoder = flashdecode.Decoder(*to_device(*inputs.stored, lens), out,
+                                  window_left=50, logits_soft_cap=6.0)
+    assert decoder.num_splits == flashdecode.plan_splits(
+        1, 2, 50, sm_count=sm_count)
+    decoder.run()
+    expected, expected_lse = windowed_attention(*inputs.exact, lens,
+                                                window=50, cap=6.0)
+    check_reference(out, None, expected, expected_lse, "float32",
+                    f"seed={inputs.seed}")
+
+
+def test_decoder_replays_a_window_as_lengths_grow():
+    """One capture, replays as the lengths grow in place: the window slides
+    with them."""
+    inputs = Inputs("float16", (2, 2, 8, 64), (2, 300, 2, 64),
+                    q_magnitude=5.0)
+    q, k, v = to_device(*inputs.stored)
+    lens = inputs.lengths(1, 9)
+    device_lens = DeviceArray.from_numpy(lens)
+    out = DeviceArray.empty((2, 2, 8, 64), "float16")
+    lse = DeviceArray.empty((2, 2, 8), "float32")
+    decoder = flashdecode.Decoder(q, k, v, device_lens, out, lse,
+                                  num_splits=4, window_left=23,
+                                  logits_soft_cap=2.5)
+    decoder.capture()
+    for step in range(4):
+        grown = lens + np.int32(step * int(inputs.rng.integers(20, 90)))
+        device_lens.copy_from_numpy(grown)
+        decoder.replay()
+        expected, expected_lse = windowed_attention(
+            *inputs.exact, grown, window=23, cap=2.5)
+        check_reference(out, lse, expected, expected_lse, "float16",
+                        f"seed={inputs.seed} replay {step} "
+                        f"lens={grown.tolist()}")
 
 
 # Bad input: checked before anything reaches the device.

@@ -28,3 +28,15 @@ func.func @prefill(%q: memref<1x16x8x64xf16>, %k: memref<1x4096x8x64xf16>,
   return
 }
 
+
+// -----
+
+func.func @window(%q: memref<1x32x128xf16>, %k: memref<1x32768x8x128xf16>,
+                  %v: memref<1x32768x8x128xf16>, %lens: memref<1xi32>,
+                  %out: memref<1x32x128xf16>) {
+  // expected-remark @below {{fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 window=4096 attended=4096 -> splits=}}
+  fd.attention %q, %k, %v, %lens into %out {window_left = 4096}
+      : memref<1x32x128xf16>, memref<1x32768x8x128xf16>, memref<1x32768x8x128xf16>,
+        memref<1xi32> into memref<1x32x128xf16>
+  return
+}

@@ -83,3 +83,38 @@ func.func @prefill(%q: memref<1x16x8x64xf16>, %k: memref<1x4096x8x64xf16>,
         memref<1xi32> into memref<1x16x8x64xf16>
   return
 }
+
+// -----
+
+// A sliding window: the planner sizes the split for the W + Lq - 1 keys a
+// sequence attends to, not the cache: a 128-key window over a 32k cache is
+// one split (the minimum chunk is 128 keys), where the whole cache would be
+// 63. The window and the soft-cap carry over.
+
+// CHECK-LABEL: func @sliding_window
+// CHECK: fd.partial_attention {{.*}} {logits_soft_cap = 5.000000e+01 : f32, window_left = 128 : i64} : {{.*}} into memref<1x64x1x64xf32>, memref<1x64x1xf32>
+// CHECK: fd.merge
+func.func @sliding_window(%q: memref<1x64x64xf16>, %k: memref<1x32768x8x64xf16>,
+                          %v: memref<1x32768x8x64xf16>, %lens: memref<1xi32>,
+                          %out: memref<1x64x64xf16>) {
+  fd.attention %q, %k, %v, %lens into %out {window_left = 128, logits_soft_cap = 50.0 : f32}
+      : memref<1x64x64xf16>, memref<1x32768x8x64xf16>, memref<1x32768x8x64xf16>,
+        memref<1xi32> into memref<1x64x64xf16>
+  return
+}
+
+// -----
+
+// A window needs no length hint: a dynamic cache length is planned for the
+// window's keys.
+
+// CHECK-LABEL: func @window_dynamic_length
+// CHECK: fd.partial_attention {{.*}} {window_left = 4096 : i64} : {{.*}} into memref<1x32x{{[0-9]+}}x128xf32>
+func.func @window_dynamic_length(%q: memref<1x32x128xf16>, %k: memref<1x?x8x128xf16>,
+                                 %v: memref<1x?x8x128xf16>, %lens: memref<1xi32>,
+                                 %out: memref<1x32x128xf16>) {
+  fd.attention %q, %k, %v, %lens into %out {window_left = 4096}
+      : memref<1x32x128xf16>, memref<1x?x8x128xf16>, memref<1x?x8x128xf16>,
+        memref<1xi32> into memref<1x32x128xf16>
+  return
+}

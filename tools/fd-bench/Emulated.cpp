@@ -90,7 +90,10 @@ Timing Emulator::model(const Device &device, CUstream stream,
     timing.shortLength = splits * shortChunk;
     timing.longLength = splits * (shortChunk + tokensPerSplit);
   }
-  if (!tokensPerSplit || timing.longLength >= target)
+  // A sliding window's kernels read at most W keys per sequence whatever
+  // the length: interpreted at the full length, they cost what the window
+  // does (the counts are not linear in the length).
+  if (!tokensPerSplit || timing.longLength >= target || manifest.windowLeft)
     timing.shortLength = timing.longLength = target = length;
 
   // The partial kernel reads positions [0, live length) of each sequence

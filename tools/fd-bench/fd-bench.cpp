@@ -44,12 +44,23 @@ constexpr int kNoGPUExitCode = 2;
 struct ModelConfig {
   const char *name;
   int64_t numQueryHeads, numKVHeads, headDim;
+  /// The sliding window the kernels were compiled with; 0 for none.
+  int64_t windowLeft = 0;
+
+  /// The bytes of K and V a call must read for `batch` sequences of
+  /// `length`: the keys a query attends to.
+  size_t getKVBytes(int64_t batch, int64_t length) const {
+    int64_t attended = windowLeft ? std::min(length, windowLeft) : length;
+    return size_t(4) * batch * attended * numKVHeads * headDim;
+  }
 };
-// The first two run by default; --configs picks others (bench/model_fdemu.sh).
+// The first two run by default; --configs picks others (bench/model_fdemu.sh,
+// bench/window_fdemu.sh: Llama-3-8B's heads with gpt-oss' 128-key window).
 const ModelConfig kConfigs[] = {{"llama3-8b", 32, 8, 128},
                                 {"mha", 32, 32, 128},
                                 {"gqa8", 64, 8, 128},
-                                {"mqa", 32, 1, 128}};
+                                {"mqa", 32, 1, 128},
+                                {"llama3-8b-w128", 32, 8, 128, 128}};
 
 /// The largest KV cache (K and V) fd-bench checks on fdemu: a few seconds
 /// each in the interpreter; `make test` runs --quick.
@@ -93,8 +104,7 @@ public:
 
   void runShape(const ModelConfig &config, int64_t batch, int64_t length,
                 FILE *csv) {
-    size_t kvBytes =
-        size_t(4) * batch * length * config.numKVHeads * config.headDim;
+    size_t kvBytes = config.getKVBytes(batch, length);
     bool verify = shouldVerify(config, batch, length);
     std::map<std::string, std::string> previousPtx;
     double maxRelativeError = -1;
@@ -133,8 +143,7 @@ public:
     KernelBundle bundle =
         loadKernels(kernelRoot + "/paged/B" + std::to_string(batch) + "_L" +
                     std::to_string(length) + "_p" + std::to_string(pageSize));
-    size_t kvBytes =
-        size_t(4) * batch * length * config.numKVHeads * config.headDim;
+    size_t kvBytes = config.getKVBytes(batch, length);
     Timing timing = time(bundle, batch, length, false);
     auto dense = denseMicroseconds.find({config.name, batch, length});
     std::string mode = "p" + std::to_string(pageSize);
@@ -226,10 +235,10 @@ private:
   /// KV cache per second: only caches of at most getEmulatorCheckBytes().
   bool shouldVerify(const ModelConfig &config, int64_t batch,
                     int64_t length) const {
+    // A window's kernels read only its keys, whatever the length.
     if (emulator)
-      return batch <= 8 && length <= 4096 &&
-             size_t(4) * batch * length * config.numKVHeads * config.headDim <=
-                 getEmulatorCheckBytes(quick);
+      return batch <= 8 && (length <= 4096 || config.windowLeft) &&
+             config.getKVBytes(batch, length) <= getEmulatorCheckBytes(quick);
     return (batch <= 8 && length <= 4096) || (batch == 1 && length <= 16384);
   }
 
@@ -271,6 +280,8 @@ private:
     problem.headDim = config.headDim;
     problem.maxLength = length;
     problem.scale = 1.0 / std::sqrt(static_cast<double>(config.headDim));
+    problem.windowLeft = bundle.manifest.windowLeft;
+    problem.logitsSoftCap = bundle.manifest.logitsSoftCap;
     problem.query = queryValues.data();
     problem.keyCache = keyValues.data();
     problem.valueCache = valueValues.data();
@@ -327,8 +338,9 @@ void usage() {
       "  --kernels DIR   what bench/prepare_kernels.sh wrote\n"
       "  --csv FILE      also write the rows as CSV\n"
       "  --quick         B in {1, 8}, L in {1k, 16k}, fewer iterations\n"
-      "  --configs LIST  of llama3-8b, mha, gqa8, mqa (default: the first "
-      "two)\n"
+      "  --configs LIST  of llama3-8b, mha, gqa8, mqa, llama3-8b-w128 "
+      "(default:\n"
+      "                  the first two)\n"
       "  --shapes LIST   batch x length pairs, e.g. 1x32768,16x4096, instead\n"
       "                  of the grid; no paged runs\n"
       "  --tokens-per-split N  fdemu: extrapolate from two runs N tokens per\n"
@@ -376,7 +388,7 @@ int main(int argc, char **argv) {
         if (found == std::end(kConfigs)) {
           std::fprintf(stderr,
                        "fd-bench: unknown config '%s' (llama3-8b, mha, gqa8, "
-                       "mqa)\n",
+                       "mqa, llama3-8b-w128)\n",
                        name.c_str());
           return 2;
         }

@@ -54,6 +54,10 @@ options:
   --min-chunk-length N  shortest chunk that plan makes, in tokens (128)
   --max-splits N      most splits that plan makes (128)
   --scale X           softmax scale (1/sqrt(head dim))
+  --window-left N     sliding window: a query at position p sees keys
+                      p - N < j <= p; 0 for none (0)
+  --logits-soft-cap C scores x become C * tanh(x / C) before the softmax
+                      (off)
   --with-lse          the merge kernel also writes the log-sum-exp
   --arch A            sm_80, sm_86, sm_89, sm_90 or sm_90a (sm_90)
   --ptx-version N     PTX ISA version times ten, e.g. 80 (80)
@@ -79,6 +83,13 @@ int64_t parseInteger(llvm::StringRef flag, llvm::StringRef text) {
   return value;
 }
 
+double parseNumber(llvm::StringRef flag, llvm::StringRef text) {
+  double value = 0.0;
+  if (text.getAsDouble(value))
+    usageError(flag + " expects a number, got '" + text + "'");
+  return value;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -95,6 +106,7 @@ int main(int argc, char **argv) {
       {"--query-len", &config.queryLength},
       {"--page-size", &config.pageSize},
       {"--chunk-length", &config.chunkLength},
+      {"--window-left", &config.windowLeft},
       {"--batch", &config.batch},
       {"--max-len", &config.maxLength},
       {"--sm-count", &config.smCount},
@@ -133,10 +145,12 @@ int main(int argc, char **argv) {
        }},
       {"--scale",
        [&](llvm::StringRef v) {
-         double scale = 0.0;
-         if (v.getAsDouble(scale))
-           usageError("--scale expects a number, got '" + v + "'");
-         config.scale = static_cast<float>(scale);
+         config.scale = static_cast<float>(parseNumber("--scale", v));
+       }},
+      {"--logits-soft-cap",
+       [&](llvm::StringRef v) {
+         config.logitsSoftCap =
+             static_cast<float>(parseNumber("--logits-soft-cap", v));
        }},
       {"--arch", [&](llvm::StringRef v) { config.arch = v.str(); }},
       {"--ptx-version",

@@ -39,6 +39,11 @@ struct KernelConfig {
   /// Fixed chunk length for fd-split-kv's chunk-length mode; 0 = off.
   int64_t chunkLength = 0;
   std::optional<float> scale;
+  /// Sliding window: a query at position p sees keys p - W < j <= p; 0 = no
+  /// window (every earlier key).
+  int64_t windowLeft = 0;
+  /// Logit soft-capping: score x -> c * tanh(x / c); absent = off.
+  std::optional<float> logitsSoftCap;
   bool withLse = false;
   int64_t batch = 1;
   int64_t maxLength = 4096;
@@ -59,8 +64,8 @@ struct KernelConfig {
   /// What the automatic split choice is planned with.
   SplitPlannerOptions getPlannerOptions() const;
 
-  /// A field's value: integers, flags, names, and the scale (absent: the
-  /// default 1/sqrt(D)).
+  /// A field's value: integers, flags, names, and optional floats (the
+  /// scale, absent: the default 1/sqrt(D); the soft-cap, absent: off).
   using FieldValue =
       std::variant<int64_t, bool, std::string, std::optional<float>>;
   /// Every field, in a fixed order, under its manifest name: the one list

@@ -34,14 +34,24 @@ struct AttentionProblem {
   int64_t maxLength = 0;
   bool isNHD = true;
   double scale = 0.0;
+  /// Sliding window of W keys ending at the query's own position (query t at
+  /// p = len - Lq + t sees keys p - W < j <= p); 0 = no window, every key
+  /// j <= p.
+  int64_t windowLeft = 0;
+  /// Logit soft-capping: each scaled score x becomes c * tanh(x / c) before
+  /// the softmax (and the lse); 0 = off.
+  double logitsSoftCap = 0.0;
   const double *query = nullptr;
   const double *keyCache = nullptr;
   const double *valueCache = nullptr;
   const int32_t *lengths = nullptr;
 };
 
-/// softmax(scale * q k^T) v per row, query t seeing keys
-/// j < len - Lq + t + 1. Rows without keys get zeros and lse = -inf.
+/// softmax(cap(scale * q k^T)) v per row, query t (at position
+/// p = len - Lq + t) seeing keys j <= p, and with a window W only
+/// j > p - W; cap(x) = c * tanh(x / c) with a soft-cap c, else x. Keys
+/// outside a row's range are never read. Rows without keys get zeros and
+/// lse = -inf.
 /// `output` gets [B, Lq, Hq, D], `lse` [B, Lq, Hq] (natural log).
 void attention(const AttentionProblem &problem, std::vector<double> &output,
                std::vector<double> &lse);

@@ -54,6 +54,11 @@ struct Manifest {
   std::string arch;
   /// Positions per page of paged caches; 0 for dense caches.
   int64_t pageSize = 0;
+  /// The sliding window (keys a query sees: itself and W - 1 before it); 0
+  /// for none.
+  int64_t windowLeft = 0;
+  /// Logit soft-capping c (scores x -> c tanh(x / c)); 0 for none.
+  double logitsSoftCap = 0;
   bool withLse = false;
   int64_t numSplits = 0;
   int64_t workspaceBytesPerSequence = 0;

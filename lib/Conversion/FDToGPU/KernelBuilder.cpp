@@ -11,12 +11,14 @@ namespace mlir::fd::detail {
 
 ChunkBounds emitChunkBounds(KernelEmitter &e, Value seqLens, Value batch,
                             Value split, Value maxLength, int64_t numSplits,
-                            std::optional<int64_t> chunkLength) {
+                            std::optional<int64_t> chunkLength,
+                            const AttentionRules &rules) {
   Value length = e.load(e.b.getI32Type(), seqLens, e.b.getI32Type(), batch, 4);
   length = arith::IndexCastOp::create(e.b, e.loc, e.b.getIndexType(), length);
   length = buildClampedLength(e.b, e.loc, length, maxLength);
-  ChunkRange range =
-      buildChunkRange(e.b, e.loc, length, split, numSplits, chunkLength);
+  ChunkRange range = buildChunkRange(
+      e.b, e.loc, buildFirstAttendedKey(e.b, e.loc, length, rules), length,
+      split, numSplits, chunkLength);
   return {length, range.begin, range.end};
 }
 

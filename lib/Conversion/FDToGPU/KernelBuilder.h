@@ -143,7 +143,8 @@ struct ChunkBounds {
 
 ChunkBounds emitChunkBounds(KernelEmitter &e, Value seqLens, Value batch,
                             Value split, Value maxLength, int64_t numSplits,
-                            std::optional<int64_t> chunkLength);
+                            std::optional<int64_t> chunkLength,
+                            const AttentionRules &rules);
 
 /// The online-softmax state of one query row in one lane group: running max
 /// and sum of 2^(score - max), and the lane's slice of sum p * v.

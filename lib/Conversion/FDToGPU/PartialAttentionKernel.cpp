@@ -71,13 +71,19 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     // split planner's default wave) where ptxas would take a few more:
     // say so, as __launch_bounds__(128, 4) does. With a paged cache the
     // page lookups do not fit beside the fragments in 128 (ptxas spills a
-    // few bytes in some configurations): three blocks, 168 registers.
+    // few bytes in some configurations), nor do the query rows' windows
+    // beside the soft-cap (8 bytes at MHA, Lq = 8 on sm_80): three blocks,
+    // 168 registers.
     if (layout.tensorCores) {
+      AttentionRules rules = op.getRules();
+      bool tight =
+          geometry.isPaged() ||
+          (rules.rowsDiffer() && rules.windowLeft && rules.logitsSoftCap);
       kernel->setAttr(
           NVVM::NVVMDialect::getMaxntidAttrName(),
           rewriter.getDenseI32ArrayAttr({PartialKernelLayout::kThreads, 1, 1}));
       kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                      rewriter.getI32IntegerAttr(geometry.isPaged() ? 3 : 4));
+                      rewriter.getI32IntegerAttr(tight ? 3 : 4));
     }
     {
       OpBuilder::InsertionGuard guard(rewriter);
@@ -128,7 +134,8 @@ PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
                                            const PartialKernelLayout &layout,
                                            Type elementType,
                                            PatternRewriter &rewriter)
-    : op(op), geometry(geometry), layout(layout), elementType(elementType),
+    : op(op), geometry(geometry), rules(op.getRules()), layout(layout),
+      elementType(elementType),
       rewriter(rewriter), e{rewriter, kernel.getLoc()} {
   Block &entry = kernel.getBody().front();
   rewriter.setInsertionPointToStart(&entry);
@@ -159,7 +166,7 @@ PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
   }
 
   chunk = emitChunkBounds(e, seqLens, batch, split, maxLength,
-                          op.getNumSplits(), op.getChunkLength());
+                          op.getNumSplits(), op.getChunkLength(), rules);
   queryScale = e.f32(op.getEffectiveScale() * llvm::numbers::log2e);
   if (geometry.isPaged()) {
     blockTable = entry.getArgument(7);
@@ -230,6 +237,15 @@ Value PartialKernelBuilder::pageOf(Value token) {
                           numPages);
 }
 
+Value PartialKernelBuilder::shapeScore(Value score) {
+  if (!rules.logitsSoftCap)
+    return score;
+  // The scores are in base 2 (q is prescaled by log2(e)), so is the cap.
+  return buildSoftCap(rewriter, e.loc, score,
+                      *rules.logitsSoftCap * llvm::numbers::log2ef,
+                      [&](Value x) { return e.exp2(x); });
+}
+
 Value PartialKernelBuilder::queryRow(Value row) {
   const int64_t group = geometry.groupSize();
   Value token = arith::DivUIOp::create(rewriter, e.loc, row, e.index(group));
@@ -260,36 +276,45 @@ void PartialKernelBuilder::build() {
     }
     stageQueryTile(firstRow);
 
-    // Every row sees the keys before len - Lq + 1: only the last Lq - 1
-    // keys of a sequence need the per-row mask. The chunk streams in two
-    // loops, those keys with the mask (at most 7: one or two iterations of
-    // one step) and the others without it, so the mask costs the main loop
-    // neither instructions nor registers. The masked loop runs first, so
-    // nothing is kept live through the main loop for it (the chunk's end,
-    // `causalBase`); the online softmax does not depend on the order of
+    // Every row sees the keys in [the last token's window start, len - Lq
+    // + 1): only the last Lq - 1 keys of a sequence (and with a window the
+    // first Lq - 1 the splits cover) need the per-row mask. Those stream in
+    // loops of their own with the mask (at most 7 keys each: one or two
+    // iterations of one step), the others without it, so the mask costs
+    // the main loop neither instructions nor registers. The masked loops
+    // run first, so nothing is kept live through the main loop for them
+    // (`causalBase`); the online softmax does not depend on the order of
     // the keys (up to rounding).
-    SmallVector<Value> streamed;
-    if (!layout.causal) {
-      streamed = streamKeys(chunk.begin, chunk.end, layout.unroll,
-                            /*causalBase=*/Value(), initialState());
-    } else {
-      // Query token t sees keys j < firstMasked + t (AttentionUtils.h). Row
-      // r of the tile is token t = (firstRow + r) / group, so key j is
-      // visible to it iff (j + 1 - firstMasked) * group - firstRow <= r: one
-      // value per key, compared with each row's constant. `causalBase` is
-      // its part without j.
+    SmallVector<Value> streamed = initialState();
+    Value unmaskedBegin = chunk.begin, unmaskedEnd = chunk.end;
+    Value causalBase;
+    if (rules.rowsDiffer()) {
+      // Query token t sees keys [firstMasked + t - W, firstMasked + t)
+      // (AttentionUtils.h). Row r of the tile is token t = (firstRow + r) /
+      // group, so key j is before its end iff (j + 1 - firstMasked) * group
+      // - firstRow <= r, and not before its window iff r < that value + W *
+      // group: one value per key, compared with each row's constants.
+      // `causalBase` is its part without j.
       Value firstMasked = buildFirstMaskedKey(rewriter, e.loc, chunk.length,
                                               geometry.queryLength);
-      Value causalBase = e.sub(
+      causalBase = e.sub(
           e.mul(e.sub(e.index(1), firstMasked), e.index(geometry.groupSize())),
           firstRow);
-      SmallVector<Value> initial = initialState();
-      Value maskedBegin = e.max(chunk.begin, e.min(chunk.end, firstMasked));
-      streamed =
-          streamKeys(maskedBegin, chunk.end, /*unroll=*/1, causalBase, initial);
-      streamed = streamKeys(chunk.begin, maskedBegin, layout.unroll,
-                            /*causalBase=*/Value(), streamed);
+      unmaskedEnd = e.max(chunk.begin, e.min(chunk.end, firstMasked));
+      if (rules.windowLeft) {
+        Value lastToken = e.index(geometry.queryLength - 1);
+        Value allSee =
+            buildVisibleKeys(rewriter, e.loc, chunk.length, lastToken, rules)
+                .begin;
+        unmaskedBegin = e.min(unmaskedEnd, e.max(chunk.begin, allSee));
+        streamed = streamKeys(chunk.begin, unmaskedBegin, /*unroll=*/1,
+                              causalBase, streamed);
+      }
+      streamed = streamKeys(unmaskedEnd, chunk.end, /*unroll=*/1, causalBase,
+                            streamed);
     }
+    streamed = streamKeys(unmaskedBegin, unmaskedEnd, layout.unroll,
+                          /*causalBase=*/Value(), streamed);
     SmallVector<RowState> states = unpack(streamed);
     combineLaneGroups(states);
     publishWarpStates(states);

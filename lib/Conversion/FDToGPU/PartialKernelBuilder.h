@@ -63,7 +63,8 @@ private:
   SmallVector<Value> pack(ArrayRef<RowState> states);
   /// Streams keys [lower, upper) through the row states `start`, `unroll`
   /// steps per iteration; with a `causalBase` each row also masks the keys
-  /// its query token may not see. Defined in StreamKeys.cpp.
+  /// its query token may not see (after it, or before its window). Defined
+  /// in StreamKeys.cpp.
   SmallVector<Value> streamKeys(Value lower, Value upper, int64_t unroll,
                                 Value causalBase, ValueRange start);
   /// One iteration of streamKeys: the loads of `unroll` steps, then the
@@ -84,9 +85,13 @@ private:
   /// Stages the q fragments (A operands) of the tile's rows in workgroup
   /// memory, per k-step and lane.
   void stageQueryFragments(Value firstRow);
-  /// The key each row may not see from on: the chunk's end, or earlier
-  /// for a query token before the last (causal).
-  Value visibleEnd(Value firstRow, Value tileRow);
+  /// The keys row `tileRow` of the tile starting at `firstRow` sees,
+  /// unclipped (buildVisibleKeys), or {null, the chunk's end} when every row
+  /// sees the whole chunk (one query token).
+  KeyRange visibleKeys(Value firstRow, Value tileRow);
+  /// A scaled score (base 2) as the softmax takes it: soft-capped when the
+  /// rules say so.
+  Value shapeScore(Value score);
   /// D += A * B for one mma tile: m16n8k16 with A four and B two packed
   /// words, m16n8k8 with two and one.
   SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> b,
@@ -96,6 +101,7 @@ private:
 
   PartialAttentionOp op;
   AttentionGeometry geometry;
+  AttentionRules rules;
   PartialKernelLayout layout;
   Type elementType;
   PatternRewriter &rewriter;

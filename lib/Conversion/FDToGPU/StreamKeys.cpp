@@ -109,18 +109,26 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
     for (SmallVector<Value> &rowScores : scores)
       for (Value &score : rowScores)
         score = e.add(score, e.shuffleXor(score, offset));
+  for (SmallVector<Value> &rowScores : scores)
+    for (Value &score : rowScores)
+      score = shapeScore(score);
   for (int64_t r = 0; r < tileRows; ++r) {
     RowState &state = states[r];
     SmallVector<Value> visible;
     Value tileMax = state.max;
     for (int64_t u = 0; u < unroll; ++u) {
       visible.push_back(e.lessThan(tokens[u], upper));
-      if (causalBase)
-        visible[u] = arith::AndIOp::create(
-            rewriter, e.loc, visible[u],
-            e.lessThan(e.add(e.mul(tokens[u], e.index(geometry.groupSize())),
-                             causalBase),
-                       e.index(r + 1)));
+      if (causalBase) {
+        // PartialKernelBuilder::build says why these are the row's bounds.
+        const int64_t group = geometry.groupSize();
+        Value maskKey = e.add(e.mul(tokens[u], e.index(group)), causalBase);
+        visible[u] = arith::AndIOp::create(rewriter, e.loc, visible[u],
+                                           e.lessThan(maskKey, e.index(r + 1)));
+        if (rules.windowLeft)
+          visible[u] = arith::AndIOp::create(
+              rewriter, e.loc, visible[u],
+              e.lessThan(e.index(r - *rules.windowLeft * group), maskKey));
+      }
       tileMax = e.select(
           visible[u],
           arith::MaximumFOp::create(rewriter, e.loc, tileMax, scores[r][u]),

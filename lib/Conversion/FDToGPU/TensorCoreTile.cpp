@@ -131,16 +131,13 @@ void PartialKernelBuilder::stageQueryFragments(Value firstRow) {
   gpu::BarrierOp::create(rewriter, e.loc);
 }
 
-Value PartialKernelBuilder::visibleEnd(Value firstRow, Value tileRow) {
-  if (!layout.causal)
-    return chunk.end;
-  // Query token t sees keys j < firstMasked + t (AttentionUtils.h).
+KeyRange PartialKernelBuilder::visibleKeys(Value firstRow, Value tileRow) {
+  if (!rules.rowsDiffer())
+    return {Value(), chunk.end};
   Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
   Value token = arith::DivUIOp::create(rewriter, e.loc, blockRow,
                                        e.index(geometry.groupSize()));
-  Value firstMasked =
-      buildFirstMaskedKey(rewriter, e.loc, chunk.length, geometry.queryLength);
-  return e.min(chunk.end, e.add(firstMasked, token));
+  return buildVisibleKeys(rewriter, e.loc, chunk.length, token, rules);
 }
 
 void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
@@ -148,12 +145,19 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   const int64_t kSteps = headDim / 16;
   const int64_t outputTiles = headDim / 8;
   stageQueryFragments(firstRow);
-  // The lane's two rows (g and g + 8) and where each stops seeing keys.
-  // As i32 (positions fit: max_len is an i32): one register each, not two,
-  // through the token loop.
-  Value rowEnds[2] = {
-      e.toI32(visibleEnd(firstRow, fragmentRow)),
-      e.toI32(visibleEnd(firstRow, e.add(fragmentRow, e.index(8))))};
+  // The keys the lane's two rows (g and g + 8) see, within the chunk. As
+  // i32 (positions fit: max_len is an i32): one register each, not two,
+  // through the token loop. A row's window [end - W, end) keeps only its
+  // end: its start is recomputed per step and the chunk's end is a bound of
+  // its own (the registers of two more starts made ptxas spill).
+  const bool windowed = rules.windowLeft && rules.rowsDiffer();
+  Value rowEnds[2], chunkEnd;
+  for (int64_t r = 0; r < 2; ++r) {
+    Value end = visibleKeys(firstRow, e.add(fragmentRow, e.index(8 * r))).end;
+    rowEnds[r] = e.toI32(windowed ? end : e.min(chunk.end, end));
+  }
+  if (windowed)
+    chunkEnd = e.toI32(chunk.end);
 
   // Carried per lane: each row's max and this lane's share of its sum,
   // then the output accumulator, tile by tile (c0..c3).
@@ -219,10 +223,19 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
         // g + 8 (i / 2), key 2p + i % 2.
         SmallVector<Value> scores;
         for (int64_t i = 0; i < 4; ++i) {
-          Value key = e.add(e.add(first, e.index(i % 2)), pairKey);
-          Value visible = e.lessThan(e.toI32(key), rowEnds[i / 2]);
-          scores.push_back(
-              e.select(visible, e.mul(s[i], queryScale), e.negInf()));
+          Value key = e.toI32(e.add(e.add(first, e.index(i % 2)), pairKey));
+          Value visible = e.lessThan(key, rowEnds[i / 2]);
+          if (windowed) {
+            Value begin = e.sub(rowEnds[i / 2], e.i32(*rules.windowLeft));
+            Value inWindow = arith::CmpIOp::create(
+                rewriter, e.loc, arith::CmpIPredicate::sge, key, begin);
+            Value inChunk = e.lessThan(key, chunkEnd);
+            visible = arith::AndIOp::create(
+                rewriter, e.loc, visible,
+                arith::AndIOp::create(rewriter, e.loc, inWindow, inChunk));
+          }
+          scores.push_back(e.select(
+              visible, shapeScore(e.mul(s[i], queryScale)), e.negInf()));
         }
 
         // The online softmax per row: the step's max over the 4 lanes of

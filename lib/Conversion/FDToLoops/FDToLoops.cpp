@@ -145,9 +145,11 @@ struct RowOperands {
 
 /// Streams keys [begin, end) of one row with an online softmax: `accumulator`
 /// (memref<Dxf32>) receives sum_j exp(s_j - max) * v_j and the returned state
-/// the final max and sum.
+/// the final max and sum. Scores are scaled, then soft-capped if the rules
+/// say so.
 SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
                                const AttentionIndexing &indexing,
+                               const AttentionRules &rules,
                                const RowOperands &row, Value begin, Value end,
                                Value scale, Value accumulator) {
   Value zeroIndex = indexConstant(b, loc, 0);
@@ -180,6 +182,11 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
             });
         Value score =
             arith::MulFOp::create(b, loc, dotLoop.getResult(0), scale);
+        if (rules.logitsSoftCap)
+          score = buildSoftCap(b, loc, score, *rules.logitsSoftCap,
+                               [&](Value x) -> Value {
+                                 return math::Exp2Op::create(b, loc, x);
+                               });
         Value newMax = arith::MaximumFOp::create(b, loc, state[0], score);
         // Rescales what was accumulated under the old maximum.
         Value correction = math::ExpOp::create(
@@ -242,16 +249,16 @@ void storeScaledRow(OpBuilder &b, Location loc, Value accumulator,
       });
 }
 
-/// The end of the keys query token `token` may see within [begin, end):
-/// keys j < length - Lq + token + 1 (the Lq queries are the last tokens).
-Value causalEnd(OpBuilder &b, Location loc, int64_t queryLength, Value length,
-                Value token, Value begin, Value end) {
-  if (queryLength == 1)
-    return end;
-  Value limit = arith::AddIOp::create(
-      b, loc, buildFirstMaskedKey(b, loc, length, queryLength), token);
-  Value clipped = arith::MinSIOp::create(b, loc, end, limit);
-  return arith::MaxSIOp::create(b, loc, begin, clipped);
+/// The keys query token `token` sees within [begin, end) (AttentionUtils.h),
+/// an empty range at `begin` when none.
+std::pair<Value, Value> visibleWithin(OpBuilder &b, Location loc,
+                                      const AttentionRules &rules, Value length,
+                                      Value token, Value begin, Value end) {
+  KeyRange visible = buildVisibleKeys(b, loc, length, token, rules);
+  if (visible.begin)
+    begin = arith::MaxSIOp::create(b, loc, begin, visible.begin);
+  Value clipped = arith::MinSIOp::create(b, loc, end, visible.end);
+  return {begin, arith::MaxSIOp::create(b, loc, begin, clipped)};
 }
 
 /// Builds the (b, [split,] t, h) loop nest shared by the attention lowerings
@@ -301,23 +308,23 @@ struct AttentionOpLowering : OpConversionPattern<AttentionOp> {
     Value accumulator = allocateScratch(
         rewriter, op, MemRefType::get({headDim}, rewriter.getF32Type()));
     Value scale = f32Constant(rewriter, op.getLoc(), op.getEffectiveScale());
-    buildRowNest(rewriter, op, indexing, /*numSplits=*/1,
-                 [&](OpBuilder &b, Location loc, const RowOperands &row, Value,
-                     Value length) {
-                   Value begin = indexConstant(b, loc, 0);
-                   Value end = causalEnd(b, loc, indexing.geometry.queryLength,
-                                         length, row.token, begin, length);
-                   SoftmaxState state = emitOnlineSoftmax(
-                       b, loc, indexing, row, begin, end, scale, accumulator);
-                   SmallVector<Value> rowIndices =
-                       indexing.row(row.batch, row.token, row.head);
-                   storeScaledRow(b, loc, accumulator,
-                                  reciprocalOrZero(b, loc, state),
-                                  op.getOutput(), rowIndices, headDim);
-                   if (op.getLse())
-                     memref::StoreOp::create(b, loc, logSumExp(b, loc, state),
-                                             op.getLse(), rowIndices);
-                 });
+    AttentionRules rules = op.getRules();
+    buildRowNest(
+        rewriter, op, indexing, /*numSplits=*/1,
+        [&](OpBuilder &b, Location loc, const RowOperands &row, Value,
+            Value length) {
+          auto [begin, end] = visibleWithin(b, loc, rules, length, row.token,
+                                            indexConstant(b, loc, 0), length);
+          SoftmaxState state = emitOnlineSoftmax(
+              b, loc, indexing, rules, row, begin, end, scale, accumulator);
+          SmallVector<Value> rowIndices =
+              indexing.row(row.batch, row.token, row.head);
+          storeScaledRow(b, loc, accumulator, reciprocalOrZero(b, loc, state),
+                         op.getOutput(), rowIndices, headDim);
+          if (op.getLse())
+            memref::StoreOp::create(b, loc, logSumExp(b, loc, state),
+                                    op.getLse(), rowIndices);
+        });
     rewriter.eraseOp(op);
     return success();
   }
@@ -337,17 +344,18 @@ struct PartialAttentionOpLowering : OpConversionPattern<PartialAttentionOp> {
         rewriter, op, MemRefType::get({headDim}, rewriter.getF32Type()));
     Value scale = f32Constant(rewriter, op.getLoc(), op.getEffectiveScale());
     std::optional<int64_t> fixedChunk = op.getChunkLength();
+    AttentionRules rules = op.getRules();
     buildRowNest(
         rewriter, op, indexing, numSplits,
         [&](OpBuilder &b, Location loc, const RowOperands &row, Value split,
             Value length) {
-          ChunkRange range =
-              buildChunkRange(b, loc, length, split, numSplits, fixedChunk);
-          Value begin = range.begin;
-          Value end = causalEnd(b, loc, indexing.geometry.queryLength, length,
-                                row.token, begin, range.end);
-          SoftmaxState state = emitOnlineSoftmax(b, loc, indexing, row, begin,
-                                                 end, scale, accumulator);
+          ChunkRange range = buildChunkRange(
+              b, loc, buildFirstAttendedKey(b, loc, length, rules), length,
+              split, numSplits, fixedChunk);
+          auto [begin, end] = visibleWithin(b, loc, rules, length, row.token,
+                                            range.begin, range.end);
+          SoftmaxState state = emitOnlineSoftmax(
+              b, loc, indexing, rules, row, begin, end, scale, accumulator);
           SmallVector<Value> rowIndices =
               indexing.row(row.batch, row.token, row.head, {split});
           storeScaledRow(b, loc, accumulator, reciprocalOrZero(b, loc, state),

@@ -254,3 +254,35 @@ func.func @block_table_type(%q: memref<2x8x64xf16>, %k: memref<9x16x2x64xf16>, %
   fd.attention %q, %k, %v, %l block_table %t : memref<2x4xi64> into %o : memref<2x8x64xf16>, memref<9x16x2x64xf16>, memref<9x16x2x64xf16>, memref<2xi32> into memref<2x8x64xf16>
   return
 }
+
+// -----
+
+func.func @window_zero(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'window_left' must be >= 1 (a query sees itself and the window_left - 1 keys before it), got 0}}
+  fd.attention %q, %k, %v, %l into %o {window_left = 0} : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @window_negative_partial(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %po: memref<1x8x2x64xf32>, %pl: memref<1x8x2xf32>) {
+  // expected-error @below {{'window_left' must be >= 1 (a query sees itself and the window_left - 1 keys before it), got -5}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {window_left = -5} : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x2x64xf32>, memref<1x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @soft_cap_zero(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'logits_soft_cap' must be a positive finite number, got 0}}
+  fd.attention %q, %k, %v, %l into %o {logits_soft_cap = 0.0 : f32} : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @soft_cap_infinite(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %po: memref<1x8x2x64xf32>, %pl: memref<1x8x2xf32>) {
+  // expected-error @below {{'logits_soft_cap' must be a positive finite number, got INF}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {logits_soft_cap = 0x7F800000 : f32} : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x2x64xf32>, memref<1x8x2xf32>
+  return
+}

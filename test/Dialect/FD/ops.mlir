@@ -66,3 +66,18 @@ func.func @paged(%q: memref<?x4x8x64xbf16>, %k: memref<?x16x2x64xbf16>, %v: memr
         memref<?xi32> into memref<?x4x8x3x64xf32>, memref<?x4x8x3xf32>
   return
 }
+
+// CHECK-LABEL: func @window_soft_cap
+func.func @window_soft_cap(%q: memref<?x4x8x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>,
+                           %lens: memref<?xi32>, %out: memref<?x4x8x64xf16>,
+                           %po: memref<?x4x8x3x64xf32>, %pl: memref<?x4x8x3xf32>) {
+  // CHECK: fd.attention {{.*}} {logits_soft_cap = 5.000000e+01 : f32, window_left = 4096 : i64}
+  fd.attention %q, %k, %v, %lens into %out {window_left = 4096, logits_soft_cap = 50.0 : f32}
+      : memref<?x4x8x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>,
+        memref<?xi32> into memref<?x4x8x64xf16>
+  // CHECK: fd.partial_attention {{.*}} {chunk_length = 64 : i64, window_left = 1 : i64}
+  fd.partial_attention %q, %k, %v, %lens into %po, %pl {window_left = 1, chunk_length = 64}
+      : memref<?x4x8x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>,
+        memref<?xi32> into memref<?x4x8x3x64xf32>, memref<?x4x8x3xf32>
+  return
+}

@@ -211,6 +211,36 @@ static LogicalResult verifyScale(Operation *op, FloatAttr scale) {
   return success();
 }
 
+/// The window and the soft-cap, with what they accept.
+static LogicalResult verifyRules(AttentionOpInterface op) {
+  if (IntegerAttr window = op.getWindowLeftAttr();
+      window && window.getInt() < 1)
+    return op->emitOpError()
+           << "'window_left' must be >= 1 (a query sees itself and the "
+              "window_left - 1 keys before it), got "
+           << window.getInt();
+  if (FloatAttr cap = op.getLogitsSoftCapAttr()) {
+    double value = cap.getValueAsDouble();
+    if (!(std::isfinite(value) && value > 0.0))
+      return op->emitOpError()
+             << "'logits_soft_cap' must be a positive finite number, got "
+             << value;
+  }
+  return success();
+}
+
+AttentionRules mlir::fd::getAttentionRules(Value query, IntegerAttr windowLeft,
+                                           FloatAttr logitsSoftCap) {
+  ArrayRef<int64_t> queryShape = memrefType(query).getShape();
+  AttentionRules rules;
+  rules.queryLength = queryShape.size() == 4 ? queryShape[1] : 1;
+  if (windowLeft)
+    rules.windowLeft = windowLeft.getInt();
+  if (logitsSoftCap)
+    rules.logitsSoftCap = static_cast<float>(logitsSoftCap.getValueAsDouble());
+  return rules;
+}
+
 static LogicalResult verifyLse(Operation *op, Value lse,
                                const AttentionGeometry &geometry) {
   if (!lse)
@@ -235,7 +265,8 @@ LogicalResult AttentionOp::verify() {
   FailureOr<AttentionGeometry> geometry =
       verifyAttentionInputs(*this, getQuery(), getKeyCache(), getValueCache(),
                             getSeqLens(), getBlockTable(), getKvLayout());
-  if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())))
+  if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())) ||
+      failed(verifyRules(*this)))
     return failure();
   if (failed(verifyOperandShape(*this, getOutput(), "output",
                                 rowShape(*geometry, {geometry->headDim}),
@@ -271,7 +302,8 @@ LogicalResult PartialAttentionOp::verify() {
   FailureOr<AttentionGeometry> geometry =
       verifyAttentionInputs(*this, getQuery(), getKeyCache(), getValueCache(),
                             getSeqLens(), getBlockTable(), getKvLayout());
-  if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())))
+  if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())) ||
+      failed(verifyRules(*this)))
     return failure();
   FailureOr<int64_t> numSplits = verifyNumSplits(*this, getPartialOutput());
   if (failed(numSplits))

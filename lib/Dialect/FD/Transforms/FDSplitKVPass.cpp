@@ -1,6 +1,7 @@
 //===- FDSplitKVPass.cpp - The fd-split-kv pass ---------------------------===//
 
 #include "fd/Dialect/FD/Transforms/Passes.h"
+#include "fd/Dialect/FD/Utils/AttentionUtils.h"
 #include "fd/Planning/SplitPlanner.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -9,6 +10,8 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <limits>
 
 namespace mlir::fd {
 #define GEN_PASS_DEF_FDSPLITKV
@@ -128,6 +131,14 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
       remark << maxLength;
     else
       remark << "?";
+    // With a window the plan is for the keys a sequence attends to.
+    AttentionRules rules = op.getRules();
+    if (rules.windowLeft) {
+      maxLength = getAttendedLength(
+          maxLength > 0 ? maxLength : std::numeric_limits<int64_t>::max(),
+          rules);
+      remark << " window=" << *rules.windowLeft << " attended=" << maxLength;
+    }
     if (batch > 0 && maxLength > 0) {
       ::fd::SplitPlan plan = ::fd::evaluateSplits(
           batch, geometry.numKVHeads, maxLength, splits, plannerOptions);

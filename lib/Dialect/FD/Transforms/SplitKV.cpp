@@ -7,12 +7,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "fd/Dialect/FD/Transforms/Passes.h"
+#include "fd/Dialect/FD/Utils/AttentionUtils.h"
 #include "fd/Planning/SplitPlanner.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::fd;
@@ -73,11 +76,20 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
                          "batch size (B)", "batch", emitErrors);
   if (failed(batch))
     return failure();
+  // The splits cut the keys some query sees: with a window, at most
+  // W + Lq - 1 of them however long the cache, so a window needs no
+  // length hint.
+  AttentionRules rules = op.getRules();
+  int64_t lengthBound = geometry.maxLength;
+  if (ShapedType::isDynamic(lengthBound) && rules.windowLeft &&
+      options.maxLengthHint <= 0)
+    lengthBound = std::numeric_limits<int64_t>::max();
   FailureOr<int64_t> maxLength =
-      staticOrHint(op, geometry.maxLength, options.maxLengthHint,
+      staticOrHint(op, lengthBound, options.maxLengthHint,
                    "cache length (Lmax)", "max-len", emitErrors);
   if (failed(maxLength))
     return failure();
+  *maxLength = getAttendedLength(*maxLength, rules);
   if (options.chunkLength > 0) {
     if (options.maxSplits < 1)
       return fail("'max-splits' must be >= 1, got " + Twine(options.maxSplits));
@@ -189,7 +201,8 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
     PartialAttentionOp::create(
         rewriter, loc, op.getQuery(), op.getKeyCache(), op.getValueCache(),
         op.getSeqLens(), op.getBlockTable(), partialOutput, partialLse,
-        op.getKvLayoutAttr(), op.getScaleAttr(), chunkLength);
+        op.getKvLayoutAttr(), op.getScaleAttr(), op.getWindowLeftAttr(),
+        op.getLogitsSoftCapAttr(), chunkLength);
     MergeOp::create(rewriter, loc, partialOutput, partialLse, op.getOutput(),
                     op.getLse());
     if (!options.workspaceArgument)

@@ -3,7 +3,9 @@
 #include "fd/Dialect/FD/Utils/AttentionUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/Support/MathExtras.h"
 
+#include <algorithm>
 #include <limits>
 
 using namespace mlir;
@@ -30,16 +32,27 @@ Value mlir::fd::buildClampedPage(OpBuilder &b, Location loc, Value entry,
   return arith::MinSIOp::create(b, loc, entry, lastPage);
 }
 
+Value mlir::fd::buildFirstAttendedKey(OpBuilder &b, Location loc, Value length,
+                                      const AttentionRules &rules) {
+  if (!rules.windowLeft)
+    return index(b, loc, 0);
+  Value first = arith::AddIOp::create(
+      b, loc, length, index(b, loc, 1 - rules.queryLength - *rules.windowLeft));
+  return arith::MaxSIOp::create(b, loc, first, index(b, loc, 0));
+}
+
 mlir::fd::ChunkRange
-mlir::fd::buildChunkRange(OpBuilder &b, Location loc, Value length, Value split,
-                          int64_t numSplits,
+mlir::fd::buildChunkRange(OpBuilder &b, Location loc, Value first, Value length,
+                          Value split, int64_t numSplits,
                           std::optional<int64_t> chunkLength) {
+  Value span = arith::SubIOp::create(b, loc, length, first);
   Value chunk =
-      arith::CeilDivSIOp::create(b, loc, length, index(b, loc, numSplits));
+      arith::CeilDivSIOp::create(b, loc, span, index(b, loc, numSplits));
   if (chunkLength)
     chunk = arith::MaxSIOp::create(b, loc, chunk, index(b, loc, *chunkLength));
-  Value begin = arith::MinSIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, split, chunk), length);
+  Value offset = arith::MinSIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, split, chunk), span);
+  Value begin = arith::AddIOp::create(b, loc, first, offset);
   Value end = arith::MinSIOp::create(
       b, loc, arith::AddIOp::create(b, loc, begin, chunk), length);
   return {begin, end};
@@ -48,6 +61,44 @@ mlir::fd::buildChunkRange(OpBuilder &b, Location loc, Value length, Value split,
 Value mlir::fd::buildFirstMaskedKey(OpBuilder &b, Location loc, Value length,
                                     int64_t queryLength) {
   return arith::AddIOp::create(b, loc, length, index(b, loc, 1 - queryLength));
+}
+
+mlir::fd::KeyRange mlir::fd::buildVisibleKeys(OpBuilder &b, Location loc,
+                                              Value length, Value token,
+                                              const AttentionRules &rules) {
+  Value end = arith::AddIOp::create(
+      b, loc, buildFirstMaskedKey(b, loc, length, rules.queryLength), token);
+  Value begin;
+  if (rules.windowLeft)
+    begin =
+        arith::SubIOp::create(b, loc, end, index(b, loc, *rules.windowLeft));
+  return {begin, end};
+}
+
+int64_t mlir::fd::getAttendedLength(int64_t maxLength,
+                                    const AttentionRules &rules) {
+  if (!rules.windowLeft)
+    return maxLength;
+  return std::min(maxLength, *rules.windowLeft + rules.queryLength - 1);
+}
+
+Value mlir::fd::buildSoftCap(OpBuilder &b, Location loc, Value score, float cap,
+                             function_ref<Value(Value)> exp2) {
+  auto constant = [&](double value) -> Value {
+    return arith::ConstantOp::create(
+        b, loc, b.getF32FloatAttr(static_cast<float>(value)));
+  };
+  // e^(2 score / cap) = 2^(score * 2 log2(e) / cap).
+  Value power = exp2(arith::MulFOp::create(
+      b, loc, score, constant(2.0 * llvm::numbers::log2e / cap)));
+  Value denominator = arith::AddFOp::create(b, loc, power, constant(1.0));
+  // cap * tanh = cap - 2 cap / (e^2y + 1). The division may be approximate
+  // (`afn`: div.approx.f32 on the GPU, 2 ulp; 0 for an infinite divisor):
+  // an IEEE division's registers made the tensor-core kernel spill.
+  return arith::SubFOp::create(
+      b, loc, constant(cap),
+      arith::DivFOp::create(b, loc, constant(2.0 * cap), denominator,
+                            arith::FastMathFlags::afn));
 }
 
 Value mlir::fd::buildSawKeys(OpBuilder &b, Location loc, Value max) {

@@ -9,6 +9,8 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <optional>
+
 #include "fd/Dialect/FD/IR/FDOpsDialect.h.inc"
 
 #include "fd/Dialect/FD/IR/FDEnums.h.inc"
@@ -45,6 +47,26 @@ struct AttentionGeometry {
 AttentionGeometry computeAttentionGeometry(Value query, Value keyCache,
                                            Value seqLens, Value blockTable,
                                            KVLayout layout);
+
+/// What decides which keys a query row sees and how its scores are shaped,
+/// beyond the geometry: read off an attention op's attributes once, applied
+/// by the builders of fd/Dialect/FD/Utils/AttentionUtils.h.
+struct AttentionRules {
+  /// Query tokens per sequence; with more than one, token t is at
+  /// position length - Lq + t and sees no key after it (causal).
+  int64_t queryLength = 1;
+  /// Sliding window: a query at position p sees keys p - W < j <= p.
+  std::optional<int64_t> windowLeft;
+  /// Logit soft-capping: score x -> c * tanh(x / c).
+  std::optional<float> logitsSoftCap;
+
+  /// Whether the query tokens of a sequence see different keys, so rows
+  /// need a mask beyond their chunk: more than one query token.
+  bool rowsDiffer() const { return queryLength > 1; }
+};
+
+AttentionRules getAttentionRules(Value query, IntegerAttr windowLeft,
+                                 FloatAttr logitsSoftCap);
 
 /// The softmax scale: `scale`, or 1/sqrt(D) of `query` when it is null.
 float getEffectiveScale(FloatAttr scale, Value query);

@@ -29,6 +29,18 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
       "::mlir::fd::KVLayout", "getKvLayout">,
     InterfaceMethod<"The `scale` attribute, null when absent.",
       "::mlir::FloatAttr", "getScaleAttr">,
+    InterfaceMethod<"The `window_left` attribute, null when absent.",
+      "::mlir::IntegerAttr", "getWindowLeftAttr">,
+    InterfaceMethod<"The `logits_soft_cap` attribute, null when absent.",
+      "::mlir::FloatAttr", "getLogitsSoftCapAttr">,
+    InterfaceMethod<[{
+        The masking and score rules the lowerings apply
+        (fd/Dialect/FD/Utils/AttentionUtils.h).
+      }],
+      "::mlir::fd::AttentionRules", "getRules", (ins), [{}], [{
+        return ::mlir::fd::getAttentionRules($_op.getQuery(),
+            $_op.getWindowLeftAttr(), $_op.getLogitsSoftCapAttr());
+      }]>,
     InterfaceMethod<[{
         Shape facts read off the operand types (batch and cache length may
         be ShapedType::kDynamic).

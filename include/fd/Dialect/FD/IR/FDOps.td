@@ -39,7 +39,9 @@ defvar FD_AttentionInputs = (ins
 
 defvar FD_AttentionAttrs = (ins
   DefaultValuedAttr<FD_KVLayoutAttr, "::mlir::fd::KVLayout::NHD">:$kv_layout,
-  OptionalAttr<F32Attr>:$scale
+  OptionalAttr<F32Attr>:$scale,
+  OptionalAttr<I64Attr>:$window_left,
+  OptionalAttr<F32Attr>:$logits_soft_cap
 );
 
 
@@ -75,6 +77,16 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
     A row with no keys (length 0) produces an output of zeros and an `lse` of
     `-inf`. `scale` defaults to `1/sqrt(D)`. Element types are f16, bf16 or
     f32 (the same for q, k, v and output); accumulation is f32.
+
+    **Sliding window.** With `window_left = W` (>= 1) the query at position
+    `p` (token `t` is at `p = seq_lens[b] - Lq + t`) sees the keys
+    `p - W < j <= p`: itself and the `W - 1` before it, FlashAttention's
+    `window_size = (W - 1, 0)`. Keys before `seq_lens[b] - Lq + 1 - W` are
+    seen by no query and never read.
+
+    **Logit soft-capping.** With `logits_soft_cap = c` (> 0) each scaled
+    score `x` becomes `c * tanh(x / c)` before the softmax (Gemma 2: 50.0);
+    the `lse` is over the capped scores.
 
     **Paged caches.** With a `block_table` operand (`[B, max_pages]` i32) the
     caches are pools of pages: `[num_pages, page_size, Hkv, D]` (NHD) or
@@ -128,20 +140,24 @@ def FD_PartialAttentionOp : FD_Op<"partial_attention",
     each chunk is reduced on its own:
 
     ```
-    chunk(b)   = max(chunk_length, ceil(seq_lens[b] / S))   // chunk_length defaults to 1
-    keys(b, s) = [s * chunk(b), min((s + 1) * chunk(b), seq_lens[b]))
+    first(b)   = max(0, seq_lens[b] - Lq + 1 - window_left)  // 0 without a window
+    span(b)    = seq_lens[b] - first(b)
+    chunk(b)   = max(chunk_length, ceil(span(b) / S))   // chunk_length defaults to 1
+    keys(b, s) = first(b) + [s * chunk(b), min((s + 1) * chunk(b), span(b)))
     partial_output[b, t, h, s, :] = softmax-weighted mean of V over keys(b, s)
     partial_lse[b, t, h, s]       = log sum_j exp(scale * q . k_j) over keys(b, s)
     ```
 
-    (the causal rule of `fd.attention` applies within each chunk). The chunks
+    (the causal rule, the window and the soft-cap of `fd.attention` apply
+    within each chunk). With a window the chunks cover only the keys some
+    query sees, not the whole cache. The chunks
     follow each sequence's **live** length read from `seq_lens` at run time,
     so short sequences in a batch do no wasted work and one kernel (or CUDA
     graph) serves every length. A chunk with no keys writes
     `partial_lse = -inf` and a zero partial output.
 
     With the `chunk_length` attribute, a sequence uses chunks of exactly that
-    many keys as long as `seq_lens[b] <= chunk_length * S`; its result then
+    many keys as long as `span(b) <= chunk_length * S`; its result then
     does not depend on the other sequences of the batch or on `S`.
 
     Chunk boundaries need not align with pages of a paged cache.

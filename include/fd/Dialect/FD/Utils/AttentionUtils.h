@@ -13,6 +13,8 @@
 #ifndef FD_DIALECT_FD_UTILS_ATTENTIONUTILS_H
 #define FD_DIALECT_FD_UTILS_ATTENTIONUTILS_H
 
+#include "fd/Dialect/FD/IR/FD.h"
+
 #include "mlir/IR/Builders.h"
 
 #include <optional>
@@ -28,23 +30,52 @@ Value buildClampedLength(OpBuilder &b, Location loc, Value length,
 /// so that a bad entry reads no memory outside the pool.
 Value buildClampedPage(OpBuilder &b, Location loc, Value entry, Value numPages);
 
+/// The first key some query token sees: 0, or with a window of W keys
+/// max(0, length - Lq + 1 - W) (the first token's window). Keys before it
+/// are read by no split.
+Value buildFirstAttendedKey(OpBuilder &b, Location loc, Value length,
+                            const AttentionRules &rules);
+
 /// The keys [begin, end) split `split` of `numSplits` covers for a sequence
-/// of `length` keys: chunks of max(chunkLength, ceil(length / S)) keys from
-/// the start, clipped to the length (so late splits of a short sequence are
-/// empty).
+/// whose attended keys are [first, length): chunks of max(chunkLength,
+/// ceil((length - first) / S)) keys from `first`, clipped to the length (so
+/// late splits of a short sequence are empty).
 struct ChunkRange {
   Value begin, end;
 };
-ChunkRange buildChunkRange(OpBuilder &b, Location loc, Value length,
-                           Value split, int64_t numSplits,
+ChunkRange buildChunkRange(OpBuilder &b, Location loc, Value first,
+                           Value length, Value split, int64_t numSplits,
                            std::optional<int64_t> chunkLength);
 
-/// The first key some query token may not see: length - Lq + 1. The Lq
-/// query tokens are the sequence's last, so token t (0-based) sees the keys
-/// j < buildFirstMaskedKey(length) + t; every key before it is visible to
-/// every token.
+/// The first key some query token may not see: length - Lq + 1, the end of
+/// token 0's keys (buildVisibleKeys); every key before it and at or after
+/// the last token's window start is visible to every token.
 Value buildFirstMaskedKey(OpBuilder &b, Location loc, Value length,
                           int64_t queryLength);
+
+/// The keys [begin, end) query token `token` (0-based, an index) sees,
+/// unclipped: the Lq query tokens are the sequence's last, so token t is at
+/// position p = length - Lq + t and sees j <= p (causal) and, with a window
+/// of W keys, p - W < j. `begin` is null without a window (every key from
+/// 0). Callers clip the range to their chunk.
+struct KeyRange {
+  Value begin, end;
+};
+KeyRange buildVisibleKeys(OpBuilder &b, Location loc, Value length, Value token,
+                          const AttentionRules &rules);
+
+/// The number of keys a sequence of `maxLength` attends to at most (what
+/// the split count is planned for): the cache length, or with a window
+/// min(maxLength, W + Lq - 1).
+int64_t getAttendedLength(int64_t maxLength, const AttentionRules &rules);
+
+/// Logit soft-capping: cap * tanh(score / cap), with `score` and `cap` in
+/// the same unit (natural or base-2 logits) and tanh(y) = 1 - 2 / (e^2y + 1),
+/// which is +-1 at +-inf, keeps NaN and loses a few ulp of `cap` near 0
+/// (the division may be approximate). `exp2` emits 2^x on the target (the
+/// SFU's ex2 on the GPU).
+Value buildSoftCap(OpBuilder &b, Location loc, Value score, float cap,
+                   function_ref<Value(Value)> exp2);
 
 /// Whether a row whose running max is `max` saw a key: the max left -inf.
 /// Decided by the max, never by the sum being positive, so that a NaN score
