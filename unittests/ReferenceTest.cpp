@@ -136,17 +136,23 @@ AttentionProblem singleHead(int64_t batch, int64_t queryLength, int64_t headDim,
   return problem;
 }
 
+/// Standard normal values from seed `seed` in every element of `vectors`.
+void fillNormal(unsigned seed,
+                std::initializer_list<std::vector<double> *> vectors) {
+  std::mt19937 random(seed);
+  std::normal_distribution<double> normal;
+  for (std::vector<double> *x : vectors)
+    for (double &value : *x)
+      value = normal(random);
+}
+
 TEST(Reference, WindowOfOneIsTheValueAtTheQuerysPosition) {
   // Lq = 3 over length 5: query t sits at p = 2 + t and, with W = 1, sees
   // key p alone: its output is v[p] and its lse the score q . k[p].
   constexpr int64_t d = 8, length = 5, queryLength = 3;
-  std::mt19937 random(7);
-  std::normal_distribution<double> normal;
   std::vector<double> query(queryLength * d), keys(length * d),
       values(length * d);
-  for (std::vector<double> *x : {&query, &keys, &values})
-    for (double &value : *x)
-      value = normal(random);
+  fillNormal(7, {&query, &keys, &values});
   int32_t lengths[] = {length};
   AttentionProblem problem =
       singleHead(1, queryLength, d, length, query, keys, values, lengths);
@@ -195,13 +201,9 @@ TEST(Reference, WindowSkipsEarlierKeysWithoutReadingThem) {
 
 TEST(Reference, WindowLargerThanTheLengthIsNoWindow) {
   constexpr int64_t d = 8, maxLength = 20, queryLength = 2;
-  std::mt19937 random(11);
-  std::normal_distribution<double> normal;
   std::vector<double> query(3 * queryLength * d), keys(3 * maxLength * d),
       values(3 * maxLength * d);
-  for (std::vector<double> *x : {&query, &keys, &values})
-    for (double &value : *x)
-      value = normal(random);
+  fillNormal(11, {&query, &keys, &values});
   int32_t lengths[] = {20, 7, 1};
   AttentionProblem problem =
       singleHead(3, queryLength, d, maxLength, query, keys, values, lengths);

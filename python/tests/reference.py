@@ -1,4 +1,13 @@
-"""float64 attention and bfloat16 bit-pattern helpers for the tests."""
+"""float64 attention, random inputs and bfloat16 bit-pattern helpers for the
+tests, written apart from flashdecode.
+
+The attention rules: query token t of Lq sits at position p = len - Lq + t
+and sees the keys j with max(0, p - W + 1) <= j <= p with a sliding window
+of W keys (window_left), every j <= p without; a score is scale * q.k
+(scale 1/sqrt(D) unless given), soft-capped to c * tanh(score / c) with
+logits_soft_cap c; the softmax runs over the visible keys; a row that sees
+no key is zeros with lse -inf.
+"""
 import numpy as np
 
 
@@ -13,9 +22,10 @@ def from_bfloat16_bits(bits):
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
-def random_inputs(rng, dtype, q_shape, cache_shape):
+def random_inputs(rng, dtype, q_shape, cache_shape, q_deviation=2.0):
     """q, k, v in `dtype` storage and the float64 values they hold."""
-    arrays = [rng.normal(0.0, 2.0, q_shape), rng.normal(0.0, 1.0, cache_shape),
+    arrays = [rng.normal(0.0, q_deviation, q_shape),
+              rng.normal(0.0, 1.0, cache_shape),
               rng.normal(0.0, 1.0, cache_shape)]
     stored, exact = [], []
     for array in arrays:
@@ -36,8 +46,52 @@ def decode(values, dtype):
     return values.astype(np.float64)
 
 
-def attention(q, k, v, lens, kv_layout="NHD", scale=None):
-    """Reference for q [B, Hq, D] or [B, Lq, Hq, D] (float64)."""
+class Inputs:
+    """q and the caches in `dtype` storage and the float64 values they
+    hold, drawn from a fresh seed (kept for the failure message)."""
+
+    def __init__(self, dtype, q_shape, cache_shape, q_magnitude=1.0):
+        self.seed = np.random.SeedSequence().entropy
+        self.rng = np.random.default_rng(self.seed)
+        self.dtype = dtype
+        self.stored, self.exact = random_inputs(
+            self.rng, dtype, q_shape, cache_shape, q_deviation=q_magnitude)
+
+    def lengths(self, *lengths):
+        return np.array(lengths, np.int32)
+
+
+def page_pool(rng, k, v, page_size, layout):
+    """Dense NHD/HND caches -> shuffled page pools (spare pages filled with
+    other random numbers) and the block table that reads them back."""
+    if layout == "HND":
+        k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+    batch, max_len = k.shape[:2]
+    pages = -(-max_len // page_size)
+    num_pages = batch * pages + 3
+    table = rng.permutation(num_pages)[:batch * pages].astype(np.int32)
+    table = table.reshape(batch, pages)
+    pool_shape = (num_pages, page_size) + k.shape[2:]
+    pool_k, pool_v = [
+        to_bfloat16_bits(spare) if k.dtype == np.uint16 else
+        spare.astype(k.dtype)
+        for spare in (rng.normal(0.0, 1.0, pool_shape),
+                      rng.normal(0.0, 1.0, pool_shape))]
+    for b in range(batch):
+        for j in range(max_len):
+            page, slot = table[b, j // page_size], j % page_size
+            pool_k[page, slot], pool_v[page, slot] = k[b, j], v[b, j]
+    if layout == "HND":
+        pool_k = np.ascontiguousarray(pool_k.transpose(0, 2, 1, 3))
+        pool_v = np.ascontiguousarray(pool_v.transpose(0, 2, 1, 3))
+    return pool_k, pool_v, table
+
+
+def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
+              window_left=None, logits_soft_cap=None):
+    """(out, lse) in float64 for q [B, Hq, D] or [B, Lq, Hq, D] over dense
+    caches; window_left W and logits_soft_cap c as in the module's rules
+    (None: no window, no cap)."""
     squeeze = q.ndim == 3
     if squeeze:
         q = q[:, None]
@@ -51,12 +105,16 @@ def attention(q, k, v, lens, kv_layout="NHD", scale=None):
     lse = np.full(q.shape[:3], -np.inf)
     for b in range(batch):
         for t in range(query_len):
-            visible = int(np.clip(lens[b] - query_len + t + 1, 0, lens[b]))
-            if visible == 0:
-                continue
-            keys = k[b, :visible][:, kv_head]      # [n, Hq, D]
-            values = v[b, :visible][:, kv_head]
+            position = int(lens[b]) - query_len + t
+            first = 0 if window_left is None else \
+                max(0, position - window_left + 1)
+            if position < first:
+                continue  # sees no key
+            keys = k[b, first:position + 1][:, kv_head]      # [n, Hq, D]
+            values = v[b, first:position + 1][:, kv_head]
             scores = np.einsum("hd,nhd->hn", q[b, t], keys) * scale
+            if logits_soft_cap is not None:
+                scores = logits_soft_cap * np.tanh(scores / logits_soft_cap)
             peak = scores.max(axis=1, keepdims=True)
             weights = np.exp(scores - peak)
             total = weights.sum(axis=1, keepdims=True)
@@ -69,3 +127,24 @@ def attention(q, k, v, lens, kv_layout="NHD", scale=None):
 
 def relative_error(actual, expected):
     return np.abs(actual - expected).max() / max(np.abs(expected).max(), 1e-30)
+
+
+def check_against_reference(out, lse, expected, expected_lse, dtype,
+                            tolerance, lse_tolerance, context):
+    """out (numpy, in `dtype` storage) and lse (numpy, or None: unchecked)
+    against the float64 reference: every element finite, the relative error
+    within `tolerance`, rows without keys zeros with lse -inf, the other
+    lse within `lse_tolerance` (absolute and relative)."""
+    actual = decode(out, dtype)
+    assert np.isfinite(actual).all(), context
+    error = relative_error(actual, expected)
+    assert error <= tolerance, f"relative error {error:.3g}: {context}"
+    empty = np.isneginf(expected_lse)
+    assert (actual[empty] == 0).all(), f"rows without keys: {context}"
+    if lse is None:
+        return
+    np.testing.assert_array_equal(np.isneginf(lse), empty,
+                                  err_msg=f"rows without keys: {context}")
+    np.testing.assert_allclose(lse[~empty], expected_lse[~empty],
+                               rtol=lse_tolerance, atol=lse_tolerance,
+                               err_msg=context)

@@ -4,7 +4,7 @@ run with libcuda. Sizes are small: the emulator interprets every thread.
 
 The CPU backend is itself checked against float64 in test_numerics.py; here
 the GPU kernels must agree with it (with sliding windows and soft-capping:
-with window_reference.py's float64 attention) to 1e-2 of the output's
+with reference.py's float64 attention) to 1e-2 of the output's
 largest magnitude (f16/bf16; 1e-5 for f32) and 1e-3 on the lse.
 """
 import numpy as np
@@ -13,9 +13,8 @@ import pytest
 import flashdecode
 from flashdecode import DeviceArray
 
-from reference import from_bfloat16_bits, random_inputs
-from window_reference import (Inputs, as_float64, page_pool,
-                              windowed_attention)
+from reference import (Inputs, attention, check_against_reference,
+                       from_bfloat16_bits, page_pool, random_inputs)
 
 pytestmark = pytest.mark.usefixtures("cuda_driver")
 
@@ -256,7 +255,7 @@ def test_planner_knobs_reach_the_decoder_and_decode_attention():
 
 
 # Sliding window (window_left) and logit soft-capping (logits_soft_cap),
-# against window_reference.py's float64 attention rather than the CPU
+# against reference.py's float64 attention rather than the CPU
 # backend (itself checked in test_window_softcap.py), with the tolerances
 # above (1e-3 on the lse). Both partial kernels: tensor cores (16-bit,
 # D = 64, two or more rows per KV head) and CUDA cores (f32, and one row
@@ -273,21 +272,9 @@ def check_reference(out, lse, expected, expected_lse, dtype, context):
     """Device out/lse against the float64 reference; rows without keys are
     zeros with lse -inf."""
     assert isinstance(out, DeviceArray) and out.dtype == dtype
-    actual = as_float64(out.numpy(), dtype)
-    assert np.isfinite(actual).all(), context
-    error = np.abs(actual - expected).max() / max(np.abs(expected).max(),
-                                                  1e-30)
-    assert error <= TOLERANCE[dtype], f"relative error {error:.3g}: {context}"
-    empty = np.isneginf(expected_lse)
-    assert (actual[empty] == 0).all(), f"rows without keys: {context}"
-    if lse is None:
-        return
-    actual_lse = lse.numpy()
-    np.testing.assert_array_equal(np.isneginf(actual_lse), empty,
-                                  err_msg=f"rows without keys: {context}")
-    np.testing.assert_allclose(actual_lse[~empty], expected_lse[~empty],
-                               rtol=WINDOW_LSE_TOLERANCE,
-                               atol=WINDOW_LSE_TOLERANCE, err_msg=context)
+    check_against_reference(out.numpy(), None if lse is None else lse.numpy(),
+                            expected, expected_lse, dtype, TOLERANCE[dtype],
+                            WINDOW_LSE_TOLERANCE, context)
 
 
 def run_windowed(inputs, lens, *, num_splits=None, window=None, cap=None,
@@ -299,8 +286,9 @@ def run_windowed(inputs, lens, *, num_splits=None, window=None, cap=None,
         DeviceArray.from_numpy(lens), backend="cuda", return_lse=True,
         num_splits=num_splits, window_left=window, logits_soft_cap=cap,
         kv_layout=kv_layout)
-    expected, expected_lse = windowed_attention(
-        *inputs.exact, lens, kv_layout=kv_layout, window=window, cap=cap)
+    expected, expected_lse = attention(
+        *inputs.exact, lens, kv_layout=kv_layout, window_left=window,
+        logits_soft_cap=cap)
     check_reference(out, lse, expected, expected_lse, dtype,
                     f"seed={inputs.seed} dtype={dtype} lens={lens.tolist()} "
                     f"window={window} cap={cap} splits={num_splits}")
@@ -354,8 +342,9 @@ def test_paged_caches_with_a_window(layout):
     q, k, v = inputs.stored
     pool_k, pool_v, table = page_pool(inputs.rng, k, v, 8, layout)
     lens = inputs.lengths(96, 1, 45)
-    expected, expected_lse = windowed_attention(
-        *inputs.exact, lens, kv_layout=layout, window=13, cap=3.0)
+    expected, expected_lse = attention(
+        *inputs.exact, lens, kv_layout=layout, window_left=13,
+        logits_soft_cap=3.0)
     out, lse = flashdecode.decode_attention(
         *to_device(q, pool_k, pool_v, dtype="bfloat16"),
         DeviceArray.from_numpy(lens), backend="cuda", kv_layout=layout,
@@ -378,8 +367,8 @@ def test_automatic_splits_plan_for_the_window():
     assert decoder.num_splits == flashdecode.plan_splits(
         1, 2, 50, sm_count=sm_count)
     decoder.run()
-    expected, expected_lse = windowed_attention(*inputs.exact, lens,
-                                                window=50, cap=6.0)
+    expected, expected_lse = attention(*inputs.exact, lens, window_left=50,
+                                       logits_soft_cap=6.0)
     check_reference(out, None, expected, expected_lse, "float32",
                     f"seed={inputs.seed}")
 
@@ -402,8 +391,8 @@ def test_decoder_replays_a_window_as_lengths_grow():
         grown = lens + np.int32(step * int(inputs.rng.integers(20, 90)))
         device_lens.copy_from_numpy(grown)
         decoder.replay()
-        expected, expected_lse = windowed_attention(
-            *inputs.exact, grown, window=23, cap=2.5)
+        expected, expected_lse = attention(
+            *inputs.exact, grown, window_left=23, logits_soft_cap=2.5)
         check_reference(out, lse, expected, expected_lse, "float16",
                         f"seed={inputs.seed} replay {step} "
                         f"lens={grown.tolist()}")

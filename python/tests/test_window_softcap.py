@@ -1,5 +1,5 @@
 """Sliding window (window_left) and logit soft-capping (logits_soft_cap) on
-the CPU backend, against the float64 reference of window_reference.py.
+the CPU backend, against the float64 reference of reference.py.
 
 Inputs are fresh random numbers on every run; a failure names its seed.
 """
@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 import flashdecode
-from window_reference import (Inputs, as_float64, page_pool,
-                              windowed_attention)
+from reference import Inputs, attention, check_against_reference, page_pool
 
 # As test_numerics.py: the output's largest error relative to its largest
 # magnitude, and the lse's absolute/relative error.
@@ -19,18 +18,8 @@ HEADS = {"GQA": (8, 2), "MQA": (4, 1), "MHA": (4, 4)}
 
 def check(out, lse, expected, expected_lse, dtype, context):
     """out (in `dtype` storage) and lse against the float64 reference."""
-    actual = as_float64(out, dtype)
-    assert np.isfinite(actual).all(), context
-    error = np.abs(actual - expected).max() / max(np.abs(expected).max(),
-                                                  1e-30)
-    assert error <= TOLERANCE[dtype], f"relative error {error:.3g}: {context}"
-    empty = np.isneginf(expected_lse)
-    np.testing.assert_array_equal(np.isneginf(lse), empty,
-                                  err_msg=f"rows without keys: {context}")
-    assert (actual[empty] == 0).all(), f"rows without keys: {context}"
-    np.testing.assert_allclose(lse[~empty], expected_lse[~empty],
-                               rtol=LSE_TOLERANCE, atol=LSE_TOLERANCE,
-                               err_msg=context)
+    check_against_reference(out, lse, expected, expected_lse, dtype,
+                            TOLERANCE[dtype], LSE_TOLERANCE, context)
 
 
 def run(inputs, lens, *, kv_layout="NHD", num_splits=None, scale=None,
@@ -43,9 +32,9 @@ def run(inputs, lens, *, kv_layout="NHD", num_splits=None, scale=None,
         scale=scale, window_left=window, logits_soft_cap=cap,
         return_lse=True, dtype="bfloat16" if dtype == "bfloat16" else None)
     assert out.shape == q.shape and out.dtype == q.dtype
-    expected, expected_lse = windowed_attention(
-        *inputs.exact, lens, kv_layout=kv_layout, scale=scale, window=window,
-        cap=cap)
+    expected, expected_lse = attention(
+        *inputs.exact, lens, kv_layout=kv_layout, scale=scale,
+        window_left=window, logits_soft_cap=cap)
     check(out, lse, expected, expected_lse, dtype,
           f"seed={inputs.seed} dtype={dtype} layout={kv_layout} "
           f"lens={lens.tolist()} window={window} cap={cap} "
@@ -148,8 +137,9 @@ def test_paged_caches_with_a_window(page_size, layout):
     q, k, v = inputs.stored
     pool_k, pool_v, table = page_pool(inputs.rng, k, v, page_size, layout)
     lens = inputs.lengths(96, 90, 1, 37)
-    expected, expected_lse = windowed_attention(
-        *inputs.exact, lens, kv_layout=layout, window=21, cap=3.0)
+    expected, expected_lse = attention(
+        *inputs.exact, lens, kv_layout=layout, window_left=21,
+        logits_soft_cap=3.0)
     for num_splits in (1, 3, 16):
         out, lse = flashdecode.decode_attention(
             q, pool_k, pool_v, lens, kv_layout=layout, block_table=table,
@@ -238,8 +228,8 @@ def test_numpy_integers_and_floats_are_accepted():
     out, lse = flashdecode.decode_attention(
         q, k, v, lens, num_splits=2, window_left=np.int64(6),
         logits_soft_cap=np.float32(3.0), return_lse=True)
-    expected, expected_lse = windowed_attention(*inputs.exact, lens, window=6,
-                                                cap=3.0)
+    expected, expected_lse = attention(*inputs.exact, lens, window_left=6,
+                                       logits_soft_cap=3.0)
     check(out, lse, expected, expected_lse, "float32", f"seed={inputs.seed}")
 
 

@@ -1,0 +1,291 @@
+//===- CPUAttentionHarness.h - The CPU path vs the reference ----*- C++ -*-===//
+//-*-===//
+//
+// What CPUAttentionTest and CPUModelFeaturesTest share: random problems,
+// compiling and running a KernelConfig on the CPU (dense or paged caches),
+// and comparing a result with fd::reference on the same (rounded) inputs,
+// with the config's scale, window and soft-cap.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_UNITTESTS_CPUATTENTIONHARNESS_H
+#define FD_UNITTESTS_CPUATTENTIONHARNESS_H
+
+#include "TestInputs.h"
+
+#include "fd/Compiler/CPUAttentionKernel.h"
+#include "fd/Reference/Reference.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace fd::test {
+
+inline Storage getStorage(ElementType type) {
+  return type == ElementType::F32   ? Storage::F32
+         : type == ElementType::F16 ? Storage::F16
+                                    : Storage::BF16;
+}
+
+/// Random inputs (queries of deviation `queryDeviation`: scores of about 2
+/// by default, peaked enough that a wrong max or a misplaced key shows;
+/// caches of 1) for `config` over dense caches of `maxLength` positions.
+struct Problem {
+  KernelConfig config;
+  int64_t batch, maxLength;
+  std::vector<int32_t> lengths;
+  HostTensor query, keys, values;
+
+  Problem(const KernelConfig &config, std::vector<int32_t> lengths,
+          int64_t maxLength, std::mt19937 &random, double queryDeviation = 2.0)
+      : config(config), batch(lengths.size()), maxLength(maxLength),
+        lengths(std::move(lengths)),
+        query(getStorage(config.elementType), rows() * config.headDim),
+        keys(getStorage(config.elementType), cacheSize()),
+        values(getStorage(config.elementType), cacheSize()) {
+    query.fillNormal(queryDeviation, random);
+    std::normal_distribution<double> cacheValues(0.0, 1.0);
+    for (size_t i = 0; i < keys.values.size(); ++i) {
+      keys.set(i, cacheValues(random));
+      values.set(i, cacheValues(random));
+    }
+  }
+
+  int64_t rows() const {
+    return batch * config.queryLength * config.numQueryHeads;
+  }
+  size_t cacheSize() const {
+    return batch * maxLength * config.numKVHeads * config.headDim;
+  }
+  /// Index of element `d` of key/value `position` of KV head `head`.
+  size_t at(int64_t b, int64_t position, int64_t head, int64_t d) const {
+    bool isNHD = config.cacheLayout == CacheLayout::NHD;
+    int64_t row = isNHD ? (b * maxLength + position) * config.numKVHeads + head
+                        : (b * config.numKVHeads + head) * maxLength + position;
+    return row * config.headDim + d;
+  }
+};
+
+/// GQA (8 query heads, 2 KV heads), D = 64, with an lse output.
+inline KernelConfig gqaConfig(ElementType type, int64_t queryLength = 1) {
+  KernelConfig config;
+  config.elementType = type;
+  config.numQueryHeads = 8;
+  config.numKVHeads = 2;
+  config.headDim = 64;
+  config.queryLength = queryLength;
+  config.withLse = true;
+  return config;
+}
+
+/// The float64 reference on the problem's (rounded) inputs.
+inline void reference(const Problem &problem, std::vector<double> &output,
+                      std::vector<double> &lse) {
+  const KernelConfig &config = problem.config;
+  reference::AttentionProblem reference;
+  reference.batch = problem.batch;
+  reference.queryLength = config.queryLength;
+  reference.numQueryHeads = config.numQueryHeads;
+  reference.numKVHeads = config.numKVHeads;
+  reference.headDim = config.headDim;
+  reference.maxLength = problem.maxLength;
+  reference.isNHD = config.cacheLayout == CacheLayout::NHD;
+  reference.scale =
+      config.scale ? *config.scale : 1.0 / std::sqrt(double(config.headDim));
+  reference.windowLeft = config.windowLeft;
+  reference.logitsSoftCap = config.logitsSoftCap ? *config.logitsSoftCap : 0.0;
+  reference.query = problem.query.values.data();
+  reference.keyCache = problem.keys.values.data();
+  reference.valueCache = problem.values.values.data();
+  reference.lengths = problem.lengths.data();
+  reference::attention(reference, output, lse);
+}
+
+/// The problem's caches as a shuffled pool of pages of `pageSize` positions,
+/// `sparePages` more than the sequences use (filled with 0x55 bytes, never
+/// read), and a block table. Sequence 1 shares its first `sharedPages` pages
+/// with sequence 0 (prefix sharing: the caller made it hold sequence 0's
+/// keys and values there).
+struct PagedCaches {
+  std::vector<int32_t> blockTable;
+  int64_t pagesPerSequence = 0, numPages = 0;
+  std::vector<uint8_t> keys, values;
+
+  PagedCaches(const Problem &dense, int64_t pageSize, int64_t sparePages,
+              std::mt19937 &random, int64_t sharedPages = 0) {
+    const KernelConfig &config = dense.config;
+    size_t element = getElementTypeSize(config.elementType);
+    size_t rowBytes = config.headDim * element;
+    bool isNHD = config.cacheLayout == CacheLayout::NHD;
+    pagesPerSequence = (dense.maxLength + pageSize - 1) / pageSize;
+    numPages = dense.batch * pagesPerSequence - sharedPages + sparePages;
+    std::vector<int32_t> pageIds(numPages);
+    std::iota(pageIds.begin(), pageIds.end(), 0);
+    std::shuffle(pageIds.begin(), pageIds.end(), random);
+    size_t next = 0;
+    blockTable.resize(dense.batch * pagesPerSequence);
+    for (int64_t b = 0; b < dense.batch; ++b)
+      for (int64_t block = 0; block < pagesPerSequence; ++block)
+        blockTable[b * pagesPerSequence + block] =
+            b == 1 && block < sharedPages ? blockTable[block] : pageIds[next++];
+
+    size_t pageBytes = pageSize * config.numKVHeads * rowBytes;
+    keys.assign(numPages * pageBytes, 0x55);
+    values.assign(numPages * pageBytes, 0x55);
+    for (int64_t b = 0; b < dense.batch; ++b)
+      for (int64_t j = 0; j < dense.maxLength; ++j)
+        for (int64_t h = 0; h < config.numKVHeads; ++h) {
+          int64_t page = blockTable[b * pagesPerSequence + j / pageSize];
+          int64_t slot = j % pageSize;
+          size_t offset =
+              page * pageBytes +
+              (isNHD ? slot * config.numKVHeads + h : h * pageSize + slot) *
+                  rowBytes;
+          size_t from = dense.at(b, j, h, 0) * element;
+          std::memcpy(&keys[offset], &dense.keys.bytes[from], rowBytes);
+          std::memcpy(&values[offset], &dense.values.bytes[from], rowBytes);
+        }
+  }
+};
+
+inline std::unique_ptr<CPUAttentionKernel> compile(const KernelConfig &config) {
+  auto kernel = CPUAttentionKernel::compile(config);
+  if (!kernel) {
+    ADD_FAILURE() << llvm::toString(kernel.takeError());
+    return nullptr;
+  }
+  return std::move(*kernel);
+}
+
+/// Runs `kernel` on the problem, through `paged` if given.
+inline Result run(const CPUAttentionKernel &kernel, const Problem &problem,
+                  const PagedCaches *paged = nullptr) {
+  const KernelConfig &config = kernel.getConfig();
+  Result result{HostTensor(getStorage(config.elementType),
+                           problem.rows() * config.headDim),
+                std::vector<float>(problem.rows())};
+  // Poison the outputs: every element must be written.
+  std::fill(result.output.bytes.begin(), result.output.bytes.end(), 0x7f);
+  std::fill(result.lse.begin(), result.lse.end(), std::nanf(""));
+  AttentionBuffers buffers;
+  buffers.query = problem.query.bytes.data();
+  buffers.keyCache = paged ? paged->keys.data() : problem.keys.bytes.data();
+  buffers.valueCache =
+      paged ? paged->values.data() : problem.values.bytes.data();
+  buffers.seqLens = problem.lengths.data();
+  buffers.output = result.output.bytes.data();
+  buffers.lse = config.withLse ? result.lse.data() : nullptr;
+  buffers.batch = problem.batch;
+  buffers.maxLength = problem.maxLength;
+  if (paged) {
+    buffers.blockTable = paged->blockTable.data();
+    buffers.maxPagesPerSequence = paged->pagesPerSequence;
+    buffers.numPages = paged->numPages;
+  }
+  llvm::Error error = kernel.run(buffers);
+  EXPECT_FALSE(error) << llvm::toString(std::move(error));
+  return result;
+}
+
+/// Compiles `config` (the problem's, with split, page or feature fields
+/// changed) and runs it on the problem.
+inline Result run(const KernelConfig &config, const Problem &problem,
+                  const PagedCaches *paged = nullptr) {
+  if (auto kernel = compile(config))
+    return run(*kernel, problem, paged);
+  return {HostTensor(getStorage(config.elementType),
+                     problem.rows() * config.headDim),
+          std::vector<float>(problem.rows(), std::nanf(""))};
+}
+
+/// What an lse error is relative to.
+enum class LseTolerance {
+  /// max(1, |reference lse|) of its own row.
+  PerRow,
+  /// max(1, the largest |reference lse|): f32 rounding grows with a score's
+  /// terms (scores far beyond a soft-cap).
+  OfLargest,
+};
+
+/// Checks a result against the float64 reference: max |out - ref| within
+/// 1e-5 (f32) or 1e-2 (f16/bf16) of max |ref|; rows without keys exactly zero
+/// with lse -inf; lse errors within 1e-5 relative (`lseTolerance`), when
+/// the kernel writes an lse.
+inline void
+expectMatchesReference(const Problem &problem, const Result &result,
+                       LseTolerance lseTolerance = LseTolerance::PerRow) {
+  std::vector<double> expected, expectedLse;
+  reference(problem, expected, expectedLse);
+  const int64_t d = problem.config.headDim;
+  const bool withLse = problem.config.withLse;
+  double maxError = 0.0, maxValue = 0.0, maxLseError = 0.0, maxLse = 1.0;
+  int64_t worst = -1;
+  for (int64_t row = 0; row < problem.rows(); ++row) {
+    if (std::isinf(expectedLse[row])) {
+      EXPECT_TRUE(!withLse ||
+                  (std::isinf(result.lse[row]) && result.lse[row] < 0))
+          << "row " << row << " sees no key: lse " << result.lse[row];
+      for (int64_t k = 0; k < d; ++k)
+        ASSERT_EQ(result.output.get(row * d + k), 0.0)
+            << "row " << row << " sees no key, dim " << k;
+      continue;
+    }
+    double lseError = std::abs(result.lse[row] - expectedLse[row]);
+    if (lseTolerance == LseTolerance::PerRow)
+      lseError /= std::max(1.0, std::abs(expectedLse[row]));
+    if (withLse && !(lseError <= maxLseError)) // NaN-safe max
+      maxLseError = lseError;
+    maxLse = std::max(maxLse, std::abs(expectedLse[row]));
+    for (int64_t k = 0; k < d; ++k) {
+      double actual = result.output.get(row * d + k);
+      ASSERT_TRUE(std::isfinite(actual)) << "row " << row << " dim " << k;
+      double error = std::abs(actual - expected[row * d + k]);
+      if (error > maxError) {
+        maxError = error;
+        worst = row * d + k;
+      }
+      maxValue = std::max(maxValue, std::abs(expected[row * d + k]));
+    }
+  }
+  double limit = problem.config.elementType == ElementType::F32 ? 1e-5 : 1e-2;
+  EXPECT_LE(maxError, limit * std::max(maxValue, 1e-30))
+      << "worst: row " << worst / d << " dim " << worst % d << " expected "
+      << expected[worst] << " got " << result.output.get(worst);
+  double lseLimit = lseTolerance == LseTolerance::PerRow ? 1e-5 : 1e-5 * maxLse;
+  EXPECT_LE(maxLseError, lseLimit) << "lse error (max |lse| " << maxLse << ")";
+}
+
+/// Checks which rows a NaN in the inputs reaches: exactly those `poisoned`
+/// picks (by row index), where the reference has NaN too, output and lse;
+/// the other rows within 2e-2 of the reference, element by element.
+template <typename Poisoned>
+void expectNaNsIn(const Problem &problem, const Result &result,
+                  Poisoned poisoned) {
+  std::vector<double> expected, expectedLse;
+  reference(problem, expected, expectedLse);
+  const int64_t d = problem.config.headDim;
+  for (int64_t row = 0; row < problem.rows(); ++row) {
+    bool isPoisoned = poisoned(row);
+    ASSERT_EQ(std::isnan(expectedLse[row]), isPoisoned) << "row " << row;
+    EXPECT_EQ(std::isnan(result.lse[row]), isPoisoned) << "row " << row;
+    for (int64_t k = 0; k < d; ++k) {
+      double actual = result.output.get(row * d + k);
+      if (isPoisoned)
+        EXPECT_TRUE(std::isnan(actual)) << "row " << row << " dim " << k;
+      else
+        EXPECT_NEAR(actual, expected[row * d + k], 2e-2)
+            << "row " << row << " dim " << k;
+    }
+  }
+}
+
+} // namespace fd::test
+
+#endif // FD_UNITTESTS_CPUATTENTIONHARNESS_H
