@@ -20,6 +20,28 @@ heads() {
 # compile_plan FD_COMPILE OUT CONFIG BATCH LEN SPLITS TARGET SMS: the D=128,
 # f16, NHD kernels (windowed for -wN) of CONFIG for BATCH sequences of LEN tokens with SPLITS
 # (auto, planned for SMS SMs, or a count) for TARGET, into OUT.
+# The plans of the sliding-window comparison (bench/window_fdemu.sh, and
+# measured by bench/run_on_device.sh): a 128-key window over long caches
+# against the same heads without a window over a 128-key cache, and over the
+# whole cache. "config:BxL" each.
+window_plans="llama3-8b-w128:1x32768 llama3-8b-w128:16x4096 llama3-8b:1x128
+  llama3-8b:16x128 llama3-8b:1x32768 llama3-8b:16x4096"
+
+# compile_window_plans FD_COMPILE DIR TARGET SMS: window_plans, auto splits
+# and one split, into DIR/<config>/B<b>_L<len>_<auto|s1>.
+compile_window_plans() {
+  local compile=$1 dir=$2 arch=$3 sms=$4 plan config shape batch len mode
+  for plan in $window_plans; do
+    config=${plan%%:*} shape=${plan#*:}
+    batch=${shape%x*} len=${shape#*x}
+    for mode in auto s1; do
+      compile_plan "$compile" "$dir/$config/B${batch}_L${len}_${mode}" \
+        "$config" "$batch" "$len" "$([ "$mode" = auto ] && echo auto || echo 1)" \
+        "$arch" "$sms"
+    done
+  done
+}
+
 compile_plan() {
   local compile=$1 out=$2 config=$3 batch=$4 len=$5 splits=$6 arch=$7 sms=$8
   local hq hkv window=0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compiles, here (with MLIR), every kernel fd-bench and the GPU tests load on
 # the device machine (which has no MLIR): DIR/<config>/B<b>_L<len>_<auto|s1>,
-# DIR/paged/, DIR/tests/<name> and DIR/model/ (bench/model_kernels.sh). Usage:
+# DIR/paged/, DIR/tests/<name>, DIR/model/ (bench/model_kernels.sh) and
+# DIR/window/ (the sliding-window plans of bench/plans.sh). Usage:
 # bench/prepare_kernels.sh [--quick] [--arch TARGET] [--sm-count N] [DIR]
 # [fd-compile]. With --quick, only what
 # `fd-bench --quick` reads (make test runs that on fdemu); --arch (default
@@ -47,6 +48,7 @@ done
 if [ -z "$quick" ]; then
   "$(dirname "$0")/test_kernels.sh" "$dir/tests" "$compile" "$arch"
   "$(dirname "$0")/model_kernels.sh" "$dir/model" "$arch" "$sms" "$compile"
+  compile_window_plans "$compile" "$dir/window" "$arch" "$sms"
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   if [ -x "$nvcc" ]; then
     mkdir -p "$dir/emulator"

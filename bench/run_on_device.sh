@@ -11,7 +11,7 @@
 # run ends within about 10 minutes (the first took 6.5); the logs land in $OUT (default bench/out):
 # device.log (what is printed), build.log, ctest.log, sanitizer.log,
 # clocks.csv (SM clock each second from the first fd-bench on),
-# fd-bench.csv, fd-bench-model.csv, peers.csv.
+# fd-bench.csv, fd-bench-model.csv, fd-bench-window*.csv, peers.csv.
 # FD_SKIP_PEERS=1 leaves out the PyTorch peers (they do not change with our
 # kernels), FD_SKIP_GRID=1 the grid, FD_BENCH_QUICK=1 runs the grid with
 # fewer repetitions.
@@ -82,16 +82,29 @@ step "fd-bench: the modeled table's shapes, measured"
   echo "fd-bench exit $?"
 fi
 
+if [ -d "$kernels/window" ]; then
+  step "fd-bench: a 128-key sliding window, measured"
+  timeout 60 build-device/bin/fd-bench --kernels "$kernels/window" \
+    --configs llama3-8b-w128 --shapes 1x32768,16x4096 \
+    --csv "$out/fd-bench-window.csv"
+  timeout 60 build-device/bin/fd-bench --kernels "$kernels/window" \
+    --configs llama3-8b --shapes 1x128,16x128 \
+    --csv "$out/fd-bench-window-nowindow.csv"
+  echo "fd-bench exit $?"
+fi
+
 step "compute-sanitizer on the GPU tests"
-if command -v compute-sanitizer >/dev/null &&
-  [ -x build-device/unittests/RuntimeGPUTest ]; then
-  for tool in memcheck racecheck synccheck initcheck; do
-    echo "-- $tool"
-    timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 3 \
-      build-device/unittests/RuntimeGPUTest >>"$out/sanitizer.log" 2>&1
-    echo "exit $? (0: clean; 3: errors reported; 124: out of time)"
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" \
-      "$out/sanitizer.log" | tail -3
+if command -v compute-sanitizer >/dev/null; then
+  for test in RuntimeGPUTest RuntimeGPUFeaturesTest; do
+    [ -x "build-device/unittests/$test" ] || continue
+    for tool in memcheck racecheck synccheck initcheck; do
+      echo "-- $test: $tool"
+      timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 3 \
+        "build-device/unittests/$test" >>"$out/sanitizer.log" 2>&1
+      echo "exit $? (0: clean; 3: errors reported; 124: out of time)"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" \
+        "$out/sanitizer.log" | tail -3
+    done
   done
 fi
 

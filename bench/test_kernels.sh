@@ -5,7 +5,8 @@
 # Lq = 3 on tensor cores), and MHA on CUDA cores (dense and paged). Grouped
 # f16/bf16 kernels at D = 64 and 128 run on tensor cores, the others on CUDA
 # cores (docs/KernelABI.md). Then sliding windows and logit soft-capping
-# (RuntimeGPUFeaturesTest) on both forms. Usage: bench/test_kernels.sh DIR [fd-compile]
+# (RuntimeGPUFeaturesTest) on both forms, and attention sinks
+# (RuntimeGPUSinksTest). Usage: bench/test_kernels.sh DIR [fd-compile]
 # [TARGET] (default sm_90).
 set -euo pipefail
 dir=${1:?usage: bench/test_kernels.sh DIR [fd-compile] [TARGET]}
@@ -65,3 +66,17 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 "$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 4 \
   --num-kv-heads 4 --dtype f16 --num-splits 16 --window-left 1 \
   --logits-soft-cap 50 --with-lse -o "$dir/win1_cap50_mha" >/dev/null
+# Attention sinks (--with-sinks), RuntimeGPUSinksTest's. Tensor cores: GQA
+# f16 D=128; MQA bf16 with W = 50; paged 16; Lq = 4 with W = 3 (< Lq). CUDA
+# cores: GQA f32 with 6 splits (more than short sequences have tokens).
+"$compile" $common --dtype f16 --num-splits 5 --with-sinks --with-lse \
+  -o "$dir/sinks_tc" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 32 \
+  --num-kv-heads 1 --dtype bf16 --num-splits 7 --window-left 50 --with-sinks \
+  --with-lse -o "$dir/sinks_win50_mqa_bf16" >/dev/null
+"$compile" $common --dtype f16 --num-splits 3 --page-size 16 --with-sinks \
+  --with-lse -o "$dir/sinks_paged16" >/dev/null
+"$compile" $common --dtype f16 --num-splits 4 --query-len 4 --window-left 3 \
+  --with-sinks --with-lse -o "$dir/sinks_win3_spec4" >/dev/null
+"$compile" $common --dtype f32 --num-splits 6 --with-sinks --with-lse \
+  -o "$dir/sinks_f32" >/dev/null

@@ -23,16 +23,7 @@ esac
 source "$(dirname "$0")/plans.sh"
 dir=$build/fdemu-window-kernels/$gpu
 rm -rf "$dir"
-for plan in llama3-8b-w128:1x32768 llama3-8b-w128:16x4096 llama3-8b:1x128 \
-  llama3-8b:16x128 llama3-8b:1x32768 llama3-8b:16x4096; do
-  config=${plan%%:*} shape=${plan#*:}
-  batch=${shape%x*} len=${shape#*x}
-  for mode in auto s1; do
-    splits=$([ "$mode" = auto ] && echo auto || echo 1)
-    compile_plan "$build/bin/fd-compile" "$dir/$config/B${batch}_L${len}_${mode}" \
-      "$config" "$batch" "$len" "$splits" "$arch" "$sms"
-  done
-done
+compile_window_plans "$build/bin/fd-compile" "$dir" "$arch" "$sms"
 mkdir -p "$(dirname "$csv")"
 run() {
   FD_CUDA_DRIVER=$build/lib/libfdemu.so FDEMU_GPU=$gpu "$build/bin/fd-bench" \

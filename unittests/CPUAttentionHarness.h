@@ -4,7 +4,7 @@
 // What CPUAttentionTest and CPUModelFeaturesTest share: random problems,
 // compiling and running a KernelConfig on the CPU (dense or paged caches),
 // and comparing a result with fd::reference on the same (rounded) inputs,
-// with the config's scale, window and soft-cap.
+// with the config's scale, window, soft-cap and attention sinks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,12 +36,15 @@ inline Storage getStorage(ElementType type) {
 
 /// Random inputs (queries of deviation `queryDeviation`: scores of about 2
 /// by default, peaked enough that a wrong max or a misplaced key shows;
-/// caches of 1) for `config` over dense caches of `maxLength` positions.
+/// caches of 1) for `config` over dense caches of `maxLength` positions;
+/// with `config.withSinks`, sinks of deviation 2 (the caller may set others).
 struct Problem {
   KernelConfig config;
   int64_t batch, maxLength;
   std::vector<int32_t> lengths;
   HostTensor query, keys, values;
+  /// The attention sinks, [Hq], when `config.withSinks`.
+  std::vector<float> sinks;
 
   Problem(const KernelConfig &config, std::vector<int32_t> lengths,
           int64_t maxLength, std::mt19937 &random, double queryDeviation = 2.0)
@@ -56,6 +59,20 @@ struct Problem {
       keys.set(i, cacheValues(random));
       values.set(i, cacheValues(random));
     }
+    if (config.withSinks) {
+      std::normal_distribution<float> sinkValues(0.0f, 2.0f);
+      for (int64_t h = 0; h < config.numQueryHeads; ++h)
+        sinks.push_back(sinkValues(random));
+    }
+  }
+
+  /// Whether row `row` ([B, Lq, Hq] order) sees no key: its token sits
+  /// before the sequence's first position.
+  bool seesNoKey(int64_t row) const {
+    int64_t queryLength = config.queryLength;
+    int64_t b = row / (queryLength * config.numQueryHeads);
+    int64_t t = row / config.numQueryHeads % queryLength;
+    return lengths[b] - queryLength + t < 0;
   }
 
   int64_t rows() const {
@@ -105,6 +122,9 @@ inline void reference(const Problem &problem, std::vector<double> &output,
   reference.keyCache = problem.keys.values.data();
   reference.valueCache = problem.values.values.data();
   reference.lengths = problem.lengths.data();
+  std::vector<double> sinks(problem.sinks.begin(), problem.sinks.end());
+  if (config.withSinks)
+    reference.sinks = sinks.data();
   reference::attention(reference, output, lse);
 }
 
@@ -189,6 +209,8 @@ inline Result run(const CPUAttentionKernel &kernel, const Problem &problem,
     buffers.maxPagesPerSequence = paged->pagesPerSequence;
     buffers.numPages = paged->numPages;
   }
+  if (config.withSinks)
+    buffers.sinks = problem.sinks.data();
   llvm::Error error = kernel.run(buffers);
   EXPECT_FALSE(error) << llvm::toString(std::move(error));
   return result;
@@ -216,8 +238,8 @@ enum class LseTolerance {
 
 /// Checks a result against the float64 reference: max |out - ref| within
 /// 1e-5 (f32) or 1e-2 (f16/bf16) of max |ref|; rows without keys exactly zero
-/// with lse -inf; lse errors within 1e-5 relative (`lseTolerance`), when
-/// the kernel writes an lse.
+/// with lse -inf (the sink with sinks); lse errors within 1e-5 relative
+/// (`lseTolerance`), when the kernel writes an lse.
 inline void
 expectMatchesReference(const Problem &problem, const Result &result,
                        LseTolerance lseTolerance = LseTolerance::PerRow) {
@@ -228,13 +250,16 @@ expectMatchesReference(const Problem &problem, const Result &result,
   double maxError = 0.0, maxValue = 0.0, maxLseError = 0.0, maxLse = 1.0;
   int64_t worst = -1;
   for (int64_t row = 0; row < problem.rows(); ++row) {
+    bool noKey = problem.seesNoKey(row);
+    if (noKey || std::isinf(expectedLse[row])) {
+      for (int64_t k = 0; k < d; ++k)
+        ASSERT_EQ(result.output.get(row * d + k), 0.0)
+            << "row " << row << " sees no key, dim " << k;
+    }
     if (std::isinf(expectedLse[row])) {
       EXPECT_TRUE(!withLse ||
                   (std::isinf(result.lse[row]) && result.lse[row] < 0))
           << "row " << row << " sees no key: lse " << result.lse[row];
-      for (int64_t k = 0; k < d; ++k)
-        ASSERT_EQ(result.output.get(row * d + k), 0.0)
-            << "row " << row << " sees no key, dim " << k;
       continue;
     }
     double lseError = std::abs(result.lse[row] - expectedLse[row]);

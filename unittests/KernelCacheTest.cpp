@@ -100,6 +100,10 @@ TEST_F(KernelCache, KeyChangesWithEveryField) {
       {"numSplits", [](KernelConfig &c) { c.numSplits = 5; }},
       {"chunkLength", [](KernelConfig &c) { c.chunkLength = 64; }},
       {"scale", [](KernelConfig &c) { c.scale = 0.125f; }},
+      {"pageSize", [](KernelConfig &c) { c.pageSize = 16; }},
+      {"windowLeft", [](KernelConfig &c) { c.windowLeft = 128; }},
+      {"logitsSoftCap", [](KernelConfig &c) { c.logitsSoftCap = 50.0f; }},
+      {"withSinks", [](KernelConfig &c) { c.withSinks = true; }},
       {"withLse", [](KernelConfig &c) { c.withLse = true; }},
       {"batch", [](KernelConfig &c) { c.batch = 2; }},
       {"maxLength", [](KernelConfig &c) { c.maxLength = 8192; }},
@@ -124,6 +128,33 @@ TEST_F(KernelCache, KeyChangesWithEveryField) {
   EXPECT_NE(getCacheKey(a), getCacheKey(b));
   EXPECT_EQ(getCacheKey(config).size(), 64u);
   EXPECT_EQ(getCacheKey(config), getCacheKey(KernelConfig(config)));
+}
+
+TEST_F(KernelCache, SinksReachTheManifestAndOnlyTheMerge) {
+  // The merge alone takes the sinks (its last parameter); the manifest's
+  // config says so; the entry is apart from the kernels without sinks.
+  config.withLse = true;
+  config.withSinks = true;
+  auto kernels = compileOrFail();
+  ASSERT_TRUE(kernels);
+  const std::string &manifest = kernels->manifest;
+  EXPECT_NE(manifest.find("\"with_sinks\": true"), std::string::npos);
+  size_t merge = manifest.find("\"name\": \"fd_merge\"");
+  size_t sinks = manifest.find("\"name\": \"sinks\"");
+  ASSERT_NE(merge, std::string::npos);
+  ASSERT_NE(sinks, std::string::npos);
+  EXPECT_GT(sinks, merge) << manifest;
+  EXPECT_GT(sinks, manifest.find("\"name\": \"lse\"", merge));
+  // Once: no other kernel takes them.
+  EXPECT_EQ(manifest.find("\"sinks\"", sinks + 16), std::string::npos);
+  config.withSinks = false;
+  auto without = compileOrFail();
+  ASSERT_TRUE(without);
+  EXPECT_NE(without->manifest.find("\"with_sinks\": false"), std::string::npos);
+  EXPECT_EQ(without->manifest.find("\"name\": \"sinks\""), std::string::npos);
+  EXPECT_EQ(without->ptx[0].second, kernels->ptx[0].second)
+      << "the partial kernel must not change with sinks";
+  EXPECT_NE(without->ptx[1].second, kernels->ptx[1].second);
 }
 
 TEST_F(KernelCache, CorruptEntryIsRebuiltNotReturned) {

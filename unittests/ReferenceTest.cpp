@@ -312,3 +312,134 @@ TEST(Reference, SoftCapBendsModerateScoresAndCombinesWithAWindow) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Attention sinks
+//===----------------------------------------------------------------------===//
+
+TEST(Reference, SinkJoinsTheDenominatorOnly) {
+  // Two query heads on one KV head, D = 4, sinks 0 and log 4. Sequence 0
+  // has one key of score log 3: head 0's weight is 3 / (3 + 1), head 1's
+  // 3 / (3 + 4). Sequence 1 puts a key of score 0 first: weights 1 / 5 and
+  // 3 / 5 for head 0, 1 / 8 and 3 / 8 for head 1. Sequence 2 is empty:
+  // zeros and lse = the sink.
+  constexpr int64_t d = 4, heads = 2, maxLength = 2;
+  std::vector<double> query(3 * heads * d, 0.0), keys(3 * maxLength * d, 0.0),
+      values(3 * maxLength * d, 0.0);
+  for (int64_t row = 0; row < 3 * heads; ++row)
+    query[row * d] = 1.0;
+  keys[0] = std::log(3.0);                   // sequence 0, key 0
+  keys[(maxLength + 1) * d] = std::log(3.0); // sequence 1, key 1
+  for (int64_t k = 0; k < d; ++k) {
+    values[k] = 8.0 + k;
+    values[maxLength * d + k] = 2.0;
+    values[(maxLength + 1) * d + k] = 8.0 + k;
+  }
+  int32_t lengths[] = {1, 2, 0};
+  double sinks[] = {0.0, std::log(4.0)};
+  AttentionProblem problem =
+      singleHead(3, 1, d, maxLength, query, keys, values, lengths);
+  problem.numQueryHeads = heads;
+  problem.sinks = sinks;
+  std::vector<double> output, lse;
+  attention(problem, output, lse);
+  for (int64_t k = 0; k < d; ++k) {
+    EXPECT_NEAR(output[k], 0.75 * (8.0 + k), 1e-12);
+    EXPECT_NEAR(output[d + k], 3.0 / 7.0 * (8.0 + k), 1e-12);
+    EXPECT_NEAR(output[2 * d + k], (2.0 + 3.0 * (8.0 + k)) / 5.0, 1e-12);
+    EXPECT_NEAR(output[3 * d + k], (1.0 * 2.0 + 3.0 * (8.0 + k)) / 8.0, 1e-12);
+    EXPECT_EQ(output[4 * d + k], 0.0);
+    EXPECT_EQ(output[5 * d + k], 0.0);
+  }
+  EXPECT_NEAR(lse[0], std::log(4.0), 1e-12);
+  EXPECT_NEAR(lse[1], std::log(7.0), 1e-12);
+  EXPECT_NEAR(lse[2], std::log(5.0), 1e-12); // 1 + 3 + e^0
+  EXPECT_NEAR(lse[3], std::log(8.0), 1e-12);
+  EXPECT_EQ(lse[4], 0.0);
+  EXPECT_EQ(lse[5], std::log(4.0));
+}
+
+TEST(Reference, SinkOfMinusInfinityIsNoSink) {
+  // Random inputs, Hq = 4 over Hkv = 2, Lq = 2 with a window of 3, lengths
+  // 0, 1 and 9: every output and lse bit-identical to no sinks (a row
+  // without keys keeps lse -inf).
+  constexpr int64_t d = 8, maxLength = 9, queryLength = 2, heads = 4;
+  std::vector<double> query(3 * queryLength * heads * d),
+      keys(3 * maxLength * 2 * d), values(keys.size());
+  fillNormal(23, {&query, &keys, &values});
+  int32_t lengths[] = {0, 1, 9};
+  AttentionProblem problem =
+      singleHead(3, queryLength, d, maxLength, query, keys, values, lengths);
+  problem.numQueryHeads = heads;
+  problem.numKVHeads = 2;
+  problem.windowLeft = 3;
+  std::vector<double> plain, plainLse, output, lse;
+  attention(problem, plain, plainLse);
+  std::vector<double> sinks(heads, -std::numeric_limits<double>::infinity());
+  problem.sinks = sinks.data();
+  attention(problem, output, lse);
+  EXPECT_EQ(output, plain);
+  EXPECT_EQ(lse, plainLse);
+  EXPECT_TRUE(std::isinf(lse[0]) && lse[0] < 0);
+}
+
+TEST(Reference, SinkRescalesTheRowByItsShareOfTheLse) {
+  // With a sink s, lse' = log(e^lse + e^s) and out' = out * e^(lse - lse'):
+  // the keys' share of the new denominator. Rows without keys (length 0,
+  // and with Lq = 3 the tokens before the first key) get zeros and lse = s.
+  // Sinks far above the scores (1000: no overflow) and far below (-1000).
+  constexpr int64_t d = 16, maxLength = 40, queryLength = 3, heads = 4;
+  std::vector<double> query(4 * queryLength * heads * d),
+      keys(4 * maxLength * d), values(keys.size());
+  fillNormal(29, {&query, &keys, &values});
+  int32_t lengths[] = {40, 1, 0, 17};
+  AttentionProblem problem =
+      singleHead(4, queryLength, d, maxLength, query, keys, values, lengths);
+  problem.numQueryHeads = heads;
+  std::vector<double> plain, plainLse, output, lse;
+  attention(problem, plain, plainLse);
+  const double sinks[heads] = {0.7, 1000.0, -1000.0, -2.5};
+  problem.sinks = sinks;
+  attention(problem, output, lse);
+  for (int64_t row = 0; row < 4 * queryLength * heads; ++row) {
+    double sink = sinks[row % heads];
+    int64_t b = row / (queryLength * heads), t = row / heads % queryLength;
+    bool noKey = lengths[b] - queryLength + t < 0;
+    ASSERT_EQ(std::isinf(plainLse[row]), noKey) << "row " << row;
+    double expectedLse =
+        noKey ? sink
+              : std::max(plainLse[row], sink) +
+                    std::log1p(std::exp(-std::abs(plainLse[row] - sink)));
+    EXPECT_NEAR(lse[row], expectedLse, 1e-9 * std::max(1.0, std::abs(sink)))
+        << "row " << row;
+    double share = noKey ? 0.0 : std::exp(plainLse[row] - expectedLse);
+    for (int64_t k = 0; k < d; ++k)
+      EXPECT_NEAR(output[row * d + k], plain[row * d + k] * share, 1e-12)
+          << "row " << row << " dim " << k;
+  }
+  // The sink of 1000 leaves (next to) nothing to the keys; -1000 nothing to
+  // itself.
+  EXPECT_EQ(lse[1], 1000.0);
+  EXPECT_LT(std::abs(output[d]), 1e-300);
+  EXPECT_EQ(lse[2], plainLse[2]);
+  EXPECT_EQ(output[2 * d], plain[2 * d]);
+}
+
+TEST(Reference, NaNSinkPoisonsItsHeadOnly) {
+  constexpr int64_t d = 4, heads = 3;
+  std::vector<double> query(heads * d), keys(5 * d), values(5 * d);
+  fillNormal(31, {&query, &keys, &values});
+  int32_t lengths[] = {5};
+  AttentionProblem problem =
+      singleHead(1, 1, d, 5, query, keys, values, lengths);
+  problem.numQueryHeads = heads;
+  const double sinks[heads] = {0.5, std::nan(""), -1.0};
+  problem.sinks = sinks;
+  std::vector<double> output, lse;
+  attention(problem, output, lse);
+  for (int64_t h = 0; h < heads; ++h) {
+    EXPECT_EQ(std::isnan(lse[h]), h == 1) << "head " << h;
+    for (int64_t k = 0; k < d; ++k)
+      EXPECT_EQ(std::isnan(output[h * d + k]), h == 1) << "head " << h;
+  }
+}

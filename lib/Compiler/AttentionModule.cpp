@@ -58,6 +58,9 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   if (config.pageSize)
     argumentTypes.push_back(
         MemRefType::get({dynamic, dynamic}, builder.getI32Type()));
+  if (config.withSinks)
+    argumentTypes.push_back(
+        MemRefType::get({config.numQueryHeads}, builder.getF32Type()));
 
   auto function =
       func::FuncOp::create(builder, loc, kAttentionFunctionName,
@@ -77,11 +80,22 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   FloatAttr softCap = config.logitsSoftCap
                           ? builder.getF32FloatAttr(*config.logitsSoftCap)
                           : FloatAttr();
-  Value blockTable = config.pageSize ? arguments.back() : Value();
+  // After q, k, v, lengths and output: lse, block table, sinks, each when
+  // configured.
+  ValueRange optional = arguments.drop_front(5);
+  auto next = [&](bool present) {
+    if (!present)
+      return Value();
+    Value argument = optional.front();
+    optional = optional.drop_front();
+    return argument;
+  };
+  Value lse = next(config.withLse);
+  Value blockTable = next(config.pageSize != 0);
+  Value sinks = next(config.withSinks);
   mlir::fd::AttentionOp::create(
       builder, loc, arguments[0], arguments[1], arguments[2], arguments[3],
-      blockTable, arguments[4], config.withLse ? arguments[5] : Value(), layout,
-      scale, window, softCap);
+      blockTable, arguments[4], lse, sinks, layout, scale, window, softCap);
   func::ReturnOp::create(builder, loc);
   return module;
 }

@@ -109,6 +109,9 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
                           buffers.maxPagesPerSequence < 1))
     return invalid("the kernel reads paged caches: blockTable, numPages and "
                    "maxPagesPerSequence are required");
+  if (config.withSinks && !buffers.sinks)
+    return invalid("the kernel was compiled with attention sinks: sinks "
+                   "buffer (float [num_q_heads]) required");
 
   llvm::SmallVector<int64_t> rowShape = {buffers.batch};
   if (config.queryLength > 1)
@@ -136,6 +139,9 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
   if (config.pageSize)
     descriptors.push_back(makeDescriptor(
         buffers.blockTable, {buffers.batch, buffers.maxPagesPerSequence}));
+  if (config.withSinks)
+    descriptors.push_back(
+        makeDescriptor(buffers.sinks, {config.numQueryHeads}));
 
   // The packed interface takes the address of each argument, and each
   // argument of the C interface is a pointer to a descriptor.

@@ -115,6 +115,8 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
                                 param("output", "ptr")};
   if (config.withLse)
     mergeParams.push_back(param("lse", "ptr"));
+  if (config.withSinks)
+    mergeParams.push_back(param("sinks", "ptr"));
 
   llvm::json::Object configJson;
   config.forEachField(

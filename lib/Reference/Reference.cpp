@@ -101,8 +101,17 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
         if (problem.windowLeft > 0)
           first = std::max<int64_t>(0, position - problem.windowLeft + 1);
         int64_t row = (b * problem.queryLength + t) * problem.numQueryHeads + h;
-        if (position < first)
+        const double *sink = problem.sinks ? problem.sinks + h : nullptr;
+        if (position < first) {
+          // Only the sink: weight exp(sink - sink) = 1 over a zero value
+          // (NaN for a NaN sink, which poisons the row).
+          if (sink) {
+            lse[row] = *sink;
+            if (std::isnan(*sink))
+              std::fill_n(output.data() + row * headDim, headDim, *sink);
+          }
           continue;
+        }
         int64_t visible = position - first + 1;
         const double *query = problem.query + row * headDim;
         scores.assign(visible, 0.0);
@@ -119,7 +128,9 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
           scores[i] = score;
         }
         double max = *std::max_element(scores.begin(), scores.end());
-        double sum = 0.0;
+        if (sink)
+          max = std::max(max, *sink);
+        double sum = sink ? std::exp(*sink - max) : 0.0;
         double *out = output.data() + row * headDim;
         for (int64_t i = 0; i < visible; ++i) {
           double weight = std::exp(scores[i] - max);

@@ -110,6 +110,11 @@ Manifest Manifest::parse(const std::string &text) {
       missing("config.logits_soft_cap", "a positive number");
     manifest.logitsSoftCap = cap->number;
   }
+  if (const json::Value *withSinks = config.find("with_sinks")) {
+    if (withSinks->kind != json::Value::Kind::Bool)
+      missing("config.with_sinks", "a boolean");
+    manifest.withSinks = withSinks->boolean;
+  }
   const json::Value &withLse = member(config, "with_lse", "config.");
   if (withLse.kind != json::Value::Kind::Bool)
     missing("config.with_lse", "a boolean");

@@ -274,6 +274,15 @@ void DecodePlan::bind() {
     fail(manifest.withLse ? "the kernels write an lse: lse buffer required"
                           : "the kernels were compiled without an lse "
                             "output: lse must be 0");
+  if (manifest.withSinks != (buffers.sinks != 0))
+    fail(manifest.withSinks
+             ? "the kernels read attention sinks: sinks buffer (float "
+               "[num_q_heads]) required"
+             : "the kernels were compiled without attention sinks: sinks "
+               "must be 0");
+  if (buffers.sinks % 4 != 0)
+    fail("sinks address is not 4-byte aligned: the merge reads it as "
+         "float");
 
   // The kernels move 16 bytes per access: a misaligned base (a view that
   // starts inside a buffer) would fault on the GPU, so say so here.
@@ -331,6 +340,7 @@ void DecodePlan::bind() {
           : name == "partial_lse"    ? partialLse
           : name == "max_len"        ? static_cast<uint64_t>(buffers.maxLength)
           : name == "num_pages"      ? static_cast<uint64_t>(buffers.numPages)
+          : name == "sinks"          ? buffers.sinks
                                      : ~uint64_t(0);
       if (value == ~uint64_t(0))
         fail("kernel " + spec.name + " takes parameter '" + name +

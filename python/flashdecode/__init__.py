@@ -15,8 +15,9 @@ buffers for CUDA-graph decoding.
 Shapes: q ``[B, Hq, D]`` or ``[B, Lq, Hq, D]`` (query token t of Lq sits at
 position ``p = len - Lq + t`` and sees keys ``j <= p``; with ``window_left=W``
 only ``p - W < j <= p``); caches ``[B, Lmax, Hkv, D]`` (NHD) or
-``[B, Hkv, Lmax, D]`` (HND); ``seq_lens`` int32 ``[B]``. The output has q's
-shape and dtype; the lse is float32 ``[B, Hq]`` (``[B, Lq, Hq]``), natural log.
+``[B, Hkv, Lmax, D]`` (HND); ``seq_lens`` int32 ``[B]``; attention sinks
+(``sinks=``) float32 ``[Hq]``. The output has q's shape and dtype; the lse is
+float32 ``[B, Hq]`` (``[B, Lq, Hq]``), natural log.
 bfloat16 numpy data is given as uint16 bit patterns with ``dtype="bfloat16"``.
 """
 
@@ -24,7 +25,8 @@ import json
 
 from . import _flashdecode as _native
 from ._common import (_check_scale, _check_soft_cap, _check_window,
-                      _dtype_code, _planner_options, _split_options)
+                      _check_with_sinks, _dtype_code, _planner_options,
+                      _split_options)
 from ._cpu import _decode_cpu
 from ._cuda import Decoder, _decode_cuda
 from .device_array import DeviceArray
@@ -67,23 +69,29 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
             num_splits="auto", kv_layout="NHD", arch="sm_90", batch=1,
             max_len=4096, *, query_len=1, scale=None, return_lse=False,
             sm_count=132, blocks_per_sm=None, min_chunk_length=None,
-            max_splits=None, window_left=None, logits_soft_cap=None):
+            max_splits=None, window_left=None, logits_soft_cap=None,
+            with_sinks=False):
     """Compiles the GPU kernels of one configuration (through the JIT cache).
 
     No device is involved, so ``arch`` and ``sm_count`` default to an H200's;
     decode_attention(backend="cuda") and Decoder ask the GPU instead.
     blocks_per_sm, min_chunk_length, max_splits: the split planner's knobs
     for num_splits="auto" (see plan_splits); None keeps the default.
-    window_left, logits_soft_cap: as for decode_attention."""
+    window_left, logits_soft_cap: as for decode_attention. with_sinks=True
+    compiles for attention sinks (decode_attention's ``sinks``): the merge
+    kernel takes a "sinks" parameter and manifest["config"]["with_sinks"]
+    is true."""
     splits, split_kv = _split_options(num_splits)
     window_left = _check_window(window_left)
     logits_soft_cap = _check_soft_cap(logits_soft_cap)
+    with_sinks = _check_with_sinks(with_sinks)
     ptx, manifest, chosen = _native.compile(_native.KernelConfig(
         head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),
         kv_layout, 0, splits, split_kv, scale, return_lse, batch, max_len,
         sm_count, arch,
         **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
-        window_left=window_left, logits_soft_cap=logits_soft_cap))
+        window_left=window_left, logits_soft_cap=logits_soft_cap,
+        with_sinks=with_sinks))
     return Kernel(ptx, manifest, chosen)
 
 
@@ -92,7 +100,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                      backend="cpu", dtype=None, block_table=None, arch=None,
                      out=None, lse=None, stream=None, blocks_per_sm=None,
                      min_chunk_length=None, max_splits=None, window_left=None,
-                     logits_soft_cap=None):
+                     logits_soft_cap=None, sinks=None):
     """softmax(scale * q k^T) v over each sequence's first seq_lens[b] keys.
 
     num_splits: None/"auto" (the planner's choice) or a positive count;
@@ -113,6 +121,15 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     score x becomes c * tanh(x / c) before the softmax. A row that sees no
     key (a length 0 sequence, or with Lq > 1 a token before the first key)
     is zeros, its lse -inf.
+    sinks: None, or attention sinks (gpt-oss): float32 [Hq], one logit per
+    query head, beside the scores after scale and soft-cap (the sinks
+    themselves are neither scaled nor capped); a numpy
+    array for backend="cpu", a device array on the arrays' GPU for
+    backend="cuda" (read by the kernels, so it may change between calls).
+    Row softmax(s) over scores s_j becomes exp(s_j) / (exp(sinks[h]) +
+    sum_j exp(s_j)): a key whose value is zero. The lse includes it; a row
+    that sees no key is zeros with lse = sinks[h]. With split-KV it counts
+    once, in the merge, whatever num_splits is.
 
     backend="cuda" (device arrays, all on one GPU, which decides the
     context): the kernels are compiled for that GPU's compute capability
@@ -125,7 +142,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     one per GPU and stream, grown (after that stream's queued work) to the
     largest batch seen; it may move, so capture a Decoder, not this
     function, into a CUDA graph. Every pointer must be 16-byte aligned
-    (seq_lens: 4).
+    (seq_lens and sinks: 4).
 
     Raises ValueError/TypeError naming the bad argument, RuntimeError for a
     missing GPU or driver or a kernel the GPU rejects.
@@ -134,7 +151,8 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
         _dtype_code(dtype)
     scale = _check_scale(scale)
     masking = {"window_left": _check_window(window_left),
-               "logits_soft_cap": _check_soft_cap(logits_soft_cap)}
+               "logits_soft_cap": _check_soft_cap(logits_soft_cap),
+               "sinks": sinks}
     planner = _planner_options(blocks_per_sm, min_chunk_length, max_splits)
     if backend == "cpu":
         for name, value in (("arch", arch), ("out", out), ("lse", lse),

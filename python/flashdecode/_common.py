@@ -1,5 +1,6 @@
 """What both backends share: dtypes, split options, the checked shapes of a
-call, the scale, the sliding window and the logit soft-cap."""
+call, the scale, the sliding window, the logit soft-cap and the attention
+sinks' shape."""
 
 import math
 import numbers
@@ -138,6 +139,21 @@ def _check_soft_cap(logits_soft_cap):
         raise ValueError("logits_soft_cap must be a positive finite number "
                          f"(or None for off), got {logits_soft_cap!r}")
     return cap
+
+
+def _check_with_sinks(with_sinks):
+    """compile()'s with_sinks: True or False."""
+    if not isinstance(with_sinks, bool):
+        raise ValueError(f"with_sinks must be True or False, got {with_sinks!r}")
+    return with_sinks
+
+
+def _sinks_shape_error(shape, problem):
+    """The message for sinks of the wrong shape, or None when it is (Hq,)."""
+    if tuple(shape) == (problem.num_q_heads,):
+        return None
+    return (f"sinks must have shape ({problem.num_q_heads},) (one logit per "
+            f"query head), got {tuple(shape)}")
 
 
 def _planner_options(blocks_per_sm, min_chunk_length, max_splits):

@@ -8,7 +8,7 @@ import numpy as np
 from . import _flashdecode as _native
 from ._common import (_DTYPES, _Problem, _check_scale,
                       _check_soft_cap, _check_window, _planner_options,
-                      _split_options)
+                      _sinks_shape_error, _split_options)
 from .device_array import DeviceArray
 
 
@@ -26,7 +26,8 @@ class _CudaArray:
               "torch.bfloat16": "bfloat16", "torch.int32": "int32"}
     _TYPESTR = {"<f4": "float32", "<f2": "float16", "<i4": "int32"}
 
-    def __init__(self, array, name, alignment=16):
+    def __init__(self, array, name, alignment=16,
+                 expected="float32, float16 or bfloat16 (int32 for seq_lens)"):
         self.name = name
         if isinstance(array, DeviceArray):
             # Its interface cannot say bfloat16 (no typestr for it).
@@ -60,8 +61,8 @@ class _CudaArray:
                             f"{type(array).__module__}.{type(array).__name__}"
                             + hint)
         if self.dtype is None:
-            raise TypeError(f"{name} dtype is not supported: expected float32, "
-                            "float16 or bfloat16 (int32 for seq_lens)")
+            raise TypeError(f"{name} dtype is not supported: expected "
+                            f"{expected}")
         if not contiguous:
             raise ValueError(f"{name} must be contiguous")
         # A misaligned base would kill the CUDA context with a misaligned
@@ -163,6 +164,22 @@ def _check_lse(lse, problem):
     return array
 
 
+def _check_sinks(sinks, problem):
+    """The _CudaArray of attention sinks: float32 [Hq] device memory, read
+    a float at a time (4-byte aligned). Every problem is a ValueError
+    naming sinks."""
+    try:
+        array = _CudaArray(sinks, "sinks", alignment=4, expected="float32")
+    except TypeError as error:
+        raise ValueError(str(error)) from None
+    if array.dtype != "float32":
+        raise ValueError(f"sinks must be float32, got {array.dtype}")
+    shape_error = _sinks_shape_error(array.shape, problem)
+    if shape_error:
+        raise ValueError(shape_error)
+    return array
+
+
 def _new_output(like, shape, dtype, device):
     """(array, data pointer): a tensor on ``device`` when ``like`` is a
     PyTorch tensor, a DeviceArray otherwise."""
@@ -199,14 +216,17 @@ class Decoder:
     Decoder waits for the streams it launched on. ``blocks_per_sm``,
     ``min_chunk_length`` and ``max_splits`` are the split planner's knobs
     (see plan_splits; None keeps the default); ``window_left`` and
-    ``logits_soft_cap`` are decode_attention's.
+    ``logits_soft_cap`` are decode_attention's. ``sinks`` (attention
+    sinks: a float32 ``[Hq]`` device array on the same GPU, one logit per
+    query head) is bound like every buffer: its contents are read at each
+    run() and replay(), so new values written in place need no re-capture.
     """
 
     def __init__(self, q, k_cache, v_cache, seq_lens, out, lse=None, *,
                  num_splits=None, scale=None, kv_layout="NHD",
                  block_table=None, arch=None, blocks_per_sm=None,
                  min_chunk_length=None, max_splits=None, window_left=None,
-                 logits_soft_cap=None):
+                 logits_soft_cap=None, sinks=None):
         window_left = _check_window(window_left)
         logits_soft_cap = _check_soft_cap(logits_soft_cap)
         problem, arrays = _check_cuda_inputs(q, k_cache, v_cache, seq_lens,
@@ -218,11 +238,15 @@ class Decoder:
         if lse is not None:
             arrays.append(_check_lse(lse, problem))
             lse_pointer = arrays[-1].pointer
+        sinks_pointer = 0
+        if sinks is not None:
+            arrays.append(_check_sinks(sinks, problem))
+            sinks_pointer = arrays[-1].pointer
         splits, split_kv = _split_options(num_splits)
         self.device = _common_device(arrays)
         target, sm_count = _device_info(self.device)
         self._keep_alive = (q, k_cache, v_cache, seq_lens, out, lse,
-                            block_table)
+                            block_table, sinks)
         # PyTorch tensors run on PyTorch's current stream; other arrays on
         # the plan's own stream (never the legacy one, which cannot be
         # captured, nor a PyTorch stream of another driver).
@@ -235,12 +259,14 @@ class Decoder:
             lse is not None, problem.batch, problem.max_len, sm_count,
             target if arch is None else arch,
             **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
-            window_left=window_left, logits_soft_cap=logits_soft_cap)
+            window_left=window_left, logits_soft_cap=logits_soft_cap,
+            with_sinks=sinks is not None)
         table = arrays[4].pointer if block_table is not None else 0
         self._plan = _native.CudaPlan(
             config, self.device, qa.pointer, ka.pointer, va.pointer,
             la.pointer, oa.pointer, lse_pointer, table,
-            problem.num_pages if block_table is not None else 0)
+            problem.num_pages if block_table is not None else 0,
+            sinks=sinks_pointer)
         self.num_splits = self._plan.num_splits
         self.arch = self._plan.arch
 
@@ -266,7 +292,7 @@ _cuda_launchers = {}
 
 def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                  return_lse, dtype, block_table, arch, out, lse, stream,
-                 planner, window_left=0, logits_soft_cap=None):
+                 planner, window_left=0, logits_soft_cap=None, sinks=None):
     problem, arrays = _check_cuda_inputs(q, k_cache, v_cache, seq_lens,
                                          block_table, kv_layout, dtype)
     qa = arrays[0]
@@ -277,6 +303,10 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                                not isinstance(stream, int) or stream < 0):
         raise TypeError(f"stream must be a CUstream handle (an int >= 0) or "
                         f"None, got {stream!r}")
+    sinks_pointer = 0
+    if sinks is not None:
+        arrays.append(_check_sinks(sinks, problem))
+        sinks_pointer = arrays[-1].pointer
     inputs = len(arrays)
     if out is not None:
         arrays.append(_check_out(out, qa))
@@ -307,7 +337,8 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
         arch = target
     key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
            problem.query_len, qa.dtype, kv_layout, problem.page_size, splits,
-           scale, return_lse, window_left, logits_soft_cap, arch, device)
+           scale, return_lse, window_left, logits_soft_cap, sinks is not None,
+           arch, device)
     launcher = _cuda_launchers.get(key)
     if launcher is None:
         launcher = _native.cuda_launcher(_native.KernelConfig(
@@ -315,7 +346,8 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
             problem.query_len, _DTYPES[qa.dtype], kv_layout,
             problem.page_size, splits, True, scale, return_lse, 1, 4096,
             sm_count, arch, window_left=window_left,
-            logits_soft_cap=logits_soft_cap), device)
+            logits_soft_cap=logits_soft_cap, with_sinks=sinks is not None),
+            device)
         _cuda_launchers[key] = launcher
     if stream is None:
         stream = _torch_stream(device) if any(
@@ -324,5 +356,6 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                     arrays[3].pointer, out_pointer, lse_pointer,
                     arrays[4].pointer if block_table is not None else 0,
                     problem.num_pages if block_table is not None else 0,
-                    problem.batch, problem.max_len, stream)
+                    problem.batch, problem.max_len, stream,
+                    sinks=sinks_pointer)
     return (out, lse) if return_lse else out

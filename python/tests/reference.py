@@ -6,7 +6,10 @@ and sees the keys j with max(0, p - W + 1) <= j <= p with a sliding window
 of W keys (window_left), every j <= p without; a score is scale * q.k
 (scale 1/sqrt(D) unless given), soft-capped to c * tanh(score / c) with
 logits_soft_cap c; the softmax runs over the visible keys; a row that sees
-no key is zeros with lse -inf.
+no key is zeros with lse -inf. With attention sinks (one logit s_h per query
+head, neither scaled nor capped) the softmax's denominator gains exp(s_h):
+out = sum_j exp(x_j) v_j / (exp(s_h) + sum_j exp(x_j)), lse = log(exp(s_h) +
+sum_j exp(x_j)); a row that sees no key is zeros with lse = s_h.
 """
 import numpy as np
 
@@ -88,10 +91,10 @@ def page_pool(rng, k, v, page_size, layout):
 
 
 def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
-              window_left=None, logits_soft_cap=None):
+              window_left=None, logits_soft_cap=None, sinks=None):
     """(out, lse) in float64 for q [B, Hq, D] or [B, Lq, Hq, D] over dense
-    caches; window_left W and logits_soft_cap c as in the module's rules
-    (None: no window, no cap)."""
+    caches; window_left W, logits_soft_cap c and sinks [Hq] as in the
+    module's rules (None: no window, no cap, no sinks)."""
     squeeze = q.ndim == 3
     if squeeze:
         q = q[:, None]
@@ -101,6 +104,8 @@ def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
     group = heads // k.shape[2]
     scale = 1.0 / np.sqrt(dim) if scale is None else scale
     kv_head = np.arange(heads) // group
+    sink = None if sinks is None else \
+        np.asarray(sinks, np.float64).reshape(heads, 1)
     out = np.zeros(q.shape)
     lse = np.full(q.shape[:3], -np.inf)
     for b in range(batch):
@@ -109,15 +114,22 @@ def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
             first = 0 if window_left is None else \
                 max(0, position - window_left + 1)
             if position < first:
-                continue  # sees no key
+                if sink is not None:
+                    lse[b, t] = sink[:, 0]
+                continue  # sees no key: zeros
             keys = k[b, first:position + 1][:, kv_head]      # [n, Hq, D]
             values = v[b, first:position + 1][:, kv_head]
             scores = np.einsum("hd,nhd->hn", q[b, t], keys) * scale
             if logits_soft_cap is not None:
                 scores = logits_soft_cap * np.tanh(scores / logits_soft_cap)
             peak = scores.max(axis=1, keepdims=True)
+            if sink is not None:
+                # A key of value zero whose score is the sink (exp(-inf) = 0).
+                peak = np.maximum(peak, sink)
             weights = np.exp(scores - peak)
             total = weights.sum(axis=1, keepdims=True)
+            if sink is not None:
+                total = total + np.exp(sink - peak)
             out[b, t] = np.einsum("hn,nhd->hd", weights, values) / total
             lse[b, t] = peak[:, 0] + np.log(total[:, 0])
     if squeeze:
@@ -125,22 +137,36 @@ def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
     return out, lse
 
 
+def rows_without_keys(lens, query_len):
+    """[B, Lq] booleans: the rows that see no key, query token t at position
+    len - Lq + t < 0 (a window always holds the token's own position)."""
+    position = np.asarray(lens, np.int64)[:, None] - query_len + \
+        np.arange(query_len)[None, :]
+    return position < 0
+
+
 def relative_error(actual, expected):
     return np.abs(actual - expected).max() / max(np.abs(expected).max(), 1e-30)
 
 
 def check_against_reference(out, lse, expected, expected_lse, dtype,
-                            tolerance, lse_tolerance, context):
+                            tolerance, lse_tolerance, context, *,
+                            without_keys=None):
     """out (numpy, in `dtype` storage) and lse (numpy, or None: unchecked)
     against the float64 reference: every element finite, the relative error
-    within `tolerance`, rows without keys zeros with lse -inf, the other
-    lse within `lse_tolerance` (absolute and relative)."""
+    within `tolerance`, rows with lse -inf (and the rows of the boolean mask
+    `without_keys`, [B, (Lq,) Hq] or broadcastable, with sinks) zeros with
+    lse -inf, the other lse within `lse_tolerance` (absolute and
+    relative)."""
     actual = decode(out, dtype)
     assert np.isfinite(actual).all(), context
     error = relative_error(actual, expected)
     assert error <= tolerance, f"relative error {error:.3g}: {context}"
     empty = np.isneginf(expected_lse)
     assert (actual[empty] == 0).all(), f"rows without keys: {context}"
+    if without_keys is not None:
+        mask = np.broadcast_to(without_keys, expected_lse.shape)
+        assert (actual[mask] == 0).all(), f"rows without keys: {context}"
     if lse is None:
         return
     np.testing.assert_array_equal(np.isneginf(lse), empty,
@@ -148,3 +174,67 @@ def check_against_reference(out, lse, expected, expected_lse, dtype,
     np.testing.assert_allclose(lse[~empty], expected_lse[~empty],
                                rtol=lse_tolerance, atol=lse_tolerance,
                                err_msg=context)
+
+
+def random_sinks(rng, num_q_heads):
+    """Attention sinks, float32 [Hq] in a random head order: one large
+    positive sink that dominates every row (e^15 and more against a few
+    hundred keys of scores around 1), one very negative (no visible effect),
+    one -inf (no sink at all), one near the rows' lse (an equal partner),
+    the others spread around it."""
+    special = [rng.uniform(15.0, 25.0), rng.uniform(-300.0, -60.0), -np.inf,
+               rng.normal(4.0, 1.0)]
+    rest = rng.normal(2.0, 3.0, max(0, num_q_heads - len(special)))
+    sinks = np.concatenate([special, rest])[:num_q_heads]
+    return rng.permutation(sinks).astype(np.float32)
+
+
+# A row's error is measured against its own largest magnitude, or this
+# fraction of the output's when smaller: a dominant sink shrinks its rows
+# by e^-10 and more, down to where f16 has no normal numbers.
+ROW_FLOOR = {"float32": 1e-6, "float16": 1e-3, "bfloat16": 1e-3}
+
+
+def check_rows(actual, expected, dtype, tolerance, context):
+    """Each row's largest error (float arrays [..., D]) against its own
+    largest magnitude (floored, ROW_FLOOR)."""
+    dim = expected.shape[-1]
+    actual, expected = actual.reshape(-1, dim), expected.reshape(-1, dim)
+    floor = ROW_FLOOR[dtype] * max(np.abs(expected).max(), 1e-30)
+    scale = np.maximum(np.abs(expected).max(axis=1), floor)
+    error = np.abs(actual - expected).max(axis=1) / scale
+    worst = int(error.argmax())
+    assert error[worst] <= tolerance, \
+        f"row {worst}: relative error {error[worst]:.3g}: {context}"
+
+
+def check_with_sinks(out, lse, expected, expected_lse, lens, dtype,
+                     tolerance, lse_tolerance, context):
+    """check_against_reference for attention with sinks: also row by row
+    (check_rows), and the rows without keys zeros whatever their lse (the
+    sink's)."""
+    query_len = 1 if out.ndim == 3 else out.shape[1]
+    without = rows_without_keys(lens, query_len)
+    without = without[:, 0, None] if out.ndim == 3 else without[..., None]
+    check_against_reference(out, lse, expected, expected_lse, dtype,
+                            tolerance, lse_tolerance, context,
+                            without_keys=without)
+    check_rows(decode(out, dtype), expected, dtype, tolerance, context)
+
+
+def check_split_counts_agree(results, dtype, tolerance, lse_tolerance,
+                             context):
+    """results: [(num_splits, out, lse)] of one problem (numpy, out in
+    `dtype` storage); each must equal the first's to the tolerances, row
+    by row, with -inf lse in the same places."""
+    first_splits, first, first_lse = results[0]
+    finite = np.isfinite(first_lse)
+    for num_splits, out, lse in results[1:]:
+        where = f"{context} splits {first_splits} vs {num_splits}"
+        check_rows(decode(out, dtype), decode(first, dtype), dtype,
+                   tolerance, where)
+        np.testing.assert_array_equal(np.isneginf(lse),
+                                      np.isneginf(first_lse), err_msg=where)
+        np.testing.assert_allclose(lse[finite], first_lse[finite],
+                                   rtol=lse_tolerance, atol=lse_tolerance,
+                                   err_msg=where)

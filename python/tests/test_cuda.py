@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import flashdecode
+from reference import attention, check_with_sinks, random_sinks
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed")
 if not torch.cuda.is_available():
@@ -116,3 +117,48 @@ def test_second_gpu_and_mixed_devices():
     with pytest.raises(ValueError, match=r"q on cuda:0; k_cache, v_cache, "
                        r"seq_lens on cuda:1"):
         flashdecode.decode_attention(*mixed, backend="cuda")
+
+
+def test_sinks_as_a_tensor():
+    """Attention sinks (float32 [Hq] on the GPU) against the float64
+    reference, per call and in a Decoder whose graph reads new values."""
+    rng = np.random.default_rng()
+    q = torch.from_numpy(rng.normal(0, 2, (3, 8, 128))).half()
+    k = torch.from_numpy(rng.normal(0, 1, (3, 500, 2, 128))).half()
+    v = torch.from_numpy(rng.normal(0, 1, (3, 500, 2, 128))).half()
+    lens = torch.tensor([0, 333, 500], dtype=torch.int32)
+    sinks = torch.from_numpy(random_sinks(rng, 8))
+    exact = [x.double().numpy() for x in (q, k, v)]
+
+    def check(out, lse, sinks):
+        expected, expected_lse = attention(*exact, lens.numpy(),
+                                           sinks=sinks.numpy())
+        check_with_sinks(out.cpu().numpy(), lse.cpu().numpy(), expected,
+                         expected_lse, lens.numpy(), "float16", 1e-2, 1e-3,
+                         f"sinks={sinks.tolist()}")
+
+    device = [x.cuda() for x in (q, k, v, lens, sinks)]
+    out, lse = flashdecode.decode_attention(*device[:4], sinks=device[4],
+                                            return_lse=True, backend="cuda")
+    torch.cuda.synchronize()
+    check(out, lse, sinks)
+    out, lse = torch.empty_like(device[0]), torch.empty(3, 8, device="cuda")
+    decoder = flashdecode.Decoder(*device[:4], out, lse, sinks=device[4])
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        decoder.capture()
+        for _ in range(3):
+            sinks = torch.from_numpy(random_sinks(rng, 8))
+            device[4].copy_(sinks)
+            decoder.replay()
+            stream.synchronize()
+            check(out, lse, sinks)
+    for bad, words in ((sinks, "sinks must be a CUDA tensor"),
+                       (device[4].half(), "sinks must be float32"),
+                       (device[4].double(), "sinks dtype is not supported"),
+                       (torch.zeros(16, device="cuda")[::2],
+                        "sinks must be contiguous"),
+                       (device[4][:4], r"sinks must have shape \(8,\)")):
+        with pytest.raises(ValueError, match=words):
+            flashdecode.decode_attention(*device[:4], sinks=bad,
+                                         backend="cuda")

@@ -118,3 +118,23 @@ func.func @window_dynamic_length(%q: memref<1x32x128xf16>, %k: memref<1x?x8x128x
         memref<1xi32> into memref<1x32x128xf16>
   return
 }
+
+// -----
+
+// Attention sinks are counted once, in the merge: the partial attention
+// does not see them.
+
+// CHECK-LABEL: func @sinks
+// CHECK-SAME: %[[S:[a-z0-9]+]]: memref<32xf32>
+// CHECK: fd.partial_attention
+// CHECK-NOT: sinks
+// CHECK-SAME: into
+// CHECK: fd.merge %{{.*}}, %{{.*}} sinks %[[S]] : memref<32xf32> into
+func.func @sinks(%q: memref<1x32x64xf16>, %k: memref<1x4096x8x64xf16>,
+                 %v: memref<1x4096x8x64xf16>, %lens: memref<1xi32>,
+                 %s: memref<32xf32>, %out: memref<1x32x64xf16>) {
+  fd.attention %q, %k, %v, %lens sinks %s : memref<32xf32> into %out
+      : memref<1x32x64xf16>, memref<1x4096x8x64xf16>, memref<1x4096x8x64xf16>,
+        memref<1xi32> into memref<1x32x64xf16>
+  return
+}

@@ -59,6 +59,9 @@ options:
   --logits-soft-cap C scores x become C * tanh(x / C) before the softmax
                       (off)
   --with-lse          the merge kernel also writes the log-sum-exp
+  --with-sinks        attention sinks: the merge kernel reads one logit per
+                      query head (float [num_q_heads], param "sinks") that
+                      joins every row's softmax denominator
   --arch A            sm_80, sm_86, sm_89, sm_90 or sm_90a (sm_90)
   --ptx-version N     PTX ISA version times ten, e.g. 80 (80)
   --emit STAGE        print the IR after a stage (fd: the input; split; gpu;
@@ -175,6 +178,10 @@ int main(int argc, char **argv) {
       config.withLse = true;
       continue;
     }
+    if (flag == "--with-sinks") {
+      config.withSinks = true;
+      continue;
+    }
     if (flag == "--no-cache") {
       useCache = false;
       continue;
@@ -187,7 +194,7 @@ int main(int argc, char **argv) {
       for (const auto &entry : valued)
         accepted += entry.first + ", ";
       usageError("unknown flag '" + flag + "'; accepted: " + accepted +
-                 "--with-lse, --no-cache, --help");
+                 "--with-lse, --with-sinks, --no-cache, --help");
     }
     if (flag.contains('=')) {
       handler->second(inlineValue);

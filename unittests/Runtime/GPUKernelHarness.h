@@ -4,8 +4,8 @@
 // that loads one of the kernels bench/test_kernels.sh compiles onto a GPU
 // (skipping with the reason without them or a GPU), random inputs of the
 // manifest's dtype over dense or paged caches and their device buffers, and
-// runs checked against the float64 reference (with the manifest's window
-// and soft-cap).
+// runs checked against the float64 reference (with the manifest's window,
+// soft-cap and attention sinks).
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,6 +68,8 @@ struct DenseInputs {
   int64_t batch, maxLength, heads, dim;
   bool isNHD;
   HostTensor query, keys, values;
+  /// The attention sinks, [Hq], when the manifest has them; else empty.
+  std::vector<float> sinks = {};
 
   /// Index of element `d` of key/value `j` of sequence `b`, KV head `h`.
   size_t at(int64_t b, int64_t j, int64_t h, int64_t d) const {
@@ -85,18 +87,21 @@ struct DenseInputs {
 struct PagedInputs {
   int64_t batch, pageSize, maxPages, numPages, writtenPages;
   HostTensor query, keys, values;
+  /// The attention sinks, [Hq], when the manifest has them; else empty.
+  std::vector<float> sinks = {};
 
   int64_t getMaxLength() const { return maxPages * pageSize; }
 };
 
 /// A decode's device buffers: the query and caches it reads, the output, lse
 /// and lengths of its `batch` sequences and, with paged caches, the block
-/// table.
+/// table, with sinks the sinks.
 struct DeviceDecode {
   rt::DeviceBuffer query, keys, values, output, lse, lengths;
   int64_t batch, maxLength;
   std::optional<rt::DeviceBuffer> table;
   int64_t numPages = 0;
+  std::optional<rt::DeviceBuffer> sinks;
 
   rt::DecodeBuffers getBuffers() const {
     rt::DecodeBuffers buffers{query.getAddress(),
@@ -111,7 +116,15 @@ struct DeviceDecode {
       buffers.blockTable = table->getAddress();
       buffers.numPages = numPages;
     }
+    if (sinks)
+      buffers.sinks = sinks->getAddress();
     return buffers;
+  }
+
+  /// Overwrites the sinks in device memory (no rebinding: the merge reads
+  /// them at every launch).
+  void uploadSinks(const std::vector<float> &values) {
+    sinks->upload(values.data(), values.size() * sizeof(float));
   }
 
   void uploadLengths(const std::vector<int32_t> &live) {
@@ -155,6 +168,17 @@ protected:
   }
   bool isNHD() const { return bundle.manifest.kvLayout == "NHD"; }
 
+  /// Sinks of deviation 2 for every query head when the manifest has them;
+  /// else none.
+  std::vector<float> randomSinks() {
+    std::vector<float> sinks;
+    std::normal_distribution<float> distribution(0.0f, 2.0f);
+    if (bundle.manifest.withSinks)
+      for (int64_t h = 0; h < bundle.manifest.numQueryHeads; ++h)
+        sinks.push_back(distribution(random));
+    return sinks;
+  }
+
   /// `size` normal values of the given deviation in the manifest's dtype.
   HostTensor randomTensor(size_t size, double deviation) {
     HostTensor tensor(getStorage(bundle.manifest.dtype), size);
@@ -170,8 +194,9 @@ protected:
     HostTensor query = randomTensor(rowsOf(batch) * dim, queryDeviation);
     HostTensor keys = randomTensor(batch * maxLength * heads * dim, 1.0);
     HostTensor values = randomTensor(keys.values.size(), 1.0);
-    return {batch,   maxLength,        heads,           dim,
-            isNHD(), std::move(query), std::move(keys), std::move(values)};
+    return {batch,        maxLength,        heads,           dim,
+            isNHD(),      std::move(query), std::move(keys), std::move(values),
+            randomSinks()};
   }
 
   /// Sequences of at least `minLength` positions, 5 spare pages and, past
@@ -190,24 +215,25 @@ protected:
         randomTensor(rowsOf(batch) * manifest.headDim, queryDeviation);
     HostTensor keys = randomTensor(poolSize, 1.0);
     HostTensor values = randomTensor(poolSize, 1.0);
-    return {batch,        pageSize,         maxPages,        numPages,
-            writtenPages, std::move(query), std::move(keys), std::move(values)};
+    return {batch,           pageSize,          maxPages,
+            numPages,        writtenPages,      std::move(query),
+            std::move(keys), std::move(values), randomSinks()};
   }
 
-  /// Copies the dense inputs to the device, and allocates the output, lse
-  /// and lengths.
+  /// Copies the dense inputs (and sinks) to the device, and allocates the
+  /// output, lse and lengths.
   DeviceDecode upload(const DenseInputs &inputs) const {
-    return upload(inputs.query, inputs.keys, inputs.values, inputs.batch,
-                  inputs.maxLength, inputs.keys.bytes.size());
+    return upload(inputs.query, inputs.keys, inputs.values, inputs.sinks,
+                  inputs.batch, inputs.maxLength, inputs.keys.bytes.size());
   }
 
-  /// Copies the query and the written pages of the pools to the device, and
-  /// allocates the block table, output, lse and lengths.
+  /// Copies the query, the written pages of the pools (and the sinks) to
+  /// the device, and allocates the block table, output, lse and lengths.
   DeviceDecode upload(const PagedInputs &inputs) const {
     size_t pageBytes = inputs.keys.bytes.size() / inputs.numPages;
-    DeviceDecode decode =
-        upload(inputs.query, inputs.keys, inputs.values, inputs.batch,
-               inputs.getMaxLength(), inputs.writtenPages * pageBytes);
+    DeviceDecode decode = upload(
+        inputs.query, inputs.keys, inputs.values, inputs.sinks, inputs.batch,
+        inputs.getMaxLength(), inputs.writtenPages * pageBytes);
     decode.table.emplace(*device,
                          inputs.batch * inputs.maxPages * sizeof(int32_t));
     decode.numPages = inputs.numPages;
@@ -223,10 +249,12 @@ protected:
     return table;
   }
 
-  /// The float64 reference, with the manifest's window and soft-cap, over
-  /// caches of `maxLength` positions (NHD when `isNHD`, else HND).
+  /// The float64 reference, with the manifest's window and soft-cap and
+  /// `sinks` (none when empty), over caches of `maxLength` positions (NHD
+  /// when `isNHD`, else HND).
   void reference(const HostTensor &query, const std::vector<double> &keys,
                  const std::vector<double> &values,
+                 const std::vector<float> &sinks,
                  const std::vector<int32_t> &lengths, int64_t maxLength,
                  bool isNHD, std::vector<double> &expected,
                  std::vector<double> &expectedLse) const {
@@ -246,14 +274,18 @@ protected:
     problem.keyCache = keys.data();
     problem.valueCache = values.data();
     problem.lengths = lengths.data();
+    std::vector<double> sinkValues(sinks.begin(), sinks.end());
+    if (!sinks.empty())
+      problem.sinks = sinkValues.data();
     reference::attention(problem, expected, expectedLse);
   }
 
   void reference(const DenseInputs &inputs, const std::vector<int32_t> &live,
                  std::vector<double> &expected,
                  std::vector<double> &expectedLse) const {
-    reference(inputs.query, inputs.keys.values, inputs.values.values, live,
-              inputs.maxLength, inputs.isNHD, expected, expectedLse);
+    reference(inputs.query, inputs.keys.values, inputs.values.values,
+              inputs.sinks, live, inputs.maxLength, inputs.isNHD, expected,
+              expectedLse);
   }
 
   /// The reference over the logical caches block table `table` makes of the
@@ -287,8 +319,8 @@ protected:
                 written ? inputs.values.values[from + d] : std::nan("");
           }
         }
-    reference(inputs.query, keys, values, live, maxLength, /*isNHD=*/true,
-              expected, expectedLse);
+    reference(inputs.query, keys, values, inputs.sinks, live, maxLength,
+              /*isNHD=*/true, expected, expectedLse);
   }
 
   /// The output and lse the decode wrote.
@@ -305,8 +337,9 @@ protected:
 
   /// Compares the decode's output and lse with the reference: every element
   /// written, max |out - ref| within 1e-2 (f16/bf16) or 1e-4 (f32) of
-  /// max |ref|, rows without keys zero with lse -inf, the lse within 1e-3
-  /// relative; NaN exactly in the rows the reference has NaN.
+  /// max |ref|, rows without keys (the reference's rows of zeros) exactly
+  /// zero with lse -inf (or the sink), the lse within 1e-3 relative; NaN
+  /// exactly in the rows the reference has NaN.
   void expectMatches(const DeviceDecode &decode,
                      const std::vector<double> &expected,
                      const std::vector<double> &expectedLse) const {
@@ -335,6 +368,16 @@ protected:
       EXPECT_NEAR(resultLse[row], expectedLse[row],
                   1e-3 * std::max(1.0, std::abs(expectedLse[row])))
           << "row " << row;
+      // Only a row without keys has an output of exact zeros: one with a
+      // sink keeps its lse (the sink).
+      bool seesNoKey = std::all_of(expected.begin() + row * dim,
+                                   expected.begin() + (row + 1) * dim,
+                                   [](double x) { return x == 0.0; });
+      if (seesNoKey) {
+        for (int64_t d = 0; d < dim; ++d)
+          ASSERT_EQ(result.get(row * dim + d), 0.0)
+              << "row " << row << " sees no key, dim " << d;
+      }
       for (int64_t d = 0; d < dim; ++d) {
         int64_t i = row * dim + d;
         double actual = result.get(i);
@@ -395,23 +438,30 @@ private:
   /// bytes: the rest stays unwritten) to the device, and allocates the
   /// output, lse and lengths of `batch` sequences.
   DeviceDecode upload(const HostTensor &query, const HostTensor &keys,
-                      const HostTensor &values, int64_t batch,
-                      int64_t maxLength, size_t cacheBytes) const {
+                      const HostTensor &values, const std::vector<float> &sinks,
+                      int64_t batch, int64_t maxLength,
+                      size_t cacheBytes) const {
     auto copy = [&](const HostTensor &tensor, size_t bytes) {
       rt::DeviceBuffer buffer(*device, tensor.bytes.size());
       buffer.upload(tensor.bytes.data(), bytes);
       return buffer;
     };
     int64_t rows = rowsOf(batch);
-    return {copy(query, query.bytes.size()),
-            copy(keys, cacheBytes),
-            copy(values, cacheBytes),
-            rt::DeviceBuffer(*device, rows * bundle.manifest.headDim *
-                                          query.getElementSize()),
-            rt::DeviceBuffer(*device, rows * sizeof(float)),
-            rt::DeviceBuffer(*device, batch * sizeof(int32_t)),
-            batch,
-            maxLength};
+    DeviceDecode decode{
+        copy(query, query.bytes.size()),
+        copy(keys, cacheBytes),
+        copy(values, cacheBytes),
+        rt::DeviceBuffer(*device, rows * bundle.manifest.headDim *
+                                      query.getElementSize()),
+        rt::DeviceBuffer(*device, rows * sizeof(float)),
+        rt::DeviceBuffer(*device, batch * sizeof(int32_t)),
+        batch,
+        maxLength};
+    if (!sinks.empty()) {
+      decode.sinks.emplace(*device, sinks.size() * sizeof(float));
+      decode.uploadSinks(sinks);
+    }
+    return decode;
   }
 
   static std::string lengthsNote(const std::vector<int32_t> &live) {

@@ -42,6 +42,8 @@ struct AttentionBuffers {
   const int32_t *blockTable = nullptr;
   int64_t maxPagesPerSequence = 0;
   int64_t numPages = 0;
+  /// Required when the kernel was compiled with `withSinks`: float [Hq].
+  const float *sinks = nullptr;
 };
 
 class CPUAttentionKernel {

@@ -44,6 +44,9 @@ struct KernelConfig {
   int64_t windowLeft = 0;
   /// Logit soft-capping: score x -> c * tanh(x / c); absent = off.
   std::optional<float> logitsSoftCap;
+  /// Attention sinks: an f32 [Hq] buffer of one logit per query head joins
+  /// every row's softmax denominator (gpt-oss).
+  bool withSinks = false;
   bool withLse = false;
   int64_t batch = 1;
   int64_t maxLength = 4096;

@@ -41,6 +41,9 @@ struct AttentionProblem {
   /// Logit soft-capping: each scaled score x becomes c * tanh(x / c) before
   /// the softmax (and the lse); 0 = off.
   double logitsSoftCap = 0.0;
+  /// Attention sinks: a logit per query head, [Hq], that joins each row's
+  /// softmax denominator (a key whose value is zero); null = none.
+  const double *sinks = nullptr;
   const double *query = nullptr;
   const double *keyCache = nullptr;
   const double *valueCache = nullptr;
@@ -50,8 +53,9 @@ struct AttentionProblem {
 /// softmax(cap(scale * q k^T)) v per row, query t (at position
 /// p = len - Lq + t) seeing keys j <= p, and with a window W only
 /// j > p - W; cap(x) = c * tanh(x / c) with a soft-cap c, else x. Keys
-/// outside a row's range are never read. Rows without keys get zeros and
-/// lse = -inf.
+/// outside a row's range are never read. With sinks, exp(sink_h - max)
+/// joins each row's denominator. Rows without keys get zeros and lse = -inf
+/// (the sink with sinks).
 /// `output` gets [B, Lq, Hq, D], `lse` [B, Lq, Hq] (natural log).
 void attention(const AttentionProblem &problem, std::vector<double> &output,
                std::vector<double> &lse);

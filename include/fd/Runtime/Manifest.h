@@ -59,6 +59,8 @@ struct Manifest {
   int64_t windowLeft = 0;
   /// Logit soft-capping c (scores x -> c tanh(x / c)); 0 for none.
   double logitsSoftCap = 0;
+  /// Whether the kernels read attention sinks (a "sinks" parameter).
+  bool withSinks = false;
   bool withLse = false;
   int64_t numSplits = 0;
   int64_t workspaceBytesPerSequence = 0;

@@ -139,6 +139,10 @@ struct DecodeBuffers {
   /// Paged caches: the pages in each pool (the caches' first dimension);
   /// the kernels clamp block-table entries into [0, numPages).
   int64_t numPages = 0;
+  /// Required exactly when the kernels were compiled with attention sinks:
+  /// float [num_q_heads] in device memory, read by the merge at every
+  /// launch (so it may change between replays).
+  CUdeviceptr sinks = 0;
   /// A workspace of at least Manifest::getWorkspaceBytes(batch) bytes that
   /// the caller owns and keeps alive while launches may use it (e.g. one per
   /// stream from StreamWorkspaces, shared by every plan launched there);

@@ -34,10 +34,12 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
     Type outputElement =
         cast<MemRefType>(op.getOutput().getType()).getElementType();
     bool withLse = static_cast<bool>(op.getLse());
+    bool withSinks = static_cast<bool>(op.getSinks());
 
     Type pointer =
         LLVM::LLVMPointerType::get(rewriter.getContext(), kGlobalAddressSpace);
-    SmallVector<Type> arguments(withLse ? 4 : 3, pointer);
+    // Partials, lse partials, output, then the lse and the sinks when there.
+    SmallVector<Type> arguments(3 + withLse + withSinks, pointer);
     gpu::GPUFuncOp kernel =
         createKernel(op, "fd_merge", arguments, {},
                      {static_cast<int32_t>(headDim), 1, 1}, rewriter);
@@ -70,11 +72,20 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
                         rewriter, e.loc, state[0], lseAt(split))});
               })
               .getResult(0);
+      // A sink is one more partial (AttentionUtils.h): its lse is the sink,
+      // its output zero.
+      Value sink;
+      if (withSinks) {
+        sink = e.load(f32, entry.getArgument(3 + withLse), f32, head, 4);
+        max = arith::MaximumFOp::create(rewriter, e.loc, max, sink);
+      }
       Value shift = buildMergeShift(rewriter, e.loc, max);
       Value log2e = e.f32(llvm::numbers::log2e);
+      Value sinkWeight =
+          sink ? e.exp2(e.mul(e.sub(sink, shift), log2e)) : e.f32(0.0);
       auto sums = scf::ForOp::create(
           rewriter, e.loc, e.index(0), e.index(numSplits), e.index(1),
-          ValueRange{e.f32(0.0), e.f32(0.0)},
+          ValueRange{sinkWeight, e.f32(0.0)},
           [&](OpBuilder &, Location, Value split, ValueRange state) {
             Value weight = e.exp2(e.mul(e.sub(lseAt(split), shift), log2e));
             Value partial = e.load(
@@ -115,6 +126,8 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       operands.push_back(globalPointer(rewriter, loc, memref));
     if (withLse)
       operands.push_back(globalPointer(rewriter, loc, op.getLse()));
+    if (withSinks)
+      operands.push_back(globalPointer(rewriter, loc, op.getSinks()));
     Value batch = memref::DimOp::create(rewriter, loc, op.getOutput(), 0);
     gpu::LaunchFuncOp::create(
         rewriter, loc, kernel,

@@ -151,7 +151,8 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
                                const AttentionIndexing &indexing,
                                const AttentionRules &rules,
                                const RowOperands &row, Value begin, Value end,
-                               Value scale, Value accumulator) {
+                               Value scale, SoftmaxState initial,
+                               Value accumulator) {
   Value zeroIndex = indexConstant(b, loc, 0);
   Value one = indexConstant(b, loc, 1);
   Value headDim = indexConstant(b, loc, indexing.geometry.headDim);
@@ -164,7 +165,7 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
                      });
 
   auto keyLoop = scf::ForOp::create(
-      b, loc, begin, end, one, ValueRange{negativeInfinity(b, loc), zero},
+      b, loc, begin, end, one, ValueRange{initial.max, initial.sum},
       [&](OpBuilder &b, Location loc, Value position, ValueRange state) {
         SmallVector<Value> cacheRow = indexing.cacheRow(
             b, loc, row.keyCache, row.batch, position, row.kvHead);
@@ -211,6 +212,17 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
         scf::YieldOp::create(b, loc, ValueRange{newMax, newSum});
       });
   return {keyLoop.getResult(0), keyLoop.getResult(1)};
+}
+
+/// The state before any key: empty, or with attention sinks the row's sink
+/// as a key of value zero (AttentionUtils.h: max = sink, sum = its weight).
+SoftmaxState initialState(OpBuilder &b, Location loc, Value sinks, Value head) {
+  if (!sinks)
+    return {negativeInfinity(b, loc), f32Constant(b, loc, 0.0f)};
+  Value sink = memref::LoadOp::create(b, loc, sinks, head);
+  Value shift = buildMergeShift(b, loc, sink);
+  return {sink, math::ExpOp::create(
+                    b, loc, arith::SubFOp::create(b, loc, sink, shift))};
 }
 
 /// 1 / sum, or 0 for a row without keys so that its output is zeros.
@@ -316,7 +328,8 @@ struct AttentionOpLowering : OpConversionPattern<AttentionOp> {
           auto [begin, end] = visibleWithin(b, loc, rules, length, row.token,
                                             indexConstant(b, loc, 0), length);
           SoftmaxState state = emitOnlineSoftmax(
-              b, loc, indexing, rules, row, begin, end, scale, accumulator);
+              b, loc, indexing, rules, row, begin, end, scale,
+              initialState(b, loc, op.getSinks(), row.head), accumulator);
           SmallVector<Value> rowIndices =
               indexing.row(row.batch, row.token, row.head);
           storeScaledRow(b, loc, accumulator, reciprocalOrZero(b, loc, state),
@@ -355,7 +368,8 @@ struct PartialAttentionOpLowering : OpConversionPattern<PartialAttentionOp> {
           auto [begin, end] = visibleWithin(b, loc, rules, length, row.token,
                                             range.begin, range.end);
           SoftmaxState state = emitOnlineSoftmax(
-              b, loc, indexing, rules, row, begin, end, scale, accumulator);
+              b, loc, indexing, rules, row, begin, end, scale,
+              initialState(b, loc, Value(), row.head), accumulator);
           SmallVector<Value> rowIndices =
               indexing.row(row.batch, row.token, row.head, {split});
           storeScaledRow(b, loc, accumulator, reciprocalOrZero(b, loc, state),
@@ -416,11 +430,20 @@ struct MergeOpLowering : OpConversionPattern<MergeOp> {
                                     b, loc, state[0], lseAt(b, loc, split))});
                           })
                           .getResult(0);
+          // A sink is one more partial: lse = the sink, output zero.
+          Value sinkWeight = f32Constant(b, loc, 0.0f);
+          Value sink;
+          if (op.getSinks()) {
+            sink = memref::LoadOp::create(b, loc, op.getSinks(), ivs.back());
+            max = arith::MaximumFOp::create(b, loc, max, sink);
+          }
           Value shift = buildMergeShift(b, loc, max);
+          if (sink)
+            sinkWeight = math::ExpOp::create(
+                b, loc, arith::SubFOp::create(b, loc, sink, shift));
           Value sum =
               scf::ForOp::create(
-                  b, loc, zero, splits, one,
-                  ValueRange{f32Constant(b, loc, 0.0f)},
+                  b, loc, zero, splits, one, ValueRange{sinkWeight},
                   [&](OpBuilder &b, Location loc, Value split,
                       ValueRange state) {
                     Value weight = math::ExpOp::create(

@@ -286,3 +286,27 @@ func.func @soft_cap_infinite(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %
   fd.partial_attention %q, %k, %v, %l into %po, %pl {logits_soft_cap = 0x7F800000 : f32} : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x2x64xf32>, memref<1x8x2xf32>
   return
 }
+
+// -----
+
+func.func @sinks_shape(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %s: memref<4xf32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'sinks' must be one logit per query head, [Hq] [8] of 'f32', got 'memref<4xf32>'}}
+  fd.attention %q, %k, %v, %l sinks %s : memref<4xf32> into %o : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @merge_sinks_shape(%po: memref<1x8x2x64xf32>, %pl: memref<1x8x2xf32>, %s: memref<16xf32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'sinks' must be one logit per query head, [Hq] [8] of 'f32', got 'memref<16xf32>'}}
+  fd.merge %po, %pl sinks %s : memref<16xf32> into %o : memref<1x8x2x64xf32>, memref<1x8x2xf32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @sinks_type(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %s: memref<8xf16>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{operand #5 must be 1D memref of 32-bit float values}}
+  fd.attention %q, %k, %v, %l sinks %s : memref<8xf16> into %o : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}

@@ -81,3 +81,19 @@ func.func @window_soft_cap(%q: memref<?x4x8x64xf16>, %k: memref<?x?x2x64xf16>, %
         memref<?xi32> into memref<?x4x8x3x64xf32>, memref<?x4x8x3xf32>
   return
 }
+
+// CHECK-LABEL: func @sinks
+// CHECK-SAME: %[[S:[a-z0-9]+]]: memref<8xf32>
+func.func @sinks(%q: memref<?x8x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>,
+                 %lens: memref<?xi32>, %table: memref<?x?xi32>, %s: memref<8xf32>,
+                 %out: memref<?x8x64xf16>, %lse: memref<?x8xf32>,
+                 %po: memref<?x8x3x64xf32>, %pl: memref<?x8x3xf32>) {
+  // CHECK: fd.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} sinks %[[S]] : memref<8xf32> into %{{.*}}, %{{.*}} {window_left = 128 : i64}
+  fd.attention %q, %k, %v, %lens sinks %s : memref<8xf32> into %out, %lse {window_left = 128}
+      : memref<?x8x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>,
+        memref<?xi32> into memref<?x8x64xf16>, memref<?x8xf32>
+  // CHECK: fd.merge %{{.*}}, %{{.*}} sinks %[[S]] : memref<8xf32> into %{{.*}}, %{{.*}} :
+  fd.merge %po, %pl sinks %s : memref<8xf32> into %out, %lse
+      : memref<?x8x3x64xf32>, memref<?x8x3xf32> into memref<?x8x64xf16>, memref<?x8xf32>
+  return
+}

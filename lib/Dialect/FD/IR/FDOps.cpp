@@ -250,6 +250,15 @@ static LogicalResult verifyLse(Operation *op, Value lse,
                             "[B, (Lq,) Hq]");
 }
 
+static LogicalResult verifySinks(Operation *op, Value sinks,
+                                 const AttentionGeometry &geometry) {
+  if (!sinks)
+    return success();
+  return verifyOperandShape(op, sinks, "sinks", {geometry.numQueryHeads},
+                            Float32Type::get(op->getContext()),
+                            "one logit per query head, [Hq]");
+}
+
 float mlir::fd::getEffectiveScale(FloatAttr scale, Value query) {
   if (scale)
     return static_cast<float>(scale.getValueAsDouble());
@@ -272,6 +281,8 @@ LogicalResult AttentionOp::verify() {
                                 rowShape(*geometry, {geometry->headDim}),
                                 memrefType(getQuery()).getElementType(),
                                 "shaped like 'query'")))
+    return failure();
+  if (failed(verifySinks(*this, getSinks(), *geometry)))
     return failure();
   return verifyLse(*this, getLse(), *geometry);
 }
@@ -362,6 +373,8 @@ LogicalResult MergeOp::verify() {
                                 rowShape(geometry, {geometry.headDim}),
                                 outputType.getElementType(),
                                 "[B, (Lq,) Hq, D] matching 'partial_output'")))
+    return failure();
+  if (failed(verifySinks(*this, getSinks(), geometry)))
     return failure();
   return verifyLse(*this, getLse(), geometry);
 }

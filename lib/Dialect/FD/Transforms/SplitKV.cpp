@@ -203,8 +203,9 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
         op.getSeqLens(), op.getBlockTable(), partialOutput, partialLse,
         op.getKvLayoutAttr(), op.getScaleAttr(), op.getWindowLeftAttr(),
         op.getLogitsSoftCapAttr(), chunkLength);
+    // The sinks join the softmax once, in the merge, not per chunk.
     MergeOp::create(rewriter, loc, partialOutput, partialLse, op.getOutput(),
-                    op.getLse());
+                    op.getLse(), op.getSinks());
     if (!options.workspaceArgument)
       memref::DeallocOp::create(rewriter, loc, workspace);
     rewriter.eraseOp(op);

@@ -22,6 +22,7 @@ def FD_LseMemRef : MemRefRankOf<[F32], [2, 3]>;
 def FD_PartialOutputMemRef : MemRefRankOf<[F32], [4, 5]>;
 def FD_PartialLseMemRef : MemRefRankOf<[F32], [3, 4]>;
 def FD_BlockTableMemRef : MemRefRankOf<[I32], [2]>;
+def FD_SinksMemRef : MemRefRankOf<[F32], [1]>;
 
 // The inputs shared by `fd.attention` and `fd.partial_attention`.
 defvar FD_AttentionInputs = (ins
@@ -88,6 +89,13 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
     score `x` becomes `c * tanh(x / c)` before the softmax (Gemma 2: 50.0);
     the `lse` is over the capped scores.
 
+    **Attention sinks.** With a `sinks` operand (`[Hq]` f32, one learned
+    logit per query head, in device memory; gpt-oss) the softmax's
+    denominator gains `exp(sinks[h] - m)` and the numerator nothing: the sink
+    is one more key whose value is zero. The `lse` includes it; a row with
+    no keys then has an output of zeros and `lse = sinks[h]`. `fd-split-kv`
+    hands the sinks to `fd.merge`, which counts them once (never per split).
+
     **Paged caches.** With a `block_table` operand (`[B, max_pages]` i32) the
     caches are pools of pages: `[num_pages, page_size, Hkv, D]` (NHD) or
     `[num_pages, Hkv, page_size, D]` (HND), `page_size` a static power of two
@@ -112,11 +120,14 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
     Arg<FD_OutputMemRef, "attention output, shaped like the query",
         [MemWrite]>:$output,
     Arg<Optional<FD_LseMemRef>, "log-sum-exp per row, [B, (Lq,) Hq]",
-        [MemWrite]>:$lse), FD_AttentionAttrs);
+        [MemWrite]>:$lse,
+    Arg<Optional<FD_SinksMemRef>, "attention sinks: a logit per query head, "
+        "[Hq] f32", [MemRead]>:$sinks), FD_AttentionAttrs);
 
   let assemblyFormat = [{
     $query `,` $key_cache `,` $value_cache `,` $seq_lens
-    (`block_table` $block_table^ `:` type($block_table))? `into` $output
+    (`block_table` $block_table^ `:` type($block_table))?
+    (`sinks` $sinks^ `:` type($sinks))? `into` $output
     (`,` $lse^)? attr-dict `:` type($query) `,` type($key_cache) `,`
     type($value_cache) `,` type($seq_lens) `into` type($output)
     (`,` type($lse)^)?
@@ -201,7 +212,7 @@ def FD_PartialAttentionOp : FD_Op<"partial_attention",
 // MergeOp
 //===----------------------------------------------------------------------===//
 
-def FD_MergeOp : FD_Op<"merge"> {
+def FD_MergeOp : FD_Op<"merge", [AttrSizedOperandSegments]> {
   let summary = "exact log-sum-exp merge of split-KV partial attention";
   let description = [{
     Combines the `S` partial results of `fd.partial_attention` into the
@@ -217,6 +228,11 @@ def FD_MergeOp : FD_Op<"merge"> {
     Empty chunks (`partial_lse = -inf`) have weight 0. A row whose chunks are
     all empty gets an output of zeros and `lse = -inf`. The output is
     converted to its element type (f16, bf16 or f32) after the f32 merge.
+
+    With `sinks` (`[Hq]` f32, the attention sinks of `fd.attention`) each
+    row's sink joins as one more partial with `partial_lse = sinks[h]` and
+    a zero output: it is in `m` and in `sum_s w_s`, so a row whose chunks
+    are all empty gets zeros and `lse = sinks[h]`.
 
     Operands:
     - `partial_output`: `[B, Hq, S, D]` or `[B, Lq, Hq, S, D]` f32.
@@ -236,10 +252,13 @@ def FD_MergeOp : FD_Op<"merge"> {
     Arg<FD_PartialOutputMemRef, "partial outputs", [MemRead]>:$partial_output,
     Arg<FD_PartialLseMemRef, "partial log-sum-exps", [MemRead]>:$partial_lse,
     Arg<FD_OutputMemRef, "merged output", [MemWrite]>:$output,
-    Arg<Optional<FD_LseMemRef>, "merged log-sum-exp", [MemWrite]>:$lse);
+    Arg<Optional<FD_LseMemRef>, "merged log-sum-exp", [MemWrite]>:$lse,
+    Arg<Optional<FD_SinksMemRef>, "attention sinks, [Hq] f32",
+        [MemRead]>:$sinks);
 
   let assemblyFormat = [{
-    $partial_output `,` $partial_lse `into` $output (`,` $lse^)? attr-dict `:`
+    $partial_output `,` $partial_lse (`sinks` $sinks^ `:` type($sinks))?
+    `into` $output (`,` $lse^)? attr-dict `:`
     type($partial_output) `,` type($partial_lse) `into` type($output)
     (`,` type($lse)^)?
   }];

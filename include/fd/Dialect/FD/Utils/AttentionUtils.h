@@ -85,7 +85,10 @@ Value buildSawKeys(OpBuilder &b, Location loc, Value max);
 
 /// The merge's shift for partial lses whose max is `max`: the max, or 0 when
 /// every chunk was empty (max = -inf), so that every weight exp(lse - shift)
-/// is then 0 instead of NaN.
+/// is then 0 instead of NaN. An attention sink is one more partial whose lse
+/// is the sink and whose output is zero: it is in `max`, and the sum of the
+/// weights starts at exp(sink - shift) (in the unsplit softmax: the state
+/// before any key is max = sink, sum = that weight).
 Value buildMergeShift(OpBuilder &b, Location loc, Value max);
 
 } // namespace mlir::fd

@@ -1,0 +1,241 @@
+//===- FakeDriver.h - A driver table that records calls ---------*- C++ -*-===//
+//
+// What RuntimeTest and RuntimeSinksTest share: the manifest fd-compile
+// writes for a small GQA kernel, and a fake CUDA driver table that records
+// calls and launches (kernel, grid, block, arguments) and allocates fake
+// addresses, with the FakeRuntime fixture over it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_UNITTESTS_RUNTIME_FAKEDRIVER_H
+#define FD_UNITTESTS_RUNTIME_FAKEDRIVER_H
+
+#include "fd/Runtime/Runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fd::test {
+
+using namespace fd::rt;
+
+// The manifest fd-compile writes for D=64, Hq=8, Hkv=2, f16, 4 splits, lse.
+inline const char *const kManifest = R"json({
+  "compiler_version": "flashdecode 0.1.0 (MLIR 22)",
+  "config": {"arch": "sm_90", "chunk_length": 0, "dtype": "f16",
+             "head_dim": 64, "kv_layout": "NHD", "num_kv_heads": 2,
+             "num_q_heads": 8, "planned_batch": 1, "planned_max_len": 4096,
+             "ptx_version": 80, "query_len": 1, "sm_count": 132,
+             "with_lse": true},
+  "kernels": [
+    {"block": [128, 1, 1], "dynamic_shared_memory_bytes": 0,
+     "grid": ["num_splits", 2, "batch"], "name": "fd_partial_attention",
+     "params": [{"name": "query", "type": "ptr"},
+                {"name": "key_cache", "type": "ptr"},
+                {"name": "value_cache", "type": "ptr"},
+                {"name": "seq_lens", "type": "ptr"},
+                {"name": "partial_output", "type": "ptr"},
+                {"name": "partial_lse", "type": "ptr"},
+                {"name": "max_len", "type": "i32"}],
+     "ptx": "fd_partial_attention.ptx", "static_shared_memory_bytes": 5248},
+    {"block": [64, 1, 1], "dynamic_shared_memory_bytes": 0,
+     "grid": [8, 1, "batch"], "name": "fd_merge",
+     "params": [{"name": "partial_output", "type": "ptr"},
+                {"name": "partial_lse", "type": "ptr"},
+                {"name": "output", "type": "ptr"},
+                {"name": "lse", "type": "ptr"}],
+     "ptx": "fd_merge.ptx", "static_shared_memory_bytes": 0}],
+  "num_splits": 4,
+  "workspace": {"bytes_per_sequence": 8320, "formula": "batch * 8320",
+                "partial_lse_offset_per_sequence": 8192,
+                "partial_output_offset": 0}
+})json";
+
+struct Launch {
+  std::string kernel;
+  unsigned grid[3], block[3];
+  std::vector<uint64_t> arguments;
+};
+
+/// What the fake driver saw and how it answers.
+struct FakeDriver {
+  std::vector<std::string> calls;
+  std::vector<Launch> launches;
+  CUresult launchResult = kCudaSuccess;
+  CUresult loadResult = kCudaSuccess;
+  size_t graphNodes = 0;
+  size_t partialParamCount = 7;
+  size_t mergeParamCount = 4;
+  bool capturing = false;
+  CUdeviceptr nextAddress = 0x10000;
+  std::vector<std::pair<CUdeviceptr, size_t>> allocations;
+};
+/// The fake driver of the running test (FakeRuntime sets it).
+inline FakeDriver *fake = nullptr;
+
+inline CUresult record(const char *call) {
+  fake->calls.push_back(call);
+  return kCudaSuccess;
+}
+
+inline DriverApi fakeDriverApi() {
+  DriverApi api;
+  api.cuInit = [](unsigned) { return record("cuInit"); };
+  api.cuGetErrorName = [](CUresult error, const char **name) {
+    *name = error == 700   ? "CUDA_ERROR_ILLEGAL_ADDRESS"
+            : error == 218 ? "CUDA_ERROR_INVALID_PTX"
+                           : "CUDA_ERROR_UNKNOWN";
+    return kCudaSuccess;
+  };
+  api.cuGetErrorString = [](CUresult, const char **text) {
+    *text = "fake";
+    return kCudaSuccess;
+  };
+  api.cuDeviceGetCount = [](int *count) {
+    *count = 1;
+    return record("cuDeviceGetCount");
+  };
+  api.cuDeviceGet = [](CUdevice *device, int) {
+    *device = 0;
+    return record("cuDeviceGet");
+  };
+  api.cuDeviceGetAttribute = [](int *value, int, CUdevice) {
+    *value = 132;
+    return kCudaSuccess;
+  };
+  api.cuDevicePrimaryCtxRetain = [](CUcontext *context, CUdevice) {
+    *context = reinterpret_cast<CUcontext>(0x1);
+    return record("cuDevicePrimaryCtxRetain");
+  };
+  api.cuDevicePrimaryCtxRelease = [](CUdevice) {
+    return record("cuDevicePrimaryCtxRelease");
+  };
+  api.cuCtxSetCurrent = [](CUcontext) { return record("cuCtxSetCurrent"); };
+  api.cuModuleLoadDataEx = [](CUmodule *module, const void *image, unsigned,
+                              int *options, void **values) {
+    record("cuModuleLoadDataEx");
+    // The image must end in a NUL; the options carry the JIT log buffer.
+    EXPECT_EQ(options[0], kJitErrorLogBuffer);
+    if (fake->loadResult != kCudaSuccess) {
+      std::strcpy(static_cast<char *>(values[0]),
+                  "ptxas fatal: Unresolved extern function 'f'");
+      return fake->loadResult;
+    }
+    *module = reinterpret_cast<CUmodule>(
+        new std::string(static_cast<const char *>(image)));
+    return kCudaSuccess;
+  };
+  api.cuModuleUnload = [](CUmodule module) {
+    delete reinterpret_cast<std::string *>(module);
+    return record("cuModuleUnload");
+  };
+  api.cuModuleGetFunction = [](CUfunction *function, CUmodule,
+                               const char *name) {
+    *function = reinterpret_cast<CUfunction>(new std::string(name));
+    return kCudaSuccess;
+  };
+  api.cuLaunchKernel = [](CUfunction function, unsigned gx, unsigned gy,
+                          unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                          unsigned, CUstream, void **params, void **) {
+    record("cuLaunchKernel");
+    if (fake->launchResult != kCudaSuccess)
+      return fake->launchResult;
+    Launch launch{*reinterpret_cast<std::string *>(function),
+                  {gx, gy, gz},
+                  {bx, by, bz},
+                  {}};
+    size_t count = launch.kernel == "fd_merge" ? fake->mergeParamCount
+                                               : fake->partialParamCount;
+    for (size_t i = 0; i < count; ++i)
+      launch.arguments.push_back(*static_cast<uint64_t *>(params[i]));
+    fake->launches.push_back(launch);
+    if (fake->capturing)
+      ++fake->graphNodes;
+    return kCudaSuccess;
+  };
+  api.cuMemAlloc = [](CUdeviceptr *pointer, size_t bytes) {
+    *pointer = fake->nextAddress;
+    fake->allocations.emplace_back(*pointer, bytes);
+    fake->nextAddress += (bytes + 0xffff) & ~size_t(0xffff);
+    return record("cuMemAlloc");
+  };
+  api.cuMemFree = [](CUdeviceptr) { return record("cuMemFree"); };
+  api.cuStreamSynchronize = [](CUstream) {
+    return record("cuStreamSynchronize");
+  };
+  // Device 3 holds what the fake allocated; 0xbad fails; the rest is unknown.
+  api.cuPointerGetAttribute = [](void *data, int attribute,
+                                 CUdeviceptr pointer) {
+    EXPECT_EQ(attribute, kPointerAttributeDeviceOrdinal);
+    if (pointer == 0xbad)
+      return CUresult(700);
+    for (const auto &[address, bytes] : fake->allocations)
+      if (pointer >= address && pointer < address + bytes) {
+        *static_cast<int *>(data) = 3;
+        return kCudaSuccess;
+      }
+    return kCudaErrorInvalidValue;
+  };
+  api.cuStreamBeginCapture = [](CUstream, int) {
+    fake->capturing = true;
+    return record("cuStreamBeginCapture");
+  };
+  api.cuStreamEndCapture = [](CUstream, CUgraph *graph) {
+    fake->capturing = false;
+    *graph = reinterpret_cast<CUgraph>(0x6);
+    return record("cuStreamEndCapture");
+  };
+  api.cuGraphGetNodes = [](CUgraph, CUgraphNode *, size_t *count) {
+    *count = fake->graphNodes;
+    return record("cuGraphGetNodes");
+  };
+  api.cuGraphInstantiateWithFlags = [](CUgraphExec *exec, CUgraph,
+                                       unsigned long long) {
+    *exec = reinterpret_cast<CUgraphExec>(0x7);
+    return record("cuGraphInstantiate");
+  };
+  api.cuGraphLaunch = [](CUgraphExec, CUstream) {
+    return record("cuGraphLaunch");
+  };
+  api.cuGraphExecDestroy = [](CUgraphExec) {
+    return record("cuGraphExecDestroy");
+  };
+  api.cuGraphDestroy = [](CUgraph) { return record("cuGraphDestroy"); };
+  return api;
+}
+
+class FakeRuntime : public testing::Test {
+protected:
+  void SetUp() override {
+    fake = &state;
+    driver = fakeDriverApi();
+    device = std::make_unique<Device>(driver);
+    bundle.manifest = Manifest::parse(kManifest);
+    bundle.ptx["fd_partial_attention"] = "// partial";
+    bundle.ptx["fd_merge"] = "// merge";
+    buffers = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 3, 4096};
+  }
+  void TearDown() override {
+    device.reset();
+    fake = nullptr;
+  }
+  size_t count(const std::string &call) const {
+    return std::count(state.calls.begin(), state.calls.end(), call);
+  }
+
+  FakeDriver state;
+  DriverApi driver;
+  std::unique_ptr<Device> device;
+  KernelBundle bundle;
+  DecodeBuffers buffers;
+  CUstream stream = reinterpret_cast<CUstream>(0x5);
+};
+
+} // namespace fd::test
+
+#endif // FD_UNITTESTS_RUNTIME_FAKEDRIVER_H
