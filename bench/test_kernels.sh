@@ -6,7 +6,7 @@
 # f16/bf16 kernels at D = 64 and 128 run on tensor cores, the others on CUDA
 # cores (docs/KernelABI.md). Then sliding windows and logit soft-capping
 # (RuntimeGPUFeaturesTest) on both forms, and attention sinks
-# (RuntimeGPUSinksTest). Usage: bench/test_kernels.sh DIR [fd-compile]
+# (RuntimeGPUSinksTest) and ALiBi (RuntimeGPUAlibiTest). Usage: bench/test_kernels.sh DIR [fd-compile]
 # [TARGET] (default sm_90).
 set -euo pipefail
 dir=${1:?usage: bench/test_kernels.sh DIR [fd-compile] [TARGET]}
@@ -80,3 +80,17 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
   --with-sinks --with-lse -o "$dir/sinks_win3_spec4" >/dev/null
 "$compile" $common --dtype f32 --num-splits 6 --with-sinks --with-lse \
   -o "$dir/sinks_f32" >/dev/null
+# ALiBi (--with-alibi), RuntimeGPUAlibiTest's. Tensor cores: GQA f16 D=128;
+# bf16 Lq = 4 with W = 100; paged 16 with sinks. CUDA cores: GQA f32 with
+# Lq = 3; MHA bf16 D=64 over 16 heads (BLOOM's shape, Lq = 1).
+"$compile" $common --dtype f16 --num-splits 5 --with-alibi --with-lse \
+  -o "$dir/alibi_tc" >/dev/null
+"$compile" $common --dtype bf16 --num-splits 4 --query-len 4 --window-left 100 \
+  --with-alibi --with-lse -o "$dir/alibi_win100_bf16_spec4" >/dev/null
+"$compile" $common --dtype f32 --num-splits 6 --query-len 3 --with-alibi \
+  --with-lse -o "$dir/alibi_f32_spec3" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 16 \
+  --num-kv-heads 16 --dtype bf16 --num-splits 5 --with-alibi --with-lse \
+  -o "$dir/alibi_mha_bf16_d64" >/dev/null
+"$compile" $common --dtype f16 --num-splits 3 --page-size 16 --with-alibi \
+  --with-sinks --with-lse -o "$dir/alibi_sinks_paged16" >/dev/null

@@ -4,7 +4,7 @@
 // What CPUAttentionTest and CPUModelFeaturesTest share: random problems,
 // compiling and running a KernelConfig on the CPU (dense or paged caches),
 // and comparing a result with fd::reference on the same (rounded) inputs,
-// with the config's scale, window, soft-cap and attention sinks.
+// with the config's scale, window, soft-cap, attention sinks and ALiBi.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,7 +37,8 @@ inline Storage getStorage(ElementType type) {
 /// Random inputs (queries of deviation `queryDeviation`: scores of about 2
 /// by default, peaked enough that a wrong max or a misplaced key shows;
 /// caches of 1) for `config` over dense caches of `maxLength` positions;
-/// with `config.withSinks`, sinks of deviation 2 (the caller may set others).
+/// with `config.withSinks`, sinks of deviation 2; with `config.withAlibi`,
+/// BLOOM's slopes 2^(-8 (h + 1) / Hq) (the caller may set others).
 struct Problem {
   KernelConfig config;
   int64_t batch, maxLength;
@@ -45,6 +46,8 @@ struct Problem {
   HostTensor query, keys, values;
   /// The attention sinks, [Hq], when `config.withSinks`.
   std::vector<float> sinks;
+  /// The ALiBi slopes, [Hq], when `config.withAlibi`.
+  std::vector<float> alibiSlopes;
 
   Problem(const KernelConfig &config, std::vector<int32_t> lengths,
           int64_t maxLength, std::mt19937 &random, double queryDeviation = 2.0)
@@ -64,6 +67,10 @@ struct Problem {
       for (int64_t h = 0; h < config.numQueryHeads; ++h)
         sinks.push_back(sinkValues(random));
     }
+    if (config.withAlibi)
+      for (int64_t h = 0; h < config.numQueryHeads; ++h)
+        alibiSlopes.push_back(
+            std::exp2(-8.0f * (h + 1) / float(config.numQueryHeads)));
   }
 
   /// Whether row `row` ([B, Lq, Hq] order) sees no key: its token sits
@@ -125,6 +132,10 @@ inline void reference(const Problem &problem, std::vector<double> &output,
   std::vector<double> sinks(problem.sinks.begin(), problem.sinks.end());
   if (config.withSinks)
     reference.sinks = sinks.data();
+  std::vector<double> slopes(problem.alibiSlopes.begin(),
+                             problem.alibiSlopes.end());
+  if (config.withAlibi)
+    reference.alibiSlopes = slopes.data();
   reference::attention(reference, output, lse);
 }
 
@@ -211,6 +222,8 @@ inline Result run(const CPUAttentionKernel &kernel, const Problem &problem,
   }
   if (config.withSinks)
     buffers.sinks = problem.sinks.data();
+  if (config.withAlibi)
+    buffers.alibiSlopes = problem.alibiSlopes.data();
   llvm::Error error = kernel.run(buffers);
   EXPECT_FALSE(error) << llvm::toString(std::move(error));
   return result;

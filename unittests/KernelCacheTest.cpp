@@ -104,6 +104,7 @@ TEST_F(KernelCache, KeyChangesWithEveryField) {
       {"windowLeft", [](KernelConfig &c) { c.windowLeft = 128; }},
       {"logitsSoftCap", [](KernelConfig &c) { c.logitsSoftCap = 50.0f; }},
       {"withSinks", [](KernelConfig &c) { c.withSinks = true; }},
+      {"withAlibi", [](KernelConfig &c) { c.withAlibi = true; }},
       {"withLse", [](KernelConfig &c) { c.withLse = true; }},
       {"batch", [](KernelConfig &c) { c.batch = 2; }},
       {"maxLength", [](KernelConfig &c) { c.maxLength = 8192; }},
@@ -155,6 +156,36 @@ TEST_F(KernelCache, SinksReachTheManifestAndOnlyTheMerge) {
   EXPECT_EQ(without->ptx[0].second, kernels->ptx[0].second)
       << "the partial kernel must not change with sinks";
   EXPECT_NE(without->ptx[1].second, kernels->ptx[1].second);
+}
+
+TEST_F(KernelCache, AlibiReachesTheManifestAndOnlyThePartialKernel) {
+  // The partial kernel alone takes the slopes (its last parameter); the
+  // manifest's config says so; the merge is the one without ALiBi.
+  config.withLse = true;
+  config.withAlibi = true;
+  auto kernels = compileOrFail();
+  ASSERT_TRUE(kernels);
+  const std::string &manifest = kernels->manifest;
+  EXPECT_NE(manifest.find("\"with_alibi\": true"), std::string::npos);
+  size_t merge = manifest.find("\"name\": \"fd_merge\"");
+  size_t slopes = manifest.find("\"name\": \"alibi_slopes\"");
+  ASSERT_NE(merge, std::string::npos);
+  ASSERT_NE(slopes, std::string::npos);
+  EXPECT_LT(slopes, merge) << manifest;
+  EXPECT_GT(slopes, manifest.find("\"name\": \"max_len\""));
+  // Last: the next parameter list entry closes the partial kernel's list.
+  EXPECT_EQ(manifest.find("\"name\": \"", slopes + 10),
+            manifest.find("\"name\": \"fd_merge\""))
+      << manifest;
+  EXPECT_EQ(manifest.find("\"alibi_slopes\"", slopes + 16), std::string::npos);
+  config.withAlibi = false;
+  auto without = compileOrFail();
+  ASSERT_TRUE(without);
+  EXPECT_NE(without->manifest.find("\"with_alibi\": false"), std::string::npos);
+  EXPECT_EQ(without->manifest.find("alibi_slopes"), std::string::npos);
+  EXPECT_NE(without->ptx[0].second, kernels->ptx[0].second);
+  EXPECT_EQ(without->ptx[1].second, kernels->ptx[1].second)
+      << "the merge must not change with ALiBi";
 }
 
 TEST_F(KernelCache, CorruptEntryIsRebuiltNotReturned) {

@@ -33,6 +33,8 @@ struct Param {
   /// The model features that cost registers: a sliding window (a lower
   /// mask per row with Lq > 1) and logit soft-capping (per score).
   bool windowAndSoftCap = false;
+  /// ALiBi: a slope load per row and a bias per score.
+  bool alibi = false;
 };
 
 class PTXAssembly : public testing::TestWithParam<Param> {};
@@ -57,6 +59,7 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
     config.windowLeft = 3;
     config.logitsSoftCap = 50.0f;
   }
+  config.withAlibi = param.alibi;
   llvm::Expected<CompiledKernels> kernels = compileUncached(config);
   ASSERT_TRUE(static_cast<bool>(kernels))
       << llvm::toString(kernels.takeError());
@@ -81,7 +84,8 @@ std::string describe(const Param &param) {
          (param.pageSize ? "_page" + std::to_string(param.pageSize)
                          : std::string("_dense")) +
          "_" + getCacheLayoutName(param.layout) + "_" + param.arch +
-         (param.windowAndSoftCap ? "_window_softcap" : "");
+         (param.windowAndSoftCap ? "_window_softcap" : "") +
+         (param.alibi ? "_alibi" : "");
 }
 
 // gtest prints the parameter in test listings (and ctest's test names).
@@ -169,10 +173,27 @@ std::vector<Param> withWindowAndSoftCap() {
   return params;
 }
 
+// One configuration of every four of extremes(), the first and the second
+// in turn (an index's parity is its arch's: both arches, and half of them
+// not in WindowSoftCap), with ALiBi on top of the window and the soft-cap:
+// every dtype, head dim, ratio and Lq, 34 configurations.
+std::vector<Param> withAlibi() {
+  std::vector<Param> params;
+  std::vector<Param> all = extremes();
+  for (size_t k = 0; 4 * k + k % 2 < all.size(); ++k) {
+    params.push_back(all[4 * k + k % 2]);
+    params.back().windowAndSoftCap = true;
+    params.back().alibi = true;
+  }
+  return params;
+}
+
 INSTANTIATE_TEST_SUITE_P(Extremes, PTXAssembly, testing::ValuesIn(extremes()),
                          paramName);
 INSTANTIATE_TEST_SUITE_P(WindowSoftCap, PTXAssembly,
                          testing::ValuesIn(withWindowAndSoftCap()), paramName);
+INSTANTIATE_TEST_SUITE_P(Alibi, PTXAssembly, testing::ValuesIn(withAlibi()),
+                         paramName);
 INSTANTIATE_TEST_SUITE_P(HeadDims, PTXAssembly,
                          testing::ValuesIn(everyHeadDim()), paramName);
 

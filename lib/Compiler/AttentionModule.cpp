@@ -58,9 +58,11 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   if (config.pageSize)
     argumentTypes.push_back(
         MemRefType::get({dynamic, dynamic}, builder.getI32Type()));
+  auto perHead = MemRefType::get({config.numQueryHeads}, builder.getF32Type());
   if (config.withSinks)
-    argumentTypes.push_back(
-        MemRefType::get({config.numQueryHeads}, builder.getF32Type()));
+    argumentTypes.push_back(perHead);
+  if (config.withAlibi)
+    argumentTypes.push_back(perHead);
 
   auto function =
       func::FuncOp::create(builder, loc, kAttentionFunctionName,
@@ -80,8 +82,8 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   FloatAttr softCap = config.logitsSoftCap
                           ? builder.getF32FloatAttr(*config.logitsSoftCap)
                           : FloatAttr();
-  // After q, k, v, lengths and output: lse, block table, sinks, each when
-  // configured.
+  // After q, k, v, lengths and output: lse, block table, sinks, ALiBi
+  // slopes, each when configured.
   ValueRange optional = arguments.drop_front(5);
   auto next = [&](bool present) {
     if (!present)
@@ -93,9 +95,11 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   Value lse = next(config.withLse);
   Value blockTable = next(config.pageSize != 0);
   Value sinks = next(config.withSinks);
-  mlir::fd::AttentionOp::create(
-      builder, loc, arguments[0], arguments[1], arguments[2], arguments[3],
-      blockTable, arguments[4], lse, sinks, layout, scale, window, softCap);
+  Value alibiSlopes = next(config.withAlibi);
+  mlir::fd::AttentionOp::create(builder, loc, arguments[0], arguments[1],
+                                arguments[2], arguments[3], blockTable,
+                                alibiSlopes, arguments[4], lse, sinks, layout,
+                                scale, window, softCap);
   func::ReturnOp::create(builder, loc);
   return module;
 }

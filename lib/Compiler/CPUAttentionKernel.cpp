@@ -109,6 +109,9 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
                           buffers.maxPagesPerSequence < 1))
     return invalid("the kernel reads paged caches: blockTable, numPages and "
                    "maxPagesPerSequence are required");
+  if (config.withAlibi && !buffers.alibiSlopes)
+    return invalid("the kernel was compiled with ALiBi: alibiSlopes buffer "
+                   "(float [num_q_heads]) required");
   if (config.withSinks && !buffers.sinks)
     return invalid("the kernel was compiled with attention sinks: sinks "
                    "buffer (float [num_q_heads]) required");
@@ -142,6 +145,9 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
   if (config.withSinks)
     descriptors.push_back(
         makeDescriptor(buffers.sinks, {config.numQueryHeads}));
+  if (config.withAlibi)
+    descriptors.push_back(
+        makeDescriptor(buffers.alibiSlopes, {config.numQueryHeads}));
 
   // The packed interface takes the address of each argument, and each
   // argument of the C interface is a pointer to a descriptor.

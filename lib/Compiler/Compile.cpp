@@ -110,6 +110,8 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
     partialParams.push_back(param("block_table", "ptr"));
     partialParams.push_back(param("num_pages", "i32"));
   }
+  if (config.withAlibi)
+    partialParams.push_back(param("alibi_slopes", "ptr"));
   llvm::json::Array mergeParams{param("partial_output", "ptr"),
                                 param("partial_lse", "ptr"),
                                 param("output", "ptr")};

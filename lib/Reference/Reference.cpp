@@ -125,6 +125,9 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
           if (problem.logitsSoftCap > 0.0)
             score = problem.logitsSoftCap *
                     std::tanh(score / problem.logitsSoftCap);
+          if (problem.alibiSlopes)
+            score += problem.alibiSlopes[h] *
+                     static_cast<double>(first + i - position);
           scores[i] = score;
         }
         double max = *std::max_element(scores.begin(), scores.end());

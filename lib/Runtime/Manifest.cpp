@@ -110,11 +110,15 @@ Manifest Manifest::parse(const std::string &text) {
       missing("config.logits_soft_cap", "a positive number");
     manifest.logitsSoftCap = cap->number;
   }
-  if (const json::Value *withSinks = config.find("with_sinks")) {
-    if (withSinks->kind != json::Value::Kind::Bool)
-      missing("config.with_sinks", "a boolean");
-    manifest.withSinks = withSinks->boolean;
-  }
+  auto optionalFlag = [&](const char *key, bool &flag) {
+    if (const json::Value *value = config.find(key)) {
+      if (value->kind != json::Value::Kind::Bool)
+        missing(std::string("config.") + key, "a boolean");
+      flag = value->boolean;
+    }
+  };
+  optionalFlag("with_sinks", manifest.withSinks);
+  optionalFlag("with_alibi", manifest.withAlibi);
   const json::Value &withLse = member(config, "with_lse", "config.");
   if (withLse.kind != json::Value::Kind::Bool)
     missing("config.with_lse", "a boolean");

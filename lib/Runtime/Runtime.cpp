@@ -283,6 +283,15 @@ void DecodePlan::bind() {
   if (buffers.sinks % 4 != 0)
     fail("sinks address is not 4-byte aligned: the merge reads it as "
          "float");
+  if (manifest.withAlibi != (buffers.alibiSlopes != 0))
+    fail(manifest.withAlibi
+             ? "the kernels apply ALiBi: alibiSlopes buffer (float "
+               "[num_q_heads]) required"
+             : "the kernels were compiled without ALiBi: alibiSlopes must be "
+               "0");
+  if (buffers.alibiSlopes % 4 != 0)
+    fail("alibiSlopes address is not 4-byte aligned: the partial kernel "
+         "reads it as float");
 
   // The kernels move 16 bytes per access: a misaligned base (a view that
   // starts inside a buffer) would fault on the GPU, so say so here.
@@ -341,6 +350,7 @@ void DecodePlan::bind() {
           : name == "max_len"        ? static_cast<uint64_t>(buffers.maxLength)
           : name == "num_pages"      ? static_cast<uint64_t>(buffers.numPages)
           : name == "sinks"          ? buffers.sinks
+          : name == "alibi_slopes"   ? buffers.alibiSlopes
                                      : ~uint64_t(0);
       if (value == ~uint64_t(0))
         fail("kernel " + spec.name + " takes parameter '" + name +

@@ -16,7 +16,7 @@ Shapes: q ``[B, Hq, D]`` or ``[B, Lq, Hq, D]`` (query token t of Lq sits at
 position ``p = len - Lq + t`` and sees keys ``j <= p``; with ``window_left=W``
 only ``p - W < j <= p``); caches ``[B, Lmax, Hkv, D]`` (NHD) or
 ``[B, Hkv, Lmax, D]`` (HND); ``seq_lens`` int32 ``[B]``; attention sinks
-(``sinks=``) float32 ``[Hq]``. The output has q's shape and dtype; the lse is
+(``sinks=``) and ALiBi slopes (``alibi_slopes=``) float32 ``[Hq]``. The output has q's shape and dtype; the lse is
 float32 ``[B, Hq]`` (``[B, Lq, Hq]``), natural log.
 bfloat16 numpy data is given as uint16 bit patterns with ``dtype="bfloat16"``.
 """
@@ -25,7 +25,7 @@ import json
 
 from . import _flashdecode as _native
 from ._common import (_check_scale, _check_soft_cap, _check_window,
-                      _check_with_sinks, _dtype_code, _planner_options,
+                      _check_with_alibi, _check_with_sinks, _dtype_code, _planner_options,
                       _split_options)
 from ._cpu import _decode_cpu
 from ._cuda import Decoder, _decode_cuda
@@ -70,7 +70,7 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
             max_len=4096, *, query_len=1, scale=None, return_lse=False,
             sm_count=132, blocks_per_sm=None, min_chunk_length=None,
             max_splits=None, window_left=None, logits_soft_cap=None,
-            with_sinks=False):
+            with_sinks=False, with_alibi=False):
     """Compiles the GPU kernels of one configuration (through the JIT cache).
 
     No device is involved, so ``arch`` and ``sm_count`` default to an H200's;
@@ -80,18 +80,21 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
     window_left, logits_soft_cap: as for decode_attention. with_sinks=True
     compiles for attention sinks (decode_attention's ``sinks``): the merge
     kernel takes a "sinks" parameter and manifest["config"]["with_sinks"]
-    is true."""
+    is true. with_alibi=True compiles for ALiBi (decode_attention's
+    ``alibi_slopes``): the partial kernel takes an "alibi_slopes" parameter
+    and manifest["config"]["with_alibi"] is true."""
     splits, split_kv = _split_options(num_splits)
     window_left = _check_window(window_left)
     logits_soft_cap = _check_soft_cap(logits_soft_cap)
     with_sinks = _check_with_sinks(with_sinks)
+    with_alibi = _check_with_alibi(with_alibi)
     ptx, manifest, chosen = _native.compile(_native.KernelConfig(
         head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),
         kv_layout, 0, splits, split_kv, scale, return_lse, batch, max_len,
         sm_count, arch,
         **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
         window_left=window_left, logits_soft_cap=logits_soft_cap,
-        with_sinks=with_sinks))
+        with_sinks=with_sinks, with_alibi=with_alibi))
     return Kernel(ptx, manifest, chosen)
 
 
@@ -100,7 +103,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                      backend="cpu", dtype=None, block_table=None, arch=None,
                      out=None, lse=None, stream=None, blocks_per_sm=None,
                      min_chunk_length=None, max_splits=None, window_left=None,
-                     logits_soft_cap=None, sinks=None):
+                     logits_soft_cap=None, sinks=None, alibi_slopes=None):
     """softmax(scale * q k^T) v over each sequence's first seq_lens[b] keys.
 
     num_splits: None/"auto" (the planner's choice) or a positive count;
@@ -130,6 +133,13 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     sum_j exp(s_j)): a key whose value is zero. The lse includes it; a row
     that sees no key is zeros with lse = sinks[h]. With split-KV it counts
     once, in the merge, whatever num_splits is.
+    alibi_slopes: None, or ALiBi (BLOOM, MPT): float32 [Hq], one slope m_h
+    per query head (e.g. 2 ** (-8 * (h + 1) / Hq)); the score of query
+    head h at position p for key j gains m_h * (j - p) (<= 0 for the keys
+    it sees), after scale and soft-cap, before the softmax
+    (FlashAttention's order). A numpy array for backend="cpu", a device
+    array on the arrays' GPU for backend="cuda" (read by the kernels, so
+    it may change between calls).
 
     backend="cuda" (device arrays, all on one GPU, which decides the
     context): the kernels are compiled for that GPU's compute capability
@@ -142,7 +152,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     one per GPU and stream, grown (after that stream's queued work) to the
     largest batch seen; it may move, so capture a Decoder, not this
     function, into a CUDA graph. Every pointer must be 16-byte aligned
-    (seq_lens and sinks: 4).
+    (seq_lens, sinks and alibi_slopes: 4).
 
     Raises ValueError/TypeError naming the bad argument, RuntimeError for a
     missing GPU or driver or a kernel the GPU rejects.
@@ -152,7 +162,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     scale = _check_scale(scale)
     masking = {"window_left": _check_window(window_left),
                "logits_soft_cap": _check_soft_cap(logits_soft_cap),
-               "sinks": sinks}
+               "sinks": sinks, "alibi_slopes": alibi_slopes}
     planner = _planner_options(blocks_per_sm, min_chunk_length, max_splits)
     if backend == "cpu":
         for name, value in (("arch", arch), ("out", out), ("lse", lse),

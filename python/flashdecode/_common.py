@@ -148,12 +148,30 @@ def _check_with_sinks(with_sinks):
     return with_sinks
 
 
-def _sinks_shape_error(shape, problem):
-    """The message for sinks of the wrong shape, or None when it is (Hq,)."""
+def _check_with_alibi(with_alibi):
+    """compile()'s with_alibi: True or False."""
+    if not isinstance(with_alibi, bool):
+        raise ValueError(f"with_alibi must be True or False, got {with_alibi!r}")
+    return with_alibi
+
+
+# The float32 [Hq] arrays: name -> what each element is.
+_PER_HEAD = {"sinks": "one logit per query head",
+             "alibi_slopes": "one slope per query head"}
+
+
+def _per_head_shape_error(name, shape, problem):
+    """The message for a per-head array (sinks, alibi_slopes) of the wrong
+    shape, or None when it is (Hq,)."""
     if tuple(shape) == (problem.num_q_heads,):
         return None
-    return (f"sinks must have shape ({problem.num_q_heads},) (one logit per "
-            f"query head), got {tuple(shape)}")
+    return (f"{name} must have shape ({problem.num_q_heads},) "
+            f"({_PER_HEAD[name]}), got {tuple(shape)}")
+
+
+def _sinks_shape_error(shape, problem):
+    """The message for sinks of the wrong shape, or None when it is (Hq,)."""
+    return _per_head_shape_error("sinks", shape, problem)
 
 
 def _planner_options(blocks_per_sm, min_chunk_length, max_splits):

@@ -4,7 +4,8 @@ cached per configuration."""
 import numpy as np
 
 from . import _flashdecode as _native
-from ._common import _DTYPES, _Problem, _sinks_shape_error, _split_options
+from ._common import (_DTYPES, _Problem, _per_head_shape_error,
+                      _split_options)
 
 
 def _numpy_dtype(array, name, dtype):
@@ -33,38 +34,44 @@ def _numpy_dtype(array, name, dtype):
     return found
 
 
+def _check_per_head(array, name, problem):
+    """sinks or alibi_slopes for backend="cpu": None, or a C-contiguous
+    numpy float32 array of one value per query head."""
+    if array is None:
+        return None
+    if not isinstance(array, np.ndarray):
+        raise ValueError(f"{name} must be a numpy float32 array of shape "
+                         f"({problem.num_q_heads},) for backend='cpu', got "
+                         f"{type(array).__module__}.{type(array).__name__}")
+    if array.dtype != np.float32:
+        raise ValueError(f"{name} must be float32, got {array.dtype}")
+    shape_error = _per_head_shape_error(name, array.shape, problem)
+    if shape_error:
+        raise ValueError(shape_error)
+    if not array.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous "
+                         "(numpy.ascontiguousarray makes it so)")
+    return array
+
+
 def _check_sinks(sinks, problem):
     """sinks for backend="cpu": None, or a C-contiguous numpy float32 array
     of one logit per query head."""
-    if sinks is None:
-        return None
-    if not isinstance(sinks, np.ndarray):
-        raise ValueError(f"sinks must be a numpy float32 array of shape "
-                         f"({problem.num_q_heads},) for backend='cpu', got "
-                         f"{type(sinks).__module__}.{type(sinks).__name__}")
-    if sinks.dtype != np.float32:
-        raise ValueError(f"sinks must be float32, got {sinks.dtype}")
-    shape_error = _sinks_shape_error(sinks.shape, problem)
-    if shape_error:
-        raise ValueError(shape_error)
-    if not sinks.flags.c_contiguous:
-        raise ValueError("sinks must be C-contiguous "
-                         "(numpy.ascontiguousarray makes it so)")
-    return sinks
+    return _check_per_head(sinks, "sinks", problem)
 
 
 _cpu_kernels = {}
 
 
 def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
-                window_left, logits_soft_cap, with_sinks):
+                window_left, logits_soft_cap, with_sinks, with_alibi):
     splits, split_kv = _split_options(num_splits)
     # An automatic split count depends on the batch and cache length.
     planned = (problem.batch, problem.max_len) if splits == 0 else (1, 4096)
     key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
            problem.query_len, dtype, problem.layout, problem.page_size, splits,
            split_kv, scale, return_lse, window_left, logits_soft_cap,
-           with_sinks) + \
+           with_sinks, with_alibi) + \
         planned + tuple(sorted(planner.items()))
     kernel = _cpu_kernels.get(key)
     if kernel is None:
@@ -74,14 +81,14 @@ def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
             problem.page_size, splits, split_kv, scale, return_lse,
             planned[0], planned[1], 132, "sm_90", **planner,
             window_left=window_left, logits_soft_cap=logits_soft_cap,
-            with_sinks=with_sinks))
+            with_sinks=with_sinks, with_alibi=with_alibi))
         _cpu_kernels[key] = kernel
     return kernel
 
 
 def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                 return_lse, dtype, block_table, planner, window_left=0,
-                logits_soft_cap=None, sinks=None):
+                logits_soft_cap=None, sinks=None, alibi_slopes=None):
     found = _numpy_dtype(q, "q", dtype)
     for name, array in (("k_cache", k_cache), ("v_cache", v_cache)):
         if _numpy_dtype(array, name, found) != found:
@@ -108,16 +115,19 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
         raise ValueError(f"seq_lens must be in [0, {problem.max_len}] (the "
                          f"cache length), got {seq_lens.min()}..{seq_lens.max()}")
     sinks = _check_sinks(sinks, problem)
+    alibi_slopes = _check_per_head(alibi_slopes, "alibi_slopes", problem)
     kernel = _cpu_kernel(problem, found, num_splits, scale, return_lse,
                          planner, window_left, logits_soft_cap,
-                         sinks is not None)
+                         sinks is not None, alibi_slopes is not None)
     out = np.empty_like(q)
     lse = np.empty(problem.lse_shape(), np.float32) if return_lse else None
     if block_table is None:
         kernel.run(q, k_cache, v_cache, seq_lens, out, lse, problem.batch,
-                   problem.max_len, sinks=sinks)
+                   problem.max_len, sinks=sinks,
+                   alibi_slopes=alibi_slopes)
     else:
         kernel.run(q, k_cache, v_cache, seq_lens, out, lse, problem.batch,
                    problem.max_len, block_table, problem.num_pages,
-                   problem.max_pages, sinks=sinks)
+                   problem.max_pages, sinks=sinks,
+                   alibi_slopes=alibi_slopes)
     return (out, lse) if return_lse else out

@@ -8,7 +8,7 @@ import numpy as np
 from . import _flashdecode as _native
 from ._common import (_DTYPES, _Problem, _check_scale,
                       _check_soft_cap, _check_window, _planner_options,
-                      _sinks_shape_error, _split_options)
+                      _per_head_shape_error, _split_options)
 from .device_array import DeviceArray
 
 
@@ -164,20 +164,25 @@ def _check_lse(lse, problem):
     return array
 
 
-def _check_sinks(sinks, problem):
-    """The _CudaArray of attention sinks: float32 [Hq] device memory, read
-    a float at a time (4-byte aligned). Every problem is a ValueError
-    naming sinks."""
+def _check_per_head(array, name, problem):
+    """The _CudaArray of sinks or alibi_slopes: float32 [Hq] device memory,
+    read a float at a time (4-byte aligned). Every problem is a ValueError
+    naming the argument."""
     try:
-        array = _CudaArray(sinks, "sinks", alignment=4, expected="float32")
+        array = _CudaArray(array, name, alignment=4, expected="float32")
     except TypeError as error:
         raise ValueError(str(error)) from None
     if array.dtype != "float32":
-        raise ValueError(f"sinks must be float32, got {array.dtype}")
-    shape_error = _sinks_shape_error(array.shape, problem)
+        raise ValueError(f"{name} must be float32, got {array.dtype}")
+    shape_error = _per_head_shape_error(name, array.shape, problem)
     if shape_error:
         raise ValueError(shape_error)
     return array
+
+
+def _check_sinks(sinks, problem):
+    """The _CudaArray of attention sinks (see _check_per_head)."""
+    return _check_per_head(sinks, "sinks", problem)
 
 
 def _new_output(like, shape, dtype, device):
@@ -220,13 +225,15 @@ class Decoder:
     sinks: a float32 ``[Hq]`` device array on the same GPU, one logit per
     query head) is bound like every buffer: its contents are read at each
     run() and replay(), so new values written in place need no re-capture.
+    ``alibi_slopes`` (ALiBi: a float32 ``[Hq]`` device array, one slope per
+    query head) likewise: the partial kernel reads it at every launch.
     """
 
     def __init__(self, q, k_cache, v_cache, seq_lens, out, lse=None, *,
                  num_splits=None, scale=None, kv_layout="NHD",
                  block_table=None, arch=None, blocks_per_sm=None,
                  min_chunk_length=None, max_splits=None, window_left=None,
-                 logits_soft_cap=None, sinks=None):
+                 logits_soft_cap=None, sinks=None, alibi_slopes=None):
         window_left = _check_window(window_left)
         logits_soft_cap = _check_soft_cap(logits_soft_cap)
         problem, arrays = _check_cuda_inputs(q, k_cache, v_cache, seq_lens,
@@ -242,11 +249,16 @@ class Decoder:
         if sinks is not None:
             arrays.append(_check_sinks(sinks, problem))
             sinks_pointer = arrays[-1].pointer
+        alibi_pointer = 0
+        if alibi_slopes is not None:
+            arrays.append(_check_per_head(alibi_slopes, "alibi_slopes",
+                                          problem))
+            alibi_pointer = arrays[-1].pointer
         splits, split_kv = _split_options(num_splits)
         self.device = _common_device(arrays)
         target, sm_count = _device_info(self.device)
         self._keep_alive = (q, k_cache, v_cache, seq_lens, out, lse,
-                            block_table, sinks)
+                            block_table, sinks, alibi_slopes)
         # PyTorch tensors run on PyTorch's current stream; other arrays on
         # the plan's own stream (never the legacy one, which cannot be
         # captured, nor a PyTorch stream of another driver).
@@ -260,13 +272,14 @@ class Decoder:
             target if arch is None else arch,
             **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
             window_left=window_left, logits_soft_cap=logits_soft_cap,
-            with_sinks=sinks is not None)
+            with_sinks=sinks is not None,
+            with_alibi=alibi_slopes is not None)
         table = arrays[4].pointer if block_table is not None else 0
         self._plan = _native.CudaPlan(
             config, self.device, qa.pointer, ka.pointer, va.pointer,
             la.pointer, oa.pointer, lse_pointer, table,
             problem.num_pages if block_table is not None else 0,
-            sinks=sinks_pointer)
+            sinks=sinks_pointer, alibi_slopes=alibi_pointer)
         self.num_splits = self._plan.num_splits
         self.arch = self._plan.arch
 
@@ -292,7 +305,8 @@ _cuda_launchers = {}
 
 def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                  return_lse, dtype, block_table, arch, out, lse, stream,
-                 planner, window_left=0, logits_soft_cap=None, sinks=None):
+                 planner, window_left=0, logits_soft_cap=None, sinks=None,
+                 alibi_slopes=None):
     problem, arrays = _check_cuda_inputs(q, k_cache, v_cache, seq_lens,
                                          block_table, kv_layout, dtype)
     qa = arrays[0]
@@ -307,6 +321,10 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     if sinks is not None:
         arrays.append(_check_sinks(sinks, problem))
         sinks_pointer = arrays[-1].pointer
+    alibi_pointer = 0
+    if alibi_slopes is not None:
+        arrays.append(_check_per_head(alibi_slopes, "alibi_slopes", problem))
+        alibi_pointer = arrays[-1].pointer
     inputs = len(arrays)
     if out is not None:
         arrays.append(_check_out(out, qa))
@@ -338,7 +356,7 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
            problem.query_len, qa.dtype, kv_layout, problem.page_size, splits,
            scale, return_lse, window_left, logits_soft_cap, sinks is not None,
-           arch, device)
+           alibi_slopes is not None, arch, device)
     launcher = _cuda_launchers.get(key)
     if launcher is None:
         launcher = _native.cuda_launcher(_native.KernelConfig(
@@ -346,7 +364,8 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
             problem.query_len, _DTYPES[qa.dtype], kv_layout,
             problem.page_size, splits, True, scale, return_lse, 1, 4096,
             sm_count, arch, window_left=window_left,
-            logits_soft_cap=logits_soft_cap, with_sinks=sinks is not None),
+            logits_soft_cap=logits_soft_cap, with_sinks=sinks is not None,
+            with_alibi=alibi_slopes is not None),
             device)
         _cuda_launchers[key] = launcher
     if stream is None:
@@ -357,5 +376,5 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                     arrays[4].pointer if block_table is not None else 0,
                     problem.num_pages if block_table is not None else 0,
                     problem.batch, problem.max_len, stream,
-                    sinks=sinks_pointer)
+                    sinks=sinks_pointer, alibi_slopes=alibi_pointer)
     return (out, lse) if return_lse else out

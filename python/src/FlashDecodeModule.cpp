@@ -47,7 +47,7 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
                         const std::string &arch, int64_t blocksPerSM,
                         int64_t minChunkLength, int64_t maxSplits,
                         int64_t windowLeft, std::optional<float> logitsSoftCap,
-                        bool withSinks) {
+                        bool withSinks, bool withAlibi) {
   KernelConfig config;
   config.headDim = headDim;
   config.numQueryHeads = numQueryHeads;
@@ -73,6 +73,7 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
   config.windowLeft = windowLeft;
   config.logitsSoftCap = logitsSoftCap;
   config.withSinks = withSinks;
+  config.withAlibi = withAlibi;
   std::string invalid = config.validate();
   if (!invalid.empty())
     throw py::value_error(invalid);
@@ -90,7 +91,8 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
       py::arg("max_splits") = KernelConfig().maxSplits, py::kw_only(),         \
       py::arg("window_left") = KernelConfig().windowLeft,                      \
       py::arg("logits_soft_cap") = py::none(),                                 \
-      py::arg("with_sinks") = KernelConfig().withSinks
+      py::arg("with_sinks") = KernelConfig().withSinks,                        \
+      py::arg("with_alibi") = KernelConfig().withAlibi
 
 /// The data pointer of a C-contiguous array of exactly `bytes` bytes.
 void *checkedData(const py::array &array, size_t bytes, const char *name) {
@@ -114,12 +116,14 @@ public:
 
   /// Dense caches: `maxLength` positions per sequence. Paged caches:
   /// `blockTable` [batch, maxPages] into pools of `numPages` pages. `sinks`
-  /// (float32 [num_q_heads]) exactly when the kernel has attention sinks.
+  /// (float32 [num_q_heads]) exactly when the kernel has attention sinks,
+  /// `alibiSlopes` (float32 [num_q_heads]) exactly when it applies ALiBi.
   void run(const py::array &query, const py::array &keys,
            const py::array &values, const py::array &lengths, py::array &output,
            std::optional<py::array> lse, int64_t batch, int64_t maxLength,
            std::optional<py::array> blockTable, int64_t numPages,
-           int64_t maxPages, std::optional<py::array> sinks) {
+           int64_t maxPages, std::optional<py::array> sinks,
+           std::optional<py::array> alibiSlopes) {
     const KernelConfig &config = kernel->getConfig();
     size_t element = getElementTypeSize(config.elementType);
     size_t rows = batch * config.queryLength * config.numQueryHeads;
@@ -162,6 +166,19 @@ public:
         throw py::value_error("sinks must be float32");
       buffers.sinks = static_cast<const float *>(
           checkedData(*sinks, config.numQueryHeads * sizeof(float), "sinks"));
+    }
+    if (config.withAlibi != alibiSlopes.has_value())
+      throw py::value_error(
+          config.withAlibi
+              ? "this kernel applies ALiBi: alibi_slopes (float32 "
+                "[num_q_heads]) required"
+              : "this kernel was compiled without ALiBi: alibi_slopes "
+                "must be None");
+    if (alibiSlopes) {
+      if (!alibiSlopes->dtype().is(py::dtype::of<float>()))
+        throw py::value_error("alibi_slopes must be float32");
+      buffers.alibiSlopes = static_cast<const float *>(checkedData(
+          *alibiSlopes, config.numQueryHeads * sizeof(float), "alibi_slopes"));
     }
     buffers.batch = batch;
     buffers.maxLength = maxLength;
@@ -256,7 +273,7 @@ public:
   PyCudaPlan(const KernelConfig &config, int ordinal, uintptr_t query,
              uintptr_t keys, uintptr_t values, uintptr_t lengths,
              uintptr_t output, uintptr_t lse, uintptr_t blockTable,
-             int64_t numPages, uintptr_t sinks)
+             int64_t numPages, uintptr_t sinks, uintptr_t alibiSlopes)
       : device(getDevice(ordinal)), driver(device.getDriverApi()),
         bundle(toBundle(*compileOrThrow(config))), arch(config.arch) {
     rt::DecodeBuffers buffers{query,     keys, values,       lengths,
@@ -264,6 +281,7 @@ public:
                               blockTable};
     buffers.numPages = numPages;
     buffers.sinks = sinks;
+    buffers.alibiSlopes = alibiSlopes;
     plan = std::make_unique<rt::DecodePlan>(device, bundle, buffers);
   }
 
@@ -336,12 +354,14 @@ public:
   void launch(uintptr_t query, uintptr_t keys, uintptr_t values,
               uintptr_t lengths, uintptr_t output, uintptr_t lse,
               uintptr_t blockTable, int64_t numPages, int64_t batch,
-              int64_t maxLength, uintptr_t streamHandle, uintptr_t sinks) {
+              int64_t maxLength, uintptr_t streamHandle, uintptr_t sinks,
+              uintptr_t alibiSlopes) {
     auto stream = reinterpret_cast<rt::CUstream>(streamHandle);
     rt::DecodeBuffers buffers{query, keys,  values,    lengths,   output,
                               lse,   batch, maxLength, blockTable};
     buffers.numPages = numPages;
     buffers.sinks = sinks;
+    buffers.alibiSlopes = alibiSlopes;
     buffers.workspace =
         open.workspaces.get(stream, bundle.manifest.getWorkspaceBytes(batch));
     // The plan loads the modules; made with the first call's buffers (a
@@ -455,7 +475,8 @@ PYBIND11_MODULE(_flashdecode, module) {
            py::arg("lse"), py::arg("batch"), py::arg("max_len"),
            py::arg("block_table") = std::nullopt, py::arg("num_pages") = 0,
            py::arg("max_pages") = 0, py::kw_only(),
-           py::arg("sinks") = std::nullopt)
+           py::arg("sinks") = std::nullopt,
+           py::arg("alibi_slopes") = std::nullopt)
       .def_property_readonly("num_splits", &PyCPUKernel::numSplits);
 
   py::class_<PyDeviceBuffer>(module, "DeviceBuffer")
@@ -469,15 +490,17 @@ PYBIND11_MODULE(_flashdecode, module) {
   // `config.max_len` positions on GPU `device`. stream=None is the plan's
   // own stream. `sinks`: a float [num_q_heads] device pointer, required
   // exactly when the config has with_sinks (0: none); like every buffer
-  // its contents are read at each launch or replay.
+  // its contents are read at each launch or replay. `alibi_slopes`
+  // likewise: float [num_q_heads], required exactly with with_alibi.
   py::class_<PyCudaPlan>(module, "CudaPlan")
       .def(py::init<const KernelConfig &, int, uintptr_t, uintptr_t, uintptr_t,
                     uintptr_t, uintptr_t, uintptr_t, uintptr_t, int64_t,
-                    uintptr_t>(),
+                    uintptr_t, uintptr_t>(),
            py::arg("config"), py::arg("device"), py::arg("q"),
            py::arg("k_cache"), py::arg("v_cache"), py::arg("seq_lens"),
            py::arg("out"), py::arg("lse"), py::arg("block_table"),
-           py::arg("num_pages"), py::kw_only(), py::arg("sinks") = 0)
+           py::arg("num_pages"), py::kw_only(), py::arg("sinks") = 0,
+           py::arg("alibi_slopes") = 0)
       .def("launch", &PyCudaPlan::launch, py::arg("stream"))
       .def("capture", &PyCudaPlan::capture, py::arg("stream"))
       .def("replay", &PyCudaPlan::replay, py::arg("stream"))
@@ -491,7 +514,7 @@ PYBIND11_MODULE(_flashdecode, module) {
            py::arg("v_cache"), py::arg("seq_lens"), py::arg("out"),
            py::arg("lse"), py::arg("block_table"), py::arg("num_pages"),
            py::arg("batch"), py::arg("max_len"), py::arg("stream"),
-           py::kw_only(), py::arg("sinks") = 0)
+           py::kw_only(), py::arg("sinks") = 0, py::arg("alibi_slopes") = 0)
       .def_property_readonly("num_splits", &CudaLauncher::numSplits)
       .def_property_readonly("arch", &CudaLauncher::getArch)
       .def_property_readonly("launch_count", &CudaLauncher::getLaunchCount);

@@ -9,7 +9,10 @@ logits_soft_cap c; the softmax runs over the visible keys; a row that sees
 no key is zeros with lse -inf. With attention sinks (one logit s_h per query
 head, neither scaled nor capped) the softmax's denominator gains exp(s_h):
 out = sum_j exp(x_j) v_j / (exp(s_h) + sum_j exp(x_j)), lse = log(exp(s_h) +
-sum_j exp(x_j)); a row that sees no key is zeros with lse = s_h.
+sum_j exp(x_j)); a row that sees no key is zeros with lse = s_h. With
+ALiBi (one slope m_h per query head) the score of key j becomes
+x_j + m_h * (j - p), after the scale and the soft-cap, before the softmax
+(and the sinks, which gain no bias).
 """
 import numpy as np
 
@@ -91,10 +94,12 @@ def page_pool(rng, k, v, page_size, layout):
 
 
 def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
-              window_left=None, logits_soft_cap=None, sinks=None):
+              window_left=None, logits_soft_cap=None, sinks=None,
+              alibi_slopes=None):
     """(out, lse) in float64 for q [B, Hq, D] or [B, Lq, Hq, D] over dense
-    caches; window_left W, logits_soft_cap c and sinks [Hq] as in the
-    module's rules (None: no window, no cap, no sinks)."""
+    caches; window_left W, logits_soft_cap c, sinks [Hq] and alibi_slopes
+    [Hq] as in the module's rules (None: no window, no cap, no sinks, no
+    ALiBi)."""
     squeeze = q.ndim == 3
     if squeeze:
         q = q[:, None]
@@ -106,6 +111,8 @@ def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
     kv_head = np.arange(heads) // group
     sink = None if sinks is None else \
         np.asarray(sinks, np.float64).reshape(heads, 1)
+    slope = None if alibi_slopes is None else \
+        np.asarray(alibi_slopes, np.float64).reshape(heads, 1)
     out = np.zeros(q.shape)
     lse = np.full(q.shape[:3], -np.inf)
     for b in range(batch):
@@ -122,6 +129,10 @@ def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
             scores = np.einsum("hd,nhd->hn", q[b, t], keys) * scale
             if logits_soft_cap is not None:
                 scores = logits_soft_cap * np.tanh(scores / logits_soft_cap)
+            if slope is not None:
+                # Distance j - p <= 0 of each visible key to the query.
+                distance = np.arange(first, position + 1) - position
+                scores = scores + slope * distance[None, :]
             peak = scores.max(axis=1, keepdims=True)
             if sink is not None:
                 # A key of value zero whose score is the sink (exp(-inf) = 0).
@@ -187,6 +198,23 @@ def random_sinks(rng, num_q_heads):
     rest = rng.normal(2.0, 3.0, max(0, num_q_heads - len(special)))
     sinks = np.concatenate([special, rest])[:num_q_heads]
     return rng.permutation(sinks).astype(np.float32)
+
+
+def bloom_slopes(num_q_heads):
+    """BLOOM's ALiBi slopes for a power-of-two head count: 2^(-8 i / H)
+    for head i - 1, i = 1..H (float32 [Hq])."""
+    heads = np.arange(1, num_q_heads + 1, dtype=np.float64)
+    return (2.0 ** (-8.0 * heads / num_q_heads)).astype(np.float32)
+
+
+def random_alibi_slopes(rng, num_q_heads):
+    """ALiBi slopes, float32 [Hq] in a random head order: one 0 (no bias),
+    one 1.0 (a steep one: a key 20 positions back weighs e^-20 less), one
+    tiny, the others uniform in [0, 0.5)."""
+    special = [0.0, 1.0, rng.uniform(1e-4, 1e-3)]
+    rest = rng.uniform(0.0, 0.5, max(0, num_q_heads - len(special)))
+    slopes = np.concatenate([special, rest])[:num_q_heads]
+    return rng.permutation(slopes).astype(np.float32)
 
 
 # A row's error is measured against its own largest magnitude, or this

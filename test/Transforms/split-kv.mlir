@@ -138,3 +138,21 @@ func.func @sinks(%q: memref<1x32x64xf16>, %k: memref<1x4096x8x64xf16>,
         memref<1xi32> into memref<1x32x64xf16>
   return
 }
+
+// -----
+
+// ALiBi slopes bias the scores, so the partial attention reads them; the
+// merge does not.
+
+// CHECK-LABEL: func @alibi
+// CHECK-SAME: %[[A:[a-z0-9]+]]: memref<16xf32>
+// CHECK: fd.partial_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} alibi_slopes %[[A]] : memref<16xf32> into
+// CHECK: fd.merge %{{.*}}, %{{.*}} into
+func.func @alibi(%q: memref<1x16x64xf16>, %k: memref<1x2048x16x64xf16>,
+                 %v: memref<1x2048x16x64xf16>, %lens: memref<1xi32>,
+                 %a: memref<16xf32>, %out: memref<1x16x64xf16>) {
+  fd.attention %q, %k, %v, %lens alibi_slopes %a : memref<16xf32> into %out
+      : memref<1x16x64xf16>, memref<1x2048x16x64xf16>, memref<1x2048x16x64xf16>,
+        memref<1xi32> into memref<1x16x64xf16>
+  return
+}

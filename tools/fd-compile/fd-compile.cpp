@@ -62,6 +62,9 @@ options:
   --with-sinks        attention sinks: the merge kernel reads one logit per
                       query head (float [num_q_heads], param "sinks") that
                       joins every row's softmax denominator
+  --with-alibi        ALiBi: the partial kernel reads one slope per query
+                      head (float [num_q_heads], param "alibi_slopes"); a
+                      score for key j at position p gains slope * (j - p)
   --arch A            sm_80, sm_86, sm_89, sm_90 or sm_90a (sm_90)
   --ptx-version N     PTX ISA version times ten, e.g. 80 (80)
   --emit STAGE        print the IR after a stage (fd: the input; split; gpu;
@@ -182,6 +185,10 @@ int main(int argc, char **argv) {
       config.withSinks = true;
       continue;
     }
+    if (flag == "--with-alibi") {
+      config.withAlibi = true;
+      continue;
+    }
     if (flag == "--no-cache") {
       useCache = false;
       continue;
@@ -194,7 +201,7 @@ int main(int argc, char **argv) {
       for (const auto &entry : valued)
         accepted += entry.first + ", ";
       usageError("unknown flag '" + flag + "'; accepted: " + accepted +
-                 "--with-lse, --with-sinks, --no-cache, --help");
+                 "--with-lse, --with-sinks, --with-alibi, --no-cache, --help");
     }
     if (flag.contains('=')) {
       handler->second(inlineValue);

@@ -5,7 +5,7 @@
 // (skipping with the reason without them or a GPU), random inputs of the
 // manifest's dtype over dense or paged caches and their device buffers, and
 // runs checked against the float64 reference (with the manifest's window,
-// soft-cap and attention sinks).
+// soft-cap, attention sinks and ALiBi).
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,6 +70,8 @@ struct DenseInputs {
   HostTensor query, keys, values;
   /// The attention sinks, [Hq], when the manifest has them; else empty.
   std::vector<float> sinks = {};
+  /// The ALiBi slopes, [Hq], when the manifest has them; else empty.
+  std::vector<float> alibiSlopes = {};
 
   /// Index of element `d` of key/value `j` of sequence `b`, KV head `h`.
   size_t at(int64_t b, int64_t j, int64_t h, int64_t d) const {
@@ -89,19 +91,21 @@ struct PagedInputs {
   HostTensor query, keys, values;
   /// The attention sinks, [Hq], when the manifest has them; else empty.
   std::vector<float> sinks = {};
+  /// The ALiBi slopes, [Hq], when the manifest has them; else empty.
+  std::vector<float> alibiSlopes = {};
 
   int64_t getMaxLength() const { return maxPages * pageSize; }
 };
 
 /// A decode's device buffers: the query and caches it reads, the output, lse
 /// and lengths of its `batch` sequences and, with paged caches, the block
-/// table, with sinks the sinks.
+/// table, with sinks the sinks, with ALiBi the slopes.
 struct DeviceDecode {
   rt::DeviceBuffer query, keys, values, output, lse, lengths;
   int64_t batch, maxLength;
   std::optional<rt::DeviceBuffer> table;
   int64_t numPages = 0;
-  std::optional<rt::DeviceBuffer> sinks;
+  std::optional<rt::DeviceBuffer> sinks, alibiSlopes;
 
   rt::DecodeBuffers getBuffers() const {
     rt::DecodeBuffers buffers{query.getAddress(),
@@ -118,6 +122,8 @@ struct DeviceDecode {
     }
     if (sinks)
       buffers.sinks = sinks->getAddress();
+    if (alibiSlopes)
+      buffers.alibiSlopes = alibiSlopes->getAddress();
     return buffers;
   }
 
@@ -125,6 +131,11 @@ struct DeviceDecode {
   /// them at every launch).
   void uploadSinks(const std::vector<float> &values) {
     sinks->upload(values.data(), values.size() * sizeof(float));
+  }
+  /// Overwrites the ALiBi slopes (the partial kernel reads them at every
+  /// launch).
+  void uploadAlibiSlopes(const std::vector<float> &values) {
+    alibiSlopes->upload(values.data(), values.size() * sizeof(float));
   }
 
   void uploadLengths(const std::vector<int32_t> &live) {
@@ -179,6 +190,17 @@ protected:
     return sinks;
   }
 
+  /// BLOOM's ALiBi slopes 2^(-8 (h + 1) / Hq) when the manifest has ALiBi;
+  /// else none.
+  std::vector<float> bloomSlopes() const {
+    std::vector<float> slopes;
+    const int64_t heads = bundle.manifest.numQueryHeads;
+    if (bundle.manifest.withAlibi)
+      for (int64_t h = 0; h < heads; ++h)
+        slopes.push_back(std::exp2(-8.0f * (h + 1) / float(heads)));
+    return slopes;
+  }
+
   /// `size` normal values of the given deviation in the manifest's dtype.
   HostTensor randomTensor(size_t size, double deviation) {
     HostTensor tensor(getStorage(bundle.manifest.dtype), size);
@@ -194,9 +216,9 @@ protected:
     HostTensor query = randomTensor(rowsOf(batch) * dim, queryDeviation);
     HostTensor keys = randomTensor(batch * maxLength * heads * dim, 1.0);
     HostTensor values = randomTensor(keys.values.size(), 1.0);
-    return {batch,        maxLength,        heads,           dim,
-            isNHD(),      std::move(query), std::move(keys), std::move(values),
-            randomSinks()};
+    return {batch,         maxLength,        heads,           dim,
+            isNHD(),       std::move(query), std::move(keys), std::move(values),
+            randomSinks(), bloomSlopes()};
   }
 
   /// Sequences of at least `minLength` positions, 5 spare pages and, past
@@ -215,25 +237,27 @@ protected:
         randomTensor(rowsOf(batch) * manifest.headDim, queryDeviation);
     HostTensor keys = randomTensor(poolSize, 1.0);
     HostTensor values = randomTensor(poolSize, 1.0);
-    return {batch,           pageSize,          maxPages,
-            numPages,        writtenPages,      std::move(query),
-            std::move(keys), std::move(values), randomSinks()};
+    return {batch,         pageSize,         maxPages,        numPages,
+            writtenPages,  std::move(query), std::move(keys), std::move(values),
+            randomSinks(), bloomSlopes()};
   }
 
   /// Copies the dense inputs (and sinks) to the device, and allocates the
   /// output, lse and lengths.
   DeviceDecode upload(const DenseInputs &inputs) const {
     return upload(inputs.query, inputs.keys, inputs.values, inputs.sinks,
-                  inputs.batch, inputs.maxLength, inputs.keys.bytes.size());
+                  inputs.alibiSlopes, inputs.batch, inputs.maxLength,
+                  inputs.keys.bytes.size());
   }
 
   /// Copies the query, the written pages of the pools (and the sinks) to
   /// the device, and allocates the block table, output, lse and lengths.
   DeviceDecode upload(const PagedInputs &inputs) const {
     size_t pageBytes = inputs.keys.bytes.size() / inputs.numPages;
-    DeviceDecode decode = upload(
-        inputs.query, inputs.keys, inputs.values, inputs.sinks, inputs.batch,
-        inputs.getMaxLength(), inputs.writtenPages * pageBytes);
+    DeviceDecode decode =
+        upload(inputs.query, inputs.keys, inputs.values, inputs.sinks,
+               inputs.alibiSlopes, inputs.batch, inputs.getMaxLength(),
+               inputs.writtenPages * pageBytes);
     decode.table.emplace(*device,
                          inputs.batch * inputs.maxPages * sizeof(int32_t));
     decode.numPages = inputs.numPages;
@@ -249,12 +273,13 @@ protected:
     return table;
   }
 
-  /// The float64 reference, with the manifest's window and soft-cap and
-  /// `sinks` (none when empty), over caches of `maxLength` positions (NHD
-  /// when `isNHD`, else HND).
+  /// The float64 reference, with the manifest's window and soft-cap,
+  /// `sinks` and ALiBi `slopes` (none when empty), over caches of `maxLength`
+  /// positions (NHD when `isNHD`, else HND).
   void reference(const HostTensor &query, const std::vector<double> &keys,
                  const std::vector<double> &values,
                  const std::vector<float> &sinks,
+                 const std::vector<float> &slopes,
                  const std::vector<int32_t> &lengths, int64_t maxLength,
                  bool isNHD, std::vector<double> &expected,
                  std::vector<double> &expectedLse) const {
@@ -277,6 +302,9 @@ protected:
     std::vector<double> sinkValues(sinks.begin(), sinks.end());
     if (!sinks.empty())
       problem.sinks = sinkValues.data();
+    std::vector<double> slopeValues(slopes.begin(), slopes.end());
+    if (!slopes.empty())
+      problem.alibiSlopes = slopeValues.data();
     reference::attention(problem, expected, expectedLse);
   }
 
@@ -284,8 +312,8 @@ protected:
                  std::vector<double> &expected,
                  std::vector<double> &expectedLse) const {
     reference(inputs.query, inputs.keys.values, inputs.values.values,
-              inputs.sinks, live, inputs.maxLength, inputs.isNHD, expected,
-              expectedLse);
+              inputs.sinks, inputs.alibiSlopes, live, inputs.maxLength,
+              inputs.isNHD, expected, expectedLse);
   }
 
   /// The reference over the logical caches block table `table` makes of the
@@ -319,7 +347,8 @@ protected:
                 written ? inputs.values.values[from + d] : std::nan("");
           }
         }
-    reference(inputs.query, keys, values, inputs.sinks, live, maxLength,
+    reference(inputs.query, keys, values, inputs.sinks, inputs.alibiSlopes,
+              live, maxLength,
               /*isNHD=*/true, expected, expectedLse);
   }
 
@@ -439,8 +468,8 @@ private:
   /// output, lse and lengths of `batch` sequences.
   DeviceDecode upload(const HostTensor &query, const HostTensor &keys,
                       const HostTensor &values, const std::vector<float> &sinks,
-                      int64_t batch, int64_t maxLength,
-                      size_t cacheBytes) const {
+                      const std::vector<float> &slopes, int64_t batch,
+                      int64_t maxLength, size_t cacheBytes) const {
     auto copy = [&](const HostTensor &tensor, size_t bytes) {
       rt::DeviceBuffer buffer(*device, tensor.bytes.size());
       buffer.upload(tensor.bytes.data(), bytes);
@@ -460,6 +489,10 @@ private:
     if (!sinks.empty()) {
       decode.sinks.emplace(*device, sinks.size() * sizeof(float));
       decode.uploadSinks(sinks);
+    }
+    if (!slopes.empty()) {
+      decode.alibiSlopes.emplace(*device, slopes.size() * sizeof(float));
+      decode.uploadAlibiSlopes(slopes);
     }
     return decode;
   }

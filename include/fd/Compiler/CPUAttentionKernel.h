@@ -44,6 +44,8 @@ struct AttentionBuffers {
   int64_t numPages = 0;
   /// Required when the kernel was compiled with `withSinks`: float [Hq].
   const float *sinks = nullptr;
+  /// Required when the kernel was compiled with `withAlibi`: float [Hq].
+  const float *alibiSlopes = nullptr;
 };
 
 class CPUAttentionKernel {

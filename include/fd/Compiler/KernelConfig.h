@@ -47,6 +47,9 @@ struct KernelConfig {
   /// Attention sinks: an f32 [Hq] buffer of one logit per query head joins
   /// every row's softmax denominator (gpt-oss).
   bool withSinks = false;
+  /// ALiBi: an f32 [Hq] buffer of slopes; each score of head h for key j
+  /// gains slope_h * (j - p), p the query's position (BLOOM, MPT).
+  bool withAlibi = false;
   bool withLse = false;
   int64_t batch = 1;
   int64_t maxLength = 4096;

@@ -44,6 +44,9 @@ struct AttentionProblem {
   /// Attention sinks: a logit per query head, [Hq], that joins each row's
   /// softmax denominator (a key whose value is zero); null = none.
   const double *sinks = nullptr;
+  /// ALiBi: a slope per query head, [Hq]; the score of key j for the query
+  /// at position p gains slope_h * (j - p) after the soft-cap; null = none.
+  const double *alibiSlopes = nullptr;
   const double *query = nullptr;
   const double *keyCache = nullptr;
   const double *valueCache = nullptr;

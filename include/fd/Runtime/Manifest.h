@@ -61,6 +61,8 @@ struct Manifest {
   double logitsSoftCap = 0;
   /// Whether the kernels read attention sinks (a "sinks" parameter).
   bool withSinks = false;
+  /// Whether the kernels read ALiBi slopes (an "alibi_slopes" parameter).
+  bool withAlibi = false;
   bool withLse = false;
   int64_t numSplits = 0;
   int64_t workspaceBytesPerSequence = 0;

@@ -143,6 +143,10 @@ struct DecodeBuffers {
   /// float [num_q_heads] in device memory, read by the merge at every
   /// launch (so it may change between replays).
   CUdeviceptr sinks = 0;
+  /// Required exactly when the kernels were compiled with ALiBi: float
+  /// [num_q_heads] slopes in device memory, read by the partial kernel at
+  /// every launch.
+  CUdeviceptr alibiSlopes = 0;
   /// A workspace of at least Manifest::getWorkspaceBytes(batch) bytes that
   /// the caller owns and keeps alive while launches may use it (e.g. one per
   /// stream from StreamWorkspaces, shared by every plan launched there);

@@ -61,6 +61,9 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     // are clamped into the pool).
     if (geometry.isPaged())
       arguments.append({pointer, rewriter.getI32Type()});
+    // ALiBi: the slope of each query head.
+    if (op.getAlibiSlopes())
+      arguments.push_back(pointer);
     // No known block size: it becomes `.maxntid 128`, for which ptxas caps
     // registers at 128 to fit four blocks per SM and spills the larger
     // configurations instead of using the 129 registers they need.
@@ -72,12 +75,12 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     // say so, as __launch_bounds__(128, 4) does. With a paged cache the
     // page lookups do not fit beside the fragments in 128 (ptxas spills a
     // few bytes in some configurations), nor do the query rows' windows
-    // beside the soft-cap (8 bytes at MHA, Lq = 8 on sm_80): three blocks,
-    // 168 registers.
+    // beside the soft-cap (8 bytes at MHA, Lq = 8 on sm_80), nor the ALiBi
+    // slopes and positions of a lane's rows: three blocks, 168 registers.
     if (layout.tensorCores) {
       AttentionRules rules = op.getRules();
       bool tight =
-          geometry.isPaged() ||
+          geometry.isPaged() || op.getAlibiSlopes() ||
           (rules.rowsDiffer() && rules.windowLeft && rules.logitsSoftCap);
       kernel->setAttr(
           NVVM::NVVMDialect::getMaxntidAttrName(),
@@ -114,6 +117,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       operands.push_back(
           e.toI32(memref::DimOp::create(rewriter, loc, op.getKeyCache(), 0)));
     }
+    if (op.getAlibiSlopes())
+      operands.push_back(globalPointer(rewriter, loc, op.getAlibiSlopes()));
     gpu::LaunchFuncOp::create(
         rewriter, loc, kernel,
         gpu::KernelDim3{e.index(op.getNumSplits()),
@@ -175,6 +180,8 @@ PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
     tableRow = e.mul(batch, arith::DivUIOp::create(rewriter, e.loc, maxLength,
                                                    e.index(geometry.pageSize)));
   }
+  if (op.getAlibiSlopes())
+    alibiSlopes = entry.getArgument(geometry.isPaged() ? 9 : 7);
   vectorType = VectorType::get({layout.vectorWidth}, elementType);
   lastRow = e.index(layout.rows - 1);
 }
@@ -246,6 +253,21 @@ Value PartialKernelBuilder::shapeScore(Value score) {
                       [&](Value x) { return e.exp2(x); });
 }
 
+AlibiRow PartialKernelBuilder::alibiOfRow(Value firstRow, Value tileRow) {
+  Value row = e.min(e.add(firstRow, tileRow), lastRow);
+  const int64_t group = geometry.groupSize();
+  Value head =
+      e.add(e.mul(kvHead, e.index(group)),
+            arith::RemUIOp::create(rewriter, e.loc, row, e.index(group)));
+  Type f32 = rewriter.getF32Type();
+  // In base 2, as the scores are.
+  Value slope = e.mul(e.load(f32, alibiSlopes, f32, head, 4),
+                      e.f32(llvm::numbers::log2e));
+  Value token = arith::DivUIOp::create(rewriter, e.loc, row, e.index(group));
+  Value end = buildVisibleKeys(rewriter, e.loc, chunk.length, token, rules).end;
+  return {slope, e.sub(end, e.index(1))};
+}
+
 Value PartialKernelBuilder::queryRow(Value row) {
   const int64_t group = geometry.groupSize();
   Value token = arith::DivUIOp::create(rewriter, e.loc, row, e.index(group));
@@ -285,6 +307,10 @@ void PartialKernelBuilder::build() {
     // run first, so nothing is kept live through the main loop for them
     // (`causalBase`); the online softmax does not depend on the order of
     // the keys (up to rounding).
+    rowAlibi.clear();
+    if (alibiSlopes)
+      for (int64_t r = 0; r < layout.rowTile; ++r)
+        rowAlibi.push_back(alibiOfRow(firstRow, e.index(r)));
     SmallVector<Value> streamed = initialState();
     Value unmaskedBegin = chunk.begin, unmaskedEnd = chunk.end;
     Value causalBase;

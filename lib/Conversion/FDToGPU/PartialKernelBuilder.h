@@ -22,6 +22,11 @@
 
 namespace mlir::fd::detail {
 
+/// A query row's ALiBi: its head's slope (base 2) and its token's position.
+struct AlibiRow {
+  Value slope, position;
+};
+
 class PartialKernelBuilder {
 public:
   PartialKernelBuilder(gpu::GPUFuncOp kernel, PartialAttentionOp op,
@@ -92,6 +97,9 @@ private:
   /// A scaled score (base 2) as the softmax takes it: soft-capped when the
   /// rules say so.
   Value shapeScore(Value score);
+  /// The ALiBi slope and position of row `tileRow` of the tile starting at
+  /// `firstRow` (padding rows take the last row's).
+  AlibiRow alibiOfRow(Value firstRow, Value tileRow);
   /// D += A * B for one mma tile: m16n8k16 with A four and B two packed
   /// words, m16n8k8 with two and one.
   SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> b,
@@ -110,6 +118,10 @@ private:
   // The kernel's arguments and workgroup buffers.
   Value query, keys, values, seqLens, partialOutput, partialLse, maxLength;
   Value blockTable, tableRow, numPages;
+  /// ALiBi: the slopes' pointer (null without), and on CUDA cores each row
+  /// of the current tile's slope and position.
+  Value alibiSlopes;
+  SmallVector<AlibiRow> rowAlibi;
   Value queryTile, queryFragments, warpAccumulators, warpMaxSum;
   // Where this thread is.
   Value thread, split, kvHead, batch, warp, lane;

@@ -109,9 +109,14 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
     for (SmallVector<Value> &rowScores : scores)
       for (Value &score : rowScores)
         score = e.add(score, e.shuffleXor(score, offset));
-  for (SmallVector<Value> &rowScores : scores)
-    for (Value &score : rowScores)
+  for (int64_t r = 0; r < tileRows; ++r)
+    for (int64_t u = 0; u < unroll; ++u) {
+      Value &score = scores[r][u];
       score = shapeScore(score);
+      if (alibiSlopes)
+        score = buildAlibiBias(rewriter, e.loc, score, rowAlibi[r].slope,
+                               tokens[u], rowAlibi[r].position);
+    }
   for (int64_t r = 0; r < tileRows; ++r) {
     RowState &state = states[r];
     SmallVector<Value> visible;

@@ -158,6 +158,13 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   }
   if (windowed)
     chunkEnd = e.toI32(chunk.end);
+  // ALiBi: each row's slope and position (i32, as the keys are compared).
+  AlibiRow alibi[2];
+  if (alibiSlopes)
+    for (int64_t r = 0; r < 2; ++r) {
+      alibi[r] = alibiOfRow(firstRow, e.add(fragmentRow, e.index(8 * r)));
+      alibi[r].position = e.toI32(alibi[r].position);
+    }
 
   // Carried per lane: each row's max and this lane's share of its sum,
   // then the output accumulator, tile by tile (c0..c3).
@@ -234,8 +241,11 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
                 rewriter, e.loc, visible,
                 arith::AndIOp::create(rewriter, e.loc, inWindow, inChunk));
           }
-          scores.push_back(e.select(
-              visible, shapeScore(e.mul(s[i], queryScale)), e.negInf()));
+          Value score = shapeScore(e.mul(s[i], queryScale));
+          if (alibiSlopes)
+            score = buildAlibiBias(rewriter, e.loc, score, alibi[i / 2].slope,
+                                   key, alibi[i / 2].position);
+          scores.push_back(e.select(visible, score, e.negInf()));
         }
 
         // The online softmax per row: the step's max over the 4 lanes of

@@ -141,12 +141,14 @@ struct SoftmaxState {
 struct RowOperands {
   Value query, keyCache, valueCache;
   Value batch, token, head, kvHead;
+  /// With ALiBi: the head's slope and the query token's position; else null.
+  Value alibiSlope, position;
 };
 
 /// Streams keys [begin, end) of one row with an online softmax: `accumulator`
 /// (memref<Dxf32>) receives sum_j exp(s_j - max) * v_j and the returned state
-/// the final max and sum. Scores are scaled, then soft-capped if the rules
-/// say so.
+/// the final max and sum. Scores are scaled, then soft-capped and biased
+/// (ALiBi) if the rules say so.
 SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
                                const AttentionIndexing &indexing,
                                const AttentionRules &rules,
@@ -188,6 +190,9 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
                                [&](Value x) -> Value {
                                  return math::Exp2Op::create(b, loc, x);
                                });
+        if (row.alibiSlope)
+          score = buildAlibiBias(b, loc, score, row.alibiSlope, position,
+                                 row.position);
         Value newMax = arith::MaximumFOp::create(b, loc, state[0], score);
         // Rescales what was accumulated under the old maximum.
         Value correction = math::ExpOp::create(
@@ -304,6 +309,12 @@ void buildRowNest(OpBuilder &b, AttentionOpInterface op,
                         arith::DivUIOp::create(b, loc, ivs[3], group)};
         Value length =
             loadSequenceLength(b, loc, op.getSeqLens(), ivs[0], maxLength);
+        if (Value slopes = op.getAlibiSlopes()) {
+          row.alibiSlope = memref::LoadOp::create(b, loc, slopes, row.head);
+          Value end =
+              buildVisibleKeys(b, loc, length, row.token, op.getRules()).end;
+          row.position = arith::SubIOp::create(b, loc, end, one);
+        }
         bodyBuilder(b, loc, row, ivs[1], length);
       });
 }

@@ -310,3 +310,19 @@ func.func @sinks_type(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memr
   fd.attention %q, %k, %v, %l sinks %s : memref<8xf16> into %o : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x64xf16>
   return
 }
+
+// -----
+
+func.func @alibi_shape(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %a: memref<4xf32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'alibi_slopes' must be one slope per query head, [Hq] [8] of 'f32', got 'memref<4xf32>'}}
+  fd.attention %q, %k, %v, %l alibi_slopes %a : memref<4xf32> into %o : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @alibi_shape_partial(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %a: memref<16xf32>, %po: memref<1x8x2x64xf32>, %pl: memref<1x8x2xf32>) {
+  // expected-error @below {{'alibi_slopes' must be one slope per query head, [Hq] [8] of 'f32', got 'memref<16xf32>'}}
+  fd.partial_attention %q, %k, %v, %l alibi_slopes %a : memref<16xf32> into %po, %pl : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x2x64xf32>, memref<1x8x2xf32>
+  return
+}

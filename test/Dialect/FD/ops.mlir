@@ -97,3 +97,19 @@ func.func @sinks(%q: memref<?x8x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x
       : memref<?x8x3x64xf32>, memref<?x8x3xf32> into memref<?x8x64xf16>, memref<?x8xf32>
   return
 }
+
+// CHECK-LABEL: func @alibi
+// CHECK-SAME: %[[A:[a-z0-9]+]]: memref<8xf32>
+func.func @alibi(%q: memref<?x2x8x64xbf16>, %k: memref<?x16x2x64xbf16>, %v: memref<?x16x2x64xbf16>,
+                 %lens: memref<?xi32>, %table: memref<?x?xi32>, %a: memref<8xf32>, %s: memref<8xf32>,
+                 %out: memref<?x2x8x64xbf16>, %po: memref<?x2x8x3x64xf32>, %pl: memref<?x2x8x3xf32>) {
+  // CHECK: fd.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} block_table %{{.*}} : memref<?x?xi32> alibi_slopes %[[A]] : memref<8xf32> sinks %{{.*}} : memref<8xf32> into
+  fd.attention %q, %k, %v, %lens block_table %table : memref<?x?xi32> alibi_slopes %a : memref<8xf32> sinks %s : memref<8xf32> into %out
+      : memref<?x2x8x64xbf16>, memref<?x16x2x64xbf16>, memref<?x16x2x64xbf16>,
+        memref<?xi32> into memref<?x2x8x64xbf16>
+  // CHECK: fd.partial_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} alibi_slopes %[[A]] : memref<8xf32> into
+  fd.partial_attention %q, %k, %v, %lens alibi_slopes %a : memref<8xf32> into %po, %pl
+      : memref<?x2x8x64xbf16>, memref<?x16x2x64xbf16>, memref<?x16x2x64xbf16>,
+        memref<?xi32> into memref<?x2x8x3x64xf32>, memref<?x2x8x3xf32>
+  return
+}

@@ -250,6 +250,15 @@ static LogicalResult verifyLse(Operation *op, Value lse,
                             "[B, (Lq,) Hq]");
 }
 
+static LogicalResult verifyAlibiSlopes(Operation *op, Value slopes,
+                                       const AttentionGeometry &geometry) {
+  if (!slopes)
+    return success();
+  return verifyOperandShape(
+      op, slopes, "alibi_slopes", {geometry.numQueryHeads},
+      Float32Type::get(op->getContext()), "one slope per query head, [Hq]");
+}
+
 static LogicalResult verifySinks(Operation *op, Value sinks,
                                  const AttentionGeometry &geometry) {
   if (!sinks)
@@ -282,7 +291,8 @@ LogicalResult AttentionOp::verify() {
                                 memrefType(getQuery()).getElementType(),
                                 "shaped like 'query'")))
     return failure();
-  if (failed(verifySinks(*this, getSinks(), *geometry)))
+  if (failed(verifySinks(*this, getSinks(), *geometry)) ||
+      failed(verifyAlibiSlopes(*this, getAlibiSlopes(), *geometry)))
     return failure();
   return verifyLse(*this, getLse(), *geometry);
 }
@@ -325,9 +335,11 @@ LogicalResult PartialAttentionOp::verify() {
           rowShape(*geometry, {*numSplits, geometry->headDim}), f32,
           "[B, (Lq,) Hq, S, D]")))
     return failure();
-  return verifyOperandShape(*this, getPartialLse(), "partial_lse",
-                            rowShape(*geometry, {*numSplits}), f32,
-                            "[B, (Lq,) Hq, S]");
+  if (failed(verifyOperandShape(*this, getPartialLse(), "partial_lse",
+                                rowShape(*geometry, {*numSplits}), f32,
+                                "[B, (Lq,) Hq, S]")))
+    return failure();
+  return verifyAlibiSlopes(*this, getAlibiSlopes(), *geometry);
 }
 
 //===----------------------------------------------------------------------===//

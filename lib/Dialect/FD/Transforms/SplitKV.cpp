@@ -200,9 +200,9 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
             : IntegerAttr();
     PartialAttentionOp::create(
         rewriter, loc, op.getQuery(), op.getKeyCache(), op.getValueCache(),
-        op.getSeqLens(), op.getBlockTable(), partialOutput, partialLse,
-        op.getKvLayoutAttr(), op.getScaleAttr(), op.getWindowLeftAttr(),
-        op.getLogitsSoftCapAttr(), chunkLength);
+        op.getSeqLens(), op.getBlockTable(), op.getAlibiSlopes(), partialOutput,
+        partialLse, op.getKvLayoutAttr(), op.getScaleAttr(),
+        op.getWindowLeftAttr(), op.getLogitsSoftCapAttr(), chunkLength);
     // The sinks join the softmax once, in the merge, not per chunk.
     MergeOp::create(rewriter, loc, partialOutput, partialLse, op.getOutput(),
                     op.getLse(), op.getSinks());

@@ -101,6 +101,16 @@ Value mlir::fd::buildSoftCap(OpBuilder &b, Location loc, Value score, float cap,
                             arith::FastMathFlags::afn));
 }
 
+Value mlir::fd::buildAlibiBias(OpBuilder &b, Location loc, Value score,
+                               Value slope, Value key, Value position) {
+  Value distance = arith::SubIOp::create(b, loc, key, position);
+  if (distance.getType().isIndex())
+    distance = arith::IndexCastOp::create(b, loc, b.getI32Type(), distance);
+  Value bias = arith::MulFOp::create(
+      b, loc, slope, arith::SIToFPOp::create(b, loc, b.getF32Type(), distance));
+  return arith::AddFOp::create(b, loc, score, bias);
+}
+
 Value mlir::fd::buildSawKeys(OpBuilder &b, Location loc, Value max) {
   return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, max,
                                negativeInfinity(b, loc));

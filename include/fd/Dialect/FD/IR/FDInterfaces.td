@@ -25,6 +25,8 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
       "::mlir::Value", "getSeqLens">,
     InterfaceMethod<"The block table of paged caches; null when dense.",
       "::mlir::Value", "getBlockTable">,
+    InterfaceMethod<"The ALiBi slopes, [Hq] f32; null without ALiBi.",
+      "::mlir::Value", "getAlibiSlopes">,
     InterfaceMethod<"The cache layout.",
       "::mlir::fd::KVLayout", "getKvLayout">,
     InterfaceMethod<"The `scale` attribute, null when absent.",

@@ -35,7 +35,9 @@ defvar FD_AttentionInputs = (ins
       [MemRead]>:$seq_lens,
   Arg<Optional<FD_BlockTableMemRef>,
       "paged caches: the page of each block of page_size positions, "
-      "[B, max_pages]", [MemRead]>:$block_table
+      "[B, max_pages]", [MemRead]>:$block_table,
+  Arg<Optional<FD_SinksMemRef>,
+      "ALiBi: a slope per query head, [Hq] f32", [MemRead]>:$alibi_slopes
 );
 
 defvar FD_AttentionAttrs = (ins
@@ -89,6 +91,11 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
     score `x` becomes `c * tanh(x / c)` before the softmax (Gemma 2: 50.0);
     the `lse` is over the capped scores.
 
+    **ALiBi.** With an `alibi_slopes` operand (`[Hq]` f32, in device memory)
+    each score of query head `h` at position `p` for key `j` gains
+    `alibi_slopes[h] * (j - p)` (<= 0 for the keys it sees), after the
+    scale and the soft-cap (FlashAttention's order); BLOOM, MPT.
+
     **Attention sinks.** With a `sinks` operand (`[Hq]` f32, one learned
     logit per query head, in device memory; gpt-oss) the softmax's
     denominator gains `exp(sinks[h] - m)` and the numerator nothing: the sink
@@ -127,6 +134,7 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
   let assemblyFormat = [{
     $query `,` $key_cache `,` $value_cache `,` $seq_lens
     (`block_table` $block_table^ `:` type($block_table))?
+    (`alibi_slopes` $alibi_slopes^ `:` type($alibi_slopes))?
     (`sinks` $sinks^ `:` type($sinks))? `into` $output
     (`,` $lse^)? attr-dict `:` type($query) `,` type($key_cache) `,`
     type($value_cache) `,` type($seq_lens) `into` type($output)
@@ -141,7 +149,7 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
 //===----------------------------------------------------------------------===//
 
 def FD_PartialAttentionOp : FD_Op<"partial_attention",
-    [FD_AttentionOpInterface]> {
+    [AttrSizedOperandSegments, FD_AttentionOpInterface]> {
   let summary = "attention over S chunks of the KV cache, one normalized "
                 "partial output and log-sum-exp per chunk";
   let description = [{
@@ -195,7 +203,8 @@ def FD_PartialAttentionOp : FD_Op<"partial_attention",
 
   let assemblyFormat = [{
     $query `,` $key_cache `,` $value_cache `,` $seq_lens
-    (`block_table` $block_table^ `:` type($block_table))? `into`
+    (`block_table` $block_table^ `:` type($block_table))?
+    (`alibi_slopes` $alibi_slopes^ `:` type($alibi_slopes))? `into`
     $partial_output `,` $partial_lse attr-dict `:` type($query) `,`
     type($key_cache) `,` type($value_cache) `,` type($seq_lens) `into`
     type($partial_output) `,` type($partial_lse)

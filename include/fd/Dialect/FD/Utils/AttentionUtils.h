@@ -77,6 +77,12 @@ int64_t getAttendedLength(int64_t maxLength, const AttentionRules &rules);
 Value buildSoftCap(OpBuilder &b, Location loc, Value score, float cap,
                    function_ref<Value(Value)> exp2);
 
+/// ALiBi: `score` + slope * (key - position), the distance (integers of
+/// one type: index or i32) converted to f32 exactly; `slope` in the
+/// score's unit (natural or base-2 logits). Applied after the soft-cap.
+Value buildAlibiBias(OpBuilder &b, Location loc, Value score, Value slope,
+                     Value key, Value position);
+
 /// Whether a row whose running max is `max` saw a key: the max left -inf.
 /// Decided by the max, never by the sum being positive, so that a NaN score
 /// (a poisoned cache) propagates to the output and the lse instead of

@@ -1,0 +1,387 @@
+"""ALiBi (alibi_slopes=) on backend="cuda" and Decoder over DeviceArrays,
+against the float64 reference of reference.py: on fdemu (the emulator as
+CUDA driver) in make test, on a GPU when run with libcuda. Both partial
+kernels (tensor cores: f16/bf16 with two or more rows per KV head; CUDA
+cores: f32, and one row per KV head) add slope_h * (j - p) to each score;
+they read the slopes from device memory, so a Decoder's graph sees new
+values.
+
+Inputs (and slopes) are fresh random numbers on every run; a failure names
+its seed. Sizes are small: the emulator interprets every thread.
+"""
+import numpy as np
+import pytest
+
+import flashdecode
+from flashdecode import DeviceArray
+
+from reference import (Inputs, attention, bloom_slopes,
+                       check_split_counts_agree, check_with_sinks, page_pool,
+                       random_alibi_slopes, random_sinks)
+
+pytestmark = pytest.mark.usefixtures("cuda_driver")
+
+# As test_sinks_cuda_emulated.py: the output's largest error relative to
+# its largest magnitude (also per row: reference.check_rows), 1e-3 on the
+# lse (the GPU's exp2/log2).
+TOLERANCE = {"float16": 1e-2, "bfloat16": 1e-2, "float32": 1e-5}
+LSE_TOLERANCE = 1e-3
+
+
+def bf16(dtype):
+    return "bfloat16" if dtype == "bfloat16" else None
+
+
+def to_device(*arrays, dtype=None):
+    return [DeviceArray.from_numpy(a, dtype=dtype if a.dtype == np.uint16
+                                   else None) for a in arrays]
+
+
+def check_device(out, lse, expected, expected_lse, dtype, lens, context):
+    """Device out/lse (DeviceArrays) against the float64 reference: overall
+    and row by row, rows without keys zeros."""
+    assert isinstance(out, DeviceArray) and out.dtype == dtype
+    host_lse = None
+    if lse is not None:
+        assert isinstance(lse, DeviceArray) and lse.dtype == "float32"
+        host_lse = lse.numpy()
+    check_with_sinks(out.numpy(), host_lse, expected, expected_lse, lens,
+                     dtype, TOLERANCE[dtype], LSE_TOLERANCE, context)
+
+
+def run(inputs, lens, slopes, *, num_splits=None, window=None, cap=None,
+        sinks=None, kv_layout="NHD", scale=None, table=None, caches=None):
+    """decode_attention(backend="cuda", alibi_slopes=DeviceArray) against
+    the reference; returns the host (out, lse)."""
+    dtype = inputs.dtype
+    q, k, v = inputs.stored
+    if caches is not None:
+        k, v = caches
+    extra = {} if table is None else \
+        {"block_table": DeviceArray.from_numpy(table)}
+    if sinks is not None:
+        extra["sinks"] = DeviceArray.from_numpy(sinks)
+    out, lse = flashdecode.decode_attention(
+        *to_device(q, k, v, dtype=bf16(dtype)), DeviceArray.from_numpy(lens),
+        backend="cuda", return_lse=True, num_splits=num_splits,
+        window_left=window, logits_soft_cap=cap, kv_layout=kv_layout,
+        scale=scale, alibi_slopes=DeviceArray.from_numpy(slopes), **extra)
+    assert out.shape == q.shape and lse.shape == q.shape[:-1]
+    expected, expected_lse = attention(
+        *inputs.exact, lens, kv_layout=kv_layout, window_left=window,
+        logits_soft_cap=cap, scale=scale, sinks=sinks, alibi_slopes=slopes)
+    check_device(out, lse, expected, expected_lse, dtype, lens,
+                 f"seed={inputs.seed} dtype={dtype} q={q.shape} "
+                 f"lens={lens.tolist()} slopes={slopes.tolist()} "
+                 f"window={window} cap={cap} sinks={sinks is not None} "
+                 f"splits={num_splits} layout={kv_layout} "
+                 f"paged={table is not None}")
+    return out.numpy(), lse.numpy()
+
+
+def run_splits(inputs, lens, slopes, splits=(1, 3, None, 16), **options):
+    """run() for each split count, the results also agreeing with each
+    other to the tolerances."""
+    results = [(n,) + run(inputs, lens, slopes, num_splits=n, **options)
+               for n in splits]
+    check_split_counts_agree(results, inputs.dtype, TOLERANCE[inputs.dtype],
+                             LSE_TOLERANCE, f"seed={inputs.seed}")
+
+
+# (dtype, q heads, KV heads, head dim): the partial kernel each runs.
+KERNELS = {"f16-gqa-d64-tensor-cores": ("float16", 8, 2, 64),
+           "bf16-gqa-d64-tensor-cores": ("bfloat16", 8, 2, 64),
+           "f16-gqa-d128-tensor-cores": ("float16", 8, 2, 128),
+           "bf16-gqa-d128-tensor-cores": ("bfloat16", 4, 1, 128),
+           "f32-gqa-cuda-cores": ("float32", 8, 2, 64),
+           "f32-mqa-cuda-cores": ("float32", 4, 1, 64),
+           "f32-mha-cuda-cores": ("float32", 4, 4, 64),
+           "bf16-mha-cuda-cores": ("bfloat16", 4, 4, 64)}
+
+
+def math_units(dtype, num_q_heads, num_kv_heads, head_dim):
+    kernel = flashdecode.compile(head_dim, num_q_heads, num_kv_heads,
+                                 dtype=dtype, num_splits=3, with_alibi=True)
+    partial = kernel.manifest["kernels"][0]
+    assert partial["name"] == "fd_partial_attention"
+    assert partial["params"][-1]["name"] == "alibi_slopes"
+    return partial["math_units"]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_alibi_matches_float64_for_every_split(kernel):
+    """Lengths 0 (zeros), 1, 2, odd, full; splits 1, 3, automatic and 16
+    (more than the short sequences have keys); random slopes with a 0 and
+    a 1.0 (BLOOM's for the f16 D 128 kernel)."""
+    dtype, num_q_heads, num_kv_heads, head_dim = KERNELS[kernel]
+    assert math_units(dtype, num_q_heads, num_kv_heads, head_dim) == (
+        "cuda_cores" if "cuda-cores" in kernel else "tensor_cores")
+    inputs = Inputs(dtype, (5, num_q_heads, head_dim),
+                    (5, 150, num_kv_heads, head_dim))
+    slopes = bloom_slopes(num_q_heads) if kernel.startswith("f16-gqa-d128") \
+        else random_alibi_slopes(inputs.rng, num_q_heads)
+    run_splits(inputs, inputs.lengths(0, 1, 2, 37, 150), slopes)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_several_query_tokens_with_a_window_a_soft_cap_and_sinks(dtype):
+    """Lq = 4 with 4 query heads per KV head (16 rows: tensor cores for
+    f16): each token its own distances; windows shorter than Lq; sinks
+    (which gain no bias) with and without a cap."""
+    inputs = Inputs(dtype, (6, 4, 8, 64), (6, 90, 2, 64), q_magnitude=10.0)
+    slopes = random_alibi_slopes(inputs.rng, 8)
+    sinks = random_sinks(inputs.rng, 8)
+    lens = inputs.lengths(0, 1, 3, 4, 41, 90)
+    run_splits(inputs, lens, slopes, splits=(1, 5, 16))
+    for window, cap, with_sinks in ((1, 4.0, False), (3, None, True),
+                                    (9, 1.5, True), (None, 30.0, False)):
+        run(inputs, lens, slopes, num_splits=4, window=window, cap=cap,
+            sinks=sinks if with_sinks else None)
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_paged_caches(layout):
+    shape = (3, 96, 2, 64) if layout == "NHD" else (3, 2, 96, 64)
+    inputs = Inputs("bfloat16", (3, 2, 8, 64), shape)
+    q, k, v = inputs.stored
+    pool_k, pool_v, table = page_pool(inputs.rng, k, v, 8, layout)
+    slopes = random_alibi_slopes(inputs.rng, 8)
+    lens = inputs.lengths(96, 0, 45)
+    run_splits(inputs, lens, slopes, splits=(1, 3), kv_layout=layout,
+               table=table, caches=(pool_k, pool_v))
+    run(inputs, lens, slopes, num_splits=3, kv_layout=layout, table=table,
+        caches=(pool_k, pool_v), window=13, cap=3.0,
+        sinks=random_sinks(inputs.rng, 8))
+
+
+def test_scale_out_lse_and_cuda_array_interface():
+    """scale= (the bias is not scaled), out=/lse= written in place, and
+    slopes given as a foreign __cuda_array_interface__ object."""
+    class Foreign:
+        def __init__(self, array):
+            self._array = array  # keeps the memory alive
+            self.__cuda_array_interface__ = array.__cuda_array_interface__
+
+    inputs = Inputs("float16", (2, 8, 64), (2, 70, 2, 64))
+    slopes = random_alibi_slopes(inputs.rng, 8)
+    lens = inputs.lengths(70, 23)
+    out = DeviceArray.empty((2, 8, 64), "float16")
+    lse = DeviceArray.empty((2, 8), "float32")
+    result = flashdecode.decode_attention(
+        *to_device(*inputs.stored, lens), backend="cuda", scale=0.3,
+        num_splits=2, return_lse=True, out=out, lse=lse,
+        alibi_slopes=Foreign(DeviceArray.from_numpy(slopes)))
+    assert result[0] is out and result[1] is lse
+    expected, expected_lse = attention(*inputs.exact, lens, scale=0.3,
+                                       alibi_slopes=slopes)
+    check_device(out, lse, expected, expected_lse, "float16", lens,
+                 f"seed={inputs.seed}")
+
+
+def test_the_launcher_cache_keys_on_alibi():
+    """The same shapes with and without ALiBi are two kernels; new slopes
+    in the same buffer give the new attention."""
+    inputs = Inputs("bfloat16", (3, 8, 64), (3, 60, 2, 64))
+    q, k, v = to_device(*inputs.stored, dtype="bfloat16")
+    lens = inputs.lengths(60, 0, 11)
+    device_lens = DeviceArray.from_numpy(lens)
+    slopes = random_alibi_slopes(inputs.rng, 8)
+    device_slopes = DeviceArray.from_numpy(slopes)
+    for step in range(3):
+        out, lse = flashdecode.decode_attention(
+            q, k, v, device_lens, backend="cuda", return_lse=True,
+            num_splits=3, alibi_slopes=device_slopes)
+        expected, expected_lse = attention(*inputs.exact, lens,
+                                           alibi_slopes=slopes)
+        check_device(out, lse, expected, expected_lse, "bfloat16", lens,
+                     f"seed={inputs.seed} step {step} with ALiBi")
+        out, lse = flashdecode.decode_attention(
+            q, k, v, device_lens, backend="cuda", return_lse=True,
+            num_splits=3)
+        expected, expected_lse = attention(*inputs.exact, lens)
+        check_device(out, lse, expected, expected_lse, "bfloat16", lens,
+                     f"seed={inputs.seed} step {step} without ALiBi")
+        slopes = random_alibi_slopes(inputs.rng, 8)
+        device_slopes.copy_from_numpy(slopes)
+
+
+@pytest.mark.parametrize("dtype,heads", [("float16", (8, 2)),
+                                         ("float32", (4, 1))],
+                         ids=["f16-tensor-cores", "f32-cuda-cores"])
+def test_decoder_replays_new_slopes_and_lengths(dtype, heads):
+    """One capture, then replays after new slopes (and new lengths) are
+    written into device memory in place: each replay reads them."""
+    num_q_heads, num_kv_heads = heads
+    inputs = Inputs(dtype, (3, num_q_heads, 64), (3, 200, num_kv_heads, 64))
+    q, k, v = to_device(*inputs.stored)
+    lens = inputs.lengths(0, 1, 9)
+    slopes = random_alibi_slopes(inputs.rng, num_q_heads)
+    device_lens, device_slopes = to_device(lens, slopes)
+    sentinel = np.full((3, num_q_heads, 64), 7.0, dtype)
+    out = DeviceArray.from_numpy(sentinel)
+    lse = DeviceArray.empty((3, num_q_heads), "float32")
+    decoder = flashdecode.Decoder(q, k, v, device_lens, out, lse,
+                                  num_splits=4, alibi_slopes=device_slopes)
+    assert decoder.num_splits == 4
+    decoder.capture()
+    np.testing.assert_array_equal(out.numpy(), sentinel)
+    for step in range(4):
+        if step % 2:
+            lens = lens + np.int32(inputs.rng.integers(10, 60))
+            device_lens.copy_from_numpy(lens)
+        elif step:
+            slopes = bloom_slopes(num_q_heads) if step == 2 else \
+                random_alibi_slopes(inputs.rng, num_q_heads)
+            device_slopes.copy_from_numpy(slopes)
+        decoder.replay()
+        expected, expected_lse = attention(*inputs.exact, lens,
+                                           alibi_slopes=slopes)
+        check_device(out, lse, expected, expected_lse, dtype, lens,
+                     f"seed={inputs.seed} replay {step} "
+                     f"lens={lens.tolist()} slopes={slopes.tolist()}")
+
+
+def test_decoder_run_with_alibi_sinks_and_a_window():
+    """Decoder.run() (eager) with automatic splits, a window, a cap and
+    sinks beside the slopes."""
+    inputs = Inputs("bfloat16", (2, 2, 8, 64), (2, 300, 2, 64),
+                    q_magnitude=5.0)
+    lens = inputs.lengths(1, 290)
+    slopes = random_alibi_slopes(inputs.rng, 8)
+    sinks = random_sinks(inputs.rng, 8)
+    out = DeviceArray.empty((2, 2, 8, 64), "bfloat16")
+    lse = DeviceArray.empty((2, 2, 8), "float32")
+    decoder = flashdecode.Decoder(
+        *to_device(*inputs.stored, dtype="bfloat16"),
+        DeviceArray.from_numpy(lens), out, lse, window_left=40,
+        logits_soft_cap=2.5, sinks=DeviceArray.from_numpy(sinks),
+        alibi_slopes=DeviceArray.from_numpy(slopes))
+    decoder.run()
+    expected, expected_lse = attention(
+        *inputs.exact, lens, window_left=40, logits_soft_cap=2.5,
+        sinks=sinks, alibi_slopes=slopes)
+    check_device(out, lse, expected, expected_lse, "bfloat16", lens,
+                 f"seed={inputs.seed}")
+
+
+def test_the_native_plan_requires_the_slopes_with_alibi():
+    """_flashdecode.CudaPlan/CudaLauncher: the runtime refuses a config
+    with ALiBi without slopes and slopes without ALiBi."""
+    native = flashdecode._flashdecode
+    inputs = Inputs("float32", (1, 4, 64), (1, 16, 1, 64))
+    arrays = to_device(*inputs.stored, inputs.lengths(16))
+    out = DeviceArray.empty((1, 4, 64), "float32")
+    slopes = DeviceArray.from_numpy(random_alibi_slopes(inputs.rng, 4))
+    pointers = [a._address for a in arrays] + [out._address, 0, 0, 0]
+    arch = native.cuda_target(0)
+
+    def config(with_alibi):
+        return native.KernelConfig(64, 4, 1, 1, "f32", "NHD", 0, 2, True,
+                                   None, False, 1, 16, 1, arch,
+                                   with_alibi=with_alibi)
+    with pytest.raises(Exception, match="alibiSlopes buffer"):
+        native.CudaPlan(config(True), 0, *pointers)
+    with pytest.raises(Exception, match="without ALiBi"):
+        native.CudaPlan(config(False), 0, *pointers,
+                        alibi_slopes=slopes._address)
+    native.CudaPlan(config(True), 0, *pointers,
+                    alibi_slopes=slopes._address).launch(None)
+
+
+# Bad slopes: a ValueError naming them, before anything reaches the device.
+
+def good_arrays():
+    """Valid f16 inputs on the device: q [2, 8, 64], caches [2, 16, 2, 64]."""
+    inputs = Inputs("float16", (2, 8, 64), (2, 16, 2, 64))
+    return dict(zip(("q", "k_cache", "v_cache", "seq_lens"),
+                    to_device(*inputs.stored, inputs.lengths(3, 16))))
+
+
+class Foreign:
+    """A __cuda_array_interface__ over a DeviceArray's memory, with another
+    pointer, shape, type or strides."""
+
+    def __init__(self, array, offset=0, shape=None, typestr="<f4",
+                 strides=None):
+        self._array = array
+        self.__cuda_array_interface__ = {
+            "version": 3, "shape": shape or array.shape, "typestr": typestr,
+            "data": (array._address + offset, False), "strides": strides}
+
+
+def host_pointer():
+    """A __cuda_array_interface__ at a host address the driver does not
+    know."""
+    host = np.zeros(8, np.float32)
+    foreign = Foreign(DeviceArray.empty(8, "float32"))
+    foreign.host = host
+    foreign.__cuda_array_interface__["data"] = (host.ctypes.data, False)
+    return foreign
+
+
+BAD_SLOPES = [
+    (lambda: np.zeros(8, np.float32), "alibi_slopes must be a CUDA tensor "
+     "for backend='cuda'"),
+    (lambda: [0.0] * 8, "alibi_slopes must be a CUDA tensor"),
+    (lambda: DeviceArray.empty(8, "float16"),
+     "alibi_slopes must be float32, got float16"),
+    (lambda: DeviceArray.empty(8, "bfloat16"),
+     "alibi_slopes must be float32, got bfloat16"),
+    (lambda: DeviceArray.empty(8, "int32"),
+     "alibi_slopes must be float32, got int32"),
+    (lambda: Foreign(DeviceArray.empty(8, "float32"), typestr="<f8"),
+     "alibi_slopes dtype is not supported: expected float32"),
+    (lambda: DeviceArray.empty(9, "float32"),
+     "alibi_slopes must have shape (8,) (one slope per query head), got "
+     "(9,)"),
+    (lambda: DeviceArray.empty((1, 8), "float32"),
+     "alibi_slopes must have shape (8,) (one slope per query head), got "
+     "(1, 8)"),
+    (lambda: DeviceArray.empty(2, "float32"),
+     "alibi_slopes must have shape (8,)"),
+    (lambda: Foreign(DeviceArray.empty(16, "float32"), shape=(8,),
+                     strides=(8,)), "alibi_slopes must be contiguous"),
+    (lambda: Foreign(DeviceArray.empty(9, "float32"), offset=2, shape=(8,)),
+     "alibi_slopes data pointer"),
+    (host_pointer, "alibi_slopes (data pointer"),
+]
+
+
+@pytest.mark.parametrize("make,words", BAD_SLOPES)
+def test_bad_slopes_name_the_argument(make, words):
+    arrays = good_arrays()
+    with pytest.raises(ValueError) as raised:
+        flashdecode.decode_attention(**arrays, backend="cuda",
+                                     alibi_slopes=make())
+    assert words in str(raised.value)
+    out = DeviceArray.empty((2, 8, 64), "float16")
+    with pytest.raises(ValueError) as raised:
+        flashdecode.Decoder(*arrays.values(), out, alibi_slopes=make())
+    assert words in str(raised.value)
+
+
+def test_misaligned_slopes_say_4_bytes():
+    arrays = good_arrays()
+    slopes = Foreign(DeviceArray.empty(9, "float32"), offset=2, shape=(8,))
+    with pytest.raises(ValueError, match="alibi_slopes data pointer "
+                       "0x[0-9a-f]+ is not 4-byte aligned"):
+        flashdecode.decode_attention(**arrays, backend="cuda",
+                                     alibi_slopes=slopes)
+
+
+def test_the_device_still_works_after_bad_slopes():
+    """Rejected calls never reach the device: no sticky error follows."""
+    arrays = good_arrays()
+    for make, _ in BAD_SLOPES:
+        with pytest.raises(ValueError):
+            flashdecode.decode_attention(**arrays, backend="cuda",
+                                         alibi_slopes=make())
+    slopes = random_alibi_slopes(np.random.default_rng(), 8)
+    out = flashdecode.decode_attention(
+        **arrays, backend="cuda", alibi_slopes=DeviceArray.from_numpy(slopes))
+    host = [a.numpy() for a in arrays.values()]
+    expected, expected_lse = attention(
+        *(a.astype(np.float64) for a in host[:3]), host[3],
+        alibi_slopes=slopes)
+    check_device(out, None, expected, expected_lse, "float16", host[3],
+                 "after bad slopes")
