@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ReferenceProblems.h"
+
 #include "fd/Reference/Reference.h"
 
 #include <gtest/gtest.h>
@@ -16,40 +18,10 @@
 #include <vector>
 
 using namespace fd::reference;
+using fd::test::fillNormal;
+using fd::test::singleHead;
 
 namespace {
-
-/// A one-KV-head problem over `keys` and `values` ([B, Lmax, 1, D] rows of
-/// D doubles), scale 1.
-AttentionProblem singleHead(int64_t batch, int64_t queryLength, int64_t headDim,
-                            int64_t maxLength, const std::vector<double> &query,
-                            const std::vector<double> &keys,
-                            const std::vector<double> &values,
-                            const int32_t *lengths) {
-  AttentionProblem problem;
-  problem.batch = batch;
-  problem.queryLength = queryLength;
-  problem.numQueryHeads = 1;
-  problem.numKVHeads = 1;
-  problem.headDim = headDim;
-  problem.maxLength = maxLength;
-  problem.scale = 1.0;
-  problem.query = query.data();
-  problem.keyCache = keys.data();
-  problem.valueCache = values.data();
-  problem.lengths = lengths;
-  return problem;
-}
-
-/// Standard normal values from seed `seed` in every element of `vectors`.
-void fillNormal(unsigned seed,
-                std::initializer_list<std::vector<double> *> vectors) {
-  std::mt19937 random(seed);
-  std::normal_distribution<double> normal;
-  for (std::vector<double> *x : vectors)
-    for (double &value : *x)
-      value = normal(random);
-}
 
 TEST(ReferenceAlibi, WeighsKeysByDistance) {
   // One KV head, D = 2, zero queries (every score 0), values 1, 2, 4 (and

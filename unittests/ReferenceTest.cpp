@@ -1,5 +1,7 @@
 //===- ReferenceTest.cpp - The yardstick, measured ------------------------===//
 
+#include "ReferenceProblems.h"
+
 #include "fd/Reference/Reference.h"
 
 #include "llvm/ADT/APFloat.h"
@@ -12,6 +14,8 @@
 #include <random>
 
 using namespace fd::reference;
+using fd::test::fillNormal;
+using fd::test::singleHead;
 
 namespace {
 
@@ -112,38 +116,6 @@ TEST(Reference, AttentionOfHandComputableCases) {
   EXPECT_NEAR(lse[0], std::log(4.0), 1e-12);
   EXPECT_EQ(output[d], 0.0);
   EXPECT_TRUE(std::isinf(lse[1]) && lse[1] < 0);
-}
-
-/// A one-KV-head problem over `keys` and `values` ([B, Lmax, 1, D] rows of
-/// D doubles), scale 1.
-AttentionProblem singleHead(int64_t batch, int64_t queryLength, int64_t headDim,
-                            int64_t maxLength, const std::vector<double> &query,
-                            const std::vector<double> &keys,
-                            const std::vector<double> &values,
-                            const int32_t *lengths) {
-  AttentionProblem problem;
-  problem.batch = batch;
-  problem.queryLength = queryLength;
-  problem.numQueryHeads = 1;
-  problem.numKVHeads = 1;
-  problem.headDim = headDim;
-  problem.maxLength = maxLength;
-  problem.scale = 1.0;
-  problem.query = query.data();
-  problem.keyCache = keys.data();
-  problem.valueCache = values.data();
-  problem.lengths = lengths;
-  return problem;
-}
-
-/// Standard normal values from seed `seed` in every element of `vectors`.
-void fillNormal(unsigned seed,
-                std::initializer_list<std::vector<double> *> vectors) {
-  std::mt19937 random(seed);
-  std::normal_distribution<double> normal;
-  for (std::vector<double> *x : vectors)
-    for (double &value : *x)
-      value = normal(random);
 }
 
 TEST(Reference, WindowOfOneIsTheValueAtTheQuerysPosition) {

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import flashdecode
+from per_head_buffers import check_bad_host_buffer, host_cases
 from reference import (Inputs, attention, bloom_slopes,
                        check_split_counts_agree, check_with_sinks, page_pool,
                        random_alibi_slopes, random_sinks)
@@ -312,42 +313,8 @@ def test_the_native_layer_checks_the_slopes():
           f"seed={inputs.seed}")
 
 
-class _DeviceLike:
-    """Looks like a device array (for backend='cpu': the wrong kind)."""
-    __cuda_array_interface__ = {"version": 3, "shape": (8,),
-                                "typestr": "<f4", "data": (1 << 20, False),
-                                "strides": None}
+# Bad alibi_slopes: per_head_buffers.py's suite, shared with test_sinks.py.
 
-
-BAD_SLOPES = [
-    (lambda: [0.5] * 8, "alibi_slopes must be a numpy float32 array of "
-     r"shape \(8,\) for backend='cpu', got builtins.list"),
-    (lambda: _DeviceLike(), "alibi_slopes must be a numpy float32 array .*"
-     "got .*_DeviceLike"),
-    (lambda: np.float32(1.0), "alibi_slopes must be a numpy float32 array "
-     ".*got numpy.float32"),
-    (lambda: np.zeros(8, np.float64),
-     "alibi_slopes must be float32, got float64"),
-    (lambda: np.zeros(8, np.float16),
-     "alibi_slopes must be float32, got float16"),
-    (lambda: np.zeros(8, np.int32), "alibi_slopes must be float32, got int32"),
-    (lambda: np.zeros(9, np.float32), r"alibi_slopes must have shape \(8,\) "
-     r"\(one slope per query head\), got \(9,\)"),
-    (lambda: np.zeros(2, np.float32), r"alibi_slopes must have shape \(8,\)"
-     r".*got \(2,\)"),
-    (lambda: np.zeros((1, 8), np.float32), r"alibi_slopes must have shape "
-     r"\(8,\).*got \(1, 8\)"),
-    (lambda: np.zeros((), np.float32), r"alibi_slopes must have shape "
-     r"\(8,\).*got \(\)"),
-    (lambda: np.zeros(16, np.float32)[::2], "alibi_slopes must be "
-     "C-contiguous"),
-]
-
-
-@pytest.mark.parametrize("make,words", BAD_SLOPES)
+@pytest.mark.parametrize("make,words", host_cases("alibi_slopes"))
 def test_bad_slopes_name_the_argument(make, words):
-    inputs = Inputs("float32", (2, 8, 64), (2, 16, 2, 64))
-    q, k, v = inputs.stored
-    with pytest.raises(ValueError, match=words):
-        flashdecode.decode_attention(q, k, v, inputs.lengths(16, 3),
-                                     alibi_slopes=make())
+    check_bad_host_buffer("alibi_slopes", make, words)

@@ -15,38 +15,18 @@ import pytest
 import flashdecode
 from flashdecode import DeviceArray
 
+from per_head_buffers import (LSE_TOLERANCE, TOLERANCE, bf16,
+                              check_bad_device_buffer, check_device,
+                              check_misaligned_device_buffer,
+                              check_the_device_works_after_bad_buffers,
+                              device_cases, to_device)
 from reference import (Inputs, attention, bloom_slopes,
-                       check_split_counts_agree, check_with_sinks, page_pool,
+                       check_split_counts_agree, page_pool,
                        random_alibi_slopes, random_sinks)
 
 pytestmark = pytest.mark.usefixtures("cuda_driver")
 
-# As test_sinks_cuda_emulated.py: the output's largest error relative to
-# its largest magnitude (also per row: reference.check_rows), 1e-3 on the
-# lse (the GPU's exp2/log2).
-TOLERANCE = {"float16": 1e-2, "bfloat16": 1e-2, "float32": 1e-5}
-LSE_TOLERANCE = 1e-3
-
-
-def bf16(dtype):
-    return "bfloat16" if dtype == "bfloat16" else None
-
-
-def to_device(*arrays, dtype=None):
-    return [DeviceArray.from_numpy(a, dtype=dtype if a.dtype == np.uint16
-                                   else None) for a in arrays]
-
-
-def check_device(out, lse, expected, expected_lse, dtype, lens, context):
-    """Device out/lse (DeviceArrays) against the float64 reference: overall
-    and row by row, rows without keys zeros."""
-    assert isinstance(out, DeviceArray) and out.dtype == dtype
-    host_lse = None
-    if lse is not None:
-        assert isinstance(lse, DeviceArray) and lse.dtype == "float32"
-        host_lse = lse.numpy()
-    check_with_sinks(out.numpy(), host_lse, expected, expected_lse, lens,
-                     dtype, TOLERANCE[dtype], LSE_TOLERANCE, context)
+# TOLERANCE, LSE_TOLERANCE, check_device: per_head_buffers.py.
 
 
 def run(inputs, lens, slopes, *, num_splits=None, window=None, cap=None,
@@ -288,100 +268,18 @@ def test_the_native_plan_requires_the_slopes_with_alibi():
                     alibi_slopes=slopes._address).launch(None)
 
 
-# Bad slopes: a ValueError naming them, before anything reaches the device.
+# Bad slopes: a ValueError naming them, before anything reaches the device
+# (per_head_buffers.py: the same suite as test_sinks_cuda_emulated.py's).
 
-def good_arrays():
-    """Valid f16 inputs on the device: q [2, 8, 64], caches [2, 16, 2, 64]."""
-    inputs = Inputs("float16", (2, 8, 64), (2, 16, 2, 64))
-    return dict(zip(("q", "k_cache", "v_cache", "seq_lens"),
-                    to_device(*inputs.stored, inputs.lengths(3, 16))))
-
-
-class Foreign:
-    """A __cuda_array_interface__ over a DeviceArray's memory, with another
-    pointer, shape, type or strides."""
-
-    def __init__(self, array, offset=0, shape=None, typestr="<f4",
-                 strides=None):
-        self._array = array
-        self.__cuda_array_interface__ = {
-            "version": 3, "shape": shape or array.shape, "typestr": typestr,
-            "data": (array._address + offset, False), "strides": strides}
-
-
-def host_pointer():
-    """A __cuda_array_interface__ at a host address the driver does not
-    know."""
-    host = np.zeros(8, np.float32)
-    foreign = Foreign(DeviceArray.empty(8, "float32"))
-    foreign.host = host
-    foreign.__cuda_array_interface__["data"] = (host.ctypes.data, False)
-    return foreign
-
-
-BAD_SLOPES = [
-    (lambda: np.zeros(8, np.float32), "alibi_slopes must be a CUDA tensor "
-     "for backend='cuda'"),
-    (lambda: [0.0] * 8, "alibi_slopes must be a CUDA tensor"),
-    (lambda: DeviceArray.empty(8, "float16"),
-     "alibi_slopes must be float32, got float16"),
-    (lambda: DeviceArray.empty(8, "bfloat16"),
-     "alibi_slopes must be float32, got bfloat16"),
-    (lambda: DeviceArray.empty(8, "int32"),
-     "alibi_slopes must be float32, got int32"),
-    (lambda: Foreign(DeviceArray.empty(8, "float32"), typestr="<f8"),
-     "alibi_slopes dtype is not supported: expected float32"),
-    (lambda: DeviceArray.empty(9, "float32"),
-     "alibi_slopes must have shape (8,) (one slope per query head), got "
-     "(9,)"),
-    (lambda: DeviceArray.empty((1, 8), "float32"),
-     "alibi_slopes must have shape (8,) (one slope per query head), got "
-     "(1, 8)"),
-    (lambda: DeviceArray.empty(2, "float32"),
-     "alibi_slopes must have shape (8,)"),
-    (lambda: Foreign(DeviceArray.empty(16, "float32"), shape=(8,),
-                     strides=(8,)), "alibi_slopes must be contiguous"),
-    (lambda: Foreign(DeviceArray.empty(9, "float32"), offset=2, shape=(8,)),
-     "alibi_slopes data pointer"),
-    (host_pointer, "alibi_slopes (data pointer"),
-]
-
-
-@pytest.mark.parametrize("make,words", BAD_SLOPES)
+@pytest.mark.parametrize("make,words", device_cases("alibi_slopes"))
 def test_bad_slopes_name_the_argument(make, words):
-    arrays = good_arrays()
-    with pytest.raises(ValueError) as raised:
-        flashdecode.decode_attention(**arrays, backend="cuda",
-                                     alibi_slopes=make())
-    assert words in str(raised.value)
-    out = DeviceArray.empty((2, 8, 64), "float16")
-    with pytest.raises(ValueError) as raised:
-        flashdecode.Decoder(*arrays.values(), out, alibi_slopes=make())
-    assert words in str(raised.value)
+    check_bad_device_buffer("alibi_slopes", make, words)
 
 
 def test_misaligned_slopes_say_4_bytes():
-    arrays = good_arrays()
-    slopes = Foreign(DeviceArray.empty(9, "float32"), offset=2, shape=(8,))
-    with pytest.raises(ValueError, match="alibi_slopes data pointer "
-                       "0x[0-9a-f]+ is not 4-byte aligned"):
-        flashdecode.decode_attention(**arrays, backend="cuda",
-                                     alibi_slopes=slopes)
+    check_misaligned_device_buffer("alibi_slopes")
 
 
 def test_the_device_still_works_after_bad_slopes():
-    """Rejected calls never reach the device: no sticky error follows."""
-    arrays = good_arrays()
-    for make, _ in BAD_SLOPES:
-        with pytest.raises(ValueError):
-            flashdecode.decode_attention(**arrays, backend="cuda",
-                                         alibi_slopes=make())
-    slopes = random_alibi_slopes(np.random.default_rng(), 8)
-    out = flashdecode.decode_attention(
-        **arrays, backend="cuda", alibi_slopes=DeviceArray.from_numpy(slopes))
-    host = [a.numpy() for a in arrays.values()]
-    expected, expected_lse = attention(
-        *(a.astype(np.float64) for a in host[:3]), host[3],
-        alibi_slopes=slopes)
-    check_device(out, None, expected, expected_lse, "float16", host[3],
-                 "after bad slopes")
+    check_the_device_works_after_bad_buffers(
+        "alibi_slopes", random_alibi_slopes(np.random.default_rng(), 8))

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import flashdecode
+from per_head_buffers import check_bad_host_buffer, host_cases
 from reference import (Inputs, attention, check_split_counts_agree,
                        check_with_sinks, page_pool, random_sinks)
 
@@ -292,40 +293,8 @@ def test_the_native_layer_checks_the_sinks():
           f"seed={inputs.seed}")
 
 
-class _DeviceLike:
-    """Looks like a device array (for backend='cpu': the wrong kind)."""
-    __cuda_array_interface__ = {"version": 3, "shape": (8,),
-                                "typestr": "<f4", "data": (1 << 20, False),
-                                "strides": None}
+# Bad sinks: per_head_buffers.py's suite, shared with test_alibi.py.
 
-
-BAD_SINKS = [
-    (lambda: [0.5] * 8, "sinks must be a numpy float32 array of shape "
-     r"\(8,\) for backend='cpu', got builtins.list"),
-    (lambda: _DeviceLike(), "sinks must be a numpy float32 array .*got "
-     r".*_DeviceLike"),
-    (lambda: np.float32(1.0), "sinks must be a numpy float32 array .*got "
-     "numpy.float32"),
-    (lambda: np.zeros(8, np.float64), "sinks must be float32, got float64"),
-    (lambda: np.zeros(8, np.float16), "sinks must be float32, got float16"),
-    (lambda: np.zeros(8, np.int32), "sinks must be float32, got int32"),
-    (lambda: np.zeros(9, np.float32), r"sinks must have shape \(8,\) \(one "
-     r"logit per query head\), got \(9,\)"),
-    (lambda: np.zeros(2, np.float32), r"sinks must have shape \(8,\).*got "
-     r"\(2,\)"),
-    (lambda: np.zeros((1, 8), np.float32), r"sinks must have shape \(8,\)"
-     r".*got \(1, 8\)"),
-    (lambda: np.zeros((8, 1), np.float32), r"sinks must have shape \(8,\)"),
-    (lambda: np.zeros((), np.float32), r"sinks must have shape \(8,\).*got "
-     r"\(\)"),
-    (lambda: np.zeros(16, np.float32)[::2], "sinks must be C-contiguous"),
-]
-
-
-@pytest.mark.parametrize("make,words", BAD_SINKS)
+@pytest.mark.parametrize("make,words", host_cases("sinks"))
 def test_bad_sinks_name_the_argument(make, words):
-    inputs = Inputs("float32", (2, 8, 64), (2, 16, 2, 64))
-    q, k, v = inputs.stored
-    with pytest.raises(ValueError, match=words):
-        flashdecode.decode_attention(q, k, v, inputs.lengths(16, 3),
-                                     sinks=make())
+    check_bad_host_buffer("sinks", make, words)

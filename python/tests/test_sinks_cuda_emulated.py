@@ -14,37 +14,17 @@ import pytest
 import flashdecode
 from flashdecode import DeviceArray
 
+from per_head_buffers import (LSE_TOLERANCE, TOLERANCE, bf16,
+                              check_bad_device_buffer, check_device,
+                              check_misaligned_device_buffer,
+                              check_the_device_works_after_bad_buffers,
+                              device_cases, to_device)
 from reference import (Inputs, attention, check_split_counts_agree,
-                       check_with_sinks, page_pool, random_sinks)
+                       page_pool, random_sinks)
 
 pytestmark = pytest.mark.usefixtures("cuda_driver")
 
-# As test_cuda_emulated.py: the output's largest error relative to its
-# largest magnitude (here also per row: reference.check_rows), 1e-3 on the
-# lse (the GPU's exp2/log2).
-TOLERANCE = {"float16": 1e-2, "bfloat16": 1e-2, "float32": 1e-5}
-LSE_TOLERANCE = 1e-3
-
-
-def bf16(dtype):
-    return "bfloat16" if dtype == "bfloat16" else None
-
-
-def to_device(*arrays, dtype=None):
-    return [DeviceArray.from_numpy(a, dtype=dtype if a.dtype == np.uint16
-                                   else None) for a in arrays]
-
-
-def check_device(out, lse, expected, expected_lse, dtype, lens, context):
-    """Device out/lse (DeviceArrays) against the float64 reference: overall
-    and row by row, rows without keys zeros with lse = the sink."""
-    assert isinstance(out, DeviceArray) and out.dtype == dtype
-    host_lse = None
-    if lse is not None:
-        assert isinstance(lse, DeviceArray) and lse.dtype == "float32"
-        host_lse = lse.numpy()
-    check_with_sinks(out.numpy(), host_lse, expected, expected_lse, lens,
-                     dtype, TOLERANCE[dtype], LSE_TOLERANCE, context)
+# TOLERANCE, LSE_TOLERANCE, check_device: per_head_buffers.py.
 
 
 def run(inputs, lens, sinks, *, num_splits=None, window=None, cap=None,
@@ -247,94 +227,18 @@ def test_decoder_run_with_sinks_and_a_window():
                  f"seed={inputs.seed}")
 
 
-# Bad sinks: a ValueError naming them, before anything reaches the device.
+# Bad sinks: a ValueError naming them, before anything reaches the device
+# (per_head_buffers.py: the same suite as test_alibi_cuda_emulated.py's).
 
-def good_arrays():
-    """Valid f16 inputs on the device: q [2, 8, 64], caches [2, 16, 2, 64]."""
-    inputs = Inputs("float16", (2, 8, 64), (2, 16, 2, 64))
-    return dict(zip(("q", "k_cache", "v_cache", "seq_lens"),
-                    to_device(*inputs.stored, inputs.lengths(3, 16))))
-
-
-class Foreign:
-    """A __cuda_array_interface__ over a DeviceArray's memory, with another
-    pointer, shape, type or strides."""
-
-    def __init__(self, array, offset=0, shape=None, typestr="<f4",
-                 strides=None):
-        self._array = array
-        self.__cuda_array_interface__ = {
-            "version": 3, "shape": shape or array.shape, "typestr": typestr,
-            "data": (array._address + offset, False), "strides": strides}
-
-
-def host_pointer():
-    """A __cuda_array_interface__ at a host address the driver does not
-    know."""
-    host = np.zeros(8, np.float32)
-    foreign = Foreign(DeviceArray.empty(8, "float32"))
-    foreign.host = host
-    foreign.__cuda_array_interface__["data"] = (host.ctypes.data, False)
-    return foreign
-
-
-BAD_SINKS = [
-    (lambda: np.zeros(8, np.float32), "sinks must be a CUDA tensor for "
-     "backend='cuda'"),
-    (lambda: [0.0] * 8, "sinks must be a CUDA tensor"),
-    (lambda: DeviceArray.empty(8, "float16"),
-     "sinks must be float32, got float16"),
-    (lambda: DeviceArray.empty(8, "bfloat16"),
-     "sinks must be float32, got bfloat16"),
-    (lambda: DeviceArray.empty(8, "int32"),
-     "sinks must be float32, got int32"),
-    (lambda: Foreign(DeviceArray.empty(8, "float32"), typestr="<f8"),
-     "sinks dtype is not supported: expected float32"),
-    (lambda: DeviceArray.empty(9, "float32"),
-     "sinks must have shape (8,) (one logit per query head), got (9,)"),
-    (lambda: DeviceArray.empty((1, 8), "float32"),
-     "sinks must have shape (8,) (one logit per query head), got (1, 8)"),
-    (lambda: DeviceArray.empty(2, "float32"), "sinks must have shape (8,)"),
-    (lambda: Foreign(DeviceArray.empty(16, "float32"), shape=(8,),
-                     strides=(8,)), "sinks must be contiguous"),
-    (lambda: Foreign(DeviceArray.empty(9, "float32"), offset=2, shape=(8,)),
-     "sinks data pointer"),
-    (host_pointer, "sinks (data pointer"),
-]
-
-
-@pytest.mark.parametrize("make,words", BAD_SINKS)
+@pytest.mark.parametrize("make,words", device_cases("sinks"))
 def test_bad_sinks_name_the_argument(make, words):
-    arrays = good_arrays()
-    with pytest.raises(ValueError) as raised:
-        flashdecode.decode_attention(**arrays, backend="cuda", sinks=make())
-    assert words in str(raised.value)
-    out = DeviceArray.empty((2, 8, 64), "float16")
-    with pytest.raises(ValueError) as raised:
-        flashdecode.Decoder(*arrays.values(), out, sinks=make())
-    assert words in str(raised.value)
+    check_bad_device_buffer("sinks", make, words)
 
 
 def test_misaligned_sinks_say_4_bytes():
-    arrays = good_arrays()
-    sinks = Foreign(DeviceArray.empty(9, "float32"), offset=2, shape=(8,))
-    with pytest.raises(ValueError, match="sinks data pointer 0x[0-9a-f]+ is "
-                       "not 4-byte aligned"):
-        flashdecode.decode_attention(**arrays, backend="cuda", sinks=sinks)
+    check_misaligned_device_buffer("sinks")
 
 
 def test_the_device_still_works_after_bad_sinks():
-    """Rejected calls never reach the device: no sticky error follows."""
-    arrays = good_arrays()
-    for make, _ in BAD_SINKS:
-        with pytest.raises(ValueError):
-            flashdecode.decode_attention(**arrays, backend="cuda",
-                                         sinks=make())
-    sinks = random_sinks(np.random.default_rng(), 8)
-    out = flashdecode.decode_attention(**arrays, backend="cuda",
-                                       sinks=DeviceArray.from_numpy(sinks))
-    host = [a.numpy() for a in arrays.values()]
-    expected, expected_lse = attention(
-        *(a.astype(np.float64) for a in host[:3]), host[3], sinks=sinks)
-    check_device(out, None, expected, expected_lse, "float16", host[3],
-                 "after bad sinks")
+    check_the_device_works_after_bad_buffers(
+        "sinks", random_sinks(np.random.default_rng(), 8))

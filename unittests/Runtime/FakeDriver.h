@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -235,6 +236,28 @@ protected:
   DecodeBuffers buffers;
   CUstream stream = reinterpret_cast<CUstream>(0x5);
 };
+
+/// `text` with its first `from` replaced by `to` (a failure if absent): for
+/// variants of kManifest.
+inline void replaceFirst(std::string &text, const std::string &from,
+                         const std::string &to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos)
+    text.replace(at, from.size(), to);
+}
+
+/// The message of the std::invalid_argument that constructing a plan
+/// throws, or "no error".
+inline std::string planError(rt::Device &device, const rt::KernelBundle &bundle,
+                             const rt::DecodeBuffers &buffers) {
+  try {
+    rt::DecodePlan plan(device, bundle, buffers);
+  } catch (const std::invalid_argument &error) {
+    return error.what();
+  }
+  return "no error";
+}
 
 } // namespace fd::test
 

@@ -22,42 +22,22 @@ using namespace fd::test;
 
 namespace {
 
-void replace(std::string &text, const std::string &from,
-             const std::string &to) {
-  size_t at = text.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at != std::string::npos)
-    text.replace(at, from.size(), to);
-}
-
 /// kManifest as fd-compile --with-alibi writes it: the config says so and
 /// the partial kernel takes "alibi_slopes" last, after max_len; with
 /// `sinks`, the merge takes "sinks" too.
 std::string alibiManifest(bool sinks = false) {
   std::string manifest = kManifest;
-  replace(manifest, "\"with_lse\": true",
-          std::string("\"with_alibi\": true, \"with_lse\": true") +
-              (sinks ? ", \"with_sinks\": true" : ""));
-  replace(manifest, "{\"name\": \"max_len\", \"type\": \"i32\"}",
-          "{\"name\": \"max_len\", \"type\": \"i32\"}, "
-          "{\"name\": \"alibi_slopes\", \"type\": \"ptr\"}");
+  replaceFirst(manifest, "\"with_lse\": true",
+               std::string("\"with_alibi\": true, \"with_lse\": true") +
+                   (sinks ? ", \"with_sinks\": true" : ""));
+  replaceFirst(manifest, "{\"name\": \"max_len\", \"type\": \"i32\"}",
+               "{\"name\": \"max_len\", \"type\": \"i32\"}, "
+               "{\"name\": \"alibi_slopes\", \"type\": \"ptr\"}");
   if (sinks)
-    replace(manifest, "{\"name\": \"lse\", \"type\": \"ptr\"}",
-            "{\"name\": \"lse\", \"type\": \"ptr\"}, "
-            "{\"name\": \"sinks\", \"type\": \"ptr\"}");
+    replaceFirst(manifest, "{\"name\": \"lse\", \"type\": \"ptr\"}",
+                 "{\"name\": \"lse\", \"type\": \"ptr\"}, "
+                 "{\"name\": \"sinks\", \"type\": \"ptr\"}");
   return manifest;
-}
-
-/// The message of the std::invalid_argument that constructing a plan
-/// throws, or "no error".
-std::string planError(Device &device, const KernelBundle &bundle,
-                      const DecodeBuffers &buffers) {
-  try {
-    DecodePlan plan(device, bundle, buffers);
-  } catch (const std::invalid_argument &error) {
-    return error.what();
-  }
-  return "no error";
 }
 
 class FakeRuntimeAlibi : public FakeRuntime {
@@ -77,7 +57,7 @@ TEST(ManifestAlibi, ParsesWithAlibi) {
   // Absent: no ALiBi (manifests older than ALiBi).
   EXPECT_FALSE(Manifest::parse(kManifest).withAlibi);
   std::string wrong = alibiManifest();
-  replace(wrong, "\"with_alibi\": true", "\"with_alibi\": \"yes\"");
+  replaceFirst(wrong, "\"with_alibi\": true", "\"with_alibi\": \"yes\"");
   try {
     Manifest::parse(wrong);
     FAIL() << "no error";
@@ -166,10 +146,11 @@ TEST_F(FakeRuntimeAlibi, ParameterOrderFollowsTheManifest) {
   // The binding is by name: a partial kernel that takes the slopes first
   // gets them there.
   std::string manifest = alibiManifest();
-  replace(manifest, ", {\"name\": \"alibi_slopes\", \"type\": \"ptr\"}", "");
-  replace(manifest, "\"params\": [{\"name\": \"query\"",
-          "\"params\": [{\"name\": \"alibi_slopes\", \"type\": \"ptr\"}, "
-          "{\"name\": \"query\"");
+  replaceFirst(manifest, ", {\"name\": \"alibi_slopes\", \"type\": \"ptr\"}",
+               "");
+  replaceFirst(manifest, "\"params\": [{\"name\": \"query\"",
+               "\"params\": [{\"name\": \"alibi_slopes\", \"type\": \"ptr\"}, "
+               "{\"name\": \"query\"");
   bundle.manifest = Manifest::parse(manifest);
   buffers.alibiSlopes = 0x7010;
   DecodePlan plan(*device, bundle, buffers);

@@ -25,28 +25,12 @@ namespace {
 /// the merge takes "sinks" after the lse.
 std::string sinksManifest() {
   std::string manifest = kManifest;
-  auto replace = [&](const std::string &from, const std::string &to) {
-    size_t at = manifest.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    manifest.replace(at, from.size(), to);
-  };
-  replace("\"with_lse\": true", "\"with_lse\": true, \"with_sinks\": true");
-  replace("{\"name\": \"lse\", \"type\": \"ptr\"}",
-          "{\"name\": \"lse\", \"type\": \"ptr\"}, "
-          "{\"name\": \"sinks\", \"type\": \"ptr\"}");
+  replaceFirst(manifest, "\"with_lse\": true",
+               "\"with_lse\": true, \"with_sinks\": true");
+  replaceFirst(manifest, "{\"name\": \"lse\", \"type\": \"ptr\"}",
+               "{\"name\": \"lse\", \"type\": \"ptr\"}, "
+               "{\"name\": \"sinks\", \"type\": \"ptr\"}");
   return manifest;
-}
-
-/// The message of the std::invalid_argument that constructing a plan
-/// throws, or "no error".
-std::string planError(Device &device, const KernelBundle &bundle,
-                      const DecodeBuffers &buffers) {
-  try {
-    DecodePlan plan(device, bundle, buffers);
-  } catch (const std::invalid_argument &error) {
-    return error.what();
-  }
-  return "no error";
 }
 
 class FakeRuntimeSinks : public FakeRuntime {
