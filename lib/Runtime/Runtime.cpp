@@ -274,24 +274,24 @@ void DecodePlan::bind() {
     fail(manifest.withLse ? "the kernels write an lse: lse buffer required"
                           : "the kernels were compiled without an lse "
                             "output: lse must be 0");
-  if (manifest.withSinks != (buffers.sinks != 0))
-    fail(manifest.withSinks
-             ? "the kernels read attention sinks: sinks buffer (float "
-               "[num_q_heads]) required"
-             : "the kernels were compiled without attention sinks: sinks "
-               "must be 0");
-  if (buffers.sinks % 4 != 0)
-    fail("sinks address is not 4-byte aligned: the merge reads it as "
-         "float");
-  if (manifest.withAlibi != (buffers.alibiSlopes != 0))
-    fail(manifest.withAlibi
-             ? "the kernels apply ALiBi: alibiSlopes buffer (float "
-               "[num_q_heads]) required"
-             : "the kernels were compiled without ALiBi: alibiSlopes must be "
-               "0");
-  if (buffers.alibiSlopes % 4 != 0)
-    fail("alibiSlopes address is not 4-byte aligned: the partial kernel "
-         "reads it as float");
+  // A float [num_q_heads] buffer that `reader` reads when the kernels were
+  // compiled with `feature` (`use` says how they use it).
+  auto requirePerHeadBuffer = [&](const char *field, CUdeviceptr address,
+                                  bool compiledWith, const char *use,
+                                  const char *feature, const char *reader) {
+    if (compiledWith != (address != 0))
+      fail(compiledWith ? std::string("the kernels ") + use + ": " + field +
+                              " buffer (float [num_q_heads]) required"
+                        : std::string("the kernels were compiled without ") +
+                              feature + ": " + field + " must be 0");
+    if (address % 4 != 0)
+      fail(std::string(field) + " address is not 4-byte aligned: " + reader +
+           " reads it as float");
+  };
+  requirePerHeadBuffer("sinks", buffers.sinks, manifest.withSinks,
+                       "read attention sinks", "attention sinks", "the merge");
+  requirePerHeadBuffer("alibiSlopes", buffers.alibiSlopes, manifest.withAlibi,
+                       "apply ALiBi", "ALiBi", "the partial kernel");
 
   // The kernels move 16 bytes per access: a misaligned base (a view that
   // starts inside a buffer) would fault on the GPU, so say so here.

@@ -250,22 +250,26 @@ static LogicalResult verifyLse(Operation *op, Value lse,
                             "[B, (Lq,) Hq]");
 }
 
+/// An optional f32 [Hq] operand (`value`, possibly null) holding one `what`
+/// per query head: the sinks and the ALiBi slopes.
+static LogicalResult verifyPerHeadOperand(Operation *op, Value value,
+                                          StringRef name, StringRef what,
+                                          const AttentionGeometry &geometry) {
+  if (!value)
+    return success();
+  return verifyOperandShape(op, value, name, {geometry.numQueryHeads},
+                            Float32Type::get(op->getContext()),
+                            ("one " + what + " per query head, [Hq]").str());
+}
+
 static LogicalResult verifyAlibiSlopes(Operation *op, Value slopes,
                                        const AttentionGeometry &geometry) {
-  if (!slopes)
-    return success();
-  return verifyOperandShape(
-      op, slopes, "alibi_slopes", {geometry.numQueryHeads},
-      Float32Type::get(op->getContext()), "one slope per query head, [Hq]");
+  return verifyPerHeadOperand(op, slopes, "alibi_slopes", "slope", geometry);
 }
 
 static LogicalResult verifySinks(Operation *op, Value sinks,
                                  const AttentionGeometry &geometry) {
-  if (!sinks)
-    return success();
-  return verifyOperandShape(op, sinks, "sinks", {geometry.numQueryHeads},
-                            Float32Type::get(op->getContext()),
-                            "one logit per query head, [Hq]");
+  return verifyPerHeadOperand(op, sinks, "sinks", "logit", geometry);
 }
 
 float mlir::fd::getEffectiveScale(FloatAttr scale, Value query) {
