@@ -2,12 +2,14 @@
 # The kernels RuntimeGPUTest runs (on a GPU, or on fdemu in `make test`):
 # GQA with lse (f16, bf16), HND, speculative decoding, paged (dense pages
 # and HND with Lq = 8), uneven row tiles (MQA; D=96 with Lq = 4; GQA-6 with
-# Lq = 3 on tensor cores), and MHA on CUDA cores (dense and paged). Grouped
-# f16/bf16 kernels at D = 64 and 128 run on tensor cores, the others on CUDA
-# cores (docs/KernelABI.md). Then sliding windows and logit soft-capping
+# Lq = 3 on tensor cores), and MHA on CUDA cores (dense and paged). f16/bf16
+# kernels at D = 64 and 128 with more than one row per KV head (grouped
+# heads, or Lq > 1) run on tensor cores, the others on CUDA cores
+# (docs/KernelABI.md). Then sliding windows and logit soft-capping
 # (RuntimeGPUFeaturesTest) on both forms, and attention sinks
-# (RuntimeGPUSinksTest) and ALiBi (RuntimeGPUAlibiTest). Usage: bench/test_kernels.sh DIR [fd-compile]
-# [TARGET] (default sm_90).
+# (RuntimeGPUSinksTest), ALiBi (RuntimeGPUAlibiTest) and per-sequence query
+# lengths (RuntimeGPUQueryLensTest). Usage: bench/test_kernels.sh DIR
+# [fd-compile] [TARGET] (default sm_90).
 set -euo pipefail
 dir=${1:?usage: bench/test_kernels.sh DIR [fd-compile] [TARGET]}
 compile=${2:-build/bin/fd-compile}
@@ -94,3 +96,37 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
   -o "$dir/alibi_mha_bf16_d64" >/dev/null
 "$compile" $common --dtype f16 --num-splits 3 --page-size 16 --with-alibi \
   --with-sinks --with-lse -o "$dir/alibi_sinks_paged16" >/dev/null
+# Per-sequence query lengths (--with-query-lens), RuntimeGPUQueryLensTest's.
+# Tensor cores: GQA f16 D=128 with Lq = 4 (one row tile of 16) and bf16 with
+# Lq = 8 (two tiles: n <= 4 skips the second); GQA-6 D=64 with Lq = 3 (two
+# tiles of 9, a query token's rows across the boundary); paged 16 with
+# Lq = 8; W = 3 (< Lq), soft-cap, sinks and ALiBi. CUDA cores: MHA bf16
+# D=96 with Lq = 3; MQA f32 D=64 with Lq = 2 (32 rows as 3 tiles of 11, a
+# token's rows across the boundary); MHA f32 paged 16 HND with Lq = 4; f32
+# HND with W = 37, soft-cap, sinks and ALiBi.
+"$compile" $common --dtype f16 --num-splits 5 --query-len 4 --with-query-lens \
+  --with-lse -o "$dir/qlens_spec4" >/dev/null
+"$compile" $common --dtype bf16 --num-splits 4 --query-len 8 \
+  --with-query-lens --with-lse -o "$dir/qlens_bf16_spec8" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 12 \
+  --num-kv-heads 2 --dtype f16 --num-splits 4 --query-len 3 \
+  --with-query-lens --with-lse -o "$dir/qlens_gqa6_d64_spec3" >/dev/null
+"$compile" $common --dtype f16 --num-splits 3 --query-len 8 --page-size 16 \
+  --with-query-lens --with-lse -o "$dir/qlens_paged16_spec8" >/dev/null
+"$compile" $common --dtype f16 --num-splits 4 --query-len 4 --window-left 3 \
+  --logits-soft-cap 30 --with-sinks --with-alibi --with-query-lens \
+  --with-lse -o "$dir/qlens_win3_cap30_sinks_alibi_spec4" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 96 --num-q-heads 4 \
+  --num-kv-heads 4 --dtype bf16 --num-splits 5 --query-len 3 \
+  --with-query-lens --with-lse -o "$dir/qlens_mha_d96_spec3" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 16 \
+  --num-kv-heads 1 --dtype f32 --num-splits 7 --query-len 2 \
+  --with-query-lens --with-lse -o "$dir/qlens_mqa_f32_spec2" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 4 \
+  --num-kv-heads 4 --dtype f32 --num-splits 3 --query-len 4 --page-size 16 \
+  --kv-layout HND --with-query-lens --with-lse \
+  -o "$dir/qlens_mha_f32_paged16_hnd" >/dev/null
+"$compile" $common --dtype f32 --num-splits 5 --query-len 3 --kv-layout HND \
+  --window-left 37 --logits-soft-cap 20 --with-sinks --with-alibi \
+  --with-query-lens --with-lse -o "$dir/qlens_win37_cap20_sinks_alibi_f32" \
+  >/dev/null

@@ -4,7 +4,8 @@
 // What CPUAttentionTest and CPUModelFeaturesTest share: random problems,
 // compiling and running a KernelConfig on the CPU (dense or paged caches),
 // and comparing a result with fd::reference on the same (rounded) inputs,
-// with the config's scale, window, soft-cap, attention sinks and ALiBi.
+// with the config's scale, window, soft-cap, attention sinks, ALiBi and
+// per-sequence query lengths.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,7 +39,9 @@ inline Storage getStorage(ElementType type) {
 /// by default, peaked enough that a wrong max or a misplaced key shows;
 /// caches of 1) for `config` over dense caches of `maxLength` positions;
 /// with `config.withSinks`, sinks of deviation 2; with `config.withAlibi`,
-/// BLOOM's slopes 2^(-8 (h + 1) / Hq) (the caller may set others).
+/// BLOOM's slopes 2^(-8 (h + 1) / Hq); with `config.withQueryLens`, query
+/// lengths cycling through Lq, 0, 1, ..., Lq - 1 (the caller may set
+/// others).
 struct Problem {
   KernelConfig config;
   int64_t batch, maxLength;
@@ -48,6 +51,8 @@ struct Problem {
   std::vector<float> sinks;
   /// The ALiBi slopes, [Hq], when `config.withAlibi`.
   std::vector<float> alibiSlopes;
+  /// The query tokens of each sequence, [B], when `config.withQueryLens`.
+  std::vector<int32_t> queryLens;
 
   Problem(const KernelConfig &config, std::vector<int32_t> lengths,
           int64_t maxLength, std::mt19937 &random, double queryDeviation = 2.0)
@@ -71,15 +76,26 @@ struct Problem {
       for (int64_t h = 0; h < config.numQueryHeads; ++h)
         alibiSlopes.push_back(
             std::exp2(-8.0f * (h + 1) / float(config.numQueryHeads)));
+    if (config.withQueryLens)
+      for (int64_t b = 0; b < batch; ++b)
+        queryLens.push_back(static_cast<int32_t>((b + config.queryLength) %
+                                                 (config.queryLength + 1)));
+  }
+
+  /// Sequence b's query tokens: query_lens[b] clamped to [0, Lq], or Lq.
+  int64_t queriesOf(int64_t b) const {
+    if (queryLens.empty())
+      return config.queryLength;
+    return std::clamp<int64_t>(queryLens[b], 0, config.queryLength);
   }
 
   /// Whether row `row` ([B, Lq, Hq] order) sees no key: its token sits
-  /// before the sequence's first position.
+  /// before the sequence's first position, or is padding.
   bool seesNoKey(int64_t row) const {
     int64_t queryLength = config.queryLength;
     int64_t b = row / (queryLength * config.numQueryHeads);
     int64_t t = row / config.numQueryHeads % queryLength;
-    return lengths[b] - queryLength + t < 0;
+    return t >= queriesOf(b) || lengths[b] - queriesOf(b) + t < 0;
   }
 
   int64_t rows() const {
@@ -136,6 +152,8 @@ inline void reference(const Problem &problem, std::vector<double> &output,
                              problem.alibiSlopes.end());
   if (config.withAlibi)
     reference.alibiSlopes = slopes.data();
+  if (config.withQueryLens)
+    reference.queryLengths = problem.queryLens.data();
   reference::attention(reference, output, lse);
 }
 
@@ -224,6 +242,8 @@ inline Result run(const CPUAttentionKernel &kernel, const Problem &problem,
     buffers.sinks = problem.sinks.data();
   if (config.withAlibi)
     buffers.alibiSlopes = problem.alibiSlopes.data();
+  if (config.withQueryLens)
+    buffers.queryLens = problem.queryLens.data();
   llvm::Error error = kernel.run(buffers);
   EXPECT_FALSE(error) << llvm::toString(std::move(error));
   return result;

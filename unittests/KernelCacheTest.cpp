@@ -105,6 +105,7 @@ TEST_F(KernelCache, KeyChangesWithEveryField) {
       {"logitsSoftCap", [](KernelConfig &c) { c.logitsSoftCap = 50.0f; }},
       {"withSinks", [](KernelConfig &c) { c.withSinks = true; }},
       {"withAlibi", [](KernelConfig &c) { c.withAlibi = true; }},
+      {"withQueryLens", [](KernelConfig &c) { c.withQueryLens = true; }},
       {"withLse", [](KernelConfig &c) { c.withLse = true; }},
       {"batch", [](KernelConfig &c) { c.batch = 2; }},
       {"maxLength", [](KernelConfig &c) { c.maxLength = 8192; }},
@@ -186,6 +187,44 @@ TEST_F(KernelCache, AlibiReachesTheManifestAndOnlyThePartialKernel) {
   EXPECT_NE(without->ptx[0].second, kernels->ptx[0].second);
   EXPECT_EQ(without->ptx[1].second, kernels->ptx[1].second)
       << "the merge must not change with ALiBi";
+}
+
+TEST_F(KernelCache, QueryLensReachTheManifestAndBothKernels) {
+  // Both kernels take the query lengths, each as its last parameter (after
+  // the ALiBi slopes; after the lse and the sinks); the manifest's config
+  // says so; neither kernel is the one without them.
+  config.queryLength = 4;
+  config.withLse = true;
+  config.withSinks = true;
+  config.withAlibi = true;
+  config.withQueryLens = true;
+  auto kernels = compileOrFail();
+  ASSERT_TRUE(kernels);
+  const std::string &manifest = kernels->manifest;
+  EXPECT_NE(manifest.find("\"with_query_lens\": true"), std::string::npos);
+  size_t merge = manifest.find("\"name\": \"fd_merge\"");
+  size_t partialParam = manifest.find("\"name\": \"query_lens\"");
+  ASSERT_NE(merge, std::string::npos);
+  ASSERT_NE(partialParam, std::string::npos);
+  EXPECT_LT(partialParam, merge) << manifest;
+  EXPECT_GT(partialParam, manifest.find("\"name\": \"alibi_slopes\""));
+  // Last: the next name is the merge's, and none follows the merge's.
+  EXPECT_EQ(manifest.find("\"name\": \"", partialParam + 10), merge)
+      << manifest;
+  size_t mergeParam = manifest.find("\"name\": \"query_lens\"", merge);
+  ASSERT_NE(mergeParam, std::string::npos) << manifest;
+  EXPECT_GT(mergeParam, manifest.find("\"name\": \"sinks\"", merge));
+  EXPECT_EQ(manifest.find("\"name\": \"", mergeParam + 10), std::string::npos)
+      << manifest;
+  config.withQueryLens = false;
+  auto without = compileOrFail();
+  ASSERT_TRUE(without);
+  EXPECT_NE(without->manifest.find("\"with_query_lens\": false"),
+            std::string::npos);
+  EXPECT_EQ(without->manifest.find("\"name\": \"query_lens\""),
+            std::string::npos);
+  EXPECT_NE(without->ptx[0].second, kernels->ptx[0].second);
+  EXPECT_NE(without->ptx[1].second, kernels->ptx[1].second);
 }
 
 TEST_F(KernelCache, CorruptEntryIsRebuiltNotReturned) {

@@ -35,6 +35,11 @@ struct Param {
   bool windowAndSoftCap = false;
   /// ALiBi: a slope load per row and a bias per score.
   bool alibi = false;
+  /// Attention sinks: a load and a max in the merge.
+  bool sinks = false;
+  /// Per-sequence query lengths: a load and a clamp in both kernels, a
+  /// dynamic row-tile count and position in the partial kernel.
+  bool queryLens = false;
 };
 
 class PTXAssembly : public testing::TestWithParam<Param> {};
@@ -60,6 +65,8 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
     config.logitsSoftCap = 50.0f;
   }
   config.withAlibi = param.alibi;
+  config.withSinks = param.sinks;
+  config.withQueryLens = param.queryLens;
   llvm::Expected<CompiledKernels> kernels = compileUncached(config);
   ASSERT_TRUE(static_cast<bool>(kernels))
       << llvm::toString(kernels.takeError());
@@ -85,7 +92,8 @@ std::string describe(const Param &param) {
                          : std::string("_dense")) +
          "_" + getCacheLayoutName(param.layout) + "_" + param.arch +
          (param.windowAndSoftCap ? "_window_softcap" : "") +
-         (param.alibi ? "_alibi" : "");
+         (param.alibi ? "_alibi" : "") + (param.sinks ? "_sinks" : "") +
+         (param.queryLens ? "_query_lens" : "");
 }
 
 // gtest prints the parameter in test listings (and ctest's test names).
@@ -188,11 +196,75 @@ std::vector<Param> withAlibi() {
   return params;
 }
 
+// Per-sequence query lengths alone on one configuration of every four of
+// extremes(), those withAlibi() leaves (the third and the fourth in turn:
+// both arches), every (dtype, D), (Hq / Hkv, Lq) and (dtype, Lq), 33
+// configurations.
+std::vector<Param> withQueryLens() {
+  std::vector<Param> params;
+  std::vector<Param> all = extremes();
+  for (size_t k = 0; 4 * k + 2 + k % 2 < all.size(); ++k) {
+    params.push_back(all[4 * k + 2 + k % 2]);
+    params.back().queryLens = true;
+  }
+  return params;
+}
+
+// Every model feature at once (a window of 3, a soft-cap, ALiBi, sinks and
+// per-sequence query lengths) on the configurations of withAlibi().
+std::vector<Param> withEveryFeature() {
+  std::vector<Param> params = withAlibi();
+  for (Param &param : params) {
+    param.sinks = true;
+    param.queryLens = true;
+  }
+  return params;
+}
+
+// Every feature at every Lq from 1 to 8 in both forms of the partial
+// kernel: tensor cores (f16 or bf16, Hq / Hkv = 8 or 4, D = 64 or 128,
+// each pair twice) and CUDA cores (f32, or the 16-bit type at D = 96,
+// which the mma fragments do not fit, with the same heads).
+std::vector<Param> everyQueryLengthWithEveryFeature() {
+  std::vector<Param> params;
+  for (int64_t queryLength = 1; queryLength <= 8; ++queryLength) {
+    int64_t headDim = (queryLength / 2) % 2 ? 64 : 128;
+    int64_t groupSize = queryLength <= 4 ? 8 : 4;
+    Param tensorCores{queryLength % 2 ? ElementType::BF16 : ElementType::F16,
+                      headDim,
+                      groupSize,
+                      queryLength,
+                      kPageSizes[queryLength % 3],
+                      kLayouts[(queryLength / 4) % 2],
+                      kArchs[queryLength % 2],
+                      /*windowAndSoftCap=*/true,
+                      /*alibi=*/true,
+                      /*sinks=*/true,
+                      /*queryLens=*/true};
+    Param cudaCores = tensorCores;
+    cudaCores.arch = kArchs[(queryLength + 1) % 2];
+    if (queryLength % 2)
+      cudaCores.headDim = 96;
+    else
+      cudaCores.type = ElementType::F32;
+    params.push_back(tensorCores);
+    params.push_back(cudaCores);
+  }
+  return params;
+}
+
 INSTANTIATE_TEST_SUITE_P(Extremes, PTXAssembly, testing::ValuesIn(extremes()),
                          paramName);
 INSTANTIATE_TEST_SUITE_P(WindowSoftCap, PTXAssembly,
                          testing::ValuesIn(withWindowAndSoftCap()), paramName);
 INSTANTIATE_TEST_SUITE_P(Alibi, PTXAssembly, testing::ValuesIn(withAlibi()),
+                         paramName);
+INSTANTIATE_TEST_SUITE_P(QueryLens, PTXAssembly,
+                         testing::ValuesIn(withQueryLens()), paramName);
+INSTANTIATE_TEST_SUITE_P(EveryFeature, PTXAssembly,
+                         testing::ValuesIn(withEveryFeature()), paramName);
+INSTANTIATE_TEST_SUITE_P(QueryLensEveryLq, PTXAssembly,
+                         testing::ValuesIn(everyQueryLengthWithEveryFeature()),
                          paramName);
 INSTANTIATE_TEST_SUITE_P(HeadDims, PTXAssembly,
                          testing::ValuesIn(everyHeadDim()), paramName);

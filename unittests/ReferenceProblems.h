@@ -1,8 +1,8 @@
 //===- ReferenceProblems.h - Small reference problems ----------*- C++ -*-===//
 //
 // Helpers of the hand-computable fd::reference tests (ReferenceTest.cpp,
-// ReferenceAlibiTest.cpp): a one-KV-head AttentionProblem and seeded normal
-// inputs.
+// ReferenceAlibiTest.cpp, ReferenceQueryLensTest.cpp): a one-KV-head
+// AttentionProblem and seeded normal inputs.
 //
 //===----------------------------------------------------------------------===//
 

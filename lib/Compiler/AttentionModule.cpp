@@ -63,6 +63,8 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
     argumentTypes.push_back(perHead);
   if (config.withAlibi)
     argumentTypes.push_back(perHead);
+  if (config.withQueryLens)
+    argumentTypes.push_back(lengthsType);
 
   auto function =
       func::FuncOp::create(builder, loc, kAttentionFunctionName,
@@ -83,7 +85,7 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
                           ? builder.getF32FloatAttr(*config.logitsSoftCap)
                           : FloatAttr();
   // After q, k, v, lengths and output: lse, block table, sinks, ALiBi
-  // slopes, each when configured.
+  // slopes, query lengths, each when configured.
   ValueRange optional = arguments.drop_front(5);
   auto next = [&](bool present) {
     if (!present)
@@ -96,10 +98,11 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   Value blockTable = next(config.pageSize != 0);
   Value sinks = next(config.withSinks);
   Value alibiSlopes = next(config.withAlibi);
+  Value queryLens = next(config.withQueryLens);
   mlir::fd::AttentionOp::create(builder, loc, arguments[0], arguments[1],
                                 arguments[2], arguments[3], blockTable,
-                                alibiSlopes, arguments[4], lse, sinks, layout,
-                                scale, window, softCap);
+                                alibiSlopes, queryLens, arguments[4], lse,
+                                sinks, layout, scale, window, softCap);
   func::ReturnOp::create(builder, loc);
   return module;
 }

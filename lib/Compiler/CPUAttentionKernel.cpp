@@ -115,6 +115,9 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
   if (config.withSinks && !buffers.sinks)
     return invalid("the kernel was compiled with attention sinks: sinks "
                    "buffer (float [num_q_heads]) required");
+  if (config.withQueryLens && !buffers.queryLens)
+    return invalid("the kernel was compiled with per-sequence query lengths: "
+                   "queryLens buffer (int32 [batch]) required");
 
   llvm::SmallVector<int64_t> rowShape = {buffers.batch};
   if (config.queryLength > 1)
@@ -148,6 +151,8 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
   if (config.withAlibi)
     descriptors.push_back(
         makeDescriptor(buffers.alibiSlopes, {config.numQueryHeads}));
+  if (config.withQueryLens)
+    descriptors.push_back(makeDescriptor(buffers.queryLens, {buffers.batch}));
 
   // The packed interface takes the address of each argument, and each
   // argument of the C interface is a pointer to a descriptor.

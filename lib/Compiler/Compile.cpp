@@ -98,7 +98,8 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
   int64_t rows = config.queryLength * config.numQueryHeads;
   mlir::fd::PartialKernelLayout layout = mlir::fd::PartialKernelLayout::get(
       config.headDim, getElementTypeSize(config.elementType),
-      config.numQueryHeads / config.numKVHeads, config.queryLength);
+      config.numQueryHeads / config.numKVHeads, config.queryLength,
+      config.withAlibi);
   int64_t workspacePerSequence = getWorkspaceBytes(
       1, config.queryLength, config.numQueryHeads, numSplits, config.headDim);
   llvm::json::Array partialParams{
@@ -112,6 +113,8 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
   }
   if (config.withAlibi)
     partialParams.push_back(param("alibi_slopes", "ptr"));
+  if (config.withQueryLens)
+    partialParams.push_back(param("query_lens", "ptr"));
   llvm::json::Array mergeParams{param("partial_output", "ptr"),
                                 param("partial_lse", "ptr"),
                                 param("output", "ptr")};
@@ -119,6 +122,8 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
     mergeParams.push_back(param("lse", "ptr"));
   if (config.withSinks)
     mergeParams.push_back(param("sinks", "ptr"));
+  if (config.withQueryLens)
+    mergeParams.push_back(param("query_lens", "ptr"));
 
   llvm::json::Object configJson;
   config.forEachField(

@@ -86,6 +86,7 @@ void KernelConfig::forEachField(
   visit("logits_soft_cap", logitsSoftCap);
   visit("with_sinks", withSinks);
   visit("with_alibi", withAlibi);
+  visit("with_query_lens", withQueryLens);
   visit("with_lse", withLse);
   visit("planned_batch", batch);
   visit("planned_max_len", maxLength);

@@ -94,9 +94,14 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
   for (int64_t b = 0; b < problem.batch; ++b)
     for (int64_t t = 0; t < problem.queryLength; ++t)
       for (int64_t h = 0; h < problem.numQueryHeads; ++h) {
-        // Query t sits at position p < len and sees keys [first, p]: all
-        // earlier ones, or the last W with a window.
-        int64_t position = problem.lengths[b] - problem.queryLength + t;
+        // Query t of the sequence's n sits at position p < len and sees
+        // keys [first, p]: all earlier ones, or the last W with a window.
+        int64_t queries = problem.queryLength;
+        if (problem.queryLengths)
+          queries = std::clamp<int64_t>(problem.queryLengths[b], 0, queries);
+        if (t >= queries)
+          continue; // padding: zeros, lse -inf
+        int64_t position = problem.lengths[b] - queries + t;
         int64_t first = 0;
         if (problem.windowLeft > 0)
           first = std::max<int64_t>(0, position - problem.windowLeft + 1);

@@ -119,6 +119,7 @@ Manifest Manifest::parse(const std::string &text) {
   };
   optionalFlag("with_sinks", manifest.withSinks);
   optionalFlag("with_alibi", manifest.withAlibi);
+  optionalFlag("with_query_lens", manifest.withQueryLens);
   const json::Value &withLse = member(config, "with_lse", "config.");
   if (withLse.kind != json::Value::Kind::Bool)
     missing("config.with_lse", "a boolean");

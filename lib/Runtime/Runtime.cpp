@@ -292,6 +292,15 @@ void DecodePlan::bind() {
                        "read attention sinks", "attention sinks", "the merge");
   requirePerHeadBuffer("alibiSlopes", buffers.alibiSlopes, manifest.withAlibi,
                        "apply ALiBi", "ALiBi", "the partial kernel");
+  if (manifest.withQueryLens != (buffers.queryLens != 0))
+    fail(manifest.withQueryLens
+             ? "the kernels read per-sequence query lengths: queryLens buffer "
+               "(int32 [batch]) required"
+             : "the kernels were compiled without per-sequence query "
+               "lengths: queryLens must be 0");
+  if (buffers.queryLens % 4 != 0)
+    fail("queryLens address is not 4-byte aligned: the kernels read it as "
+         "int32");
 
   // The kernels move 16 bytes per access: a misaligned base (a view that
   // starts inside a buffer) would fault on the GPU, so say so here.
@@ -351,6 +360,7 @@ void DecodePlan::bind() {
           : name == "num_pages"      ? static_cast<uint64_t>(buffers.numPages)
           : name == "sinks"          ? buffers.sinks
           : name == "alibi_slopes"   ? buffers.alibiSlopes
+          : name == "query_lens"     ? buffers.queryLens
                                      : ~uint64_t(0);
       if (value == ~uint64_t(0))
         fail("kernel " + spec.name + " takes parameter '" + name +

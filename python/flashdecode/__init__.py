@@ -16,16 +16,18 @@ Shapes: q ``[B, Hq, D]`` or ``[B, Lq, Hq, D]`` (query token t of Lq sits at
 position ``p = len - Lq + t`` and sees keys ``j <= p``; with ``window_left=W``
 only ``p - W < j <= p``); caches ``[B, Lmax, Hkv, D]`` (NHD) or
 ``[B, Hkv, Lmax, D]`` (HND); ``seq_lens`` int32 ``[B]``; attention sinks
-(``sinks=``) and ALiBi slopes (``alibi_slopes=``) float32 ``[Hq]``. The output has q's shape and dtype; the lse is
-float32 ``[B, Hq]`` (``[B, Lq, Hq]``), natural log.
+(``sinks=``) and ALiBi slopes (``alibi_slopes=``) float32 ``[Hq]``;
+per-sequence query lengths (``query_lens=``) int32 ``[B]``. The output has
+q's shape and dtype; the lse is float32 ``[B, Hq]`` (``[B, Lq, Hq]``),
+natural log.
 bfloat16 numpy data is given as uint16 bit patterns with ``dtype="bfloat16"``.
 """
 
 import json
 
 from . import _flashdecode as _native
-from ._common import (_check_scale, _check_soft_cap, _check_window,
-                      _check_with_alibi, _check_with_sinks, _dtype_code, _planner_options,
+from ._common import (_check_flag, _check_scale, _check_soft_cap,
+                      _check_window, _dtype_code, _planner_options,
                       _split_options)
 from ._cpu import _decode_cpu
 from ._cuda import Decoder, _decode_cuda
@@ -70,7 +72,7 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
             max_len=4096, *, query_len=1, scale=None, return_lse=False,
             sm_count=132, blocks_per_sm=None, min_chunk_length=None,
             max_splits=None, window_left=None, logits_soft_cap=None,
-            with_sinks=False, with_alibi=False):
+            with_sinks=False, with_alibi=False, with_query_lens=False):
     """Compiles the GPU kernels of one configuration (through the JIT cache).
 
     No device is involved, so ``arch`` and ``sm_count`` default to an H200's;
@@ -82,19 +84,22 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
     kernel takes a "sinks" parameter and manifest["config"]["with_sinks"]
     is true. with_alibi=True compiles for ALiBi (decode_attention's
     ``alibi_slopes``): the partial kernel takes an "alibi_slopes" parameter
-    and manifest["config"]["with_alibi"] is true."""
+    and manifest["config"]["with_alibi"] is true. with_query_lens=True
+    compiles for per-sequence query lengths (decode_attention's
+    ``query_lens``): both kernels take a "query_lens" parameter (their
+    last) and manifest["config"]["with_query_lens"] is true."""
     splits, split_kv = _split_options(num_splits)
     window_left = _check_window(window_left)
     logits_soft_cap = _check_soft_cap(logits_soft_cap)
-    with_sinks = _check_with_sinks(with_sinks)
-    with_alibi = _check_with_alibi(with_alibi)
+    flags = {name: _check_flag(name, value) for name, value in (
+        ("with_sinks", with_sinks), ("with_alibi", with_alibi),
+        ("with_query_lens", with_query_lens))}
     ptx, manifest, chosen = _native.compile(_native.KernelConfig(
         head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),
         kv_layout, 0, splits, split_kv, scale, return_lse, batch, max_len,
         sm_count, arch,
         **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
-        window_left=window_left, logits_soft_cap=logits_soft_cap,
-        with_sinks=with_sinks, with_alibi=with_alibi))
+        window_left=window_left, logits_soft_cap=logits_soft_cap, **flags))
     return Kernel(ptx, manifest, chosen)
 
 
@@ -103,7 +108,8 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                      backend="cpu", dtype=None, block_table=None, arch=None,
                      out=None, lse=None, stream=None, blocks_per_sm=None,
                      min_chunk_length=None, max_splits=None, window_left=None,
-                     logits_soft_cap=None, sinks=None, alibi_slopes=None):
+                     logits_soft_cap=None, sinks=None, alibi_slopes=None,
+                     query_lens=None):
     """softmax(scale * q k^T) v over each sequence's first seq_lens[b] keys.
 
     num_splits: None/"auto" (the planner's choice) or a positive count;
@@ -140,6 +146,19 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     (FlashAttention's order). A numpy array for backend="cpu", a device
     array on the arrays' GPU for backend="cuda" (read by the kernels, so
     it may change between calls).
+    query_lens: None (every sequence has Lq query tokens), or per-sequence
+    query lengths (speculative decoding, where the drafts of a batch differ
+    in length): int32 [B]; sequence b has n = query_lens[b] query tokens,
+    in [0, Lq]: backend="cpu" raises ValueError for a value outside; on
+    the GPU, where they live in device memory and may change between
+    calls, the kernels clamp them into [0, Lq]. They are
+    its last n tokens, in rows t < n of q, out and lse: token t sits at
+    position p = seq_lens[b] - n + t, which the causal rule, the window and
+    ALiBi use. Rows t >= n are padding, not queries: their output is zeros
+    and their lse -inf, sinks or not; a sequence with n = 0 reads no key.
+    Meant for q [B, Lq, Hq, D]; with q [B, Hq, D] (Lq = 1) n is 0 or 1. A
+    C-contiguous numpy array for backend="cpu", a device array on the
+    arrays' GPU for backend="cuda" (read by both kernels at each launch).
 
     backend="cuda" (device arrays, all on one GPU, which decides the
     context): the kernels are compiled for that GPU's compute capability
@@ -152,7 +171,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     one per GPU and stream, grown (after that stream's queued work) to the
     largest batch seen; it may move, so capture a Decoder, not this
     function, into a CUDA graph. Every pointer must be 16-byte aligned
-    (seq_lens, sinks and alibi_slopes: 4).
+    (seq_lens, sinks, alibi_slopes and query_lens: 4).
 
     Raises ValueError/TypeError naming the bad argument, RuntimeError for a
     missing GPU or driver or a kernel the GPU rejects.
@@ -162,7 +181,8 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     scale = _check_scale(scale)
     masking = {"window_left": _check_window(window_left),
                "logits_soft_cap": _check_soft_cap(logits_soft_cap),
-               "sinks": sinks, "alibi_slopes": alibi_slopes}
+               "sinks": sinks, "alibi_slopes": alibi_slopes,
+               "query_lens": query_lens}
     planner = _planner_options(blocks_per_sm, min_chunk_length, max_splits)
     if backend == "cpu":
         for name, value in (("arch", arch), ("out", out), ("lse", lse),

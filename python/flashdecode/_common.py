@@ -1,6 +1,6 @@
 """What both backends share: dtypes, split options, the checked shapes of a
-call, the scale, the sliding window, the logit soft-cap and the attention
-sinks' shape."""
+call, the scale, the sliding window, the logit soft-cap and the optional
+buffers (sinks, ALiBi slopes, query lengths)."""
 
 import math
 import numbers
@@ -141,37 +141,48 @@ def _check_soft_cap(logits_soft_cap):
     return cap
 
 
-def _check_with_sinks(with_sinks):
-    """compile()'s with_sinks: True or False."""
-    if not isinstance(with_sinks, bool):
-        raise ValueError(f"with_sinks must be True or False, got {with_sinks!r}")
-    return with_sinks
+def _check_flag(name, value):
+    """compile()'s with_sinks, with_alibi, with_query_lens: True or
+    False."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
-def _check_with_alibi(with_alibi):
-    """compile()'s with_alibi: True or False."""
-    if not isinstance(with_alibi, bool):
-        raise ValueError(f"with_alibi must be True or False, got {with_alibi!r}")
-    return with_alibi
+# The optional arrays bound beside q and the caches: name -> (dtype, the
+# config flag that compiles the kernels to read it, whether it holds one
+# element per query head ("Hq") or per sequence ("B"), what each element
+# is).
+_BUFFERS = {
+    "sinks": ("float32", "with_sinks", "Hq", "one logit per query head"),
+    "alibi_slopes": ("float32", "with_alibi", "Hq",
+                     "one slope per query head"),
+    "query_lens": ("int32", "with_query_lens", "B",
+                   "one query length per sequence"),
+}
 
 
-# The float32 [Hq] arrays: name -> what each element is.
-_PER_HEAD = {"sinks": "one logit per query head",
-             "alibi_slopes": "one slope per query head"}
+def _buffer_shape(name, problem):
+    """The shape buffer ``name`` must have: (Hq,) or (B,)."""
+    per = _BUFFERS[name][2]
+    return (problem.num_q_heads if per == "Hq" else problem.batch,)
 
 
-def _per_head_shape_error(name, shape, problem):
-    """The message for a per-head array (sinks, alibi_slopes) of the wrong
-    shape, or None when it is (Hq,)."""
-    if tuple(shape) == (problem.num_q_heads,):
+def _buffer_shape_error(name, shape, problem):
+    """The message for a buffer (sinks, alibi_slopes, query_lens) of the
+    wrong shape, or None when its shape is right."""
+    expected = _buffer_shape(name, problem)
+    if tuple(shape) == expected:
         return None
-    return (f"{name} must have shape ({problem.num_q_heads},) "
-            f"({_PER_HEAD[name]}), got {tuple(shape)}")
+    return (f"{name} must have shape {expected} ({_BUFFERS[name][3]}), got "
+            f"{tuple(shape)}")
 
 
-def _sinks_shape_error(shape, problem):
-    """The message for sinks of the wrong shape, or None when it is (Hq,)."""
-    return _per_head_shape_error("sinks", shape, problem)
+def _buffer_flags(buffers):
+    """The config flags (with_sinks=...) of the buffers given (name ->
+    array or None)."""
+    return {_BUFFERS[name][1]: array is not None
+            for name, array in buffers.items()}
 
 
 def _planner_options(blocks_per_sm, min_chunk_length, max_splits):

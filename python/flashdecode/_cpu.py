@@ -4,8 +4,8 @@ cached per configuration."""
 import numpy as np
 
 from . import _flashdecode as _native
-from ._common import (_DTYPES, _Problem, _per_head_shape_error,
-                      _split_options)
+from ._common import (_BUFFERS, _DTYPES, _Problem, _buffer_flags,
+                      _buffer_shape, _buffer_shape_error, _split_options)
 
 
 def _numpy_dtype(array, name, dtype):
@@ -34,18 +34,21 @@ def _numpy_dtype(array, name, dtype):
     return found
 
 
-def _check_per_head(array, name, problem):
-    """sinks or alibi_slopes for backend="cpu": None, or a C-contiguous
-    numpy float32 array of one value per query head."""
+def _check_buffer(array, name, problem):
+    """sinks, alibi_slopes or query_lens for backend="cpu": None, or a
+    C-contiguous numpy array of _BUFFERS' dtype and shape. Every problem is
+    a ValueError naming the argument."""
     if array is None:
         return None
+    dtype = _BUFFERS[name][0]
     if not isinstance(array, np.ndarray):
-        raise ValueError(f"{name} must be a numpy float32 array of shape "
-                         f"({problem.num_q_heads},) for backend='cpu', got "
-                         f"{type(array).__module__}.{type(array).__name__}")
-    if array.dtype != np.float32:
-        raise ValueError(f"{name} must be float32, got {array.dtype}")
-    shape_error = _per_head_shape_error(name, array.shape, problem)
+        raise ValueError(f"{name} must be a numpy {dtype} array of shape "
+                         f"{_buffer_shape(name, problem)} for backend='cpu', "
+                         f"got {type(array).__module__}."
+                         f"{type(array).__name__}")
+    if array.dtype != dtype:
+        raise ValueError(f"{name} must be {dtype}, got {array.dtype}")
+    shape_error = _buffer_shape_error(name, array.shape, problem)
     if shape_error:
         raise ValueError(shape_error)
     if not array.flags.c_contiguous:
@@ -54,25 +57,19 @@ def _check_per_head(array, name, problem):
     return array
 
 
-def _check_sinks(sinks, problem):
-    """sinks for backend="cpu": None, or a C-contiguous numpy float32 array
-    of one logit per query head."""
-    return _check_per_head(sinks, "sinks", problem)
-
-
 _cpu_kernels = {}
 
 
 def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
-                window_left, logits_soft_cap, with_sinks, with_alibi):
+                window_left, logits_soft_cap, flags):
     splits, split_kv = _split_options(num_splits)
     # An automatic split count depends on the batch and cache length.
     planned = (problem.batch, problem.max_len) if splits == 0 else (1, 4096)
     key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
            problem.query_len, dtype, problem.layout, problem.page_size, splits,
-           split_kv, scale, return_lse, window_left, logits_soft_cap,
-           with_sinks, with_alibi) + \
-        planned + tuple(sorted(planner.items()))
+           split_kv, scale, return_lse, window_left, logits_soft_cap) + \
+        tuple(sorted(flags.items())) + planned + \
+        tuple(sorted(planner.items()))
     kernel = _cpu_kernels.get(key)
     if kernel is None:
         kernel = _native.CPUKernel(_native.KernelConfig(
@@ -81,14 +78,15 @@ def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
             problem.page_size, splits, split_kv, scale, return_lse,
             planned[0], planned[1], 132, "sm_90", **planner,
             window_left=window_left, logits_soft_cap=logits_soft_cap,
-            with_sinks=with_sinks, with_alibi=with_alibi))
+            **flags))
         _cpu_kernels[key] = kernel
     return kernel
 
 
 def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                 return_lse, dtype, block_table, planner, window_left=0,
-                logits_soft_cap=None, sinks=None, alibi_slopes=None):
+                logits_soft_cap=None, **buffers):
+    """``buffers``: sinks, alibi_slopes, query_lens (None or numpy)."""
     found = _numpy_dtype(q, "q", dtype)
     for name, array in (("k_cache", k_cache), ("v_cache", v_cache)):
         if _numpy_dtype(array, name, found) != found:
@@ -114,20 +112,25 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     if seq_lens.size and (seq_lens.min() < 0 or seq_lens.max() > problem.max_len):
         raise ValueError(f"seq_lens must be in [0, {problem.max_len}] (the "
                          f"cache length), got {seq_lens.min()}..{seq_lens.max()}")
-    sinks = _check_sinks(sinks, problem)
-    alibi_slopes = _check_per_head(alibi_slopes, "alibi_slopes", problem)
+    buffers = {name: _check_buffer(array, name, problem)
+               for name, array in buffers.items()}
+    # Host memory: checked like seq_lens (on the GPU the kernels clamp).
+    query_lens = buffers.get("query_lens")
+    if query_lens is not None and query_lens.size and (
+            query_lens.min() < 0 or query_lens.max() > problem.query_len):
+        raise ValueError(
+            f"query_lens must be in [0, {problem.query_len}] (at most the "
+            f"query tokens of q), got {query_lens.min()}..{query_lens.max()}")
     kernel = _cpu_kernel(problem, found, num_splits, scale, return_lse,
                          planner, window_left, logits_soft_cap,
-                         sinks is not None, alibi_slopes is not None)
+                         _buffer_flags(buffers))
     out = np.empty_like(q)
     lse = np.empty(problem.lse_shape(), np.float32) if return_lse else None
     if block_table is None:
         kernel.run(q, k_cache, v_cache, seq_lens, out, lse, problem.batch,
-                   problem.max_len, sinks=sinks,
-                   alibi_slopes=alibi_slopes)
+                   problem.max_len, **buffers)
     else:
         kernel.run(q, k_cache, v_cache, seq_lens, out, lse, problem.batch,
                    problem.max_len, block_table, problem.num_pages,
-                   problem.max_pages, sinks=sinks,
-                   alibi_slopes=alibi_slopes)
+                   problem.max_pages, **buffers)
     return (out, lse) if return_lse else out

@@ -6,9 +6,9 @@ configuration and GPU."""
 import numpy as np
 
 from . import _flashdecode as _native
-from ._common import (_DTYPES, _Problem, _check_scale,
-                      _check_soft_cap, _check_window, _planner_options,
-                      _per_head_shape_error, _split_options)
+from ._common import (_BUFFERS, _DTYPES, _Problem, _buffer_flags,
+                      _buffer_shape_error, _check_scale, _check_soft_cap,
+                      _check_window, _planner_options, _split_options)
 from .device_array import DeviceArray
 
 
@@ -164,25 +164,33 @@ def _check_lse(lse, problem):
     return array
 
 
-def _check_per_head(array, name, problem):
-    """The _CudaArray of sinks or alibi_slopes: float32 [Hq] device memory,
-    read a float at a time (4-byte aligned). Every problem is a ValueError
-    naming the argument."""
+def _check_buffer(array, name, problem):
+    """The _CudaArray of sinks, alibi_slopes (float32 [Hq]) or query_lens
+    (int32 [B]): device memory read an element at a time (4-byte aligned).
+    Every problem is a ValueError naming the argument."""
+    dtype = _BUFFERS[name][0]
     try:
-        array = _CudaArray(array, name, alignment=4, expected="float32")
+        array = _CudaArray(array, name, alignment=4, expected=dtype)
     except TypeError as error:
         raise ValueError(str(error)) from None
-    if array.dtype != "float32":
-        raise ValueError(f"{name} must be float32, got {array.dtype}")
-    shape_error = _per_head_shape_error(name, array.shape, problem)
+    if array.dtype != dtype:
+        raise ValueError(f"{name} must be {dtype}, got {array.dtype}")
+    shape_error = _buffer_shape_error(name, array.shape, problem)
     if shape_error:
         raise ValueError(shape_error)
     return array
 
 
-def _check_sinks(sinks, problem):
-    """The _CudaArray of attention sinks (see _check_per_head)."""
-    return _check_per_head(sinks, "sinks", problem)
+def _check_buffers(buffers, problem, arrays):
+    """The pointers (0 for None) of the optional buffers (name -> array or
+    None), each checked (_check_buffer) and appended to ``arrays``."""
+    pointers = {}
+    for name, array in buffers.items():
+        pointers[name] = 0
+        if array is not None:
+            arrays.append(_check_buffer(array, name, problem))
+            pointers[name] = arrays[-1].pointer
+    return pointers
 
 
 def _new_output(like, shape, dtype, device):
@@ -227,13 +235,18 @@ class Decoder:
     run() and replay(), so new values written in place need no re-capture.
     ``alibi_slopes`` (ALiBi: a float32 ``[Hq]`` device array, one slope per
     query head) likewise: the partial kernel reads it at every launch.
+    ``query_lens`` (per-sequence query lengths: an int32 ``[B]`` device
+    array, decode_attention's) likewise: both kernels read it at every
+    launch, so a replay may have another number of real query tokens per
+    sequence (values outside ``[0, Lq]`` are clamped).
     """
 
     def __init__(self, q, k_cache, v_cache, seq_lens, out, lse=None, *,
                  num_splits=None, scale=None, kv_layout="NHD",
                  block_table=None, arch=None, blocks_per_sm=None,
                  min_chunk_length=None, max_splits=None, window_left=None,
-                 logits_soft_cap=None, sinks=None, alibi_slopes=None):
+                 logits_soft_cap=None, sinks=None, alibi_slopes=None,
+                 query_lens=None):
         window_left = _check_window(window_left)
         logits_soft_cap = _check_soft_cap(logits_soft_cap)
         problem, arrays = _check_cuda_inputs(q, k_cache, v_cache, seq_lens,
@@ -245,20 +258,14 @@ class Decoder:
         if lse is not None:
             arrays.append(_check_lse(lse, problem))
             lse_pointer = arrays[-1].pointer
-        sinks_pointer = 0
-        if sinks is not None:
-            arrays.append(_check_sinks(sinks, problem))
-            sinks_pointer = arrays[-1].pointer
-        alibi_pointer = 0
-        if alibi_slopes is not None:
-            arrays.append(_check_per_head(alibi_slopes, "alibi_slopes",
-                                          problem))
-            alibi_pointer = arrays[-1].pointer
+        buffers = {"sinks": sinks, "alibi_slopes": alibi_slopes,
+                   "query_lens": query_lens}
+        pointers = _check_buffers(buffers, problem, arrays)
         splits, split_kv = _split_options(num_splits)
         self.device = _common_device(arrays)
         target, sm_count = _device_info(self.device)
         self._keep_alive = (q, k_cache, v_cache, seq_lens, out, lse,
-                            block_table, sinks, alibi_slopes)
+                            block_table, sinks, alibi_slopes, query_lens)
         # PyTorch tensors run on PyTorch's current stream; other arrays on
         # the plan's own stream (never the legacy one, which cannot be
         # captured, nor a PyTorch stream of another driver).
@@ -272,14 +279,13 @@ class Decoder:
             target if arch is None else arch,
             **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
             window_left=window_left, logits_soft_cap=logits_soft_cap,
-            with_sinks=sinks is not None,
-            with_alibi=alibi_slopes is not None)
+            **_buffer_flags(buffers))
         table = arrays[4].pointer if block_table is not None else 0
         self._plan = _native.CudaPlan(
             config, self.device, qa.pointer, ka.pointer, va.pointer,
             la.pointer, oa.pointer, lse_pointer, table,
             problem.num_pages if block_table is not None else 0,
-            sinks=sinks_pointer, alibi_slopes=alibi_pointer)
+            **pointers)
         self.num_splits = self._plan.num_splits
         self.arch = self._plan.arch
 
@@ -305,8 +311,9 @@ _cuda_launchers = {}
 
 def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                  return_lse, dtype, block_table, arch, out, lse, stream,
-                 planner, window_left=0, logits_soft_cap=None, sinks=None,
-                 alibi_slopes=None):
+                 planner, window_left=0, logits_soft_cap=None, **buffers):
+    """``buffers``: sinks, alibi_slopes, query_lens (None or device
+    arrays)."""
     problem, arrays = _check_cuda_inputs(q, k_cache, v_cache, seq_lens,
                                          block_table, kv_layout, dtype)
     qa = arrays[0]
@@ -317,14 +324,8 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                                not isinstance(stream, int) or stream < 0):
         raise TypeError(f"stream must be a CUstream handle (an int >= 0) or "
                         f"None, got {stream!r}")
-    sinks_pointer = 0
-    if sinks is not None:
-        arrays.append(_check_sinks(sinks, problem))
-        sinks_pointer = arrays[-1].pointer
-    alibi_pointer = 0
-    if alibi_slopes is not None:
-        arrays.append(_check_per_head(alibi_slopes, "alibi_slopes", problem))
-        alibi_pointer = arrays[-1].pointer
+    pointers = _check_buffers(buffers, problem, arrays)
+    flags = _buffer_flags(buffers)
     inputs = len(arrays)
     if out is not None:
         arrays.append(_check_out(out, qa))
@@ -355,8 +356,8 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
         arch = target
     key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
            problem.query_len, qa.dtype, kv_layout, problem.page_size, splits,
-           scale, return_lse, window_left, logits_soft_cap, sinks is not None,
-           alibi_slopes is not None, arch, device)
+           scale, return_lse, window_left, logits_soft_cap) + \
+        tuple(sorted(flags.items())) + (arch, device)
     launcher = _cuda_launchers.get(key)
     if launcher is None:
         launcher = _native.cuda_launcher(_native.KernelConfig(
@@ -364,9 +365,7 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
             problem.query_len, _DTYPES[qa.dtype], kv_layout,
             problem.page_size, splits, True, scale, return_lse, 1, 4096,
             sm_count, arch, window_left=window_left,
-            logits_soft_cap=logits_soft_cap, with_sinks=sinks is not None,
-            with_alibi=alibi_slopes is not None),
-            device)
+            logits_soft_cap=logits_soft_cap, **flags), device)
         _cuda_launchers[key] = launcher
     if stream is None:
         stream = _torch_stream(device) if any(
@@ -375,6 +374,5 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                     arrays[3].pointer, out_pointer, lse_pointer,
                     arrays[4].pointer if block_table is not None else 0,
                     problem.num_pages if block_table is not None else 0,
-                    problem.batch, problem.max_len, stream,
-                    sinks=sinks_pointer, alibi_slopes=alibi_pointer)
+                    problem.batch, problem.max_len, stream, **pointers)
     return (out, lse) if return_lse else out

@@ -1,27 +1,23 @@
 //===- FlashDecodeModule.cpp - The flashdecode Python extension -----------===//
 //
-// The native half of the `flashdecode` package: the split planner, the JIT,
-// the CPU kernels, the runtime (one primary context per GPU, a Decoder's
-// plan, decode_attention's kernels loaded once per configuration and GPU)
-// and device memory for DeviceArray. Argument checking that names Python
-// arguments lives in flashdecode/__init__.py; this layer re-checks buffer
-// sizes so a wrong call can never read or write out of bounds.
+// The native half of the `flashdecode` package: the split planner, the JIT
+// and the CPU kernels here; the runtime (CUDA plans, launchers, device
+// memory) in CudaModule.cpp. Argument checking that names Python arguments
+// lives in the flashdecode package; this layer re-checks buffer sizes so a
+// wrong call can never read or write out of bounds.
 //
 //===----------------------------------------------------------------------===//
+
+#include "FlashDecodeModule.h"
 
 #include "fd/Compiler/CPUAttentionKernel.h"
 #include "fd/Compiler/Compile.h"
 #include "fd/Dialect/FD/Utils/AttentionUtils.h"
 #include "fd/Planning/SplitPlanner.h"
-#include "fd/Runtime/Runtime.h"
 
-#include <pybind11/numpy.h>
-#include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <map>
-#include <mutex>
-#include <set>
+#include <type_traits>
 
 namespace py = pybind11;
 using namespace fd;
@@ -47,7 +43,7 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
                         const std::string &arch, int64_t blocksPerSM,
                         int64_t minChunkLength, int64_t maxSplits,
                         int64_t windowLeft, std::optional<float> logitsSoftCap,
-                        bool withSinks, bool withAlibi) {
+                        bool withSinks, bool withAlibi, bool withQueryLens) {
   KernelConfig config;
   config.headDim = headDim;
   config.numQueryHeads = numQueryHeads;
@@ -74,6 +70,7 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
   config.logitsSoftCap = logitsSoftCap;
   config.withSinks = withSinks;
   config.withAlibi = withAlibi;
+  config.withQueryLens = withQueryLens;
   std::string invalid = config.validate();
   if (!invalid.empty())
     throw py::value_error(invalid);
@@ -92,17 +89,30 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
       py::arg("window_left") = KernelConfig().windowLeft,                      \
       py::arg("logits_soft_cap") = py::none(),                                 \
       py::arg("with_sinks") = KernelConfig().withSinks,                        \
-      py::arg("with_alibi") = KernelConfig().withAlibi
+      py::arg("with_alibi") = KernelConfig().withAlibi,                        \
+      py::arg("with_query_lens") = KernelConfig().withQueryLens
 
-/// The data pointer of a C-contiguous array of exactly `bytes` bytes.
-void *checkedData(const py::array &array, size_t bytes, const char *name) {
-  if (!(array.flags() & py::array::c_style))
-    throw py::value_error(std::string(name) + " must be C-contiguous");
-  if (static_cast<size_t>(array.nbytes()) != bytes)
-    throw py::value_error(std::string(name) + " holds " +
-                          std::to_string(array.nbytes()) + " bytes, expected " +
-                          std::to_string(bytes));
-  return const_cast<void *>(array.data());
+/// The data of an optional C-contiguous buffer of `count` T (float or
+/// int32_t) that the kernel reads exactly when `reads`: required then (the
+/// kernel `does` something with it, `count` being `size` elements), None
+/// otherwise (the kernel was compiled without `feature`).
+template <typename T>
+const T *optionalBuffer(const std::optional<py::array> &array, bool reads,
+                        size_t count, const std::string &name,
+                        const std::string &does, const std::string &feature,
+                        const std::string &size) {
+  std::string type = std::is_same_v<T, float> ? "float32" : "int32";
+  if (reads != array.has_value())
+    throw py::value_error(reads ? "this kernel " + does + ": " + name + " (" +
+                                      type + " [" + size + "]) required"
+                                : "this kernel was compiled without " +
+                                      feature + ": " + name + " must be None");
+  if (!array)
+    return nullptr;
+  if (!array->dtype().is(py::dtype::of<T>()))
+    throw py::value_error(name + " must be " + type);
+  return static_cast<const T *>(
+      python::checkedData(*array, count * sizeof(T), name.c_str()));
 }
 
 class PyCPUKernel {
@@ -117,13 +127,17 @@ public:
   /// Dense caches: `maxLength` positions per sequence. Paged caches:
   /// `blockTable` [batch, maxPages] into pools of `numPages` pages. `sinks`
   /// (float32 [num_q_heads]) exactly when the kernel has attention sinks,
-  /// `alibiSlopes` (float32 [num_q_heads]) exactly when it applies ALiBi.
+  /// `alibiSlopes` (float32 [num_q_heads]) exactly when it applies ALiBi,
+  /// `queryLens` (int32 [batch]) exactly when it reads per-sequence query
+  /// lengths.
   void run(const py::array &query, const py::array &keys,
            const py::array &values, const py::array &lengths, py::array &output,
            std::optional<py::array> lse, int64_t batch, int64_t maxLength,
            std::optional<py::array> blockTable, int64_t numPages,
            int64_t maxPages, std::optional<py::array> sinks,
-           std::optional<py::array> alibiSlopes) {
+           std::optional<py::array> alibiSlopes,
+           std::optional<py::array> queryLens) {
+    using python::checkedData;
     const KernelConfig &config = kernel->getConfig();
     size_t element = getElementTypeSize(config.elementType);
     size_t rows = batch * config.queryLength * config.numQueryHeads;
@@ -154,32 +168,16 @@ public:
       buffers.numPages = numPages;
       buffers.maxPagesPerSequence = maxPages;
     }
-    if (config.withSinks != sinks.has_value())
-      throw py::value_error(
-          config.withSinks
-              ? "this kernel reads attention sinks: sinks (float32 "
-                "[num_q_heads]) required"
-              : "this kernel was compiled without attention sinks: sinks "
-                "must be None");
-    if (sinks) {
-      if (!sinks->dtype().is(py::dtype::of<float>()))
-        throw py::value_error("sinks must be float32");
-      buffers.sinks = static_cast<const float *>(
-          checkedData(*sinks, config.numQueryHeads * sizeof(float), "sinks"));
-    }
-    if (config.withAlibi != alibiSlopes.has_value())
-      throw py::value_error(
-          config.withAlibi
-              ? "this kernel applies ALiBi: alibi_slopes (float32 "
-                "[num_q_heads]) required"
-              : "this kernel was compiled without ALiBi: alibi_slopes "
-                "must be None");
-    if (alibiSlopes) {
-      if (!alibiSlopes->dtype().is(py::dtype::of<float>()))
-        throw py::value_error("alibi_slopes must be float32");
-      buffers.alibiSlopes = static_cast<const float *>(checkedData(
-          *alibiSlopes, config.numQueryHeads * sizeof(float), "alibi_slopes"));
-    }
+    buffers.sinks = optionalBuffer<float>(
+        sinks, config.withSinks, config.numQueryHeads, "sinks",
+        "reads attention sinks", "attention sinks", "num_q_heads");
+    buffers.alibiSlopes = optionalBuffer<float>(
+        alibiSlopes, config.withAlibi, config.numQueryHeads, "alibi_slopes",
+        "applies ALiBi", "ALiBi", "num_q_heads");
+    buffers.queryLens = optionalBuffer<int32_t>(
+        queryLens, config.withQueryLens, batch, "query_lens",
+        "reads per-sequence query lengths", "per-sequence query lengths",
+        "batch");
     buffers.batch = batch;
     buffers.maxLength = maxLength;
     llvm::Error error = llvm::Error::success();
@@ -197,211 +195,18 @@ private:
   std::unique_ptr<CPUAttentionKernel> kernel;
 };
 
-/// What the process opened on one GPU: its primary context, and the
-/// workspaces decode_attention's launches share per stream.
-struct OpenDevice {
-  explicit OpenDevice(int ordinal)
-      : device(rt::getDriver(), ordinal), workspaces(device) {}
-  rt::Device device;
-  rt::StreamWorkspaces workspaces;
-};
-
-/// GPU `ordinal`, opened on first use. Never closed, like everything the
-/// per-call path loads: kernels queued on a stream may still use its memory
-/// when the interpreter exits, and the driver releases it with the process.
-OpenDevice &getOpenDevice(int ordinal) {
-  static std::mutex mutex;
-  static auto *devices = new std::map<int, std::unique_ptr<OpenDevice>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<OpenDevice> &open = (*devices)[ordinal];
-  if (!open)
-    open = std::make_unique<OpenDevice>(ordinal);
-  return *open;
-}
-
-rt::Device &getDevice(int ordinal) { return getOpenDevice(ordinal).device; }
-
-rt::KernelBundle toBundle(const CompiledKernels &kernels) {
-  rt::KernelBundle bundle;
-  bundle.manifest = rt::Manifest::parse(kernels.manifest);
-  for (const auto &[name, ptx] : kernels.ptx)
-    bundle.ptx[name] = ptx;
-  return bundle;
-}
-
-/// Device memory behind flashdecode.DeviceArray, which keeps the shape and
-/// dtype. Copies are synchronous on the legacy default stream, so they are
-/// ordered after work queued on blocking streams (a plan's own stream).
-class PyDeviceBuffer {
-public:
-  PyDeviceBuffer(size_t bytes, int ordinal)
-      : buffer(getDevice(ordinal), bytes) {}
-
-  uintptr_t getAddress() const { return buffer.getAddress(); }
-  size_t getSize() const { return buffer.getSize(); }
-
-  void upload(const py::array &array) {
-    const void *data = checkedData(array, buffer.getSize(), "a");
-    if (buffer.getSize())
-      buffer.upload(data, buffer.getSize());
-  }
-  void download(py::array &array) const {
-    checkedData(array, buffer.getSize(), "destination");
-    if (buffer.getSize())
-      buffer.download(array.mutable_data(), buffer.getSize());
-  }
-
-private:
-  rt::DeviceBuffer buffer;
-};
-
-std::shared_ptr<const CompiledKernels>
-compileOrThrow(const KernelConfig &config) {
-  auto kernels = compile(config);
-  if (!kernels)
-    throw std::runtime_error(llvm::toString(kernels.takeError()));
-  return *kernels;
-}
-
-/// A DecodePlan for Python's Decoder: compiled kernels bound once to fixed
-/// device pointers on GPU `ordinal`, with a workspace of its own (a captured
-/// graph keeps its address, so it cannot share a growing one). Without a
-/// caller's stream it runs on a stream of its own: the legacy default stream
-/// cannot be captured into a graph.
-class PyCudaPlan {
-public:
-  PyCudaPlan(const KernelConfig &config, int ordinal, uintptr_t query,
-             uintptr_t keys, uintptr_t values, uintptr_t lengths,
-             uintptr_t output, uintptr_t lse, uintptr_t blockTable,
-             int64_t numPages, uintptr_t sinks, uintptr_t alibiSlopes)
-      : device(getDevice(ordinal)), driver(device.getDriverApi()),
-        bundle(toBundle(*compileOrThrow(config))), arch(config.arch) {
-    rt::DecodeBuffers buffers{query,     keys, values,       lengths,
-                              output,    lse,  config.batch, config.maxLength,
-                              blockTable};
-    buffers.numPages = numPages;
-    buffers.sinks = sinks;
-    buffers.alibiSlopes = alibiSlopes;
-    plan = std::make_unique<rt::DecodePlan>(device, bundle, buffers);
-  }
-
-  ~PyCudaPlan() {
-    // The workspace and modules go with the plan: let every launch queued
-    // on a stream it used finish first. (Errors are ignored: a destructor
-    // cannot report them, and a faulted context has nothing to wait for.)
-    driver.cuCtxSetCurrent(device.getContext());
-    for (rt::CUstream stream : usedStreams)
-      driver.cuStreamSynchronize(stream);
-    graph.reset();
-    plan.reset();
-    if (ownStream)
-      driver.cuStreamDestroy(ownStream);
-  }
-
-  void launch(std::optional<uintptr_t> stream) {
-    plan->launch(resolve(stream));
-  }
-  void capture(std::optional<uintptr_t> stream) {
-    graph = std::make_unique<rt::Graph>(
-        rt::Graph::capture(device, {plan.get()}, resolve(stream)));
-  }
-  void replay(std::optional<uintptr_t> stream) {
-    if (!graph)
-      throw std::runtime_error("replay() before capture()");
-    graph->replay(resolve(stream));
-  }
-  int64_t numSplits() const { return bundle.manifest.numSplits; }
-  const std::string &getArch() const { return arch; }
-
-private:
-  /// The caller's stream, or the plan's own (a blocking one, so synchronous
-  /// copies on the legacy stream wait for it), created on first use.
-  rt::CUstream resolve(std::optional<uintptr_t> stream) {
-    rt::CUstream resolved = reinterpret_cast<rt::CUstream>(stream.value_or(0));
-    if (!stream) {
-      if (!ownStream) {
-        device.makeCurrent();
-        rt::check(driver, driver.cuStreamCreate(&ownStream, 0),
-                  "creating the decoder's stream");
-      }
-      resolved = ownStream;
-    }
-    usedStreams.insert(resolved);
-    return resolved;
-  }
-
-  const rt::Device &device;
-  const rt::DriverApi &driver;
-  rt::KernelBundle bundle;
-  std::string arch;
-  std::unique_ptr<rt::DecodePlan> plan;
-  std::unique_ptr<rt::Graph> graph;
-  rt::CUstream ownStream = nullptr;
-  std::set<rt::CUstream> usedStreams;
-};
-
-/// decode_attention's per-call path for one configuration on one GPU: the
-/// PTX is compiled and loaded once, and each call rebinds the plan to its
-/// buffers and launches on the caller's stream without synchronizing. The
-/// workspace is the device's for that stream (StreamWorkspaces), sized for
-/// the largest batch seen; the GIL serializes calls.
-class CudaLauncher {
-public:
-  CudaLauncher(const KernelConfig &config, OpenDevice &open)
-      : open(open), bundle(toBundle(*compileOrThrow(config))),
-        arch(config.arch) {}
-
-  void launch(uintptr_t query, uintptr_t keys, uintptr_t values,
-              uintptr_t lengths, uintptr_t output, uintptr_t lse,
-              uintptr_t blockTable, int64_t numPages, int64_t batch,
-              int64_t maxLength, uintptr_t streamHandle, uintptr_t sinks,
-              uintptr_t alibiSlopes) {
-    auto stream = reinterpret_cast<rt::CUstream>(streamHandle);
-    rt::DecodeBuffers buffers{query, keys,  values,    lengths,   output,
-                              lse,   batch, maxLength, blockTable};
-    buffers.numPages = numPages;
-    buffers.sinks = sinks;
-    buffers.alibiSlopes = alibiSlopes;
-    buffers.workspace =
-        open.workspaces.get(stream, bundle.manifest.getWorkspaceBytes(batch));
-    // The plan loads the modules; made with the first call's buffers (a
-    // failed load, e.g. PTX too new for the GPU, is retried next call).
-    if (plan)
-      plan->setBuffers(buffers);
-    else
-      plan = std::make_unique<rt::DecodePlan>(open.device, bundle, buffers);
-    plan->launch(stream);
-    ++launchCount;
-  }
-
-  int64_t numSplits() const { return bundle.manifest.numSplits; }
-  const std::string &getArch() const { return arch; }
-  int64_t getLaunchCount() const { return launchCount; }
-
-private:
-  OpenDevice &open;
-  rt::KernelBundle bundle;
-  std::string arch;
-  std::unique_ptr<rt::DecodePlan> plan;
-  int64_t launchCount = 0;
-};
-
-/// The launcher of `config` on GPU `ordinal`, made on first use and kept
-/// for the process (see getOpenDevice).
-CudaLauncher &getLauncher(const KernelConfig &config, int ordinal) {
-  static auto *launchers = new std::map<std::pair<std::string, int>,
-                                        std::unique_ptr<CudaLauncher>>();
-  std::pair<std::string, int> key{config.toString(), ordinal};
-  auto found = launchers->find(key);
-  if (found == launchers->end())
-    found = launchers
-                ->emplace(key, std::make_unique<CudaLauncher>(
-                                   config, getOpenDevice(ordinal)))
-                .first;
-  return *found->second;
-}
-
 } // namespace
+
+void *fd::python::checkedData(const py::array &array, size_t bytes,
+                              const char *name) {
+  if (!(array.flags() & py::array::c_style))
+    throw py::value_error(std::string(name) + " must be C-contiguous");
+  if (static_cast<size_t>(array.nbytes()) != bytes)
+    throw py::value_error(std::string(name) + " holds " +
+                          std::to_string(array.nbytes()) + " bytes, expected " +
+                          std::to_string(bytes));
+  return const_cast<void *>(array.data());
+}
 
 PYBIND11_MODULE(_flashdecode, module) {
   module.doc() = "Native part of flashdecode; use the flashdecode package.";
@@ -476,90 +281,9 @@ PYBIND11_MODULE(_flashdecode, module) {
            py::arg("block_table") = std::nullopt, py::arg("num_pages") = 0,
            py::arg("max_pages") = 0, py::kw_only(),
            py::arg("sinks") = std::nullopt,
-           py::arg("alibi_slopes") = std::nullopt)
+           py::arg("alibi_slopes") = std::nullopt,
+           py::arg("query_lens") = std::nullopt)
       .def_property_readonly("num_splits", &PyCPUKernel::numSplits);
 
-  py::class_<PyDeviceBuffer>(module, "DeviceBuffer")
-      .def(py::init<size_t, int>(), py::arg("nbytes"), py::arg("device") = 0)
-      .def_property_readonly("address", &PyDeviceBuffer::getAddress)
-      .def_property_readonly("nbytes", &PyDeviceBuffer::getSize)
-      .def("upload", &PyDeviceBuffer::upload, py::arg("a"))
-      .def("download", &PyDeviceBuffer::download, py::arg("destination"));
-
-  // The plan binds the buffers of `config.batch` sequences of
-  // `config.max_len` positions on GPU `device`. stream=None is the plan's
-  // own stream. `sinks`: a float [num_q_heads] device pointer, required
-  // exactly when the config has with_sinks (0: none); like every buffer
-  // its contents are read at each launch or replay. `alibi_slopes`
-  // likewise: float [num_q_heads], required exactly with with_alibi.
-  py::class_<PyCudaPlan>(module, "CudaPlan")
-      .def(py::init<const KernelConfig &, int, uintptr_t, uintptr_t, uintptr_t,
-                    uintptr_t, uintptr_t, uintptr_t, uintptr_t, int64_t,
-                    uintptr_t, uintptr_t>(),
-           py::arg("config"), py::arg("device"), py::arg("q"),
-           py::arg("k_cache"), py::arg("v_cache"), py::arg("seq_lens"),
-           py::arg("out"), py::arg("lse"), py::arg("block_table"),
-           py::arg("num_pages"), py::kw_only(), py::arg("sinks") = 0,
-           py::arg("alibi_slopes") = 0)
-      .def("launch", &PyCudaPlan::launch, py::arg("stream"))
-      .def("capture", &PyCudaPlan::capture, py::arg("stream"))
-      .def("replay", &PyCudaPlan::replay, py::arg("stream"))
-      .def_property_readonly("num_splits", &PyCudaPlan::numSplits)
-      .def_property_readonly("arch", &PyCudaPlan::getArch);
-
-  // Owned by the process (a reference, never freed by Python).
-  py::class_<CudaLauncher, std::unique_ptr<CudaLauncher, py::nodelete>>(
-      module, "CudaLauncher")
-      .def("launch", &CudaLauncher::launch, py::arg("q"), py::arg("k_cache"),
-           py::arg("v_cache"), py::arg("seq_lens"), py::arg("out"),
-           py::arg("lse"), py::arg("block_table"), py::arg("num_pages"),
-           py::arg("batch"), py::arg("max_len"), py::arg("stream"),
-           py::kw_only(), py::arg("sinks") = 0, py::arg("alibi_slopes") = 0)
-      .def_property_readonly("num_splits", &CudaLauncher::numSplits)
-      .def_property_readonly("arch", &CudaLauncher::getArch)
-      .def_property_readonly("launch_count", &CudaLauncher::getLaunchCount);
-  module.def("cuda_launcher", &getLauncher, py::arg("config"),
-             py::arg("device"), py::return_value_policy::reference);
-  module.def(
-      "cuda_workspace_bytes",
-      [](int ordinal, uintptr_t stream) {
-        return getOpenDevice(ordinal).workspaces.getSize(
-            reinterpret_cast<rt::CUstream>(stream));
-      },
-      py::arg("device"), py::arg("stream"));
-
-  module.def(
-      "cuda_device_name",
-      [](int ordinal) { return getDevice(ordinal).getName(); },
-      py::arg("device") = 0);
-  module.def(
-      "cuda_sm_count",
-      [](int ordinal) { return getDevice(ordinal).getMultiprocessorCount(); },
-      py::arg("device") = 0);
-  // The PTX target for the GPU's compute capability.
-  module.def(
-      "cuda_target",
-      [](int ordinal) {
-        auto [major, minor] = getDevice(ordinal).getComputeCapability();
-        try {
-          return rt::getTargetForComputeCapability(major, minor);
-        } catch (const std::invalid_argument &error) {
-          // The GPU, not an argument, is wrong: RuntimeError, not ValueError.
-          throw std::runtime_error("GPU " + std::to_string(ordinal) + ": " +
-                                   error.what());
-        }
-      },
-      py::arg("device") = 0);
-  // The ordinal of the GPU whose memory holds `address`; None when the
-  // driver does not know the address.
-  module.def(
-      "pointer_device",
-      [](uintptr_t address) {
-        return rt::getDeviceOfPointer(rt::getDriver(), address);
-      },
-      py::arg("address"));
-
-  // Driver failures (no GPU, bad PTX, launch errors) are RuntimeError.
-  py::register_exception<rt::CudaError>(module, "CudaError",
-                                        PyExc_RuntimeError);
+  fd::python::defineCudaBindings(module);
 }

@@ -7,7 +7,8 @@ CPU backend) or reaches the device (backend="cuda", Decoder).
 
 Each test file keeps its own test functions (names, counts) and calls these
 with its argument: `words` are formatted with {name} (the argument) and
-{what} (its element: "logit" or "slope").
+{what} (its element: "logit" or "slope"). query_lens_checks.py runs its own
+tables (query_lens=, an int32 [B] buffer) through the same checks.
 """
 import re
 
@@ -19,7 +20,8 @@ from flashdecode import DeviceArray
 
 from reference import Inputs, attention, check_with_sinks
 
-WHAT = {"sinks": "logit", "alibi_slopes": "slope"}
+WHAT = {"sinks": "logit", "alibi_slopes": "slope",
+        "query_lens": "query length"}
 
 # backend="cuda", as test_cuda_emulated.py: the output's largest error
 # relative to its largest magnitude (also per row: reference.check_rows),
@@ -37,19 +39,22 @@ def to_device(*arrays, dtype=None):
                                    else None) for a in arrays]
 
 
-def check_device(out, lse, expected, expected_lse, dtype, lens, context):
+def check_device(out, lse, expected, expected_lse, dtype, lens, context,
+                 query_lens=None):
     """Device out/lse (DeviceArrays) against the float64 reference: overall
-    and row by row, rows without keys zeros (with lse = the sink, if any)."""
+    and row by row, rows without keys zeros (with lse = the sink, if any;
+    with query_lens, padding rows zeros with lse -inf)."""
     assert isinstance(out, DeviceArray) and out.dtype == dtype
     host_lse = None
     if lse is not None:
         assert isinstance(lse, DeviceArray) and lse.dtype == "float32"
         host_lse = lse.numpy()
     check_with_sinks(out.numpy(), host_lse, expected, expected_lse, lens,
-                     dtype, TOLERANCE[dtype], LSE_TOLERANCE, context)
+                     dtype, TOLERANCE[dtype], LSE_TOLERANCE, context,
+                     query_lens=query_lens)
 
 
-def _cases(name, table):
+def table_cases(name, table):
     """pytest params (make, words) of `table` for argument `name`; a row's
     optional third entry names the only argument it applies to."""
     return [pytest.param(make, words.format(name=name, what=WHAT[name]),
@@ -61,7 +66,7 @@ def _cases(name, table):
 # backend="cpu": numpy float32 of shape (Hq,), C-contiguous. `words` are
 # regular expressions.
 
-class _DeviceLike:
+class DeviceLike:
     """Looks like a device array (for backend='cpu': the wrong kind)."""
     __cuda_array_interface__ = {"version": 3, "shape": (8,),
                                 "typestr": "<f4", "data": (1 << 20, False),
@@ -71,8 +76,8 @@ class _DeviceLike:
 HOST_BAD = [
     (lambda: [0.5] * 8, r"{name} must be a numpy float32 array of shape "
      r"\(8,\) for backend='cpu', got builtins.list"),
-    (lambda: _DeviceLike(), "{name} must be a numpy float32 array .*got "
-     ".*_DeviceLike"),
+    (lambda: DeviceLike(), "{name} must be a numpy float32 array .*got "
+     ".*DeviceLike"),
     (lambda: np.float32(1.0), "{name} must be a numpy float32 array .*got "
      "numpy.float32"),
     (lambda: np.zeros(8, np.float64), "{name} must be float32, got float64"),
@@ -93,7 +98,7 @@ HOST_BAD = [
 
 
 def host_cases(name):
-    return _cases(name, HOST_BAD)
+    return table_cases(name, HOST_BAD)
 
 
 def check_bad_host_buffer(name, make, words):
@@ -126,11 +131,12 @@ class Foreign:
             "data": (array._address + offset, False), "strides": strides}
 
 
-def host_pointer():
-    """A __cuda_array_interface__ at a host address the driver does not
-    know."""
-    host = np.zeros(8, np.float32)
-    foreign = Foreign(DeviceArray.empty(8, "float32"))
+def host_pointer(count=8, dtype="float32"):
+    """A __cuda_array_interface__ of `count` `dtype` at a host address the
+    driver does not know."""
+    host = np.zeros(count, dtype)
+    foreign = Foreign(DeviceArray.empty(count, dtype),
+                      typestr=host.dtype.str)
     foreign.host = host
     foreign.__cuda_array_interface__["data"] = (host.ctypes.data, False)
     return foreign
@@ -162,7 +168,7 @@ DEVICE_BAD = [
 
 
 def device_cases(name):
-    return _cases(name, DEVICE_BAD)
+    return table_cases(name, DEVICE_BAD)
 
 
 def check_bad_device_buffer(name, make, words):
@@ -178,20 +184,23 @@ def check_bad_device_buffer(name, make, words):
     assert words in str(raised.value)
 
 
-def check_misaligned_device_buffer(name):
+def check_misaligned_device_buffer(name, count=8, dtype="float32"):
+    """A buffer of `count` `dtype` 2 bytes into an allocation."""
     arrays = good_arrays()
-    buffer = Foreign(DeviceArray.empty(9, "float32"), offset=2, shape=(8,))
+    buffer = Foreign(DeviceArray.empty(count + 1, dtype), offset=2,
+                     shape=(count,), typestr=np.dtype(dtype).str)
     with pytest.raises(ValueError, match=re.escape(name) + " data pointer "
                        "0x[0-9a-f]+ is not 4-byte aligned"):
         flashdecode.decode_attention(**arrays, backend="cuda",
                                      **{name: buffer})
 
 
-def check_the_device_works_after_bad_buffers(name, values):
+def check_the_device_works_after_bad_buffers(name, values, table=DEVICE_BAD):
     """Rejected calls never reach the device: no sticky error follows; then
-    `values` (numpy, 8 of them) give the reference's attention."""
+    `values` (numpy: 8 per-head values, or 2 per-sequence ones) give the
+    reference's attention. `table`: the bad buffers (DEVICE_BAD's form)."""
     arrays = good_arrays()
-    for make, _ in DEVICE_BAD:
+    for make, *_ in table:
         with pytest.raises(ValueError):
             flashdecode.decode_attention(**arrays, backend="cuda",
                                          **{name: make()})

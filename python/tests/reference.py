@@ -12,7 +12,10 @@ out = sum_j exp(x_j) v_j / (exp(s_h) + sum_j exp(x_j)), lse = log(exp(s_h) +
 sum_j exp(x_j)); a row that sees no key is zeros with lse = s_h. With
 ALiBi (one slope m_h per query head) the score of key j becomes
 x_j + m_h * (j - p), after the scale and the soft-cap, before the softmax
-(and the sinks, which gain no bias).
+(and the sinks, which gain no bias). With per-sequence query lengths
+(query_lens [B]) sequence b has n = clamp(query_lens[b], 0, Lq) queries,
+its last n tokens: token t < n sits at p = len - n + t; rows t >= n are
+padding, zeros with lse -inf (sinks or not).
 """
 import numpy as np
 
@@ -95,11 +98,13 @@ def page_pool(rng, k, v, page_size, layout):
 
 def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
               window_left=None, logits_soft_cap=None, sinks=None,
-              alibi_slopes=None):
+              alibi_slopes=None, query_lens=None):
     """(out, lse) in float64 for q [B, Hq, D] or [B, Lq, Hq, D] over dense
-    caches; window_left W, logits_soft_cap c, sinks [Hq] and alibi_slopes
-    [Hq] as in the module's rules (None: no window, no cap, no sinks, no
-    ALiBi)."""
+    caches; window_left W, logits_soft_cap c, sinks [Hq], alibi_slopes
+    [Hq] and query_lens [B] as in the module's rules (None: no window, no
+    cap, no sinks, no ALiBi, Lq query tokens in every sequence). With
+    query_lens, sequence b's n = query_lens[b] (clamped to [0, Lq]) queries
+    are its last n tokens; rows t >= n are padding: zeros, lse -inf."""
     squeeze = q.ndim == 3
     if squeeze:
         q = q[:, None]
@@ -116,8 +121,10 @@ def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
     out = np.zeros(q.shape)
     lse = np.full(q.shape[:3], -np.inf)
     for b in range(batch):
-        for t in range(query_len):
-            position = int(lens[b]) - query_len + t
+        queries = query_len if query_lens is None else \
+            min(max(int(query_lens[b]), 0), query_len)
+        for t in range(queries):
+            position = int(lens[b]) - queries + t
             first = 0 if window_left is None else \
                 max(0, position - window_left + 1)
             if position < first:
@@ -148,12 +155,16 @@ def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
     return out, lse
 
 
-def rows_without_keys(lens, query_len):
+def rows_without_keys(lens, query_len, query_lens=None):
     """[B, Lq] booleans: the rows that see no key, query token t at position
-    len - Lq + t < 0 (a window always holds the token's own position)."""
-    position = np.asarray(lens, np.int64)[:, None] - query_len + \
-        np.arange(query_len)[None, :]
-    return position < 0
+    len - n + t < 0 (a window always holds the token's own position), n = Lq
+    or with query_lens [B] its entry clamped to [0, Lq]; and the padding
+    rows t >= n."""
+    queries = np.full(len(lens), query_len) if query_lens is None else \
+        np.clip(np.asarray(query_lens, np.int64), 0, query_len)
+    token = np.arange(query_len)[None, :]
+    position = np.asarray(lens, np.int64)[:, None] - queries[:, None] + token
+    return (position < 0) | (token >= queries[:, None])
 
 
 def relative_error(actual, expected):
@@ -237,12 +248,12 @@ def check_rows(actual, expected, dtype, tolerance, context):
 
 
 def check_with_sinks(out, lse, expected, expected_lse, lens, dtype,
-                     tolerance, lse_tolerance, context):
+                     tolerance, lse_tolerance, context, query_lens=None):
     """check_against_reference for attention with sinks: also row by row
     (check_rows), and the rows without keys zeros whatever their lse (the
-    sink's)."""
+    sink's; with query_lens [B], the padding rows' is -inf)."""
     query_len = 1 if out.ndim == 3 else out.shape[1]
-    without = rows_without_keys(lens, query_len)
+    without = rows_without_keys(lens, query_len, query_lens)
     without = without[:, 0, None] if out.ndim == 3 else without[..., None]
     check_against_reference(out, lse, expected, expected_lse, dtype,
                             tolerance, lse_tolerance, context,

@@ -156,3 +156,33 @@ func.func @alibi(%q: memref<1x16x64xf16>, %k: memref<1x2048x16x64xf16>,
         memref<1xi32> into memref<1x16x64xf16>
   return
 }
+
+// -----
+
+// Per-sequence query lengths reach both halves: the partial attention
+// computes only the rows of queries, the merge writes the padding rows
+// (zeros, lse -inf) without reading their partials; with ALiBi and sinks
+// each stays where it was.
+
+// CHECK-LABEL: func @query_lens
+// CHECK-SAME: %[[A:[a-z0-9]+]]: memref<8xf32>, %[[QL:[a-z0-9]+]]: memref<2xi32>, %[[S:[a-z0-9]+]]: memref<8xf32>
+// CHECK: fd.partial_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} alibi_slopes %[[A]] : memref<8xf32> query_lens %[[QL]] : memref<2xi32> into %{{.*}}, %{{.*}} {window_left = 64 : i64} : {{.*}} into memref<2x4x8x{{[0-9]+}}x64xf32>
+// CHECK: fd.merge %{{.*}}, %{{.*}} sinks %[[S]] : memref<8xf32> query_lens %[[QL]] : memref<2xi32> into
+// CHECK-NOT: fd.attention
+
+// ONE-LABEL: func @query_lens
+// ONE: fd.partial_attention {{.*}} query_lens {{.*}} into memref<2x4x8x1x64xf32>, memref<2x4x8x1xf32>
+// ONE: fd.merge {{.*}} query_lens
+
+// CHUNK-LABEL: func @query_lens
+// CHUNK: fd.partial_attention {{.*}} query_lens {{.*}} {chunk_length = 512 : i64, window_left = 64 : i64}
+// CHUNK: fd.merge {{.*}} query_lens
+func.func @query_lens(%q: memref<2x4x8x64xf16>, %k: memref<2x4096x2x64xf16>,
+                      %v: memref<2x4096x2x64xf16>, %lens: memref<2xi32>,
+                      %a: memref<8xf32>, %ql: memref<2xi32>, %s: memref<8xf32>,
+                      %out: memref<2x4x8x64xf16>) {
+  fd.attention %q, %k, %v, %lens alibi_slopes %a : memref<8xf32> query_lens %ql : memref<2xi32> sinks %s : memref<8xf32> into %out {window_left = 64}
+      : memref<2x4x8x64xf16>, memref<2x4096x2x64xf16>, memref<2x4096x2x64xf16>,
+        memref<2xi32> into memref<2x4x8x64xf16>
+  return
+}

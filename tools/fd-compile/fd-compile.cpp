@@ -65,6 +65,10 @@ options:
   --with-alibi        ALiBi: the partial kernel reads one slope per query
                       head (float [num_q_heads], param "alibi_slopes"); a
                       score for key j at position p gains slope * (j - p)
+  --with-query-lens   per-sequence query lengths: both kernels read the
+                      query tokens of each sequence (int32 [batch], each
+                      <= --query-len, param "query_lens"); the rows of the
+                      other tokens are padding: zeros, lse -inf
   --arch A            sm_80, sm_86, sm_89, sm_90 or sm_90a (sm_90)
   --ptx-version N     PTX ISA version times ten, e.g. 80 (80)
   --emit STAGE        print the IR after a stage (fd: the input; split; gpu;
@@ -189,6 +193,10 @@ int main(int argc, char **argv) {
       config.withAlibi = true;
       continue;
     }
+    if (flag == "--with-query-lens") {
+      config.withQueryLens = true;
+      continue;
+    }
     if (flag == "--no-cache") {
       useCache = false;
       continue;
@@ -201,7 +209,8 @@ int main(int argc, char **argv) {
       for (const auto &entry : valued)
         accepted += entry.first + ", ";
       usageError("unknown flag '" + flag + "'; accepted: " + accepted +
-                 "--with-lse, --with-sinks, --with-alibi, --no-cache, --help");
+                 "--with-lse, --with-sinks, --with-alibi, --with-query-lens, "
+                 "--no-cache, --help");
     }
     if (flag.contains('=')) {
       handler->second(inlineValue);

@@ -1,8 +1,9 @@
 //===- FakeDriver.h - A driver table that records calls ---------*- C++ -*-===//
 //
-// What RuntimeTest and RuntimeSinksTest share: the manifest fd-compile
-// writes for a small GQA kernel, and a fake CUDA driver table that records
-// calls and launches (kernel, grid, block, arguments) and allocates fake
+// What RuntimeTest and the per-feature fake-driver tests share: the manifest
+// fd-compile writes for a small GQA kernel and its variants with a
+// feature's device buffer, and a fake CUDA driver table that records calls
+// and launches (kernel, grid, block, arguments) and allocates fake
 // addresses, with the FakeRuntime fixture over it.
 //
 //===----------------------------------------------------------------------===//
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -245,6 +247,29 @@ inline void replaceFirst(std::string &text, const std::string &from,
   EXPECT_NE(at, std::string::npos) << from;
   if (at != std::string::npos)
     text.replace(at, from.size(), to);
+}
+
+/// `manifest` (kManifest or a variant of it) as fd-compile writes it with a
+/// feature that reads a device buffer: `flag` true in the config and a
+/// pointer parameter `parameter` last in each kernel of `kernels`.
+inline std::string
+withBufferParameter(std::string manifest, const std::string &flag,
+                    const std::string &parameter,
+                    std::initializer_list<std::string> kernels) {
+  replaceFirst(manifest, "\"with_lse\": true",
+               "\"with_lse\": true, \"" + flag + "\": true");
+  for (const std::string &kernel : kernels) {
+    // The kernel's parameters are an array of objects: its first ']' ends
+    // it.
+    size_t at = manifest.find("\"name\": \"" + kernel + "\"");
+    EXPECT_NE(at, std::string::npos) << kernel;
+    if (at == std::string::npos)
+      continue;
+    size_t end = manifest.find(']', manifest.find("\"params\": [", at));
+    manifest.insert(end,
+                    ", {\"name\": \"" + parameter + "\", \"type\": \"ptr\"}");
+  }
+  return manifest;
 }
 
 /// The message of the std::invalid_argument that constructing a plan

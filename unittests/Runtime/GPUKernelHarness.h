@@ -1,20 +1,19 @@
 //===- GPUKernelHarness.h - Test kernels on a GPU ---------------*- C++ -*-===//
 //
-// What RuntimeGPUTest and RuntimeGPUFeaturesTest share: a fixture mix-in
-// that loads one of the kernels bench/test_kernels.sh compiles onto a GPU
-// (skipping with the reason without them or a GPU), random inputs of the
-// manifest's dtype over dense or paged caches and their device buffers, and
-// runs checked against the float64 reference (with the manifest's window,
-// soft-cap, attention sinks and ALiBi).
+// What the RuntimeGPU*Test files share: a fixture mix-in that loads one of
+// the kernels bench/test_kernels.sh compiles onto a GPU (skipping with the
+// reason without them or a GPU), random inputs of the manifest's dtype over
+// dense or paged caches with the inputs of its features (sinks, ALiBi
+// slopes, per-sequence query lengths) and their device buffers
+// (GPUDecodeInputs.h), and runs checked against the float64 reference.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef FD_UNITTESTS_RUNTIME_GPUKERNELHARNESS_H
 #define FD_UNITTESTS_RUNTIME_GPUKERNELHARNESS_H
 
-#include "../TestInputs.h"
+#include "GPUDecodeInputs.h"
 
-#include "fd/Reference/Reference.h"
 #include "fd/Runtime/Runtime.h"
 
 #include <gtest/gtest.h>
@@ -30,123 +29,6 @@
 #include <vector>
 
 namespace fd::test {
-
-inline Storage getStorage(const std::string &dtype) {
-  return dtype == "f32"   ? Storage::F32
-         : dtype == "f16" ? Storage::F16
-                          : Storage::BF16;
-}
-
-/// A non-blocking stream, destroyed with this object.
-class Stream {
-public:
-  explicit Stream(const rt::Device &device) : driver(device.getDriverApi()) {
-    rt::check(driver, driver.cuStreamCreate(&stream, rt::kStreamNonBlocking),
-              "creating a stream");
-  }
-  ~Stream() { driver.cuStreamDestroy(stream); }
-  Stream(const Stream &) = delete;
-  Stream &operator=(const Stream &) = delete;
-
-  operator rt::CUstream() const { return stream; }
-
-  /// Runs `run` (which queues work here) and waits for it.
-  void launchAndWait(const std::function<void()> &run) const {
-    run();
-    rt::check(driver, driver.cuStreamSynchronize(stream),
-              "running the kernels");
-  }
-
-private:
-  const rt::DriverApi &driver;
-  rt::CUstream stream = nullptr;
-};
-
-/// Random inputs of a decode over dense caches of `batch` sequences of
-/// `maxLength` positions, in the manifest's dtype and layout.
-struct DenseInputs {
-  int64_t batch, maxLength, heads, dim;
-  bool isNHD;
-  HostTensor query, keys, values;
-  /// The attention sinks, [Hq], when the manifest has them; else empty.
-  std::vector<float> sinks = {};
-  /// The ALiBi slopes, [Hq], when the manifest has them; else empty.
-  std::vector<float> alibiSlopes = {};
-
-  /// Index of element `d` of key/value `j` of sequence `b`, KV head `h`.
-  size_t at(int64_t b, int64_t j, int64_t h, int64_t d) const {
-    return (isNHD ? (b * maxLength + j) * heads + h
-                  : (b * heads + h) * maxLength + j) *
-               dim +
-           d;
-  }
-};
-
-/// Random inputs of a decode over paged caches: `batch` sequences of
-/// `maxPages` pages of `pageSize` positions, pools of `numPages` pages in
-/// the manifest's layout of which only the first `writtenPages` reach the
-/// device.
-struct PagedInputs {
-  int64_t batch, pageSize, maxPages, numPages, writtenPages;
-  HostTensor query, keys, values;
-  /// The attention sinks, [Hq], when the manifest has them; else empty.
-  std::vector<float> sinks = {};
-  /// The ALiBi slopes, [Hq], when the manifest has them; else empty.
-  std::vector<float> alibiSlopes = {};
-
-  int64_t getMaxLength() const { return maxPages * pageSize; }
-};
-
-/// A decode's device buffers: the query and caches it reads, the output, lse
-/// and lengths of its `batch` sequences and, with paged caches, the block
-/// table, with sinks the sinks, with ALiBi the slopes.
-struct DeviceDecode {
-  rt::DeviceBuffer query, keys, values, output, lse, lengths;
-  int64_t batch, maxLength;
-  std::optional<rt::DeviceBuffer> table;
-  int64_t numPages = 0;
-  std::optional<rt::DeviceBuffer> sinks, alibiSlopes;
-
-  rt::DecodeBuffers getBuffers() const {
-    rt::DecodeBuffers buffers{query.getAddress(),
-                              keys.getAddress(),
-                              values.getAddress(),
-                              lengths.getAddress(),
-                              output.getAddress(),
-                              lse.getAddress(),
-                              batch,
-                              maxLength};
-    if (table) {
-      buffers.blockTable = table->getAddress();
-      buffers.numPages = numPages;
-    }
-    if (sinks)
-      buffers.sinks = sinks->getAddress();
-    if (alibiSlopes)
-      buffers.alibiSlopes = alibiSlopes->getAddress();
-    return buffers;
-  }
-
-  /// Overwrites the sinks in device memory (no rebinding: the merge reads
-  /// them at every launch).
-  void uploadSinks(const std::vector<float> &values) {
-    sinks->upload(values.data(), values.size() * sizeof(float));
-  }
-  /// Overwrites the ALiBi slopes (the partial kernel reads them at every
-  /// launch).
-  void uploadAlibiSlopes(const std::vector<float> &values) {
-    alibiSlopes->upload(values.data(), values.size() * sizeof(float));
-  }
-
-  void uploadLengths(const std::vector<int32_t> &live) {
-    lengths.upload(live.data(), live.size() * sizeof(int32_t));
-  }
-  /// Fills the output with NaNs: every element must be written.
-  void poisonOutput() {
-    std::vector<uint8_t> poison(output.getSize(), 0xFF);
-    output.upload(poison.data(), poison.size());
-  }
-};
 
 /// A fixture mix-in over one of the test kernels bench/test_kernels.sh
 /// compiles (FD_TEST_KERNELS=DIR; the full build defaults to its copy) on a
@@ -201,6 +83,22 @@ protected:
     return slopes;
   }
 
+  /// Per-sequence query lengths when the manifest has them, cycling through
+  /// Lq, 0, 1, ..., Lq - 1 over the batch; else none.
+  std::vector<int32_t> cyclingQueryLens(int64_t batch) const {
+    std::vector<int32_t> lengths;
+    const int64_t queryLength = bundle.manifest.queryLength;
+    if (bundle.manifest.withQueryLens)
+      for (int64_t b = 0; b < batch; ++b)
+        lengths.push_back((b + queryLength) % (queryLength + 1));
+    return lengths;
+  }
+
+  /// The inputs of the manifest's features for `batch` sequences.
+  FeatureInputs defaultFeatures(int64_t batch) {
+    return {randomSinks(), bloomSlopes(), cyclingQueryLens(batch)};
+  }
+
   /// `size` normal values of the given deviation in the manifest's dtype.
   HostTensor randomTensor(size_t size, double deviation) {
     HostTensor tensor(getStorage(bundle.manifest.dtype), size);
@@ -216,9 +114,15 @@ protected:
     HostTensor query = randomTensor(rowsOf(batch) * dim, queryDeviation);
     HostTensor keys = randomTensor(batch * maxLength * heads * dim, 1.0);
     HostTensor values = randomTensor(keys.values.size(), 1.0);
-    return {batch,         maxLength,        heads,           dim,
-            isNHD(),       std::move(query), std::move(keys), std::move(values),
-            randomSinks(), bloomSlopes()};
+    return {batch,
+            maxLength,
+            heads,
+            dim,
+            isNHD(),
+            std::move(query),
+            std::move(keys),
+            std::move(values),
+            defaultFeatures(batch)};
   }
 
   /// Sequences of at least `minLength` positions, 5 spare pages and, past
@@ -237,27 +141,31 @@ protected:
         randomTensor(rowsOf(batch) * manifest.headDim, queryDeviation);
     HostTensor keys = randomTensor(poolSize, 1.0);
     HostTensor values = randomTensor(poolSize, 1.0);
-    return {batch,         pageSize,         maxPages,        numPages,
-            writtenPages,  std::move(query), std::move(keys), std::move(values),
-            randomSinks(), bloomSlopes()};
+    return {batch,           pageSize,          maxPages,
+            numPages,        writtenPages,      std::move(query),
+            std::move(keys), std::move(values), defaultFeatures(batch)};
   }
 
-  /// Copies the dense inputs (and sinks) to the device, and allocates the
-  /// output, lse and lengths.
-  DeviceDecode upload(const DenseInputs &inputs) const {
-    return upload(inputs.query, inputs.keys, inputs.values, inputs.sinks,
-                  inputs.alibiSlopes, inputs.batch, inputs.maxLength,
-                  inputs.keys.bytes.size());
+  /// Copies the dense inputs to the device (of the caches only the first
+  /// `writtenSequences` sequences' keys and values, the whole batch by
+  /// default: the rest stays unwritten), and allocates the output, lse and
+  /// lengths.
+  DeviceDecode upload(const DenseInputs &inputs,
+                      std::optional<int64_t> writtenSequences = {}) const {
+    // The sequence is the outermost dimension in both layouts.
+    size_t sequenceBytes = inputs.keys.bytes.size() / inputs.batch;
+    return upload(inputs.query, inputs.keys, inputs.values, inputs.features,
+                  inputs.batch, inputs.maxLength,
+                  writtenSequences.value_or(inputs.batch) * sequenceBytes);
   }
 
-  /// Copies the query, the written pages of the pools (and the sinks) to
-  /// the device, and allocates the block table, output, lse and lengths.
+  /// Copies the query and the written pages of the pools to the device, and
+  /// allocates the block table, output, lse and lengths.
   DeviceDecode upload(const PagedInputs &inputs) const {
     size_t pageBytes = inputs.keys.bytes.size() / inputs.numPages;
-    DeviceDecode decode =
-        upload(inputs.query, inputs.keys, inputs.values, inputs.sinks,
-               inputs.alibiSlopes, inputs.batch, inputs.getMaxLength(),
-               inputs.writtenPages * pageBytes);
+    DeviceDecode decode = upload(
+        inputs.query, inputs.keys, inputs.values, inputs.features, inputs.batch,
+        inputs.getMaxLength(), inputs.writtenPages * pageBytes);
     decode.table.emplace(*device,
                          inputs.batch * inputs.maxPages * sizeof(int32_t));
     decode.numPages = inputs.numPages;
@@ -273,83 +181,27 @@ protected:
     return table;
   }
 
-  /// The float64 reference, with the manifest's window and soft-cap,
-  /// `sinks` and ALiBi `slopes` (none when empty), over caches of `maxLength`
-  /// positions (NHD when `isNHD`, else HND).
-  void reference(const HostTensor &query, const std::vector<double> &keys,
-                 const std::vector<double> &values,
-                 const std::vector<float> &sinks,
-                 const std::vector<float> &slopes,
-                 const std::vector<int32_t> &lengths, int64_t maxLength,
-                 bool isNHD, std::vector<double> &expected,
-                 std::vector<double> &expectedLse) const {
-    const rt::Manifest &manifest = bundle.manifest;
-    reference::AttentionProblem problem;
-    problem.batch = lengths.size();
-    problem.queryLength = manifest.queryLength;
-    problem.numQueryHeads = manifest.numQueryHeads;
-    problem.numKVHeads = manifest.numKVHeads;
-    problem.headDim = manifest.headDim;
-    problem.maxLength = maxLength;
-    problem.isNHD = isNHD;
-    problem.scale = 1.0 / std::sqrt(static_cast<double>(manifest.headDim));
-    problem.windowLeft = manifest.windowLeft;
-    problem.logitsSoftCap = manifest.logitsSoftCap;
-    problem.query = query.values.data();
-    problem.keyCache = keys.data();
-    problem.valueCache = values.data();
-    problem.lengths = lengths.data();
-    std::vector<double> sinkValues(sinks.begin(), sinks.end());
-    if (!sinks.empty())
-      problem.sinks = sinkValues.data();
-    std::vector<double> slopeValues(slopes.begin(), slopes.end());
-    if (!slopes.empty())
-      problem.alibiSlopes = slopeValues.data();
-    reference::attention(problem, expected, expectedLse);
-  }
-
+  /// The float64 reference of the decode of `inputs` at lengths `live`.
   void reference(const DenseInputs &inputs, const std::vector<int32_t> &live,
                  std::vector<double> &expected,
                  std::vector<double> &expectedLse) const {
-    reference(inputs.query, inputs.keys.values, inputs.values.values,
-              inputs.sinks, inputs.alibiSlopes, live, inputs.maxLength,
-              inputs.isNHD, expected, expectedLse);
+    referenceAttention(bundle.manifest, inputs.query, inputs.keys.values,
+                       inputs.values.values, inputs.features, live,
+                       inputs.maxLength, inputs.isNHD, expected, expectedLse);
   }
 
   /// The reference over the logical caches block table `table` makes of the
-  /// pools: entries clamp into the pool, as the kernels do
-  /// (docs/KernelABI.md); pages that were never uploaded hold NaN.
+  /// pools (gatherPages: pages that were never uploaded hold NaN).
   void reference(const PagedInputs &inputs, const std::vector<int32_t> &table,
                  const std::vector<int32_t> &live,
                  std::vector<double> &expected,
                  std::vector<double> &expectedLse) const {
-    const int64_t pageSize = inputs.pageSize, maxPages = inputs.maxPages;
-    const int64_t maxLength = inputs.getMaxLength();
-    const int64_t heads = bundle.manifest.numKVHeads;
-    const int64_t dim = bundle.manifest.headDim;
-    std::vector<double> keys(inputs.batch * maxLength * heads * dim),
-        values(keys.size());
-    for (int64_t b = 0; b < inputs.batch; ++b)
-      for (int64_t j = 0; j < maxLength; ++j)
-        for (int64_t h = 0; h < heads; ++h) {
-          int64_t page = std::clamp<int64_t>(table[b * maxPages + j / pageSize],
-                                             0, inputs.numPages - 1);
-          int64_t slot = j % pageSize;
-          int64_t from = (isNHD() ? (page * pageSize + slot) * heads + h
-                                  : (page * heads + h) * pageSize + slot) *
-                         dim;
-          int64_t to = ((b * maxLength + j) * heads + h) * dim;
-          bool written = page < inputs.writtenPages;
-          for (int64_t d = 0; d < dim; ++d) {
-            keys[to + d] =
-                written ? inputs.keys.values[from + d] : std::nan("");
-            values[to + d] =
-                written ? inputs.values.values[from + d] : std::nan("");
-          }
-        }
-    reference(inputs.query, keys, values, inputs.sinks, inputs.alibiSlopes,
-              live, maxLength,
-              /*isNHD=*/true, expected, expectedLse);
+    std::vector<double> keys, values;
+    gatherPages(inputs, table, bundle.manifest.numKVHeads,
+                bundle.manifest.headDim, isNHD(), keys, values);
+    referenceAttention(bundle.manifest, inputs.query, keys, values,
+                       inputs.features, live, inputs.getMaxLength(),
+                       /*isNHD=*/true, expected, expectedLse);
   }
 
   /// The output and lse the decode wrote.
@@ -366,9 +218,9 @@ protected:
 
   /// Compares the decode's output and lse with the reference: every element
   /// written, max |out - ref| within 1e-2 (f16/bf16) or 1e-4 (f32) of
-  /// max |ref|, rows without keys (the reference's rows of zeros) exactly
-  /// zero with lse -inf (or the sink), the lse within 1e-3 relative; NaN
-  /// exactly in the rows the reference has NaN.
+  /// max |ref|, rows without keys (the reference's rows of zeros: padding
+  /// tokens' too) exactly zero with lse -inf (or the sink), the lse within
+  /// 1e-3 relative; NaN exactly in the rows the reference has NaN.
   void expectMatches(const DeviceDecode &decode,
                      const std::vector<double> &expected,
                      const std::vector<double> &expectedLse) const {
@@ -424,14 +276,15 @@ protected:
         << " expected " << expected[worst] << " got " << result.get(worst);
   }
 
-  /// Sets the lengths to `live`, poisons the output, runs `run` (which
-  /// queues the decode of `inputs` on `stream`) and compares with the
-  /// reference.
+  /// Writes the lengths `live` and `inputs`' feature inputs to the device,
+  /// poisons the output, runs `run` (which queues the decode of `inputs` on
+  /// `stream`) and compares with the reference.
   void checkRun(DeviceDecode &decode, const DenseInputs &inputs,
                 const Stream &stream, const std::vector<int32_t> &live,
                 const std::function<void()> &run) const {
-    SCOPED_TRACE(lengthsNote(live));
+    SCOPED_TRACE(runNote(live, inputs.features));
     decode.uploadLengths(live);
+    decode.uploadFeatures(inputs.features);
     decode.poisonOutput();
     stream.launchAndWait(run);
     std::vector<double> expected, expectedLse;
@@ -439,16 +292,17 @@ protected:
     expectMatches(decode, expected, expectedLse);
   }
 
-  /// Sets the block table to `table` and the lengths to `live`, runs `run`
-  /// (which queues the decode of `inputs` on `stream`) and compares with the
-  /// reference, which must not read a page that was never uploaded either.
+  /// The same with the block table `table`; the reference must not read a
+  /// page that was never uploaded either.
   void checkRun(DeviceDecode &decode, const PagedInputs &inputs,
                 const Stream &stream, const std::vector<int32_t> &table,
                 const std::vector<int32_t> &live,
                 const std::function<void()> &run) const {
-    SCOPED_TRACE(lengthsNote(live));
+    SCOPED_TRACE(runNote(live, inputs.features));
     decode.table->upload(table.data(), table.size() * sizeof(int32_t));
     decode.uploadLengths(live);
+    decode.uploadFeatures(inputs.features);
+    decode.poisonOutput();
     stream.launchAndWait(run);
     std::vector<double> expected, expectedLse;
     reference(inputs, table, live, expected, expectedLse);
@@ -464,12 +318,12 @@ protected:
 
 private:
   /// Copies the query and the caches (of each, its first `cacheBytes`
-  /// bytes: the rest stays unwritten) to the device, and allocates the
-  /// output, lse and lengths of `batch` sequences.
+  /// bytes: the rest stays unwritten) and the feature inputs to the device,
+  /// and allocates the output, lse and lengths of `batch` sequences.
   DeviceDecode upload(const HostTensor &query, const HostTensor &keys,
-                      const HostTensor &values, const std::vector<float> &sinks,
-                      const std::vector<float> &slopes, int64_t batch,
-                      int64_t maxLength, size_t cacheBytes) const {
+                      const HostTensor &values, const FeatureInputs &features,
+                      int64_t batch, int64_t maxLength,
+                      size_t cacheBytes) const {
     auto copy = [&](const HostTensor &tensor, size_t bytes) {
       rt::DeviceBuffer buffer(*device, tensor.bytes.size());
       buffer.upload(tensor.bytes.data(), bytes);
@@ -486,21 +340,21 @@ private:
         rt::DeviceBuffer(*device, batch * sizeof(int32_t)),
         batch,
         maxLength};
-    if (!sinks.empty()) {
-      decode.sinks.emplace(*device, sinks.size() * sizeof(float));
-      decode.uploadSinks(sinks);
-    }
-    if (!slopes.empty()) {
-      decode.alibiSlopes.emplace(*device, slopes.size() * sizeof(float));
-      decode.uploadAlibiSlopes(slopes);
-    }
+    decode.allocateFeatures(*device, features);
     return decode;
   }
 
-  static std::string lengthsNote(const std::vector<int32_t> &live) {
+  /// For SCOPED_TRACE: the lengths and, when there, the query lengths.
+  static std::string runNote(const std::vector<int32_t> &live,
+                             const FeatureInputs &features) {
     std::string note = "lengths";
     for (int32_t length : live)
       note += " " + std::to_string(length);
+    if (!features.queryLens.empty()) {
+      note += ", query lengths";
+      for (int32_t length : features.queryLens)
+        note += " " + std::to_string(length);
+    }
     return note;
   }
 };

@@ -26,18 +26,11 @@ namespace {
 /// the partial kernel takes "alibi_slopes" last, after max_len; with
 /// `sinks`, the merge takes "sinks" too.
 std::string alibiManifest(bool sinks = false) {
-  std::string manifest = kManifest;
-  replaceFirst(manifest, "\"with_lse\": true",
-               std::string("\"with_alibi\": true, \"with_lse\": true") +
-                   (sinks ? ", \"with_sinks\": true" : ""));
-  replaceFirst(manifest, "{\"name\": \"max_len\", \"type\": \"i32\"}",
-               "{\"name\": \"max_len\", \"type\": \"i32\"}, "
-               "{\"name\": \"alibi_slopes\", \"type\": \"ptr\"}");
-  if (sinks)
-    replaceFirst(manifest, "{\"name\": \"lse\", \"type\": \"ptr\"}",
-                 "{\"name\": \"lse\", \"type\": \"ptr\"}, "
-                 "{\"name\": \"sinks\", \"type\": \"ptr\"}");
-  return manifest;
+  std::string manifest = withBufferParameter(
+      kManifest, "with_alibi", "alibi_slopes", {"fd_partial_attention"});
+  return sinks ? withBufferParameter(manifest, "with_sinks", "sinks",
+                                     {"fd_merge"})
+               : manifest;
 }
 
 class FakeRuntimeAlibi : public FakeRuntime {

@@ -77,7 +77,7 @@ TEST_P(RuntimeGPUAlibi, MatchesTheReferenceAndReadsNewSlopesAtEveryReplay) {
   SCOPED_TRACE(seedNote());
   const int32_t maxLength = 601;
   DenseInputs inputs = randomDense(/*batch=*/5, maxLength, 2.0);
-  inputs.alibiSlopes = specialSlopes();
+  inputs.features.alibiSlopes = specialSlopes();
   DeviceDecode decode = upload(inputs);
   DecodePlan plan(*device, bundle, decode.getBuffers());
   Stream stream(*device);
@@ -102,8 +102,7 @@ TEST_P(RuntimeGPUAlibi, MatchesTheReferenceAndReadsNewSlopesAtEveryReplay) {
     else
       for (float &slope : slopes)
         slope *= 2.0f;
-    inputs.alibiSlopes = slopes;
-    decode.uploadAlibiSlopes(slopes);
+    inputs.features.alibiSlopes = slopes;
     std::vector<int32_t> live = {0, 1, 2, 299, maxLength};
     if (step > 0)
       live = {3 * step, 1 + 131 * step, 0, step, maxLength - step};
@@ -118,7 +117,8 @@ TEST_P(RuntimeGPUAlibi, LargeSlopesKeepEachTokensOwnKey) {
   ASSERT_EQ(manifest.pageSize, 0) << GetParam().name << " reads paged caches";
   SCOPED_TRACE(seedNote());
   DenseInputs inputs = randomDense(/*batch=*/4, /*maxLength=*/300, 2.0);
-  std::fill(inputs.alibiSlopes.begin(), inputs.alibiSlopes.end(), 100.0f);
+  std::fill(inputs.features.alibiSlopes.begin(),
+            inputs.features.alibiSlopes.end(), 100.0f);
   DeviceDecode decode = upload(inputs);
   DecodePlan plan(*device, bundle, decode.getBuffers());
   Stream stream(*device);
@@ -151,7 +151,7 @@ TEST_P(RuntimeGPUAlibiPaged, MatchesTheReferenceAsPagesAndSlopesChange) {
   SCOPED_TRACE(seedNote());
   PagedInputs inputs = randomPaged(/*batch=*/3, /*minLength=*/300,
                                    /*unwrittenPages=*/0, 2.0);
-  inputs.alibiSlopes = specialSlopes();
+  inputs.features.alibiSlopes = specialSlopes();
   const int32_t maxLength = inputs.getMaxLength();
   DeviceDecode decode = upload(inputs);
   DecodePlan plan(*device, bundle, decode.getBuffers());
@@ -162,13 +162,11 @@ TEST_P(RuntimeGPUAlibiPaged, MatchesTheReferenceAsPagesAndSlopesChange) {
   Graph graph = Graph::capture(*device, {&plan}, stream);
   for (int32_t step = 1; step <= 3; ++step) {
     SCOPED_TRACE(testing::Message() << "replay " << step);
-    inputs.alibiSlopes = step == 2 ? randomSlopes() : specialSlopes();
+    inputs.features.alibiSlopes = step == 2 ? randomSlopes() : specialSlopes();
     if (step == 3)
-      std::reverse(inputs.alibiSlopes.begin(), inputs.alibiSlopes.end());
-    inputs.sinks = randomSinks();
-    decode.uploadAlibiSlopes(inputs.alibiSlopes);
-    if (!inputs.sinks.empty())
-      decode.uploadSinks(inputs.sinks);
+      std::reverse(inputs.features.alibiSlopes.begin(),
+                   inputs.features.alibiSlopes.end());
+    inputs.features.sinks = randomSinks();
     checkRun(decode, inputs, stream, shuffledTable(inputs),
              {maxLength - 7 * step, 1 + 40 * step, step == 2 ? 0 : 1},
              [&] { graph.replay(stream); });

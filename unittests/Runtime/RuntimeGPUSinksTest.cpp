@@ -74,7 +74,7 @@ TEST_P(RuntimeGPUSinks, MatchesTheReferenceAndReadsNewSinksAtEveryReplay) {
   SCOPED_TRACE(seedNote());
   const int32_t maxLength = 601;
   DenseInputs inputs = randomDense(/*batch=*/5, maxLength, 2.0);
-  inputs.sinks = specialSinks();
+  inputs.features.sinks = specialSinks();
   DeviceDecode decode = upload(inputs);
   DecodePlan plan(*device, bundle, decode.getBuffers());
   Stream stream(*device);
@@ -98,8 +98,7 @@ TEST_P(RuntimeGPUSinks, MatchesTheReferenceAndReadsNewSinksAtEveryReplay) {
       sinks = randomSinks();
     else
       std::rotate(sinks.begin(), sinks.begin() + 1, sinks.end());
-    inputs.sinks = sinks;
-    decode.uploadSinks(sinks);
+    inputs.features.sinks = sinks;
     std::vector<int32_t> live = {0, 1, 2, 299, maxLength};
     if (step > 0)
       live = {3 * step, 1 + 131 * step, 0, step, maxLength - step};
@@ -114,8 +113,8 @@ TEST_P(RuntimeGPUSinks, NaNSinkPoisonsExactlyItsHead) {
   ASSERT_EQ(manifest.pageSize, 0) << GetParam().name << " reads paged caches";
   SCOPED_TRACE(seedNote());
   DenseInputs inputs = randomDense(/*batch=*/3, /*maxLength=*/200, 2.0);
-  inputs.sinks = specialSinks();
-  inputs.sinks[5] = std::nanf("");
+  inputs.features.sinks = specialSinks();
+  inputs.features.sinks[5] = std::nanf("");
   DeviceDecode decode = upload(inputs);
   const std::vector<int32_t> live = {0, 7, 200};
   decode.uploadLengths(live);
@@ -143,7 +142,7 @@ TEST_P(RuntimeGPUSinksPaged, MatchesTheReferenceAsPagesAndSinksChange) {
   SCOPED_TRACE(seedNote());
   PagedInputs inputs = randomPaged(/*batch=*/3, /*minLength=*/300,
                                    /*unwrittenPages=*/0, 2.0);
-  inputs.sinks = specialSinks();
+  inputs.features.sinks = specialSinks();
   const int32_t maxLength = inputs.getMaxLength();
   DeviceDecode decode = upload(inputs);
   DecodePlan plan(*device, bundle, decode.getBuffers());
@@ -154,10 +153,9 @@ TEST_P(RuntimeGPUSinksPaged, MatchesTheReferenceAsPagesAndSinksChange) {
   Graph graph = Graph::capture(*device, {&plan}, stream);
   for (int32_t step = 1; step <= 3; ++step) {
     SCOPED_TRACE(testing::Message() << "replay " << step);
-    inputs.sinks = step == 2 ? randomSinks() : specialSinks();
+    inputs.features.sinks = step == 2 ? randomSinks() : specialSinks();
     if (step == 3)
-      std::reverse(inputs.sinks.begin(), inputs.sinks.end());
-    decode.uploadSinks(inputs.sinks);
+      std::reverse(inputs.features.sinks.begin(), inputs.features.sinks.end());
     checkRun(decode, inputs, stream, shuffledTable(inputs),
              {maxLength - 7 * step, 1 + 40 * step, step == 2 ? 0 : 1},
              [&] { graph.replay(stream); });

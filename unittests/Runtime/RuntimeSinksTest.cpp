@@ -24,13 +24,7 @@ namespace {
 /// kManifest as fd-compile --with-sinks writes it: the config says so and
 /// the merge takes "sinks" after the lse.
 std::string sinksManifest() {
-  std::string manifest = kManifest;
-  replaceFirst(manifest, "\"with_lse\": true",
-               "\"with_lse\": true, \"with_sinks\": true");
-  replaceFirst(manifest, "{\"name\": \"lse\", \"type\": \"ptr\"}",
-               "{\"name\": \"lse\", \"type\": \"ptr\"}, "
-               "{\"name\": \"sinks\", \"type\": \"ptr\"}");
-  return manifest;
+  return withBufferParameter(kManifest, "with_sinks", "sinks", {"fd_merge"});
 }
 
 class FakeRuntimeSinks : public FakeRuntime {

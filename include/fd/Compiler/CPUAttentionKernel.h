@@ -46,6 +46,9 @@ struct AttentionBuffers {
   const float *sinks = nullptr;
   /// Required when the kernel was compiled with `withAlibi`: float [Hq].
   const float *alibiSlopes = nullptr;
+  /// Required when the kernel was compiled with `withQueryLens`: int32
+  /// [batch], each clamped to [0, queryLength] by the kernel.
+  const int32_t *queryLens = nullptr;
 };
 
 class CPUAttentionKernel {

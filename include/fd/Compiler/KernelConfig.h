@@ -50,6 +50,10 @@ struct KernelConfig {
   /// ALiBi: an f32 [Hq] buffer of slopes; each score of head h for key j
   /// gains slope_h * (j - p), p the query's position (BLOOM, MPT).
   bool withAlibi = false;
+  /// Per-sequence query lengths: an i32 [batch] buffer; sequence b has
+  /// query_lens[b] <= queryLength query tokens (its last), the rows of the
+  /// others are padding (zeros, lse -inf). Speculative decoding.
+  bool withQueryLens = false;
   bool withLse = false;
   int64_t batch = 1;
   int64_t maxLength = 4096;

@@ -35,8 +35,8 @@ struct AttentionProblem {
   bool isNHD = true;
   double scale = 0.0;
   /// Sliding window of W keys ending at the query's own position (query t at
-  /// p = len - Lq + t sees keys p - W < j <= p); 0 = no window, every key
-  /// j <= p.
+  /// p = len - n + t, n = Lq or its queryLengths entry, sees keys
+  /// p - W < j <= p); 0 = no window, every key j <= p.
   int64_t windowLeft = 0;
   /// Logit soft-capping: each scaled score x becomes c * tanh(x / c) before
   /// the softmax (and the lse); 0 = off.
@@ -47,6 +47,11 @@ struct AttentionProblem {
   /// ALiBi: a slope per query head, [Hq]; the score of key j for the query
   /// at position p gains slope_h * (j - p) after the soft-cap; null = none.
   const double *alibiSlopes = nullptr;
+  /// Per-sequence query lengths, [B]: sequence b has n = queryLengths[b]
+  /// (clamped to [0, Lq]) query tokens, its last n tokens: token t < n at
+  /// p = len - n + t; rows t >= n are padding (zeros, lse -inf, even with
+  /// sinks); null = every sequence has Lq.
+  const int32_t *queryLengths = nullptr;
   const double *query = nullptr;
   const double *keyCache = nullptr;
   const double *valueCache = nullptr;
@@ -54,8 +59,8 @@ struct AttentionProblem {
 };
 
 /// softmax(cap(scale * q k^T)) v per row, query t (at position
-/// p = len - Lq + t) seeing keys j <= p, and with a window W only
-/// j > p - W; cap(x) = c * tanh(x / c) with a soft-cap c, else x. Keys
+/// p = len - n + t, n = Lq or the sequence's queryLengths entry) seeing
+/// keys j <= p, and with a window W only j > p - W; cap(x) = c * tanh(x / c) with a soft-cap c, else x. Keys
 /// outside a row's range are never read. With sinks, exp(sink_h - max)
 /// joins each row's denominator. Rows without keys get zeros and lse = -inf
 /// (the sink with sinks).

@@ -63,6 +63,9 @@ struct Manifest {
   bool withSinks = false;
   /// Whether the kernels read ALiBi slopes (an "alibi_slopes" parameter).
   bool withAlibi = false;
+  /// Whether the kernels read per-sequence query lengths (a "query_lens"
+  /// parameter of both kernels).
+  bool withQueryLens = false;
   bool withLse = false;
   int64_t numSplits = 0;
   int64_t workspaceBytesPerSequence = 0;

@@ -147,6 +147,11 @@ struct DecodeBuffers {
   /// [num_q_heads] slopes in device memory, read by the partial kernel at
   /// every launch.
   CUdeviceptr alibiSlopes = 0;
+  /// Required exactly when the kernels were compiled with per-sequence
+  /// query lengths: int32 [batch] in device memory, each clamped to [0,
+  /// query_len] by the kernels, read at every launch (so, like the lengths,
+  /// it may change between replays).
+  CUdeviceptr queryLens = 0;
   /// A workspace of at least Manifest::getWorkspaceBytes(batch) bytes that
   /// the caller owns and keeps alive while launches may use it (e.g. one per
   /// stream from StreamWorkspaces, shared by every plan launched there);

@@ -34,9 +34,11 @@ int mlir::fd::getMinimumPTXVersion(llvm::StringRef chip) {
 PartialKernelLayout PartialKernelLayout::get(int64_t headDim,
                                              int64_t elementBytes,
                                              int64_t groupSize,
-                                             int64_t queryLength) {
+                                             int64_t queryLength,
+                                             bool withAlibi) {
   PartialKernelLayout layout;
   layout.headDim = headDim;
+  layout.alibi = withAlibi;
   layout.vectorWidth = 16 / elementBytes;
   layout.vectorsPerRow = headDim / layout.vectorWidth;
   // A power of two so token groups tile the warp; enough lanes that each

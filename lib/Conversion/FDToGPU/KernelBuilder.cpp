@@ -9,17 +9,25 @@ using namespace mlir;
 
 namespace mlir::fd::detail {
 
-ChunkBounds emitChunkBounds(KernelEmitter &e, Value seqLens, Value batch,
-                            Value split, Value maxLength, int64_t numSplits,
-                            std::optional<int64_t> chunkLength,
-                            const AttentionRules &rules) {
-  Value length = e.load(e.b.getI32Type(), seqLens, e.b.getI32Type(), batch, 4);
+SequenceExtent emitSequenceExtent(KernelEmitter &e, Value seqLens,
+                                  Value queryLens, Value batch, Value maxLength,
+                                  const AttentionRules &rules) {
+  Type i32 = e.b.getI32Type();
+  Value length = e.load(i32, seqLens, i32, batch, 4);
   length = arith::IndexCastOp::create(e.b, e.loc, e.b.getIndexType(), length);
   length = buildClampedLength(e.b, e.loc, length, maxLength);
-  ChunkRange range = buildChunkRange(
-      e.b, e.loc, buildFirstAttendedKey(e.b, e.loc, length, rules), length,
-      split, numSplits, chunkLength);
-  return {length, range.begin, range.end};
+  Value queryLen = queryLens ? e.load(i32, queryLens, i32, batch, 4) : Value();
+  return {length, buildQueryLength(e.b, e.loc, queryLen, rules.queryLength)};
+}
+
+ChunkBounds emitChunkBounds(KernelEmitter &e, const SequenceExtent &sequence,
+                            Value split, int64_t numSplits,
+                            std::optional<int64_t> chunkLength,
+                            const AttentionRules &rules) {
+  KeyRange attended = buildAttendedKeys(e.b, e.loc, sequence, rules);
+  ChunkRange range = buildChunkRange(e.b, e.loc, attended.begin, attended.end,
+                                     split, numSplits, chunkLength);
+  return {sequence, range.begin, range.end};
 }
 
 Value buildRescale(KernelEmitter &e, Value oldMax, Value newMax) {

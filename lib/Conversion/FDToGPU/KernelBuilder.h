@@ -135,14 +135,21 @@ struct KernelEmitter {
 };
 
 /// The chunk [begin, end) of sequence `batch` that split `split` of
-/// `numSplits` covers, and the clamped sequence length, per the semantics of
-/// fd.partial_attention.
+/// `numSplits` covers, and the sequence's extent (clamped length and query
+/// tokens), per the semantics of fd.partial_attention.
 struct ChunkBounds {
-  Value length, begin, end;
+  SequenceExtent sequence;
+  Value begin, end;
 };
 
-ChunkBounds emitChunkBounds(KernelEmitter &e, Value seqLens, Value batch,
-                            Value split, Value maxLength, int64_t numSplits,
+/// Reads sequence `batch`'s length from `seqLens` and, with per-sequence
+/// query lengths, its query length from `queryLens` (else null).
+SequenceExtent emitSequenceExtent(KernelEmitter &e, Value seqLens,
+                                  Value queryLens, Value batch, Value maxLength,
+                                  const AttentionRules &rules);
+
+ChunkBounds emitChunkBounds(KernelEmitter &e, const SequenceExtent &sequence,
+                            Value split, int64_t numSplits,
                             std::optional<int64_t> chunkLength,
                             const AttentionRules &rules);
 

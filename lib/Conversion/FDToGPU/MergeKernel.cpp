@@ -35,11 +35,14 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
         cast<MemRefType>(op.getOutput().getType()).getElementType();
     bool withLse = static_cast<bool>(op.getLse());
     bool withSinks = static_cast<bool>(op.getSinks());
+    bool withQueryLens = static_cast<bool>(op.getQueryLens());
 
     Type pointer =
         LLVM::LLVMPointerType::get(rewriter.getContext(), kGlobalAddressSpace);
-    // Partials, lse partials, output, then the lse and the sinks when there.
-    SmallVector<Type> arguments(3 + withLse + withSinks, pointer);
+    // Partials, lse partials, output, then the lse, the sinks and the query
+    // lengths when there.
+    SmallVector<Type> arguments(3 + withLse + withSinks + withQueryLens,
+                                pointer);
     gpu::GPUFuncOp kernel =
         createKernel(op, "fd_merge", arguments, {},
                      {static_cast<int32_t>(headDim), 1, 1}, rewriter);
@@ -57,13 +60,26 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
                         head);
       Value firstSplit = e.mul(row, e.index(numSplits));
       Type f32 = rewriter.getF32Type();
+      // A padding token's row (AttentionUtils.h) reads no partial (the
+      // partial kernel left them unwritten) and no sink: zeros, lse -inf.
+      Value splits = e.index(numSplits), isQuery;
+      if (withQueryLens) {
+        Type i32 = rewriter.getI32Type();
+        Value queryLen = e.load(i32, entry.getArgument(3 + withLse + withSinks),
+                                i32, batch, 4);
+        isQuery = buildIsQueryToken(
+            rewriter, e.loc,
+            {Value(), buildQueryLength(rewriter, e.loc, queryLen, queryLength)},
+            token);
+        splits = e.select(isQuery, splits, e.index(0));
+      }
       auto lseAt = [&](Value split) {
         return e.load(f32, entry.getArgument(1), f32, e.add(firstSplit, split),
                       4);
       };
       Value max =
           scf::ForOp::create(
-              rewriter, e.loc, e.index(0), e.index(numSplits), e.index(1),
+              rewriter, e.loc, e.index(0), splits, e.index(1),
               ValueRange{e.negInf()},
               [&](OpBuilder &, Location, Value split, ValueRange state) {
                 scf::YieldOp::create(
@@ -77,6 +93,8 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       Value sink;
       if (withSinks) {
         sink = e.load(f32, entry.getArgument(3 + withLse), f32, head, 4);
+        if (isQuery)
+          sink = e.select(isQuery, sink, e.negInf());
         max = arith::MaximumFOp::create(rewriter, e.loc, max, sink);
       }
       Value shift = buildMergeShift(rewriter, e.loc, max);
@@ -84,7 +102,7 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       Value sinkWeight =
           sink ? e.exp2(e.mul(e.sub(sink, shift), log2e)) : e.f32(0.0);
       auto sums = scf::ForOp::create(
-          rewriter, e.loc, e.index(0), e.index(numSplits), e.index(1),
+          rewriter, e.loc, e.index(0), splits, e.index(1),
           ValueRange{sinkWeight, e.f32(0.0)},
           [&](OpBuilder &, Location, Value split, ValueRange state) {
             Value weight = e.exp2(e.mul(e.sub(lseAt(split), shift), log2e));
@@ -128,6 +146,8 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       operands.push_back(globalPointer(rewriter, loc, op.getLse()));
     if (withSinks)
       operands.push_back(globalPointer(rewriter, loc, op.getSinks()));
+    if (withQueryLens)
+      operands.push_back(globalPointer(rewriter, loc, op.getQueryLens()));
     Value batch = memref::DimOp::create(rewriter, loc, op.getOutput(), 0);
     gpu::LaunchFuncOp::create(
         rewriter, loc, kernel,

@@ -34,7 +34,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
         cast<MemRefType>(op.getQuery().getType()).getElementType();
     PartialKernelLayout layout = PartialKernelLayout::get(
         geometry.headDim, elementType.getIntOrFloatBitWidth() / 8,
-        geometry.groupSize(), geometry.queryLength);
+        geometry.groupSize(), geometry.queryLength,
+        static_cast<bool>(op.getAlibiSlopes()));
 
     MLIRContext *context = rewriter.getContext();
     Type pointer = LLVM::LLVMPointerType::get(context, kGlobalAddressSpace);
@@ -63,6 +64,9 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       arguments.append({pointer, rewriter.getI32Type()});
     // ALiBi: the slope of each query head.
     if (op.getAlibiSlopes())
+      arguments.push_back(pointer);
+    // Per-sequence query lengths.
+    if (op.getQueryLens())
       arguments.push_back(pointer);
     // No known block size: it becomes `.maxntid 128`, for which ptxas caps
     // registers at 128 to fit four blocks per SM and spills the larger
@@ -119,6 +123,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     }
     if (op.getAlibiSlopes())
       operands.push_back(globalPointer(rewriter, loc, op.getAlibiSlopes()));
+    if (op.getQueryLens())
+      operands.push_back(globalPointer(rewriter, loc, op.getQueryLens()));
     gpu::LaunchFuncOp::create(
         rewriter, loc, kernel,
         gpu::KernelDim3{e.index(op.getNumSplits()),
@@ -170,8 +176,16 @@ PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
     setUpTokenGroups();
   }
 
-  chunk = emitChunkBounds(e, seqLens, batch, split, maxLength,
-                          op.getNumSplits(), op.getChunkLength(), rules);
+  // The optional arguments after the first seven, in order: the block
+  // table and page count, the ALiBi slopes, the query lengths.
+  unsigned nextArgument = geometry.isPaged() ? 9 : 7;
+  if (op.getAlibiSlopes())
+    alibiSlopes = entry.getArgument(nextArgument++);
+  Value queryLens =
+      op.getQueryLens() ? entry.getArgument(nextArgument++) : Value();
+  chunk = emitChunkBounds(
+      e, emitSequenceExtent(e, seqLens, queryLens, batch, maxLength, rules),
+      split, op.getNumSplits(), op.getChunkLength(), rules);
   queryScale = e.f32(op.getEffectiveScale() * llvm::numbers::log2e);
   if (geometry.isPaged()) {
     blockTable = entry.getArgument(7);
@@ -180,10 +194,17 @@ PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
     tableRow = e.mul(batch, arith::DivUIOp::create(rewriter, e.loc, maxLength,
                                                    e.index(geometry.pageSize)));
   }
-  if (op.getAlibiSlopes())
-    alibiSlopes = entry.getArgument(geometry.isPaged() ? 9 : 7);
+  // Rows are token-major: the sequence's query tokens are its first n *
+  // group rows.
+  realRows =
+      rules.perSequenceQueryLengths
+          ? e.mul(chunk.sequence.queryLength, e.index(geometry.groupSize()))
+          : e.index(layout.rows);
   vectorType = VectorType::get({layout.vectorWidth}, elementType);
-  lastRow = e.index(layout.rows - 1);
+  // Padding rows read the last real row (and are computed on zero
+  // queries): a padding token's query row may be left unwritten.
+  lastRow = rules.perSequenceQueryLengths ? e.sub(realRows, e.index(1))
+                                          : e.index(layout.rows - 1);
 }
 
 void PartialKernelBuilder::setUpTokenGroups() {
@@ -264,7 +285,8 @@ AlibiRow PartialKernelBuilder::alibiOfRow(Value firstRow, Value tileRow) {
   Value slope = e.mul(e.load(f32, alibiSlopes, f32, head, 4),
                       e.f32(llvm::numbers::log2e));
   Value token = arith::DivUIOp::create(rewriter, e.loc, row, e.index(group));
-  Value end = buildVisibleKeys(rewriter, e.loc, chunk.length, token, rules).end;
+  Value end =
+      buildVisibleKeys(rewriter, e.loc, chunk.sequence, token, rules).end;
   return {slope, e.sub(end, e.index(1))};
 }
 
@@ -280,14 +302,20 @@ Value PartialKernelBuilder::queryRow(Value row) {
 }
 
 Value PartialKernelBuilder::isRealRow(Value firstRow, Value tileRow) {
-  return e.lessThan(e.add(firstRow, tileRow), e.index(layout.rows));
+  return e.lessThan(e.add(firstRow, tileRow), realRows);
 }
 
 void PartialKernelBuilder::build() {
   // Row tiles are a loop, not unrolled code: every tile then needs the
-  // registers of one. The last tile may be partial (rows >= layout.rows are
-  // computed on zero queries and never written).
-  e.forLoop(e.index(0), e.index(layout.numRowTiles), 1, [&](Value tile) {
+  // registers of one. The last tile may be partial (rows >= realRows are
+  // computed on zero queries and never written); with per-sequence query
+  // lengths, tiles of padding tokens only are skipped.
+  Value numRowTiles =
+      rules.perSequenceQueryLengths
+          ? arith::CeilDivUIOp::create(rewriter, e.loc, realRows,
+                                       e.index(layout.rowTile))
+          : e.index(layout.numRowTiles);
+  e.forLoop(e.index(0), numRowTiles, 1, [&](Value tile) {
     Value firstRow = e.mul(tile, e.index(layout.rowTile));
     if (layout.tensorCores) {
       streamTensorCoreTile(firstRow);
@@ -321,16 +349,15 @@ void PartialKernelBuilder::build() {
       // - firstRow <= r, and not before its window iff r < that value + W *
       // group: one value per key, compared with each row's constants.
       // `causalBase` is its part without j.
-      Value firstMasked = buildFirstMaskedKey(rewriter, e.loc, chunk.length,
-                                              geometry.queryLength);
+      Value firstMasked = buildFirstMaskedKey(rewriter, e.loc, chunk.sequence);
       causalBase = e.sub(
           e.mul(e.sub(e.index(1), firstMasked), e.index(geometry.groupSize())),
           firstRow);
       unmaskedEnd = e.max(chunk.begin, e.min(chunk.end, firstMasked));
       if (rules.windowLeft) {
-        Value lastToken = e.index(geometry.queryLength - 1);
+        Value lastToken = e.sub(chunk.sequence.queryLength, e.index(1));
         Value allSee =
-            buildVisibleKeys(rewriter, e.loc, chunk.length, lastToken, rules)
+            buildVisibleKeys(rewriter, e.loc, chunk.sequence, lastToken, rules)
                 .begin;
         unmaskedBegin = e.min(unmaskedEnd, e.max(chunk.begin, allSee));
         streamed = streamKeys(chunk.begin, unmaskedBegin, /*unroll=*/1,
@@ -416,84 +443,6 @@ SmallVector<Value> PartialKernelBuilder::pack(ArrayRef<RowState> states) {
     llvm::append_range(flat, state.accumulator);
   }
   return flat;
-}
-
-void PartialKernelBuilder::combineLaneGroups(SmallVector<RowState> &states) {
-  // Shuffles across the group bits of the lane id.
-  for (int64_t offset = layout.lanesPerToken; offset < 32; offset *= 2)
-    for (RowState &state : states) {
-      RowState other{
-          e.shuffleXor(state.max, offset), e.shuffleXor(state.sum, offset), {}};
-      for (Value value : state.accumulator)
-        other.accumulator.push_back(e.shuffleXor(value, offset));
-      combineStates(e, state, other);
-    }
-}
-
-void PartialKernelBuilder::publishWarpStates(ArrayRef<RowState> states) {
-  Value firstGroup = e.equal(tokenGroup, e.index(0));
-  auto publish = scf::IfOp::create(rewriter, e.loc, firstGroup,
-                                   /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard publishGuard(rewriter);
-  rewriter.setInsertionPointToStart(publish.thenBlock());
-  for (int64_t r = 0; r < layout.rowTile; ++r) {
-    for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
-      OpBuilder::InsertionGuard vectorGuard(rewriter);
-      if (layout.hasIdleLanes()) {
-        auto inRow = scf::IfOp::create(rewriter, e.loc, vectorIsInRow[v],
-                                       /*withElseRegion=*/false);
-        rewriter.setInsertionPointToStart(inRow.thenBlock());
-      }
-      for (int64_t i = v * layout.vectorWidth; i < (v + 1) * layout.vectorWidth;
-           ++i)
-        memref::StoreOp::create(rewriter, e.loc, states[r].accumulator[i],
-                                warpAccumulators,
-                                ValueRange{warp, e.index(r), laneDim(i)});
-    }
-    memref::StoreOp::create(rewriter, e.loc, states[r].max, warpMaxSum,
-                            ValueRange{warp, e.index(r), e.index(0)});
-    memref::StoreOp::create(rewriter, e.loc, states[r].sum, warpMaxSum,
-                            ValueRange{warp, e.index(r), e.index(1)});
-  }
-}
-
-void PartialKernelBuilder::writePartials(Value firstRow) {
-  const int64_t headDim = geometry.headDim;
-  forEachTileElement([&](Value row, Value dim) {
-    RowState total{e.negInf(), e.f32(0.0), {e.f32(0.0)}};
-    for (int64_t w = 0; w < PartialKernelLayout::kWarps; ++w) {
-      Value warpIndex = e.index(w);
-      RowState part{
-          memref::LoadOp::create(rewriter, e.loc, warpMaxSum,
-                                 ValueRange{warpIndex, row, e.index(0)}),
-          memref::LoadOp::create(rewriter, e.loc, warpMaxSum,
-                                 ValueRange{warpIndex, row, e.index(1)}),
-          {memref::LoadOp::create(rewriter, e.loc, warpAccumulators,
-                                  ValueRange{warpIndex, row, dim})}};
-      combineStates(e, total, part);
-    }
-    Value hasKeys = buildSawKeys(rewriter, e.loc, total.max);
-    Value normalized = e.select(
-        hasKeys,
-        arith::DivFOp::create(rewriter, e.loc, total.accumulator[0], total.sum),
-        e.f32(0.0));
-    auto realRow = scf::IfOp::create(rewriter, e.loc, isRealRow(firstRow, row),
-                                     /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard rowGuard(rewriter);
-    rewriter.setInsertionPointToStart(realRow.thenBlock());
-    Value outputRow =
-        e.add(e.mul(queryRow(e.add(row, firstRow)), e.index(op.getNumSplits())),
-              split);
-    e.store(normalized, partialOutput,
-            e.add(e.mul(outputRow, e.index(headDim)), dim));
-    auto writeLse =
-        scf::IfOp::create(rewriter, e.loc, e.equal(dim, e.index(0)), false);
-    OpBuilder::InsertionGuard lseGuard(rewriter);
-    rewriter.setInsertionPointToStart(writeLse.thenBlock());
-    Value lse =
-        e.mul(e.add(total.max, e.log2(total.sum)), e.f32(llvm::numbers::ln2));
-    e.store(e.select(hasKeys, lse, e.negInf()), partialLse, outputRow);
-  });
 }
 
 void mlir::fd::detail::populatePartialAttentionToGPUPatterns(

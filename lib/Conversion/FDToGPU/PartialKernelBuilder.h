@@ -8,7 +8,7 @@
 // the rows' online softmax (streamKeys, StreamKeys.cpp), combine the lane
 // groups of a warp (combineLaneGroups), publish each warp's state
 // (publishWarpStates) and combine the warps into the normalized partial and
-// its lse (writePartials). With tensor cores, streamTensorCoreTile
+// its lse (writePartials; these three in CombineRows.cpp). With tensor cores, streamTensorCoreTile
 // (TensorCoreTile.cpp) takes the place of all but the last stage.
 //
 //===----------------------------------------------------------------------===//
@@ -53,7 +53,7 @@ private:
   /// + row % group) as a row index of the [B, Lq, Hq] tensors.
   Value queryRow(Value row);
   /// Whether row `tileRow` of the tile starting at `firstRow` is a real row
-  /// (the last tile may be partial).
+  /// (the last tile may be partial, and rows of padding tokens are not).
   Value isRealRow(Value firstRow, Value tileRow);
 
   /// Runs `body(row, dim)` for every element of a row tile, the block's
@@ -138,7 +138,11 @@ private:
   Value fragmentRow, fragmentPair;
   /// q's prescale: scale * log2(e), for scores in base 2.
   Value queryScale;
+  /// The last real row: rows past it read its query, slope and keys.
   Value lastRow;
+  /// The block's rows that are real queries: group * the sequence's query
+  /// tokens (all layout.rows without per-sequence query lengths).
+  Value realRows;
   VectorType vectorType;
 };
 

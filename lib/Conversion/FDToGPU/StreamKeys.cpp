@@ -1,5 +1,4 @@
-//===- StreamKeys.cpp - The partial kernel's K/V stream
-//--------------------===//
+//===- StreamKeys.cpp - The partial kernel's K/V stream -------------------===//
 //
 // The token loop of the partial kernel: each iteration issues the 16-byte
 // loads of `unroll` steps (each step is layout.tokensPerStep() keys, one per

@@ -137,7 +137,7 @@ KeyRange PartialKernelBuilder::visibleKeys(Value firstRow, Value tileRow) {
   Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
   Value token = arith::DivUIOp::create(rewriter, e.loc, blockRow,
                                        e.index(geometry.groupSize()));
-  return buildVisibleKeys(rewriter, e.loc, chunk.length, token, rules);
+  return buildVisibleKeys(rewriter, e.loc, chunk.sequence, token, rules);
 }
 
 void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {

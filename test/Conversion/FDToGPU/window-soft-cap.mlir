@@ -7,7 +7,7 @@
 
 // CHECK-LABEL: gpu.func @fd_partial_attention
 // CHECK: %[[LEN:.*]] = arith.minsi
-// CHECK: %[[FIRST:.*]] = arith.addi %[[LEN]], %c-128
+// CHECK: %[[FIRST:.*]] = arith.subi %[[LEN]], %c128
 // CHECK: arith.maxsi %[[FIRST]], %c0
 // CHECK: scf.for
 // CHECK: nvvm.mma.sync

@@ -326,3 +326,43 @@ func.func @alibi_shape_partial(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>,
   fd.partial_attention %q, %k, %v, %l alibi_slopes %a : memref<16xf32> into %po, %pl : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x2x64xf32>, memref<1x8x2xf32>
   return
 }
+
+// -----
+
+func.func @query_lens_size(%q: memref<2x4x8x64xf16>, %k: memref<2x?x8x64xf16>, %v: memref<2x?x8x64xf16>, %l: memref<2xi32>, %ql: memref<3xi32>, %o: memref<2x4x8x64xf16>) {
+  // expected-error @below {{'query_lens' must have one query length per sequence: size [3] but the batch size is [2]}}
+  fd.attention %q, %k, %v, %l query_lens %ql : memref<3xi32> into %o : memref<2x4x8x64xf16>, memref<2x?x8x64xf16>, memref<2x?x8x64xf16>, memref<2xi32> into memref<2x4x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @query_lens_size_partial(%q: memref<2x4x8x64xf16>, %k: memref<2x?x8x64xf16>, %v: memref<2x?x8x64xf16>, %l: memref<2xi32>, %ql: memref<1xi32>, %po: memref<2x4x8x2x64xf32>, %pl: memref<2x4x8x2xf32>) {
+  // expected-error @below {{'query_lens' must have one query length per sequence: size [1] but the batch size is [2]}}
+  fd.partial_attention %q, %k, %v, %l query_lens %ql : memref<1xi32> into %po, %pl : memref<2x4x8x64xf16>, memref<2x?x8x64xf16>, memref<2x?x8x64xf16>, memref<2xi32> into memref<2x4x8x2x64xf32>, memref<2x4x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @query_lens_size_merge(%po: memref<2x4x8x2x64xf32>, %pl: memref<2x4x8x2xf32>, %ql: memref<4xi32>, %o: memref<2x4x8x64xf16>) {
+  // expected-error @below {{'query_lens' must have one query length per sequence: size [4] but the batch size is [2]}}
+  fd.merge %po, %pl query_lens %ql : memref<4xi32> into %o : memref<2x4x8x2x64xf32>, memref<2x4x8x2xf32> into memref<2x4x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @query_lens_type(%q: memref<1x4x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %ql: memref<1xi64>, %o: memref<1x4x8x64xf16>) {
+  // expected-error @below {{operand #4 must be 1D memref of 32-bit signless integer values}}
+  fd.attention %q, %k, %v, %l query_lens %ql : memref<1xi64> into %o : memref<1x4x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x4x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @query_lens_rank(%po: memref<1x4x8x2x64xf32>, %pl: memref<1x4x8x2xf32>, %ql: memref<1x1xi32>, %o: memref<1x4x8x64xf16>) {
+  // expected-error @below {{operand #3 must be 1D memref of 32-bit signless integer values}}
+  fd.merge %po, %pl query_lens %ql : memref<1x1xi32> into %o : memref<1x4x8x2x64xf32>, memref<1x4x8x2xf32> into memref<1x4x8x64xf16>
+  return
+}

@@ -113,3 +113,40 @@ func.func @alibi(%q: memref<?x2x8x64xbf16>, %k: memref<?x16x2x64xbf16>, %v: memr
         memref<?xi32> into memref<?x2x8x3x64xf32>, memref<?x2x8x3xf32>
   return
 }
+
+// CHECK-LABEL: func @query_lens
+// CHECK-SAME: %[[QL:[a-z0-9]+]]: memref<?xi32>, %{{[a-z0-9]+}}: memref<8xf32>
+func.func @query_lens(%q: memref<?x4x8x64xf16>, %k: memref<?x16x2x64xf16>, %v: memref<?x16x2x64xf16>,
+                      %lens: memref<?xi32>, %table: memref<?x?xi32>, %a: memref<8xf32>,
+                      %ql: memref<?xi32>, %s: memref<8xf32>, %out: memref<?x4x8x64xf16>,
+                      %lse: memref<?x4x8xf32>, %po: memref<?x4x8x3x64xf32>, %pl: memref<?x4x8x3xf32>) {
+  // CHECK: fd.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} block_table %{{.*}} : memref<?x?xi32> alibi_slopes %{{.*}} : memref<8xf32> query_lens %[[QL]] : memref<?xi32> sinks %{{.*}} : memref<8xf32> into %{{.*}}, %{{.*}} {window_left = 3 : i64} :
+  fd.attention %q, %k, %v, %lens block_table %table : memref<?x?xi32> alibi_slopes %a : memref<8xf32> query_lens %ql : memref<?xi32> sinks %s : memref<8xf32> into %out, %lse {window_left = 3}
+      : memref<?x4x8x64xf16>, memref<?x16x2x64xf16>, memref<?x16x2x64xf16>,
+        memref<?xi32> into memref<?x4x8x64xf16>, memref<?x4x8xf32>
+  // CHECK: fd.partial_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} block_table %{{.*}} : memref<?x?xi32> alibi_slopes %{{.*}} : memref<8xf32> query_lens %[[QL]] : memref<?xi32> into
+  fd.partial_attention %q, %k, %v, %lens block_table %table : memref<?x?xi32> alibi_slopes %a : memref<8xf32> query_lens %ql : memref<?xi32> into %po, %pl
+      : memref<?x4x8x64xf16>, memref<?x16x2x64xf16>, memref<?x16x2x64xf16>,
+        memref<?xi32> into memref<?x4x8x3x64xf32>, memref<?x4x8x3xf32>
+  // CHECK: fd.partial_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} query_lens %[[QL]] : memref<?xi32> into
+  fd.partial_attention %q, %k, %v, %lens query_lens %ql : memref<?xi32> into %po, %pl
+      : memref<?x4x8x64xf16>, memref<?x16x2x64xf16>, memref<?x16x2x64xf16>,
+        memref<?xi32> into memref<?x4x8x3x64xf32>, memref<?x4x8x3xf32>
+  // CHECK: fd.merge %{{.*}}, %{{.*}} sinks %{{.*}} : memref<8xf32> query_lens %[[QL]] : memref<?xi32> into %{{.*}}, %{{.*}} :
+  fd.merge %po, %pl sinks %s : memref<8xf32> query_lens %ql : memref<?xi32> into %out, %lse
+      : memref<?x4x8x3x64xf32>, memref<?x4x8x3xf32> into memref<?x4x8x64xf16>, memref<?x4x8xf32>
+  // CHECK: fd.merge %{{.*}}, %{{.*}} query_lens %[[QL]] : memref<?xi32> into %{{.*}} :
+  fd.merge %po, %pl query_lens %ql : memref<?xi32> into %out
+      : memref<?x4x8x3x64xf32>, memref<?x4x8x3xf32> into memref<?x4x8x64xf16>
+  return
+}
+
+// CHECK-LABEL: func @query_lens_static_batch
+// CHECK: fd.attention {{.*}} query_lens %{{.*}} : memref<2xi32> into
+func.func @query_lens_static_batch(%q: memref<2x8x64xf32>, %k: memref<2x?x8x64xf32>, %v: memref<2x?x8x64xf32>,
+                                   %lens: memref<2xi32>, %ql: memref<2xi32>, %out: memref<2x8x64xf32>) {
+  fd.attention %q, %k, %v, %lens query_lens %ql : memref<2xi32> into %out
+      : memref<2x8x64xf32>, memref<2x?x8x64xf32>, memref<2x?x8x64xf32>,
+        memref<2xi32> into memref<2x8x64xf32>
+  return
+}

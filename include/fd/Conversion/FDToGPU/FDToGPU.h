@@ -64,6 +64,8 @@ struct PartialKernelLayout {
   static constexpr int64_t kTensorCoreMinRows = 2;
 
   int64_t headDim;
+  /// Whether rows carry an ALiBi slope and position.
+  bool alibi = false;
   int64_t vectorWidth;
   int64_t vectorsPerRow;
   int64_t lanesPerToken;
@@ -76,8 +78,11 @@ struct PartialKernelLayout {
   int64_t numRowTiles;
   bool tensorCores;
 
+  /// With `withAlibi` each row of a CUDA-core tile also keeps its ALiBi
+  /// slope and position.
   static PartialKernelLayout get(int64_t headDim, int64_t elementBytes,
-                                 int64_t groupSize, int64_t queryLength);
+                                 int64_t groupSize, int64_t queryLength,
+                                 bool withAlibi = false);
   /// Keys the block reads per step: one per token group of each warp.
   int64_t tokensPerStep() const { return kWarps * tokensPerWarp; }
   /// Head-dim elements each lane accumulates.
@@ -85,8 +90,11 @@ struct PartialKernelLayout {
   /// Registers one row of a tile holds through the token loop: its running
   /// max and sum, its accumulator slice, its query slice (read from
   /// workgroup memory once per unrolled step and kept for all of it) and
-  /// its score for each token of the step.
-  int64_t registersPerRow() const { return 2 + 2 * dimsPerLane() + unroll; }
+  /// its score for each token of the step (and with ALiBi its slope and
+  /// position).
+  int64_t registersPerRow() const {
+    return 2 + 2 * dimsPerLane() + unroll + (alibi ? 2 : 0);
+  }
   /// Whether some lanes' last vector lies past the end of the row.
   bool hasIdleLanes() const {
     return lanesPerToken * vectorsPerLane != vectorsPerRow;

@@ -99,6 +99,20 @@ mlir::fd::computeAttentionGeometry(Value query, Value keyCache, Value seqLens,
   return geometry;
 }
 
+/// A [B] operand (`value`) holding one `what` per sequence: the lengths and
+/// the query lengths.
+static LogicalResult
+verifyPerSequenceOperand(Operation *op, Value value, StringRef name,
+                         StringRef what, const AttentionGeometry &geometry) {
+  int64_t size = memrefType(value).getShape()[0];
+  if (!dimsAgree(size, geometry.batch))
+    return op->emitOpError()
+           << "'" << name << "' must have one " << what
+           << " per sequence: size " << formatShape({size})
+           << " but the batch size is " << formatShape({geometry.batch});
+  return success();
+}
+
 /// Verifies the query, caches and lengths of the attention ops and returns
 /// their geometry.
 static FailureOr<AttentionGeometry>
@@ -181,12 +195,9 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
            << " does not match the 'query' batch size "
            << formatShape({queryBatch});
   }
-  int64_t lengthsSize = memrefType(seqLens).getShape()[0];
-  if (!dimsAgree(lengthsSize, geometry.batch))
-    return op->emitOpError()
-           << "'seq_lens' must have one length per sequence: size "
-           << formatShape({lengthsSize}) << " but the batch size is "
-           << formatShape({geometry.batch});
+  if (failed(verifyPerSequenceOperand(op, seqLens, "seq_lens", "length",
+                                      geometry)))
+    return failure();
   return geometry;
 }
 
@@ -230,10 +241,12 @@ static LogicalResult verifyRules(AttentionOpInterface op) {
 }
 
 AttentionRules mlir::fd::getAttentionRules(Value query, IntegerAttr windowLeft,
-                                           FloatAttr logitsSoftCap) {
+                                           FloatAttr logitsSoftCap,
+                                           Value queryLens) {
   ArrayRef<int64_t> queryShape = memrefType(query).getShape();
   AttentionRules rules;
   rules.queryLength = queryShape.size() == 4 ? queryShape[1] : 1;
+  rules.perSequenceQueryLengths = static_cast<bool>(queryLens);
   if (windowLeft)
     rules.windowLeft = windowLeft.getInt();
   if (logitsSoftCap)
@@ -272,6 +285,15 @@ static LogicalResult verifySinks(Operation *op, Value sinks,
   return verifyPerHeadOperand(op, sinks, "sinks", "logit", geometry);
 }
 
+/// The optional per-sequence query lengths: one per sequence.
+static LogicalResult verifyQueryLens(Operation *op, Value queryLens,
+                                     const AttentionGeometry &geometry) {
+  if (!queryLens)
+    return success();
+  return verifyPerSequenceOperand(op, queryLens, "query_lens", "query length",
+                                  geometry);
+}
+
 float mlir::fd::getEffectiveScale(FloatAttr scale, Value query) {
   if (scale)
     return static_cast<float>(scale.getValueAsDouble());
@@ -296,7 +318,8 @@ LogicalResult AttentionOp::verify() {
                                 "shaped like 'query'")))
     return failure();
   if (failed(verifySinks(*this, getSinks(), *geometry)) ||
-      failed(verifyAlibiSlopes(*this, getAlibiSlopes(), *geometry)))
+      failed(verifyAlibiSlopes(*this, getAlibiSlopes(), *geometry)) ||
+      failed(verifyQueryLens(*this, getQueryLens(), *geometry)))
     return failure();
   return verifyLse(*this, getLse(), *geometry);
 }
@@ -343,7 +366,9 @@ LogicalResult PartialAttentionOp::verify() {
                                 rowShape(*geometry, {*numSplits}), f32,
                                 "[B, (Lq,) Hq, S]")))
     return failure();
-  return verifyAlibiSlopes(*this, getAlibiSlopes(), *geometry);
+  if (failed(verifyAlibiSlopes(*this, getAlibiSlopes(), *geometry)))
+    return failure();
+  return verifyQueryLens(*this, getQueryLens(), *geometry);
 }
 
 //===----------------------------------------------------------------------===//
@@ -390,7 +415,8 @@ LogicalResult MergeOp::verify() {
                                 outputType.getElementType(),
                                 "[B, (Lq,) Hq, D] matching 'partial_output'")))
     return failure();
-  if (failed(verifySinks(*this, getSinks(), geometry)))
+  if (failed(verifySinks(*this, getSinks(), geometry)) ||
+      failed(verifyQueryLens(*this, getQueryLens(), geometry)))
     return failure();
   return verifyLse(*this, getLse(), geometry);
 }

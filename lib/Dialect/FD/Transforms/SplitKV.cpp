@@ -200,12 +200,14 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
             : IntegerAttr();
     PartialAttentionOp::create(
         rewriter, loc, op.getQuery(), op.getKeyCache(), op.getValueCache(),
-        op.getSeqLens(), op.getBlockTable(), op.getAlibiSlopes(), partialOutput,
-        partialLse, op.getKvLayoutAttr(), op.getScaleAttr(),
-        op.getWindowLeftAttr(), op.getLogitsSoftCapAttr(), chunkLength);
-    // The sinks join the softmax once, in the merge, not per chunk.
+        op.getSeqLens(), op.getBlockTable(), op.getAlibiSlopes(),
+        op.getQueryLens(), partialOutput, partialLse, op.getKvLayoutAttr(),
+        op.getScaleAttr(), op.getWindowLeftAttr(), op.getLogitsSoftCapAttr(),
+        chunkLength);
+    // The sinks join the softmax once, in the merge, not per chunk; the
+    // merge writes the padding rows the partial attention leaves alone.
     MergeOp::create(rewriter, loc, partialOutput, partialLse, op.getOutput(),
-                    op.getLse(), op.getSinks());
+                    op.getLse(), op.getSinks(), op.getQueryLens());
     if (!options.workspaceArgument)
       memref::DeallocOp::create(rewriter, loc, workspace);
     rewriter.eraseOp(op);

@@ -32,13 +32,40 @@ Value mlir::fd::buildClampedPage(OpBuilder &b, Location loc, Value entry,
   return arith::MinSIOp::create(b, loc, entry, lastPage);
 }
 
-Value mlir::fd::buildFirstAttendedKey(OpBuilder &b, Location loc, Value length,
-                                      const AttentionRules &rules) {
-  if (!rules.windowLeft)
-    return index(b, loc, 0);
-  Value first = arith::AddIOp::create(
-      b, loc, length, index(b, loc, 1 - rules.queryLength - *rules.windowLeft));
-  return arith::MaxSIOp::create(b, loc, first, index(b, loc, 0));
+Value mlir::fd::buildQueryLength(OpBuilder &b, Location loc, Value queryLen,
+                                 int64_t queryLength) {
+  Value maxQueryLength = index(b, loc, queryLength);
+  if (!queryLen)
+    return maxQueryLength;
+  return buildClampedLength(
+      b, loc, arith::IndexCastOp::create(b, loc, b.getIndexType(), queryLen),
+      maxQueryLength);
+}
+
+Value mlir::fd::buildIsQueryToken(OpBuilder &b, Location loc,
+                                  const SequenceExtent &sequence, Value token) {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, token,
+                               sequence.queryLength);
+}
+
+mlir::fd::KeyRange mlir::fd::buildAttendedKeys(OpBuilder &b, Location loc,
+                                               const SequenceExtent &sequence,
+                                               const AttentionRules &rules) {
+  Value first = index(b, loc, 0);
+  if (rules.windowLeft) {
+    Value firstWindow =
+        arith::SubIOp::create(b, loc, buildFirstMaskedKey(b, loc, sequence),
+                              index(b, loc, *rules.windowLeft));
+    first = arith::MaxSIOp::create(b, loc, firstWindow, first);
+  }
+  Value end = sequence.length;
+  if (rules.perSequenceQueryLengths) {
+    Value noQueries =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                              sequence.queryLength, index(b, loc, 0));
+    end = arith::SelectOp::create(b, loc, noQueries, first, end);
+  }
+  return {first, end};
 }
 
 mlir::fd::ChunkRange
@@ -58,16 +85,20 @@ mlir::fd::buildChunkRange(OpBuilder &b, Location loc, Value first, Value length,
   return {begin, end};
 }
 
-Value mlir::fd::buildFirstMaskedKey(OpBuilder &b, Location loc, Value length,
-                                    int64_t queryLength) {
-  return arith::AddIOp::create(b, loc, length, index(b, loc, 1 - queryLength));
+Value mlir::fd::buildFirstMaskedKey(OpBuilder &b, Location loc,
+                                    const SequenceExtent &sequence) {
+  return arith::AddIOp::create(
+      b, loc,
+      arith::SubIOp::create(b, loc, sequence.length, sequence.queryLength),
+      index(b, loc, 1));
 }
 
 mlir::fd::KeyRange mlir::fd::buildVisibleKeys(OpBuilder &b, Location loc,
-                                              Value length, Value token,
+                                              const SequenceExtent &sequence,
+                                              Value token,
                                               const AttentionRules &rules) {
   Value end = arith::AddIOp::create(
-      b, loc, buildFirstMaskedKey(b, loc, length, rules.queryLength), token);
+      b, loc, buildFirstMaskedKey(b, loc, sequence), token);
   Value begin;
   if (rules.windowLeft)
     begin =

@@ -60,13 +60,17 @@ struct AttentionRules {
   /// Logit soft-capping: score x -> c * tanh(x / c).
   std::optional<float> logitsSoftCap;
 
+  /// Whether each sequence has its own number of query tokens (at most
+  /// queryLength), read from a `query_lens` operand at run time.
+  bool perSequenceQueryLengths = false;
+
   /// Whether the query tokens of a sequence see different keys, so rows
   /// need a mask beyond their chunk: more than one query token.
   bool rowsDiffer() const { return queryLength > 1; }
 };
 
 AttentionRules getAttentionRules(Value query, IntegerAttr windowLeft,
-                                 FloatAttr logitsSoftCap);
+                                 FloatAttr logitsSoftCap, Value queryLens);
 
 /// The softmax scale: `scale`, or 1/sqrt(D) of `query` when it is null.
 float getEffectiveScale(FloatAttr scale, Value query);

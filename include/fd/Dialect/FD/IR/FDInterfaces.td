@@ -27,6 +27,10 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
       "::mlir::Value", "getBlockTable">,
     InterfaceMethod<"The ALiBi slopes, [Hq] f32; null without ALiBi.",
       "::mlir::Value", "getAlibiSlopes">,
+    InterfaceMethod<[{
+        The per-sequence query lengths, [B] i32; null when every sequence
+        has Lq query tokens.
+      }], "::mlir::Value", "getQueryLens">,
     InterfaceMethod<"The cache layout.",
       "::mlir::fd::KVLayout", "getKvLayout">,
     InterfaceMethod<"The `scale` attribute, null when absent.",
@@ -41,7 +45,8 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
       }],
       "::mlir::fd::AttentionRules", "getRules", (ins), [{}], [{
         return ::mlir::fd::getAttentionRules($_op.getQuery(),
-            $_op.getWindowLeftAttr(), $_op.getLogitsSoftCapAttr());
+            $_op.getWindowLeftAttr(), $_op.getLogitsSoftCapAttr(),
+            $_op.getQueryLens());
       }]>,
     InterfaceMethod<[{
         Shape facts read off the operand types (batch and cache length may

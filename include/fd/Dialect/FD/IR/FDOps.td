@@ -37,7 +37,10 @@ defvar FD_AttentionInputs = (ins
       "paged caches: the page of each block of page_size positions, "
       "[B, max_pages]", [MemRead]>:$block_table,
   Arg<Optional<FD_SinksMemRef>,
-      "ALiBi: a slope per query head, [Hq] f32", [MemRead]>:$alibi_slopes
+      "ALiBi: a slope per query head, [Hq] f32", [MemRead]>:$alibi_slopes,
+  Arg<Optional<FD_LengthsMemRef>,
+      "per-sequence query lengths: the real query tokens of each sequence, "
+      "[B] i32, each in [0, Lq]", [MemRead]>:$query_lens
 );
 
 defvar FD_AttentionAttrs = (ins
@@ -103,6 +106,16 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
     no keys then has an output of zeros and `lse = sinks[h]`. `fd-split-kv`
     hands the sinks to `fd.merge`, which counts them once (never per split).
 
+    **Per-sequence query lengths.** With a `query_lens` operand (`[B]` i32,
+    in device memory; speculative decoding, where the drafts of the
+    requests differ in length) sequence `b` has `n = query_lens[b]` query
+    tokens (clamped to `[0, Lq]`): tokens `t < n` are its last `n`, token
+    `t` at position `p = seq_lens[b] - n + t`, and the causal rule, the
+    window and ALiBi use that position. Rows `t >= n` are padding, not
+    queries: their output is zeros and their `lse` is `-inf` (sinks
+    included); lowerings skip them where they can (the GPU kernels skip
+    row tiles of padding only). A sequence with `n = 0` reads no key.
+
     **Paged caches.** With a `block_table` operand (`[B, max_pages]` i32) the
     caches are pools of pages: `[num_pages, page_size, Hkv, D]` (NHD) or
     `[num_pages, Hkv, page_size, D]` (HND), `page_size` a static power of two
@@ -135,6 +148,7 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
     $query `,` $key_cache `,` $value_cache `,` $seq_lens
     (`block_table` $block_table^ `:` type($block_table))?
     (`alibi_slopes` $alibi_slopes^ `:` type($alibi_slopes))?
+    (`query_lens` $query_lens^ `:` type($query_lens))?
     (`sinks` $sinks^ `:` type($sinks))? `into` $output
     (`,` $lse^)? attr-dict `:` type($query) `,` type($key_cache) `,`
     type($value_cache) `,` type($seq_lens) `into` type($output)
@@ -168,7 +182,9 @@ def FD_PartialAttentionOp : FD_Op<"partial_attention",
     ```
 
     (the causal rule, the window and the soft-cap of `fd.attention` apply
-    within each chunk). With a window the chunks cover only the keys some
+    within each chunk; with `query_lens`, `Lq` above is `query_lens[b]`,
+    a sequence with `query_lens[b] = 0` has no keys in any chunk, and the
+    rows of padding tokens `t >= query_lens[b]` are not written). With a window the chunks cover only the keys some
     query sees, not the whole cache. The chunks
     follow each sequence's **live** length read from `seq_lens` at run time,
     so short sequences in a batch do no wasted work and one kernel (or CUDA
@@ -204,7 +220,8 @@ def FD_PartialAttentionOp : FD_Op<"partial_attention",
   let assemblyFormat = [{
     $query `,` $key_cache `,` $value_cache `,` $seq_lens
     (`block_table` $block_table^ `:` type($block_table))?
-    (`alibi_slopes` $alibi_slopes^ `:` type($alibi_slopes))? `into`
+    (`alibi_slopes` $alibi_slopes^ `:` type($alibi_slopes))?
+    (`query_lens` $query_lens^ `:` type($query_lens))? `into`
     $partial_output `,` $partial_lse attr-dict `:` type($query) `,`
     type($key_cache) `,` type($value_cache) `,` type($seq_lens) `into`
     type($partial_output) `,` type($partial_lse)
@@ -243,6 +260,11 @@ def FD_MergeOp : FD_Op<"merge", [AttrSizedOperandSegments]> {
     a zero output: it is in `m` and in `sum_s w_s`, so a row whose chunks
     are all empty gets zeros and `lse = sinks[h]`.
 
+    With `query_lens` (`[B]` i32, those of `fd.attention`) the rows of
+    padding tokens `t >= query_lens[b]` (clamped to `[0, Lq]`) get zeros and
+    `lse = -inf`, sinks or not; their partials are never read (the partial
+    attention does not write them).
+
     Operands:
     - `partial_output`: `[B, Hq, S, D]` or `[B, Lq, Hq, S, D]` f32.
     - `partial_lse`: `[B, Hq, S]` or `[B, Lq, Hq, S]` f32.
@@ -263,11 +285,13 @@ def FD_MergeOp : FD_Op<"merge", [AttrSizedOperandSegments]> {
     Arg<FD_OutputMemRef, "merged output", [MemWrite]>:$output,
     Arg<Optional<FD_LseMemRef>, "merged log-sum-exp", [MemWrite]>:$lse,
     Arg<Optional<FD_SinksMemRef>, "attention sinks, [Hq] f32",
-        [MemRead]>:$sinks);
+        [MemRead]>:$sinks,
+    Arg<Optional<FD_LengthsMemRef>, "per-sequence query lengths, [B] i32",
+        [MemRead]>:$query_lens);
 
   let assemblyFormat = [{
     $partial_output `,` $partial_lse (`sinks` $sinks^ `:` type($sinks))?
-    `into` $output (`,` $lse^)? attr-dict `:`
+    (`query_lens` $query_lens^ `:` type($query_lens))? `into` $output (`,` $lse^)? attr-dict `:`
     type($partial_output) `,` type($partial_lse) `into` type($output)
     (`,` type($lse)^)?
   }];

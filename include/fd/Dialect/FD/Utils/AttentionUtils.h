@@ -21,6 +21,11 @@
 
 namespace mlir::fd {
 
+/// A range [begin, end) of key positions (index values).
+struct KeyRange {
+  Value begin, end;
+};
+
 /// A sequence's length (index) clamped to [0, maxLength], so that a bad
 /// length in device memory reads nothing outside the cache.
 Value buildClampedLength(OpBuilder &b, Location loc, Value length,
@@ -30,16 +35,38 @@ Value buildClampedLength(OpBuilder &b, Location loc, Value length,
 /// so that a bad entry reads no memory outside the pool.
 Value buildClampedPage(OpBuilder &b, Location loc, Value entry, Value numPages);
 
-/// The first key some query token sees: 0, or with a window of W keys
-/// max(0, length - Lq + 1 - W) (the first token's window). Keys before it
-/// are read by no split.
-Value buildFirstAttendedKey(OpBuilder &b, Location loc, Value length,
-                            const AttentionRules &rules);
+/// A sequence as the rules see it: its clamped length and its number of
+/// query tokens n (index values). Its queries are its last n tokens: token
+/// t < n is at position length - n + t; tokens t >= n are padding, whose
+/// rows are not computed.
+struct SequenceExtent {
+  Value length, queryLength;
+};
+
+/// A sequence's number of query tokens: the constant Lq (`queryLength`)
+/// when `queryLen` is null, else its entry of the per-sequence query
+/// lengths (i32, read by the caller) clamped to [0, Lq], so that a bad
+/// entry computes no row beyond the queries.
+Value buildQueryLength(OpBuilder &b, Location loc, Value queryLen,
+                       int64_t queryLength);
+
+/// Whether query token `token` (an index) of the sequence is a real query,
+/// not padding: token < n.
+Value buildIsQueryToken(OpBuilder &b, Location loc,
+                        const SequenceExtent &sequence, Value token);
+
+/// The keys [first, end) some query token sees, which the splits divide:
+/// first is 0, or with a window of W keys max(0, length - n + 1 - W) (the
+/// first token's window); end is the length, or `first` for a sequence
+/// without query tokens (n = 0). Keys outside are read by no split.
+KeyRange buildAttendedKeys(OpBuilder &b, Location loc,
+                           const SequenceExtent &sequence,
+                           const AttentionRules &rules);
 
 /// The keys [begin, end) split `split` of `numSplits` covers for a sequence
-/// whose attended keys are [first, length): chunks of max(chunkLength,
-/// ceil((length - first) / S)) keys from `first`, clipped to the length (so
-/// late splits of a short sequence are empty).
+/// whose attended keys are [first, length) (buildAttendedKeys): chunks of
+/// max(chunkLength, ceil((length - first) / S)) keys from `first`, clipped
+/// to `length` (so late splits of a short sequence are empty).
 struct ChunkRange {
   Value begin, end;
 };
@@ -47,21 +74,19 @@ ChunkRange buildChunkRange(OpBuilder &b, Location loc, Value first,
                            Value length, Value split, int64_t numSplits,
                            std::optional<int64_t> chunkLength);
 
-/// The first key some query token may not see: length - Lq + 1, the end of
+/// The first key some query token may not see: length - n + 1, the end of
 /// token 0's keys (buildVisibleKeys); every key before it and at or after
 /// the last token's window start is visible to every token.
-Value buildFirstMaskedKey(OpBuilder &b, Location loc, Value length,
-                          int64_t queryLength);
+Value buildFirstMaskedKey(OpBuilder &b, Location loc,
+                          const SequenceExtent &sequence);
 
-/// The keys [begin, end) query token `token` (0-based, an index) sees,
-/// unclipped: the Lq query tokens are the sequence's last, so token t is at
-/// position p = length - Lq + t and sees j <= p (causal) and, with a window
+/// The keys [begin, end) query token `token` (0-based, an index, < n) sees,
+/// unclipped: the n query tokens are the sequence's last, so token t is at
+/// position p = length - n + t and sees j <= p (causal) and, with a window
 /// of W keys, p - W < j. `begin` is null without a window (every key from
 /// 0). Callers clip the range to their chunk.
-struct KeyRange {
-  Value begin, end;
-};
-KeyRange buildVisibleKeys(OpBuilder &b, Location loc, Value length, Value token,
+KeyRange buildVisibleKeys(OpBuilder &b, Location loc,
+                          const SequenceExtent &sequence, Value token,
                           const AttentionRules &rules);
 
 /// The number of keys a sequence of `maxLength` attends to at most (what

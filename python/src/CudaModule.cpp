@@ -1,0 +1,321 @@
+//===- CudaModule.cpp - The runtime half of the flashdecode extension -----===//
+//
+// backend="cuda" and Decoder: one primary context per GPU, a Decoder's plan
+// (CudaPlan), decode_attention's kernels loaded once per configuration and
+// GPU (CudaLauncher), device memory for DeviceArray, and what the driver
+// says about GPUs and pointers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlashDecodeModule.h"
+
+#include "fd/Compiler/Compile.h"
+#include "fd/Runtime/Runtime.h"
+
+#include <pybind11/stl.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+
+namespace py = pybind11;
+using namespace fd;
+
+namespace {
+
+/// What the process opened on one GPU: its primary context, and the
+/// workspaces decode_attention's launches share per stream.
+struct OpenDevice {
+  explicit OpenDevice(int ordinal)
+      : device(rt::getDriver(), ordinal), workspaces(device) {}
+  rt::Device device;
+  rt::StreamWorkspaces workspaces;
+};
+
+/// GPU `ordinal`, opened on first use. Never closed, like everything the
+/// per-call path loads: kernels queued on a stream may still use its memory
+/// when the interpreter exits, and the driver releases it with the process.
+OpenDevice &getOpenDevice(int ordinal) {
+  static std::mutex mutex;
+  static auto *devices = new std::map<int, std::unique_ptr<OpenDevice>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<OpenDevice> &open = (*devices)[ordinal];
+  if (!open)
+    open = std::make_unique<OpenDevice>(ordinal);
+  return *open;
+}
+
+rt::Device &getDevice(int ordinal) { return getOpenDevice(ordinal).device; }
+
+rt::KernelBundle toBundle(const CompiledKernels &kernels) {
+  rt::KernelBundle bundle;
+  bundle.manifest = rt::Manifest::parse(kernels.manifest);
+  for (const auto &[name, ptx] : kernels.ptx)
+    bundle.ptx[name] = ptx;
+  return bundle;
+}
+
+/// Device memory behind flashdecode.DeviceArray, which keeps the shape and
+/// dtype. Copies are synchronous on the legacy default stream, so they are
+/// ordered after work queued on blocking streams (a plan's own stream).
+class PyDeviceBuffer {
+public:
+  PyDeviceBuffer(size_t bytes, int ordinal)
+      : buffer(getDevice(ordinal), bytes) {}
+
+  uintptr_t getAddress() const { return buffer.getAddress(); }
+  size_t getSize() const { return buffer.getSize(); }
+
+  void upload(const py::array &array) {
+    const void *data = python::checkedData(array, buffer.getSize(), "a");
+    if (buffer.getSize())
+      buffer.upload(data, buffer.getSize());
+  }
+  void download(py::array &array) const {
+    python::checkedData(array, buffer.getSize(), "destination");
+    if (buffer.getSize())
+      buffer.download(array.mutable_data(), buffer.getSize());
+  }
+
+private:
+  rt::DeviceBuffer buffer;
+};
+
+std::shared_ptr<const CompiledKernels>
+compileOrThrow(const KernelConfig &config) {
+  auto kernels = compile(config);
+  if (!kernels)
+    throw std::runtime_error(llvm::toString(kernels.takeError()));
+  return *kernels;
+}
+
+/// A DecodePlan for Python's Decoder: compiled kernels bound once to fixed
+/// device pointers on GPU `ordinal`, with a workspace of its own (a captured
+/// graph keeps its address, so it cannot share a growing one). Without a
+/// caller's stream it runs on a stream of its own: the legacy default stream
+/// cannot be captured into a graph.
+class PyCudaPlan {
+public:
+  PyCudaPlan(const KernelConfig &config, int ordinal, uintptr_t query,
+             uintptr_t keys, uintptr_t values, uintptr_t lengths,
+             uintptr_t output, uintptr_t lse, uintptr_t blockTable,
+             int64_t numPages, uintptr_t sinks, uintptr_t alibiSlopes,
+             uintptr_t queryLens)
+      : device(getDevice(ordinal)), driver(device.getDriverApi()),
+        bundle(toBundle(*compileOrThrow(config))), arch(config.arch) {
+    rt::DecodeBuffers buffers{query,     keys, values,       lengths,
+                              output,    lse,  config.batch, config.maxLength,
+                              blockTable};
+    buffers.numPages = numPages;
+    buffers.sinks = sinks;
+    buffers.alibiSlopes = alibiSlopes;
+    buffers.queryLens = queryLens;
+    plan = std::make_unique<rt::DecodePlan>(device, bundle, buffers);
+  }
+
+  ~PyCudaPlan() {
+    // The workspace and modules go with the plan: let every launch queued
+    // on a stream it used finish first. (Errors are ignored: a destructor
+    // cannot report them, and a faulted context has nothing to wait for.)
+    driver.cuCtxSetCurrent(device.getContext());
+    for (rt::CUstream stream : usedStreams)
+      driver.cuStreamSynchronize(stream);
+    graph.reset();
+    plan.reset();
+    if (ownStream)
+      driver.cuStreamDestroy(ownStream);
+  }
+
+  void launch(std::optional<uintptr_t> stream) {
+    plan->launch(resolve(stream));
+  }
+  void capture(std::optional<uintptr_t> stream) {
+    graph = std::make_unique<rt::Graph>(
+        rt::Graph::capture(device, {plan.get()}, resolve(stream)));
+  }
+  void replay(std::optional<uintptr_t> stream) {
+    if (!graph)
+      throw std::runtime_error("replay() before capture()");
+    graph->replay(resolve(stream));
+  }
+  int64_t numSplits() const { return bundle.manifest.numSplits; }
+  const std::string &getArch() const { return arch; }
+
+private:
+  /// The caller's stream, or the plan's own (a blocking one, so synchronous
+  /// copies on the legacy stream wait for it), created on first use.
+  rt::CUstream resolve(std::optional<uintptr_t> stream) {
+    rt::CUstream resolved = reinterpret_cast<rt::CUstream>(stream.value_or(0));
+    if (!stream) {
+      if (!ownStream) {
+        device.makeCurrent();
+        rt::check(driver, driver.cuStreamCreate(&ownStream, 0),
+                  "creating the decoder's stream");
+      }
+      resolved = ownStream;
+    }
+    usedStreams.insert(resolved);
+    return resolved;
+  }
+
+  const rt::Device &device;
+  const rt::DriverApi &driver;
+  rt::KernelBundle bundle;
+  std::string arch;
+  std::unique_ptr<rt::DecodePlan> plan;
+  std::unique_ptr<rt::Graph> graph;
+  rt::CUstream ownStream = nullptr;
+  std::set<rt::CUstream> usedStreams;
+};
+
+/// decode_attention's per-call path for one configuration on one GPU: the
+/// PTX is compiled and loaded once, and each call rebinds the plan to its
+/// buffers and launches on the caller's stream without synchronizing. The
+/// workspace is the device's for that stream (StreamWorkspaces), sized for
+/// the largest batch seen; the GIL serializes calls.
+class CudaLauncher {
+public:
+  CudaLauncher(const KernelConfig &config, OpenDevice &open)
+      : open(open), bundle(toBundle(*compileOrThrow(config))),
+        arch(config.arch) {}
+
+  void launch(uintptr_t query, uintptr_t keys, uintptr_t values,
+              uintptr_t lengths, uintptr_t output, uintptr_t lse,
+              uintptr_t blockTable, int64_t numPages, int64_t batch,
+              int64_t maxLength, uintptr_t streamHandle, uintptr_t sinks,
+              uintptr_t alibiSlopes, uintptr_t queryLens) {
+    auto stream = reinterpret_cast<rt::CUstream>(streamHandle);
+    rt::DecodeBuffers buffers{query, keys,  values,    lengths,   output,
+                              lse,   batch, maxLength, blockTable};
+    buffers.numPages = numPages;
+    buffers.sinks = sinks;
+    buffers.alibiSlopes = alibiSlopes;
+    buffers.queryLens = queryLens;
+    buffers.workspace =
+        open.workspaces.get(stream, bundle.manifest.getWorkspaceBytes(batch));
+    // The plan loads the modules; made with the first call's buffers (a
+    // failed load, e.g. PTX too new for the GPU, is retried next call).
+    if (plan)
+      plan->setBuffers(buffers);
+    else
+      plan = std::make_unique<rt::DecodePlan>(open.device, bundle, buffers);
+    plan->launch(stream);
+    ++launchCount;
+  }
+
+  int64_t numSplits() const { return bundle.manifest.numSplits; }
+  const std::string &getArch() const { return arch; }
+  int64_t getLaunchCount() const { return launchCount; }
+
+private:
+  OpenDevice &open;
+  rt::KernelBundle bundle;
+  std::string arch;
+  std::unique_ptr<rt::DecodePlan> plan;
+  int64_t launchCount = 0;
+};
+
+/// The launcher of `config` on GPU `ordinal`, made on first use and kept
+/// for the process (see getOpenDevice).
+CudaLauncher &getLauncher(const KernelConfig &config, int ordinal) {
+  static auto *launchers = new std::map<std::pair<std::string, int>,
+                                        std::unique_ptr<CudaLauncher>>();
+  std::pair<std::string, int> key{config.toString(), ordinal};
+  auto found = launchers->find(key);
+  if (found == launchers->end())
+    found = launchers
+                ->emplace(key, std::make_unique<CudaLauncher>(
+                                   config, getOpenDevice(ordinal)))
+                .first;
+  return *found->second;
+}
+
+} // namespace
+
+void fd::python::defineCudaBindings(py::module_ &module) {
+  py::class_<PyDeviceBuffer>(module, "DeviceBuffer")
+      .def(py::init<size_t, int>(), py::arg("nbytes"), py::arg("device") = 0)
+      .def_property_readonly("address", &PyDeviceBuffer::getAddress)
+      .def_property_readonly("nbytes", &PyDeviceBuffer::getSize)
+      .def("upload", &PyDeviceBuffer::upload, py::arg("a"))
+      .def("download", &PyDeviceBuffer::download, py::arg("destination"));
+
+  // The plan binds the buffers of `config.batch` sequences of
+  // `config.max_len` positions on GPU `device`. stream=None is the plan's
+  // own stream. `sinks`: a float [num_q_heads] device pointer, required
+  // exactly when the config has with_sinks (0: none); like every buffer
+  // its contents are read at each launch or replay. `alibi_slopes`
+  // likewise: float [num_q_heads], required exactly with with_alibi;
+  // `query_lens`: int32 [batch], required exactly with with_query_lens.
+  py::class_<PyCudaPlan>(module, "CudaPlan")
+      .def(py::init<const KernelConfig &, int, uintptr_t, uintptr_t, uintptr_t,
+                    uintptr_t, uintptr_t, uintptr_t, uintptr_t, int64_t,
+                    uintptr_t, uintptr_t, uintptr_t>(),
+           py::arg("config"), py::arg("device"), py::arg("q"),
+           py::arg("k_cache"), py::arg("v_cache"), py::arg("seq_lens"),
+           py::arg("out"), py::arg("lse"), py::arg("block_table"),
+           py::arg("num_pages"), py::kw_only(), py::arg("sinks") = 0,
+           py::arg("alibi_slopes") = 0, py::arg("query_lens") = 0)
+      .def("launch", &PyCudaPlan::launch, py::arg("stream"))
+      .def("capture", &PyCudaPlan::capture, py::arg("stream"))
+      .def("replay", &PyCudaPlan::replay, py::arg("stream"))
+      .def_property_readonly("num_splits", &PyCudaPlan::numSplits)
+      .def_property_readonly("arch", &PyCudaPlan::getArch);
+
+  // Owned by the process (a reference, never freed by Python).
+  py::class_<CudaLauncher, std::unique_ptr<CudaLauncher, py::nodelete>>(
+      module, "CudaLauncher")
+      .def("launch", &CudaLauncher::launch, py::arg("q"), py::arg("k_cache"),
+           py::arg("v_cache"), py::arg("seq_lens"), py::arg("out"),
+           py::arg("lse"), py::arg("block_table"), py::arg("num_pages"),
+           py::arg("batch"), py::arg("max_len"), py::arg("stream"),
+           py::kw_only(), py::arg("sinks") = 0, py::arg("alibi_slopes") = 0,
+           py::arg("query_lens") = 0)
+      .def_property_readonly("num_splits", &CudaLauncher::numSplits)
+      .def_property_readonly("arch", &CudaLauncher::getArch)
+      .def_property_readonly("launch_count", &CudaLauncher::getLaunchCount);
+  module.def("cuda_launcher", &getLauncher, py::arg("config"),
+             py::arg("device"), py::return_value_policy::reference);
+  module.def(
+      "cuda_workspace_bytes",
+      [](int ordinal, uintptr_t stream) {
+        return getOpenDevice(ordinal).workspaces.getSize(
+            reinterpret_cast<rt::CUstream>(stream));
+      },
+      py::arg("device"), py::arg("stream"));
+
+  module.def(
+      "cuda_device_name",
+      [](int ordinal) { return getDevice(ordinal).getName(); },
+      py::arg("device") = 0);
+  module.def(
+      "cuda_sm_count",
+      [](int ordinal) { return getDevice(ordinal).getMultiprocessorCount(); },
+      py::arg("device") = 0);
+  // The PTX target for the GPU's compute capability.
+  module.def(
+      "cuda_target",
+      [](int ordinal) {
+        auto [major, minor] = getDevice(ordinal).getComputeCapability();
+        try {
+          return rt::getTargetForComputeCapability(major, minor);
+        } catch (const std::invalid_argument &error) {
+          // The GPU, not an argument, is wrong: RuntimeError, not ValueError.
+          throw std::runtime_error("GPU " + std::to_string(ordinal) + ": " +
+                                   error.what());
+        }
+      },
+      py::arg("device") = 0);
+  // The ordinal of the GPU whose memory holds `address`; None when the
+  // driver does not know the address.
+  module.def(
+      "pointer_device",
+      [](uintptr_t address) {
+        return rt::getDeviceOfPointer(rt::getDriver(), address);
+      },
+      py::arg("address"));
+
+  // Driver failures (no GPU, bad PTX, launch errors) are RuntimeError.
+  py::register_exception<rt::CudaError>(module, "CudaError",
+                                        PyExc_RuntimeError);
+}

@@ -1,0 +1,26 @@
+//===- FlashDecodeModule.h - Shared by the extension's files ----*- C++ -*-===//
+//
+// What FlashDecodeModule.cpp (the planner, the JIT, the CPU kernels) and
+// CudaModule.cpp (the runtime) share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FLASHDECODE_PYTHON_FLASHDECODEMODULE_H
+#define FLASHDECODE_PYTHON_FLASHDECODEMODULE_H
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+namespace fd::python {
+
+/// The data pointer of a C-contiguous array of exactly `bytes` bytes;
+/// ValueError naming the array otherwise.
+void *checkedData(const pybind11::array &array, size_t bytes, const char *name);
+
+/// Defines the runtime's part of the module: DeviceBuffer, CudaPlan,
+/// CudaLauncher, cuda_* and pointer_device, and CudaError.
+void defineCudaBindings(pybind11::module_ &module);
+
+} // namespace fd::python
+
+#endif // FLASHDECODE_PYTHON_FLASHDECODEMODULE_H

@@ -1,0 +1,242 @@
+//===- GPUDecodeInputs.h - A decode's inputs, buffers, reference -*- C++
+//-*-===//
+//
+// What GPUKernelHarness.h builds on: a decode's host inputs over dense or
+// paged caches with the per-call inputs of the manifest's features (sinks,
+// ALiBi slopes, per-sequence query lengths) in one FeatureInputs, its device
+// buffers (DeviceDecode), a stream, and the float64 reference over them
+// with the manifest's window and soft-cap.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_UNITTESTS_RUNTIME_GPUDECODEINPUTS_H
+#define FD_UNITTESTS_RUNTIME_GPUDECODEINPUTS_H
+
+#include "../TestInputs.h"
+
+#include "fd/Reference/Reference.h"
+#include "fd/Runtime/Runtime.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fd::test {
+
+inline Storage getStorage(const std::string &dtype) {
+  return dtype == "f32"   ? Storage::F32
+         : dtype == "f16" ? Storage::F16
+                          : Storage::BF16;
+}
+
+/// A non-blocking stream, destroyed with this object.
+class Stream {
+public:
+  explicit Stream(const rt::Device &device) : driver(device.getDriverApi()) {
+    rt::check(driver, driver.cuStreamCreate(&stream, rt::kStreamNonBlocking),
+              "creating a stream");
+  }
+  ~Stream() { driver.cuStreamDestroy(stream); }
+  Stream(const Stream &) = delete;
+  Stream &operator=(const Stream &) = delete;
+
+  operator rt::CUstream() const { return stream; }
+
+  /// Runs `run` (which queues work here) and waits for it.
+  void launchAndWait(const std::function<void()> &run) const {
+    run();
+    rt::check(driver, driver.cuStreamSynchronize(stream),
+              "running the kernels");
+  }
+
+private:
+  const rt::DriverApi &driver;
+  rt::CUstream stream = nullptr;
+};
+
+/// The inputs the manifest's features read from device memory at every
+/// launch, each empty when the kernels lack the feature.
+struct FeatureInputs {
+  /// Attention sinks, [Hq].
+  std::vector<float> sinks = {};
+  /// ALiBi slopes, [Hq].
+  std::vector<float> alibiSlopes = {};
+  /// Per-sequence query lengths, [batch] (the kernels clamp them to
+  /// [0, Lq]).
+  std::vector<int32_t> queryLens = {};
+};
+
+/// Random inputs of a decode over dense caches of `batch` sequences of
+/// `maxLength` positions, in the manifest's dtype and layout.
+struct DenseInputs {
+  int64_t batch, maxLength, heads, dim;
+  bool isNHD;
+  HostTensor query, keys, values;
+  FeatureInputs features;
+
+  /// Index of element `d` of key/value `j` of sequence `b`, KV head `h`.
+  size_t at(int64_t b, int64_t j, int64_t h, int64_t d) const {
+    return (isNHD ? (b * maxLength + j) * heads + h
+                  : (b * heads + h) * maxLength + j) *
+               dim +
+           d;
+  }
+};
+
+/// Random inputs of a decode over paged caches: `batch` sequences of
+/// `maxPages` pages of `pageSize` positions, pools of `numPages` pages in
+/// the manifest's layout of which only the first `writtenPages` reach the
+/// device.
+struct PagedInputs {
+  int64_t batch, pageSize, maxPages, numPages, writtenPages;
+  HostTensor query, keys, values;
+  FeatureInputs features;
+
+  int64_t getMaxLength() const { return maxPages * pageSize; }
+};
+
+/// A decode's device buffers: the query and caches it reads, the output, lse
+/// and lengths of its `batch` sequences and, with paged caches, the block
+/// table; one buffer per feature input the kernels read.
+struct DeviceDecode {
+  rt::DeviceBuffer query, keys, values, output, lse, lengths;
+  int64_t batch, maxLength;
+  std::optional<rt::DeviceBuffer> table;
+  int64_t numPages = 0;
+  std::optional<rt::DeviceBuffer> sinks, alibiSlopes, queryLens;
+
+  rt::DecodeBuffers getBuffers() const {
+    rt::DecodeBuffers buffers{query.getAddress(),
+                              keys.getAddress(),
+                              values.getAddress(),
+                              lengths.getAddress(),
+                              output.getAddress(),
+                              lse.getAddress(),
+                              batch,
+                              maxLength};
+    if (table) {
+      buffers.blockTable = table->getAddress();
+      buffers.numPages = numPages;
+    }
+    auto addressOf = [](const std::optional<rt::DeviceBuffer> &buffer) {
+      return buffer ? buffer->getAddress() : rt::CUdeviceptr(0);
+    };
+    buffers.sinks = addressOf(sinks);
+    buffers.alibiSlopes = addressOf(alibiSlopes);
+    buffers.queryLens = addressOf(queryLens);
+    return buffers;
+  }
+
+  /// Allocates a buffer for each feature input `features` holds and
+  /// uploads it.
+  void allocateFeatures(const rt::Device &device,
+                        const FeatureInputs &features) {
+    auto allocate = [&](std::optional<rt::DeviceBuffer> &buffer, size_t size,
+                        size_t elementSize) {
+      if (size)
+        buffer.emplace(device, size * elementSize);
+    };
+    allocate(sinks, features.sinks.size(), sizeof(float));
+    allocate(alibiSlopes, features.alibiSlopes.size(), sizeof(float));
+    allocate(queryLens, features.queryLens.size(), sizeof(int32_t));
+    uploadFeatures(features);
+  }
+
+  /// Overwrites the feature inputs in device memory. No rebinding: the
+  /// kernels read them at every launch, so a captured graph's next replay
+  /// sees the new values.
+  void uploadFeatures(const FeatureInputs &features) {
+    auto write = [](std::optional<rt::DeviceBuffer> &buffer, const auto &data) {
+      if (buffer)
+        buffer->upload(data.data(), data.size() * sizeof(data[0]));
+    };
+    write(sinks, features.sinks);
+    write(alibiSlopes, features.alibiSlopes);
+    write(queryLens, features.queryLens);
+  }
+
+  void uploadLengths(const std::vector<int32_t> &live) {
+    lengths.upload(live.data(), live.size() * sizeof(int32_t));
+  }
+  /// Fills the output and the lse with NaNs: every element must be written.
+  void poisonOutput() {
+    for (rt::DeviceBuffer *buffer : {&output, &lse}) {
+      std::vector<uint8_t> poison(buffer->getSize(), 0xFF);
+      buffer->upload(poison.data(), poison.size());
+    }
+  }
+};
+
+/// The float64 reference of `manifest`'s kernels (their window and
+/// soft-cap) with `features` over caches of `maxLength` positions (NHD when
+/// `isNHD`, else HND).
+inline void referenceAttention(
+    const rt::Manifest &manifest, const HostTensor &query,
+    const std::vector<double> &keys, const std::vector<double> &values,
+    const FeatureInputs &features, const std::vector<int32_t> &lengths,
+    int64_t maxLength, bool isNHD, std::vector<double> &expected,
+    std::vector<double> &expectedLse) {
+  reference::AttentionProblem problem;
+  problem.batch = lengths.size();
+  problem.queryLength = manifest.queryLength;
+  problem.numQueryHeads = manifest.numQueryHeads;
+  problem.numKVHeads = manifest.numKVHeads;
+  problem.headDim = manifest.headDim;
+  problem.maxLength = maxLength;
+  problem.isNHD = isNHD;
+  problem.scale = 1.0 / std::sqrt(static_cast<double>(manifest.headDim));
+  problem.windowLeft = manifest.windowLeft;
+  problem.logitsSoftCap = manifest.logitsSoftCap;
+  problem.query = query.values.data();
+  problem.keyCache = keys.data();
+  problem.valueCache = values.data();
+  problem.lengths = lengths.data();
+  const std::vector<double> sinks(features.sinks.begin(), features.sinks.end());
+  if (!sinks.empty())
+    problem.sinks = sinks.data();
+  const std::vector<double> slopes(features.alibiSlopes.begin(),
+                                   features.alibiSlopes.end());
+  if (!slopes.empty())
+    problem.alibiSlopes = slopes.data();
+  if (!features.queryLens.empty())
+    problem.queryLengths = features.queryLens.data();
+  reference::attention(problem, expected, expectedLse);
+}
+
+/// The logical NHD caches block table `table` makes of `inputs`' pools
+/// (`heads` KV heads of `dim` elements, the pools in layout NHD when
+/// `isNHD`): entries clamp into the pool, as the kernels do
+/// (docs/KernelABI.md); pages that were never uploaded hold NaN.
+inline void gatherPages(const PagedInputs &inputs,
+                        const std::vector<int32_t> &table, int64_t heads,
+                        int64_t dim, bool isNHD, std::vector<double> &keys,
+                        std::vector<double> &values) {
+  const int64_t pageSize = inputs.pageSize, maxPages = inputs.maxPages;
+  const int64_t maxLength = inputs.getMaxLength();
+  keys.assign(inputs.batch * maxLength * heads * dim, 0.0);
+  values.assign(keys.size(), 0.0);
+  for (int64_t b = 0; b < inputs.batch; ++b)
+    for (int64_t j = 0; j < maxLength; ++j)
+      for (int64_t h = 0; h < heads; ++h) {
+        int64_t page = std::clamp<int64_t>(table[b * maxPages + j / pageSize],
+                                           0, inputs.numPages - 1);
+        int64_t slot = j % pageSize;
+        int64_t from = (isNHD ? (page * pageSize + slot) * heads + h
+                              : (page * heads + h) * pageSize + slot) *
+                       dim;
+        int64_t to = ((b * maxLength + j) * heads + h) * dim;
+        bool written = page < inputs.writtenPages;
+        for (int64_t d = 0; d < dim; ++d) {
+          keys[to + d] = written ? inputs.keys.values[from + d] : std::nan("");
+          values[to + d] =
+              written ? inputs.values.values[from + d] : std::nan("");
+        }
+      }
+}
+
+} // namespace fd::test
+
+#endif // FD_UNITTESTS_RUNTIME_GPUDECODEINPUTS_H
