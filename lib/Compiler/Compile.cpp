@@ -10,8 +10,10 @@
 #include "fd/Planning/SplitPlanner.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMTypes.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/JSON.h"
 
 using namespace mlir;
@@ -89,12 +91,32 @@ extractPTX(ModuleOp module) {
   return kernels;
 }
 
-llvm::json::Value param(StringRef name, StringRef type) {
-  return llvm::json::Object{{"name", name}, {"type", type}};
+/// Each kernel's parameters, {"name", "type"} in order, read off its
+/// gpu.func: the names convert-fd-to-gpu recorded (kKernelParamsAttrName)
+/// and the types of the arguments ("ptr" or "i32").
+llvm::Expected<llvm::StringMap<llvm::json::Array>>
+readKernelParameters(ModuleOp module) {
+  llvm::StringMap<llvm::json::Array> kernels;
+  WalkResult walk = module.walk([&](gpu::GPUFuncOp kernel) {
+    auto names =
+        kernel->getAttrOfType<ArrayAttr>(mlir::fd::kKernelParamsAttrName);
+    if (!names || names.size() != kernel.getNumArguments())
+      return WalkResult::interrupt();
+    llvm::json::Array &params = kernels[kernel.getName()];
+    for (auto [name, type] : llvm::zip(names, kernel.getArgumentTypes()))
+      params.push_back(llvm::json::Object{
+          {"name", cast<StringAttr>(name).getValue()},
+          {"type", isa<LLVM::LLVMPointerType>(type) ? "ptr" : "i32"}});
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return makeError("a kernel does not name each of its parameters");
+  return kernels;
 }
 
 /// The manifest: everything the runtime needs to allocate and launch.
-std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
+std::string buildManifest(const KernelConfig &config, int64_t numSplits,
+                          llvm::StringMap<llvm::json::Array> params) {
   int64_t rows = config.queryLength * config.numQueryHeads;
   mlir::fd::PartialKernelLayout layout = mlir::fd::PartialKernelLayout::get(
       config.headDim, getElementTypeSize(config.elementType),
@@ -102,28 +124,6 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
       config.withAlibi);
   int64_t workspacePerSequence = getWorkspaceBytes(
       1, config.queryLength, config.numQueryHeads, numSplits, config.headDim);
-  llvm::json::Array partialParams{
-      param("query", "ptr"),          param("key_cache", "ptr"),
-      param("value_cache", "ptr"),    param("seq_lens", "ptr"),
-      param("partial_output", "ptr"), param("partial_lse", "ptr"),
-      param("max_len", "i32")};
-  if (config.pageSize) {
-    partialParams.push_back(param("block_table", "ptr"));
-    partialParams.push_back(param("num_pages", "i32"));
-  }
-  if (config.withAlibi)
-    partialParams.push_back(param("alibi_slopes", "ptr"));
-  if (config.withQueryLens)
-    partialParams.push_back(param("query_lens", "ptr"));
-  llvm::json::Array mergeParams{param("partial_output", "ptr"),
-                                param("partial_lse", "ptr"),
-                                param("output", "ptr")};
-  if (config.withLse)
-    mergeParams.push_back(param("lse", "ptr"));
-  if (config.withSinks)
-    mergeParams.push_back(param("sinks", "ptr"));
-  if (config.withQueryLens)
-    mergeParams.push_back(param("query_lens", "ptr"));
 
   llvm::json::Object configJson;
   config.forEachField(
@@ -155,7 +155,7 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
            llvm::json::Object{
                {"name", "fd_partial_attention"},
                {"ptx", "fd_partial_attention.ptx"},
-               {"params", std::move(partialParams)},
+               {"params", std::move(params["fd_partial_attention"])},
                {"grid",
                 llvm::json::Array{"num_splits", config.numKVHeads, "batch"}},
                {"block",
@@ -170,7 +170,7 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits) {
            llvm::json::Object{
                {"name", "fd_merge"},
                {"ptx", "fd_merge.ptx"},
-               {"params", std::move(mergeParams)},
+               {"params", std::move(params["fd_merge"])},
                {"grid", llvm::json::Array{config.numQueryHeads,
                                           config.queryLength, "batch"}},
                {"block", llvm::json::Array{config.headDim, 1, 1}},
@@ -195,13 +195,19 @@ llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config) {
   compilation.getModule().walk([&](mlir::fd::PartialAttentionOp op) {
     result.numSplits = op.getNumSplits();
   });
-  if (llvm::Error error = compilation.run(Stage::GPU, Stage::PTX))
+  // The ABI as the lowering built it, then on to PTX.
+  if (llvm::Error error = compilation.run(Stage::GPU, Stage::GPU))
+    return std::move(error);
+  auto params = readKernelParameters(compilation.getModule());
+  if (!params)
+    return params.takeError();
+  if (llvm::Error error = compilation.run(Stage::LLVM, Stage::PTX))
     return std::move(error);
   auto ptx = extractPTX(compilation.getModule());
   if (!ptx)
     return ptx.takeError();
   result.ptx = std::move(*ptx);
-  result.manifest = buildManifest(config, result.numSplits);
+  result.manifest = buildManifest(config, result.numSplits, std::move(*params));
   return result;
 }
 

@@ -48,8 +48,31 @@ void combineStates(KernelEmitter &e, RowState &state, const RowState &other) {
   state.max = newMax;
 }
 
+void KernelParameters::addPointer(OpBuilder &b, Location loc, StringRef name,
+                                  Value memref) {
+  names.push_back(b.getStringAttr(name));
+  values.push_back(globalPointer(b, loc, memref));
+  types.push_back(values.back().getType());
+}
+
+void KernelParameters::addI32(OpBuilder &b, Location loc, StringRef name,
+                              Value value) {
+  names.push_back(b.getStringAttr(name));
+  values.push_back(arith::IndexCastOp::create(b, loc, b.getI32Type(), value));
+  types.push_back(b.getI32Type());
+}
+
+Value getKernelArgument(gpu::GPUFuncOp kernel, StringRef name) {
+  auto names = kernel->getAttrOfType<ArrayAttr>(kKernelParamsAttrName);
+  for (auto [index, parameter] : llvm::enumerate(names))
+    if (cast<StringAttr>(parameter).getValue() == name)
+      return kernel.getArgument(index);
+  return Value();
+}
+
 gpu::GPUFuncOp createKernel(Operation *anchor, StringRef name,
-                            TypeRange arguments, TypeRange workgroupBuffers,
+                            const KernelParameters &parameters,
+                            TypeRange workgroupBuffers,
                             ArrayRef<int32_t> blockSize,
                             PatternRewriter &rewriter) {
   auto module = anchor->getParentOfType<ModuleOp>();
@@ -64,11 +87,13 @@ gpu::GPUFuncOp createKernel(Operation *anchor, StringRef name,
   auto kernels =
       gpu::GPUModuleOp::create(rewriter, anchor->getLoc(), uniqueName);
   rewriter.setInsertionPointToStart(kernels.getBody());
-  auto kernel = gpu::GPUFuncOp::create(rewriter, anchor->getLoc(), uniqueName,
-                                       rewriter.getFunctionType(arguments, {}),
-                                       workgroupBuffers);
+  auto kernel = gpu::GPUFuncOp::create(
+      rewriter, anchor->getLoc(), uniqueName,
+      rewriter.getFunctionType(parameters.types, {}), workgroupBuffers);
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                   rewriter.getUnitAttr());
+  kernel->setAttr(kKernelParamsAttrName,
+                  rewriter.getArrayAttr(parameters.names));
   // The kernels move workgroup memory 16 bytes at a time (.v4): align every
   // buffer to that, not just to its element.
   for (unsigned i = 0; i < workgroupBuffers.size(); ++i)

@@ -9,6 +9,7 @@
 #ifndef FD_LIB_CONVERSION_FDTOGPU_KERNELBUILDER_H
 #define FD_LIB_CONVERSION_FDTOGPU_KERNELBUILDER_H
 
+#include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Dialect/FD/Utils/AttentionUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -169,17 +170,39 @@ Value buildRescale(KernelEmitter &e, Value oldMax, Value newMax);
 /// Merges `other` into `state` (both partial softmaxes of the same row).
 void combineStates(KernelEmitter &e, RowState &state, const RowState &other);
 
-/// Creates `gpu.module @name { gpu.func @name kernel }` at the end of the
-/// enclosing module, with `name` uniqued there, and a known block size
-/// unless `blockSize` is empty. One module per kernel: each
-/// becomes its own PTX file and the runtime loads what it launches.
-gpu::GPUFuncOp createKernel(Operation *anchor, StringRef name,
-                            TypeRange arguments, TypeRange workgroupBuffers,
-                            ArrayRef<int32_t> blockSize,
-                            PatternRewriter &rewriter);
-
 /// The global address of a contiguous memref's data, for a kernel argument.
 Value globalPointer(OpBuilder &b, Location loc, Value memref);
+
+/// A kernel's parameters, in order, as one list: each one's name (the
+/// runtime binds buffers by it: docs/KernelABI.md), its type in the kernel
+/// and the value the launch passes. The kernel records the names
+/// (kKernelParamsAttrName, FDToGPU.h), which the JIT writes into the
+/// manifest: the ABI is stated once, where the launch is built.
+struct KernelParameters {
+  SmallVector<Attribute> names;
+  SmallVector<Type> types;
+  SmallVector<Value> values;
+
+  /// A global pointer to `memref`'s data.
+  void addPointer(OpBuilder &b, Location loc, StringRef name, Value memref);
+  /// An i32 of the index `value`.
+  void addI32(OpBuilder &b, Location loc, StringRef name, Value value);
+};
+
+/// The argument of `kernel` (made by createKernel) for parameter `name`, or
+/// null when it has none.
+Value getKernelArgument(gpu::GPUFuncOp kernel, StringRef name);
+
+/// Creates `gpu.module @name { gpu.func @name kernel }` at the end of the
+/// enclosing module, with `name` uniqued there, the parameters'
+/// types and names, and a known block size unless `blockSize` is empty. One
+/// module per kernel: each becomes its own PTX file and the runtime loads
+/// what it launches.
+gpu::GPUFuncOp createKernel(Operation *anchor, StringRef name,
+                            const KernelParameters &parameters,
+                            TypeRange workgroupBuffers,
+                            ArrayRef<int32_t> blockSize,
+                            PatternRewriter &rewriter);
 
 /// Fails the match, with getReasonNotLowerableToGPU's reason, when `op`
 /// cannot be lowered.

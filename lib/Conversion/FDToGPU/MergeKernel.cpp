@@ -33,18 +33,22 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
     int64_t queryLength = geometry.queryLength;
     Type outputElement =
         cast<MemRefType>(op.getOutput().getType()).getElementType();
-    bool withLse = static_cast<bool>(op.getLse());
-    bool withSinks = static_cast<bool>(op.getSinks());
-    bool withQueryLens = static_cast<bool>(op.getQueryLens());
 
-    Type pointer =
-        LLVM::LLVMPointerType::get(rewriter.getContext(), kGlobalAddressSpace);
     // Partials, lse partials, output, then the lse, the sinks and the query
-    // lengths when there.
-    SmallVector<Type> arguments(3 + withLse + withSinks + withQueryLens,
-                                pointer);
+    // lengths when there (docs/KernelABI.md).
+    Location loc = op.getLoc();
+    KernelParameters parameters;
+    for (auto [name, memref] :
+         {std::pair<StringRef, Value>{"partial_output", op.getPartialOutput()},
+          {"partial_lse", op.getPartialLse()},
+          {"output", op.getOutput()},
+          {"lse", op.getLse()},
+          {"sinks", op.getSinks()},
+          {"query_lens", op.getQueryLens()}})
+      if (memref)
+        parameters.addPointer(rewriter, loc, name, memref);
     gpu::GPUFuncOp kernel =
-        createKernel(op, "fd_merge", arguments, {},
+        createKernel(op, "fd_merge", parameters, {},
                      {static_cast<int32_t>(headDim), 1, 1}, rewriter);
     {
       OpBuilder::InsertionGuard guard(rewriter);
@@ -63,10 +67,10 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       // A padding token's row (AttentionUtils.h) reads no partial (the
       // partial kernel left them unwritten) and no sink: zeros, lse -inf.
       Value splits = e.index(numSplits), isQuery;
-      if (withQueryLens) {
+      if (op.getQueryLens()) {
         Type i32 = rewriter.getI32Type();
-        Value queryLen = e.load(i32, entry.getArgument(3 + withLse + withSinks),
-                                i32, batch, 4);
+        Value queryLen =
+            e.load(i32, getKernelArgument(kernel, "query_lens"), i32, batch, 4);
         isQuery = buildIsQueryToken(
             rewriter, e.loc,
             {Value(), buildQueryLength(rewriter, e.loc, queryLen, queryLength)},
@@ -74,8 +78,8 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
         splits = e.select(isQuery, splits, e.index(0));
       }
       auto lseAt = [&](Value split) {
-        return e.load(f32, entry.getArgument(1), f32, e.add(firstSplit, split),
-                      4);
+        return e.load(f32, getKernelArgument(kernel, "partial_lse"), f32,
+                      e.add(firstSplit, split), 4);
       };
       Value max =
           scf::ForOp::create(
@@ -91,8 +95,8 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       // A sink is one more partial (AttentionUtils.h): its lse is the sink,
       // its output zero.
       Value sink;
-      if (withSinks) {
-        sink = e.load(f32, entry.getArgument(3 + withLse), f32, head, 4);
+      if (op.getSinks()) {
+        sink = e.load(f32, getKernelArgument(kernel, "sinks"), f32, head, 4);
         if (isQuery)
           sink = e.select(isQuery, sink, e.negInf());
         max = arith::MaximumFOp::create(rewriter, e.loc, max, sink);
@@ -107,7 +111,7 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
           [&](OpBuilder &, Location, Value split, ValueRange state) {
             Value weight = e.exp2(e.mul(e.sub(lseAt(split), shift), log2e));
             Value partial = e.load(
-                f32, entry.getArgument(0), f32,
+                f32, getKernelArgument(kernel, "partial_output"), f32,
                 e.add(e.mul(e.add(firstSplit, split), e.index(headDim)), dim),
                 4);
             scf::YieldOp::create(rewriter, e.loc,
@@ -123,37 +127,26 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       if (outputElement != f32)
         output =
             arith::TruncFOp::create(rewriter, e.loc, outputElement, output);
-      e.store(output, entry.getArgument(2),
+      e.store(output, getKernelArgument(kernel, "output"),
               e.add(e.mul(row, e.index(headDim)), dim));
-      if (withLse) {
+      if (Value lseOutput = getKernelArgument(kernel, "lse")) {
         auto writeLse =
             scf::IfOp::create(rewriter, e.loc, e.equal(dim, e.index(0)), false);
         rewriter.setInsertionPointToStart(writeLse.thenBlock());
         Value lse = e.add(max, e.mul(e.log2(sum), e.f32(llvm::numbers::ln2)));
-        e.store(e.select(hasKeys, lse, e.negInf()), entry.getArgument(3), row);
+        e.store(e.select(hasKeys, lse, e.negInf()), lseOutput, row);
         rewriter.setInsertionPointAfter(writeLse);
       }
       gpu::ReturnOp::create(rewriter, e.loc);
     }
 
-    Location loc = op.getLoc();
     KernelEmitter e{rewriter, loc};
-    SmallVector<Value> operands;
-    for (Value memref :
-         {op.getPartialOutput(), op.getPartialLse(), op.getOutput()})
-      operands.push_back(globalPointer(rewriter, loc, memref));
-    if (withLse)
-      operands.push_back(globalPointer(rewriter, loc, op.getLse()));
-    if (withSinks)
-      operands.push_back(globalPointer(rewriter, loc, op.getSinks()));
-    if (withQueryLens)
-      operands.push_back(globalPointer(rewriter, loc, op.getQueryLens()));
     Value batch = memref::DimOp::create(rewriter, loc, op.getOutput(), 0);
     gpu::LaunchFuncOp::create(
         rewriter, loc, kernel,
         gpu::KernelDim3{e.index(queryHeads), e.index(queryLength), batch},
         gpu::KernelDim3{e.index(headDim), e.index(1), e.index(1)},
-        /*dynamicSharedMemorySize=*/Value(), operands);
+        /*dynamicSharedMemorySize=*/Value(), parameters.values);
     rewriter.eraseOp(op);
     return success();
   }

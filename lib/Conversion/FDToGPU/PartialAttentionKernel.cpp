@@ -38,7 +38,6 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
         static_cast<bool>(op.getAlibiSlopes()));
 
     MLIRContext *context = rewriter.getContext();
-    Type pointer = LLVM::LLVMPointerType::get(context, kGlobalAddressSpace);
     auto workgroup = gpu::AddressSpaceAttr::get(
         context, gpu::GPUDialect::getWorkgroupAddressSpace());
     Type f32 = rewriter.getF32Type();
@@ -56,23 +55,47 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
              nullptr, workgroup),
          MemRefType::get({PartialKernelLayout::kWarps, layout.rowTile, 2}, f32,
                          nullptr, workgroup)});
-    SmallVector<Type> arguments(6, pointer);
-    arguments.push_back(rewriter.getI32Type());
+    // The parameters (docs/KernelABI.md) and what the launch passes.
+    Location loc = op.getLoc();
+    KernelEmitter host{rewriter, loc};
+    KernelParameters parameters;
+    for (auto [name, memref] :
+         {std::pair<StringRef, Value>{"query", op.getQuery()},
+          {"key_cache", op.getKeyCache()},
+          {"value_cache", op.getValueCache()},
+          {"seq_lens", op.getSeqLens()},
+          {"partial_output", op.getPartialOutput()},
+          {"partial_lse", op.getPartialLse()}})
+      parameters.addPointer(rewriter, loc, name, memref);
+    // The cache length: Lmax, or max_pages * page_size for a paged cache.
+    unsigned lengthDim = op.getKvLayout() == KVLayout::NHD ? 1 : 2;
+    Value maxLength =
+        geometry.isPaged()
+            ? host.mul(
+                  memref::DimOp::create(rewriter, loc, op.getBlockTable(), 1),
+                  host.index(geometry.pageSize))
+            : memref::DimOp::create(rewriter, loc, op.getKeyCache(), lengthDim)
+                  .getResult();
+    parameters.addI32(rewriter, loc, "max_len", maxLength);
     // A paged cache: the block table and the pool's page count (entries
     // are clamped into the pool).
-    if (geometry.isPaged())
-      arguments.append({pointer, rewriter.getI32Type()});
+    if (geometry.isPaged()) {
+      parameters.addPointer(rewriter, loc, "block_table", op.getBlockTable());
+      parameters.addI32(
+          rewriter, loc, "num_pages",
+          memref::DimOp::create(rewriter, loc, op.getKeyCache(), 0));
+    }
     // ALiBi: the slope of each query head.
     if (op.getAlibiSlopes())
-      arguments.push_back(pointer);
+      parameters.addPointer(rewriter, loc, "alibi_slopes", op.getAlibiSlopes());
     // Per-sequence query lengths.
     if (op.getQueryLens())
-      arguments.push_back(pointer);
+      parameters.addPointer(rewriter, loc, "query_lens", op.getQueryLens());
     // No known block size: it becomes `.maxntid 128`, for which ptxas caps
     // registers at 128 to fit four blocks per SM and spills the larger
     // configurations instead of using the 129 registers they need.
     gpu::GPUFuncOp kernel =
-        createKernel(op, "fd_partial_attention", arguments, workgroupBuffers,
+        createKernel(op, "fd_partial_attention", parameters, workgroupBuffers,
                      /*blockSize=*/{}, rewriter);
     // The tensor-core kernel fits 128 registers (four blocks per SM, the
     // split planner's default wave) where ptxas would take a few more:
@@ -99,39 +122,14 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     }
 
     // The launch: grid (S, Hkv, B).
-    Location loc = op.getLoc();
-    KernelEmitter e{rewriter, loc};
     Value batch = memref::DimOp::create(rewriter, loc, op.getQuery(), 0);
-    // The cache length: Lmax, or max_pages * page_size for a paged cache.
-    unsigned lengthDim = op.getKvLayout() == KVLayout::NHD ? 1 : 2;
-    Value maxLength =
-        geometry.isPaged()
-            ? e.mul(memref::DimOp::create(rewriter, loc, op.getBlockTable(), 1),
-                    e.index(geometry.pageSize))
-            : memref::DimOp::create(rewriter, loc, op.getKeyCache(), lengthDim)
-                  .getResult();
-    SmallVector<Value> operands;
-    for (Value memref :
-         {op.getQuery(), op.getKeyCache(), op.getValueCache(), op.getSeqLens(),
-          op.getPartialOutput(), op.getPartialLse()})
-      operands.push_back(globalPointer(rewriter, loc, memref));
-    operands.push_back(e.toI32(maxLength));
-    if (geometry.isPaged()) {
-      operands.push_back(globalPointer(rewriter, loc, op.getBlockTable()));
-      operands.push_back(
-          e.toI32(memref::DimOp::create(rewriter, loc, op.getKeyCache(), 0)));
-    }
-    if (op.getAlibiSlopes())
-      operands.push_back(globalPointer(rewriter, loc, op.getAlibiSlopes()));
-    if (op.getQueryLens())
-      operands.push_back(globalPointer(rewriter, loc, op.getQueryLens()));
     gpu::LaunchFuncOp::create(
         rewriter, loc, kernel,
-        gpu::KernelDim3{e.index(op.getNumSplits()),
-                        e.index(geometry.numKVHeads), batch},
-        gpu::KernelDim3{e.index(PartialKernelLayout::kThreads), e.index(1),
-                        e.index(1)},
-        /*dynamicSharedMemorySize=*/Value(), operands);
+        gpu::KernelDim3{host.index(op.getNumSplits()),
+                        host.index(geometry.numKVHeads), batch},
+        gpu::KernelDim3{host.index(PartialKernelLayout::kThreads),
+                        host.index(1), host.index(1)},
+        /*dynamicSharedMemorySize=*/Value(), parameters.values);
     rewriter.eraseOp(op);
     return success();
   }
@@ -150,14 +148,15 @@ PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
       rewriter(rewriter), e{rewriter, kernel.getLoc()} {
   Block &entry = kernel.getBody().front();
   rewriter.setInsertionPointToStart(&entry);
-  query = entry.getArgument(0);
-  keys = entry.getArgument(1);
-  values = entry.getArgument(2);
-  seqLens = entry.getArgument(3);
-  partialOutput = entry.getArgument(4);
-  partialLse = entry.getArgument(5);
-  maxLength = arith::IndexCastOp::create(
-      rewriter, e.loc, rewriter.getIndexType(), entry.getArgument(6));
+  query = getKernelArgument(kernel, "query");
+  keys = getKernelArgument(kernel, "key_cache");
+  values = getKernelArgument(kernel, "value_cache");
+  seqLens = getKernelArgument(kernel, "seq_lens");
+  partialOutput = getKernelArgument(kernel, "partial_output");
+  partialLse = getKernelArgument(kernel, "partial_lse");
+  maxLength =
+      arith::IndexCastOp::create(rewriter, e.loc, rewriter.getIndexType(),
+                                 getKernelArgument(kernel, "max_len"));
   (layout.tensorCores ? queryFragments : queryTile) =
       kernel.getWorkgroupAttributions()[0];
   warpAccumulators = kernel.getWorkgroupAttributions()[1];
@@ -176,21 +175,18 @@ PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
     setUpTokenGroups();
   }
 
-  // The optional arguments after the first seven, in order: the block
-  // table and page count, the ALiBi slopes, the query lengths.
-  unsigned nextArgument = geometry.isPaged() ? 9 : 7;
-  if (op.getAlibiSlopes())
-    alibiSlopes = entry.getArgument(nextArgument++);
-  Value queryLens =
-      op.getQueryLens() ? entry.getArgument(nextArgument++) : Value();
+  alibiSlopes = getKernelArgument(kernel, "alibi_slopes");
   chunk = emitChunkBounds(
-      e, emitSequenceExtent(e, seqLens, queryLens, batch, maxLength, rules),
+      e,
+      emitSequenceExtent(e, seqLens, getKernelArgument(kernel, "query_lens"),
+                         batch, maxLength, rules),
       split, op.getNumSplits(), op.getChunkLength(), rules);
   queryScale = e.f32(op.getEffectiveScale() * llvm::numbers::log2e);
   if (geometry.isPaged()) {
-    blockTable = entry.getArgument(7);
-    numPages = arith::IndexCastOp::create(
-        rewriter, e.loc, rewriter.getIndexType(), entry.getArgument(8));
+    blockTable = getKernelArgument(kernel, "block_table");
+    numPages =
+        arith::IndexCastOp::create(rewriter, e.loc, rewriter.getIndexType(),
+                                   getKernelArgument(kernel, "num_pages"));
     tableRow = e.mul(batch, arith::DivUIOp::create(rewriter, e.loc, maxLength,
                                                    e.index(geometry.pageSize)));
   }

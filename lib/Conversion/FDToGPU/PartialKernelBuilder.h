@@ -8,8 +8,9 @@
 // the rows' online softmax (streamKeys, StreamKeys.cpp), combine the lane
 // groups of a warp (combineLaneGroups), publish each warp's state
 // (publishWarpStates) and combine the warps into the normalized partial and
-// its lse (writePartials; these three in CombineRows.cpp). With tensor cores, streamTensorCoreTile
-// (TensorCoreTile.cpp) takes the place of all but the last stage.
+// its lse (writePartials; these three in CombineRows.cpp). With tensor cores,
+// streamTensorCoreTile (TensorCoreTile.cpp) takes the place of all but the last
+// stage.
 //
 //===----------------------------------------------------------------------===//
 

@@ -5,8 +5,8 @@
 
 // CHECK-LABEL: func.func @decode
 // CHECK-SAME: %[[Q:[a-z0-9]+]]: memref<?x8x64xf16>, %[[K:[a-z0-9]+]]: memref<?x?x8x64xf16>
-// CHECK: %[[LMAX:.*]] = memref.dim %[[K]], %c1
 // CHECK: memref.extract_aligned_pointer_as_index %[[Q]]
+// CHECK: %[[LMAX:.*]] = memref.dim %[[K]], %c1
 // CHECK: %[[LMAX32:.*]] = arith.index_cast %[[LMAX]] : index to i32
 // CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in (%c4, %c8, %{{.*}}) threads in (%c128, %c1, %c1) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, %[[LMAX32]] : i32)
 // CHECK: gpu.launch_func @fd_merge::@fd_merge blocks in (%c8, %c1, %{{.*}}) threads in (%c64, %c1, %c1) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>)
@@ -14,7 +14,7 @@
 
 // The merge kernel: D threads, the lse combine in base 2, lse for thread 0.
 // CHECK: gpu.module @fd_merge
-// CHECK: gpu.func @fd_merge(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>) kernel attributes {known_block_size = array<i32: 64, 1, 1>}
+// CHECK: gpu.func @fd_merge(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>) kernel attributes {fd.params = ["partial_output", "partial_lse", "output", "lse"], known_block_size = array<i32: 64, 1, 1>}
 // CHECK: arith.maximumf
 // CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
 // CHECK: arith.truncf {{.*}} : f32 to f16
@@ -24,6 +24,8 @@
 // CHECK: gpu.module @fd_partial_attention
 // CHECK: gpu.func @fd_partial_attention(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[LENS:[a-z0-9]+]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32)
 // CHECK-SAME: workgroup(%[[QTILE:.*]] : memref<1x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WACC:.*]] : memref<4x1x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WML:.*]] : memref<4x1x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
+// Each kernel names its parameters (docs/KernelABI.md): the manifest's.
+// CHECK-SAME: attributes {fd.params = ["query", "key_cache", "value_cache", "seq_lens", "partial_output", "partial_lse", "max_len"]
 // The length of the block's sequence (blockIdx.z) comes from device memory.
 // CHECK: %[[B:.*]] = gpu.block_id z
 // CHECK: %[[B64:.*]] = arith.index_cast %[[B]] : index to i64

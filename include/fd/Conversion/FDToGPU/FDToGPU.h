@@ -16,6 +16,11 @@ class RewritePatternSet;
 
 namespace mlir::fd {
 
+/// The attribute of each kernel (gpu.func) convert-fd-to-gpu makes: the
+/// names of its parameters in order (docs/KernelABI.md), which the runtime
+/// binds buffers by and the JIT writes into the manifest.
+constexpr llvm::StringLiteral kKernelParamsAttrName = "fd.params";
+
 /// How the partial-attention kernel maps one (sequence, KV head, chunk) onto
 /// a thread block; a pure function of the head dim, the element size, the
 /// group size (Hq / Hkv) and the query length Lq.
