@@ -320,6 +320,38 @@ expectMatchesReference(const Problem &problem, const Result &result,
   EXPECT_LE(maxLseError, lseLimit) << "lse error (max |lse| " << maxLse << ")";
 }
 
+/// The largest |a - b| over the outputs, relative to the largest |b|.
+inline double relativeDifference(const Result &a, const Result &b) {
+  double difference = 0.0, largest = 1e-30;
+  for (size_t i = 0; i < a.output.values.size(); ++i) {
+    difference =
+        std::max(difference, std::abs(a.output.get(i) - b.output.get(i)));
+    largest = std::max(largest, std::abs(b.output.get(i)));
+  }
+  return difference / largest;
+}
+
+/// Runs the problem's config unsplit and with each of `splits`: every run
+/// matches the reference and the unsplit one (within 1e-5 relative for f32,
+/// 2e-2 for f16/bf16).
+inline void expectEverySplitMatches(const Problem &problem,
+                                    std::initializer_list<int64_t> splits,
+                                    LseTolerance lse = LseTolerance::PerRow) {
+  KernelConfig config = problem.config;
+  config.splitKV = false;
+  Result unsplit = run(config, problem);
+  expectMatchesReference(problem, unsplit, lse);
+  double limit = config.elementType == ElementType::F32 ? 1e-5 : 2e-2;
+  for (int64_t count : splits) {
+    SCOPED_TRACE(testing::Message() << "num_splits " << count);
+    config.splitKV = true;
+    config.numSplits = count;
+    Result split = run(config, problem);
+    expectMatchesReference(problem, split, lse);
+    EXPECT_LE(relativeDifference(split, unsplit), limit);
+  }
+}
+
 /// Checks which rows a NaN in the inputs reaches: exactly those `poisoned`
 /// picks (by row index), where the reference has NaN too, output and lse;
 /// the other rows within 2e-2 of the reference, element by element.

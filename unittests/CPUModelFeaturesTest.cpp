@@ -31,8 +31,8 @@ void expectMatches(const Problem &problem, const Result &result) {
 }
 
 /// Runs `config` unsplit and with each of `splits` on the problem.
-void expectEverySplitMatches(const Problem &problem,
-                             std::initializer_list<int64_t> splits) {
+void expectEachSplitMatchesReference(const Problem &problem,
+                                     std::initializer_list<int64_t> splits) {
   KernelConfig config = problem.config;
   config.splitKV = false;
   expectMatches(problem, run(config, problem));
@@ -52,7 +52,7 @@ TEST_F(CPUModelFeatures, WindowsShorterEqualAndLongerThanTheLengths) {
     KernelConfig config = gqaConfig(ElementType::F32);
     config.windowLeft = window;
     Problem problem(config, {0, 1, 4, 5, 6, 36, 37, 38, 129, 300}, 300, random);
-    expectEverySplitMatches(problem, {1, 3, 7, 16});
+    expectEachSplitMatchesReference(problem, {1, 3, 7, 16});
   }
 }
 
@@ -69,7 +69,7 @@ TEST_F(CPUModelFeatures, WindowsOverQueryTokens) {
         KernelConfig config = gqaConfig(type, queryLength);
         config.windowLeft = window;
         Problem problem(config, {0, 1, 2, 3, 7, 8, 9, 61, 200}, 200, random);
-        expectEverySplitMatches(problem, {3, 16});
+        expectEachSplitMatchesReference(problem, {3, 16});
       }
 }
 
@@ -94,7 +94,7 @@ TEST_F(CPUModelFeatures, WindowOverEveryDtypeLayoutAndHeadRatio) {
           config.headDim = 128;
           config.windowLeft = 37;
           Problem problem(config, {0, 1, 36, 40, 157, 250}, 250, random);
-          expectEverySplitMatches(problem, {5});
+          expectEachSplitMatchesReference(problem, {5});
         }
 }
 
@@ -111,10 +111,10 @@ TEST_F(CPUModelFeatures, SoftCapOnScoresFarBeyondTheCap) {
         KernelConfig config = gqaConfig(type, queryLength);
         config.logitsSoftCap = cap;
         Problem problem(config, {0, 1, 2, 33, 300}, 300, random, 40.0);
-        expectEverySplitMatches(problem, {1, 4, 64});
+        expectEachSplitMatchesReference(problem, {1, 4, 64});
         config.scale = 3.0f;
         Problem scaled(config, {1, 100}, 100, random);
-        expectEverySplitMatches(scaled, {7});
+        expectEachSplitMatchesReference(scaled, {7});
       }
 }
 
@@ -128,7 +128,7 @@ TEST_F(CPUModelFeatures, WindowAndSoftCapTogether) {
       config.windowLeft = 21;
       config.logitsSoftCap = 30.0f;
       Problem problem(config, {0, 1, 3, 21, 22, 300}, 300, random, 20.0);
-      expectEverySplitMatches(problem, {1, 3, 16, 64});
+      expectEachSplitMatchesReference(problem, {1, 3, 16, 64});
     }
 }
 

@@ -47,38 +47,6 @@ void setSpecialSinks(Problem &problem, bool huge = false) {
   problem.sinks[3] = -kInf;
 }
 
-/// The largest |a - b| over the outputs, relative to the largest |b|.
-double relativeDifference(const Result &a, const Result &b) {
-  double difference = 0.0, largest = 1e-30;
-  for (size_t i = 0; i < a.output.values.size(); ++i) {
-    difference =
-        std::max(difference, std::abs(a.output.get(i) - b.output.get(i)));
-    largest = std::max(largest, std::abs(b.output.get(i)));
-  }
-  return difference / largest;
-}
-
-/// Runs the problem's config unsplit and with each of `splits`: every run
-/// matches the reference and the unsplit one (the sink is counted once
-/// whatever the split count).
-void expectEverySplitMatches(const Problem &problem,
-                             std::initializer_list<int64_t> splits,
-                             LseTolerance lse = LseTolerance::PerRow) {
-  KernelConfig config = problem.config;
-  config.splitKV = false;
-  Result unsplit = run(config, problem);
-  expectMatchesReference(problem, unsplit, lse);
-  double limit = config.elementType == ElementType::F32 ? 1e-5 : 2e-2;
-  for (int64_t count : splits) {
-    SCOPED_TRACE(testing::Message() << "num_splits " << count);
-    config.splitKV = true;
-    config.numSplits = count;
-    Result split = run(config, problem);
-    expectMatchesReference(problem, split, lse);
-    EXPECT_LE(relativeDifference(split, unsplit), limit);
-  }
-}
-
 TEST_F(CPUSinks, LengthsAndSplitCounts) {
   // Lengths 0, 1, 2, odd and the full cache; 1, 3 and 16 splits and 64
   // (more than most sequences have tokens); f32, then bf16 with a sink of

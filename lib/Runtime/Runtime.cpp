@@ -274,33 +274,32 @@ void DecodePlan::bind() {
     fail(manifest.withLse ? "the kernels write an lse: lse buffer required"
                           : "the kernels were compiled without an lse "
                             "output: lse must be 0");
-  // A float [num_q_heads] buffer that `reader` reads when the kernels were
-  // compiled with `feature` (`use` says how they use it).
-  auto requirePerHeadBuffer = [&](const char *field, CUdeviceptr address,
+  // A buffer of 4-byte `element`s (`shape`) that `reader` ("the merge
+  // reads") when the kernels were compiled with `feature` (`use` says how
+  // they use it).
+  auto requireFeatureBuffer = [&](const char *field, CUdeviceptr address,
                                   bool compiledWith, const char *use,
-                                  const char *feature, const char *reader) {
+                                  const char *feature, const char *element,
+                                  const char *shape, const char *reader) {
     if (compiledWith != (address != 0))
       fail(compiledWith ? std::string("the kernels ") + use + ": " + field +
-                              " buffer (float [num_q_heads]) required"
+                              " buffer (" + element + " " + shape + ") required"
                         : std::string("the kernels were compiled without ") +
                               feature + ": " + field + " must be 0");
     if (address % 4 != 0)
       fail(std::string(field) + " address is not 4-byte aligned: " + reader +
-           " reads it as float");
+           " it as " + element);
   };
-  requirePerHeadBuffer("sinks", buffers.sinks, manifest.withSinks,
-                       "read attention sinks", "attention sinks", "the merge");
-  requirePerHeadBuffer("alibiSlopes", buffers.alibiSlopes, manifest.withAlibi,
-                       "apply ALiBi", "ALiBi", "the partial kernel");
-  if (manifest.withQueryLens != (buffers.queryLens != 0))
-    fail(manifest.withQueryLens
-             ? "the kernels read per-sequence query lengths: queryLens buffer "
-               "(int32 [batch]) required"
-             : "the kernels were compiled without per-sequence query "
-               "lengths: queryLens must be 0");
-  if (buffers.queryLens % 4 != 0)
-    fail("queryLens address is not 4-byte aligned: the kernels read it as "
-         "int32");
+  requireFeatureBuffer("sinks", buffers.sinks, manifest.withSinks,
+                       "read attention sinks", "attention sinks", "float",
+                       "[num_q_heads]", "the merge reads");
+  requireFeatureBuffer("alibiSlopes", buffers.alibiSlopes, manifest.withAlibi,
+                       "apply ALiBi", "ALiBi", "float", "[num_q_heads]",
+                       "the partial kernel reads");
+  requireFeatureBuffer("queryLens", buffers.queryLens, manifest.withQueryLens,
+                       "read per-sequence query lengths",
+                       "per-sequence query lengths", "int32", "[batch]",
+                       "the kernels read");
 
   // The kernels move 16 bytes per access: a misaligned base (a view that
   // starts inside a buffer) would fault on the GPU, so say so here.
