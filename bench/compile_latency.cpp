@@ -1,10 +1,10 @@
 //===- compile_latency.cpp - JIT compile latency vs an nvcc anchor --------===//
 //
-// For 24 configurations: cold in-process compilation (fd::compileUncached),
-// a disk-cache hit and a memory-cache hit; then, in the same run,
-// `nvcc -ptx -arch=sm_90` on bench/splitkv_decode.cu, a CUDA C++ split-KV
-// kernel pair of comparable size, as the anchor for nvcc-based JITs. Prints
-// a table and the medians; --csv FILE writes the rows.
+// For 24 configurations: cold in-process compilation
+// (flashdecode::compileUncached), a disk-cache hit and a memory-cache hit;
+// then, in the same run, `nvcc -ptx -arch=sm_90` on bench/splitkv_decode.cu, a
+// CUDA C++ split-KV kernel pair of comparable size, as the anchor for
+// nvcc-based JITs. Prints a table and the medians; --csv FILE writes the rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-using namespace fd;
+using namespace flashdecode;
 
 namespace {
 

@@ -95,8 +95,8 @@ fi
 
 step "compute-sanitizer on the GPU tests"
 if command -v compute-sanitizer >/dev/null; then
-  for test in RuntimeGPUTest RuntimeGPUFeaturesTest RuntimeGPUSinksTest \
-    RuntimeGPUAlibiTest RuntimeGPUQueryLensTest; do
+  for test in RuntimeGPUTest RuntimeGPUFeaturesTest RuntimeGPUPerHeadTest \
+    RuntimeGPUQueryLensTest; do
     [ -x "build-device/unittests/$test" ] || continue
     for tool in memcheck racecheck synccheck initcheck; do
       echo "-- $test: $tool"

@@ -7,7 +7,7 @@
 # heads, or Lq > 1) run on tensor cores, the others on CUDA cores
 # (docs/KernelABI.md). Then sliding windows and logit soft-capping
 # (RuntimeGPUFeaturesTest) on both forms, and attention sinks
-# (RuntimeGPUSinksTest), ALiBi (RuntimeGPUAlibiTest) and per-sequence query
+# (RuntimeGPUPerHeadTest), ALiBi (RuntimeGPUPerHeadTest) and per-sequence query
 # lengths (RuntimeGPUQueryLensTest). Usage: bench/test_kernels.sh DIR
 # [fd-compile] [TARGET] (default sm_90).
 set -euo pipefail
@@ -68,7 +68,7 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 "$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 4 \
   --num-kv-heads 4 --dtype f16 --num-splits 16 --window-left 1 \
   --logits-soft-cap 50 --with-lse -o "$dir/win1_cap50_mha" >/dev/null
-# Attention sinks (--with-sinks), RuntimeGPUSinksTest's. Tensor cores: GQA
+# Attention sinks (--with-sinks), RuntimeGPUPerHeadTest's. Tensor cores: GQA
 # f16 D=128; MQA bf16 with W = 50; paged 16; Lq = 4 with W = 3 (< Lq). CUDA
 # cores: GQA f32 with 6 splits (more than short sequences have tokens).
 "$compile" $common --dtype f16 --num-splits 5 --with-sinks --with-lse \
@@ -82,7 +82,7 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
   --with-sinks --with-lse -o "$dir/sinks_win3_spec4" >/dev/null
 "$compile" $common --dtype f32 --num-splits 6 --with-sinks --with-lse \
   -o "$dir/sinks_f32" >/dev/null
-# ALiBi (--with-alibi), RuntimeGPUAlibiTest's. Tensor cores: GQA f16 D=128;
+# ALiBi (--with-alibi), RuntimeGPUPerHeadTest's. Tensor cores: GQA f16 D=128;
 # bf16 Lq = 4 with W = 100; paged 16 with sinks. CUDA cores: GQA f32 with
 # Lq = 3; MHA bf16 D=64 over 16 heads (BLOOM's shape, Lq = 1).
 "$compile" $common --dtype f16 --num-splits 5 --with-alibi --with-lse \

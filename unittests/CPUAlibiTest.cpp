@@ -20,8 +20,8 @@
 #include <cmath>
 #include <vector>
 
-using namespace fd;
-using namespace fd::test;
+using namespace flashdecode;
+using namespace flashdecode::test;
 
 namespace {
 

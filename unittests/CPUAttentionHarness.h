@@ -3,8 +3,8 @@
 //
 // What CPUAttentionTest and CPUModelFeaturesTest share: random problems,
 // compiling and running a KernelConfig on the CPU (dense or paged caches),
-// and comparing a result with fd::reference on the same (rounded) inputs,
-// with the config's scale, window, soft-cap, attention sinks, ALiBi and
+// and comparing a result with flashdecode::reference on the same (rounded)
+// inputs, with the config's scale, window, soft-cap, attention sinks, ALiBi and
 // per-sequence query lengths.
 //
 //===----------------------------------------------------------------------===//
@@ -27,7 +27,7 @@
 #include <random>
 #include <vector>
 
-namespace fd::test {
+namespace flashdecode::test {
 
 inline Storage getStorage(ElementType type) {
   return type == ElementType::F32   ? Storage::F32
@@ -376,6 +376,6 @@ void expectNaNsIn(const Problem &problem, const Result &result,
   }
 }
 
-} // namespace fd::test
+} // namespace flashdecode::test
 
 #endif // FD_UNITTESTS_CPUATTENTIONHARNESS_H

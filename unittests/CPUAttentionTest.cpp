@@ -17,8 +17,8 @@
 #include <tuple>
 #include <vector>
 
-using namespace fd;
-using namespace fd::test;
+using namespace flashdecode;
+using namespace flashdecode::test;
 
 namespace {
 

@@ -17,8 +17,8 @@
 #include <set>
 #include <vector>
 
-using namespace fd;
-using namespace fd::test;
+using namespace flashdecode;
+using namespace flashdecode::test;
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <set>
 #include <thread>
 
-using namespace fd;
+using namespace flashdecode;
 
 namespace {
 
@@ -314,6 +314,18 @@ TEST_F(KernelCache, InvalidConfigIsAnErrorNotAnEntry) {
   std::error_code error;
   llvm::sys::fs::directory_iterator entries(directory, error);
   EXPECT_EQ(entries, llvm::sys::fs::directory_iterator());
+}
+
+// `fd` is the API's former namespace (Namespace.h): callers written against
+// it still compile and get the same kernels.
+TEST_F(KernelCache, FormerNamespaceNameStillWorks) {
+  fd::KernelConfig same = config;
+  auto viaAlias = fd::compile(same, options);
+  ASSERT_TRUE(static_cast<bool>(viaAlias))
+      << llvm::toString(viaAlias.takeError());
+  std::shared_ptr<const CompiledKernels> kernels = compileOrFail();
+  ASSERT_TRUE(kernels);
+  EXPECT_EQ((*viaAlias)->ptx, kernels->ptx);
 }
 
 TEST_F(KernelCache, DirectoryFromTheEnvironment) {

@@ -7,8 +7,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "fd/Compiler/Compile.h"
-#include "fd/Compiler/Ptxas.h"
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
+#include "fd/TestSupport/Ptxas.h"
+
+#include "llvm/Support/JSON.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +18,7 @@
 #include <ostream>
 #include <utility>
 
-using namespace fd;
+using namespace flashdecode;
 
 namespace {
 
@@ -70,12 +72,27 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
   llvm::Expected<CompiledKernels> kernels = compileUncached(config);
   ASSERT_TRUE(static_cast<bool>(kernels))
       << llvm::toString(kernels.takeError());
-  for (const auto &[name, ptx] : kernels->ptx) {
+  // The manifest's shared memory, read from the IR's workgroup buffers,
+  // is what ptxas allocates.
+  llvm::Expected<llvm::json::Value> manifest =
+      llvm::json::parse(kernels->manifest);
+  ASSERT_TRUE(static_cast<bool>(manifest))
+      << llvm::toString(manifest.takeError());
+  const llvm::json::Array *entries =
+      manifest->getAsObject()->getArray("kernels");
+  ASSERT_TRUE(entries && entries->size() == kernels->ptx.size());
+  for (const auto &[entry, kernel] : llvm::zip(*entries, kernels->ptx)) {
+    const auto &[name, ptx] = kernel;
     auto report = assembleWithPtxas(*ptxas, ptx, param.arch);
     ASSERT_TRUE(static_cast<bool>(report))
         << name << ": " << llvm::toString(report.takeError());
     EXPECT_EQ(report->spillStoreBytes, 0) << name << ":\n" << report->log;
     EXPECT_EQ(report->spillLoadBytes, 0) << name << ":\n" << report->log;
+    EXPECT_EQ(entry.getAsObject()->getString("name"), name);
+    EXPECT_EQ(entry.getAsObject()->getInteger("static_shared_memory_bytes"),
+              report->sharedMemoryBytes)
+        << name << ":\n"
+        << report->log;
     std::printf("%s %s: %lld registers, %lld bytes shared memory\n",
                 testing::UnitTest::GetInstance()->current_test_info()->name(),
                 name.c_str(), static_cast<long long>(report->registers),

@@ -1,6 +1,6 @@
 //===- ReferenceAlibiTest.cpp - The yardstick's ALiBi ---------------------===//
 //
-// fd::reference with ALiBi slopes on hand-computable cases: the bias
+// flashdecode::reference with ALiBi slopes on hand-computable cases: the bias
 // slope * (j - p) per query token's own position p, after the scale and the
 // soft-cap; slopes of 0 are no ALiBi, huge ones leave each token its key.
 //
@@ -17,9 +17,9 @@
 #include <random>
 #include <vector>
 
-using namespace fd::reference;
-using fd::test::fillNormal;
-using fd::test::singleHead;
+using namespace flashdecode::reference;
+using flashdecode::test::fillNormal;
+using flashdecode::test::singleHead;
 
 namespace {
 

@@ -1,8 +1,8 @@
 //===- ReferenceProblems.h - Small reference problems ----------*- C++ -*-===//
 //
-// Helpers of the hand-computable fd::reference tests (ReferenceTest.cpp,
-// ReferenceAlibiTest.cpp, ReferenceQueryLensTest.cpp): a one-KV-head
-// AttentionProblem and seeded normal inputs.
+// Helpers of the hand-computable flashdecode::reference tests
+// (ReferenceTest.cpp, ReferenceAlibiTest.cpp, ReferenceQueryLensTest.cpp): a
+// one-KV-head AttentionProblem and seeded normal inputs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +16,7 @@
 #include <random>
 #include <vector>
 
-namespace fd::test {
+namespace flashdecode::test {
 
 /// A one-KV-head problem over `keys` and `values` ([B, Lmax, 1, D] rows of
 /// D doubles), scale 1.
@@ -50,6 +50,6 @@ inline void fillNormal(unsigned seed,
       value = normal(random);
 }
 
-} // namespace fd::test
+} // namespace flashdecode::test
 
 #endif // FD_UNITTESTS_REFERENCEPROBLEMS_H

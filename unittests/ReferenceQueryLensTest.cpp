@@ -1,6 +1,6 @@
 //===- ReferenceQueryLensTest.cpp - The yardstick's query lengths ---------===//
 //
-// fd::reference with per-sequence query lengths: sequence b's last
+// flashdecode::reference with per-sequence query lengths: sequence b's last
 // n = clamp(queryLengths[b], 0, Lq) tokens are its queries, token t at
 // position len - n + t (the causal rule, the window and ALiBi use it);
 // the rows of tokens t >= n are zeros with lse -inf, sinks or not. Hand-
@@ -19,9 +19,9 @@
 #include <limits>
 #include <vector>
 
-using namespace fd::reference;
-using fd::test::fillNormal;
-using fd::test::singleHead;
+using namespace flashdecode::reference;
+using flashdecode::test::fillNormal;
+using flashdecode::test::singleHead;
 
 namespace {
 

@@ -13,9 +13,9 @@
 #include <limits>
 #include <random>
 
-using namespace fd::reference;
-using fd::test::fillNormal;
-using fd::test::singleHead;
+using namespace flashdecode::reference;
+using flashdecode::test::fillNormal;
+using flashdecode::test::singleHead;
 
 namespace {
 

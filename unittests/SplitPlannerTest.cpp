@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-using namespace fd;
+using namespace flashdecode;
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace fd::test {
+namespace flashdecode::test {
 
 /// A fixture mix-in: the random inputs' generator, seeded from FD_TEST_SEED
 /// (to repeat a run) or the random device, and the seed recorded as the
@@ -101,6 +101,6 @@ struct Result {
   std::vector<float> lse;
 };
 
-} // namespace fd::test
+} // namespace flashdecode::test
 
 #endif // FD_UNITTESTS_TESTINPUTS_H

@@ -9,7 +9,7 @@
 
 using namespace mlir;
 
-namespace fd {
+namespace flashdecode {
 
 static Type getMLIRElementType(MLIRContext &context, ElementType type) {
   switch (type) {
@@ -74,8 +74,7 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   Block *entry = function.addEntryBlock();
   builder.setInsertionPointToStart(entry);
   ValueRange arguments = entry->getArguments();
-  auto layout = mlir::fd::KVLayoutAttr::get(
-      &context, isNHD ? mlir::fd::KVLayout::NHD : mlir::fd::KVLayout::HND);
+  auto layout = mlir::fd::KVLayoutAttr::get(&context, config.cacheLayout);
   FloatAttr scale =
       config.scale ? builder.getF32FloatAttr(*config.scale) : FloatAttr();
   IntegerAttr window = config.windowLeft
@@ -107,4 +106,4 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   return module;
 }
 
-} // namespace fd
+} // namespace flashdecode

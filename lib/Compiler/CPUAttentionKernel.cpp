@@ -3,8 +3,9 @@
 #include "fd/Compiler/CPUAttentionKernel.h"
 #include "DiagnosticCollector.h"
 #include "fd/Compiler/AttentionModule.h"
-#include "fd/Compiler/Pipelines.h"
+#include "fd/Compiler/SplitKVOptions.h"
 #include "fd/Dialect/FD/IR/FD.h"
+#include "fd/Dialect/FD/Pipelines/Passes.h"
 #include "fd/Dialect/FD/Transforms/Passes.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -17,7 +18,7 @@
 
 using namespace mlir;
 
-namespace fd {
+namespace flashdecode {
 
 namespace {
 
@@ -55,7 +56,7 @@ CPUAttentionKernel::compile(const KernelConfig &config) {
   initializeNativeTarget();
 
   DialectRegistry registry;
-  registerFDDialects(registry);
+  mlir::fd::registerFDDialects(registry);
   MLIRContext context(registry);
   DiagnosticCollector diagnostics(context);
   OwningOpRef<ModuleOp> module = buildAttentionModule(context, config);
@@ -74,7 +75,7 @@ CPUAttentionKernel::compile(const KernelConfig &config) {
   llvm::raw_string_ostream(kernel->splitIR) << *module;
 
   PassManager lowering(&context);
-  buildLowerToCPUPipeline(lowering);
+  mlir::fd::buildLowerToCPUPipeline(lowering);
   if (failed(lowering.run(*module)))
     return diagnostics.failure("fd-lower-to-cpu");
 
@@ -166,4 +167,4 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
       std::string("_mlir_ciface_") + kAttentionFunctionName, packedArguments);
 }
 
-} // namespace fd
+} // namespace flashdecode

@@ -4,21 +4,25 @@
 #include "DiagnosticCollector.h"
 #include "SourceHash.h"
 #include "fd/Compiler/AttentionModule.h"
-#include "fd/Compiler/Pipelines.h"
+#include "fd/Compiler/SplitKVOptions.h"
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Dialect/FD/IR/FD.h"
+#include "fd/Dialect/FD/Pipelines/Passes.h"
 #include "fd/Planning/SplitPlanner.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/LLVMIR/LLVMTypes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <array>
 
 using namespace mlir;
 
-namespace fd {
+namespace flashdecode {
 
 const char *getCompilerVersion() { return "flashdecode 0.2.7 (MLIR 22)"; }
 
@@ -49,7 +53,7 @@ public:
   /// Runs the stages first..last on the module.
   llvm::Error run(Stage first, Stage last) {
     PassManager pm(&context);
-    buildLowerToPTXPipeline(pm, target, split, first, last);
+    mlir::fd::buildLowerToPTXPipeline(pm, target, split, first, last);
     if (failed(pm.run(*module)))
       return diagnostics.failure("fd-lower-to-ptx");
     return llvm::Error::success();
@@ -60,14 +64,14 @@ public:
 private:
   static DialectRegistry makeRegistry() {
     DialectRegistry registry;
-    registerFDDialects(registry);
+    mlir::fd::registerFDDialects(registry);
     return registry;
   }
 
   MLIRContext context;
   DiagnosticCollector diagnostics;
   OwningOpRef<ModuleOp> module;
-  PTXTarget target;
+  mlir::fd::PTXTarget target;
   mlir::fd::FDSplitKVOptions split;
 };
 
@@ -77,51 +81,126 @@ std::string printIR(ModuleOp module) {
   return text;
 }
 
+/// The PTX of each kernel, in launch order (the order the runtime launches
+/// them in).
 llvm::Expected<std::vector<std::pair<std::string, std::string>>>
 extractPTX(ModuleOp module) {
   std::vector<std::pair<std::string, std::string>> kernels;
-  // The partial kernel first: the order the runtime launches them in.
-  for (StringRef name : {"fd_partial_attention", "fd_merge"}) {
+  SmallVector<std::string> names;
+  module.walk([&](gpu::LaunchFuncOp launch) {
+    names.push_back(launch.getKernelModuleName().str());
+  });
+  for (const std::string &name : names) {
     auto binary = module.lookupSymbol<gpu::BinaryOp>(name);
     if (!binary || binary.getObjects().size() != 1)
       return makeError("no PTX was produced for kernel " + name);
     auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
-    kernels.emplace_back(name.str(), object.getObject().str());
+    kernels.emplace_back(name, object.getObject().str());
   }
   return kernels;
 }
 
-/// Each kernel's parameters, {"name", "type"} in order, read off its
-/// gpu.func: the names convert-fd-to-gpu recorded (kKernelParamsAttrName)
-/// and the types of the arguments ("ptr" or "i32").
-llvm::Expected<llvm::StringMap<llvm::json::Array>>
-readKernelParameters(ModuleOp module) {
-  llvm::StringMap<llvm::json::Array> kernels;
-  WalkResult walk = module.walk([&](gpu::GPUFuncOp kernel) {
+/// Bytes of the workgroup (shared) memory `kernel` declares, each buffer at
+/// its alignment.
+int64_t getStaticSharedMemoryBytes(gpu::GPUFuncOp kernel) {
+  int64_t bytes = 0;
+  for (auto [index, buffer] :
+       llvm::enumerate(kernel.getWorkgroupAttributions())) {
+    auto type = cast<MemRefType>(buffer.getType());
+    int64_t alignment = 1;
+    if (auto align = kernel.getWorkgroupAttributionAttr(
+            index, LLVM::LLVMDialect::getAlignAttrName()))
+      alignment = cast<IntegerAttr>(align).getInt();
+    bytes = llvm::alignTo(bytes, alignment) +
+            type.getNumElements() * type.getElementTypeBitWidth() / 8;
+  }
+  return bytes;
+}
+
+/// A launch's grid or block as the manifest writes it: per dimension, the
+/// symbol the lowering named it by (kLaunchGridSymbolsAttrName), else the
+/// constant it is launched with.
+llvm::Expected<llvm::json::Array> readDimensions(gpu::KernelDim3 dimensions,
+                                                 ArrayAttr symbols) {
+  llvm::json::Array result;
+  std::array<Value, 3> values = {dimensions.x, dimensions.y, dimensions.z};
+  for (auto [index, value] : llvm::enumerate(values)) {
+    StringRef symbol =
+        symbols ? cast<StringAttr>(symbols[index]).getValue() : "";
+    std::optional<int64_t> constant = getConstantIntValue(value);
+    if (!symbol.empty())
+      result.push_back(symbol.str());
+    else if (constant)
+      result.push_back(*constant);
+    else
+      return makeError("a launch dimension is neither a constant nor named");
+  }
+  return result;
+}
+
+/// The kernels' ABI as convert-fd-to-gpu built it, in launch order (the
+/// order the runtime launches them in): each kernel's name, parameters
+/// ({"name", "type"}: the names recorded on the gpu.func,
+/// kKernelParamsAttrName, and "ptr" or "i32"), grid and block (the launch's
+/// operands) and shared memory (the gpu.func's workgroup attributions).
+llvm::Expected<llvm::json::Array> readKernelABI(ModuleOp module) {
+  llvm::json::Array kernels;
+  llvm::Error error = llvm::Error::success();
+  module.walk([&](gpu::LaunchFuncOp launch) {
+    std::string name = launch.getKernelModuleName().str();
+    auto kernel = SymbolTable::lookupNearestSymbolFrom<gpu::GPUFuncOp>(
+        launch, launch.getKernel());
     auto names =
-        kernel->getAttrOfType<ArrayAttr>(mlir::fd::kKernelParamsAttrName);
-    if (!names || names.size() != kernel.getNumArguments())
+        kernel
+            ? kernel->getAttrOfType<ArrayAttr>(mlir::fd::kKernelParamsAttrName)
+            : ArrayAttr();
+    if (!names || names.size() != kernel.getNumArguments()) {
+      error = makeError("kernel " + name + " does not name its parameters");
       return WalkResult::interrupt();
-    llvm::json::Array &params = kernels[kernel.getName()];
-    for (auto [name, type] : llvm::zip(names, kernel.getArgumentTypes()))
+    }
+    llvm::json::Array params;
+    for (auto [parameter, type] : llvm::zip(names, kernel.getArgumentTypes()))
       params.push_back(llvm::json::Object{
-          {"name", cast<StringAttr>(name).getValue()},
+          {"name", cast<StringAttr>(parameter).getValue()},
           {"type", isa<LLVM::LLVMPointerType>(type) ? "ptr" : "i32"}});
+    auto grid = readDimensions(
+        launch.getGridSizeOperandValues(),
+        launch->getAttrOfType<ArrayAttr>(mlir::fd::kLaunchGridSymbolsAttrName));
+    auto block = readDimensions(launch.getBlockSizeOperandValues(), {});
+    if (!grid || !block) {
+      error = llvm::joinErrors(grid.takeError(), block.takeError());
+      return WalkResult::interrupt();
+    }
+    int64_t dynamicShared = 0;
+    if (Value size = launch.getDynamicSharedMemorySize())
+      dynamicShared = getConstantIntValue(size).value_or(-1);
+    llvm::json::Object entry{
+        {"name", name},
+        {"ptx", name + ".ptx"},
+        {"params", std::move(params)},
+        {"grid", std::move(*grid)},
+        {"block", std::move(*block)},
+        {"static_shared_memory_bytes", getStaticSharedMemoryBytes(kernel)},
+        {"dynamic_shared_memory_bytes", dynamicShared}};
+    // Which units compute it (docs/KernelABI.md), for the people and
+    // benchmarks reading the manifest.
+    if (auto units = kernel->getAttrOfType<StringAttr>(
+            mlir::fd::kKernelMathUnitsAttrName))
+      entry["math_units"] = units.getValue();
+    kernels.push_back(std::move(entry));
     return WalkResult::advance();
   });
-  if (walk.wasInterrupted())
-    return makeError("a kernel does not name each of its parameters");
+  if (error)
+    return std::move(error);
+  if (kernels.empty())
+    return makeError("the lowering launched no kernel");
   return kernels;
 }
 
 /// The manifest: everything the runtime needs to allocate and launch.
 std::string buildManifest(const KernelConfig &config, int64_t numSplits,
-                          llvm::StringMap<llvm::json::Array> params) {
+                          llvm::json::Array kernels) {
   int64_t rows = config.queryLength * config.numQueryHeads;
-  mlir::fd::PartialKernelLayout layout = mlir::fd::PartialKernelLayout::get(
-      config.headDim, getElementTypeSize(config.elementType),
-      config.numQueryHeads / config.numKVHeads, config.queryLength,
-      config.withAlibi);
   int64_t workspacePerSequence = getWorkspaceBytes(
       1, config.queryLength, config.numQueryHeads, numSplits, config.headDim);
 
@@ -150,32 +229,7 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits,
            {"partial_output_offset", 0},
            {"partial_lse_offset_per_sequence",
             rows * numSplits * config.headDim * 4}}},
-      {"kernels",
-       llvm::json::Array{
-           llvm::json::Object{
-               {"name", "fd_partial_attention"},
-               {"ptx", "fd_partial_attention.ptx"},
-               {"params", std::move(params["fd_partial_attention"])},
-               {"grid",
-                llvm::json::Array{"num_splits", config.numKVHeads, "batch"}},
-               {"block",
-                llvm::json::Array{mlir::fd::PartialKernelLayout::kThreads, 1,
-                                  1}},
-               {"static_shared_memory_bytes", layout.sharedMemoryBytes()},
-               {"dynamic_shared_memory_bytes", 0},
-               // Which units compute it (docs/KernelABI.md), for the
-               // people and benchmarks reading the manifest.
-               {"math_units",
-                layout.tensorCores ? "tensor_cores" : "cuda_cores"}},
-           llvm::json::Object{
-               {"name", "fd_merge"},
-               {"ptx", "fd_merge.ptx"},
-               {"params", std::move(params["fd_merge"])},
-               {"grid", llvm::json::Array{config.numQueryHeads,
-                                          config.queryLength, "batch"}},
-               {"block", llvm::json::Array{config.headDim, 1, 1}},
-               {"static_shared_memory_bytes", 0},
-               {"dynamic_shared_memory_bytes", 0}}}}};
+      {"kernels", std::move(kernels)}};
   std::string text;
   llvm::raw_string_ostream stream(text);
   stream << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)));
@@ -198,16 +252,17 @@ llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config) {
   // The ABI as the lowering built it, then on to PTX.
   if (llvm::Error error = compilation.run(Stage::GPU, Stage::GPU))
     return std::move(error);
-  auto params = readKernelParameters(compilation.getModule());
-  if (!params)
-    return params.takeError();
+  auto kernels = readKernelABI(compilation.getModule());
+  if (!kernels)
+    return kernels.takeError();
   if (llvm::Error error = compilation.run(Stage::LLVM, Stage::PTX))
     return std::move(error);
   auto ptx = extractPTX(compilation.getModule());
   if (!ptx)
     return ptx.takeError();
   result.ptx = std::move(*ptx);
-  result.manifest = buildManifest(config, result.numSplits, std::move(*params));
+  result.manifest =
+      buildManifest(config, result.numSplits, std::move(*kernels));
   return result;
 }
 
@@ -230,4 +285,4 @@ llvm::Expected<std::string> emitStage(const KernelConfig &config, Stage stage) {
   return text;
 }
 
-} // namespace fd
+} // namespace flashdecode

@@ -14,7 +14,7 @@
 
 #include <string>
 
-namespace fd {
+namespace flashdecode {
 
 /// Collects every diagnostic of `context` while alive.
 class DiagnosticCollector {
@@ -36,6 +36,6 @@ private:
   mlir::ScopedDiagnosticHandler handler;
 };
 
-} // namespace fd
+} // namespace flashdecode
 
 #endif // FD_LIB_COMPILER_DIAGNOSTICCOLLECTOR_H

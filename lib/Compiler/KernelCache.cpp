@@ -24,7 +24,7 @@
 #include <mutex>
 #include <thread>
 
-namespace fd {
+namespace flashdecode {
 
 namespace {
 
@@ -241,4 +241,4 @@ void clearMemoryCache() {
   memoryCache().entries.clear();
 }
 
-} // namespace fd
+} // namespace flashdecode

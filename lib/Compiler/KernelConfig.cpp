@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
-namespace fd {
+namespace flashdecode {
 
 std::string KernelConfig::validate() const {
   auto text = [](int64_t value) { return std::to_string(value); };
@@ -134,11 +134,12 @@ const char *getElementTypeName(ElementType type) {
 }
 
 const char *getCacheLayoutName(CacheLayout layout) {
-  return layout == CacheLayout::NHD ? "NHD" : "HND";
+  // The generated stringifier returns the enumerants' literals.
+  return mlir::fd::stringifyKVLayout(layout).data();
 }
 
 int64_t getElementTypeSize(ElementType type) {
   return type == ElementType::F32 ? 4 : 2;
 }
 
-} // namespace fd
+} // namespace flashdecode

@@ -12,7 +12,7 @@
 #include <cmath>
 #include <limits>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 namespace {
 
 void executeMov(const Instruction &inst, WarpState &warp, uint32_t mask) {
@@ -247,4 +247,4 @@ std::string checkArithmeticImplemented(const Instruction &inst) {
   return "";
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

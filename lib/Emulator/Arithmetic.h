@@ -10,7 +10,7 @@
 
 #include "WarpState.h"
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 inline void writeRegister(WarpState &warp, uint32_t reg, int lane,
                           uint64_t value) {
@@ -41,6 +41,6 @@ uint64_t permute(uint64_t a, uint64_t b, uint64_t selector);
 /// cvt of one value from inst.sourceType to inst.type.
 uint64_t convert(const Instruction &inst, uint64_t source);
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #endif // FD_EMULATOR_ARITHMETIC_H

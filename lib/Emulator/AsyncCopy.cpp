@@ -23,7 +23,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 namespace {
 
 std::string hex(uint64_t value) {
@@ -235,4 +235,4 @@ void dropAsyncCopies(WarpState &warp, uint32_t mask) {
                 pending.end());
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

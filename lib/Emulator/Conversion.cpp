@@ -11,7 +11,7 @@
 
 #include <cmath>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 uint64_t convert(const Instruction &inst, uint64_t source) {
   Type to = inst.type, from = inst.sourceType;
@@ -93,4 +93,4 @@ uint64_t convert(const Instruction &inst, uint64_t source) {
   return roundToFormat(value, to, inst.rounding);
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

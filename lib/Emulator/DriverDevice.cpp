@@ -12,10 +12,10 @@
 
 #include <cstdio>
 
-using namespace fd::rt;
-using namespace fd::emu;
+using namespace flashdecode::rt;
+using namespace flashdecode::emu;
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 thread_local CUctx_st *Driver::current = nullptr;
 thread_local std::vector<CUctx_st *> Driver::contextStack;
@@ -33,7 +33,7 @@ CUresult Driver::contextError() const {
   return current->stickyError;
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 namespace {
 

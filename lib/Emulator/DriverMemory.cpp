@@ -15,8 +15,8 @@
 #include <fstream>
 #include <sstream>
 
-using namespace fd::rt;
-using namespace fd::emu;
+using namespace flashdecode::rt;
+using namespace flashdecode::emu;
 
 namespace {
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-namespace fd::rt {
+namespace flashdecode::rt {
 
 struct CUctx_st {
   bool isPrimary = false;
@@ -79,9 +79,9 @@ struct CUevent_st {
   bool recorded = false;
 };
 
-} // namespace fd::rt
+} // namespace flashdecode::rt
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 constexpr rt::CUresult kInvalidValue = 1;
 constexpr rt::CUresult kOutOfMemory = 2;
@@ -132,6 +132,6 @@ public:
                       bool fromGraph);
 };
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #endif // FD_EMULATOR_DRIVERSTATE_H

@@ -15,8 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 
-using namespace fd::rt;
-using namespace fd::emu;
+using namespace flashdecode::rt;
+using namespace flashdecode::emu;
 
 namespace {
 
@@ -57,7 +57,7 @@ static_assert(FDEMU_NUM_CLASSES == static_cast<int>(InstructionClass::Count),
 
 } // namespace
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 CUresult Driver::submit(CUstream_st &stream, Operation operation,
                         bool fromGraph) {
@@ -117,7 +117,7 @@ CUresult Driver::submit(CUstream_st &stream, Operation operation,
   return 0;
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #define FDEMU_API extern "C" __attribute__((visibility("default")))
 

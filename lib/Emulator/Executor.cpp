@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 ClassCounts &ClassCounts::operator+=(const ClassCounts &other) {
   for (size_t i = 0; i < warpInstructions.size(); ++i)
@@ -564,4 +564,4 @@ std::string checkImplemented(const Kernel &kernel) {
   return "";
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

@@ -15,7 +15,7 @@
 #include <cmath>
 #include <limits>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 namespace {
 
 inline uint64_t canonicalFloat(float value) {
@@ -346,4 +346,4 @@ bool executeFloat(const Instruction &inst, WarpState &warp, uint32_t mask) {
   return true;
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 float flushSubnormal(float value) {
   if (std::fpclassify(value) == FP_SUBNORMAL)
@@ -126,4 +126,4 @@ double floatValue(uint64_t bits, Type type) {
   }
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

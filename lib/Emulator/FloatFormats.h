@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 inline float bitsToFloat(uint64_t bits) {
   uint32_t word = static_cast<uint32_t>(bits);
@@ -54,6 +54,6 @@ double bfloat16BitsToDouble(uint16_t bits);
 /// Reads `bits` as a floating-point value of `type` (f16, bf16, f32, f64).
 double floatValue(uint64_t bits, Type type);
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #endif // FD_EMULATOR_FLOATFORMATS_H

@@ -10,7 +10,7 @@
 
 #include <algorithm>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 bool compareInteger(Compare compare, uint64_t x, uint64_t y, Type type) {
   unsigned bytes = getTypeSize(type);
@@ -183,4 +183,4 @@ uint64_t permute(uint64_t a, uint64_t b, uint64_t selector) {
   return result;
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 unsigned getResidentCtasPerSM(const SmResources &sm, uint64_t threadsPerCta,
                               uint64_t sharedBytesPerCta,
@@ -229,4 +229,4 @@ uint64_t Timeline::getCtaCycles(const std::vector<WarpState> &warps) {
   return latest;
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

@@ -4,7 +4,7 @@
 
 #include <cctype>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 static bool isWordCharacter(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
@@ -55,4 +55,4 @@ std::vector<Token> tokenize(const std::string &ptx) {
   return tokens;
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

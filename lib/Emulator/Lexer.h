@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 /// A word (identifier, directive, opcode with its modifiers, register,
 /// number, label) or one punctuation character. Comments are dropped;
@@ -24,6 +24,6 @@ struct Token {
 
 std::vector<Token> tokenize(const std::string &ptx);
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #endif // FD_EMULATOR_LEXER_H

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <new>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 uint64_t DeviceMemory::allocate(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex);
@@ -85,4 +85,4 @@ uint64_t DeviceMemory::getBytesInUse() const {
   return bytesInUse;
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

@@ -18,7 +18,7 @@
 #include <cstring>
 #include <mutex>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 namespace {
 
 std::mutex globalAtomicMutex;
@@ -347,4 +347,4 @@ std::string checkMemoryImplemented(const Instruction &inst) {
   return "";
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

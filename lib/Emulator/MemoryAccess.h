@@ -13,7 +13,7 @@
 
 #include <algorithm>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 /// Where one lane's access lands: host bytes and, for checks, its space.
 struct Target {
@@ -86,6 +86,6 @@ struct AccessCounter {
   }
 };
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #endif // FD_EMULATOR_MEMORYACCESS_H

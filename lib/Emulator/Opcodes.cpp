@@ -11,7 +11,7 @@
 
 #include <unordered_map>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 unsigned getTypeSize(Type type) {
   switch (type) {
@@ -380,4 +380,4 @@ InstructionClass classify(const Instruction &inst) {
   }
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

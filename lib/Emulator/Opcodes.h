@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 std::optional<Type> parseTypeName(const std::string &name);
 
@@ -34,6 +34,6 @@ std::string decodeAsyncCopyOpcode(const std::vector<std::string> &modifiers,
 /// count as global).
 InstructionClass classify(const Instruction &inst);
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #endif // FD_EMULATOR_OPCODES_H

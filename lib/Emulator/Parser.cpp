@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 namespace {
 
 struct Symbol {
@@ -559,4 +559,4 @@ private:
 
 Module parseModule(const std::string &ptx) { return Parser(ptx).parse(); }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 /// Latencies in SM cycles from published microbenchmarks where there are
 /// some, and the schedule window and load lead fitted to the H200's
@@ -138,4 +138,4 @@ ModeledTime modelLaunch(const LaunchCounters &counters, const GpuModel &gpu) {
   return time;
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

@@ -17,7 +17,7 @@
 
 extern char **environ;
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 namespace {
 
@@ -141,4 +141,4 @@ std::map<std::string, unsigned> getPtxasRegisters(const std::string &ptx,
   return found->second;
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

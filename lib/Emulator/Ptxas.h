@@ -15,7 +15,7 @@
 #include <map>
 #include <string>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 /// Registers per thread of each .entry of `ptx` assembled for `arch`
 /// ("sm_90"), from ptxas's "Used N registers"; empty when ptxas is missing
@@ -23,6 +23,6 @@ namespace fd::emu {
 std::map<std::string, unsigned> getPtxasRegisters(const std::string &ptx,
                                                   const std::string &arch);
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #endif // FD_EMULATOR_PTXAS_H

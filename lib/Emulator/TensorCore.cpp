@@ -19,7 +19,7 @@
 #include <cmath>
 #include <cstring>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 namespace {
 
 /// Element `i` of a vector operand (a single register counts as one).
@@ -260,4 +260,4 @@ void executeLdmatrix(const Instruction &inst, WarpState &warp) {
       counter.wavefronts(16, cta.sharedBankConflicts);
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 struct WarpState;
 
@@ -178,6 +178,6 @@ private:
   unsigned globalLoadLatency = 0, barrierLatency = 0;
 };
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #endif // FD_EMULATOR_TIMELINE_H

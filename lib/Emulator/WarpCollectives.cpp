@@ -13,7 +13,7 @@
 
 #include <cstdio>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 namespace {
 
 std::string hex(uint32_t value) {
@@ -142,4 +142,4 @@ void executeWarpCollective(const Instruction &inst, WarpState &warp,
   }
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 constexpr int kWarpSize = 32;
 
@@ -179,6 +179,6 @@ template <typename Body> inline void forEachLane(uint32_t mask, Body body) {
   }
 }
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #endif // FD_EMULATOR_WARPSTATE_H

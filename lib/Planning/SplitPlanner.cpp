@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
-namespace fd {
+namespace flashdecode {
 
 static int64_t ceilDiv(int64_t numerator, int64_t denominator) {
   return (numerator + denominator - 1) / denominator;
@@ -99,4 +99,4 @@ int64_t getWorkspaceBytes(int64_t batch, int64_t queryLength,
          static_cast<int64_t>(sizeof(float));
 }
 
-} // namespace fd
+} // namespace flashdecode

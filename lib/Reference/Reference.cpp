@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-namespace fd::reference {
+namespace flashdecode::reference {
 
 static uint32_t bitsOf(float value) {
   uint32_t bits;
@@ -154,4 +154,4 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
       }
 }
 
-} // namespace fd::reference
+} // namespace flashdecode::reference

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
-namespace fd::rt {
+namespace flashdecode::rt {
 
 DriverApi loadDriver(const char *libraryName) {
   void *library = dlopen(libraryName, RTLD_NOW | RTLD_LOCAL);
@@ -71,4 +71,4 @@ void check(const DriverApi &driver, CUresult result, const std::string &what) {
   throw CudaError(message, result);
 }
 
-} // namespace fd::rt
+} // namespace flashdecode::rt

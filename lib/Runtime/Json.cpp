@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
-namespace fd::rt::json {
+namespace flashdecode::rt::json {
 
 const Value *Value::find(const std::string &key) const {
   auto found = object.find(key);
@@ -170,4 +170,4 @@ private:
 
 Value parse(const std::string &text) { return Parser(text).parseDocument(); }
 
-} // namespace fd::rt::json
+} // namespace flashdecode::rt::json

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace fd::rt::json {
+namespace flashdecode::rt::json {
 
 struct Value {
   enum class Kind { Null, Bool, Number, String, Array, Object };
@@ -33,6 +33,6 @@ struct Value {
 /// error.
 Value parse(const std::string &text);
 
-} // namespace fd::rt::json
+} // namespace flashdecode::rt::json
 
 #endif // FD_LIB_RUNTIME_JSON_H

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace fd::rt {
+namespace flashdecode::rt {
 
 namespace {
 
@@ -176,4 +176,4 @@ KernelBundle KernelBundle::load(const std::string &directory) {
   return bundle;
 }
 
-} // namespace fd::rt
+} // namespace flashdecode::rt

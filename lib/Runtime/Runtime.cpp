@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
-namespace fd::rt {
+namespace flashdecode::rt {
 
 //===----------------------------------------------------------------------===//
 // Device
@@ -510,4 +510,4 @@ void Graph::replay(CUstream stream) const {
         "replaying the CUDA graph");
 }
 
-} // namespace fd::rt
+} // namespace flashdecode::rt

@@ -19,7 +19,7 @@
 #include <set>
 
 namespace py = pybind11;
-using namespace fd;
+using namespace flashdecode;
 
 namespace {
 
@@ -232,7 +232,7 @@ CudaLauncher &getLauncher(const KernelConfig &config, int ordinal) {
 
 } // namespace
 
-void fd::python::defineCudaBindings(py::module_ &module) {
+void flashdecode::python::defineCudaBindings(py::module_ &module) {
   py::class_<PyDeviceBuffer>(module, "DeviceBuffer")
       .def(py::init<size_t, int>(), py::arg("nbytes"), py::arg("device") = 0)
       .def_property_readonly("address", &PyDeviceBuffer::getAddress)

@@ -20,7 +20,7 @@
 #include <type_traits>
 
 namespace py = pybind11;
-using namespace fd;
+using namespace flashdecode;
 
 namespace {
 
@@ -197,8 +197,8 @@ private:
 
 } // namespace
 
-void *fd::python::checkedData(const py::array &array, size_t bytes,
-                              const char *name) {
+void *flashdecode::python::checkedData(const py::array &array, size_t bytes,
+                                       const char *name) {
   if (!(array.flags() & py::array::c_style))
     throw py::value_error(std::string(name) + " must be C-contiguous");
   if (static_cast<size_t>(array.nbytes()) != bytes)
@@ -258,7 +258,7 @@ PYBIND11_MODULE(_flashdecode, module) {
         std::shared_ptr<const CompiledKernels> kernels;
         {
           py::gil_scoped_release release;
-          auto compiled = fd::compile(config);
+          auto compiled = flashdecode::compile(config);
           if (!compiled) {
             std::string message = llvm::toString(compiled.takeError());
             py::gil_scoped_acquire acquire;
@@ -285,5 +285,5 @@ PYBIND11_MODULE(_flashdecode, module) {
            py::arg("query_lens") = std::nullopt)
       .def_property_readonly("num_splits", &PyCPUKernel::numSplits);
 
-  fd::python::defineCudaBindings(module);
+  flashdecode::python::defineCudaBindings(module);
 }

@@ -11,7 +11,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
-namespace fd::python {
+namespace flashdecode::python {
 
 /// The data pointer of a C-contiguous array of exactly `bytes` bytes;
 /// ValueError naming the array otherwise.
@@ -21,6 +21,6 @@ void *checkedData(const pybind11::array &array, size_t bytes, const char *name);
 /// CudaLauncher, cuda_* and pointer_device, and CudaError.
 void defineCudaBindings(pybind11::module_ &module);
 
-} // namespace fd::python
+} // namespace flashdecode::python
 
 #endif // FLASHDECODE_PYTHON_FLASHDECODEMODULE_H

@@ -1,14 +1,15 @@
 """Shared by the tests of the two per-query-head float32 buffers, sinks=
-(test_sinks*.py: one logit per query head) and alibi_slopes= (test_alibi*.py:
-one slope per query head): the device helpers of the *_cuda_emulated tests
-and the bad-buffer suites, parametrized over the argument's name. A bad
-buffer is a ValueError naming the argument, before anything runs (on the
-CPU backend) or reaches the device (backend="cuda", Decoder).
+(one logit per query head) and alibi_slopes= (one slope per query head),
+test_per_head*.py (per_head_checks.py: the runner): the device helpers of
+the *_cuda_emulated tests and the bad-buffer suites, parametrized over the
+argument's name. A bad buffer is a ValueError naming the argument, before
+anything runs (on the CPU backend) or reaches the device (backend="cuda",
+Decoder).
 
-Each test file keeps its own test functions (names, counts) and calls these
-with its argument: `words` are formatted with {name} (the argument) and
-{what} (its element: "logit" or "slope"). query_lens_checks.py runs its own
-tables (query_lens=, an int32 [B] buffer) through the same checks.
+The test files call these with the argument: `words` are formatted with
+{name} (the argument) and {what} (its element: "logit" or "slope").
+query_lens_checks.py runs its own tables (query_lens=, an int32 [B]
+buffer) through the same checks.
 """
 import re
 

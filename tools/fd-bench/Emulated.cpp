@@ -11,9 +11,9 @@
 #include <numeric>
 #include <stdexcept>
 
-using namespace fd::rt;
+using namespace flashdecode::rt;
 
-namespace fd::bench {
+namespace flashdecode::bench {
 
 std::unique_ptr<Emulator> Emulator::detect() {
   std::string name = getDriverLibraryName();
@@ -238,4 +238,4 @@ FdemuCounters extrapolate(const FdemuCounters &shortCounters,
   return result;
 }
 
-} // namespace fd::bench
+} // namespace flashdecode::bench

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace fd::bench {
+namespace flashdecode::bench {
 
 /// fdemu's extension entry points (fd/Emulator/Emulator.h), found in the
 /// driver library fdrt loaded.
@@ -86,6 +86,6 @@ FdemuCounters extrapolate(const FdemuCounters &shortCounters,
                           const FdemuCounters &longCounters, int64_t longLength,
                           int64_t length);
 
-} // namespace fd::bench
+} // namespace flashdecode::bench
 
 #endif // FD_BENCH_EMULATED_H

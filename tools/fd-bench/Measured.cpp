@@ -9,9 +9,9 @@
 #include <memory>
 #include <numeric>
 
-using namespace fd::rt;
+using namespace flashdecode::rt;
 
-namespace fd::bench {
+namespace flashdecode::bench {
 
 namespace {
 
@@ -164,4 +164,4 @@ Timing EventTimer::measure(const KernelBundle &bundle, int64_t batch,
   return timing;
 }
 
-} // namespace fd::bench
+} // namespace flashdecode::bench

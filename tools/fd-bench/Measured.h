@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace fd::bench {
+namespace flashdecode::bench {
 
 /// Layers of the decode step fd-bench times.
 constexpr int kLayers = 32;
@@ -68,6 +68,6 @@ private:
   std::mt19937 random{std::random_device{}()};
 };
 
-} // namespace fd::bench
+} // namespace flashdecode::bench
 
 #endif // FD_BENCH_MEASURED_H

@@ -33,9 +33,9 @@
 #include <tuple>
 #include <vector>
 
-using namespace fd;
-using namespace fd::rt;
-using namespace fd::bench;
+using namespace flashdecode;
+using namespace flashdecode::rt;
+using namespace flashdecode::bench;
 
 namespace {
 

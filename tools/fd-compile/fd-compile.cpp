@@ -4,30 +4,38 @@
 //              --num-splits auto --kv-layout NHD --arch sm_90 -o DIR
 //
 // writes DIR/<kernel>.ptx for every kernel and DIR/manifest.json; --emit
-// prints one stage instead. Bad flags and unsupported configurations are one
+// prints one stage instead. Each flag is declared once, as an llvm::cl option
+// whose description is its --help text and whose value lands in the
+// KernelConfig field it sets. Bad flags and unsupported configurations are one
 // line on stderr and exit code 2.
 //
 //===----------------------------------------------------------------------===//
 
 #include "fd/Compiler/Compile.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
-#include <functional>
-#include <map>
+#include <optional>
+#include <string>
+#include <vector>
 
-using namespace fd;
+using namespace flashdecode;
+namespace cl = llvm::cl;
+using llvm::StringRef;
 
 namespace {
 
 constexpr int kUsageError = 2;
 
-const char *kHelp = R"(usage: fd-compile [options] -o DIR
+constexpr const char *kOverview = R"(Flash-Decoding attention to PTX
+
+usage: fd-compile [options] -o DIR
        fd-compile [options] --emit fd|split|gpu|llvm|ptx
 
 Compiles Flash-Decoding attention for one configuration to PTX, in process,
@@ -36,207 +44,307 @@ DIR/manifest.json (kernel names, parameter order and types, grid, block and
 shared memory as functions of (batch, splits), workspace bytes, the config,
 the chosen split count, the compiler version).
 
-options:
-  --head-dim N        head dimension, a multiple of 8 in [32, 256] (128)
-  --num-q-heads N     query heads (32)
-  --num-kv-heads N    KV heads; must divide --num-q-heads (8)
-  --query-len N       query tokens per sequence, 1 to 8 (1)
-  --dtype T           f16, bf16 or f32 (f16)
-  --kv-layout L       NHD ([B, L, Hkv, D]) or HND ([B, Hkv, L, D]) (NHD)
-  --page-size N       paged caches: pages of N positions (a power of two up
-                      to 256) read through a block table; 0 for dense (0)
-  --num-splits S      auto or a positive count (auto)
-  --chunk-length N    fixed chunk length in tokens, 0 for none (0)
-  --batch N           batch size --num-splits auto plans for (1)
-  --max-len N         cache length --num-splits auto plans for (4096)
-  --sm-count N        SMs --num-splits auto plans for (132)
-  --blocks-per-sm N   blocks per SM in one wave of that plan (4)
-  --min-chunk-length N  shortest chunk that plan makes, in tokens (128)
-  --max-splits N      most splits that plan makes (128)
-  --scale X           softmax scale (1/sqrt(head dim))
-  --window-left N     sliding window: a query at position p sees keys
-                      p - N < j <= p; 0 for none (0)
-  --logits-soft-cap C scores x become C * tanh(x / C) before the softmax
-                      (off)
-  --with-lse          the merge kernel also writes the log-sum-exp
-  --with-sinks        attention sinks: the merge kernel reads one logit per
-                      query head (float [num_q_heads], param "sinks") that
-                      joins every row's softmax denominator
-  --with-alibi        ALiBi: the partial kernel reads one slope per query
-                      head (float [num_q_heads], param "alibi_slopes"); a
-                      score for key j at position p gains slope * (j - p)
-  --with-query-lens   per-sequence query lengths: both kernels read the
-                      query tokens of each sequence (int32 [batch], each
-                      <= --query-len, param "query_lens"); the rows of the
-                      other tokens are padding: zeros, lse -inf
-  --arch A            sm_80, sm_86, sm_89, sm_90 or sm_90a (sm_90)
-  --ptx-version N     PTX ISA version times ten, e.g. 80 (80)
-  --emit STAGE        print the IR after a stage (fd: the input; split; gpu;
-                      llvm) or the PTX (ptx) to stdout instead of writing DIR
-  --no-cache          compile without the memory and disk caches
-  -o DIR              output directory
-  --help              this text
-
 exit codes: 0 success, 1 compilation failed, 2 bad flag or unsupported
 configuration.
 )";
 
-[[noreturn]] void usageError(const llvm::Twine &message) {
+/// The first bad flag ends the run (llvm::cl would go on parsing), so a bad
+/// command line is one line on stderr.
+[[noreturn]] void exitWithUsageError(const llvm::Twine &message) {
   llvm::errs() << "fd-compile: " << message << "\n";
   std::exit(kUsageError);
 }
 
-int64_t parseInteger(llvm::StringRef flag, llvm::StringRef text) {
-  int64_t value = 0;
-  if (text.getAsInteger(10, value))
-    usageError(flag + " expects an integer, got '" + text + "'");
-  return value;
+/// How a flag is written: `-o`, `--head-dim`.
+std::string getSpelling(const cl::Option &flag) {
+  return (flag.ArgStr.size() == 1 ? "-" : "--") + flag.ArgStr.str();
 }
 
-double parseNumber(llvm::StringRef flag, llvm::StringRef text) {
-  double value = 0.0;
-  if (text.getAsDouble(value))
-    usageError(flag + " expects a number, got '" + text + "'");
-  return value;
+// The parsers: each returns false (no error) or exits with fd-compile's own
+// message for the flag.
+
+/// Decimal integers only (cl::parser reads "010" as octal). The 64-bit
+/// fields are parsed as long long: cl::parser<long>, int64_t's, is final.
+template <typename T> struct IntegerParser : cl::parser<T> {
+  using cl::parser<T>::parser;
+  StringRef getValueName() const override { return "N"; }
+  bool parse(cl::Option &flag, StringRef, StringRef text, T &value) {
+    if (text.getAsInteger(10, value))
+      exitWithUsageError(getSpelling(flag) + " expects an integer, got '" +
+                         text + "'");
+    return false;
+  }
+};
+
+/// `auto` (0 in KernelConfig) or a positive count.
+struct SplitCountParser : IntegerParser<long long> {
+  using IntegerParser::IntegerParser;
+  bool parse(cl::Option &flag, StringRef name, StringRef text,
+             long long &value) {
+    if (text == "auto") {
+      value = 0;
+      return false;
+    }
+    IntegerParser::parse(flag, name, text, value);
+    if (value <= 0)
+      exitWithUsageError(getSpelling(flag) + " '" + text +
+                         "' is not supported: expected auto or a positive "
+                         "count");
+    return false;
+  }
+};
+
+/// A real number, for the std::optional<float> fields that stay empty unless
+/// their flag is given.
+struct NumberParser : cl::parser<float> {
+  using parser::parser;
+  bool parse(cl::Option &flag, StringRef, StringRef text, float &value) {
+    double number = 0.0;
+    if (text.getAsDouble(number))
+      exitWithUsageError(getSpelling(flag) + " expects a number, got '" + text +
+                         "'");
+    value = static_cast<float>(number);
+    return false;
+  }
+};
+
+/// One of the names in the flag's cl::values; a bad one is reported with the
+/// list of those names.
+template <typename T> struct ChoiceParser : cl::parser<T> {
+  using cl::parser<T>::parser;
+  bool parse(cl::Option &flag, StringRef, StringRef text, T &value) {
+    for (const auto &choice : this->Values)
+      if (choice.Name == text) {
+        value = choice.V.getValue();
+        return false;
+      }
+    std::string accepted;
+    for (auto [index, choice] : llvm::enumerate(this->Values))
+      accepted += (index == 0                        ? ""
+                   : index + 1 < this->Values.size() ? ", "
+                                                     : " or ") +
+                  choice.Name.str();
+    exitWithUsageError(getSpelling(flag) + " '" + text +
+                       "' is not supported: expected " + accepted);
+  }
+};
+
+cl::OptionCategory flagCategory("fd-compile options");
+
+/// fd-compile's flags, in the order they are declared.
+std::vector<cl::Option *> &getFlags() {
+  static std::vector<cl::Option *> flags;
+  return flags;
 }
+
+/// The modifier each flag of the table carries: it files the flag under
+/// fd-compile's category, the one --help shows, and in getFlags().
+struct FlagModifier {
+  void apply(cl::Option &flag) const {
+    flag.addCategory(flagCategory);
+    getFlags().push_back(&flag);
+  }
+} const fdCompileFlag;
+
+using IntegerFlag =
+    cl::opt<int64_t, /*ExternalStorage=*/true, IntegerParser<long long>>;
+using NumberFlag =
+    cl::opt<std::optional<float>, /*ExternalStorage=*/true, NumberParser>;
+using SwitchFlag = cl::opt<bool, /*ExternalStorage=*/true>;
+template <typename T>
+using ChoiceFlag = cl::opt<T, /*ExternalStorage=*/true, ChoiceParser<T>>;
+
+// The flag table. Each flag stores straight into its KernelConfig field
+// (cl::location), so that field's initializer is the flag's default. The
+// descriptions are wrapped to fit 80 columns in --help.
+KernelConfig config;
+
+IntegerFlag headDim("head-dim",
+                    cl::desc("head dimension, a multiple of 8 in [32, 256]\n"
+                             "(default 128)"),
+                    cl::location(config.headDim), fdCompileFlag);
+IntegerFlag numQueryHeads("num-q-heads", cl::desc("query heads (default 32)"),
+                          cl::location(config.numQueryHeads), fdCompileFlag);
+IntegerFlag numKVHeads("num-kv-heads",
+                       cl::desc("KV heads; must divide --num-q-heads (default "
+                                "8)"),
+                       cl::location(config.numKVHeads), fdCompileFlag);
+IntegerFlag queryLength("query-len",
+                        cl::desc("query tokens per sequence, 1 to 8 (default "
+                                 "1)"),
+                        cl::location(config.queryLength), fdCompileFlag);
+ChoiceFlag<ElementType>
+    elementType("dtype", cl::desc("element type (default f16)"),
+                cl::values(clEnumValN(ElementType::F16, "f16", ""),
+                           clEnumValN(ElementType::BF16, "bf16", ""),
+                           clEnumValN(ElementType::F32, "f32", "")),
+                cl::location(config.elementType), fdCompileFlag);
+ChoiceFlag<CacheLayout> cacheLayout(
+    "kv-layout", cl::desc("KV cache layout (default NHD)"),
+    cl::values(clEnumValN(CacheLayout::NHD, "NHD", "[B, L, Hkv, D]"),
+               clEnumValN(CacheLayout::HND, "HND", "[B, Hkv, L, D]")),
+    cl::location(config.cacheLayout), fdCompileFlag);
+IntegerFlag pageSize("page-size",
+                     cl::desc("paged caches: pages of N positions (a power "
+                              "of two\nup to 256) read through a block table; "
+                              "0 for dense\n(default 0)"),
+                     cl::location(config.pageSize), fdCompileFlag);
+cl::opt<int64_t, /*ExternalStorage=*/true, SplitCountParser>
+    numSplits("num-splits",
+              cl::desc("auto, planned for --batch, --max-len, --sm-count,\n"
+                       "--blocks-per-sm, --min-chunk-length and --max-splits;"
+                       "\nor a positive count (default auto)"),
+              cl::value_desc("S"), cl::location(config.numSplits),
+              fdCompileFlag);
+IntegerFlag chunkLength("chunk-length",
+                        cl::desc("fixed chunk length in tokens, 0 for none "
+                                 "(default 0)"),
+                        cl::location(config.chunkLength), fdCompileFlag);
+IntegerFlag batch("batch",
+                  cl::desc("batch size --num-splits auto plans for (default "
+                           "1)"),
+                  cl::location(config.batch), fdCompileFlag);
+IntegerFlag maxLength("max-len",
+                      cl::desc("cache length --num-splits auto plans for\n"
+                               "(default 4096)"),
+                      cl::location(config.maxLength), fdCompileFlag);
+IntegerFlag smCount("sm-count",
+                    cl::desc("SMs --num-splits auto plans for (default 132)"),
+                    cl::location(config.smCount), fdCompileFlag);
+IntegerFlag
+    blocksPerSM("blocks-per-sm",
+                cl::desc("blocks per SM in one wave of the --num-splits "
+                         "auto\nplan (default 4)"),
+                cl::location(config.blocksPerSM), fdCompileFlag);
+IntegerFlag minChunkLength("min-chunk-length",
+                           cl::desc("shortest chunk the --num-splits auto plan "
+                                    "makes, in\ntokens (default 128)"),
+                           cl::location(config.minChunkLength), fdCompileFlag);
+IntegerFlag maxSplits("max-splits",
+                      cl::desc("most splits the --num-splits auto plan makes\n"
+                               "(default 128)"),
+                      cl::location(config.maxSplits), fdCompileFlag);
+NumberFlag scale("scale", cl::desc("softmax scale (default 1/sqrt(head dim))"),
+                 cl::value_desc("X"), cl::location(config.scale),
+                 fdCompileFlag);
+IntegerFlag windowLeft("window-left",
+                       cl::desc("sliding window: a query at position p sees "
+                                "keys\np - N < j <= p; 0 for none (default 0)"),
+                       cl::location(config.windowLeft), fdCompileFlag);
+NumberFlag logitsSoftCap("logits-soft-cap",
+                         cl::desc("scores x become C * tanh(x / C) before the "
+                                  "softmax\n(default off)"),
+                         cl::value_desc("C"),
+                         cl::location(config.logitsSoftCap), fdCompileFlag);
+SwitchFlag withLse("with-lse",
+                   cl::desc("the merge kernel also writes the log-sum-exp"),
+                   cl::location(config.withLse), fdCompileFlag);
+SwitchFlag withSinks("with-sinks",
+                     cl::desc("attention sinks: the merge kernel reads one "
+                              "logit per\nquery head (float [num_q_heads], "
+                              "param \"sinks\") that\njoins every row's "
+                              "softmax denominator"),
+                     cl::location(config.withSinks), fdCompileFlag);
+SwitchFlag withAlibi("with-alibi",
+                     cl::desc("ALiBi: the partial kernel reads one slope per "
+                              "query\nhead (float [num_q_heads], param "
+                              "\"alibi_slopes\"); a\nscore for key j at "
+                              "position p gains slope * (j - p)"),
+                     cl::location(config.withAlibi), fdCompileFlag);
+SwitchFlag withQueryLens(
+    "with-query-lens",
+    cl::desc("per-sequence query lengths: both kernels read the\nquery tokens "
+             "of each sequence (int32 [batch], each\n<= --query-len, param "
+             "\"query_lens\"); the rows of the\nother tokens are padding: "
+             "zeros, lse -inf"),
+    cl::location(config.withQueryLens), fdCompileFlag);
+cl::opt<std::string, /*ExternalStorage=*/true>
+    arch("arch",
+         cl::desc("sm_80, sm_86, sm_89, sm_90 or sm_90a (default sm_90)"),
+         cl::value_desc("A"), cl::location(config.arch), fdCompileFlag);
+cl::opt<int, /*ExternalStorage=*/true, IntegerParser<int>>
+    ptxVersion("ptx-version",
+               cl::desc("PTX ISA version times ten, e.g. 80 (default 80)"),
+               cl::location(config.ptxVersion), fdCompileFlag);
+
+// The flags that say what to do with the config.
+cl::opt<Stage, /*ExternalStorage=*/false, ChoiceParser<Stage>> emit(
+    "emit",
+    cl::desc("print the IR after a stage, or the PTX, to stdout\ninstead of "
+             "writing DIR"),
+    cl::values(clEnumValN(Stage::Input, "fd", "the fd.attention input"),
+               clEnumValN(Stage::Split, "split", "after fd-split-kv"),
+               clEnumValN(Stage::GPU, "gpu", "after convert-fd-to-gpu"),
+               clEnumValN(Stage::LLVM, "llvm", "the kernels in LLVM + NVVM"),
+               clEnumValN(Stage::PTX, "ptx", "the PTX")),
+    fdCompileFlag);
+cl::opt<bool> noCache("no-cache",
+                      cl::desc("compile without the memory and disk caches"),
+                      fdCompileFlag);
+cl::opt<std::string>
+    outputDirectory("o",
+                    cl::desc("output directory for the PTX and the manifest"),
+                    cl::value_desc("DIR"), fdCompileFlag);
+
+/// "--arch, ..., -o, --with-lse, ..., --help": the flags that take a value in
+/// alphabetical order, then the switches in table order.
+std::string getAcceptedFlags() {
+  std::vector<std::string> valued, switches;
+  for (cl::Option *flag : getFlags())
+    (flag->getValueExpectedFlag() == cl::ValueRequired ? valued : switches)
+        .push_back(getSpelling(*flag));
+  llvm::sort(valued);
+  llvm::append_range(valued, switches);
+  valued.push_back("--help");
+  return llvm::join(valued, ", ");
+}
+
+[[noreturn]] void exitWithUnknownFlag(StringRef flag) {
+  exitWithUsageError("unknown flag '" + flag +
+                     "'; accepted: " + getAcceptedFlags());
+}
+
+/// Where llvm::cl puts what is no flag it knows.
+cl::list<std::string> unknownFlags(cl::Sink,
+                                   cl::callback([](const std::string &flag) {
+                                     exitWithUnknownFlag(flag);
+                                   }));
+
+/// -h prints the help once parsing is done. Declaring it keeps out llvm::cl's
+/// own -h, which prints it at once, also for an unknown `-head-dim`: llvm::cl
+/// reads a one-dash word as a group of one-letter flags, `-h -e -a ...`.
+cl::opt<bool> shortHelp("h", cl::desc("Alias for --help"));
 
 } // namespace
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
-  KernelConfig config;
-  std::string outputDirectory, emit;
-  bool useCache = true;
-
-  // Flags that set one integer field.
-  const std::pair<const char *, int64_t *> integers[] = {
-      {"--head-dim", &config.headDim},
-      {"--num-q-heads", &config.numQueryHeads},
-      {"--num-kv-heads", &config.numKVHeads},
-      {"--query-len", &config.queryLength},
-      {"--page-size", &config.pageSize},
-      {"--chunk-length", &config.chunkLength},
-      {"--window-left", &config.windowLeft},
-      {"--batch", &config.batch},
-      {"--max-len", &config.maxLength},
-      {"--sm-count", &config.smCount},
-      {"--blocks-per-sm", &config.blocksPerSM},
-      {"--min-chunk-length", &config.minChunkLength},
-      {"--max-splits", &config.maxSplits}};
-  std::map<std::string, std::function<void(llvm::StringRef)>> valued = {
-      {"--dtype",
-       [&](llvm::StringRef v) {
-         auto type = llvm::StringSwitch<std::optional<ElementType>>(v)
-                         .Case("f16", ElementType::F16)
-                         .Case("bf16", ElementType::BF16)
-                         .Case("f32", ElementType::F32)
-                         .Default(std::nullopt);
-         if (!type)
-           usageError("--dtype '" + v +
-                      "' is not supported: expected f16, "
-                      "bf16 or f32");
-         config.elementType = *type;
-       }},
-      {"--kv-layout",
-       [&](llvm::StringRef v) {
-         if (v != "NHD" && v != "HND")
-           usageError("--kv-layout '" + v +
-                      "' is not supported: expected "
-                      "NHD or HND");
-         config.cacheLayout = v == "NHD" ? CacheLayout::NHD : CacheLayout::HND;
-       }},
-      {"--num-splits",
-       [&](llvm::StringRef v) {
-         config.numSplits = v == "auto" ? 0 : parseInteger("--num-splits", v);
-         if (config.numSplits < 0 || (v != "auto" && config.numSplits == 0))
-           usageError("--num-splits '" + v +
-                      "' is not supported: expected "
-                      "auto or a positive count");
-       }},
-      {"--scale",
-       [&](llvm::StringRef v) {
-         config.scale = static_cast<float>(parseNumber("--scale", v));
-       }},
-      {"--logits-soft-cap",
-       [&](llvm::StringRef v) {
-         config.logitsSoftCap =
-             static_cast<float>(parseNumber("--logits-soft-cap", v));
-       }},
-      {"--arch", [&](llvm::StringRef v) { config.arch = v.str(); }},
-      {"--ptx-version",
-       [&](llvm::StringRef v) {
-         config.ptxVersion = static_cast<int>(parseInteger("--ptx-version", v));
-       }},
-      {"--emit", [&](llvm::StringRef v) { emit = v.str(); }},
-      {"-o", [&](llvm::StringRef v) { outputDirectory = v.str(); }},
-  };
-  for (auto [name, field] : integers)
-    valued[name] = [name = name, field = field](llvm::StringRef v) {
-      *field = parseInteger(name, v);
-    };
-
-  for (int i = 1; i < argc; ++i) {
-    llvm::StringRef flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      llvm::outs() << kHelp;
-      return 0;
-    }
-    if (flag == "--with-lse") {
-      config.withLse = true;
-      continue;
-    }
-    if (flag == "--with-sinks") {
-      config.withSinks = true;
-      continue;
-    }
-    if (flag == "--with-alibi") {
-      config.withAlibi = true;
-      continue;
-    }
-    if (flag == "--with-query-lens") {
-      config.withQueryLens = true;
-      continue;
-    }
-    if (flag == "--no-cache") {
-      useCache = false;
-      continue;
-    }
-    // --flag=value is accepted too.
-    auto [name, inlineValue] = flag.split('=');
-    auto handler = valued.find(name.str());
-    if (handler == valued.end()) {
-      std::string accepted;
-      for (const auto &entry : valued)
-        accepted += entry.first + ", ";
-      usageError("unknown flag '" + flag + "'; accepted: " + accepted +
-                 "--with-lse, --with-sinks, --with-alibi, --with-query-lens, "
-                 "--no-cache, --help");
-    }
-    if (flag.contains('=')) {
-      handler->second(inlineValue);
-      continue;
-    }
-    if (i + 1 == argc)
-      usageError(flag + " needs a value");
-    handler->second(argv[++i]);
+  cl::HideUnrelatedOptions(flagCategory);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "fd-compile: " << getCompilerVersion() << "\n";
+  });
+  // Long flags take two dashes, as they always have; that also keeps llvm::cl
+  // from reading an unknown `--heads` as the one-letter flags `-h -e ...`.
+  if (!cl::ParseCommandLineOptions(argc, argv, kOverview, &llvm::errs(),
+                                   /*VFS=*/nullptr, /*EnvVar=*/nullptr,
+                                   /*LongOptionsUseDoubleDash=*/true))
+    return kUsageError;
+  if (shortHelp) {
+    cl::PrintHelpMessage(/*Hidden=*/false, /*Categorized=*/true);
+    return 0;
   }
+  // The libraries fd-compile links register flags of their own; --help hides
+  // them and fd-compile does not take them either.
+  for (cl::Option *option : llvm::make_second_range(cl::getRegisteredOptions()))
+    if (option->getNumOccurrences() && !llvm::is_contained(getFlags(), option))
+      exitWithUnknownFlag(getSpelling(*option));
 
   std::string invalid = config.validate();
   if (!invalid.empty())
-    usageError(invalid);
+    exitWithUsageError(invalid);
 
-  if (!emit.empty()) {
-    auto stage = llvm::StringSwitch<std::optional<Stage>>(emit)
-                     .Case("fd", Stage::Input)
-                     .Case("split", Stage::Split)
-                     .Case("gpu", Stage::GPU)
-                     .Case("llvm", Stage::LLVM)
-                     .Case("ptx", Stage::PTX)
-                     .Default(std::nullopt);
-    if (!stage)
-      usageError("--emit '" + emit +
-                 "' is not supported: expected fd, split, gpu, llvm or ptx");
-    llvm::Expected<std::string> text = emitStage(config, *stage);
+  if (emit.getNumOccurrences()) {
+    llvm::Expected<std::string> text = emitStage(config, emit);
     if (!text) {
       llvm::errs() << "fd-compile: " << llvm::toString(text.takeError())
                    << "\n";
@@ -246,10 +354,10 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (outputDirectory.empty())
-    usageError("-o DIR (or --emit STAGE) is required");
+    exitWithUsageError("-o DIR (or --emit STAGE) is required");
 
   CompileOptions options;
-  options.useMemoryCache = options.useDiskCache = useCache;
+  options.useMemoryCache = options.useDiskCache = !noCache;
   auto kernels = compile(config, options);
   if (!kernels) {
     llvm::errs() << "fd-compile: " << llvm::toString(kernels.takeError())
@@ -262,7 +370,7 @@ int main(int argc, char **argv) {
                  << "': " << error.message() << "\n";
     return 1;
   }
-  auto write = [&](const std::string &name, llvm::StringRef contents) {
+  auto write = [&](const std::string &name, StringRef contents) {
     std::error_code error;
     llvm::raw_fd_ostream stream(outputDirectory + "/" + name, error);
     if (!error) {

@@ -12,10 +12,10 @@
 #include "fd/Compiler/AttentionModule.h"
 #include "fd/Compiler/CPUAttentionKernel.h"
 #include "fd/Compiler/Compile.h"
-#include "fd/Compiler/Pipelines.h"
-#include "fd/Compiler/Ptxas.h"
+#include "fd/Dialect/FD/Pipelines/Passes.h"
 #include "fd/Planning/SplitPlanner.h"
 #include "fd/Reference/Reference.h"
+#include "fd/TestSupport/Ptxas.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
@@ -26,7 +26,7 @@
 #include <cmath>
 #include <random>
 
-using namespace fd;
+using namespace flashdecode;
 
 namespace {
 
@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
 
   {
     mlir::DialectRegistry registry;
-    registerFDDialects(registry);
+    mlir::fd::registerFDDialects(registry);
     mlir::MLIRContext context(registry);
     llvm::outs() << "== IR before fd-split-kv\n"
                  << *buildAttentionModule(context, config) << "\n";

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fd/Compiler/Pipelines.h"
+#include "fd/Dialect/FD/Pipelines/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllPasses.h"
@@ -14,10 +14,10 @@
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
-  fd::registerFDPassesAndPipelines();
+  mlir::fd::registerFDPassesAndPipelines();
 
   mlir::DialectRegistry registry;
-  fd::registerFDDialects(registry);
+  mlir::fd::registerFDDialects(registry);
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "flashdecode optimizer driver\n", registry));
 }

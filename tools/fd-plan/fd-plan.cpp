@@ -52,7 +52,7 @@ int64_t flashAttention2Splits(int64_t work, int64_t smCount, int64_t maxLength,
   return 1;
 }
 
-void printTable(const fd::SplitPlannerOptions &options) {
+void printTable(const flashdecode::SplitPlannerOptions &options) {
   std::printf("| B | Hkv | L | splits | blocks | waves | wave eff. | chunk | "
               "FA2 splits | FA2 blocks | FA2 wave eff. | modeled time ours / "
               "FA2 |\n");
@@ -61,11 +61,12 @@ void printTable(const fd::SplitPlannerOptions &options) {
   for (int64_t batch : {1, 4, 16, 64, 128})
     for (int64_t kvHeads : {1, 8, 32})
       for (int64_t length : {512, 4096, 32768, 131072}) {
-        fd::SplitPlan ours = fd::planNumSplits(batch, kvHeads, length, options);
+        flashdecode::SplitPlan ours =
+            flashdecode::planNumSplits(batch, kvHeads, length, options);
         int64_t theirsSplits = flashAttention2Splits(
             batch * kvHeads, options.smCount, length, /*blockN=*/128);
-        fd::SplitPlan theirs =
-            fd::evaluateSplits(batch, kvHeads, length, theirsSplits, options);
+        flashdecode::SplitPlan theirs = flashdecode::evaluateSplits(
+            batch, kvHeads, length, theirsSplits, options);
         std::printf("| %lld | %lld | %lld | %lld | %lld | %lld | %.2f | %lld "
                     "| %lld | %lld | %.2f | %.2f |\n",
                     (long long)batch, (long long)kvHeads, (long long)length,
@@ -105,7 +106,7 @@ bool parseInteger(const char *flag, const char *text, int64_t &value) {
 } // namespace
 
 int main(int argc, char **argv) {
-  fd::SplitPlannerOptions options;
+  flashdecode::SplitPlannerOptions options;
   int64_t batch = 1, kvHeads = 8, maxLength = 32768;
   bool table = false;
   for (int i = 1; i < argc; ++i) {
@@ -143,8 +144,8 @@ int main(int argc, char **argv) {
       return 2;
     ++i;
   }
-  std::string invalid =
-      fd::validateSplitPlannerInputs(batch, kvHeads, maxLength, options);
+  std::string invalid = flashdecode::validateSplitPlannerInputs(
+      batch, kvHeads, maxLength, options);
   if (!invalid.empty()) {
     std::fprintf(stderr, "fd-plan: %s\n", invalid.c_str());
     return 2;
@@ -153,9 +154,11 @@ int main(int argc, char **argv) {
     printTable(options);
     return 0;
   }
-  fd::SplitPlan plan = fd::planNumSplits(batch, kvHeads, maxLength, options);
+  flashdecode::SplitPlan plan =
+      flashdecode::planNumSplits(batch, kvHeads, maxLength, options);
   std::printf("B=%lld Hkv=%lld L=%lld sm-count=%lld -> %s\n", (long long)batch,
               (long long)kvHeads, (long long)maxLength,
-              (long long)options.smCount, fd::describeSplitPlan(plan).c_str());
+              (long long)options.smCount,
+              flashdecode::describeSplitPlan(plan).c_str());
   return 0;
 }

@@ -14,7 +14,7 @@
 
 #include "EmulatorHarness.h"
 
-using namespace fd::emutest;
+using namespace flashdecode::emutest;
 
 namespace {
 

@@ -8,7 +8,7 @@
 
 #include "IntegerTest.h"
 
-using namespace fd::emutest;
+using namespace flashdecode::emutest;
 
 namespace {
 

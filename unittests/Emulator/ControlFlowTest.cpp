@@ -11,7 +11,7 @@
 
 #include "EmulatorHarness.h"
 
-using namespace fd::emutest;
+using namespace flashdecode::emutest;
 
 namespace {
 

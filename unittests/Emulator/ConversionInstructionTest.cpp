@@ -18,7 +18,7 @@
 #include <cmath>
 #include <limits>
 
-using namespace fd::emutest;
+using namespace flashdecode::emutest;
 using llvm::APFloat;
 using RoundingMode = llvm::RoundingMode;
 

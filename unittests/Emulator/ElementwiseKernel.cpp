@@ -2,7 +2,7 @@
 
 #include "ElementwiseKernel.h"
 
-namespace fd::emutest {
+namespace flashdecode::emutest {
 
 namespace {
 
@@ -76,4 +76,4 @@ std::string buildElementwisePtx(const std::string &body, PtxType result,
   return ptx;
 }
 
-} // namespace fd::emutest
+} // namespace flashdecode::emutest

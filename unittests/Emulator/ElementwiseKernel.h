@@ -16,7 +16,7 @@
 #include <tuple>
 #include <type_traits>
 
-namespace fd::emutest {
+namespace flashdecode::emutest {
 
 /// A value and its bits, for failure messages.
 template <typename T> std::string show(T value) {
@@ -139,6 +139,6 @@ protected:
   }
 };
 
-} // namespace fd::emutest
+} // namespace flashdecode::emutest
 
 #endif // FD_UNITTESTS_EMULATOR_ELEMENTWISEKERNEL_H

@@ -16,7 +16,7 @@
 
 #include <tuple>
 
-using namespace fd;
+using namespace flashdecode;
 
 namespace {
 

@@ -12,7 +12,7 @@
 
 #include "EmulatorErrorTest.h"
 
-using namespace fd::emutest;
+using namespace flashdecode::emutest;
 using testing::HasSubstr;
 
 namespace {

@@ -15,7 +15,7 @@
 
 #include <cstdio>
 
-namespace fd::emutest {
+namespace flashdecode::emutest {
 
 /// The 1-based line of `ptx` holding `needle`.
 inline int lineOf(const std::string &ptx, const std::string &needle) {
@@ -51,6 +51,6 @@ protected:
   }
 };
 
-} // namespace fd::emutest
+} // namespace flashdecode::emutest
 
 #endif // FD_UNITTESTS_EMULATOR_EMULATORERRORTEST_H

@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-namespace fd::emutest {
+namespace flashdecode::emutest {
 
 const EmulatorDriver *getEmulatorDriver(std::string &error) {
   static std::string failure;
@@ -163,4 +163,4 @@ std::string EmulatorTest::errorString(CUresult error) {
   return text ? text : "";
 }
 
-} // namespace fd::emutest
+} // namespace flashdecode::emutest

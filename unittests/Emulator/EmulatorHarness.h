@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace fd::emutest {
+namespace flashdecode::emutest {
 
 using rt::CUcontext;
 using rt::CUdevice;
@@ -170,6 +170,6 @@ private:
   std::optional<testing::ScopedTrace> seedTrace;
 };
 
-} // namespace fd::emutest
+} // namespace flashdecode::emutest
 
 #endif // FD_UNITTESTS_EMULATOR_EMULATORHARNESS_H

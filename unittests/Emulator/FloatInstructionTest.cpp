@@ -16,7 +16,7 @@
 #include <cmath>
 #include <limits>
 
-using namespace fd::emutest;
+using namespace flashdecode::emutest;
 
 namespace {
 

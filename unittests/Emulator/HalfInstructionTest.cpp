@@ -15,7 +15,7 @@
 
 #include <functional>
 
-using namespace fd::emutest;
+using namespace flashdecode::emutest;
 using llvm::APFloat;
 
 namespace {

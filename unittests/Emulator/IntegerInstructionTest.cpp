@@ -11,7 +11,7 @@
 
 #include <algorithm>
 
-using namespace fd::emutest;
+using namespace flashdecode::emutest;
 
 namespace {
 

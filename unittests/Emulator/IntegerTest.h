@@ -12,7 +12,7 @@
 
 #include <limits>
 
-namespace fd::emutest {
+namespace flashdecode::emutest {
 
 class IntegerTest : public ElementwiseTest {
 protected:
@@ -53,6 +53,6 @@ using s64 = int64_t;
 using u128 = unsigned __int128;
 using s128 = __int128;
 
-} // namespace fd::emutest
+} // namespace flashdecode::emutest
 
 #endif // FD_UNITTESTS_EMULATOR_INTEGERTEST_H

@@ -21,11 +21,11 @@
 
 #include <unistd.h>
 
-using namespace fd::emutest;
-using fd::emu::getGpuModel;
-using fd::emu::getResidentCtasPerSM;
-using fd::emu::LatencyModel;
-using fd::emu::SmResources;
+using namespace flashdecode::emutest;
+using flashdecode::emu::getGpuModel;
+using flashdecode::emu::getResidentCtasPerSM;
+using flashdecode::emu::LatencyModel;
+using flashdecode::emu::SmResources;
 
 namespace {
 
@@ -358,17 +358,20 @@ TEST_F(EmulatorLatency, RegistersAreAssumedWithoutPtxas) {
   int registers = 0;
   ASSERT_EQ(driver->cuFuncGetAttribute(&registers, kNumRegsAttribute, kernel),
             kSuccess);
-  EXPECT_EQ(registers, static_cast<int>(fd::emu::kAssumedRegistersPerThread));
+  EXPECT_EQ(registers,
+            static_cast<int>(flashdecode::emu::kAssumedRegistersPerThread));
   CUdeviceptr out = allocate(256 * 4);
   FdemuCounters counters =
       launchCounted(kernel, {1}, {256}, KernelArguments(out));
   EXPECT_EQ(counters.registersAssumed, 1);
-  EXPECT_EQ(counters.registersPerThread, fd::emu::kAssumedRegistersPerThread);
+  EXPECT_EQ(counters.registersPerThread,
+            flashdecode::emu::kAssumedRegistersPerThread);
 }
 
 TEST(EmulatorLatencyTerm, ResidentCtasShareTheSMsLatency) {
-  const fd::emu::GpuModel &gpu = *fd::emu::findGpuModel("h200");
-  fd::emu::LaunchCounters counters;
+  const flashdecode::emu::GpuModel &gpu =
+      *flashdecode::emu::findGpuModel("h200");
+  flashdecode::emu::LaunchCounters counters;
   counters.perSM.resize(1);
   counters.perSM[0].latencyCycles = 1'000'000;
   counters.residentCtasPerSM = 4;
@@ -378,7 +381,8 @@ TEST(EmulatorLatencyTerm, ResidentCtasShareTheSMsLatency) {
   const std::pair<int, double> cases[] = {{1, 1.0}, {8, 0.25}, {2, 0.5}};
   for (auto [ctas, share] : cases) {
     counters.perSM[0].ctas = ctas;
-    fd::emu::ModeledTime time = fd::emu::modelLaunch(counters, gpu);
+    flashdecode::emu::ModeledTime time =
+        flashdecode::emu::modelLaunch(counters, gpu);
     EXPECT_EQ(time.bound, "latency") << ctas << " CTAs";
     EXPECT_DOUBLE_EQ(time.microseconds, 1e6 * share * cycleMicroseconds)
         << ctas << " CTAs";

@@ -10,7 +10,7 @@
 
 #include "EmulatorHarness.h"
 
-using namespace fd::emutest;
+using namespace flashdecode::emutest;
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include <algorithm>
 #include <cmath>
 
-using namespace fd::emutest;
+using namespace flashdecode::emutest;
 
 namespace {
 

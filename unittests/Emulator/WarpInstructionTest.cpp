@@ -13,7 +13,7 @@
 
 #include <cstdio>
 
-using namespace fd::emutest;
+using namespace flashdecode::emutest;
 
 namespace {
 

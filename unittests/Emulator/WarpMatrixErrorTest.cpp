@@ -13,7 +13,7 @@
 
 #include "EmulatorErrorTest.h"
 
-using namespace fd::emutest;
+using namespace flashdecode::emutest;
 using testing::HasSubstr;
 
 namespace {

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-namespace fd::test {
+namespace flashdecode::test {
 
-using namespace fd::rt;
+using namespace flashdecode::rt;
 
 // The manifest fd-compile writes for D=64, Hq=8, Hkv=2, f16, 4 splits, lse.
 inline const char *const kManifest = R"json({
@@ -284,6 +284,6 @@ inline std::string planError(rt::Device &device, const rt::KernelBundle &bundle,
   return "no error";
 }
 
-} // namespace fd::test
+} // namespace flashdecode::test
 
 #endif // FD_UNITTESTS_RUNTIME_FAKEDRIVER_H

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-namespace fd::test {
+namespace flashdecode::test {
 
 inline Storage getStorage(const std::string &dtype) {
   return dtype == "f32"   ? Storage::F32
@@ -237,6 +237,6 @@ inline void gatherPages(const PagedInputs &inputs,
       }
 }
 
-} // namespace fd::test
+} // namespace flashdecode::test
 
 #endif // FD_UNITTESTS_RUNTIME_GPUDECODEINPUTS_H

@@ -21,14 +21,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
-namespace fd::test {
+namespace flashdecode::test {
 
 /// A fixture mix-in over one of the test kernels bench/test_kernels.sh
 /// compiles (FD_TEST_KERNELS=DIR; the full build defaults to its copy) on a
@@ -54,6 +56,21 @@ protected:
     }
     directory = std::string(root) + "/" + name;
     bundle = rt::KernelBundle::load(directory);
+  }
+
+  /// load(name), then fails unless the kernel was compiled to the expected
+  /// form (the manifest's math_units): a test of one form must not pass on
+  /// the other. The caller returns on IsSkipped() or HasFatalFailure().
+  void loadKernelForm(const std::string &name, bool tensorCores) {
+    load(name);
+    if (testing::Test::IsSkipped())
+      return;
+    std::ifstream file(directory + "/manifest.json");
+    std::stringstream text;
+    text << file.rdbuf();
+    ASSERT_EQ(text.str().find("\"tensor_cores\"") != std::string::npos,
+              tensorCores)
+        << name << " was compiled to the other kernel form";
   }
 
   int64_t rowsOf(int64_t batch) const {
@@ -359,6 +376,6 @@ private:
   }
 };
 
-} // namespace fd::test
+} // namespace flashdecode::test
 
 #endif // FD_UNITTESTS_RUNTIME_GPUKERNELHARNESS_H

@@ -17,13 +17,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <functional>
-#include <sstream>
 
-using namespace fd;
-using namespace fd::rt;
-using namespace fd::test;
+using namespace flashdecode;
+using namespace flashdecode::rt;
+using namespace flashdecode::test;
 
 namespace {
 
@@ -39,15 +37,9 @@ class RuntimeGPUFeatures : public testing::TestWithParam<KernelCase>,
                            public KernelOnGPU {
 protected:
   void SetUp() override {
-    load(GetParam().name);
-    if (IsSkipped())
+    loadKernelForm(GetParam().name, GetParam().tensorCores);
+    if (IsSkipped() || HasFatalFailure())
       return;
-    std::ifstream file(directory + "/manifest.json");
-    std::stringstream text;
-    text << file.rdbuf();
-    ASSERT_EQ(text.str().find("\"tensor_cores\"") != std::string::npos,
-              GetParam().tensorCores)
-        << GetParam().name << " was compiled to the other kernel form";
     const Manifest &manifest = bundle.manifest;
     ASSERT_TRUE(manifest.windowLeft > 0 || manifest.logitsSoftCap > 0)
         << GetParam().name << " has neither a window nor a soft-cap";

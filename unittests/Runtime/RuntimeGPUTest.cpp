@@ -17,9 +17,9 @@
 #include <functional>
 #include <thread>
 
-using namespace fd;
-using namespace fd::rt;
-using namespace fd::test;
+using namespace flashdecode;
+using namespace flashdecode::rt;
+using namespace flashdecode::test;
 
 namespace {
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-using namespace fd::rt;
-using namespace fd::test;
+using namespace flashdecode::rt;
+using namespace flashdecode::test;
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
-namespace fd {
+namespace flashdecode {
 
 /// Name of the function buildAttentionModule creates.
 constexpr const char *kAttentionFunctionName = "fd_decode_attention";
@@ -22,6 +22,6 @@ constexpr const char *kAttentionFunctionName = "fd_decode_attention";
 mlir::OwningOpRef<mlir::ModuleOp>
 buildAttentionModule(mlir::MLIRContext &context, const KernelConfig &config);
 
-} // namespace fd
+} // namespace flashdecode
 
 #endif // FD_COMPILER_ATTENTIONMODULE_H

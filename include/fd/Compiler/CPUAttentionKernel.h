@@ -20,7 +20,7 @@ namespace mlir {
 class ExecutionEngine;
 } // namespace mlir
 
-namespace fd {
+namespace flashdecode {
 
 /// Host buffers of one call, contiguous and row-major in the shapes of
 /// fd.attention: q [B, (Lq,) Hq, D], caches [B, Lmax, Hkv, D] (NHD) or
@@ -77,6 +77,6 @@ private:
   std::unique_ptr<mlir::ExecutionEngine> engine;
 };
 
-} // namespace fd
+} // namespace flashdecode
 
 #endif // FD_COMPILER_CPUATTENTIONKERNEL_H

@@ -1,9 +1,9 @@
 //===- Compile.h - The in-process JIT: config -> PTX + manifest -*- C++ -*-===//
 //
-// fd::compile builds the fd IR for a KernelConfig, runs fd-lower-to-ptx in
-// this process (no nvcc, no subprocess) and returns one PTX text per kernel
-// plus the manifest the runtime launches them from. Results are cached in
-// memory and on disk (lib/Compiler/KernelCache.cpp).
+// flashdecode::compile builds the fd IR for a KernelConfig, runs
+// fd-lower-to-ptx in this process (no nvcc, no subprocess) and returns one PTX
+// text per kernel plus the manifest the runtime launches them from. Results are
+// cached in memory and on disk (lib/Compiler/KernelCache.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,8 +11,8 @@
 #define FD_COMPILER_COMPILE_H
 
 #include "fd/Compiler/KernelConfig.h"
-
 #include "fd/Compiler/Stage.h"
+#include "fd/Namespace.h"
 
 #include "llvm/Support/Error.h"
 
@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-namespace fd {
+namespace flashdecode {
 
 /// The compiler's release, for people (in the manifest).
 const char *getCompilerVersion();
@@ -85,6 +85,6 @@ CacheStatistics getCacheStatistics();
 /// Forgets the in-memory cache (the disk cache stays).
 void clearMemoryCache();
 
-} // namespace fd
+} // namespace flashdecode
 
 #endif // FD_COMPILER_COMPILE_H

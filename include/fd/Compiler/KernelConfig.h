@@ -3,6 +3,7 @@
 #ifndef FD_COMPILER_KERNELCONFIG_H
 #define FD_COMPILER_KERNELCONFIG_H
 
+#include "fd/Dialect/FD/IR/FDEnums.h"
 #include "fd/Planning/SplitPlanner.h"
 
 #include <cstdint>
@@ -11,10 +12,12 @@
 #include <string>
 #include <variant>
 
-namespace fd {
+namespace flashdecode {
 
 enum class ElementType { F16, BF16, F32 };
-enum class CacheLayout { NHD, HND };
+/// The KV cache layout: the dialect's (fd.attention's `kv_layout`), one enum
+/// for the IR and the C++ API.
+using CacheLayout = mlir::fd::KVLayout;
 
 /// Everything a decode-attention kernel is specialized on. Batch size and
 /// cache length stay dynamic in the generated code; `batch` and `maxLength`
@@ -91,10 +94,11 @@ struct KernelConfig {
 };
 
 const char *getElementTypeName(ElementType type);
+/// "NHD" or "HND", as the dialect spells it.
 const char *getCacheLayoutName(CacheLayout layout);
 /// Bytes of one element.
 int64_t getElementTypeSize(ElementType type);
 
-} // namespace fd
+} // namespace flashdecode
 
 #endif // FD_COMPILER_KERNELCONFIG_H

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 /// Work of one SM (or one launch) by counter class.
 struct ClassCounts {
@@ -92,6 +92,6 @@ LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory);
 /// implemented (...)" for a form the executor cannot run exactly.
 std::string checkImplemented(const Kernel &kernel);
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #endif // FD_EMULATOR_EXECUTOR_H

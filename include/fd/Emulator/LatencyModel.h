@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 struct LatencyModel {
   /// Cycles from an instruction's issue until its result can be read. All
@@ -69,6 +69,6 @@ unsigned getResidentCtasPerSM(const SmResources &sm, uint64_t threadsPerCta,
                               uint64_t sharedBytesPerCta,
                               unsigned registersPerThread);
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #endif // FD_EMULATOR_LATENCYMODEL_H

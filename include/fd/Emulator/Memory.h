@@ -19,7 +19,7 @@
 #include <mutex>
 #include <string>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 /// Generic-address windows of a thread's shared and local memory
 /// (cvta.shared / cvta.local); global allocations start at kGlobalBase.
@@ -61,6 +61,6 @@ private:
   uint64_t bytesInUse = 0;
 };
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #endif // FD_EMULATOR_MEMORY_H

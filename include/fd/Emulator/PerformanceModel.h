@@ -20,7 +20,7 @@
 
 #include <string>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 struct GpuModel {
   std::string name;       // "H200"
@@ -73,6 +73,6 @@ struct ModeledTime {
 /// The kernel's time without launch overhead.
 ModeledTime modelLaunch(const LaunchCounters &counters, const GpuModel &gpu);
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #endif // FD_EMULATOR_PERFORMANCEMODEL_H

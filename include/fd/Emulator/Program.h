@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace fd::emu {
+namespace flashdecode::emu {
 
 /// PTX's fundamental types. Registers hold raw bits: the type says how an
 /// instruction reads them.
@@ -318,6 +318,6 @@ struct ParseError {
 /// Parses a whole PTX module; throws ParseError.
 Module parseModule(const std::string &ptx);
 
-} // namespace fd::emu
+} // namespace flashdecode::emu
 
 #endif // FD_EMULATOR_PROGRAM_H

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-namespace fd {
+namespace flashdecode {
 
 struct SplitPlannerOptions {
   /// Streaming multiprocessors of the target (H100/H200 SXM: 132).
@@ -93,6 +93,6 @@ int64_t getWorkspaceBytes(int64_t batch, int64_t queryLength,
                           int64_t numQueryHeads, int64_t numSplits,
                           int64_t headDim);
 
-} // namespace fd
+} // namespace flashdecode
 
 #endif // FD_PLANNING_SPLITPLANNER_H

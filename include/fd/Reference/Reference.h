@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace fd::reference {
+namespace flashdecode::reference {
 
 /// IEEE half: round to nearest even, overflow to infinity, subnormals kept.
 uint16_t floatToHalf(float value);
@@ -60,14 +60,14 @@ struct AttentionProblem {
 
 /// softmax(cap(scale * q k^T)) v per row, query t (at position
 /// p = len - n + t, n = Lq or the sequence's queryLengths entry) seeing
-/// keys j <= p, and with a window W only j > p - W; cap(x) = c * tanh(x / c) with a soft-cap c, else x. Keys
-/// outside a row's range are never read. With sinks, exp(sink_h - max)
-/// joins each row's denominator. Rows without keys get zeros and lse = -inf
-/// (the sink with sinks).
-/// `output` gets [B, Lq, Hq, D], `lse` [B, Lq, Hq] (natural log).
+/// keys j <= p, and with a window W only j > p - W; cap(x) = c * tanh(x / c)
+/// with a soft-cap c, else x. Keys outside a row's range are never read. With
+/// sinks, exp(sink_h - max) joins each row's denominator. Rows without keys get
+/// zeros and lse = -inf (the sink with sinks). `output` gets [B, Lq, Hq, D],
+/// `lse` [B, Lq, Hq] (natural log).
 void attention(const AttentionProblem &problem, std::vector<double> &output,
                std::vector<double> &lse);
 
-} // namespace fd::reference
+} // namespace flashdecode::reference
 
 #endif // FD_REFERENCE_REFERENCE_H

@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace fd::rt {
+namespace flashdecode::rt {
 
 // The few driver types the runtime uses, ABI-compatible with cuda.h.
 using CUresult = int;
@@ -145,6 +145,6 @@ DriverApi loadDriver(const char *libraryName);
 /// error (through the table's cuGetErrorName when it has one).
 void check(const DriverApi &driver, CUresult result, const std::string &what);
 
-} // namespace fd::rt
+} // namespace flashdecode::rt
 
 #endif // FD_RUNTIME_DRIVER_H

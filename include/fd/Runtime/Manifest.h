@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace fd::rt {
+namespace flashdecode::rt {
 
 enum class ParamType { Pointer, I32 };
 
@@ -94,6 +94,6 @@ struct KernelBundle {
   static KernelBundle load(const std::string &directory);
 };
 
-} // namespace fd::rt
+} // namespace flashdecode::rt
 
 #endif // FD_RUNTIME_MANIFEST_H

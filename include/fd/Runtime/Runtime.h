@@ -17,6 +17,7 @@
 #ifndef FD_RUNTIME_RUNTIME_H
 #define FD_RUNTIME_RUNTIME_H
 
+#include "fd/Namespace.h"
 #include "fd/Runtime/Driver.h"
 #include "fd/Runtime/Manifest.h"
 
@@ -27,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-namespace fd::rt {
+namespace flashdecode::rt {
 
 /// A GPU's primary context, retained for the object's life and made current.
 class Device {
@@ -250,6 +251,6 @@ private:
   std::vector<std::pair<const DecodePlan *, uint64_t>> plans;
 };
 
-} // namespace fd::rt
+} // namespace flashdecode::rt
 
 #endif // FD_RUNTIME_RUNTIME_H

@@ -9,6 +9,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::fd {
@@ -40,10 +41,19 @@ struct ConvertFDToGPUPass
     });
     if (!lowerable)
       return signalPassFailure();
+    // Every fd op becomes kernels and their launches; nothing else changes.
+    ConversionTarget target(getContext());
+    target.addIllegalDialect<FDDialect>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(&getContext());
     populateFDToGPUConversionPatterns(patterns);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
       return signalPassFailure();
+    // The kernels are written with plain builders: fold their constants
+    // (one per value, at the top of each region) and drop what is unused, so
+    // that the IR reads as it reaches the NVVM lowering.
+    (void)applyPatternsGreedily(getOperation(), FrozenRewritePatternSet());
   }
 };
 

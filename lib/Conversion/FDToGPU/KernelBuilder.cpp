@@ -76,8 +76,10 @@ gpu::GPUFuncOp createKernel(Operation *anchor, StringRef name,
                             ArrayRef<int32_t> blockSize,
                             PatternRewriter &rewriter) {
   auto module = anchor->getParentOfType<ModuleOp>();
-  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                  rewriter.getUnitAttr());
+  rewriter.modifyOpInPlace(module, [&] {
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    rewriter.getUnitAttr());
+  });
   std::string uniqueName = name.str();
   for (int suffix = 1; module.lookupSymbol(uniqueName); ++suffix)
     uniqueName = (name + "_" + Twine(suffix)).str();
@@ -102,6 +104,23 @@ gpu::GPUFuncOp createKernel(Operation *anchor, StringRef name,
   if (!blockSize.empty())
     kernel.setKnownBlockSizeAttr(rewriter.getDenseI32ArrayAttr(blockSize));
   return kernel;
+}
+
+void launchKernel(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
+                  ArrayRef<GridDimension> grid, ArrayRef<int64_t> blockSize,
+                  const KernelParameters &parameters) {
+  assert(grid.size() == 3 && blockSize.size() == 3 && "three dimensions");
+  KernelEmitter e{b, loc};
+  SmallVector<Attribute> symbols;
+  for (const GridDimension &dimension : grid)
+    symbols.push_back(b.getStringAttr(dimension.symbol));
+  auto launch = gpu::LaunchFuncOp::create(
+      b, loc, kernel,
+      gpu::KernelDim3{grid[0].value, grid[1].value, grid[2].value},
+      gpu::KernelDim3{e.index(blockSize[0]), e.index(blockSize[1]),
+                      e.index(blockSize[2])},
+      /*dynamicSharedMemorySize=*/Value(), parameters.values);
+  launch->setAttr(kLaunchGridSymbolsAttrName, b.getArrayAttr(symbols));
 }
 
 Value globalPointer(OpBuilder &b, Location loc, Value memref) {

@@ -204,6 +204,21 @@ gpu::GPUFuncOp createKernel(Operation *anchor, StringRef name,
                             ArrayRef<int32_t> blockSize,
                             PatternRewriter &rewriter);
 
+/// One dimension of a kernel's grid: the value it is launched with and,
+/// when that is not a number fixed at compile time, the manifest symbol the
+/// runtime computes it from ("batch"); a split count is fixed in the kernel
+/// yet named ("num_splits") so the manifest says what it is.
+struct GridDimension {
+  Value value;
+  StringRef symbol = "";
+};
+
+/// Launches `kernel` on `grid` with `blockSize` threads and the parameters'
+/// values, recording the grid's symbols (kLaunchGridSymbolsAttrName).
+void launchKernel(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
+                  ArrayRef<GridDimension> grid, ArrayRef<int64_t> blockSize,
+                  const KernelParameters &parameters);
+
 /// Fails the match, with getReasonNotLowerableToGPU's reason, when `op`
 /// cannot be lowered.
 LogicalResult checkLowerable(Operation *op, PatternRewriter &rewriter);

@@ -142,11 +142,10 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
 
     KernelEmitter e{rewriter, loc};
     Value batch = memref::DimOp::create(rewriter, loc, op.getOutput(), 0);
-    gpu::LaunchFuncOp::create(
+    launchKernel(
         rewriter, loc, kernel,
-        gpu::KernelDim3{e.index(queryHeads), e.index(queryLength), batch},
-        gpu::KernelDim3{e.index(headDim), e.index(1), e.index(1)},
-        /*dynamicSharedMemorySize=*/Value(), parameters.values);
+        {{e.index(queryHeads)}, {e.index(queryLength)}, {batch, "batch"}},
+        {headDim, 1, 1}, parameters);
     rewriter.eraseOp(op);
     return success();
   }

@@ -104,6 +104,9 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     // few bytes in some configurations), nor do the query rows' windows
     // beside the soft-cap (8 bytes at MHA, Lq = 8 on sm_80), nor the ALiBi
     // slopes and positions of a lane's rows: three blocks, 168 registers.
+    kernel->setAttr(kKernelMathUnitsAttrName,
+                    rewriter.getStringAttr(layout.tensorCores ? "tensor_cores"
+                                                              : "cuda_cores"));
     if (layout.tensorCores) {
       AttentionRules rules = op.getRules();
       bool tight =
@@ -123,13 +126,11 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
 
     // The launch: grid (S, Hkv, B).
     Value batch = memref::DimOp::create(rewriter, loc, op.getQuery(), 0);
-    gpu::LaunchFuncOp::create(
-        rewriter, loc, kernel,
-        gpu::KernelDim3{host.index(op.getNumSplits()),
-                        host.index(geometry.numKVHeads), batch},
-        gpu::KernelDim3{host.index(PartialKernelLayout::kThreads),
-                        host.index(1), host.index(1)},
-        /*dynamicSharedMemorySize=*/Value(), parameters.values);
+    launchKernel(rewriter, loc, kernel,
+                 {{host.index(op.getNumSplits()), "num_splits"},
+                  {host.index(geometry.numKVHeads)},
+                  {batch, "batch"}},
+                 {PartialKernelLayout::kThreads, 1, 1}, parameters);
     rewriter.eraseOp(op);
     return success();
   }

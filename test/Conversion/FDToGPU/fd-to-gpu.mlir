@@ -9,23 +9,20 @@
 // CHECK: %[[LMAX:.*]] = memref.dim %[[K]], %c1
 // CHECK: %[[LMAX32:.*]] = arith.index_cast %[[LMAX]] : index to i32
 // CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in (%c4, %c8, %{{.*}}) threads in (%c128, %c1, %c1) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, %[[LMAX32]] : i32)
+// Each launch names the grid dimensions the runtime computes (the manifest's
+// grid, docs/KernelABI.md): the split count and the batch; "" for a constant.
+// CHECK-SAME: {fd.grid_symbols = ["num_splits", "", "batch"]}
 // CHECK: gpu.launch_func @fd_merge::@fd_merge blocks in (%c8, %c1, %{{.*}}) threads in (%c64, %c1, %c1) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>)
-// CHECK-NOT: fd.
-
-// The merge kernel: D threads, the lse combine in base 2, lse for thread 0.
-// CHECK: gpu.module @fd_merge
-// CHECK: gpu.func @fd_merge(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>) kernel attributes {fd.params = ["partial_output", "partial_lse", "output", "lse"], known_block_size = array<i32: 64, 1, 1>}
-// CHECK: arith.maximumf
-// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
-// CHECK: arith.truncf {{.*}} : f32 to f16
-// CHECK: llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"
+// CHECK-SAME: {fd.grid_symbols = ["", "", "batch"]}
+// CHECK-NOT: fd.{{[a-z_]+}} %
 
 // The partial kernel. Its workgroup buffers are read with 16-byte vectors.
 // CHECK: gpu.module @fd_partial_attention
 // CHECK: gpu.func @fd_partial_attention(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[LENS:[a-z0-9]+]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32)
 // CHECK-SAME: workgroup(%[[QTILE:.*]] : memref<1x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WACC:.*]] : memref<4x1x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WML:.*]] : memref<4x1x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
-// Each kernel names its parameters (docs/KernelABI.md): the manifest's.
-// CHECK-SAME: attributes {fd.params = ["query", "key_cache", "value_cache", "seq_lens", "partial_output", "partial_lse", "max_len"]
+// Each kernel names its parameters (docs/KernelABI.md): the manifest's; the
+// partial kernel also says which units compute it.
+// CHECK-SAME: attributes {fd.math_units = "cuda_cores", fd.params = ["query", "key_cache", "value_cache", "seq_lens", "partial_output", "partial_lse", "max_len"]
 // The length of the block's sequence (blockIdx.z) comes from device memory.
 // CHECK: %[[B:.*]] = gpu.block_id z
 // CHECK: %[[B64:.*]] = arith.index_cast %[[B]] : index to i64
@@ -59,6 +56,14 @@
 // CHECK: llvm.store {{.*}} : f32, !llvm.ptr<1>
 // CHECK: gpu.barrier
 // CHECK: gpu.return
+
+// The merge kernel: D threads, the lse combine in base 2, lse for thread 0.
+// CHECK: gpu.module @fd_merge
+// CHECK: gpu.func @fd_merge(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>) kernel attributes {fd.params = ["partial_output", "partial_lse", "output", "lse"], known_block_size = array<i32: 64, 1, 1>}
+// CHECK: arith.maximumf
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// CHECK: arith.truncf {{.*}} : f32 to f16
+// CHECK: llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"
 func.func @decode(%q: memref<?x8x64xf16>, %k: memref<?x?x8x64xf16>, %v: memref<?x?x8x64xf16>,
                   %lens: memref<?xi32>, %out: memref<?x8x64xf16>, %lse: memref<?x8xf32>) {
   fd.attention %q, %k, %v, %lens into %out, %lse
@@ -75,6 +80,7 @@ func.func @decode(%q: memref<?x8x64xf16>, %k: memref<?x?x8x64xf16>, %v: memref<?
 // CHECK-LABEL: func.func @grouped_tensor_cores
 // CHECK: gpu.func @fd_partial_attention
 // CHECK-SAME: workgroup(%[[QFRAG:.*]] : memref<4x32x4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WACC:.*]] : memref<4x4x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WML:.*]] : memref<4x4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
+// CHECK-SAME: fd.math_units = "tensor_cores"
 // CHECK-SAME: nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 4 : i32
 // q's A fragments, 8 bytes per row half, staged per (k-step, lane).
 // CHECK: llvm.load {{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xi32>

@@ -21,6 +21,17 @@ namespace mlir::fd {
 /// binds buffers by and the JIT writes into the manifest.
 constexpr llvm::StringLiteral kKernelParamsAttrName = "fd.params";
 
+/// The attribute of each gpu.launch_func convert-fd-to-gpu makes: for each
+/// grid dimension, the manifest symbol the runtime computes it from
+/// ("batch", "num_splits"), or "" where the dimension is the constant it is
+/// launched with. With the launch's operands and the kernels' attributions it
+/// is the ABI the JIT writes into the manifest (docs/KernelABI.md).
+constexpr llvm::StringLiteral kLaunchGridSymbolsAttrName = "fd.grid_symbols";
+
+/// The attribute of the partial kernel saying which units compute it,
+/// "tensor_cores" or "cuda_cores" (the manifest's `math_units`).
+constexpr llvm::StringLiteral kKernelMathUnitsAttrName = "fd.math_units";
+
 /// How the partial-attention kernel maps one (sequence, KV head, chunk) onto
 /// a thread block; a pure function of the head dim, the element size, the
 /// group size (Hq / Hkv) and the query length Lq.
@@ -103,14 +114,6 @@ struct PartialKernelLayout {
   /// Whether some lanes' last vector lies past the end of the row.
   bool hasIdleLanes() const {
     return lanesPerToken * vectorsPerLane != vectorsPerRow;
-  }
-  /// Static shared memory: the query tile (f32 rows on CUDA cores; on
-  /// tensor cores 16 mma rows of 16-bit elements, as the lanes' fragments)
-  /// and the per-warp partial states.
-  int64_t sharedMemoryBytes() const {
-    int64_t queryTile =
-        tensorCores ? kMmaRows * headDim * 2 : 4 * rowTile * headDim;
-    return queryTile + 4 * (kWarps * rowTile * headDim + kWarps * rowTile * 2);
   }
 };
 

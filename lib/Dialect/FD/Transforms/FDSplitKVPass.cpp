@@ -116,7 +116,8 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
     int64_t maxLength = ShapedType::isDynamic(geometry.maxLength)
                             ? options.maxLengthHint
                             : geometry.maxLength;
-    ::fd::SplitPlannerOptions plannerOptions = getSplitPlannerOptions(options);
+    ::flashdecode::SplitPlannerOptions plannerOptions =
+        getSplitPlannerOptions(options);
     StringRef source = options.numSplits > 0     ? "num-splits option"
                        : options.chunkLength > 0 ? "chunk-length option"
                                                  : "auto";
@@ -140,18 +141,19 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
       remark << " window=" << *rules.windowLeft << " attended=" << maxLength;
     }
     if (batch > 0 && maxLength > 0) {
-      ::fd::SplitPlan plan = ::fd::evaluateSplits(
+      ::flashdecode::SplitPlan plan = ::flashdecode::evaluateSplits(
           batch, geometry.numKVHeads, maxLength, splits, plannerOptions);
-      remark << " -> " << ::fd::describeSplitPlan(plan) << " workspace="
-             << ::fd::getWorkspaceBytes(batch, geometry.queryLength,
-                                        geometry.numQueryHeads, splits,
-                                        geometry.headDim)
+      remark << " -> " << ::flashdecode::describeSplitPlan(plan)
+             << " workspace="
+             << ::flashdecode::getWorkspaceBytes(batch, geometry.queryLength,
+                                                 geometry.numQueryHeads, splits,
+                                                 geometry.headDim)
              << "B";
     } else {
       remark << " -> splits=" << splits << " workspace="
-             << ::fd::getWorkspaceBytes(1, geometry.queryLength,
-                                        geometry.numQueryHeads, splits,
-                                        geometry.headDim)
+             << ::flashdecode::getWorkspaceBytes(1, geometry.queryLength,
+                                                 geometry.numQueryHeads, splits,
+                                                 geometry.headDim)
              << "B per sequence";
     }
   }

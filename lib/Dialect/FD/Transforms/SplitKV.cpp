@@ -41,9 +41,9 @@ static FailureOr<int64_t> staticOrHint(AttentionOp op, int64_t dim,
   return failure();
 }
 
-::fd::SplitPlannerOptions
+::flashdecode::SplitPlannerOptions
 mlir::fd::getSplitPlannerOptions(const FDSplitKVOptions &options) {
-  ::fd::SplitPlannerOptions planner;
+  ::flashdecode::SplitPlannerOptions planner;
   planner.smCount = options.smCount;
   planner.blocksPerSM = options.blocksPerSM;
   planner.minChunkLength = options.minChunkLength;
@@ -98,13 +98,14 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
     return std::clamp<int64_t>(numSplits, 1, options.maxSplits);
   }
 
-  ::fd::SplitPlannerOptions plannerOptions = getSplitPlannerOptions(options);
-  std::string invalid = ::fd::validateSplitPlannerInputs(
+  ::flashdecode::SplitPlannerOptions plannerOptions =
+      getSplitPlannerOptions(options);
+  std::string invalid = ::flashdecode::validateSplitPlannerInputs(
       *batch, geometry.numKVHeads, *maxLength, plannerOptions);
   if (!invalid.empty())
     return fail(invalid);
-  return ::fd::planNumSplits(*batch, geometry.numKVHeads, *maxLength,
-                             plannerOptions)
+  return ::flashdecode::planNumSplits(*batch, geometry.numKVHeads, *maxLength,
+                                      plannerOptions)
       .numSplits;
 }
 
@@ -152,9 +153,9 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
     int64_t rowsPerSequence =
         geometry.queryLength * geometry.numQueryHeads * *numSplits;
     int64_t outputBytesPerSequence = rowsPerSequence * geometry.headDim * 4;
-    int64_t workspaceBytesPerSequence =
-        ::fd::getWorkspaceBytes(1, geometry.queryLength, geometry.numQueryHeads,
-                                *numSplits, geometry.headDim);
+    int64_t workspaceBytesPerSequence = ::flashdecode::getWorkspaceBytes(
+        1, geometry.queryLength, geometry.numQueryHeads, *numSplits,
+        geometry.headDim);
 
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
     SmallVector<Value> dynamicBatch;

@@ -13,7 +13,7 @@
 
 #include "fd/Dialect/FD/IR/FDOpsDialect.h.inc"
 
-#include "fd/Dialect/FD/IR/FDEnums.h.inc"
+#include "fd/Dialect/FD/IR/FDEnums.h"
 
 #define GET_ATTRDEF_CLASSES
 #include "fd/Dialect/FD/IR/FDAttrs.h.inc"

@@ -18,7 +18,7 @@ namespace mlir::fd {
 
 /// What the split planner is asked with `options`: the one mapping from
 /// the pass's options to the planner's.
-::fd::SplitPlannerOptions
+::flashdecode::SplitPlannerOptions
 getSplitPlannerOptions(const FDSplitKVOptions &options);
 
 /// The argument attribute marking a function's workspace argument.

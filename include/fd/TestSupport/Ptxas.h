@@ -1,13 +1,13 @@
 //===- Ptxas.h - Assemble PTX with the CUDA toolkit's ptxas -----*- C++ -*-===//
 //
 // For tests, the demo and benchmarks: checks that ptxas accepts a PTX and
-// reads its resource report. Not used by the JIT (which never runs a
-// subprocess).
+// reads its resource report. In FDTestSupport, apart from the JIT
+// (FDCompiler), which never runs a subprocess.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FD_COMPILER_PTXAS_H
-#define FD_COMPILER_PTXAS_H
+#ifndef FD_TESTSUPPORT_PTXAS_H
+#define FD_TESTSUPPORT_PTXAS_H
 
 #include "llvm/Support/Error.h"
 
@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-namespace fd {
+namespace flashdecode {
 
 /// /usr/local/cuda/bin/ptxas, else ptxas on PATH.
 std::optional<std::string> findPtxas();
@@ -36,6 +36,6 @@ llvm::Expected<PtxasReport> assembleWithPtxas(const std::string &ptxas,
                                               const std::string &ptx,
                                               const std::string &arch);
 
-} // namespace fd
+} // namespace flashdecode
 
-#endif // FD_COMPILER_PTXAS_H
+#endif // FD_TESTSUPPORT_PTXAS_H

@@ -1,10 +1,16 @@
-//===- Pipelines.h - Named flashdecode pipelines ----------------*- C++ -*-===//
+//===- Passes.h - fd pass pipelines -----------------------------*- C++ -*-===//
+//
+// The named pipelines from fd ops to PTX and to the LLVM dialect for the CPU,
+// beside the dialect as upstream's GPU pipelines
+// (mlir/Dialect/GPU/Pipelines/Passes.h), so that fd-opt registers them
+// without linking the JIT.
+//
+//===----------------------------------------------------------------------===//
 
-#ifndef FD_COMPILER_PIPELINES_H
-#define FD_COMPILER_PIPELINES_H
+#ifndef FD_DIALECT_FD_PIPELINES_PASSES_H
+#define FD_DIALECT_FD_PIPELINES_PASSES_H
 
-#include "fd/Compiler/KernelConfig.h"
-#include "fd/Compiler/Stage.h"
+#include "fd/Dialect/FD/Pipelines/LowerToPTXStage.h"
 #include "fd/Dialect/FD/Transforms/Passes.h"
 
 #include "mlir/Pass/PassOptions.h"
@@ -16,10 +22,10 @@ class DialectRegistry;
 class OpPassManager;
 } // namespace mlir
 
-namespace fd {
+namespace mlir::fd {
 
 /// Options of the `fd-lower-to-ptx` pipeline.
-struct LowerToPTXOptions : mlir::PassPipelineOptions<LowerToPTXOptions> {
+struct LowerToPTXOptions : PassPipelineOptions<LowerToPTXOptions> {
   Option<std::string> chip{*this, "chip",
                            llvm::cl::desc("Target GPU: sm_80, sm_86, sm_89, "
                                           "sm_90 or sm_90a"),
@@ -60,28 +66,25 @@ struct PTXTarget {
   int ptxVersion = 80;
 };
 
-/// fd-split-kv's options for a kernel configuration: the one mapping from
-/// KernelConfig to the pass, for the GPU and the CPU compilations alike.
-mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelConfig &config);
-
 /// fd ops -> split (with `split`) -> GPU kernels -> NVVM -> PTX for
 /// `target`: the passes of the stages `firstStage` to `lastStage`.
-void buildLowerToPTXPipeline(mlir::OpPassManager &pm, const PTXTarget &target,
-                             const mlir::fd::FDSplitKVOptions &split,
-                             Stage firstStage = Stage::Split,
-                             Stage lastStage = Stage::PTX);
+/// Registered as `fd-lower-to-ptx`.
+void buildLowerToPTXPipeline(
+    OpPassManager &pm, const PTXTarget &target, const FDSplitKVOptions &split,
+    LowerToPTXStage firstStage = LowerToPTXStage::Split,
+    LowerToPTXStage lastStage = LowerToPTXStage::PTX);
 
 /// fd ops (split or not) -> loops -> LLVM dialect, ready for the CPU JIT or
 /// mlir-runner. Registered as `fd-lower-to-cpu`.
-void buildLowerToCPUPipeline(mlir::OpPassManager &pm);
+void buildLowerToCPUPipeline(OpPassManager &pm);
 
 /// Registers the fd dialect and the upstream dialects and translations the
 /// pipelines produce or consume.
-void registerFDDialects(mlir::DialectRegistry &registry);
+void registerFDDialects(DialectRegistry &registry);
 
 /// Registers the fd passes and the named pipelines with the pass registry.
 void registerFDPassesAndPipelines();
 
-} // namespace fd
+} // namespace mlir::fd
 
-#endif // FD_COMPILER_PIPELINES_H
+#endif // FD_DIALECT_FD_PIPELINES_PASSES_H

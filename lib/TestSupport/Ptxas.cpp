@@ -1,6 +1,6 @@
 //===- Ptxas.cpp - Assemble PTX with the CUDA toolkit's ptxas -------------===//
 
-#include "fd/Compiler/Ptxas.h"
+#include "fd/TestSupport/Ptxas.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -8,7 +8,7 @@
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
 
-namespace fd {
+namespace flashdecode {
 
 std::optional<std::string> findPtxas() {
   if (llvm::sys::fs::can_execute("/usr/local/cuda/bin/ptxas"))
@@ -64,4 +64,4 @@ llvm::Expected<PtxasReport> assembleWithPtxas(const std::string &ptxas,
   return report;
 }
 
-} // namespace fd
+} // namespace flashdecode
