@@ -100,8 +100,9 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   Value queryLens = next(config.withQueryLens);
   mlir::fd::AttentionOp::create(builder, loc, arguments[0], arguments[1],
                                 arguments[2], arguments[3], blockTable,
-                                alibiSlopes, queryLens, arguments[4], lse,
-                                sinks, layout, scale, window, softCap);
+                                alibiSlopes, queryLens, /*kScale=*/Value(),
+                                /*vScale=*/Value(), arguments[4], lse, sinks,
+                                layout, scale, window, softCap);
   func::ReturnOp::create(builder, loc);
   return module;
 }

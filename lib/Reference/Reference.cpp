@@ -1,6 +1,7 @@
 //===- Reference.cpp - float64 attention and 16-bit float codecs ----------===//
 
 #include "fd/Reference/Reference.h"
+#include "Rounding.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,6 +9,8 @@
 #include <limits>
 
 namespace flashdecode::reference {
+
+using detail::shiftRightRoundingToEven;
 
 static uint32_t bitsOf(float value) {
   uint32_t bits;
@@ -19,16 +22,6 @@ static float floatOf(uint32_t bits) {
   float value;
   std::memcpy(&value, &bits, sizeof(value));
   return value;
-}
-
-/// Drops the low `shift` bits of `value`, rounding to nearest even.
-static uint32_t shiftRightRoundingToEven(uint32_t value, unsigned shift) {
-  uint32_t kept = value >> shift;
-  uint32_t remainder = value & ((1u << shift) - 1);
-  uint32_t halfway = 1u << (shift - 1);
-  if (remainder > halfway || (remainder == halfway && (kept & 1)))
-    ++kept;
-  return kept;
 }
 
 uint16_t floatToHalf(float value) {

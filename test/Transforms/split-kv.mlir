@@ -186,3 +186,17 @@ func.func @query_lens(%q: memref<2x4x8x64xf16>, %k: memref<2x4096x2x64xf16>,
         memref<2xi32> into memref<2x4x8x64xf16>
   return
 }
+
+// -----
+
+// An fp8 cache's scales go to the partial attention (they dequantize the
+// keys and values the chunks read), not to the merge.
+// CHECK-LABEL: func @fp8_scales
+// CHECK-SAME: %[[KS:[a-z0-9]+]]: memref<1x4096x2xf32>, %[[VS:[a-z0-9]+]]: memref<1x4096x2xf32>
+// CHECK: fd.partial_attention {{.*}} k_scale %[[KS]] : memref<1x4096x2xf32> v_scale %[[VS]] : memref<1x4096x2xf32> into
+// CHECK: fd.merge
+// CHECK-NOT: k_scale
+func.func @fp8_scales(%q: memref<1x8x64xbf16>, %k: memref<1x4096x2x64xf8E5M2>, %v: memref<1x4096x2x64xf8E5M2>, %l: memref<1xi32>, %ks: memref<1x4096x2xf32>, %vs: memref<1x4096x2xf32>, %o: memref<1x8x64xbf16>) {
+  fd.attention %q, %k, %v, %l k_scale %ks : memref<1x4096x2xf32> v_scale %vs : memref<1x4096x2xf32> into %o : memref<1x8x64xbf16>, memref<1x4096x2x64xf8E5M2>, memref<1x4096x2x64xf8E5M2>, memref<1xi32> into memref<1x8x64xbf16>
+  return
+}

@@ -26,3 +26,11 @@ func.func @both(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?
   fd.merge %po, %pl into %o : memref<1x8x4x64xf32, strided<[4096, 512, 64, 1]>>, memref<1x8x4xf32> into memref<1x8x64xf16>
   return
 }
+
+// -----
+
+func.func @fp8_cache(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf8E4M3FN>, %v: memref<1x?x2x64xf8E4M3FN>, %l: memref<1xi32>, %s: memref<1xf32>, %po: memref<1x8x4x64xf32>, %pl: memref<1x8x4xf32>) {
+  // expected-error @below {{convert-fd-to-gpu: fp8 caches are not lowered to GPU kernels yet: expected f16, bf16 or f32 caches}}
+  fd.partial_attention %q, %k, %v, %l k_scale %s : memref<1xf32> v_scale %s : memref<1xf32> into %po, %pl : memref<1x8x64xf16>, memref<1x?x2x64xf8E4M3FN>, memref<1x?x2x64xf8E4M3FN>, memref<1xi32> into memref<1x8x4x64xf32>, memref<1x8x4xf32>
+  return
+}

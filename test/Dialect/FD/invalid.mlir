@@ -366,3 +366,67 @@ func.func @query_lens_rank(%po: memref<1x4x8x2x64xf32>, %pl: memref<1x4x8x2xf32>
   fd.merge %po, %pl query_lens %ql : memref<1x1xi32> into %o : memref<1x4x8x2x64xf32>, memref<1x4x8x2xf32> into memref<1x4x8x64xf16>
   return
 }
+
+// -----
+
+func.func @fp8_without_scales(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf8E4M3FN>, %v: memref<1x?x2x64xf8E4M3FN>, %l: memref<1xi32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{an fp8 'key_cache' ('f8E4M3FN') needs 'k_scale': [1] (per tensor) or [1, ?, 2] (per token and KV head, the cache's shape without the head dim) of f32}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x64xf16>, memref<1x?x2x64xf8E4M3FN>, memref<1x?x2x64xf8E4M3FN>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @fp8_without_value_scale(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf8E5M2>, %v: memref<1x?x2x64xf8E5M2>, %l: memref<1xi32>, %ks: memref<1xf32>, %po: memref<1x8x4x64xf32>, %pl: memref<1x8x4xf32>) {
+  // expected-error @below {{an fp8 'key_cache' ('f8E5M2') needs 'v_scale'}}
+  fd.partial_attention %q, %k, %v, %l k_scale %ks : memref<1xf32> into %po, %pl : memref<1x8x64xf16>, memref<1x?x2x64xf8E5M2>, memref<1x?x2x64xf8E5M2>, memref<1xi32> into memref<1x8x4x64xf32>, memref<1x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @scale_on_f16_cache(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>, %l: memref<1xi32>, %ks: memref<1xf32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'k_scale' applies to fp8 caches only, but 'key_cache' holds 'f16'}}
+  fd.attention %q, %k, %v, %l k_scale %ks : memref<1xf32> into %o : memref<1x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @fp8_mixed_formats(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf8E4M3FN>, %v: memref<1x?x2x64xf8E5M2>, %l: memref<1xi32>, %s: memref<1xf32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'value_cache' element type 'f8E5M2' must match 'key_cache' element type 'f8E4M3FN'}}
+  fd.attention %q, %k, %v, %l k_scale %s : memref<1xf32> v_scale %s : memref<1xf32> into %o : memref<1x8x64xf16>, memref<1x?x2x64xf8E4M3FN>, memref<1x?x2x64xf8E5M2>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @fp8_scale_shape(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf8E4M3FN>, %v: memref<1x?x2x64xf8E4M3FN>, %l: memref<1xi32>, %ks: memref<1x?x4xf32>, %vs: memref<1xf32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'k_scale' must be [1] (per tensor) or [1, ?, 2] (per token and KV head, the cache's shape without the head dim) of f32, got 'memref<1x?x4xf32>'}}
+  fd.attention %q, %k, %v, %l k_scale %ks : memref<1x?x4xf32> v_scale %vs : memref<1xf32> into %o : memref<1x8x64xf16>, memref<1x?x2x64xf8E4M3FN>, memref<1x?x2x64xf8E4M3FN>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @fp8_per_tensor_scale_size(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf8E4M3FN>, %v: memref<1x?x2x64xf8E4M3FN>, %l: memref<1xi32>, %ks: memref<2xf32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'k_scale' must be [1] (per tensor) or [1, ?, 2] (per token and KV head, the cache's shape without the head dim) of f32, got 'memref<2xf32>'}}
+  fd.attention %q, %k, %v, %l k_scale %ks : memref<2xf32> v_scale %ks : memref<2xf32> into %o : memref<1x8x64xf16>, memref<1x?x2x64xf8E4M3FN>, memref<1x?x2x64xf8E4M3FN>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @fp8_mixed_granularity(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf8E4M3FN>, %v: memref<1x?x2x64xf8E4M3FN>, %l: memref<1xi32>, %ks: memref<1x?x2xf32>, %vs: memref<1xf32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'k_scale' and 'v_scale' must be of one granularity (both per tensor or both per token and KV head), got 'memref<1x?x2xf32>' and 'memref<1xf32>'}}
+  fd.attention %q, %k, %v, %l k_scale %ks : memref<1x?x2xf32> v_scale %vs : memref<1xf32> into %o : memref<1x8x64xf16>, memref<1x?x2x64xf8E4M3FN>, memref<1x?x2x64xf8E4M3FN>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @fp8_query(%q: memref<1x8x64xf8E4M3FN>, %k: memref<1x?x2x64xf8E4M3FN>, %v: memref<1x?x2x64xf8E4M3FN>, %l: memref<1xi32>, %s: memref<1xf32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{operand #0 must be 3D/4D memref of 16-bit float or bfloat16 type or 32-bit float values}}
+  fd.attention %q, %k, %v, %l k_scale %s : memref<1xf32> v_scale %s : memref<1xf32> into %o : memref<1x8x64xf8E4M3FN>, memref<1x?x2x64xf8E4M3FN>, memref<1x?x2x64xf8E4M3FN>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}

@@ -113,6 +113,48 @@ verifyPerSequenceOperand(Operation *op, Value value, StringRef name,
   return success();
 }
 
+bool mlir::fd::isFloat8Cache(Value cache) {
+  return isa<Float8E4M3FNType, Float8E5M2Type>(
+      memrefType(cache).getElementType());
+}
+
+/// The scales of an fp8 cache: both given exactly when the cache is fp8,
+/// each per tensor ([1]) or per (token, KV head) (the cache's shape without
+/// the head dim), both of one granularity.
+static LogicalResult verifyKVScales(AttentionOpInterface op) {
+  MemRefType cacheType = memrefType(op.getKeyCache());
+  bool isFloat8 = isFloat8Cache(op.getKeyCache());
+  SmallVector<int64_t> perToken(cacheType.getShape().drop_back());
+  std::string accepted = "[1] (per tensor) or " + formatShape(perToken) +
+                         " (per token and KV head, the cache's shape without "
+                         "the head dim) of f32";
+  for (auto [name, scale] :
+       {std::pair<StringRef, Value>{"k_scale", op.getKScale()},
+        {"v_scale", op.getVScale()}}) {
+    if (!isFloat8 && scale)
+      return op->emitOpError()
+             << "'" << name << "' applies to fp8 caches only, but "
+             << "'key_cache' holds " << cacheType.getElementType();
+    if (isFloat8 && !scale)
+      return op->emitOpError()
+             << "an fp8 'key_cache' (" << cacheType.getElementType()
+             << ") needs '" << name << "': " << accepted;
+    if (!scale)
+      continue;
+    ArrayRef<int64_t> shape = memrefType(scale).getShape();
+    if (!shapesAgree(shape, {1}) && !shapesAgree(shape, perToken))
+      return op->emitOpError() << "'" << name << "' must be " << accepted
+                               << ", got " << scale.getType();
+  }
+  if (isFloat8 && memrefType(op.getKScale()).getRank() !=
+                      memrefType(op.getVScale()).getRank())
+    return op->emitOpError()
+           << "'k_scale' and 'v_scale' must be of one granularity (both per "
+              "tensor or both per token and KV head), got "
+           << op.getKScale().getType() << " and " << op.getVScale().getType();
+  return success();
+}
+
 /// Verifies the query, caches and lengths of the attention ops and returns
 /// their geometry.
 static FailureOr<AttentionGeometry>
@@ -123,15 +165,20 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
   MemRefType keyType = memrefType(keyCache);
   MemRefType valueType = memrefType(valueCache);
 
+  // A 16- or 32-bit cache holds the query's type; an fp8 cache (scaled,
+  // verifyKVScales) any of the query types.
   Type elementType = queryType.getElementType();
-  if (keyType.getElementType() != elementType)
+  Type cacheElementType = keyType.getElementType();
+  bool isFloat8 = isFloat8Cache(keyCache);
+  if (!isFloat8 && cacheElementType != elementType)
     return op->emitOpError()
-           << "'key_cache' element type " << keyType.getElementType()
+           << "'key_cache' element type " << cacheElementType
            << " must match 'query' element type " << elementType;
-  if (valueType.getElementType() != elementType)
+  if (valueType.getElementType() != cacheElementType)
     return op->emitOpError()
            << "'value_cache' element type " << valueType.getElementType()
-           << " must match 'query' element type " << elementType;
+           << " must match " << (isFloat8 ? "'key_cache'" : "'query'")
+           << " element type " << cacheElementType;
 
   AttentionGeometry geometry =
       computeAttentionGeometry(query, keyCache, seqLens, blockTable, layout);
@@ -310,7 +357,7 @@ LogicalResult AttentionOp::verify() {
       verifyAttentionInputs(*this, getQuery(), getKeyCache(), getValueCache(),
                             getSeqLens(), getBlockTable(), getKvLayout());
   if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())) ||
-      failed(verifyRules(*this)))
+      failed(verifyRules(*this)) || failed(verifyKVScales(*this)))
     return failure();
   if (failed(verifyOperandShape(*this, getOutput(), "output",
                                 rowShape(*geometry, {geometry->headDim}),
@@ -351,7 +398,7 @@ LogicalResult PartialAttentionOp::verify() {
       verifyAttentionInputs(*this, getQuery(), getKeyCache(), getValueCache(),
                             getSeqLens(), getBlockTable(), getKvLayout());
   if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())) ||
-      failed(verifyRules(*this)))
+      failed(verifyRules(*this)) || failed(verifyKVScales(*this)))
     return failure();
   FailureOr<int64_t> numSplits = verifyNumSplits(*this, getPartialOutput());
   if (failed(numSplits))

@@ -48,6 +48,10 @@ AttentionGeometry computeAttentionGeometry(Value query, Value keyCache,
                                            Value seqLens, Value blockTable,
                                            KVLayout layout);
 
+/// Whether `cache` (a memref) holds fp8 elements (f8E4M3FN or f8E5M2), which
+/// are scaled by the attention op's k_scale / v_scale.
+bool isFloat8Cache(Value cache);
+
 /// What decides which keys a query row sees and how its scores are shaped,
 /// beyond the geometry: read off an attention op's attributes once, applied
 /// by the builders of fd/Dialect/FD/Utils/AttentionUtils.h.

@@ -31,6 +31,12 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
         The per-sequence query lengths, [B] i32; null when every sequence
         has Lq query tokens.
       }], "::mlir::Value", "getQueryLens">,
+    InterfaceMethod<[{
+        The scale of an fp8 key cache, [1] or per (token, KV head) f32; null
+        for 16- and 32-bit caches.
+      }], "::mlir::Value", "getKScale">,
+    InterfaceMethod<"The scale of an fp8 value cache, like getKScale.",
+      "::mlir::Value", "getVScale">,
     InterfaceMethod<"The cache layout.",
       "::mlir::fd::KVLayout", "getKvLayout">,
     InterfaceMethod<"The `scale` attribute, null when absent.",

@@ -15,7 +15,10 @@ class FD_Op<string mnemonic, list<Trait> traits = []>
 //===----------------------------------------------------------------------===//
 
 def FD_QueryMemRef : MemRefRankOf<[F16, BF16, F32], [3, 4]>;
-def FD_CacheMemRef : MemRefRankOf<[F16, BF16, F32], [4]>;
+def FD_CacheMemRef
+    : MemRefRankOf<[F16, BF16, F32, F8E4M3FN, F8E5M2], [4]>;
+// Per tensor [1], or per (token, KV head): the cache's shape without D.
+def FD_KVScaleMemRef : MemRefRankOf<[F32], [1, 3]>;
 def FD_LengthsMemRef : MemRefRankOf<[I32], [1]>;
 def FD_OutputMemRef : MemRefRankOf<[F16, BF16, F32], [3, 4]>;
 def FD_LseMemRef : MemRefRankOf<[F32], [2, 3]>;
@@ -40,7 +43,13 @@ defvar FD_AttentionInputs = (ins
       "ALiBi: a slope per query head, [Hq] f32", [MemRead]>:$alibi_slopes,
   Arg<Optional<FD_LengthsMemRef>,
       "per-sequence query lengths: the real query tokens of each sequence, "
-      "[B] i32, each in [0, Lq]", [MemRead]>:$query_lens
+      "[B] i32, each in [0, Lq]", [MemRead]>:$query_lens,
+  Arg<Optional<FD_KVScaleMemRef>,
+      "fp8 caches: the key scale, per tensor [1] or per (token, KV head)",
+      [MemRead]>:$k_scale,
+  Arg<Optional<FD_KVScaleMemRef>,
+      "fp8 caches: the value scale, like the key scale",
+      [MemRead]>:$v_scale
 );
 
 defvar FD_AttentionAttrs = (ins
@@ -82,7 +91,8 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
 
     A row with no keys (length 0) produces an output of zeros and an `lse` of
     `-inf`. `scale` defaults to `1/sqrt(D)`. Element types are f16, bf16 or
-    f32 (the same for q, k, v and output); accumulation is f32.
+    f32 (the same for q, k, v and output; fp8 caches below); accumulation
+    is f32.
 
     **Sliding window.** With `window_left = W` (>= 1) the query at position
     `p` (token `t` is at `p = seq_lens[b] - Lq + t`) sees the keys
@@ -115,6 +125,17 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
     queries: their output is zeros and their `lse` is `-inf` (sinks
     included); lowerings skip them where they can (the GPU kernels skip
     row tiles of padding only). A sequence with `n = 0` reads no key.
+
+    **FP8 caches.** `key_cache` and `value_cache` may hold `f8E4M3FN` or
+    `f8E5M2` elements (the same type for both) under f16, bf16 or f32
+    queries and output. Their values are the fp8 values times a scale, so
+    an fp8 cache needs both `k_scale` and `v_scale` (f32, in device memory,
+    so they may change between graph replays): per tensor, `[1]`, or per
+    (token, KV head), the cache's shape without the head dim: `[B, Lmax,
+    Hkv]` (NHD), `[B, Hkv, Lmax]` (HND), or the page pool's `[num_pages,
+    page_size, Hkv]` / `[num_pages, Hkv, page_size]`; both of one
+    granularity. There is no implicit scale of 1: write it. Scales on a
+    16- or 32-bit cache are an error.
 
     **Paged caches.** With a `block_table` operand (`[B, max_pages]` i32) the
     caches are pools of pages: `[num_pages, page_size, Hkv, D]` (NHD) or
@@ -149,6 +170,8 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
     (`block_table` $block_table^ `:` type($block_table))?
     (`alibi_slopes` $alibi_slopes^ `:` type($alibi_slopes))?
     (`query_lens` $query_lens^ `:` type($query_lens))?
+    (`k_scale` $k_scale^ `:` type($k_scale))?
+    (`v_scale` $v_scale^ `:` type($v_scale))?
     (`sinks` $sinks^ `:` type($sinks))? `into` $output
     (`,` $lse^)? attr-dict `:` type($query) `,` type($key_cache) `,`
     type($value_cache) `,` type($seq_lens) `into` type($output)
@@ -221,7 +244,9 @@ def FD_PartialAttentionOp : FD_Op<"partial_attention",
     $query `,` $key_cache `,` $value_cache `,` $seq_lens
     (`block_table` $block_table^ `:` type($block_table))?
     (`alibi_slopes` $alibi_slopes^ `:` type($alibi_slopes))?
-    (`query_lens` $query_lens^ `:` type($query_lens))? `into`
+    (`query_lens` $query_lens^ `:` type($query_lens))?
+    (`k_scale` $k_scale^ `:` type($k_scale))?
+    (`v_scale` $v_scale^ `:` type($v_scale))? `into`
     $partial_output `,` $partial_lse attr-dict `:` type($query) `,`
     type($key_cache) `,` type($value_cache) `,` type($seq_lens) `into`
     type($partial_output) `,` type($partial_lse)
