@@ -24,16 +24,6 @@ struct ConvertFDToLoopsPass
   using Base::Base;
 
   void runOnOperation() override {
-    bool lowerable = true;
-    getOperation().walk([&](AttentionOpInterface op) {
-      if (isFloat8Cache(op.getKeyCache())) {
-        op->emitOpError("convert-fd-to-loops: fp8 caches are not lowered to "
-                        "loops yet: expected f16, bf16 or f32 caches");
-        lowerable = false;
-      }
-    });
-    if (!lowerable)
-      return signalPassFailure();
     ConversionTarget target(getContext());
     target.addIllegalDialect<FDDialect>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });

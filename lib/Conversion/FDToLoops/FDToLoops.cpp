@@ -48,7 +48,29 @@ struct RowOperands {
   /// With per-sequence query lengths: whether the token is a query, not
   /// padding; else null (every token is).
   Value isQuery;
+  /// With an fp8 cache: the key and value scales; else null.
+  Value kScale, vScale;
 };
+
+/// The scale of an fp8 cache row: the tensor's ([1]) or the row's (per
+/// token and KV head, indexed like the cache without the head dim).
+Value loadKVScale(OpBuilder &b, Location loc, Value scales,
+                  ArrayRef<Value> cacheRow) {
+  if (cast<MemRefType>(scales.getType()).getRank() == 1)
+    return memref::LoadOp::create(b, loc, scales, indexConstant(b, loc, 0));
+  return memref::LoadOp::create(b, loc, scales, cacheRow);
+}
+
+/// A cache element in f32; an fp8 one dequantized: its value times `scale`
+/// (the row's scale; null for 16- and 32-bit caches).
+Value loadCacheElement(OpBuilder &b, Location loc, Value cache,
+                       ValueRange indices, Value scale) {
+  if (!scale)
+    return loadAsF32(b, loc, cache, indices);
+  Value element = memref::LoadOp::create(b, loc, cache, indices);
+  return arith::MulFOp::create(b, loc, buildFloat8ToF32(b, loc, element),
+                               scale);
+}
 
 /// Streams keys [begin, end) of one row with an online softmax: `accumulator`
 /// (memref<Dxf32>) receives sum_j exp(s_j - max) * v_j and the returned state
@@ -76,13 +98,18 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
       [&](OpBuilder &b, Location loc, Value position, ValueRange state) {
         SmallVector<Value> cacheRow = indexing.cacheRow(
             b, loc, row.keyCache, row.batch, position, row.kvHead);
+        Value kScale =
+            row.kScale ? loadKVScale(b, loc, row.kScale, cacheRow) : Value();
+        Value vScale =
+            row.vScale ? loadKVScale(b, loc, row.vScale, cacheRow) : Value();
         auto dotLoop = scf::ForOp::create(
             b, loc, zeroIndex, headDim, one, ValueRange{zero},
             [&](OpBuilder &b, Location loc, Value dim, ValueRange partial) {
               Value q = loadAsF32(
                   b, loc, row.query,
                   indexing.row(row.batch, row.token, row.head, {dim}));
-              Value k = loadAsF32(b, loc, row.keyCache, withDim(cacheRow, dim));
+              Value k = loadCacheElement(b, loc, row.keyCache,
+                                         withDim(cacheRow, dim), kScale);
               Value product = arith::MulFOp::create(b, loc, q, k);
               scf::YieldOp::create(b, loc,
                                    ValueRange{arith::AddFOp::create(
@@ -107,8 +134,8 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
         scf::ForOp::create(
             b, loc, zeroIndex, headDim, one, ValueRange{},
             [&](OpBuilder &b, Location loc, Value dim, ValueRange) {
-              Value v =
-                  loadAsF32(b, loc, row.valueCache, withDim(cacheRow, dim));
+              Value v = loadCacheElement(b, loc, row.valueCache,
+                                         withDim(cacheRow, dim), vScale);
               Value previous = memref::LoadOp::create(b, loc, accumulator, dim);
               Value updated = arith::AddFOp::create(
                   b, loc, arith::MulFOp::create(b, loc, previous, correction),
@@ -220,6 +247,8 @@ void buildRowNest(OpBuilder &b, AttentionOpInterface op,
                                ivs[0], maxLength, geometry.queryLength);
         if (op.getQueryLens())
           row.isQuery = buildIsQueryToken(b, loc, sequence, row.token);
+        row.kScale = op.getKScale();
+        row.vScale = op.getVScale();
         if (Value slopes = op.getAlibiSlopes()) {
           row.alibiSlope = memref::LoadOp::create(b, loc, slopes, row.head);
           Value end =

@@ -142,6 +142,38 @@ Value mlir::fd::buildAlibiBias(OpBuilder &b, Location loc, Value score,
   return arith::AddFOp::create(b, loc, score, bias);
 }
 
+Value mlir::fd::buildFloat8ToF32(OpBuilder &b, Location loc, Value element) {
+  Type i16 = b.getI16Type();
+  Type f16 = b.getF16Type();
+  Type f32 = b.getF32Type();
+  auto constant = [&](int64_t value) -> Value {
+    return arith::ConstantIntOp::create(b, loc, i16, value);
+  };
+  Value bits = arith::ExtUIOp::create(
+      b, loc, i16, arith::BitcastOp::create(b, loc, b.getI8Type(), element));
+  if (isa<Float8E5M2Type>(element.getType())) {
+    Value half = arith::ShLIOp::create(b, loc, bits, constant(8));
+    return arith::ExtFOp::create(
+        b, loc, f32, arith::BitcastOp::create(b, loc, f16, half).getResult());
+  }
+  assert(isa<Float8E4M3FNType>(element.getType()) && "an fp8 element");
+  Value magnitude = arith::AndIOp::create(b, loc, bits, constant(0x7f));
+  Value sign = arith::ShLIOp::create(
+      b, loc, arith::AndIOp::create(b, loc, bits, constant(0x80)), constant(8));
+  Value half = arith::OrIOp::create(
+      b, loc, sign, arith::ShLIOp::create(b, loc, magnitude, constant(7)));
+  Value value = arith::MulFOp::create(
+      b, loc,
+      arith::ExtFOp::create(
+          b, loc, f32, arith::BitcastOp::create(b, loc, f16, half).getResult()),
+      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(256.0f)));
+  Value isNaN = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                      magnitude, constant(0x7f));
+  Value nan = arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(std::numeric_limits<float>::quiet_NaN()));
+  return arith::SelectOp::create(b, loc, isNaN, nan, value);
+}
+
 Value mlir::fd::buildSawKeys(OpBuilder &b, Location loc, Value max) {
   return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, max,
                                negativeInfinity(b, loc));

@@ -108,6 +108,14 @@ Value buildSoftCap(OpBuilder &b, Location loc, Value score, float cap,
 Value buildAlibiBias(OpBuilder &b, Location loc, Value score, Value slope,
                      Value key, Value position);
 
+/// The f32 value of an fp8 cache element (`element`: f8E4M3FN or f8E5M2),
+/// exactly, with integer and f16 operations every target has: E5M2 is the
+/// high byte of an f16; E4M3FN's magnitude bits, moved into an f16's, are
+/// its value times 2^-8 (normal or subnormal alike), except its NaN
+/// (S.1111.111), which has no f16 twin. An fp8 cache's value is this times
+/// its scale.
+Value buildFloat8ToF32(OpBuilder &b, Location loc, Value element);
+
 /// Whether a row whose running max is `max` saw a key: the max left -inf.
 /// Decided by the max, never by the sum being positive, so that a NaN score
 /// (a poisoned cache) propagates to the output and the lse instead of
