@@ -4,8 +4,9 @@
 // What CPUAttentionTest and CPUModelFeaturesTest share: random problems,
 // compiling and running a KernelConfig on the CPU (dense or paged caches),
 // and comparing a result with flashdecode::reference on the same (rounded)
-// inputs, with the config's scale, window, soft-cap, attention sinks, ALiBi and
-// per-sequence query lengths.
+// inputs, with the config's scale, window, soft-cap, attention sinks, ALiBi,
+// per-sequence query lengths and fp8 caches (compared on their dequantized
+// values).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,7 @@
 #include "TestInputs.h"
 
 #include "fd/Compiler/CPUAttentionKernel.h"
+#include "fd/Reference/Float8.h"
 #include "fd/Reference/Reference.h"
 
 #include <gtest/gtest.h>
@@ -35,13 +37,54 @@ inline Storage getStorage(ElementType type) {
                                     : Storage::BF16;
 }
 
+/// An fp8 cache quantized as a user would: one scale per tensor or per
+/// (token, KV head) row, amax / the format's largest finite value (448 for
+/// E4M3, 57344 for E5M2), and bytes encode(value / scale). The kernel reads
+/// the bytes and scales, the reference `dequantized`: decode(byte) * scale.
+struct Float8Cache {
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+  std::vector<double> dequantized;
+};
+
+/// Quantizes `values`, a cache of `config`'s shape (rows of head_dim
+/// elements, in the order of the per-token scales), to its fp8 type.
+inline Float8Cache quantize(const KernelConfig &config,
+                            const std::vector<double> &values) {
+  const bool isE4M3 = config.kvCacheType == KVCacheType::E4M3;
+  const double largest = isE4M3 ? 448.0 : 57344.0;
+  const size_t span = config.kvScaleGranularity == KVScaleGranularity::Tensor
+                          ? values.size()
+                          : static_cast<size_t>(config.headDim);
+  Float8Cache cache;
+  for (size_t begin = 0; begin < values.size(); begin += span) {
+    double amax = 0.0;
+    for (size_t i = begin; i < begin + span; ++i)
+      amax = std::max(amax, std::abs(values[i]));
+    // An all-zero row (never drawn) must not divide by zero.
+    float scale = amax > 0.0 ? static_cast<float>(amax / largest) : 1.0f;
+    cache.scales.push_back(scale);
+    for (size_t i = begin; i < begin + span; ++i) {
+      float scaled = static_cast<float>(values[i]) / scale;
+      uint8_t byte = isE4M3 ? reference::floatToFloat8E4M3FN(scaled)
+                            : reference::floatToFloat8E5M2(scaled);
+      float decoded = isE4M3 ? reference::float8E4M3FNToFloat(byte)
+                             : reference::float8E5M2ToFloat(byte);
+      cache.bytes.push_back(byte);
+      cache.dequantized.push_back(double(decoded) * scale);
+    }
+  }
+  return cache;
+}
+
 /// Random inputs (queries of deviation `queryDeviation`: scores of about 2
 /// by default, peaked enough that a wrong max or a misplaced key shows;
 /// caches of 1) for `config` over dense caches of `maxLength` positions;
 /// with `config.withSinks`, sinks of deviation 2; with `config.withAlibi`,
 /// BLOOM's slopes 2^(-8 (h + 1) / Hq); with `config.withQueryLens`, query
 /// lengths cycling through Lq, 0, 1, ..., Lq - 1 (the caller may set
-/// others).
+/// others); with an fp8 cache, f32 caches quantized (float8Keys and
+/// float8Values).
 struct Problem {
   KernelConfig config;
   int64_t batch, maxLength;
@@ -53,14 +96,17 @@ struct Problem {
   std::vector<float> alibiSlopes;
   /// The query tokens of each sequence, [B], when `config.withQueryLens`.
   std::vector<int32_t> queryLens;
+  /// With an fp8 cache (`keys` and `values` are then the f32 values it was
+  /// quantized from): what the kernel and the reference read.
+  Float8Cache float8Keys, float8Values;
 
   Problem(const KernelConfig &config, std::vector<int32_t> lengths,
           int64_t maxLength, std::mt19937 &random, double queryDeviation = 2.0)
       : config(config), batch(lengths.size()), maxLength(maxLength),
         lengths(std::move(lengths)),
         query(getStorage(config.elementType), rows() * config.headDim),
-        keys(getStorage(config.elementType), cacheSize()),
-        values(getStorage(config.elementType), cacheSize()) {
+        keys(getCacheStorage(config), cacheSize()),
+        values(getCacheStorage(config), cacheSize()) {
     query.fillNormal(queryDeviation, random);
     std::normal_distribution<double> cacheValues(0.0, 1.0);
     for (size_t i = 0; i < keys.values.size(); ++i) {
@@ -80,6 +126,20 @@ struct Problem {
       for (int64_t b = 0; b < batch; ++b)
         queryLens.push_back(static_cast<int32_t>((b + config.queryLength) %
                                                  (config.queryLength + 1)));
+    if (config.hasFloat8Cache())
+      quantizeCaches();
+  }
+
+  static Storage getCacheStorage(const KernelConfig &config) {
+    return config.hasFloat8Cache() ? Storage::F32
+                                   : getStorage(config.elementType);
+  }
+
+  /// Quantizes `keys` and `values` to the fp8 cache (again, after a caller
+  /// changed them).
+  void quantizeCaches() {
+    float8Keys = quantize(config, keys.values);
+    float8Values = quantize(config, values.values);
   }
 
   /// Sequence b's query tokens: query_lens[b] clamped to [0, Lq], or Lq.
@@ -142,8 +202,11 @@ inline void reference(const Problem &problem, std::vector<double> &output,
   reference.windowLeft = config.windowLeft;
   reference.logitsSoftCap = config.logitsSoftCap ? *config.logitsSoftCap : 0.0;
   reference.query = problem.query.values.data();
-  reference.keyCache = problem.keys.values.data();
-  reference.valueCache = problem.values.values.data();
+  const bool isFloat8 = config.hasFloat8Cache();
+  reference.keyCache = isFloat8 ? problem.float8Keys.dequantized.data()
+                                : problem.keys.values.data();
+  reference.valueCache = isFloat8 ? problem.float8Values.dequantized.data()
+                                  : problem.values.values.data();
   reference.lengths = problem.lengths.data();
   std::vector<double> sinks(problem.sinks.begin(), problem.sinks.end());
   if (config.withSinks)
@@ -161,17 +224,31 @@ inline void reference(const Problem &problem, std::vector<double> &output,
 /// `sparePages` more than the sequences use (filled with 0x55 bytes, never
 /// read), and a block table. Sequence 1 shares its first `sharedPages` pages
 /// with sequence 0 (prefix sharing: the caller made it hold sequence 0's
-/// keys and values there).
+/// keys and values there). An fp8 cache's per-token scales are paged alike
+/// (NaN in the slots of no position).
 struct PagedCaches {
   std::vector<int32_t> blockTable;
   int64_t pagesPerSequence = 0, numPages = 0;
   std::vector<uint8_t> keys, values;
+  /// With an fp8 cache: the scales, per tensor or paged.
+  std::vector<float> keyScales, valueScales;
 
   PagedCaches(const Problem &dense, int64_t pageSize, int64_t sparePages,
               std::mt19937 &random, int64_t sharedPages = 0) {
     const KernelConfig &config = dense.config;
-    size_t element = getElementTypeSize(config.elementType);
+    const bool isFloat8 = config.hasFloat8Cache();
+    size_t element = isFloat8 ? 1 : getElementTypeSize(config.elementType);
     size_t rowBytes = config.headDim * element;
+    const uint8_t *denseKeys =
+        isFloat8 ? dense.float8Keys.bytes.data() : dense.keys.bytes.data();
+    const uint8_t *denseValues =
+        isFloat8 ? dense.float8Values.bytes.data() : dense.values.bytes.data();
+    const bool perToken =
+        isFloat8 && config.kvScaleGranularity == KVScaleGranularity::TokenHead;
+    if (isFloat8 && !perToken) {
+      keyScales = dense.float8Keys.scales;
+      valueScales = dense.float8Values.scales;
+    }
     bool isNHD = config.cacheLayout == CacheLayout::NHD;
     pagesPerSequence = (dense.maxLength + pageSize - 1) / pageSize;
     numPages = dense.batch * pagesPerSequence - sharedPages + sparePages;
@@ -188,18 +265,28 @@ struct PagedCaches {
     size_t pageBytes = pageSize * config.numKVHeads * rowBytes;
     keys.assign(numPages * pageBytes, 0x55);
     values.assign(numPages * pageBytes, 0x55);
+    if (perToken) {
+      keyScales.assign(numPages * pageSize * config.numKVHeads, std::nanf(""));
+      valueScales = keyScales;
+    }
     for (int64_t b = 0; b < dense.batch; ++b)
       for (int64_t j = 0; j < dense.maxLength; ++j)
         for (int64_t h = 0; h < config.numKVHeads; ++h) {
           int64_t page = blockTable[b * pagesPerSequence + j / pageSize];
           int64_t slot = j % pageSize;
-          size_t offset =
-              page * pageBytes +
-              (isNHD ? slot * config.numKVHeads + h : h * pageSize + slot) *
-                  rowBytes;
-          size_t from = dense.at(b, j, h, 0) * element;
-          std::memcpy(&keys[offset], &dense.keys.bytes[from], rowBytes);
-          std::memcpy(&values[offset], &dense.values.bytes[from], rowBytes);
+          // Rows of head_dim elements, in the pool and in the dense cache.
+          size_t row =
+              page * pageSize * config.numKVHeads +
+              (isNHD ? slot * config.numKVHeads + h : h * pageSize + slot);
+          size_t from = dense.at(b, j, h, 0) / config.headDim;
+          std::memcpy(&keys[row * rowBytes], denseKeys + from * rowBytes,
+                      rowBytes);
+          std::memcpy(&values[row * rowBytes], denseValues + from * rowBytes,
+                      rowBytes);
+          if (perToken) {
+            keyScales[row] = dense.float8Keys.scales[from];
+            valueScales[row] = dense.float8Values.scales[from];
+          }
         }
   }
 };
@@ -225,9 +312,19 @@ inline Result run(const CPUAttentionKernel &kernel, const Problem &problem,
   std::fill(result.lse.begin(), result.lse.end(), std::nanf(""));
   AttentionBuffers buffers;
   buffers.query = problem.query.bytes.data();
-  buffers.keyCache = paged ? paged->keys.data() : problem.keys.bytes.data();
-  buffers.valueCache =
-      paged ? paged->values.data() : problem.values.bytes.data();
+  const bool isFloat8 = config.hasFloat8Cache();
+  const uint8_t *keys =
+      isFloat8 ? problem.float8Keys.bytes.data() : problem.keys.bytes.data();
+  const uint8_t *values = isFloat8 ? problem.float8Values.bytes.data()
+                                   : problem.values.bytes.data();
+  buffers.keyCache = paged ? paged->keys.data() : keys;
+  buffers.valueCache = paged ? paged->values.data() : values;
+  if (isFloat8) {
+    buffers.kScale =
+        paged ? paged->keyScales.data() : problem.float8Keys.scales.data();
+    buffers.vScale =
+        paged ? paged->valueScales.data() : problem.float8Values.scales.data();
+  }
   buffers.seqLens = problem.lengths.data();
   buffers.output = result.output.bytes.data();
   buffers.lse = config.withLse ? result.lse.data() : nullptr;
@@ -331,22 +428,24 @@ inline double relativeDifference(const Result &a, const Result &b) {
   return difference / largest;
 }
 
-/// Runs the problem's config unsplit and with each of `splits`: every run
-/// matches the reference and the unsplit one (within 1e-5 relative for f32,
-/// 2e-2 for f16/bf16).
+/// Runs the problem's config unsplit and with each of `splits` (through
+/// `paged` if given, for a config with its page size): every run matches
+/// the reference and the unsplit one (within 1e-5 relative for f32, 2e-2 for
+/// f16/bf16).
 inline void expectEverySplitMatches(const Problem &problem,
                                     std::initializer_list<int64_t> splits,
-                                    LseTolerance lse = LseTolerance::PerRow) {
+                                    LseTolerance lse = LseTolerance::PerRow,
+                                    const PagedCaches *paged = nullptr) {
   KernelConfig config = problem.config;
   config.splitKV = false;
-  Result unsplit = run(config, problem);
+  Result unsplit = run(config, problem, paged);
   expectMatchesReference(problem, unsplit, lse);
   double limit = config.elementType == ElementType::F32 ? 1e-5 : 2e-2;
   for (int64_t count : splits) {
     SCOPED_TRACE(testing::Message() << "num_splits " << count);
     config.splitKV = true;
     config.numSplits = count;
-    Result split = run(config, problem);
+    Result split = run(config, problem, paged);
     expectMatchesReference(problem, split, lse);
     EXPECT_LE(relativeDifference(split, unsplit), limit);
   }

@@ -107,6 +107,13 @@ TEST_F(KernelCache, KeyChangesWithEveryField) {
       {"withAlibi", [](KernelConfig &c) { c.withAlibi = true; }},
       {"withQueryLens", [](KernelConfig &c) { c.withQueryLens = true; }},
       {"withLse", [](KernelConfig &c) { c.withLse = true; }},
+      {"kvCacheType",
+       [](KernelConfig &c) { c.kvCacheType = KVCacheType::E4M3; }},
+      {"kvScaleGranularity",
+       [](KernelConfig &c) {
+         c.kvCacheType = KVCacheType::E5M2;
+         c.kvScaleGranularity = KVScaleGranularity::TokenHead;
+       }},
       {"batch", [](KernelConfig &c) { c.batch = 2; }},
       {"maxLength", [](KernelConfig &c) { c.maxLength = 8192; }},
       {"smCount", [](KernelConfig &c) { c.smCount = 108; }},

@@ -23,6 +23,20 @@ static Type getMLIRElementType(MLIRContext &context, ElementType type) {
   llvm_unreachable("unknown element type");
 }
 
+/// The caches' element type: the query's, or fp8.
+static Type getCacheElementType(MLIRContext &context,
+                                const KernelConfig &config) {
+  switch (config.kvCacheType) {
+  case KVCacheType::SameAsQuery:
+    return getMLIRElementType(context, config.elementType);
+  case KVCacheType::E4M3:
+    return Float8E4M3FNType::get(&context);
+  case KVCacheType::E5M2:
+    return Float8E5M2Type::get(&context);
+  }
+  llvm_unreachable("unknown KV cache type");
+}
+
 OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
                                            const KernelConfig &config) {
   context.loadDialect<func::FuncDialect, mlir::fd::FDDialect>();
@@ -49,7 +63,8 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
                                    config.headDim};
 
   auto queryType = MemRefType::get(queryShape, elementType);
-  auto cacheType = MemRefType::get(cacheShape, elementType);
+  auto cacheType =
+      MemRefType::get(cacheShape, getCacheElementType(context, config));
   auto lengthsType = MemRefType::get({dynamic}, builder.getI32Type());
   SmallVector<Type> argumentTypes = {queryType, cacheType, cacheType,
                                      lengthsType, queryType};
@@ -65,6 +80,15 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
     argumentTypes.push_back(perHead);
   if (config.withQueryLens)
     argumentTypes.push_back(lengthsType);
+  // An fp8 cache's scales: [1], or per (token, KV head) the cache's shape
+  // without the head dim.
+  auto scaleType =
+      MemRefType::get(config.kvScaleGranularity == KVScaleGranularity::Tensor
+                          ? ArrayRef<int64_t>{1}
+                          : ArrayRef<int64_t>(cacheShape).drop_back(),
+                      builder.getF32Type());
+  if (config.hasFloat8Cache())
+    argumentTypes.append({scaleType, scaleType});
 
   auto function =
       func::FuncOp::create(builder, loc, kAttentionFunctionName,
@@ -84,7 +108,7 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
                           ? builder.getF32FloatAttr(*config.logitsSoftCap)
                           : FloatAttr();
   // After q, k, v, lengths and output: lse, block table, sinks, ALiBi
-  // slopes, query lengths, each when configured.
+  // slopes, query lengths, k and v scales, each when configured.
   ValueRange optional = arguments.drop_front(5);
   auto next = [&](bool present) {
     if (!present)
@@ -98,11 +122,12 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   Value sinks = next(config.withSinks);
   Value alibiSlopes = next(config.withAlibi);
   Value queryLens = next(config.withQueryLens);
-  mlir::fd::AttentionOp::create(builder, loc, arguments[0], arguments[1],
-                                arguments[2], arguments[3], blockTable,
-                                alibiSlopes, queryLens, /*kScale=*/Value(),
-                                /*vScale=*/Value(), arguments[4], lse, sinks,
-                                layout, scale, window, softCap);
+  Value kScale = next(config.hasFloat8Cache());
+  Value vScale = next(config.hasFloat8Cache());
+  mlir::fd::AttentionOp::create(
+      builder, loc, arguments[0], arguments[1], arguments[2], arguments[3],
+      blockTable, alibiSlopes, queryLens, kScale, vScale, arguments[4], lse,
+      sinks, layout, scale, window, softCap);
   func::ReturnOp::create(builder, loc);
   return module;
 }

@@ -119,6 +119,9 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
   if (config.withQueryLens && !buffers.queryLens)
     return invalid("the kernel was compiled with per-sequence query lengths: "
                    "queryLens buffer (int32 [batch]) required");
+  if (config.hasFloat8Cache() && (!buffers.kScale || !buffers.vScale))
+    return invalid("the kernel reads an fp8 cache: kScale and vScale buffers "
+                   "(float, per tensor or per token and KV head) required");
 
   llvm::SmallVector<int64_t> rowShape = {buffers.batch};
   if (config.queryLength > 1)
@@ -154,6 +157,13 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
         makeDescriptor(buffers.alibiSlopes, {config.numQueryHeads}));
   if (config.withQueryLens)
     descriptors.push_back(makeDescriptor(buffers.queryLens, {buffers.batch}));
+  if (config.hasFloat8Cache()) {
+    llvm::SmallVector<int64_t> scaleShape = {1};
+    if (config.kvScaleGranularity == KVScaleGranularity::TokenHead)
+      scaleShape.assign(cacheShape.begin(), cacheShape.end() - 1);
+    descriptors.push_back(makeDescriptor(buffers.kScale, scaleShape));
+    descriptors.push_back(makeDescriptor(buffers.vScale, scaleShape));
+  }
 
   // The packed interface takes the address of each argument, and each
   // argument of the C interface is a pointer to a descriptor.

@@ -88,6 +88,8 @@ void KernelConfig::forEachField(
   visit("with_alibi", withAlibi);
   visit("with_query_lens", withQueryLens);
   visit("with_lse", withLse);
+  visit("kv_dtype", getKVCacheTypeName(*this));
+  visit("kv_scale", std::string(getKVScaleName(*this)));
   visit("planned_batch", batch);
   visit("planned_max_len", maxLength);
   visit("sm_count", smCount);
@@ -131,6 +133,25 @@ const char *getElementTypeName(ElementType type) {
     return "f32";
   }
   return "unknown";
+}
+
+std::string getKVCacheTypeName(const KernelConfig &config) {
+  switch (config.kvCacheType) {
+  case KVCacheType::SameAsQuery:
+    return getElementTypeName(config.elementType);
+  case KVCacheType::E4M3:
+    return "e4m3";
+  case KVCacheType::E5M2:
+    return "e5m2";
+  }
+  return "unknown";
+}
+
+const char *getKVScaleName(const KernelConfig &config) {
+  if (!config.hasFloat8Cache())
+    return "none";
+  return config.kvScaleGranularity == KVScaleGranularity::Tensor ? "tensor"
+                                                                 : "token-head";
 }
 
 const char *getCacheLayoutName(CacheLayout layout) {

@@ -25,7 +25,8 @@ namespace flashdecode {
 /// Host buffers of one call, contiguous and row-major in the shapes of
 /// fd.attention: q [B, (Lq,) Hq, D], caches [B, Lmax, Hkv, D] (NHD) or
 /// [B, Hkv, Lmax, D] (HND), seq_lens [B], out like q, lse [B, (Lq,) Hq].
-/// Elements are float for f32 and 16-bit patterns for f16/bf16.
+/// Elements are float for f32, 16-bit patterns for f16/bf16 and bytes for
+/// fp8 caches.
 struct AttentionBuffers {
   const void *query = nullptr;
   const void *keyCache = nullptr;
@@ -49,6 +50,11 @@ struct AttentionBuffers {
   /// Required when the kernel was compiled with `withQueryLens`: int32
   /// [batch], each clamped to [0, queryLength] by the kernel.
   const int32_t *queryLens = nullptr;
+  /// Required when the kernel reads an fp8 cache (whose elements are then
+  /// bytes): float scales of K and V, [1] per tensor or, per token and KV
+  /// head, shaped like the caches without the head dim.
+  const float *kScale = nullptr;
+  const float *vScale = nullptr;
 };
 
 class CPUAttentionKernel {

@@ -19,6 +19,13 @@ enum class ElementType { F16, BF16, F32 };
 /// for the IR and the C++ API.
 using CacheLayout = mlir::fd::KVLayout;
 
+/// The KV cache's elements: the query's type, or 8-bit floats (MLIR's
+/// f8E4M3FN and f8E5M2) scaled by k_scale / v_scale.
+enum class KVCacheType { SameAsQuery, E4M3, E5M2 };
+/// What one scale of an fp8 cache covers: the whole tensor ([1]) or one
+/// (token, KV head) (the cache's shape without the head dim).
+enum class KVScaleGranularity { Tensor, TokenHead };
+
 /// Everything a decode-attention kernel is specialized on. Batch size and
 /// cache length stay dynamic in the generated code; `batch` and `maxLength`
 /// only feed the automatic split choice.
@@ -58,6 +65,10 @@ struct KernelConfig {
   /// others are padding (zeros, lse -inf). Speculative decoding.
   bool withQueryLens = false;
   bool withLse = false;
+  /// FP8 caches: the element type and the scales' granularity (the scales
+  /// are f32 buffers, one for K and one for V).
+  KVCacheType kvCacheType = KVCacheType::SameAsQuery;
+  KVScaleGranularity kvScaleGranularity = KVScaleGranularity::Tensor;
   int64_t batch = 1;
   int64_t maxLength = 4096;
   int64_t smCount = 132;
@@ -88,12 +99,21 @@ struct KernelConfig {
       const std::function<void(const char *name, const FieldValue &value)>
           &visit) const;
 
+  bool hasFloat8Cache() const {
+    return kvCacheType != KVCacheType::SameAsQuery;
+  }
+
   /// Every field as `name=value` pairs in a fixed order: equal strings mean
   /// equal configurations (the JIT cache hashes it).
   std::string toString() const;
 };
 
 const char *getElementTypeName(ElementType type);
+/// The cache's element type name: the query's ("f16", "bf16", "f32"), or
+/// "e4m3", "e5m2".
+std::string getKVCacheTypeName(const KernelConfig &config);
+/// "none" (not fp8), "tensor" or "token-head".
+const char *getKVScaleName(const KernelConfig &config);
 /// "NHD" or "HND", as the dialect spells it.
 const char *getCacheLayoutName(CacheLayout layout);
 /// Bytes of one element.
