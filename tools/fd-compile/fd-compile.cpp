@@ -184,6 +184,20 @@ ChoiceFlag<CacheLayout> cacheLayout(
     cl::values(clEnumValN(CacheLayout::NHD, "NHD", "[B, L, Hkv, D]"),
                clEnumValN(CacheLayout::HND, "HND", "[B, Hkv, L, D]")),
     cl::location(config.cacheLayout), fdCompileFlag);
+ChoiceFlag<KVCacheType> kvCacheType(
+    "kv-dtype",
+    cl::desc("fp8 KV caches, scaled by k_scale / v_scale (default: the\n"
+             "--dtype; fp8 is not lowered to GPU kernels yet: --emit fd\n"
+             "and split work)"),
+    cl::values(clEnumValN(KVCacheType::E4M3, "e4m3", "f8E4M3FN"),
+               clEnumValN(KVCacheType::E5M2, "e5m2", "f8E5M2")),
+    cl::location(config.kvCacheType), fdCompileFlag);
+ChoiceFlag<KVScaleGranularity>
+    kvScale("kv-scale", cl::desc("what one fp8 scale covers (default tensor)"),
+            cl::values(clEnumValN(KVScaleGranularity::Tensor, "tensor", "[1]"),
+                       clEnumValN(KVScaleGranularity::TokenHead, "token-head",
+                                  "the cache's shape without D")),
+            cl::location(config.kvScaleGranularity), fdCompileFlag);
 IntegerFlag pageSize("page-size",
                      cl::desc("paged caches: pages of N positions (a power "
                               "of two\nup to 256) read through a block table; "
