@@ -21,6 +21,9 @@ per-sequence query lengths (``query_lens=``) int32 ``[B]``. The output has
 q's shape and dtype; the lse is float32 ``[B, Hq]`` (``[B, Lq, Hq]``),
 natural log.
 bfloat16 numpy data is given as uint16 bit patterns with ``dtype="bfloat16"``.
+FP8 KV caches (backend="cpu"): uint8 bit patterns with
+``kv_dtype="float8_e4m3fn"`` or ``"float8_e5m2"`` (or ml_dtypes fp8 arrays)
+and ``k_scale=`` / ``v_scale=``; ``quantize_kv`` makes them.
 """
 
 import json
@@ -30,11 +33,13 @@ from ._common import (_check_flag, _check_scale, _check_soft_cap,
                       _check_window, _dtype_code, _planner_options,
                       _split_options)
 from ._cpu import _decode_cpu
+from ._fp8 import check_not_fp8 as _check_not_fp8
+from ._fp8 import quantize_kv
 from ._cuda import Decoder, _decode_cuda
 from .device_array import DeviceArray
 
 __all__ = ["compile", "plan_splits", "decode_attention", "Kernel", "Decoder",
-           "DeviceArray"]
+           "DeviceArray", "quantize_kv"]
 
 CudaError = _native.CudaError
 
@@ -109,7 +114,8 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                      out=None, lse=None, stream=None, blocks_per_sm=None,
                      min_chunk_length=None, max_splits=None, window_left=None,
                      logits_soft_cap=None, sinks=None, alibi_slopes=None,
-                     query_lens=None):
+                     query_lens=None, kv_dtype=None, k_scale=None,
+                     v_scale=None):
     """softmax(scale * q k^T) v over each sequence's first seq_lens[b] keys.
 
     num_splits: None/"auto" (the planner's choice) or a positive count;
@@ -159,6 +165,15 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     Meant for q [B, Lq, Hq, D]; with q [B, Hq, D] (Lq = 1) n is 0 or 1. A
     C-contiguous numpy array for backend="cpu", a device array on the
     arrays' GPU for backend="cuda" (read by both kernels at each launch).
+    kv_dtype, k_scale, v_scale: fp8 caches, backend="cpu" only for now
+    (backend="cuda" raises NotImplementedError). The caches are uint8 bit
+    patterns with kv_dtype "float8_e4m3fn" or "float8_e5m2", or ml_dtypes
+    float8_e4m3fn / float8_e5m2 arrays (kv_dtype None or the same); q stays
+    float16, bfloat16 or float32. Element x of a cache stands for x *
+    scale: k_scale and v_scale are each a float or a float32 array of shape
+    (1,) (per tensor) or the caches' shape without D (per token and KV
+    head: [B, Lmax, Hkv], [B, Hkv, Lmax], or the page pools'). A per-tensor
+    scale beside a per-token one is broadcast. quantize_kv makes them.
 
     backend="cuda" (device arrays, all on one GPU, which decides the
     context): the kernels are compiled for that GPU's compute capability
@@ -183,6 +198,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                "logits_soft_cap": _check_soft_cap(logits_soft_cap),
                "sinks": sinks, "alibi_slopes": alibi_slopes,
                "query_lens": query_lens}
+    fp8 = {"kv_dtype": kv_dtype, "k_scale": k_scale, "v_scale": v_scale}
     planner = _planner_options(blocks_per_sm, min_chunk_length, max_splits)
     if backend == "cpu":
         for name, value in (("arch", arch), ("out", out), ("lse", lse),
@@ -191,8 +207,9 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                 raise ValueError(f"{name} is for backend='cuda'")
         return _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale,
                            kv_layout, return_lse, dtype, block_table, planner,
-                           **masking)
+                           **masking, **fp8)
     if backend == "cuda":
+        _check_not_fp8(**fp8)
         return _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale,
                             kv_layout, return_lse, dtype, block_table, arch,
                             out, lse, stream, planner, **masking)

@@ -4,6 +4,7 @@ cached per configuration."""
 import numpy as np
 
 from . import _flashdecode as _native
+from . import _fp8
 from ._common import (_BUFFERS, _DTYPES, _Problem, _buffer_flags,
                       _buffer_shape, _buffer_shape_error, _split_options)
 
@@ -61,7 +62,7 @@ _cpu_kernels = {}
 
 
 def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
-                window_left, logits_soft_cap, flags):
+                window_left, logits_soft_cap, flags, kv_options):
     splits, split_kv = _split_options(num_splits)
     # An automatic split count depends on the batch and cache length.
     planned = (problem.batch, problem.max_len) if splits == 0 else (1, 4096)
@@ -69,7 +70,7 @@ def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
            problem.query_len, dtype, problem.layout, problem.page_size, splits,
            split_kv, scale, return_lse, window_left, logits_soft_cap) + \
         tuple(sorted(flags.items())) + planned + \
-        tuple(sorted(planner.items()))
+        tuple(sorted(planner.items())) + tuple(sorted(kv_options.items()))
     kernel = _cpu_kernels.get(key)
     if kernel is None:
         kernel = _native.CPUKernel(_native.KernelConfig(
@@ -78,19 +79,37 @@ def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
             problem.page_size, splits, split_kv, scale, return_lse,
             planned[0], planned[1], 132, "sm_90", **planner,
             window_left=window_left, logits_soft_cap=logits_soft_cap,
-            **flags))
+            **flags, **kv_options))
         _cpu_kernels[key] = kernel
     return kernel
 
 
 def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                 return_lse, dtype, block_table, planner, window_left=0,
-                logits_soft_cap=None, **buffers):
-    """``buffers``: sinks, alibi_slopes, query_lens (None or numpy)."""
+                logits_soft_cap=None, kv_dtype=None, k_scale=None,
+                v_scale=None, **buffers):
+    """``buffers``: sinks, alibi_slopes, query_lens (None or numpy).
+    kv_dtype, k_scale, v_scale: fp8 caches (see _fp8)."""
+    if isinstance(q, np.ndarray) and (
+            q.dtype == np.uint8 or _fp8.is_fp8_dtype_name(q.dtype.name)):
+        raise ValueError(f"q must be float16, bfloat16 or float32, got "
+                         f"{q.dtype}: fp8 is for the caches only (kv_dtype)")
     found = _numpy_dtype(q, "q", dtype)
     for name, array in (("k_cache", k_cache), ("v_cache", v_cache)):
-        if _numpy_dtype(array, name, found) != found:
-            raise TypeError(f"{name} dtype must match q ({found})")
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"{name} must be a numpy array for backend='cpu'"
+                            f", got {type(array).__name__}")
+    kv_format = _fp8.kv_format(k_cache.dtype.name, v_cache.dtype.name,
+                               kv_dtype)
+    if kv_format is None:
+        for name, array in (("k_cache", k_cache), ("v_cache", v_cache)):
+            if _numpy_dtype(array, name, found) != found:
+                raise TypeError(f"{name} dtype must match q ({found})")
+    else:
+        for name, array in (("k_cache", k_cache), ("v_cache", v_cache)):
+            if not array.flags.c_contiguous:
+                raise ValueError(f"{name} must be C-contiguous "
+                                 "(numpy.ascontiguousarray makes it so)")
     if block_table is not None:
         if not isinstance(block_table, np.ndarray) or block_table.dtype != np.int32:
             raise TypeError("block_table must be a numpy int32 array")
@@ -114,6 +133,13 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                          f"cache length), got {seq_lens.min()}..{seq_lens.max()}")
     buffers = {name: _check_buffer(array, name, problem)
                for name, array in buffers.items()}
+    k_scale, v_scale, granularity = _fp8.check_scales(
+        kv_format, k_scale, v_scale, k_cache.shape)
+    kv_options = {"kv_dtype": _fp8.config_name(kv_format),
+                  "kv_scale": granularity}
+    if kv_format is not None:
+        # ml_dtypes arrays travel as their bytes.
+        k_cache, v_cache = k_cache.view(np.uint8), v_cache.view(np.uint8)
     # Host memory: checked like seq_lens (on the GPU the kernels clamp).
     query_lens = buffers.get("query_lens")
     if query_lens is not None and query_lens.size and (
@@ -123,14 +149,16 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
             f"query tokens of q), got {query_lens.min()}..{query_lens.max()}")
     kernel = _cpu_kernel(problem, found, num_splits, scale, return_lse,
                          planner, window_left, logits_soft_cap,
-                         _buffer_flags(buffers))
+                         _buffer_flags(buffers), kv_options)
     out = np.empty_like(q)
     lse = np.empty(problem.lse_shape(), np.float32) if return_lse else None
     if block_table is None:
         kernel.run(q, k_cache, v_cache, seq_lens, out, lse, problem.batch,
-                   problem.max_len, **buffers)
+                   problem.max_len, k_scale=k_scale, v_scale=v_scale,
+                   **buffers)
     else:
         kernel.run(q, k_cache, v_cache, seq_lens, out, lse, problem.batch,
                    problem.max_len, block_table, problem.num_pages,
-                   problem.max_pages, **buffers)
+                   problem.max_pages, k_scale=k_scale, v_scale=v_scale,
+                   **buffers)
     return (out, lse) if return_lse else out

@@ -34,6 +34,28 @@ ElementType parseElementType(const std::string &name) {
   throw py::value_error("dtype must be f16, bf16 or f32, got '" + name + "'");
 }
 
+/// "" (the query's type), "e4m3" or "e5m2".
+KVCacheType parseKVCacheType(const std::string &name) {
+  if (name.empty())
+    return KVCacheType::SameAsQuery;
+  if (name == "e4m3")
+    return KVCacheType::E4M3;
+  if (name == "e5m2")
+    return KVCacheType::E5M2;
+  throw py::value_error("kv_dtype must be '', e4m3 or e5m2, got '" + name +
+                        "'");
+}
+
+/// "tensor" or "token_head".
+KVScaleGranularity parseKVScaleGranularity(const std::string &name) {
+  if (name == "tensor")
+    return KVScaleGranularity::Tensor;
+  if (name == "token_head")
+    return KVScaleGranularity::TokenHead;
+  throw py::value_error("kv_scale must be tensor or token_head, got '" + name +
+                        "'");
+}
+
 KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
                         int64_t numKVHeads, int64_t queryLength,
                         const std::string &dtype, const std::string &kvLayout,
@@ -43,7 +65,9 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
                         const std::string &arch, int64_t blocksPerSM,
                         int64_t minChunkLength, int64_t maxSplits,
                         int64_t windowLeft, std::optional<float> logitsSoftCap,
-                        bool withSinks, bool withAlibi, bool withQueryLens) {
+                        bool withSinks, bool withAlibi, bool withQueryLens,
+                        const std::string &kvDtype,
+                        const std::string &kvScale) {
   KernelConfig config;
   config.headDim = headDim;
   config.numQueryHeads = numQueryHeads;
@@ -71,6 +95,8 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
   config.withSinks = withSinks;
   config.withAlibi = withAlibi;
   config.withQueryLens = withQueryLens;
+  config.kvCacheType = parseKVCacheType(kvDtype);
+  config.kvScaleGranularity = parseKVScaleGranularity(kvScale);
   std::string invalid = config.validate();
   if (!invalid.empty())
     throw py::value_error(invalid);
@@ -90,7 +116,8 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
       py::arg("logits_soft_cap") = py::none(),                                 \
       py::arg("with_sinks") = KernelConfig().withSinks,                        \
       py::arg("with_alibi") = KernelConfig().withAlibi,                        \
-      py::arg("with_query_lens") = KernelConfig().withQueryLens
+      py::arg("with_query_lens") = KernelConfig().withQueryLens,               \
+      py::arg("kv_dtype") = "", py::arg("kv_scale") = "tensor"
 
 /// The data of an optional C-contiguous buffer of `count` T (float or
 /// int32_t) that the kernel reads exactly when `reads`: required then (the
@@ -129,14 +156,16 @@ public:
   /// (float32 [num_q_heads]) exactly when the kernel has attention sinks,
   /// `alibiSlopes` (float32 [num_q_heads]) exactly when it applies ALiBi,
   /// `queryLens` (int32 [batch]) exactly when it reads per-sequence query
-  /// lengths.
+  /// lengths, `kScale` and `vScale` (float32, [1] or the caches' shape
+  /// without the head dim) exactly when it reads fp8 caches (bytes).
   void run(const py::array &query, const py::array &keys,
            const py::array &values, const py::array &lengths, py::array &output,
            std::optional<py::array> lse, int64_t batch, int64_t maxLength,
            std::optional<py::array> blockTable, int64_t numPages,
            int64_t maxPages, std::optional<py::array> sinks,
            std::optional<py::array> alibiSlopes,
-           std::optional<py::array> queryLens) {
+           std::optional<py::array> queryLens, std::optional<py::array> kScale,
+           std::optional<py::array> vScale) {
     using python::checkedData;
     const KernelConfig &config = kernel->getConfig();
     size_t element = getElementTypeSize(config.elementType);
@@ -147,8 +176,9 @@ public:
             : batch * maxLength * config.numKVHeads * config.headDim;
     AttentionBuffers buffers;
     buffers.query = checkedData(query, rows * config.headDim * element, "q");
-    buffers.keyCache = checkedData(keys, cache * element, "k_cache");
-    buffers.valueCache = checkedData(values, cache * element, "v_cache");
+    size_t cacheElement = config.hasFloat8Cache() ? 1 : element;
+    buffers.keyCache = checkedData(keys, cache * cacheElement, "k_cache");
+    buffers.valueCache = checkedData(values, cache * cacheElement, "v_cache");
     buffers.seqLens = static_cast<const int32_t *>(
         checkedData(lengths, batch * sizeof(int32_t), "seq_lens"));
     buffers.output =
@@ -178,6 +208,15 @@ public:
         queryLens, config.withQueryLens, batch, "query_lens",
         "reads per-sequence query lengths", "per-sequence query lengths",
         "batch");
+    bool perToken = config.kvScaleGranularity == KVScaleGranularity::TokenHead;
+    size_t scales = perToken ? cache / config.headDim : 1;
+    std::string scaleSize = perToken ? "the caches' shape without D" : "1";
+    buffers.kScale = optionalBuffer<float>(
+        kScale, config.hasFloat8Cache(), scales, "k_scale", "reads fp8 caches",
+        "fp8 caches", scaleSize);
+    buffers.vScale = optionalBuffer<float>(
+        vScale, config.hasFloat8Cache(), scales, "v_scale", "reads fp8 caches",
+        "fp8 caches", scaleSize);
     buffers.batch = batch;
     buffers.maxLength = maxLength;
     llvm::Error error = llvm::Error::success();
@@ -282,7 +321,8 @@ PYBIND11_MODULE(_flashdecode, module) {
            py::arg("max_pages") = 0, py::kw_only(),
            py::arg("sinks") = std::nullopt,
            py::arg("alibi_slopes") = std::nullopt,
-           py::arg("query_lens") = std::nullopt)
+           py::arg("query_lens") = std::nullopt,
+           py::arg("k_scale") = std::nullopt, py::arg("v_scale") = std::nullopt)
       .def_property_readonly("num_splits", &PyCPUKernel::numSplits);
 
   flashdecode::python::defineCudaBindings(module);
