@@ -67,6 +67,10 @@ def test_q_without_a_query_axis():
                    (1, 3))
 
 
+# The scale that gives q of magnitude 10 (D = 64) unit scores.
+UNCAPPED_SCALE = 1.0 / (10.0 * 8.0)
+
+
 @pytest.mark.parametrize("query_len", [3, 8])
 @pytest.mark.parametrize("dtype", TOLERANCE)
 def test_with_a_window_a_soft_cap_sinks_and_alibi(dtype, query_len):
@@ -82,7 +86,10 @@ def test_with_a_window_a_soft_cap_sinks_and_alibi(dtype, query_len):
     for window, cap, with_sinks, with_alibi in (
             (1, 4.0, True, False), (5, None, True, True),
             (40, 2.0, False, True), (None, None, True, True)):
+        # Uncapped, q of 10 would put scores ~10 apart, where f32
+        # arithmetic alone errs by about the 1e-5 tolerance: scale back.
         run_splits(BACKEND, inputs, lens, query_lens, (1, 3),
+                   scale=None if cap else UNCAPPED_SCALE,
                    window_left=window, logits_soft_cap=cap,
                    sinks=sinks if with_sinks else None,
                    alibi_slopes=slopes if with_alibi else None)
