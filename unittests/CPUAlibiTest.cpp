@@ -135,15 +135,7 @@ TEST_F(CPUAlibi, PagedEqualsDense) {
         Problem problem(config, {0, 1, 17, 40, 157, 300}, 304, random);
         setSpecialSlopes(problem);
         PagedCaches paged(problem, 16, /*sparePages=*/3, random);
-        Result dense = run(config, problem);
-        expectMatchesReference(problem, dense);
-        config.pageSize = 16;
-        config.batch = problem.batch;
-        config.maxLength = problem.maxLength;
-        Result actual = run(config, problem, &paged);
-        expectMatchesReference(problem, actual);
-        EXPECT_EQ(actual.output.bytes, dense.output.bytes);
-        EXPECT_EQ(actual.lse, dense.lse);
+        expectPagedMatchesDense(config, problem, paged, 16);
       }
 }
 

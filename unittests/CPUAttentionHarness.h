@@ -451,6 +451,24 @@ inline void expectEverySplitMatches(const Problem &problem,
   }
 }
 
+/// Runs `config` on the problem's dense caches, then on `paged` (pages of
+/// `pageSize`, the config planned for the problem's batch and length): both
+/// match the reference, and each other bit for bit (a page lookup changes
+/// where a key is read, not how it is used).
+inline void expectPagedMatchesDense(KernelConfig config, const Problem &problem,
+                                    const PagedCaches &paged, int64_t pageSize,
+                                    LseTolerance lse = LseTolerance::PerRow) {
+  Result dense = run(config, problem);
+  expectMatchesReference(problem, dense, lse);
+  config.pageSize = pageSize;
+  config.batch = problem.batch;
+  config.maxLength = problem.maxLength;
+  Result actual = run(config, problem, &paged);
+  expectMatchesReference(problem, actual, lse);
+  EXPECT_EQ(actual.output.bytes, dense.output.bytes);
+  EXPECT_EQ(actual.lse, dense.lse);
+}
+
 /// Checks which rows a NaN in the inputs reaches: exactly those `poisoned`
 /// picks (by row index), where the reference has NaN too, output and lse;
 /// the other rows within 2e-2 of the reference, element by element.

@@ -149,15 +149,8 @@ TEST_F(CPUModelFeatures, PagedCachesWithWindows) {
         config.numSplits = 3;
         Problem problem(config, {0, 1, 17, 40, 157, 300}, 304, random, 6.0);
         PagedCaches paged(problem, 16, /*sparePages=*/3, random);
-        Result dense = run(config, problem);
-        expectMatches(problem, dense);
-        config.pageSize = 16;
-        config.batch = problem.batch;
-        config.maxLength = problem.maxLength;
-        Result actual = run(config, problem, &paged);
-        expectMatches(problem, actual);
-        EXPECT_EQ(actual.output.bytes, dense.output.bytes);
-        EXPECT_EQ(actual.lse, dense.lse);
+        expectPagedMatchesDense(config, problem, paged, 16,
+                                LseTolerance::OfLargest);
       }
 }
 

@@ -1,8 +1,7 @@
 //===- ReferenceFloat8Test.cpp - The FP8 codecs, measured -----------------===//
 
+#include "APFloatOracle.h"
 #include "fd/Reference/Float8.h"
-
-#include "llvm/ADT/APFloat.h"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +14,10 @@
 using namespace flashdecode::reference;
 
 namespace {
+
+using flashdecode::test::apfloatBits;
+using flashdecode::test::apfloatValue;
+using flashdecode::test::sameFloat;
 
 constexpr float inf = std::numeric_limits<float>::infinity();
 
@@ -54,26 +57,6 @@ const Format &e5m2() {
 }
 
 const Format *const formats[] = {&e4m3fn(), &e5m2()};
-
-uint8_t apfloatBits(float value, const llvm::fltSemantics &semantics) {
-  llvm::APFloat converted(value);
-  bool losesInfo = false;
-  converted.convert(semantics, llvm::APFloat::rmNearestTiesToEven, &losesInfo);
-  return converted.bitcastToAPInt().getZExtValue();
-}
-
-float apfloatValue(uint8_t bits, const llvm::fltSemantics &semantics) {
-  llvm::APFloat value(semantics, llvm::APInt(8, bits));
-  bool losesInfo = false;
-  value.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven,
-                &losesInfo);
-  return value.convertToFloat();
-}
-
-bool sameFloat(float lhs, float rhs) {
-  return (std::isnan(lhs) && std::isnan(rhs)) ||
-         std::memcmp(&lhs, &rhs, sizeof(float)) == 0;
-}
 
 /// The finite non-negative values, by magnitude bits: k units up to two
 /// binades' worth (the subnormals and the first normal binade share the

@@ -1,10 +1,9 @@
 //===- ReferenceTest.cpp - The yardstick, measured ------------------------===//
 
+#include "APFloatOracle.h"
 #include "ReferenceProblems.h"
 
 #include "fd/Reference/Reference.h"
-
-#include "llvm/ADT/APFloat.h"
 
 #include <gtest/gtest.h>
 
@@ -14,31 +13,13 @@
 #include <random>
 
 using namespace flashdecode::reference;
+using flashdecode::test::apfloatBits;
+using flashdecode::test::apfloatValue;
 using flashdecode::test::fillNormal;
+using flashdecode::test::sameFloat;
 using flashdecode::test::singleHead;
 
 namespace {
-
-/// What LLVM's APFloat makes of `value` in 16-bit `semantics`.
-uint16_t apfloatBits(float value, const llvm::fltSemantics &semantics) {
-  llvm::APFloat converted(value);
-  bool losesInfo = false;
-  converted.convert(semantics, llvm::APFloat::rmNearestTiesToEven, &losesInfo);
-  return converted.bitcastToAPInt().getZExtValue();
-}
-
-float apfloatValue(uint16_t bits, const llvm::fltSemantics &semantics) {
-  llvm::APFloat value(semantics, llvm::APInt(16, bits));
-  bool losesInfo = false;
-  value.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven,
-                &losesInfo);
-  return value.convertToFloat();
-}
-
-bool sameFloat(float lhs, float rhs) {
-  return (std::isnan(lhs) && std::isnan(rhs)) ||
-         std::memcmp(&lhs, &rhs, sizeof(float)) == 0;
-}
 
 TEST(Reference, DecodesEvery16BitPattern) {
   for (uint32_t bits = 0; bits <= 0xffff; ++bits) {

@@ -26,11 +26,23 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 namespace flashdecode::test {
+
+/// A test kernel and the form it must have been compiled to (the parameter
+/// of the suites that run each kernel form).
+struct KernelCase {
+  const char *name;
+  bool tensorCores;
+};
+
+inline void PrintTo(const KernelCase &kernel, std::ostream *os) {
+  *os << kernel.name;
+}
 
 /// A fixture mix-in over one of the test kernels bench/test_kernels.sh
 /// compiles (FD_TEST_KERNELS=DIR; the full build defaults to its copy) on a

@@ -25,14 +25,6 @@ using namespace flashdecode::test;
 
 namespace {
 
-/// A test kernel and the form it must have been compiled to.
-struct KernelCase {
-  const char *name;
-  bool tensorCores;
-};
-
-void PrintTo(const KernelCase &kernel, std::ostream *os) { *os << kernel.name; }
-
 class RuntimeGPUFeatures : public testing::TestWithParam<KernelCase>,
                            public KernelOnGPU {
 protected:

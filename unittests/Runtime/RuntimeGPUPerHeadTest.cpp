@@ -36,17 +36,19 @@ enum class PerHead { Sinks, Alibi };
 
 /// A test kernel, the form it must have been compiled to and the per-head
 /// buffer it was compiled with.
-struct KernelCase {
+struct PerHeadKernel {
   const char *name;
   bool tensorCores;
   PerHead feature;
 };
 
-void PrintTo(const KernelCase &kernel, std::ostream *os) { *os << kernel.name; }
+void PrintTo(const PerHeadKernel &kernel, std::ostream *os) {
+  *os << kernel.name;
+}
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-class RuntimeGPUPerHead : public testing::TestWithParam<KernelCase>,
+class RuntimeGPUPerHead : public testing::TestWithParam<PerHeadKernel>,
                           public KernelOnGPU {
 protected:
   void SetUp() override {
@@ -266,7 +268,7 @@ TEST_P(RuntimeGPUAlibi, LargeSlopesKeepEachTokensOwnKey) {
   }
 }
 
-const std::vector<KernelCase> kDenseKernels = {
+const std::vector<PerHeadKernel> kDenseKernels = {
     {"sinks_tc", true, PerHead::Sinks},
     {"sinks_win50_mqa_bf16", true, PerHead::Sinks},
     {"sinks_win3_spec4", true, PerHead::Sinks},
@@ -277,15 +279,15 @@ const std::vector<KernelCase> kDenseKernels = {
     {"alibi_mha_bf16_d64", false, PerHead::Alibi}};
 
 /// kDenseKernels compiled with `feature`.
-std::vector<KernelCase> denseKernelsWith(PerHead feature) {
-  std::vector<KernelCase> kernels;
-  for (const KernelCase &kernel : kDenseKernels)
+std::vector<PerHeadKernel> denseKernelsWith(PerHead feature) {
+  std::vector<PerHeadKernel> kernels;
+  for (const PerHeadKernel &kernel : kDenseKernels)
     if (kernel.feature == feature)
       kernels.push_back(kernel);
   return kernels;
 }
 
-std::string caseName(const testing::TestParamInfo<KernelCase> &info) {
+std::string caseName(const testing::TestParamInfo<PerHeadKernel> &info) {
   return info.param.name;
 }
 
@@ -293,8 +295,8 @@ INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUPerHead,
                          testing::ValuesIn(kDenseKernels), caseName);
 INSTANTIATE_TEST_SUITE_P(
     Kernels, RuntimeGPUPerHeadPaged,
-    testing::Values(KernelCase{"sinks_paged16", true, PerHead::Sinks},
-                    KernelCase{"alibi_sinks_paged16", true, PerHead::Alibi}),
+    testing::Values(PerHeadKernel{"sinks_paged16", true, PerHead::Sinks},
+                    PerHeadKernel{"alibi_sinks_paged16", true, PerHead::Alibi}),
     caseName);
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUSinks,
                          testing::ValuesIn(denseKernelsWith(PerHead::Sinks)),

@@ -39,14 +39,6 @@ using namespace flashdecode::test;
 
 namespace {
 
-/// A test kernel and the form it must have been compiled to.
-struct KernelCase {
-  const char *name;
-  bool tensorCores;
-};
-
-void PrintTo(const KernelCase &kernel, std::ostream *os) { *os << kernel.name; }
-
 constexpr int32_t kInt32Min = std::numeric_limits<int32_t>::min();
 constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
 
