@@ -9,7 +9,10 @@ COLUMNS = ["config", "batch", "max_len", "mode", "num_splits", "time_us",
            "kv_bytes", "tb_per_s", "pct_copy_bw", "max_rel_err",
            "step32_eager_us", "step32_graph_us", "source", "bound", "device",
            "modeled", "num_q_heads", "num_kv_heads", "head_dim", "dtype",
-           "page_size", "bytes", "roofline_fraction"]
+           "page_size", "bytes", "roofline_fraction", "kv_dtype", "kv_scale"]
+
+# Bytes of a KV cache element: the query's type, or fp8.
+CACHE_ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "e4m3": 1, "e5m2": 1}
 
 
 def main():
@@ -32,14 +35,31 @@ def main():
         fields = dict(zip(COLUMNS, row))
         if fields["modeled"] != ("true" if modeled else "false"):
             errors.append(f"line {number}: modeled={fields['modeled']}")
-        kv = (4 * int(fields["batch"]) * int(fields["max_len"]) *
-              int(fields["num_kv_heads"]) * int(fields["head_dim"]))
+        kv_dtype, kv_scale = fields["kv_dtype"], fields["kv_scale"]
+        fp8 = kv_dtype in ("e4m3", "e5m2")
+        if kv_dtype not in CACHE_ELEMENT_BYTES or (
+                not fp8 and kv_dtype != fields["dtype"]):
+            errors.append(f"line {number}: kv_dtype {kv_dtype} is neither "
+                          f"e4m3, e5m2 nor the dtype {fields['dtype']}")
+            continue
+        if kv_scale not in (("tensor", "token-head") if fp8 else ("none",)):
+            errors.append(f"line {number}: kv_scale {kv_scale} for kv_dtype "
+                          f"{kv_dtype}")
+            continue
+        tokens_heads = (int(fields["batch"]) * int(fields["max_len"]) *
+                        int(fields["num_kv_heads"]))
+        kv = (2 * CACHE_ELEMENT_BYTES[kv_dtype] * tokens_heads *
+              int(fields["head_dim"]))
         if int(fields["kv_bytes"]) != kv:
             errors.append(f"line {number}: kv_bytes {fields['kv_bytes']}, "
                           f"expected {kv}")
-        if int(fields["bytes"]) <= kv:
+        # k_scale and v_scale: a float each per tensor or per token and head.
+        scales = (0 if not fp8 else 2 * 4 if kv_scale == "tensor"
+                  else 2 * 4 * tokens_heads)
+        if int(fields["bytes"]) <= kv + scales:
             errors.append(f"line {number}: bytes {fields['bytes']} must "
-                          f"exceed the KV bytes {kv}")
+                          f"exceed the KV bytes {kv} and the scales' "
+                          f"{scales}")
         fraction = float(fields["roofline_fraction"])
         if not 0.0 < fraction <= 1.05:
             errors.append(f"line {number}: roofline_fraction {fraction}")

@@ -4,11 +4,20 @@
 # NHD; auto splits planned for the emulated GPU's SMs, and one split) at B=1
 # L=32768 and B=16 L=4096. Times are modeled, extrapolated from two short
 # lengths (fd-bench --tokens-per-split; 0 interprets the full length).
-# Usage: bench/model_fdemu.sh [h200|a100] [CSV] [fd-bench flags...]
+# Usage: [KV_DTYPE=e4m3|e5m2 [KV_SCALE=tensor|token-head]]
+#        bench/model_fdemu.sh [h200|a100] [CSV] [fd-bench flags...]
+# KV_DTYPE models the same kernels over fp8 caches (bench/model_kernels.sh;
+# KV_SCALE default tensor), into their own kernel directory and default CSV
+# (fdemu-model-GPU-KV_DTYPE-KV_SCALE); unset, the caches hold f16.
 # Expects a full build in $BUILD (default build): fd-compile, fd-bench, fdemu.
 set -euo pipefail
 gpu=${1:-h200}
-csv=${2:-bench/out/fdemu-model-$gpu.csv}
+variant=
+if [ -n "${KV_DTYPE:-}" ]; then
+  export KV_SCALE=${KV_SCALE:-tensor}
+  variant=-$KV_DTYPE-$KV_SCALE
+fi
+csv=${2:-bench/out/fdemu-model-$gpu$variant.csv}
 shift $(($# < 2 ? $# : 2))
 build=${BUILD:-build}
 case $gpu in
@@ -19,7 +28,7 @@ a100) arch=sm_80 sms=108 ;;
   exit 2
   ;;
 esac
-dir=$build/fdemu-model-kernels/$gpu
+dir=$build/fdemu-model-kernels/$gpu$variant
 "$(dirname "$0")/model_kernels.sh" "$dir" "$arch" "$sms" "$build/bin/fd-compile"
 mkdir -p "$(dirname "$csv")"
 FD_CUDA_DRIVER=$build/lib/libfdemu.so FDEMU_GPU=$gpu "$build/bin/fd-bench" \

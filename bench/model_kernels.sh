@@ -3,12 +3,44 @@
 # twin on a GPU (bench/run_on_device.sh): Llama-3-8B (Hq=32, Hkv=8), MHA
 # 32/32, GQA-8 64/8 and MQA 32/1 (D=128, f16, NHD), auto splits planned for
 # the GPU's SMs and one split, at B=1 L=32768 and B=16 L=4096.
-# Usage: bench/model_kernels.sh DIR TARGET SMS [fd-compile]
+# Usage: [KV_DTYPE=e4m3|e5m2 [KV_SCALE=tensor|token-head]]
+#        bench/model_kernels.sh DIR TARGET SMS [fd-compile]
+# KV_DTYPE compiles every plan for fp8 caches (fd-compile --kv-dtype, and
+# --kv-scale KV_SCALE, default tensor); unset, the caches hold f16.
 set -euo pipefail
 dir=${1:?usage: bench/model_kernels.sh DIR TARGET SMS [fd-compile]}
 arch=${2:?missing TARGET (sm_80, sm_90)}
 sms=${3:?missing the SM count of the GPU}
-compile=${4:-build/bin/fd-compile}
+fd_compile=${4:-build/bin/fd-compile}
+kv_flags=()
+case ${KV_DTYPE:-} in
+"")
+  if [ -n "${KV_SCALE:-}" ]; then
+    echo "model_kernels.sh: KV_SCALE needs KV_DTYPE (e4m3 or e5m2)" >&2
+    exit 2
+  fi
+  ;;
+e4m3 | e5m2)
+  case ${KV_SCALE:=tensor} in
+  tensor | token-head) ;;
+  *)
+    echo "model_kernels.sh: unknown KV_SCALE '$KV_SCALE' (tensor, token-head)" >&2
+    exit 2
+    ;;
+  esac
+  kv_flags=(--kv-dtype "$KV_DTYPE" --kv-scale "$KV_SCALE")
+  ;;
+*)
+  echo "model_kernels.sh: unknown KV_DTYPE '$KV_DTYPE' (e4m3, e5m2)" >&2
+  exit 2
+  ;;
+esac
+# compile_plan (plans.sh) runs this with the plan's flags; it adds the
+# caches'.
+compile_with_kv_flags() {
+  "$fd_compile" "$@" ${kv_flags[@]+"${kv_flags[@]}"}
+}
+compile=compile_with_kv_flags
 source "$(dirname "$0")/plans.sh"
 rm -rf "$dir"
 for name in llama3-8b mha gqa8 mqa; do

@@ -8,8 +8,8 @@
 # (docs/KernelABI.md). Then sliding windows and logit soft-capping
 # (RuntimeGPUFeaturesTest) on both forms, and attention sinks
 # (RuntimeGPUPerHeadTest), ALiBi (RuntimeGPUPerHeadTest) and per-sequence query
-# lengths (RuntimeGPUQueryLensTest). Usage: bench/test_kernels.sh DIR
-# [fd-compile] [TARGET] (default sm_90).
+# lengths (RuntimeGPUQueryLensTest), and fp8 caches (RuntimeGPUFloat8Test).
+# Usage: bench/test_kernels.sh DIR [fd-compile] [TARGET] (default sm_90).
 set -euo pipefail
 dir=${1:?usage: bench/test_kernels.sh DIR [fd-compile] [TARGET]}
 compile=${2:-build/bin/fd-compile}
@@ -130,3 +130,41 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
   --window-left 37 --logits-soft-cap 20 --with-sinks --with-alibi \
   --with-query-lens --with-lse -o "$dir/qlens_win37_cap20_sinks_alibi_f32" \
   >/dev/null
+# FP8 caches (--kv-dtype, --kv-scale), RuntimeGPUFloat8Test's: both formats,
+# scales per tensor and per token and KV head, both decoders (cvt on the
+# target sm_90, bit operations on sm_80) and both kernel forms. Tensor
+# cores: GQA f16 D=128 E4M3 per tensor; GQA bf16 D=64 E5M2 per token, paged
+# 16 HND, Lq = 4; GQA f16 E4M3 per token on sm_80; MQA f16 E4M3 per token
+# (two row tiles). CUDA cores: MHA f16 D=128 E4M3 per token; MHA bf16 D=96
+# E5M2 per tensor, paged 16, on sm_80; f32 D=40 (8-byte vectors, idle
+# lanes) E4M3 per tensor, Lq = 3, on sm_80. Every model feature (window,
+# soft-cap, sinks, ALiBi, query lengths) on both forms.
+"$compile" $common --dtype f16 --num-splits 5 --kv-dtype e4m3 --with-lse \
+  -o "$dir/fp8_e4m3_tc" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 8 \
+  --num-kv-heads 2 --dtype bf16 --num-splits 3 --page-size 16 --kv-layout HND \
+  --query-len 4 --kv-dtype e5m2 --kv-scale token-head --with-lse \
+  -o "$dir/fp8_e5m2_tc_bf16_paged16_hnd_spec4" >/dev/null
+"$compile" --no-cache --arch sm_80 --head-dim 128 --num-q-heads 8 \
+  --num-kv-heads 2 --dtype f16 --num-splits 4 --kv-dtype e4m3 \
+  --kv-scale token-head --with-lse -o "$dir/fp8_e4m3_tc_token_sm80" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 32 \
+  --num-kv-heads 1 --dtype f16 --num-splits 7 --kv-dtype e4m3 \
+  --kv-scale token-head --with-lse -o "$dir/fp8_e4m3_mqa_token" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 4 \
+  --num-kv-heads 4 --dtype f16 --num-splits 5 --kv-dtype e4m3 \
+  --kv-scale token-head --with-lse -o "$dir/fp8_e4m3_mha_token" >/dev/null
+"$compile" --no-cache --arch sm_80 --head-dim 96 --num-q-heads 4 \
+  --num-kv-heads 4 --dtype bf16 --num-splits 3 --page-size 16 \
+  --kv-dtype e5m2 --with-lse -o "$dir/fp8_e5m2_mha_bf16_paged16_sm80" >/dev/null
+"$compile" --no-cache --arch sm_80 --head-dim 40 --num-q-heads 8 \
+  --num-kv-heads 1 --dtype f32 --num-splits 6 --query-len 3 --kv-dtype e4m3 \
+  --with-lse -o "$dir/fp8_e4m3_f32_d40_spec3_sm80" >/dev/null
+"$compile" $common --dtype f16 --num-splits 4 --query-len 4 --window-left 3 \
+  --logits-soft-cap 30 --with-sinks --with-alibi --with-query-lens \
+  --kv-dtype e4m3 --kv-scale token-head --with-lse \
+  -o "$dir/fp8_e4m3_tc_every_feature" >/dev/null
+"$compile" $common --dtype f32 --num-splits 5 --query-len 3 --kv-layout HND \
+  --window-left 37 --logits-soft-cap 20 --with-sinks --with-alibi \
+  --with-query-lens --kv-dtype e5m2 --kv-scale token-head --with-lse \
+  -o "$dir/fp8_e5m2_f32_hnd_every_feature" >/dev/null

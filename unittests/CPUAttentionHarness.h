@@ -16,7 +16,6 @@
 #include "TestInputs.h"
 
 #include "fd/Compiler/CPUAttentionKernel.h"
-#include "fd/Reference/Float8.h"
 #include "fd/Reference/Reference.h"
 
 #include <gtest/gtest.h>
@@ -37,44 +36,14 @@ inline Storage getStorage(ElementType type) {
                                     : Storage::BF16;
 }
 
-/// An fp8 cache quantized as a user would: one scale per tensor or per
-/// (token, KV head) row, amax / the format's largest finite value (448 for
-/// E4M3, 57344 for E5M2), and bytes encode(value / scale). The kernel reads
-/// the bytes and scales, the reference `dequantized`: decode(byte) * scale.
-struct Float8Cache {
-  std::vector<uint8_t> bytes;
-  std::vector<float> scales;
-  std::vector<double> dequantized;
-};
-
 /// Quantizes `values`, a cache of `config`'s shape (rows of head_dim
 /// elements, in the order of the per-token scales), to its fp8 type.
 inline Float8Cache quantize(const KernelConfig &config,
                             const std::vector<double> &values) {
-  const bool isE4M3 = config.kvCacheType == KVCacheType::E4M3;
-  const double largest = isE4M3 ? 448.0 : 57344.0;
-  const size_t span = config.kvScaleGranularity == KVScaleGranularity::Tensor
-                          ? values.size()
-                          : static_cast<size_t>(config.headDim);
-  Float8Cache cache;
-  for (size_t begin = 0; begin < values.size(); begin += span) {
-    double amax = 0.0;
-    for (size_t i = begin; i < begin + span; ++i)
-      amax = std::max(amax, std::abs(values[i]));
-    // An all-zero row (never drawn) must not divide by zero.
-    float scale = amax > 0.0 ? static_cast<float>(amax / largest) : 1.0f;
-    cache.scales.push_back(scale);
-    for (size_t i = begin; i < begin + span; ++i) {
-      float scaled = static_cast<float>(values[i]) / scale;
-      uint8_t byte = isE4M3 ? reference::floatToFloat8E4M3FN(scaled)
-                            : reference::floatToFloat8E5M2(scaled);
-      float decoded = isE4M3 ? reference::float8E4M3FNToFloat(byte)
-                             : reference::float8E5M2ToFloat(byte);
-      cache.bytes.push_back(byte);
-      cache.dequantized.push_back(double(decoded) * scale);
-    }
-  }
-  return cache;
+  return quantizeFloat8(values, config.kvCacheType == KVCacheType::E4M3,
+                        config.kvScaleGranularity == KVScaleGranularity::Tensor
+                            ? values.size()
+                            : static_cast<size_t>(config.headDim));
 }
 
 /// Random inputs (queries of deviation `queryDeviation`: scores of about 2

@@ -42,6 +42,10 @@ struct Param {
   /// Per-sequence query lengths: a load and a clamp in both kernels, a
   /// dynamic row-tile count and position in the partial kernel.
   bool queryLens = false;
+  /// An fp8 cache: 16 elements per load decoded to f16 pairs (cvt on
+  /// sm_90, bit operations on sm_80), its scales per tensor or per token.
+  KVCacheType kvCacheType = KVCacheType::SameAsQuery;
+  KVScaleGranularity kvScale = KVScaleGranularity::Tensor;
 };
 
 class PTXAssembly : public testing::TestWithParam<Param> {};
@@ -69,6 +73,8 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
   config.withAlibi = param.alibi;
   config.withSinks = param.sinks;
   config.withQueryLens = param.queryLens;
+  config.kvCacheType = param.kvCacheType;
+  config.kvScaleGranularity = param.kvScale;
   llvm::Expected<CompiledKernels> kernels = compileUncached(config);
   ASSERT_TRUE(static_cast<bool>(kernels))
       << llvm::toString(kernels.takeError());
@@ -110,7 +116,14 @@ std::string describe(const Param &param) {
          "_" + getCacheLayoutName(param.layout) + "_" + param.arch +
          (param.windowAndSoftCap ? "_window_softcap" : "") +
          (param.alibi ? "_alibi" : "") + (param.sinks ? "_sinks" : "") +
-         (param.queryLens ? "_query_lens" : "");
+         (param.queryLens ? "_query_lens" : "") +
+         (param.kvCacheType == KVCacheType::E4M3   ? "_e4m3"
+          : param.kvCacheType == KVCacheType::E5M2 ? "_e5m2"
+                                                   : "") +
+         (param.kvCacheType != KVCacheType::SameAsQuery &&
+                  param.kvScale == KVScaleGranularity::TokenHead
+              ? "_token_head"
+              : "");
 }
 
 // gtest prints the parameter in test listings (and ctest's test names).
@@ -168,7 +181,8 @@ std::vector<Param> everyHeadDim() {
   for (ElementType type : {ElementType::F16, ElementType::F32})
     for (int64_t headDim = 32; headDim <= 256; headDim += 8) {
       int64_t rowRegisters =
-          PartialKernelLayout::get(headDim, getElementTypeSize(type), 1, 1)
+          PartialKernelLayout::get(headDim, getElementTypeSize(type),
+                                   getElementTypeSize(type), 1, 1)
               .registersPerRow();
       int64_t oneTile = PartialKernelLayout::kRowRegisterBudget / rowRegisters;
       int64_t manyTiles = (PartialKernelLayout::kRowRegisterBudget -
@@ -270,6 +284,19 @@ std::vector<Param> everyQueryLengthWithEveryFeature() {
   return params;
 }
 
+// FP8 caches on every configuration of extremes() (every dtype, D, ratio,
+// Lq, page size, layout, both arches: both decoders), the format and the
+// scales' granularity alternating so that each meets every other axis.
+std::vector<Param> withFloat8() {
+  std::vector<Param> params = extremes();
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].kvCacheType = i % 2 ? KVCacheType::E5M2 : KVCacheType::E4M3;
+    params[i].kvScale = (i / 2) % 2 ? KVScaleGranularity::TokenHead
+                                    : KVScaleGranularity::Tensor;
+  }
+  return params;
+}
+
 INSTANTIATE_TEST_SUITE_P(Extremes, PTXAssembly, testing::ValuesIn(extremes()),
                          paramName);
 INSTANTIATE_TEST_SUITE_P(WindowSoftCap, PTXAssembly,
@@ -282,6 +309,8 @@ INSTANTIATE_TEST_SUITE_P(EveryFeature, PTXAssembly,
                          testing::ValuesIn(withEveryFeature()), paramName);
 INSTANTIATE_TEST_SUITE_P(QueryLensEveryLq, PTXAssembly,
                          testing::ValuesIn(everyQueryLengthWithEveryFeature()),
+                         paramName);
+INSTANTIATE_TEST_SUITE_P(Float8, PTXAssembly, testing::ValuesIn(withFloat8()),
                          paramName);
 INSTANTIATE_TEST_SUITE_P(HeadDims, PTXAssembly,
                          testing::ValuesIn(everyHeadDim()), paramName);

@@ -1,8 +1,9 @@
 //===- TestInputs.h - Random inputs of the numerics tests -------*- C++ -*-===//
 //
 // What the CPU and the GPU numerics tests share: a seed a failing run prints
-// and FD_TEST_SEED=N repeats, and host tensors of f32, f16 or bf16 elements
-// with the exact values they hold (what the float64 reference reads).
+// and FD_TEST_SEED=N repeats, host tensors of f32, f16 or bf16 elements
+// with the exact values they hold (what the float64 reference reads), and
+// fp8 caches quantized from them.
 // Header-only: the GPU tests build without MLIR (FD_RUNTIME_ONLY).
 //
 //===----------------------------------------------------------------------===//
@@ -10,10 +11,13 @@
 #ifndef FD_UNITTESTS_TESTINPUTS_H
 #define FD_UNITTESTS_TESTINPUTS_H
 
+#include "fd/Reference/Float8.h"
 #include "fd/Reference/Reference.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -100,6 +104,43 @@ struct Result {
   HostTensor output;
   std::vector<float> lse;
 };
+
+/// An fp8 cache quantized as a user would: one scale per tensor or per
+/// (token, KV head) row, amax / the format's largest finite value (448 for
+/// E4M3, 57344 for E5M2), and bytes encode(value / scale). The kernel reads
+/// the bytes and scales, the reference `dequantized`: decode(byte) * scale.
+struct Float8Cache {
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+  std::vector<double> dequantized;
+};
+
+/// Quantizes `values` (a cache in the order of its per-token scales) to
+/// E4M3 (`isE4M3`) or E5M2, one scale per `scaleSpan` consecutive elements:
+/// the whole cache, or head_dim for per (token, KV head) scales.
+inline Float8Cache quantizeFloat8(const std::vector<double> &values,
+                                  bool isE4M3, size_t scaleSpan) {
+  const double largest = isE4M3 ? 448.0 : 57344.0;
+  Float8Cache cache;
+  for (size_t begin = 0; begin < values.size(); begin += scaleSpan) {
+    double amax = 0.0;
+    for (size_t i = begin; i < begin + scaleSpan; ++i)
+      amax = std::max(amax, std::abs(values[i]));
+    // An all-zero row (never drawn) must not divide by zero.
+    float scale = amax > 0.0 ? static_cast<float>(amax / largest) : 1.0f;
+    cache.scales.push_back(scale);
+    for (size_t i = begin; i < begin + scaleSpan; ++i) {
+      float scaled = static_cast<float>(values[i]) / scale;
+      uint8_t byte = isE4M3 ? reference::floatToFloat8E4M3FN(scaled)
+                            : reference::floatToFloat8E5M2(scaled);
+      float decoded = isE4M3 ? reference::float8E4M3FNToFloat(byte)
+                             : reference::float8E5M2ToFloat(byte);
+      cache.bytes.push_back(byte);
+      cache.dequantized.push_back(double(decoded) * scale);
+    }
+  }
+  return cache;
+}
 
 } // namespace flashdecode::test
 

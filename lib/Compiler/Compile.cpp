@@ -24,7 +24,7 @@ using namespace mlir;
 
 namespace flashdecode {
 
-const char *getCompilerVersion() { return "flashdecode 0.2.7 (MLIR 22)"; }
+const char *getCompilerVersion() { return "flashdecode 0.2.8 (MLIR 22)"; }
 
 const char *getCompilerSourceHash() { return FD_COMPILER_SOURCE_HASH; }
 

@@ -101,6 +101,14 @@ bool executeArithmetic(const Instruction &inst, WarpState &warp,
     return true;
   }
   case Opcode::Cvt:
+    if (inst.sourceType == Type::E4M3x2 || inst.sourceType == Type::E5M2x2) {
+      forEachLane(mask, [&](int lane) {
+        writeDestination(
+            warp, inst, lane,
+            convertFloat8Pair(inst, readOperand(warp, inst.operands[1], lane)));
+      });
+      return true;
+    }
     if (inst.numOperands == 3) {
       // cvt.rn.{f16,bf16}x2.f32 d, a, b: a to the upper half.
       Type element = inst.type == Type::F16x2 ? Type::F16 : Type::BF16;
@@ -133,6 +141,15 @@ bool executeArithmetic(const Instruction &inst, WarpState &warp,
                        permute(readOperand(warp, inst.operands[1], lane),
                                readOperand(warp, inst.operands[2], lane),
                                readOperand(warp, inst.operands[3], lane)));
+    });
+    return true;
+  case Opcode::Lop3:
+    forEachLane(mask, [&](int lane) {
+      writeDestination(warp, inst, lane,
+                       lookup3(readOperand(warp, inst.operands[1], lane),
+                               readOperand(warp, inst.operands[2], lane),
+                               readOperand(warp, inst.operands[3], lane),
+                               readOperand(warp, inst.operands[4], lane)));
     });
     return true;
   case Opcode::Bfi: {
@@ -218,6 +235,22 @@ std::string checkArithmeticImplemented(const Instruction &inst) {
     return "directed rounding of 64-bit integers to float";
   if (inst.opcode == Opcode::Prmt && inst.numOperands != 4)
     return "prmt modes other than the default";
+  if (inst.opcode == Opcode::Lop3 &&
+      (inst.numOperands != 5 || inst.type != Type::B32 ||
+       inst.operands[4].kind != Operand::Kind::Immediate))
+    return "lop3 forms other than lop3.b32 d, a, b, c, immLut";
+  bool toFloat8 = inst.type == Type::E4M3x2 || inst.type == Type::E5M2x2;
+  bool fromFloat8 =
+      inst.sourceType == Type::E4M3x2 || inst.sourceType == Type::E5M2x2;
+  if (inst.opcode == Opcode::Cvt && toFloat8)
+    return "conversions to e4m3x2/e5m2x2";
+  if (inst.opcode == Opcode::Cvt && fromFloat8 &&
+      (inst.type != Type::F16x2 || inst.rounding != Rounding::Rn || inst.ftz ||
+       inst.saturate || inst.numOperands != 2))
+    return "fp8 conversions other than "
+           "cvt.rn{.relu}.f16x2.{e4m3x2,e5m2x2} d, a";
+  if (inst.relu && !fromFloat8)
+    return ".relu other than on cvt.rn.relu.f16x2.{e4m3x2,e5m2x2}";
   if ((inst.opcode == Opcode::Add || inst.opcode == Opcode::Sub) &&
       inst.saturate && !isFloat(inst.type) && inst.type != Type::S32)
     return "saturating integer add/sub other than s32";

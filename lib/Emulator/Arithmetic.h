@@ -40,6 +40,13 @@ uint64_t permute(uint64_t a, uint64_t b, uint64_t selector);
 
 /// cvt of one value from inst.sourceType to inst.type.
 uint64_t convert(const Instruction &inst, uint64_t source);
+/// cvt.rn{.relu}.f16x2.{e4m3x2,e5m2x2}: the two fp8 values of `source`'s
+/// low 16 bits as an f16 pair (the high byte's in the high half).
+uint64_t convertFloat8Pair(const Instruction &inst, uint64_t source);
+
+/// lop3.b32: bit i of the result is bit (a_i b_i c_i, read as a 3-bit
+/// number) of `lookupTable`.
+uint64_t lookup3(uint64_t a, uint64_t b, uint64_t c, uint64_t lookupTable);
 
 } // namespace flashdecode::emu
 

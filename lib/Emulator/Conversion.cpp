@@ -2,7 +2,7 @@
 //
 // Integer widening and narrowing (with .sat), float to float through the one
 // rounding routine of FloatFormats, float to integer rounded as asked,
-// saturated and NaN to 0, integer to float.
+// saturated and NaN to 0, integer to float, and packed fp8 pairs to f16x2.
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,6 +91,30 @@ uint64_t convert(const Instruction &inst, uint64_t source) {
   if (to == Type::F64)
     return doubleToBits(value);
   return roundToFormat(value, to, inst.rounding);
+}
+
+// cvt.rn{.relu}.f16x2.{e4m3x2,e5m2x2} d, a (PTX ISA 9.7.9.21, cvt): "Each
+// 8-bit input value in operand a is converted to .f16 type ... the value
+// converted from the upper 8 bits of a is stored in the upper 16 bits of d
+// and the value converted from the lower 8 bits of a is stored in the lower
+// 16 bits of d"; ".relu clamps the result to 0 if negative. NaN results are
+// converted to canonical NaN". Every fp8 value is an f16 value, so the
+// conversion is exact (roundToFormat only re-encodes it). NaN inputs give
+// the canonical f16 NaN 0x7FFF, sign dropped, with or without .relu: that
+// is what CUDA 13.0's cuda_fp8.hpp computes where the instruction is absent
+// (__nv_cvt_fp8_to_halfraw: "If NaN, return canonical NaN", 0x7FFF for both
+// formats), and the canonical NaN of fdemu's other f16 conversions. .relu turns
+// -0 into +0 as well: cuda_fp16.hpp's stand-in for the f16 .relu forms is
+// max.NaN(x, +0), and PTX's max orders -0 below +0 (not measured on a GPU).
+uint64_t convertFloat8Pair(const Instruction &inst, uint64_t source) {
+  auto convertByte = [&](uint8_t bits) -> uint64_t {
+    double value = float8BitsToDouble(bits, inst.sourceType);
+    if (inst.relu && !(value > 0) && value == value)
+      return 0;
+    return roundToFormat(value, Type::F16, Rounding::Rn);
+  };
+  return convertByte(static_cast<uint8_t>(source >> 8)) << 16 |
+         convertByte(static_cast<uint8_t>(source));
 }
 
 } // namespace flashdecode::emu

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "DriverState.h"
+#include "Opcodes.h"
 #include "Ptxas.h"
 
 #include <cstdlib>
@@ -25,13 +26,6 @@ using Lock = std::lock_guard<std::recursive_mutex>;
 /// [address, address + bytes) inside one allocation, or null.
 Allocation *findRange(Driver &driver, CUdeviceptr address, size_t bytes) {
   return driver.memory.find(address, bytes ? bytes : 1);
-}
-
-unsigned parseSmVersion(const std::string &target) {
-  // "sm_90", "sm_90a", "sm_80, debug"
-  if (target.rfind("sm_", 0) != 0)
-    return 0;
-  return static_cast<unsigned>(std::strtoul(target.c_str() + 3, nullptr, 10));
 }
 
 void writeLog(unsigned numOptions, const int *options, void **values,

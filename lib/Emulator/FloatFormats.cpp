@@ -109,6 +109,25 @@ double halfBitsToDouble(uint16_t bits) {
   return sign * std::ldexp(fraction + 1024, exponent - 25);
 }
 
+double float8BitsToDouble(uint8_t bits, Type pairType) {
+  bool e4m3 = pairType == Type::E4M3x2;
+  int fractionBits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  int exponent = (bits & 0x7F) >> fractionBits;
+  int fraction = bits & ((1 << fractionBits) - 1);
+  int maxExponent = e4m3 ? 15 : 31;
+  double sign = bits & 0x80 ? -1.0 : 1.0;
+  if (exponent == maxExponent) {
+    if (e4m3 && fraction != 7) // E4M3FN has normals up to 1.1111.110 = 448
+      return sign * std::ldexp(fraction + 8, exponent - bias - 3);
+    return fraction || e4m3 ? std::numeric_limits<double>::quiet_NaN()
+                            : sign * std::numeric_limits<double>::infinity();
+  }
+  if (exponent == 0) // subnormal: 0.fraction * 2^(1 - bias)
+    return sign * std::ldexp(fraction, 1 - bias - fractionBits);
+  return sign * std::ldexp(fraction + (1 << fractionBits),
+                           exponent - bias - fractionBits);
+}
+
 double bfloat16BitsToDouble(uint16_t bits) {
   return bitsToFloat(static_cast<uint32_t>(bits) << 16);
 }

@@ -51,6 +51,11 @@ uint64_t roundToFormat(double value, Type format, Rounding rounding);
 double halfBitsToDouble(uint16_t bits);
 double bfloat16BitsToDouble(uint16_t bits);
 
+/// The value of one fp8 byte of a packed `Type::E4M3x2` or `Type::E5M2x2`:
+/// E4M3FN (bias 7, subnormals, no infinities, S.1111.111 the only NaN, 448
+/// the largest) or E5M2 (bias 15, IEEE-like: subnormals, infinities, NaNs).
+double float8BitsToDouble(uint8_t bits, Type pairType);
+
 /// Reads `bits` as a floating-point value of `type` (f16, bf16, f32, f64).
 double floatValue(uint64_t bits, Type type);
 

@@ -170,6 +170,15 @@ uint64_t integerOperation(const Instruction &inst, uint64_t x, uint64_t y,
   }
 }
 
+uint64_t lookup3(uint64_t a, uint64_t b, uint64_t c, uint64_t lookupTable) {
+  uint32_t result = 0;
+  for (int i = 0; i < 32; ++i) {
+    unsigned index = ((a >> i) & 1) << 2 | ((b >> i) & 1) << 1 | ((c >> i) & 1);
+    result |= static_cast<uint32_t>((lookupTable >> index) & 1) << i;
+  }
+  return result;
+}
+
 uint64_t permute(uint64_t a, uint64_t b, uint64_t selector) {
   uint64_t bytes = (truncateTo(b, 4) << 32) | truncateTo(a, 4);
   uint32_t result = 0;

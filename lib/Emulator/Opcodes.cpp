@@ -9,6 +9,7 @@
 
 #include "Opcodes.h"
 
+#include <cstdlib>
 #include <unordered_map>
 
 namespace flashdecode::emu {
@@ -27,6 +28,8 @@ unsigned getTypeSize(Type type) {
   case Type::S16:
   case Type::F16:
   case Type::BF16:
+  case Type::E4M3x2:
+  case Type::E5M2x2:
     return 2;
   case Type::B32:
   case Type::U32:
@@ -51,7 +54,8 @@ bool isSigned(Type type) {
 
 bool isFloat(Type type) {
   return type == Type::F16 || type == Type::F16x2 || type == Type::BF16 ||
-         type == Type::BF16x2 || type == Type::F32 || type == Type::F64;
+         type == Type::BF16x2 || type == Type::F32 || type == Type::F64 ||
+         type == Type::E4M3x2 || type == Type::E5M2x2;
 }
 
 static const std::unordered_map<std::string, Type> &typeNames() {
@@ -74,6 +78,8 @@ std::optional<Type> parseTypeName(const std::string &name) {
 }
 
 const char *getTypeName(Type type) {
+  if (type == Type::E4M3x2 || type == Type::E5M2x2)
+    return type == Type::E4M3x2 ? "e4m3x2" : "e5m2x2";
   for (const auto &[name, value] : typeNames())
     if (value == type)
       return name.c_str();
@@ -171,7 +177,8 @@ const std::unordered_map<std::string, Opcode> &baseOpcodes() {
       {"trap", Opcode::Trap},
       {"brkpt", Opcode::Trap},
       {"nanosleep", Opcode::Nop},
-      {"pmevent", Opcode::Nop}};
+      {"pmevent", Opcode::Nop},
+      {"lop3", Opcode::Lop3}};
   return names;
 }
 
@@ -264,6 +271,11 @@ std::string decodeOpcode(const std::string &word, Instruction &inst) {
       inst.boolOp = m == "and"  ? BoolOp::And
                     : m == "or" ? BoolOp::Or
                                 : BoolOp::Xor;
+    } else if (inst.opcode == Opcode::Cvt && (m == "e4m3x2" || m == "e5m2x2")) {
+      // Packed fp8 types exist only in cvt (not in .reg, ld or arithmetic).
+      types.push_back(m == "e4m3x2" ? Type::E4M3x2 : Type::E5M2x2);
+    } else if (inst.opcode == Opcode::Cvt && m == "relu") {
+      inst.relu = true;
     } else if (m == "to" && inst.opcode == Opcode::Cvta) {
       inst.toSpace = true;
     } else if (m == "ftz") {
@@ -314,6 +326,41 @@ std::string decodeOpcode(const std::string &word, Instruction &inst) {
     return "shfl without .sync (removed in sm_70) is not supported";
   if (inst.opcode == Opcode::Vote && word.find(".sync") == std::string::npos)
     return "vote without .sync (removed in sm_70) is not supported";
+  return "";
+}
+
+unsigned parseSmVersion(const std::string &target) {
+  // "sm_90", "sm_90a", "sm_80, debug"
+  if (target.rfind("sm_", 0) != 0)
+    return 0;
+  return static_cast<unsigned>(std::strtoul(target.c_str() + 3, nullptr, 10));
+}
+
+// The packed fp8 conversions (PTX ISA, cvt, "Target ISA Notes" and "PTX ISA
+// Notes"): sm_90 with PTX ISA 7.8, or sm_89 with 8.1. ptxas 13.0 refuses
+// them elsewhere ("Feature 'cvt with .e4m3x2/.e5m2x2' requires .target sm_89
+// or higher"), so a module that uses them on an older target is refused as
+// a real JIT would refuse it, whatever GPU fdemu emulates. (LLVM's NVPTX
+// backend emits cvt.rn{.relu}.f16x2.e4m3x2 for sm_89 with +ptx81:
+// llvm/test/CodeGen/NVPTX/convert-sm89.ll.)
+std::string checkTargetFeatures(const Instruction &inst, unsigned smVersion,
+                                unsigned ptxVersion) {
+  bool float8 =
+      inst.opcode == Opcode::Cvt &&
+      (inst.type == Type::E4M3x2 || inst.type == Type::E5M2x2 ||
+       inst.sourceType == Type::E4M3x2 || inst.sourceType == Type::E5M2x2);
+  if (!float8 || smVersion == 0)
+    return "";
+  const std::string feature = "Feature 'cvt with .e4m3x2/.e5m2x2";
+  if (smVersion < 89)
+    return feature + "' requires .target sm_89 or higher (the module's is sm_" +
+           std::to_string(smVersion) + ")";
+  if (ptxVersion == 0)
+    return "";
+  if (smVersion < 90 && ptxVersion < 81)
+    return feature + " on sm_89' requires PTX ISA .version 8.1 or later";
+  if (ptxVersion < 78)
+    return feature + "' requires PTX ISA .version 7.8 or later";
   return "";
 }
 

@@ -30,6 +30,17 @@ std::string decodeTensorCoreOpcode(const std::string &base,
 std::string decodeAsyncCopyOpcode(const std::vector<std::string> &modifiers,
                                   Instruction &inst);
 
+/// The compute capability a .target names, major * 10 + minor ("sm_90a" is
+/// 90); 0 for anything else.
+unsigned parseSmVersion(const std::string &target);
+
+/// Why ptxas would refuse `inst` for the module's .target (`smVersion`, as
+/// parseSmVersion gives it) and .version (`ptxVersion`, 0 when absent); empty
+/// when it would not. Only instructions that need a newer target than
+/// fdemu's kernels otherwise use are checked (the packed fp8 cvt).
+std::string checkTargetFeatures(const Instruction &inst, unsigned smVersion,
+                                unsigned ptxVersion);
+
 /// The counter class of a decoded instruction (ld/st of generic addresses
 /// count as global).
 InstructionClass classify(const Instruction &inst);

@@ -11,6 +11,8 @@
 #include "Lexer.h"
 #include "Opcodes.h"
 
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <tuple>
@@ -66,12 +68,17 @@ public:
     Module module;
     while (!atEnd()) {
       const Token &token = peek();
-      if (token.text == ".version" || token.text == ".address_size") {
+      if (token.text == ".version") {
+        next();
+        module.ptxVersion = parseVersion(next());
+        ptxVersion = module.ptxVersion;
+      } else if (token.text == ".address_size") {
         next();
         next();
       } else if (token.text == ".target") {
         next();
         module.target = next().text;
+        smVersion = parseSmVersion(module.target);
         while (!atEnd() && peek().is(',')) {
           next();
           next();
@@ -105,6 +112,17 @@ public:
 private:
   [[noreturn]] void fail(const Token &token, const std::string &message) {
     throw ParseError{"PTX line " + std::to_string(token.line) + ": " + message};
+  }
+  /// "8.1" as 81.
+  unsigned parseVersion(const Token &token) {
+    const std::string &text = token.text;
+    size_t dot = text.find('.');
+    if (dot == std::string::npos || dot == 0 || dot + 2 != text.size() ||
+        !std::isdigit(static_cast<unsigned char>(text[0])) ||
+        !std::isdigit(static_cast<unsigned char>(text[dot + 1])))
+      fail(token, "malformed .version '" + text + "'");
+    return static_cast<unsigned>(std::strtoul(text.c_str(), nullptr, 10) * 10 +
+                                 (text[dot + 1] - '0'));
   }
   bool atEnd() const { return position >= tokens.size(); }
   const Token &peek() const {
@@ -364,6 +382,8 @@ private:
     }
     const Token &opcode = next();
     std::string error = decodeOpcode(opcode.text, inst);
+    if (error.empty())
+      error = checkTargetFeatures(inst, smVersion, ptxVersion);
     if (!error.empty())
       fail(opcode, error + " (in '" + opcode.text + "')");
     std::vector<std::vector<Token>> operands;
@@ -544,6 +564,8 @@ private:
 
   std::vector<Token> tokens;
   size_t position = 0;
+  /// The module's .target and .version (0 until seen).
+  unsigned smVersion = 0, ptxVersion = 0;
   std::vector<Variable> moduleShared;
   std::vector<std::string> dynamicShared;
   uint32_t dynamicAlignment = 16;

@@ -12,7 +12,8 @@ namespace flashdecode::rt {
 
 namespace {
 
-[[noreturn]] void missing(const std::string &field, const char *expected) {
+[[noreturn]] void missing(const std::string &field,
+                          const std::string &expected) {
   throw std::invalid_argument("manifest: '" + field + "' must be " + expected);
 }
 
@@ -99,6 +100,24 @@ Manifest Manifest::parse(const std::string &text) {
       manifest.dtype != "f32")
     missing("config.dtype", "f16, bf16 or f32");
   manifest.kvLayout = string(config, "kv_layout", "config.");
+  // fp8 caches (optional: older manifests' caches hold the dtype).
+  manifest.kvDtype = manifest.dtype;
+  if (config.find("kv_dtype"))
+    manifest.kvDtype = string(config, "kv_dtype", "config.");
+  if (manifest.kvDtype != manifest.dtype && !manifest.hasFloat8Cache())
+    missing("config.kv_dtype",
+            "e4m3, e5m2 or the dtype (" + manifest.dtype + ")");
+  if (config.find("kv_scale"))
+    manifest.kvScale = string(config, "kv_scale", "config.");
+  else if (manifest.hasFloat8Cache())
+    missing("config.kv_scale", "present with an fp8 kv_dtype");
+  if (manifest.hasFloat8Cache()
+          ? manifest.kvScale != "tensor" && manifest.kvScale != "token-head"
+          : manifest.kvScale != "none")
+    missing("config.kv_scale",
+            manifest.hasFloat8Cache()
+                ? "tensor or token-head (kv_dtype " + manifest.kvDtype + ")"
+                : "none (kv_dtype " + manifest.kvDtype + ")");
   if (config.find("arch"))
     manifest.arch = string(config, "arch", "config.");
   if (config.find("page_size"))

@@ -300,6 +300,20 @@ void DecodePlan::bind() {
                        "read per-sequence query lengths",
                        "per-sequence query lengths", "int32", "[batch]",
                        "the kernels read");
+  // The scales' shape: the caches' without the head dim, or one per tensor.
+  bool nhd = manifest.kvLayout == "NHD";
+  const char *scaleShape = !manifest.hasTokenHeadScales() ? "[1]"
+                           : manifest.pageSize
+                               ? (nhd ? "[numPages, page_size, num_kv_heads]"
+                                      : "[numPages, num_kv_heads, page_size]")
+                               : (nhd ? "[batch, maxLength, num_kv_heads]"
+                                      : "[batch, num_kv_heads, maxLength]");
+  requireFeatureBuffer("kScale", buffers.kScale, manifest.hasFloat8Cache(),
+                       "read fp8 caches", "fp8 caches", "float", scaleShape,
+                       "the partial kernel reads");
+  requireFeatureBuffer("vScale", buffers.vScale, manifest.hasFloat8Cache(),
+                       "read fp8 caches", "fp8 caches", "float", scaleShape,
+                       "the partial kernel reads");
 
   // The kernels move 16 bytes per access: a misaligned base (a view that
   // starts inside a buffer) would fault on the GPU, so say so here.
@@ -360,6 +374,8 @@ void DecodePlan::bind() {
           : name == "sinks"          ? buffers.sinks
           : name == "alibi_slopes"   ? buffers.alibiSlopes
           : name == "query_lens"     ? buffers.queryLens
+          : name == "k_scale"        ? buffers.kScale
+          : name == "v_scale"        ? buffers.vScale
                                      : ~uint64_t(0);
       if (value == ~uint64_t(0))
         fail("kernel " + spec.name + " takes parameter '" + name +

@@ -21,7 +21,7 @@ per-sequence query lengths (``query_lens=``) int32 ``[B]``. The output has
 q's shape and dtype; the lse is float32 ``[B, Hq]`` (``[B, Lq, Hq]``),
 natural log.
 bfloat16 numpy data is given as uint16 bit patterns with ``dtype="bfloat16"``.
-FP8 KV caches (backend="cpu"): uint8 bit patterns with
+FP8 KV caches (both backends): uint8 bit patterns with
 ``kv_dtype="float8_e4m3fn"`` or ``"float8_e5m2"`` (or ml_dtypes fp8 arrays)
 and ``k_scale=`` / ``v_scale=``; ``quantize_kv`` makes them.
 """
@@ -33,7 +33,7 @@ from ._common import (_check_flag, _check_scale, _check_soft_cap,
                       _check_window, _dtype_code, _planner_options,
                       _split_options)
 from ._cpu import _decode_cpu
-from ._fp8 import check_not_fp8 as _check_not_fp8
+from ._fp8 import check_compile_options as _check_fp8_options
 from ._fp8 import quantize_kv
 from ._cuda import Decoder, _decode_cuda
 from .device_array import DeviceArray
@@ -66,10 +66,12 @@ class Kernel:
 
     def __repr__(self):
         config = self.manifest["config"]
+        kv = "" if config.get("kv_scale", "none") == "none" else \
+            f"kv_dtype={config['kv_dtype']}, kv_scale={config['kv_scale']}, "
         return (f"Kernel(head_dim={config['head_dim']}, "
                 f"num_q_heads={config['num_q_heads']}, "
                 f"num_kv_heads={config['num_kv_heads']}, "
-                f"dtype={config['dtype']}, num_splits={self.num_splits})")
+                f"dtype={config['dtype']}, {kv}num_splits={self.num_splits})")
 
 
 def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
@@ -77,7 +79,8 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
             max_len=4096, *, query_len=1, scale=None, return_lse=False,
             sm_count=132, blocks_per_sm=None, min_chunk_length=None,
             max_splits=None, window_left=None, logits_soft_cap=None,
-            with_sinks=False, with_alibi=False, with_query_lens=False):
+            with_sinks=False, with_alibi=False, with_query_lens=False,
+            kv_dtype=None, kv_scale=None):
     """Compiles the GPU kernels of one configuration (through the JIT cache).
 
     No device is involved, so ``arch`` and ``sm_count`` default to an H200's;
@@ -92,19 +95,28 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
     and manifest["config"]["with_alibi"] is true. with_query_lens=True
     compiles for per-sequence query lengths (decode_attention's
     ``query_lens``): both kernels take a "query_lens" parameter (their
-    last) and manifest["config"]["with_query_lens"] is true."""
+    last, but for the scales of fp8 caches) and
+    manifest["config"]["with_query_lens"] is true.
+    kv_dtype="float8_e4m3fn" or "float8_e5m2" compiles for fp8 caches
+    (decode_attention's kv_dtype): the partial kernel takes "k_scale" and
+    "v_scale" (its last parameters) and manifest["config"]["kv_dtype"] is
+    "e4m3" or "e5m2"; kv_scale (with kv_dtype only) is what one scale
+    covers, "tensor" (the default: [1]) or "token_head" (the caches' shape
+    without D), manifest["config"]["kv_scale"] "tensor" or "token-head"."""
     splits, split_kv = _split_options(num_splits)
     window_left = _check_window(window_left)
     logits_soft_cap = _check_soft_cap(logits_soft_cap)
     flags = {name: _check_flag(name, value) for name, value in (
         ("with_sinks", with_sinks), ("with_alibi", with_alibi),
         ("with_query_lens", with_query_lens))}
+    kv_options = _check_fp8_options(kv_dtype, kv_scale)
     ptx, manifest, chosen = _native.compile(_native.KernelConfig(
         head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),
         kv_layout, 0, splits, split_kv, scale, return_lse, batch, max_len,
         sm_count, arch,
         **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
-        window_left=window_left, logits_soft_cap=logits_soft_cap, **flags))
+        window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
+        **kv_options))
     return Kernel(ptx, manifest, chosen)
 
 
@@ -165,15 +177,24 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     Meant for q [B, Lq, Hq, D]; with q [B, Hq, D] (Lq = 1) n is 0 or 1. A
     C-contiguous numpy array for backend="cpu", a device array on the
     arrays' GPU for backend="cuda" (read by both kernels at each launch).
-    kv_dtype, k_scale, v_scale: fp8 caches, backend="cpu" only for now
-    (backend="cuda" raises NotImplementedError). The caches are uint8 bit
-    patterns with kv_dtype "float8_e4m3fn" or "float8_e5m2", or ml_dtypes
-    float8_e4m3fn / float8_e5m2 arrays (kv_dtype None or the same); q stays
-    float16, bfloat16 or float32. Element x of a cache stands for x *
-    scale: k_scale and v_scale are each a float or a float32 array of shape
-    (1,) (per tensor) or the caches' shape without D (per token and KV
-    head: [B, Lmax, Hkv], [B, Hkv, Lmax], or the page pools'). A per-tensor
-    scale beside a per-token one is broadcast. quantize_kv makes them.
+    kv_dtype, k_scale, v_scale: fp8 caches (both backends). The caches are
+    uint8 bit patterns with kv_dtype "float8_e4m3fn" or "float8_e5m2", or
+    fp8 arrays (ml_dtypes float8_e4m3fn / float8_e5m2 numpy arrays,
+    DeviceArrays of those dtypes, PyTorch float8_e4m3fn / float8_e5m2
+    tensors; kv_dtype None or the same); q stays float16, bfloat16 or
+    float32 (an fp8 or uint8 q is a ValueError). Element x of a cache
+    stands for x * scale: k_scale and v_scale are each a float or a float32
+    array (numpy for backend="cpu", a device array on the arrays' GPU,
+    4-byte aligned, for backend="cuda") of shape (1,) (per tensor) or the
+    caches' shape without D (per token and KV head: [B, Lmax, Hkv], [B,
+    Hkv, Lmax], or the page pools'); the kernel is compiled for the
+    granularity the shapes say, and a per-tensor scale beside a per-token
+    one is broadcast. quantize_kv makes them. On backend="cpu" every scale
+    must be finite (ValueError); on the GPU, where device arrays are not
+    read by the host, only a float is checked. backend="cuda" reads device
+    scales at each launch; a float (or a broadcast per-tensor array) is
+    written into a buffer of the GPU and stream before the launch, in
+    stream order (a few small copies: a device array saves them).
 
     backend="cuda" (device arrays, all on one GPU, which decides the
     context): the kernels are compiled for that GPU's compute capability
@@ -209,8 +230,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                            kv_layout, return_lse, dtype, block_table, planner,
                            **masking, **fp8)
     if backend == "cuda":
-        _check_not_fp8(**fp8)
         return _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale,
                             kv_layout, return_lse, dtype, block_table, arch,
-                            out, lse, stream, planner, **masking)
+                            out, lse, stream, planner, **masking, **fp8)
     raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")

@@ -58,6 +58,15 @@ def _check_buffer(array, name, problem):
     return array
 
 
+def _scale_array(scale, name):
+    """A k_scale / v_scale array for backend="cpu" (_fp8.check_scales'
+    as_array): a numpy array."""
+    if not isinstance(scale, np.ndarray):
+        raise ValueError(f"{name} must be a float or a float32 numpy array, "
+                         f"got {type(scale).__name__}")
+    return scale
+
+
 _cpu_kernels = {}
 
 
@@ -90,10 +99,8 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                 v_scale=None, **buffers):
     """``buffers``: sinks, alibi_slopes, query_lens (None or numpy).
     kv_dtype, k_scale, v_scale: fp8 caches (see _fp8)."""
-    if isinstance(q, np.ndarray) and (
-            q.dtype == np.uint8 or _fp8.is_fp8_dtype_name(q.dtype.name)):
-        raise ValueError(f"q must be float16, bfloat16 or float32, got "
-                         f"{q.dtype}: fp8 is for the caches only (kv_dtype)")
+    if isinstance(q, np.ndarray):
+        _fp8.check_query_dtype(q.dtype.name)
     found = _numpy_dtype(q, "q", dtype)
     for name, array in (("k_cache", k_cache), ("v_cache", v_cache)):
         if not isinstance(array, np.ndarray):
@@ -133,10 +140,14 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                          f"cache length), got {seq_lens.min()}..{seq_lens.max()}")
     buffers = {name: _check_buffer(array, name, problem)
                for name, array in buffers.items()}
-    k_scale, v_scale, granularity = _fp8.check_scales(
-        kv_format, k_scale, v_scale, k_cache.shape)
-    kv_options = {"kv_dtype": _fp8.config_name(kv_format),
-                  "kv_scale": granularity}
+    scales, granularity = _fp8.check_scales(
+        kv_format, k_scale, v_scale, k_cache.shape, _scale_array)
+    k_scale, v_scale = (
+        _fp8.host_scale(scale, name, kind, granularity,
+                        tuple(k_cache.shape[:-1]))
+        for name, (scale, kind) in zip(("k_scale", "v_scale"), scales)) \
+        if scales else (None, None)
+    kv_options = _fp8.config_options(kv_format, granularity)
     if kv_format is not None:
         # ml_dtypes arrays travel as their bytes.
         k_cache, v_cache = k_cache.view(np.uint8), v_cache.view(np.uint8)

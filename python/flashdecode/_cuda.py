@@ -3,9 +3,12 @@ tensors, __cuda_array_interface__ objects) on the GPU that holds them, with
 kernels compiled for its compute capability and loaded once per
 configuration and GPU."""
 
+import math
+
 import numpy as np
 
 from . import _flashdecode as _native
+from . import _fp8
 from ._common import (_BUFFERS, _DTYPES, _Problem, _buffer_flags,
                       _buffer_shape_error, _check_scale, _check_soft_cap,
                       _check_window, _planner_options, _split_options)
@@ -20,14 +23,20 @@ class _CudaArray:
     """Pointer, shape, dtype and device of a contiguous device array, its
     pointer checked for the alignment the kernels read it with. ``device`` is
     None for a ``__cuda_array_interface__`` object until _common_device asks
-    the driver."""
+    the driver. A dtype the kernels do not know is a TypeError, or with
+    ``strict=False`` (the caches, whose dtype _fp8.kv_format judges first)
+    ``dtype`` None and its name in ``found``."""
 
     _TORCH = {"torch.float32": "float32", "torch.float16": "float16",
-              "torch.bfloat16": "bfloat16", "torch.int32": "int32"}
-    _TYPESTR = {"<f4": "float32", "<f2": "float16", "<i4": "int32"}
+              "torch.bfloat16": "bfloat16", "torch.int32": "int32",
+              "torch.uint8": "uint8", "torch.float8_e4m3fn": "float8_e4m3fn",
+              "torch.float8_e5m2": "float8_e5m2"}
+    _TYPESTR = {"<f4": "float32", "<f2": "float16", "<i4": "int32",
+                "|u1": "uint8"}
 
     def __init__(self, array, name, alignment=16,
-                 expected="float32, float16 or bfloat16 (int32 for seq_lens)"):
+                 expected="float32, float16 or bfloat16 (int32 for seq_lens)",
+                 strict=True):
         self.name = name
         if isinstance(array, DeviceArray):
             # Its interface cannot say bfloat16 (no typestr for it).
@@ -60,9 +69,15 @@ class _CudaArray:
                             "__cuda_array_interface__; got "
                             f"{type(array).__module__}.{type(array).__name__}"
                             + hint)
+        self.found = self.dtype
         if self.dtype is None:
-            raise TypeError(f"{name} dtype is not supported: expected "
-                            f"{expected}")
+            # Named only here: the per-call path knows its dtypes.
+            self.found = str(array.dtype).removeprefix("torch.") \
+                if _is_torch(array) else \
+                _typestr_name(array.__cuda_array_interface__["typestr"])
+            self.expected = expected
+            if strict:
+                raise self.unsupported()
         if not contiguous:
             raise ValueError(f"{name} must be contiguous")
         # A misaligned base would kill the CUDA context with a misaligned
@@ -75,6 +90,18 @@ class _CudaArray:
                 f"{alignment} bytes at a time, so a view that starts inside a "
                 "buffer (such as buf[1:]) cannot be used; pass a copy (e.g. "
                 "tensor.clone())")
+
+    def unsupported(self):
+        return TypeError(f"{self.name} dtype is not supported: expected "
+                         f"{self.expected}")
+
+
+def _typestr_name(typestr):
+    """A readable name of a __cuda_array_interface__ typestr."""
+    try:
+        return np.dtype(typestr).name
+    except TypeError:
+        return typestr
 
 
 def _common_device(arrays):
@@ -118,14 +145,23 @@ def _check_float(array, name):
                         "expected float32, float16 or bfloat16")
 
 
+_CACHE_DTYPES = "float32, float16 or bfloat16 (q's), or uint8 or fp8 (with " \
+    "kv_dtype)"
+
+
 def _check_cuda_inputs(q, k_cache, v_cache, seq_lens, block_table, kv_layout,
-                       dtype):
-    """(_Problem, [_CudaArray of q, k_cache, v_cache, seq_lens(, table)])."""
+                       dtype, kv_dtype=None):
+    """(_Problem, [_CudaArray of q, k_cache, v_cache, seq_lens(, table)],
+    the caches' fp8 format: a kv_dtype name or None)."""
     qa = _CudaArray(q, "q")
-    _check_float(qa, "q")
+    if qa.dtype not in _DTYPES:
+        _fp8.check_query_dtype(qa.found)
+        _check_float(qa, "q")
     if dtype is not None and dtype != qa.dtype:
         raise TypeError(f"q is {qa.dtype} but dtype={dtype!r} was given")
-    ka, va = _CudaArray(k_cache, "k_cache"), _CudaArray(v_cache, "v_cache")
+    ka = _CudaArray(k_cache, "k_cache", expected=_CACHE_DTYPES, strict=False)
+    va = _CudaArray(v_cache, "v_cache", expected=_CACHE_DTYPES, strict=False)
+    kv_format = _fp8.kv_format(ka.found, va.found, kv_dtype)
     # Lengths are read one int32 at a time.
     la = _CudaArray(seq_lens, "seq_lens", alignment=4)
     arrays = [qa, ka, va, la]
@@ -138,13 +174,52 @@ def _check_cuda_inputs(q, k_cache, v_cache, seq_lens, block_table, kv_layout,
         table_shape = table.shape
     problem = _Problem(qa.shape, ka.shape, va.shape, la.shape, kv_layout,
                        table_shape)
-    for other in (ka, va):
-        if other.dtype != qa.dtype:
-            raise TypeError(f"{other.name} dtype {other.dtype} must match q "
-                            f"({qa.dtype})")
+    if kv_format is None:
+        for other in (ka, va):
+            if other.dtype is None:
+                raise other.unsupported()
+            if other.dtype != qa.dtype:
+                raise TypeError(f"{other.name} dtype {other.dtype} must match "
+                                f"q ({qa.dtype})")
     if la.dtype != "int32":
         raise TypeError("seq_lens must be int32")
-    return problem, arrays
+    return problem, arrays, kv_format
+
+
+def _scale_array(scale, name):
+    """A k_scale / v_scale array for backend="cuda" and Decoder
+    (_fp8.check_scales' as_array): a device array, read a float at a time
+    (4-byte aligned). Every problem is a ValueError naming the argument."""
+    if isinstance(scale, np.ndarray) or not (
+            isinstance(scale, DeviceArray) or _is_torch(scale) or
+            hasattr(scale, "__cuda_array_interface__")):
+        hint = " (flashdecode.DeviceArray.from_numpy copies one to the " \
+            "device)" if isinstance(scale, np.ndarray) else ""
+        raise ValueError(f"{name} must be a float or a float32 device array "
+                         "for backend='cuda' (a flashdecode.DeviceArray, a "
+                         "PyTorch CUDA tensor or an object with "
+                         "__cuda_array_interface__), got "
+                         f"{type(scale).__module__}.{type(scale).__name__}"
+                         + hint)
+    try:
+        return _CudaArray(scale, name, alignment=4, expected="float32")
+    except TypeError as error:
+        raise ValueError(str(error)) from None
+
+
+def _check_cuda_scales(kv_format, k_scale, v_scale, arrays):
+    """_fp8.check_scales over device arrays: ([(k_scale, its granularity),
+    (v_scale, its granularity)], the kernel's granularity, the number of
+    scales per token and KV head), each scale a float or a _CudaArray
+    (also appended to ``arrays``, for the common device)."""
+    if kv_format is None and k_scale is None and v_scale is None:
+        return [], "tensor", 0  # the per-call path without fp8
+    cache_shape = arrays[1].shape
+    scales, granularity = _fp8.check_scales(kv_format, k_scale, v_scale,
+                                            cache_shape, _scale_array)
+    arrays.extend(scale for scale, _ in scales
+                  if isinstance(scale, _CudaArray))
+    return scales, granularity, math.prod(cache_shape[:-1])
 
 
 def _check_out(out, q):
@@ -239,6 +314,12 @@ class Decoder:
     array, decode_attention's) likewise: both kernels read it at every
     launch, so a replay may have another number of real query tokens per
     sequence (values outside ``[0, Lq]`` are clamped).
+    ``kv_dtype``, ``k_scale`` and ``v_scale``: fp8 caches, as for
+    decode_attention; device-array scales are bound like every buffer
+    (read at each run() and replay(), so new scales written in place need
+    no re-capture), a float is copied to device memory the Decoder owns.
+    A per-tensor scale beside a per-token one must be a float (broadcast
+    once): a per-tensor device array there is a ValueError.
     """
 
     def __init__(self, q, k_cache, v_cache, seq_lens, out, lse=None, *,
@@ -246,11 +327,12 @@ class Decoder:
                  block_table=None, arch=None, blocks_per_sm=None,
                  min_chunk_length=None, max_splits=None, window_left=None,
                  logits_soft_cap=None, sinks=None, alibi_slopes=None,
-                 query_lens=None):
+                 query_lens=None, kv_dtype=None, k_scale=None, v_scale=None):
         window_left = _check_window(window_left)
         logits_soft_cap = _check_soft_cap(logits_soft_cap)
-        problem, arrays = _check_cuda_inputs(q, k_cache, v_cache, seq_lens,
-                                             block_table, kv_layout, None)
+        problem, arrays, kv_format = _check_cuda_inputs(
+            q, k_cache, v_cache, seq_lens, block_table, kv_layout, None,
+            kv_dtype)
         qa, ka, va, la = arrays[:4]
         oa = _check_out(out, qa)
         arrays.append(oa)
@@ -261,11 +343,33 @@ class Decoder:
         buffers = {"sinks": sinks, "alibi_slopes": alibi_slopes,
                    "query_lens": query_lens}
         pointers = _check_buffers(buffers, problem, arrays)
+        scales, granularity, _ = _check_cuda_scales(
+            kv_format, k_scale, v_scale, arrays)
+        for name, (value, kind) in zip(("k_scale", "v_scale"), scales):
+            if isinstance(value, _CudaArray) and kind != granularity:
+                raise ValueError(
+                    f"{name} is a per-tensor device array beside a per-token "
+                    "scale: a Decoder reads device scales as they are at "
+                    "every replay, so give it per token and KV head "
+                    f"{tuple(ka.shape[:-1])} too, or as a float")
         splits, split_kv = _split_options(num_splits)
         self.device = _common_device(arrays)
         target, sm_count = _device_info(self.device)
+        # Floats become device arrays the Decoder owns (broadcast to the
+        # per-token shape beside a per-token scale).
+        owned = []
+        for name, (value, kind) in zip(("k_scale", "v_scale"), scales):
+            if isinstance(value, float):
+                owned.append(DeviceArray.from_numpy(
+                    _fp8.host_scale(value, name, kind, granularity,
+                                    tuple(ka.shape[:-1])),
+                    device=self.device))
+                pointers[name] = owned[-1]._address
+            else:
+                pointers[name] = value.pointer
         self._keep_alive = (q, k_cache, v_cache, seq_lens, out, lse,
-                            block_table, sinks, alibi_slopes, query_lens)
+                            block_table, sinks, alibi_slopes, query_lens,
+                            k_scale, v_scale, owned)
         # PyTorch tensors run on PyTorch's current stream; other arrays on
         # the plan's own stream (never the legacy one, which cannot be
         # captured, nor a PyTorch stream of another driver).
@@ -279,7 +383,8 @@ class Decoder:
             target if arch is None else arch,
             **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
             window_left=window_left, logits_soft_cap=logits_soft_cap,
-            **_buffer_flags(buffers))
+            **_buffer_flags(buffers),
+            **_fp8.config_options(kv_format, granularity))
         table = arrays[4].pointer if block_table is not None else 0
         self._plan = _native.CudaPlan(
             config, self.device, qa.pointer, ka.pointer, va.pointer,
@@ -309,13 +414,28 @@ class Decoder:
 _cuda_launchers = {}
 
 
+def _launch_scale(scale, kind, granularity, count):
+    """A checked k_scale / v_scale (a float or a _CudaArray) as
+    CudaLauncher.launch takes it: the array's address when the kernel reads
+    it as it is, else a StagedScale: the float, or a per-tensor array beside
+    a per-token one, broadcast to the ``count`` scales per token and KV
+    head."""
+    repeat = count if granularity == "token_head" else 1
+    if isinstance(scale, float):
+        return _native.StagedScale(value=scale, count=repeat)
+    if kind == granularity:
+        return scale.pointer
+    return _native.StagedScale(source=scale.pointer, count=repeat)
+
+
 def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                  return_lse, dtype, block_table, arch, out, lse, stream,
-                 planner, window_left=0, logits_soft_cap=None, **buffers):
+                 planner, window_left=0, logits_soft_cap=None, kv_dtype=None,
+                 k_scale=None, v_scale=None, **buffers):
     """``buffers``: sinks, alibi_slopes, query_lens (None or device
-    arrays)."""
-    problem, arrays = _check_cuda_inputs(q, k_cache, v_cache, seq_lens,
-                                         block_table, kv_layout, dtype)
+    arrays). kv_dtype, k_scale, v_scale: fp8 caches (see _fp8)."""
+    problem, arrays, kv_format = _check_cuda_inputs(
+        q, k_cache, v_cache, seq_lens, block_table, kv_layout, dtype, kv_dtype)
     qa = arrays[0]
     splits, _ = _split_options(num_splits)
     if lse is not None and not return_lse:
@@ -326,6 +446,10 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                         f"None, got {stream!r}")
     pointers = _check_buffers(buffers, problem, arrays)
     flags = _buffer_flags(buffers)
+    scales, granularity, count = _check_cuda_scales(
+        kv_format, k_scale, v_scale, arrays)
+    for name, (value, kind) in zip(("k_scale", "v_scale"), scales):
+        pointers[name] = _launch_scale(value, kind, granularity, count)
     inputs = len(arrays)
     if out is not None:
         arrays.append(_check_out(out, qa))
@@ -357,7 +481,7 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
            problem.query_len, qa.dtype, kv_layout, problem.page_size, splits,
            scale, return_lse, window_left, logits_soft_cap) + \
-        tuple(sorted(flags.items())) + (arch, device)
+        tuple(sorted(flags.items())) + (kv_format, granularity, arch, device)
     launcher = _cuda_launchers.get(key)
     if launcher is None:
         launcher = _native.cuda_launcher(_native.KernelConfig(
@@ -365,7 +489,8 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
             problem.query_len, _DTYPES[qa.dtype], kv_layout,
             problem.page_size, splits, True, scale, return_lse, 1, 4096,
             sm_count, arch, window_left=window_left,
-            logits_soft_cap=logits_soft_cap, **flags), device)
+            logits_soft_cap=logits_soft_cap, **flags,
+            **_fp8.config_options(kv_format, granularity)), device)
         _cuda_launchers[key] = launcher
     if stream is None:
         stream = _torch_stream(device) if any(

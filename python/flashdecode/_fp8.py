@@ -1,12 +1,15 @@
-"""FP8 KV caches (backend="cpu"): the two formats' codecs in numpy,
-quantize_kv, and the checks that turn a call's kv_dtype, caches and
+"""FP8 KV caches: the two formats' codecs in numpy, quantize_kv, and the
+checks both backends share that turn a call's kv_dtype, caches and
 k_scale / v_scale into the kernel's options.
 
 A cache is bytes: uint8 bit patterns with ``kv_dtype="float8_e4m3fn"`` or
 ``"float8_e5m2"``, or an ``ml_dtypes`` float8_e4m3fn / float8_e5m2 array
-(recognized by its dtype name, so ml_dtypes is not needed here). Element
-(..., d) of a cache stands for decode(byte) * scale, with the scale of the
-tensor ([1]) or of its (token, KV head) (the cache's shape without D)."""
+(recognized by its dtype name, so ml_dtypes is not needed here): numpy
+arrays for backend="cpu", device arrays of those dtypes (DeviceArray,
+PyTorch uint8 / float8 tensors, __cuda_array_interface__ "|u1") for
+backend="cuda". Element (..., d) of a cache stands for decode(byte) *
+scale, with the scale of the tensor ([1]) or of its (token, KV head) (the
+cache's shape without D)."""
 
 import numbers
 
@@ -15,6 +18,8 @@ import numpy as np
 # kv_dtype -> (the config's name, the largest finite value).
 _FORMATS = {"float8_e4m3fn": ("e4m3", 448.0), "float8_e5m2": ("e5m2", 57344.0)}
 _GRANULARITIES = ("tensor", "token_head")
+# The caches' dtypes (q's) that are not fp8, by name.
+_QUERY_DTYPES = frozenset(("float32", "float16", "bfloat16"))
 
 
 def _decode_table(kv_dtype):
@@ -157,6 +162,9 @@ def _cache_format(name, dtype_name, kv_dtype):
 def kv_format(k_dtype_name, v_dtype_name, kv_dtype):
     """The caches' fp8 format (a kv_dtype name), or None when they hold q's
     dtype; ValueError naming the argument for a mix."""
+    if kv_dtype is None and k_dtype_name in _QUERY_DTYPES and \
+            v_dtype_name in _QUERY_DTYPES:
+        return None  # the per-call path without fp8
     if kv_dtype is not None:
         kv_dtype = _check_kv_dtype(kv_dtype)
     k_format = _cache_format("k_cache", k_dtype_name, kv_dtype)
@@ -172,43 +180,80 @@ def is_fp8_dtype_name(dtype_name):
     return dtype_name in _FORMATS or dtype_name.startswith("float8")
 
 
+def check_query_dtype(dtype_name):
+    """q's dtype (named ``dtype_name``) must not be bytes or fp8: fp8 is for
+    the caches."""
+    if dtype_name == "uint8" or is_fp8_dtype_name(dtype_name):
+        raise ValueError(f"q must be float16, bfloat16 or float32, got "
+                         f"{dtype_name}: fp8 is for the caches only "
+                         "(kv_dtype)")
+
+
 def config_name(kv_format):
     """The native config's kv_dtype: "" (q's dtype), "e4m3" or "e5m2"."""
     return "" if kv_format is None else _FORMATS[kv_format][0]
 
 
-def _scale_array(scale, name, scale_shape):
-    """A k_scale / v_scale -> (float32 C-contiguous array, granularity)."""
+def config_options(kv_format, granularity):
+    """The native KernelConfig's kv_dtype and kv_scale keywords."""
+    return {"kv_dtype": config_name(kv_format), "kv_scale": granularity}
+
+
+def check_compile_options(kv_dtype, kv_scale):
+    """compile()'s kv_dtype (None or a kv_dtype name) and kv_scale (None,
+    "tensor" or "token_head") -> config_options()."""
+    kv_format = None if kv_dtype is None else _check_kv_dtype(kv_dtype)
+    if kv_scale is None:
+        return config_options(kv_format, "tensor")
+    if kv_format is None:
+        raise ValueError("kv_scale is only for fp8 caches (with kv_dtype), "
+                         f"got kv_scale={kv_scale!r}")
+    if kv_scale not in _GRANULARITIES:
+        raise ValueError(f"kv_scale must be one of {list(_GRANULARITIES)}, "
+                         f"got {kv_scale!r}")
+    return config_options(kv_format, kv_scale)
+
+
+def _check_scale(scale, name, scale_shape, as_array):
+    """One k_scale / v_scale -> (a float or the backend's array, the
+    granularity it has: "tensor" or "token_head"). A Python or numpy float
+    is per tensor; anything else goes through ``as_array(scale, name)``,
+    which returns the backend's array (with ``shape`` and ``dtype``) or
+    raises the backend's ValueError for what is not its kind of array; the
+    array must be float32 of shape () or (1,) (per tensor) or
+    ``scale_shape`` (per token and KV head)."""
     if isinstance(scale, numbers.Real) and not isinstance(scale, bool):
-        scale = np.array([scale], np.float32)
-    elif not isinstance(scale, np.ndarray):
-        raise ValueError(f"{name} must be a float or a float32 numpy array, "
-                         f"got {type(scale).__name__}")
-    if scale.dtype != np.float32:
-        raise ValueError(f"{name} must be float32, got {scale.dtype}")
-    if scale.shape in ((), (1,)):
-        array, granularity = scale.reshape(1), "tensor"
-    elif scale.shape == scale_shape:
-        array, granularity = scale, "token_head"
-    else:
-        raise ValueError(f"{name} must be a float, shape (1,) (per tensor) "
-                         f"or {scale_shape} (per token and KV head: the "
-                         f"caches' shape without D), got {scale.shape}")
-    if not np.isfinite(array).all():
-        raise ValueError(f"{name} must be finite")
-    return np.ascontiguousarray(array), granularity
+        with np.errstate(over="ignore"):  # beyond float32: inf, refused
+            value = np.array([scale], np.float32)
+        if not np.isfinite(value).all():
+            raise ValueError(f"{name} must be finite")
+        return float(value[0]), "tensor"
+    array = as_array(scale, name)
+    if str(array.dtype) != "float32":
+        raise ValueError(f"{name} must be float32, got {array.dtype}")
+    shape = tuple(array.shape)
+    if shape in ((), (1,)):
+        return array, "tensor"
+    if shape == scale_shape:
+        return array, "token_head"
+    raise ValueError(f"{name} must be a float, shape (1,) (per tensor) "
+                     f"or {scale_shape} (per token and KV head: the "
+                     f"caches' shape without D), got {shape}")
 
 
-def check_scales(kv_format, k_scale, v_scale, cache_shape):
-    """(k_scale, v_scale, granularity) for the kernel: float32 arrays both
-    [1] or both the caches' shape without D (a per-tensor scale beside a
-    per-token one is broadcast), or (None, None, "tensor") without fp8."""
+def check_scales(kv_format, k_scale, v_scale, cache_shape, as_array):
+    """The rules both backends share: ([(k_scale, its granularity),
+    (v_scale, its granularity)], the kernel's granularity), each scale a
+    float or the backend's array as given (see _check_scale). The kernel's
+    is "token_head" when either scale is: the backend then broadcasts the
+    per-tensor one to the caches' shape without D. Without fp8 ([], "tensor"),
+    and a scale given is a ValueError."""
     if kv_format is None:
         for name, scale in (("k_scale", k_scale), ("v_scale", v_scale)):
             if scale is not None:
                 raise ValueError(f"{name} is only for fp8 caches (uint8 with "
                                  "kv_dtype, or ml_dtypes fp8 arrays)")
-        return None, None, "tensor"
+        return [], "tensor"
     scale_shape = tuple(cache_shape[:-1])
     scales = []
     for name, scale in (("k_scale", k_scale), ("v_scale", v_scale)):
@@ -216,20 +261,22 @@ def check_scales(kv_format, k_scale, v_scale, cache_shape):
             raise ValueError(f"{name} is required with an fp8 cache "
                              f"({kv_format}): a float, or float32 (1,) or "
                              f"{scale_shape}")
-        scales.append(_scale_array(scale, name, scale_shape))
-    (k_array, k_kind), (v_array, v_kind) = scales
-    if k_kind == v_kind:
-        return k_array, v_array, k_kind
-    if k_kind == "tensor":
-        k_array = np.full(scale_shape, k_array[0], np.float32)
-    else:
-        v_array = np.full(scale_shape, v_array[0], np.float32)
-    return k_array, v_array, "token_head"
+        scales.append(_check_scale(scale, name, scale_shape, as_array))
+    granularity = "token_head" if any(
+        kind == "token_head" for _, kind in scales) else "tensor"
+    return scales, granularity
 
 
-def check_not_fp8(kv_dtype, k_scale, v_scale):
-    """backend="cuda": fp8 caches are not lowered to GPU kernels yet."""
-    if kv_dtype is not None or k_scale is not None or v_scale is not None:
-        raise NotImplementedError(
-            "fp8 caches (kv_dtype, k_scale, v_scale) are CPU-only for now: "
-            "use backend='cpu'")
+def host_scale(scale, name, kind, granularity, scale_shape):
+    """A checked scale (check_scales: a float or a numpy array of its
+    ``kind``) as the float32 C-contiguous numpy array the kernel reads: [1]
+    with the tensor granularity, else ``scale_shape`` (a per-tensor scale
+    broadcast). Its values must be finite."""
+    array = np.array([scale], np.float32) if isinstance(scale, float) \
+        else np.ascontiguousarray(scale).reshape(-1 if kind == "tensor"
+                                                 else scale_shape)
+    if not np.isfinite(array).all():
+        raise ValueError(f"{name} must be finite")
+    if kind == "tensor" and granularity == "token_head":
+        array = np.full(scale_shape, array[0], np.float32)
+    return array

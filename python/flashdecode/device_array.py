@@ -13,7 +13,10 @@ PyTorch and CuPy on the same GPU can use it through
 stream, so they wait for work queued there (decode_attention's default for
 DeviceArrays) and on blocking streams (a Decoder's own).
 bfloat16 data is given as uint16 bit patterns with ``dtype="bfloat16"`` (or
-as an ml_dtypes bfloat16 array) and comes back the same way.
+as an ml_dtypes bfloat16 array) and comes back the same way; fp8 caches
+likewise as uint8 bit patterns with ``dtype="float8_e4m3fn"`` or
+``"float8_e5m2"`` (or ml_dtypes fp8 arrays), or as plain "uint8" arrays
+(decode_attention's kv_dtype then names the format).
 """
 
 import math
@@ -25,10 +28,19 @@ from . import _flashdecode as _native
 _HOST_DTYPES = {"float32": np.dtype(np.float32),
                 "float16": np.dtype(np.float16),
                 "bfloat16": np.dtype(np.uint16),
-                "int32": np.dtype(np.int32)}
+                "int32": np.dtype(np.int32),
+                "uint8": np.dtype(np.uint8),
+                "float8_e4m3fn": np.dtype(np.uint8),
+                "float8_e5m2": np.dtype(np.uint8)}
+# The dtypes numpy holds as bit patterns (ml_dtypes' arrays are named so).
+_BIT_PATTERNS = {"bfloat16": np.dtype(np.uint16),
+                 "float8_e4m3fn": np.dtype(np.uint8),
+                 "float8_e5m2": np.dtype(np.uint8)}
 # bfloat16 has no numpy typestr: "<V2" is what ml_dtypes' bfloat16 reports.
+# fp8 has none either: it shows as its bytes.
 _TYPESTRS = {"float32": "<f4", "float16": "<f2", "bfloat16": "<V2",
-             "int32": "<i4"}
+             "int32": "<i4", "uint8": "|u1", "float8_e4m3fn": "|u1",
+             "float8_e5m2": "|u1"}
 
 
 def _check_dtype(dtype):
@@ -41,18 +53,20 @@ def _check_dtype(dtype):
 def _dtype_of(a, dtype):
     """The DeviceArray dtype of numpy array ``a``, checked with ``dtype``."""
     kind = a.dtype
-    if kind.name == "bfloat16" or (kind == np.uint16 and dtype == "bfloat16"):
-        found = "bfloat16"
+    if kind.name in _BIT_PATTERNS:
+        found = kind.name
+    elif dtype in _BIT_PATTERNS and kind == _BIT_PATTERNS[dtype]:
+        found = dtype
     elif kind == np.uint16:
         raise TypeError(f"a holds 16-bit patterns ({kind}): pass "
                         "dtype='bfloat16'")
     else:
         found = next((name for name, host in _HOST_DTYPES.items()
-                      if name != "bfloat16" and kind == host), None)
+                      if name not in _BIT_PATTERNS and kind == host), None)
         if found is None:
             raise TypeError(f"a dtype {kind} is not supported: expected "
-                            "float32, float16, int32, or bfloat16 as uint16 "
-                            "bit patterns")
+                            "float32, float16, int32, uint8, or bfloat16 "
+                            "(fp8) as uint16 (uint8) bit patterns")
     if dtype is not None and dtype != found:
         raise TypeError(f"a is {found} but dtype={dtype!r} was given")
     return found
@@ -65,8 +79,8 @@ class DeviceArray:
 
     def __init__(self, shape, dtype, *, device=0):
         """Uninitialized device memory of ``shape`` (ints >= 0) and ``dtype``
-        ("float32", "float16", "bfloat16" or "int32") on GPU ``device``; also
-        ``empty``."""
+        ("float32", "float16", "bfloat16", "int32", "uint8", "float8_e4m3fn"
+        or "float8_e5m2") on GPU ``device``; also ``empty``."""
         if isinstance(shape, (int, np.integer)):
             shape = (shape,)
         if not isinstance(shape, (tuple, list)) or not all(
@@ -97,7 +111,9 @@ class DeviceArray:
     @classmethod
     def from_numpy(cls, a, dtype=None, *, device=0):
         """A device copy of numpy array ``a`` on GPU ``device``. ``dtype``
-        (default: a's) must be "bfloat16" for uint16 bit patterns."""
+        (default: a's) must be "bfloat16" for uint16 bit patterns; uint8
+        ones are "uint8" unless it names an fp8 format ("float8_e4m3fn",
+        "float8_e5m2")."""
         if not isinstance(a, np.ndarray):
             raise TypeError(f"a must be a numpy array, got {type(a).__name__}")
         if dtype is not None:
@@ -113,7 +129,8 @@ class DeviceArray:
         and dtype (e.g. new lengths between graph replays)."""
         if not isinstance(a, np.ndarray):
             raise TypeError(f"a must be a numpy array, got {type(a).__name__}")
-        found = _dtype_of(a, "bfloat16" if self._dtype == "bfloat16" else None)
+        found = _dtype_of(a, self._dtype if self._dtype in _BIT_PATTERNS
+                          else None)
         if found != self._dtype:
             raise TypeError(f"a is {found} but this array is {self._dtype}")
         if a.shape != self._shape:
@@ -122,8 +139,9 @@ class DeviceArray:
         self._buffer.upload(np.ascontiguousarray(a))
 
     def numpy(self):
-        """A host copy; bfloat16 comes back as uint16 bit patterns (or as
-        ml_dtypes bfloat16 when the array was made from one)."""
+        """A host copy; bfloat16 (fp8) comes back as uint16 (uint8) bit
+        patterns, or as ml_dtypes arrays when the array was made from
+        one."""
         host = np.empty(self._shape, self._host_dtype)
         self._buffer.download(host)
         return host

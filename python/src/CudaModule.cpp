@@ -2,8 +2,8 @@
 //
 // backend="cuda" and Decoder: one primary context per GPU, a Decoder's plan
 // (CudaPlan), decode_attention's kernels loaded once per configuration and
-// GPU (CudaLauncher), device memory for DeviceArray, and what the driver
-// says about GPUs and pointers.
+// GPU (CudaLauncher) with the fp8 scales it stages (StagedScale), device
+// memory for DeviceArray, and what the driver says about GPUs and pointers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,22 +14,28 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
+#include <variant>
 
 namespace py = pybind11;
 using namespace flashdecode;
 
 namespace {
 
-/// What the process opened on one GPU: its primary context, and the
-/// workspaces decode_attention's launches share per stream.
+/// What the process opened on one GPU: its primary context, and what
+/// decode_attention's launches share per stream: the split workspaces and
+/// the fp8 scales they stage (StagedScale).
 struct OpenDevice {
   explicit OpenDevice(int ordinal)
-      : device(rt::getDriver(), ordinal), workspaces(device) {}
+      : device(rt::getDriver(), ordinal), workspaces(device),
+        stagedScales(device) {}
   rt::Device device;
   rt::StreamWorkspaces workspaces;
+  rt::StreamWorkspaces stagedScales;
 };
 
 /// GPU `ordinal`, opened on first use. Never closed, like everything the
@@ -100,7 +106,7 @@ public:
              uintptr_t keys, uintptr_t values, uintptr_t lengths,
              uintptr_t output, uintptr_t lse, uintptr_t blockTable,
              int64_t numPages, uintptr_t sinks, uintptr_t alibiSlopes,
-             uintptr_t queryLens)
+             uintptr_t queryLens, uintptr_t kScale, uintptr_t vScale)
       : device(getDevice(ordinal)), driver(device.getDriverApi()),
         bundle(toBundle(*compileOrThrow(config))), arch(config.arch) {
     rt::DecodeBuffers buffers{query,     keys, values,       lengths,
@@ -110,6 +116,8 @@ public:
     buffers.sinks = sinks;
     buffers.alibiSlopes = alibiSlopes;
     buffers.queryLens = queryLens;
+    buffers.kScale = kScale;
+    buffers.vScale = vScale;
     plan = std::make_unique<rt::DecodePlan>(device, bundle, buffers);
   }
 
@@ -168,11 +176,58 @@ private:
   std::set<rt::CUstream> usedStreams;
 };
 
+/// An fp8 scale buffer (k_scale or v_scale) that decode_attention writes
+/// into device memory before a launch, on the launch's stream: `count`
+/// copies of `value` (a Python float) or of the float at device address
+/// `source` (a per-tensor scale beside a per-token one, broadcast to the
+/// caches' shape without the head dim). Stream-ordered, so launches queued
+/// before still read what they were given.
+struct StagedScale {
+  std::optional<float> value;
+  uintptr_t source = 0;
+  int64_t count = 1;
+};
+
+/// A scale buffer as decode_attention passes it: a device address the
+/// kernel reads as it is (0: none), or one to stage.
+using ScaleArgument = std::variant<uintptr_t, StagedScale>;
+
+/// Writes `scale` at `destination` (room for scale.count floats) on
+/// `stream`: its first float from the host value (byte by byte: the driver
+/// table has no 32-bit memset) or from the source, then doubling copies of
+/// what is written, so a broadcast costs about log2(count) copies.
+void stageScale(const rt::DriverApi &driver, const StagedScale &scale,
+                rt::CUdeviceptr destination, rt::CUstream stream) {
+  if (scale.value) {
+    unsigned char bytes[sizeof(float)];
+    std::memcpy(bytes, &*scale.value, sizeof(float));
+    for (size_t i = 0; i < sizeof(float); ++i)
+      rt::check(driver,
+                driver.cuMemsetD8Async(destination + i, bytes[i], 1, stream),
+                "writing an fp8 scale");
+  } else {
+    rt::check(driver,
+              driver.cuMemcpyDtoDAsync(destination, scale.source, sizeof(float),
+                                       stream),
+              "copying a per-tensor fp8 scale");
+  }
+  for (int64_t written = 1; written < scale.count;) {
+    int64_t copied = std::min(written, scale.count - written);
+    rt::check(driver,
+              driver.cuMemcpyDtoDAsync(destination + written * sizeof(float),
+                                       destination, copied * sizeof(float),
+                                       stream),
+              "broadcasting a per-tensor fp8 scale");
+    written += copied;
+  }
+}
+
 /// decode_attention's per-call path for one configuration on one GPU: the
 /// PTX is compiled and loaded once, and each call rebinds the plan to its
 /// buffers and launches on the caller's stream without synchronizing. The
 /// workspace is the device's for that stream (StreamWorkspaces), sized for
-/// the largest batch seen; the GIL serializes calls.
+/// the largest batch seen; the GIL serializes calls. Staged fp8 scales
+/// live in the device's staging buffer for that stream, grown alike.
 class CudaLauncher {
 public:
   CudaLauncher(const KernelConfig &config, OpenDevice &open)
@@ -183,7 +238,8 @@ public:
               uintptr_t lengths, uintptr_t output, uintptr_t lse,
               uintptr_t blockTable, int64_t numPages, int64_t batch,
               int64_t maxLength, uintptr_t streamHandle, uintptr_t sinks,
-              uintptr_t alibiSlopes, uintptr_t queryLens) {
+              uintptr_t alibiSlopes, uintptr_t queryLens,
+              const ScaleArgument &kScale, const ScaleArgument &vScale) {
     auto stream = reinterpret_cast<rt::CUstream>(streamHandle);
     rt::DecodeBuffers buffers{query, keys,  values,    lengths,   output,
                               lse,   batch, maxLength, blockTable};
@@ -193,6 +249,7 @@ public:
     buffers.queryLens = queryLens;
     buffers.workspace =
         open.workspaces.get(stream, bundle.manifest.getWorkspaceBytes(batch));
+    stageScales(kScale, vScale, stream, buffers);
     // The plan loads the modules; made with the first call's buffers (a
     // failed load, e.g. PTX too new for the GPU, is retried next call).
     if (plan)
@@ -208,6 +265,34 @@ public:
   int64_t getLaunchCount() const { return launchCount; }
 
 private:
+  /// Sets buffers.kScale and vScale: the addresses given, or those of the
+  /// scales staged on `stream` (k first, then v, 16-byte aligned each).
+  void stageScales(const ScaleArgument &kScale, const ScaleArgument &vScale,
+                   rt::CUstream stream, rt::DecodeBuffers &buffers) {
+    const auto *kStaged = std::get_if<StagedScale>(&kScale);
+    const auto *vStaged = std::get_if<StagedScale>(&vScale);
+    auto bytes = [](const StagedScale *scale) -> size_t {
+      return scale ? (scale->count * sizeof(float) + 15) / 16 * 16 : 0;
+    };
+    rt::CUdeviceptr staging = 0;
+    if (kStaged || vStaged) {
+      for (const StagedScale *scale : {kStaged, vStaged})
+        if (scale && (scale->count < 1 || (!scale->value && !scale->source)))
+          throw py::value_error("a staged fp8 scale needs a value or a "
+                                "source and a count >= 1");
+      staging = open.stagedScales.get(stream, bytes(kStaged) + bytes(vStaged));
+      open.device.makeCurrent();
+    }
+    const rt::DriverApi &driver = open.device.getDriverApi();
+    if (kStaged)
+      stageScale(driver, *kStaged, staging, stream);
+    if (vStaged)
+      stageScale(driver, *vStaged, staging + bytes(kStaged), stream);
+    buffers.kScale = kStaged ? staging : std::get<uintptr_t>(kScale);
+    buffers.vScale =
+        vStaged ? staging + bytes(kStaged) : std::get<uintptr_t>(vScale);
+  }
+
   OpenDevice &open;
   rt::KernelBundle bundle;
   std::string arch;
@@ -246,23 +331,39 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
   // exactly when the config has with_sinks (0: none); like every buffer
   // its contents are read at each launch or replay. `alibi_slopes`
   // likewise: float [num_q_heads], required exactly with with_alibi;
-  // `query_lens`: int32 [batch], required exactly with with_query_lens.
+  // `query_lens`: int32 [batch], required exactly with with_query_lens;
+  // `k_scale` and `v_scale`: float, [1] or the caches' shape without the
+  // head dim (the config's kv_scale), required exactly with an fp8
+  // kv_dtype.
   py::class_<PyCudaPlan>(module, "CudaPlan")
       .def(py::init<const KernelConfig &, int, uintptr_t, uintptr_t, uintptr_t,
                     uintptr_t, uintptr_t, uintptr_t, uintptr_t, int64_t,
-                    uintptr_t, uintptr_t, uintptr_t>(),
+                    uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t>(),
            py::arg("config"), py::arg("device"), py::arg("q"),
            py::arg("k_cache"), py::arg("v_cache"), py::arg("seq_lens"),
            py::arg("out"), py::arg("lse"), py::arg("block_table"),
            py::arg("num_pages"), py::kw_only(), py::arg("sinks") = 0,
-           py::arg("alibi_slopes") = 0, py::arg("query_lens") = 0)
+           py::arg("alibi_slopes") = 0, py::arg("query_lens") = 0,
+           py::arg("k_scale") = 0, py::arg("v_scale") = 0)
       .def("launch", &PyCudaPlan::launch, py::arg("stream"))
       .def("capture", &PyCudaPlan::capture, py::arg("stream"))
       .def("replay", &PyCudaPlan::replay, py::arg("stream"))
       .def_property_readonly("num_splits", &PyCudaPlan::numSplits)
       .def_property_readonly("arch", &PyCudaPlan::getArch);
 
-  // Owned by the process (a reference, never freed by Python).
+  py::class_<StagedScale>(module, "StagedScale")
+      .def(py::init(
+               [](std::optional<float> value, uintptr_t source, int64_t count) {
+                 return StagedScale{value, source, count};
+               }),
+           py::kw_only(), py::arg("value") = std::nullopt,
+           py::arg("source") = 0, py::arg("count") = 1)
+      .def_readonly("value", &StagedScale::value)
+      .def_readonly("source", &StagedScale::source)
+      .def_readonly("count", &StagedScale::count);
+
+  // Owned by the process (a reference, never freed by Python). `k_scale`
+  // and `v_scale`: device addresses (as CudaPlan's) or StagedScales.
   py::class_<CudaLauncher, std::unique_ptr<CudaLauncher, py::nodelete>>(
       module, "CudaLauncher")
       .def("launch", &CudaLauncher::launch, py::arg("q"), py::arg("k_cache"),
@@ -270,7 +371,8 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
            py::arg("lse"), py::arg("block_table"), py::arg("num_pages"),
            py::arg("batch"), py::arg("max_len"), py::arg("stream"),
            py::kw_only(), py::arg("sinks") = 0, py::arg("alibi_slopes") = 0,
-           py::arg("query_lens") = 0)
+           py::arg("query_lens") = 0, py::arg("k_scale") = uintptr_t(0),
+           py::arg("v_scale") = uintptr_t(0))
       .def_property_readonly("num_splits", &CudaLauncher::numSplits)
       .def_property_readonly("arch", &CudaLauncher::getArch)
       .def_property_readonly("launch_count", &CudaLauncher::getLaunchCount);

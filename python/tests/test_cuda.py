@@ -162,3 +162,42 @@ def test_sinks_as_a_tensor():
         with pytest.raises(ValueError, match=words):
             flashdecode.decode_attention(*device[:4], sinks=bad,
                                          backend="cuda")
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "token_head"])
+def test_fp8_caches_match_cpu(granularity):
+    """uint8 tensors with kv_dtype and float8_e4m3fn tensors (no kv_dtype)
+    on a side stream, scales as CUDA tensors and a float (staged on that
+    stream), against the CPU backend on the same bytes."""
+    rng = np.random.default_rng()
+    k = rng.normal(size=(2, 300, 2, 128))
+    v = rng.normal(size=(2, 300, 2, 128)) * 4
+    kb, vb, ks, vs = flashdecode.quantize_kv(k, v, "float8_e4m3fn",
+                                             granularity)
+    q = (torch.randn(2, 8, 128) * 2).half()
+    lens = np.array([0, 257], np.int32)
+    v_scale = float(vs[0]) if granularity == "tensor" else vs
+    expected, expected_lse = flashdecode.decode_attention(
+        q.numpy(), kb, vb, lens, kv_dtype="float8_e4m3fn", k_scale=ks,
+        v_scale=v_scale, return_lse=True)
+    k_dev, v_dev = (torch.from_numpy(b).cuda() for b in (kb, vb))
+    scales = {"k_scale": torch.from_numpy(ks).cuda(),
+              "v_scale": v_scale if granularity == "tensor" else
+              torch.from_numpy(vs).cuda()}
+    calls = [((k_dev, v_dev), {"kv_dtype": "float8_e4m3fn"})]
+    if hasattr(torch, "float8_e4m3fn"):
+        calls.append(((k_dev.view(torch.float8_e4m3fn),
+                       v_dev.view(torch.float8_e4m3fn)), {}))
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        results = [flashdecode.decode_attention(
+            q.cuda(), *caches, torch.from_numpy(lens).cuda(),
+            backend="cuda", return_lse=True, **scales, **kv)
+            for caches, kv in calls]
+    stream.synchronize()
+    for out, lse in results:
+        actual = out.cpu().numpy().astype(np.float32)
+        assert np.abs(actual - expected).max() <= \
+            1e-2 * np.abs(expected).max()
+        np.testing.assert_allclose(lse.cpu().numpy()[1:], expected_lse[1:],
+                                   rtol=1e-3, atol=1e-3)

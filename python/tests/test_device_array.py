@@ -11,16 +11,29 @@ from flashdecode import DeviceArray
 pytestmark = pytest.mark.usefixtures("cuda_driver")
 
 
+# The dtypes given as bit patterns, and the numpy dtype of those.
+BIT_PATTERNS = {"bfloat16": np.uint16, "float8_e4m3fn": np.uint8,
+                "float8_e5m2": np.uint8}
+
+
 def random_array(rng, dtype, shape):
-    """Fresh values of every dtype; bfloat16 as arbitrary 16-bit patterns."""
-    if dtype == "bfloat16":
-        return rng.integers(0, 1 << 16, shape, dtype=np.uint16)
+    """Fresh values of every dtype; bfloat16 and fp8 as arbitrary 16-bit
+    and 8-bit patterns."""
+    if dtype in BIT_PATTERNS or dtype == "uint8":
+        bits = np.dtype(BIT_PATTERNS.get(dtype, np.uint8))
+        return rng.integers(0, 1 << (8 * bits.itemsize), shape, dtype=bits)
     if dtype == "int32":
         return rng.integers(-2**31, 2**31, shape, dtype=np.int32)
     return rng.normal(0.0, 10.0, shape).astype(dtype)
 
 
-DTYPES = ["float32", "float16", "bfloat16", "int32"]
+def patterns(dtype):
+    """from_numpy's dtype= for `dtype`: named for bit patterns."""
+    return dtype if dtype in BIT_PATTERNS else None
+
+
+DTYPES = ["float32", "float16", "bfloat16", "int32", "uint8",
+          "float8_e4m3fn", "float8_e5m2"]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -28,8 +41,7 @@ DTYPES = ["float32", "float16", "bfloat16", "int32"]
 def test_round_trip_is_bit_exact(dtype, shape):
     rng = np.random.default_rng()
     host = random_array(rng, dtype, shape)
-    device = DeviceArray.from_numpy(
-        host, dtype="bfloat16" if dtype == "bfloat16" else None)
+    device = DeviceArray.from_numpy(host, dtype=patterns(dtype))
     assert device.shape == shape and device.dtype == dtype
     assert device.nbytes == host.nbytes
     back = device.numpy()
@@ -40,8 +52,8 @@ def test_round_trip_is_bit_exact(dtype, shape):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_copy_from_numpy_overwrites_in_place(dtype):
     rng = np.random.default_rng()
-    bf16 = "bfloat16" if dtype == "bfloat16" else None
-    device = DeviceArray.from_numpy(random_array(rng, dtype, (4, 9)), bf16)
+    device = DeviceArray.from_numpy(random_array(rng, dtype, (4, 9)),
+                                    patterns(dtype))
     address = device.__cuda_array_interface__["data"][0]
     update = random_array(rng, dtype, (4, 9))
     device.copy_from_numpy(update)
@@ -66,7 +78,8 @@ def test_non_contiguous_input_is_copied_in_order():
 
 @pytest.mark.parametrize("dtype,typestr", [
     ("float32", "<f4"), ("float16", "<f2"), ("bfloat16", "<V2"),
-    ("int32", "<i4")])
+    ("int32", "<i4"), ("uint8", "|u1"), ("float8_e4m3fn", "|u1"),
+    ("float8_e5m2", "|u1")])
 def test_cuda_array_interface(dtype, typestr):
     array = DeviceArray.empty((3, 4), dtype)
     interface = array.__cuda_array_interface__
@@ -86,12 +99,13 @@ def test_empty_has_shape_and_dtype():
     assert repr(array) == "DeviceArray(shape=(2, 3), dtype='bfloat16')"
 
 
-def test_ml_dtypes_bfloat16_comes_back_as_ml_dtypes():
+@pytest.mark.parametrize("dtype", BIT_PATTERNS)
+def test_ml_dtypes_arrays_come_back_as_ml_dtypes(dtype):
     ml_dtypes = pytest.importorskip("ml_dtypes")
     host = np.random.default_rng().normal(size=(5, 3)).astype(
-        ml_dtypes.bfloat16)
+        getattr(ml_dtypes, dtype))
     device = DeviceArray.from_numpy(host)
-    assert device.dtype == "bfloat16"
+    assert device.dtype == dtype
     back = device.numpy()
     assert back.dtype == host.dtype and back.tobytes() == host.tobytes()
 
@@ -111,6 +125,19 @@ def test_device_is_the_emulator_under_fdemu():
      "a dtype float64 is not supported"),
     (lambda: DeviceArray.from_numpy(np.zeros(3, np.int64)), TypeError,
      "a dtype int64 is not supported"),
+    (lambda: DeviceArray.from_numpy(np.zeros(3, np.int8)), TypeError,
+     "a dtype int8 is not supported: expected float32, float16, int32, "
+     "uint8, or bfloat16 (fp8) as uint16 (uint8) bit patterns"),
+    (lambda: DeviceArray.from_numpy(np.zeros(3, np.float16),
+                                    "float8_e4m3fn"), TypeError,
+     "a is float16 but dtype='float8_e4m3fn' was given"),
+    (lambda: DeviceArray.from_numpy(np.zeros(3, np.uint8), "bfloat16"),
+     TypeError, "a is uint8 but dtype='bfloat16' was given"),
+    (lambda: DeviceArray.empty((2,), "uint8").copy_from_numpy(
+        np.zeros(2, np.int32)), TypeError, "a is int32 but this array is "
+     "uint8"),
+    (lambda: DeviceArray.empty((2,), "float8_e5m2").copy_from_numpy(
+        np.zeros(2, np.float32)), TypeError, "a is float32"),
     (lambda: DeviceArray.from_numpy(np.zeros(3, np.uint16)), TypeError,
      "pass dtype='bfloat16'"),
     (lambda: DeviceArray.from_numpy(np.zeros(3, np.float32), "float64"),

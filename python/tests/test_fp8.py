@@ -1,19 +1,20 @@
 """FP8 KV caches on the CPU backend: the numpy codecs against the formats'
-definitions, quantize_kv, decode_attention against the float64 reference
-on the dequantized caches, and every bad input."""
+definitions, quantize_kv, compile(kv_dtype=, kv_scale=), decode_attention
+against the float64 reference on the dequantized caches, and every bad
+input. The runner and the bad-input table are fp8_checks.py's, shared with
+test_fp8_cuda_emulated.py (backend="cuda")."""
 import numpy as np
 import pytest
 
 import flashdecode
 from flashdecode._fp8 import decode_fp8, encode_fp8, kv_format
-from reference import (attention, check_against_reference, decode,
-                       page_pool, random_inputs)
+from fp8_checks import (FORMATS, bad_inputs, check_bad_input,
+                        check_every_other_feature, dequantized, run_case)
+from reference import attention
 
-FORMATS = ("float8_e4m3fn", "float8_e5m2")
+BACKEND = "cpu"
 # (exponent bits, bias, largest finite value) of each format.
 DEFINITION = {"float8_e4m3fn": (4, 7, 448.0), "float8_e5m2": (5, 15, 57344.0)}
-TOLERANCE = {"float32": 1e-5, "float16": 1e-2, "bfloat16": 1e-2}
-LSE_TOLERANCE = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 1e-3}
 
 
 def defined_value(bits, kv_dtype):
@@ -86,12 +87,6 @@ def test_encoder_rounds_to_nearest_even(kv_dtype):
     assert np.isnan(decode_fp8(big[2:], kv_dtype)).all()
 
 
-def dequantized(bits, scale, kv_dtype):
-    values = decode_fp8(bits, kv_dtype)
-    return values * (scale.astype(np.float64)[..., None] if scale.size > 1
-                     else float(scale[0]))
-
-
 @pytest.mark.parametrize("granularity", ["tensor", "token_head"])
 @pytest.mark.parametrize("kv_dtype", FORMATS)
 def test_quantize_kv_round_trip(kv_dtype, granularity):
@@ -120,78 +115,34 @@ def test_quantize_kv_round_trip(kv_dtype, granularity):
     assert (k_bytes[0, 5, 1] & 0x7F == 0).all()
 
 
-def fp8_case(rng, dtype, kv_dtype, granularity, layout, heads, lengths,
-             max_len, query_len=None, splits=(None, 3), paged=0):
-    """decode_attention on quantized caches against the reference on the
-    caches they stand for, for each split count."""
-    num_q, num_kv = heads
-    batch = len(lengths)
-    q_shape = (batch, num_q, 64) if query_len is None else \
-        (batch, query_len, num_q, 64)
-    cache_shape = (batch, max_len, num_kv, 64) if layout == "NHD" else \
-        (batch, num_kv, max_len, 64)
-    (q, k, v), (qx, _, _) = random_inputs(rng, dtype, q_shape, cache_shape)
-    k, v = (decode(array, dtype) for array in (k, v))
-    lens = np.array(lengths, np.int32)
-    table = None
-    if paged:
-        k, v, table = page_pool(rng, k, v, paged, layout)
-    k_bytes, v_bytes, k_scale, v_scale = flashdecode.quantize_kv(
-        k, v, kv_dtype, granularity)
-    kx = dequantized(k_bytes, k_scale, kv_dtype)
-    vx = dequantized(v_bytes, v_scale, kv_dtype)
-    if paged:
-        kx, vx = (gather(pool, table, layout) for pool in (kx, vx))
-    expected, expected_lse = attention(qx, kx, vx, lens, layout)
-    for num_splits in splits:
-        out, lse = flashdecode.decode_attention(
-            q, k_bytes, v_bytes, lens, kv_layout=layout, return_lse=True,
-            num_splits=num_splits, block_table=table, kv_dtype=kv_dtype,
-            k_scale=k_scale, v_scale=v_scale,
-            dtype=dtype if dtype == "bfloat16" else None)
-        assert out.shape == q.shape and out.dtype == q.dtype
-        check_against_reference(
-            out, lse, expected, expected_lse, dtype, TOLERANCE[dtype],
-            LSE_TOLERANCE[dtype],
-            f"{dtype} {kv_dtype} {granularity} {layout} splits={num_splits}")
-
-
-def gather(pool, table, layout):
-    """A page pool back to dense caches through the block table."""
-    if layout == "HND":
-        pool = pool.transpose(0, 2, 1, 3)
-    dense = pool[table].reshape((table.shape[0], -1) + pool.shape[2:])
-    return dense if layout == "NHD" else dense.transpose(0, 2, 1, 3)
-
-
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
 @pytest.mark.parametrize("granularity", ["tensor", "token_head"])
 @pytest.mark.parametrize("kv_dtype", FORMATS)
 def test_matches_reference_on_dequantized_caches(kv_dtype, granularity,
                                                  layout):
-    rng = np.random.default_rng()
-    fp8_case(rng, "float32", kv_dtype, granularity, layout, (8, 2),
+    run_case(BACKEND, "float32", kv_dtype, granularity, layout, (8, 2),
              [0, 1, 37, 90], 90)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_precision_queries_and_mqa(dtype):
-    rng = np.random.default_rng()
-    fp8_case(rng, dtype, "float8_e4m3fn", "token_head", "NHD", (4, 1),
+    run_case(BACKEND, dtype, "float8_e4m3fn", "token_head", "NHD", (4, 1),
              [5, 64], 64, splits=(2,))
 
 
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
 def test_paged_caches(layout):
-    rng = np.random.default_rng()
-    fp8_case(rng, "float32", "float8_e5m2", "token_head", layout, (8, 2),
+    run_case(BACKEND, "float32", "float8_e5m2", "token_head", layout, (8, 2),
              [3, 70], 70, splits=(1, 4), paged=16)
 
 
 def test_query_tokens():
-    rng = np.random.default_rng()
-    fp8_case(rng, "float32", "float8_e4m3fn", "tensor", "NHD", (8, 2),
+    run_case(BACKEND, "float32", "float8_e4m3fn", "tensor", "NHD", (8, 2),
              [1, 2, 50], 50, query_len=3, splits=(1, 5))
+
+
+def test_with_every_other_feature():
+    check_every_other_feature(BACKEND)
 
 
 def test_scales_as_floats_and_mixed_granularity():
@@ -232,56 +183,65 @@ def test_ml_dtypes_arrays():
             v_scale=vs)
 
 
-def fp8_inputs():
+@pytest.mark.parametrize("arguments,words", bad_inputs(BACKEND))
+def test_bad_input_names_the_argument(arguments, words):
+    """The table both backends share (fp8_checks.BAD_INPUTS)."""
+    check_bad_input(BACKEND, arguments, words)
+
+
+def test_errors_of_host_arrays():
+    """What only numpy arrays have: values the host can read, strides."""
     q = np.ones((2, 8, 64), np.float32)
     k = np.full((2, 16, 2, 64), 0x38, np.uint8)
-    return q, k, k.copy(), np.full(2, 16, np.int32)
-
-
-def test_errors():
-    q, k, v, lens = fp8_inputs()
+    lens = np.full(2, 16, np.int32)
     call = flashdecode.decode_attention
     fp8 = {"kv_dtype": "float8_e4m3fn"}
-    with pytest.raises(ValueError, match="k_scale is required"):
-        call(q, k, v, lens, **fp8, v_scale=1.0)
-    with pytest.raises(ValueError, match="v_scale is required"):
-        call(q, k, v, lens, **fp8, k_scale=1.0)
-    dense = np.ones((2, 16, 2, 64), np.float32)
-    with pytest.raises(ValueError, match="k_scale is only for fp8 caches"):
-        call(q, dense, dense, lens, k_scale=1.0)
-    with pytest.raises(ValueError, match="v_scale is only for fp8 caches"):
-        call(q, dense, dense, lens, v_scale=np.ones(1, np.float32))
-    with pytest.raises(ValueError, match=r"k_scale must be a float, shape "
-                       r"\(1,\) .* or \(2, 16, 2\)"):
-        call(q, k, v, lens, **fp8, k_scale=np.ones((2, 16), np.float32),
-             v_scale=1.0)
-    with pytest.raises(ValueError, match="v_scale must be float32"):
-        call(q, k, v, lens, **fp8, k_scale=1.0, v_scale=np.ones(1))
-    with pytest.raises(ValueError, match="k_scale must be a float or"):
-        call(q, k, v, lens, **fp8, k_scale="1", v_scale=1.0)
     with pytest.raises(ValueError, match="k_scale must be finite"):
-        call(q, k, v, lens, **fp8, k_scale=float("nan"), v_scale=1.0)
-    with pytest.raises(ValueError, match="kv_dtype must be one of"):
-        call(q, k, v, lens, kv_dtype="float8", k_scale=1.0, v_scale=1.0)
-    with pytest.raises(ValueError, match="kv_dtype='float8_e5m2' needs fp8 "
-                       "caches .* k_cache is float32"):
-        call(q, dense, dense, lens, kv_dtype="float8_e5m2")
-    with pytest.raises(ValueError, match=r"k_cache holds bytes \(uint8\): "
-                       "pass kv_dtype"):
-        call(q, k, v, lens, k_scale=1.0, v_scale=1.0)
-    with pytest.raises(ValueError, match="q must be float16, bfloat16 or "
-                       "float32, got uint8: fp8 is for the caches only"):
-        call(np.ones(q.shape, np.uint8), k, v, lens, **fp8, k_scale=1.0,
+        call(q, k, k, lens, **fp8, k_scale=np.array([np.nan], np.float32),
              v_scale=1.0)
-    with pytest.raises(ValueError, match="needs fp8 caches .* v_cache is "
-                       "float32"):
-        call(q, k, dense, lens, **fp8, k_scale=1.0, v_scale=1.0)
+    per_token = np.ones((2, 16, 2), np.float32)
+    per_token[1, 3, 0] = np.inf
+    with pytest.raises(ValueError, match="v_scale must be finite"):
+        call(q, k, k, lens, **fp8, k_scale=1.0, v_scale=per_token)
     with pytest.raises(ValueError, match="k_cache must be C-contiguous"):
-        call(q, np.asfortranarray(k), v, lens, **fp8, k_scale=1.0,
+        call(q, np.asfortranarray(k), k, lens, **fp8, k_scale=1.0,
              v_scale=1.0)
-    with pytest.raises(NotImplementedError, match="fp8 caches .* are "
-                       "CPU-only for now"):
-        call(q, k, v, lens, **fp8, k_scale=1.0, v_scale=1.0, backend="cuda")
+    device_like = type("DeviceLike", (), {"__cuda_array_interface__": {}})
+    with pytest.raises(ValueError, match="k_scale must be a float or a "
+                       "float32 numpy array, got DeviceLike"):
+        call(q, k, k, lens, **fp8, k_scale=device_like(), v_scale=1.0)
+
+
+def test_compile_for_fp8_caches():
+    """compile(kv_dtype=, kv_scale=): the partial kernel takes k_scale and
+    v_scale last, the manifest says the format and granularity."""
+    plain = flashdecode.compile(64, 8, 2, num_splits=2)
+    assert plain.manifest["config"]["kv_dtype"] == "f16"
+    assert plain.manifest["config"]["kv_scale"] == "none"
+    for kv_dtype, name in (("float8_e4m3fn", "e4m3"),
+                           ("float8_e5m2", "e5m2")):
+        for kv_scale, manifest_name in ((None, "tensor"),
+                                        ("tensor", "tensor"),
+                                        ("token_head", "token-head")):
+            kernel = flashdecode.compile(64, 8, 2, num_splits=2,
+                                         kv_dtype=kv_dtype, kv_scale=kv_scale)
+            config = kernel.manifest["config"]
+            assert (config["kv_dtype"], config["kv_scale"]) == \
+                (name, manifest_name)
+            partial = kernel.manifest["kernels"][0]
+            assert partial["name"] == "fd_partial_attention"
+            assert [p["name"] for p in partial["params"][-2:]] == \
+                ["k_scale", "v_scale"]
+            assert f"kv_dtype={name}" in repr(kernel)
+    with pytest.raises(ValueError, match="kv_dtype must be one of"):
+        flashdecode.compile(64, 8, 2, kv_dtype="e4m3")
+    with pytest.raises(ValueError, match="kv_scale is only for fp8 caches "
+                       r"\(with kv_dtype\), got kv_scale='tensor'"):
+        flashdecode.compile(64, 8, 2, kv_scale="tensor")
+    with pytest.raises(ValueError, match=r"kv_scale must be one of \['tensor'"
+                       r", 'token_head'\], got 'token-head'"):
+        flashdecode.compile(64, 8, 2, kv_dtype="float8_e5m2",
+                            kv_scale="token-head")
 
 
 def test_mixed_formats_by_dtype_name():

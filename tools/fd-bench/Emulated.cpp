@@ -72,7 +72,7 @@ Timing Emulator::model(const Device &device, CUstream stream,
                        int64_t length, int64_t tokensPerSplit) {
   const Manifest &manifest = bundle.manifest;
   if (manifest.dtype != "f16")
-    throw std::invalid_argument("fd-bench times f16 kernels, not " +
+    throw std::invalid_argument("fd-bench times kernels of f16 queries, not " +
                                 manifest.dtype);
   Timing timing;
   timing.modeled = true;
@@ -113,13 +113,18 @@ Timing Emulator::model(const Device &device, CUstream stream,
       batch * manifest.queryLength * manifest.numQueryHeads * manifest.headDim;
   size_t cacheElements =
       batch * capacity * manifest.numKVHeads * manifest.headDim;
+  size_t cacheBytes = cacheElements * manifest.getCacheElementBytes();
   DeviceBuffer query(device, queryElements * 2),
-      output(device, queryElements * 2), keys(device, cacheElements * 2),
-      values(device, cacheElements * 2),
-      lengths(device, batch * sizeof(int32_t));
+      output(device, queryElements * 2), keys(device, cacheBytes),
+      values(device, cacheBytes), lengths(device, batch * sizeof(int32_t));
+  FillType cacheType = getCacheFillType(manifest);
   fillRandom(driver, stream, query, 2.0, random);
-  fillRandom(driver, stream, keys, 1.0, random);
-  fillRandom(driver, stream, values, 1.0, random);
+  fillRandom(driver, stream, keys, 1.0, random, nullptr, cacheType);
+  fillRandom(driver, stream, values, 1.0, random, nullptr, cacheType);
+  // fp8 caches: their scales, of the caches' shape without the head dim
+  // when per token and head (so the capacity's too).
+  CacheScales scales =
+      CacheScales::make(device, stream, manifest, cacheElements, random);
   DecodeBuffers buffers{query.getAddress(),
                         keys.getAddress(),
                         values.getAddress(),
@@ -128,6 +133,7 @@ Timing Emulator::model(const Device &device, CUstream stream,
                         0,
                         batch,
                         capacity};
+  scales.bind(buffers);
   std::unique_ptr<DeviceBuffer> lse, table;
   if (manifest.withLse) {
     lse = std::make_unique<DeviceBuffer>(

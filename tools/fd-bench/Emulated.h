@@ -43,12 +43,12 @@ public:
 
   double getDramBytesPerSecond() const { return dramBytesPerSecond; }
 
-  /// Models a call of the f16 `bundle` over `batch` sequences of `length`
-  /// tokens, and a kLayers step eager and as one graph: runs the call twice
-  /// with every sequence at S * c1 and S * (c1 + t) tokens (S splits, t
-  /// tokens per split, t <= c1 < 2t; see Emulated.cpp), or once at `length`
-  /// when that is no longer or t is 0, and extrapolates each launch's
-  /// counters to the full length. Allocates only what the runs read.
+  /// Models a call of the `bundle` (f16 queries; f16 or fp8 caches) over
+  /// `batch` sequences of `length` tokens, and a kLayers step eager and as one
+  /// graph: runs the call twice with every sequence at S * c1 and S * (c1 + t)
+  /// tokens (S splits, t tokens per split, t <= c1 < 2t; see Emulated.cpp), or
+  /// once at `length` when that is no longer or t is 0, and extrapolates each
+  /// launch's counters to the full length. Allocates only what the runs read.
   Timing model(const rt::Device &device, rt::CUstream stream,
                const rt::KernelBundle &bundle, int64_t batch, int64_t length,
                int64_t tokensPerSplit);

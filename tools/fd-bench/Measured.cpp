@@ -4,8 +4,11 @@
 
 #include "fd/Reference/Reference.h"
 
+#include "fd/Reference/Float8.h"
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <numeric>
 
@@ -19,30 +22,110 @@ constexpr int kL2CacheSizeAttribute = 38; // CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
 
 } // namespace
 
-void fillRandom(const DriverApi &driver, CUstream stream, DeviceBuffer &buffer,
-                double deviation, std::mt19937 &random,
-                std::vector<double> *values) {
-  size_t elements = buffer.getSize() / 2;
-  size_t blockElements = std::min<size_t>(elements, 32 << 20);
-  std::vector<uint16_t> block(blockElements);
-  std::normal_distribution<float> distribution(0.0f, deviation);
-  for (uint16_t &element : block)
-    element = reference::floatToHalf(distribution(random));
-  if (values) {
-    values->resize(elements);
-    for (size_t i = 0; i < elements; ++i)
-      (*values)[i] = reference::halfToFloat(block[i % blockElements]);
-  }
-  buffer.upload(block.data(), blockElements * 2);
-  for (size_t filled = blockElements; filled < elements;) {
-    size_t chunk = std::min(filled, elements - filled);
+namespace {
+
+/// Elements of the host-made block fillRandom repeats on the device.
+constexpr size_t kFillBlockElements = size_t(32) << 20;
+
+/// Uploads `block` to the start of `buffer` and repeats it on the device
+/// until the buffer is full (its size a whole number of elements).
+void uploadRepeated(const DriverApi &driver, CUstream stream,
+                    DeviceBuffer &buffer, const void *block,
+                    size_t blockBytes) {
+  buffer.upload(block, blockBytes);
+  for (size_t filled = blockBytes; filled < buffer.getSize();) {
+    size_t chunk = std::min(filled, buffer.getSize() - filled);
     check(driver,
-          driver.cuMemcpyDtoDAsync(buffer.getAddress() + filled * 2,
-                                   buffer.getAddress(), chunk * 2, stream),
+          driver.cuMemcpyDtoDAsync(buffer.getAddress() + filled,
+                                   buffer.getAddress(), chunk, stream),
           "replicating random data");
     filled += chunk;
   }
   check(driver, driver.cuStreamSynchronize(stream), "filling buffers");
+}
+
+} // namespace
+
+FillType getCacheFillType(const Manifest &manifest) {
+  return manifest.kvDtype == "e4m3"   ? FillType::E4M3
+         : manifest.kvDtype == "e5m2" ? FillType::E5M2
+                                      : FillType::F16;
+}
+
+void fillRandom(const DriverApi &driver, CUstream stream, DeviceBuffer &buffer,
+                double deviation, std::mt19937 &random,
+                std::vector<double> *values, FillType type) {
+  size_t elementBytes = type == FillType::F16 ? 2 : 1;
+  size_t elements = buffer.getSize() / elementBytes;
+  size_t blockElements = std::min(elements, kFillBlockElements);
+  std::vector<uint8_t> block(blockElements * elementBytes);
+  // What the block holds, as floats: only for `values` (a block is 32M
+  // elements).
+  std::vector<float> decoded(values ? blockElements : 0);
+  std::normal_distribution<float> distribution(0.0f, deviation);
+  for (size_t i = 0; i < blockElements; ++i) {
+    float value = distribution(random);
+    if (type == FillType::F16) {
+      uint16_t bits = reference::floatToHalf(value);
+      std::memcpy(&block[2 * i], &bits, 2);
+      if (values)
+        decoded[i] = reference::halfToFloat(bits);
+      continue;
+    }
+    // Moderate magnitudes, far inside both formats' finite range (448 and
+    // 57344): the encodings are never NaN (e4m3 magnitude 0x7f) nor
+    // infinity or NaN (e5m2 exponent 31).
+    value = std::clamp(value, -64.0f, 64.0f);
+    uint8_t bits = type == FillType::E4M3
+                       ? reference::floatToFloat8E4M3FN(value)
+                       : reference::floatToFloat8E5M2(value);
+    block[i] = bits;
+    if (values)
+      decoded[i] = type == FillType::E4M3 ? reference::float8E4M3FNToFloat(bits)
+                                          : reference::float8E5M2ToFloat(bits);
+  }
+  if (values) {
+    values->resize(elements);
+    for (size_t i = 0; i < elements; ++i)
+      (*values)[i] = decoded[i % blockElements];
+  }
+  uploadRepeated(driver, stream, buffer, block.data(), block.size());
+}
+
+CacheScales CacheScales::make(const Device &device, CUstream stream,
+                              const Manifest &manifest, size_t cacheElements,
+                              std::mt19937 &random, bool values) {
+  CacheScales scales;
+  size_t count = manifest.getScaleElements(cacheElements);
+  if (!count)
+    return scales;
+  size_t blockElements = std::min(count, kFillBlockElements);
+  std::uniform_real_distribution<float> exponent(std::log(0.01f), 0.0f);
+  for (auto [buffer, host] :
+       {std::make_pair(&scales.keys, &scales.keyValues),
+        std::make_pair(&scales.values, &scales.valueValues)}) {
+    std::vector<float> block(blockElements);
+    for (float &scale : block)
+      scale = std::exp(exponent(random));
+    *buffer = std::make_unique<DeviceBuffer>(device, count * sizeof(float));
+    uploadRepeated(device.getDriverApi(), stream, **buffer, block.data(),
+                   block.size() * sizeof(float));
+    if (values) {
+      host->resize(count);
+      for (size_t i = 0; i < count; ++i)
+        (*host)[i] = block[i % blockElements];
+    }
+  }
+  return scales;
+}
+
+void CacheScales::bind(DecodeBuffers &buffers) const {
+  buffers.kScale = keys ? keys->getAddress() : 0;
+  buffers.vScale = values ? values->getAddress() : 0;
+}
+
+size_t CacheScales::getBytes() const {
+  return (keys ? keys->getSize() : 0) + (values ? values->getSize() : 0);
 }
 
 EventTimer::EventTimer(const Device &device, CUstream stream, bool quick)
@@ -92,15 +175,18 @@ double EventTimer::measureCopyBandwidth() {
 Timing EventTimer::measure(const KernelBundle &bundle, int64_t batch,
                            int64_t length, bool withStep) {
   const Manifest &manifest = bundle.manifest;
-  // Dense: [B, L, Hkv, D]; paged: a pool of B * L / page_size pages.
+  // Dense: [B, L, Hkv, D]; paged: a pool of B * L / page_size pages. fp8
+  // caches: 1 byte per element, and their scales.
   size_t kvElements = batch * length * manifest.numKVHeads * manifest.headDim;
+  size_t cacheBytes = kvElements * manifest.getCacheElementBytes();
+  size_t scaleBytes = manifest.getScaleElements(kvElements) * 2 * sizeof(float);
   // Rotate dense copies so each launch streams from HBM, not L2.
-  int copies =
-      manifest.pageSize
-          ? 1
-          : std::clamp<int>(
-                static_cast<int>(std::ceil(4.0 * l2Bytes / (4.0 * kvElements))),
-                1, 8);
+  int copies = manifest.pageSize
+                   ? 1
+                   : std::clamp<int>(
+                         static_cast<int>(std::ceil(
+                             4.0 * l2Bytes / (2.0 * cacheBytes + scaleBytes))),
+                         1, 8);
   size_t queryElements = batch * manifest.numQueryHeads * manifest.headDim;
   DeviceBuffer query(device, queryElements * 2),
       output(device, queryElements * 2),
@@ -118,12 +204,17 @@ Timing EventTimer::measure(const KernelBundle &bundle, int64_t batch,
     table->upload(pages.data(), pages.size() * sizeof(int32_t));
   }
   std::vector<DeviceBuffer> keys, values;
+  std::vector<CacheScales> scales;
   std::vector<std::unique_ptr<DecodePlan>> plans;
+  FillType cacheType = getCacheFillType(manifest);
   for (int c = 0; c < copies; ++c) {
-    keys.emplace_back(device, kvElements * 2);
-    values.emplace_back(device, kvElements * 2);
-    fillRandom(driver, stream, keys[c], 1.0, random);
-    fillRandom(driver, stream, values[c], 1.0, random);
+    keys.emplace_back(device, cacheBytes);
+    values.emplace_back(device, cacheBytes);
+    fillRandom(driver, stream, keys[c], 1.0, random, nullptr, cacheType);
+    fillRandom(driver, stream, values[c], 1.0, random, nullptr, cacheType);
+    // Each copy (layer) its own scales, rotated with its caches.
+    scales.push_back(
+        CacheScales::make(device, stream, manifest, kvElements, random));
     DecodeBuffers buffers{query.getAddress(),
                           keys[c].getAddress(),
                           values[c].getAddress(),
@@ -135,6 +226,7 @@ Timing EventTimer::measure(const KernelBundle &bundle, int64_t batch,
                           table ? table->getAddress() : 0};
     // The pool holds exactly the table's pages.
     buffers.numPages = numPages;
+    scales[c].bind(buffers);
     plans.push_back(std::make_unique<DecodePlan>(device, bundle, buffers));
   }
   std::vector<int32_t> full(batch, static_cast<int32_t>(length));

@@ -14,6 +14,7 @@
 #include "fd/Runtime/Runtime.h"
 
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -36,14 +37,41 @@ struct Timing {
   int64_t shortLength = 0, longLength = 0;
 };
 
-/// Fills `buffer` with normal 16-bit floats: a host-made block repeated on
-/// the device (fully random when the buffer is at most the block); with
-/// `values`, also returns them as doubles for the reference.
+/// The element types fd-bench fills buffers of q and the caches with.
+enum class FillType { F16, E4M3, E5M2 };
+
+/// The caches' element type of `manifest`: its fp8 format, else f16 (the
+/// only query type fd-bench runs).
+FillType getCacheFillType(const rt::Manifest &manifest);
+
+/// Fills `buffer` with normal values (of `deviation`) as `type`: a host-made
+/// block repeated on the device (fully random when the buffer is at most the
+/// block); with `values`, also returns them as doubles for the reference.
+/// fp8 values are finite: never NaN (nor infinity in e5m2).
 void fillRandom(const rt::DriverApi &driver, rt::CUstream stream,
                 rt::DeviceBuffer &buffer, double deviation,
-                std::mt19937 &random, std::vector<double> *values = nullptr);
+                std::mt19937 &random, std::vector<double> *values = nullptr,
+                FillType type = FillType::F16);
 
-/// Times f16 decode calls on a GPU with CUDA events.
+/// The k_scale and v_scale buffers of fp8 caches (both null for caches of
+/// the query's type): float scales log-uniform in [0.01, 1], as many as
+/// Manifest::getScaleElements says for caches of `cacheElements` elements.
+struct CacheScales {
+  std::unique_ptr<rt::DeviceBuffer> keys, values;
+  /// The scales, with `values` of make(): for the reference.
+  std::vector<double> keyValues, valueValues;
+
+  static CacheScales make(const rt::Device &device, rt::CUstream stream,
+                          const rt::Manifest &manifest, size_t cacheElements,
+                          std::mt19937 &random, bool values = false);
+  /// Sets buffers.kScale and vScale (0 without fp8 caches).
+  void bind(rt::DecodeBuffers &buffers) const;
+  /// Bytes of both buffers.
+  size_t getBytes() const;
+};
+
+/// Times decode calls (f16 queries; f16 or fp8 caches) on a GPU with CUDA
+/// events.
 class EventTimer {
 public:
   EventTimer(const rt::Device &device, rt::CUstream stream, bool quick);

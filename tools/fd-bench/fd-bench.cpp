@@ -12,7 +12,10 @@
 // replay. Prints a table, writes CSV. Runtime only: no MLIR. Without a GPU
 // it says so on one line and exits with 2. On fdemu, times are modeled from
 // the interpreter's counters and extrapolated from short lengths
-// (Emulated.h), and only affordable shapes are checked.
+// (Emulated.h), and only affordable shapes are checked. Kernels compiled for
+// fp8 caches (fd-compile --kv-dtype e4m3|e5m2) read 1-byte caches of random
+// finite values and random scales in [0.01, 1] (per tensor or per token and
+// KV head, as compiled); their rows say so in the kv_dtype column.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,11 +50,25 @@ struct ModelConfig {
   /// The sliding window the kernels were compiled with; 0 for none.
   int64_t windowLeft = 0;
 
+  /// The keys a query attends to in a sequence of `length`.
+  int64_t getAttended(int64_t length) const {
+    return windowLeft ? std::min(length, windowLeft) : length;
+  }
   /// The bytes of K and V a call must read for `batch` sequences of
-  /// `length`: the keys a query attends to.
-  size_t getKVBytes(int64_t batch, int64_t length) const {
-    int64_t attended = windowLeft ? std::min(length, windowLeft) : length;
-    return size_t(4) * batch * attended * numKVHeads * headDim;
+  /// `length`: the keys a query attends to, of `elementBytes` each (1 for
+  /// fp8 caches).
+  size_t getKVBytes(int64_t batch, int64_t length,
+                    int64_t elementBytes = 2) const {
+    return size_t(2) * elementBytes * batch * getAttended(length) * numKVHeads *
+           headDim;
+  }
+  /// The bytes of k_scale and v_scale the call reads with `manifest`'s fp8
+  /// caches: one float each per tensor, or per attended token and KV head.
+  size_t getScaleBytes(const Manifest &manifest, int64_t batch,
+                       int64_t length) const {
+    return 2 * sizeof(float) *
+           manifest.getScaleElements(batch * getAttended(length) * numKVHeads *
+                                     manifest.headDim);
   }
 };
 // The first two run by default; --configs picks others (bench/model_fdemu.sh,
@@ -104,7 +121,6 @@ public:
 
   void runShape(const ModelConfig &config, int64_t batch, int64_t length,
                 FILE *csv) {
-    size_t kvBytes = config.getKVBytes(batch, length);
     bool verify = shouldVerify(config, batch, length);
     std::map<std::string, std::string> previousPtx;
     double maxRelativeError = -1;
@@ -117,6 +133,8 @@ public:
       // the interpreter would repeat the same check and the same counts.
       bool repeat = emulator && bundle.ptx == previousPtx;
       previousPtx = bundle.ptx;
+      size_t kvBytes = config.getKVBytes(
+          batch, length, bundle.manifest.getCacheElementBytes());
       if (!repeat) {
         maxRelativeError =
             verify ? verifyOutput(config, batch, length, bundle) : -1;
@@ -126,8 +144,8 @@ public:
         denseMicroseconds[{config.name, batch, length}] = timing.microseconds;
       else
         timing.eagerStepMicroseconds = timing.graphStepMicroseconds = -1;
-      printRow(config, batch, length, /*pageSize=*/0, mode, mode,
-               bundle.manifest.numSplits, timing, kvBytes,
+      printRow(config, bundle.manifest, batch, length, /*pageSize=*/0, mode,
+               mode, timing, kvBytes,
                maxRelativeError < 0 ? "-"
                                     : formatDouble("%.1e", maxRelativeError),
                maxRelativeError, csv);
@@ -143,12 +161,13 @@ public:
     KernelBundle bundle =
         loadKernels(kernelRoot + "/paged/B" + std::to_string(batch) + "_L" +
                     std::to_string(length) + "_p" + std::to_string(pageSize));
-    size_t kvBytes = config.getKVBytes(batch, length);
+    size_t kvBytes = config.getKVBytes(batch, length,
+                                       bundle.manifest.getCacheElementBytes());
     Timing timing = time(bundle, batch, length, false);
     auto dense = denseMicroseconds.find({config.name, batch, length});
     std::string mode = "p" + std::to_string(pageSize);
-    printRow(config, batch, length, pageSize, "paged " + mode, mode,
-             bundle.manifest.numSplits, timing, kvBytes,
+    printRow(config, bundle.manifest, batch, length, pageSize, "paged " + mode,
+             mode, timing, kvBytes,
              "vs dense: " +
                  (dense == denseMicroseconds.end()
                       ? std::string("-")
@@ -174,13 +193,17 @@ private:
   }
 
   /// One table row and one CSV line (the CSV's columns are a contract:
-  /// new ones go at the end).
-  void printRow(const ModelConfig &model, int64_t batch, int64_t length,
-                int64_t pageSize, const std::string &tableMode,
-                const std::string &csvMode, int64_t splits,
+  /// new ones go at the end) for the kernels of `manifest`.
+  void printRow(const ModelConfig &model, const Manifest &manifest,
+                int64_t batch, int64_t length, int64_t pageSize,
+                const std::string &tableMode, const std::string &csvMode,
                 const Timing &timing, size_t kvBytes, const std::string &check,
                 double maxRelativeError, FILE *csv) {
     const char *config = model.name;
+    int64_t splits = manifest.numSplits;
+    std::string kvType =
+        manifest.kvDtype +
+        (manifest.hasFloat8Cache() ? " " + manifest.kvScale : "");
     double us = timing.microseconds;
     double percentOfCopy = 100.0 * kvBytes / (us * 1e-6) / copyBandwidth;
     std::string source =
@@ -193,14 +216,14 @@ private:
       return value < 0 ? std::string("-") : formatDouble("%.0f", value);
     };
     std::printf("| %s | %lld | %lld | %s | %lld | %.1f | %.1f | %.2f | "
-                "%.0f %% | %s | %s | %s | %s | %s |\n",
+                "%.0f %% | %s | %s | %s | %s | %s | %s |\n",
                 config, static_cast<long long>(batch),
                 static_cast<long long>(length), tableMode.c_str(),
                 static_cast<long long>(splits), us, kvBytes / 1e6,
                 kvBytes / (us * 1e-6) / 1e12, percentOfCopy, check.c_str(),
                 step(timing.eagerStepMicroseconds).c_str(),
                 step(timing.graphStepMicroseconds).c_str(), source.c_str(),
-                timing.bound.c_str());
+                timing.bound.c_str(), kvType.c_str());
     std::fflush(stdout);
     if (csv)
       std::fprintf(
@@ -211,18 +234,21 @@ private:
           timing.eagerStepMicroseconds, timing.graphStepMicroseconds,
           timing.modeled ? "modeled" : "measured", timing.bound.c_str());
     if (csv) {
-      // The fewest bytes the call must move: K and V once, q read and the
-      // output written once (f16); the roofline fraction is their time at
-      // the reference bandwidth over the call's time.
+      // The fewest bytes the call must move: K and V once (1 byte per
+      // element in fp8 caches) and their scales, q read and the output
+      // written once (f16); the roofline fraction is their time at the
+      // reference bandwidth over the call's time.
       size_t rowBytes = size_t(2) * batch * model.numQueryHeads * model.headDim;
-      size_t bytes = kvBytes + 2 * rowBytes;
-      std::fprintf(csv, ",%s,%s,%lld,%lld,%lld,f16,%lld,%zu,%.4f",
+      size_t bytes =
+          kvBytes + model.getScaleBytes(manifest, batch, length) + 2 * rowBytes;
+      std::fprintf(csv, ",%s,%s,%lld,%lld,%lld,f16,%lld,%zu,%.4f,%s,%s",
                    deviceName.c_str(), timing.modeled ? "true" : "false",
                    static_cast<long long>(model.numQueryHeads),
                    static_cast<long long>(model.numKVHeads),
                    static_cast<long long>(model.headDim),
                    static_cast<long long>(pageSize), bytes,
-                   bytes / (us * 1e-6) / copyBandwidth);
+                   bytes / (us * 1e-6) / copyBandwidth,
+                   manifest.kvDtype.c_str(), manifest.kvScale.c_str());
     }
     // A run stopped at its time limit still leaves the rows it finished.
     if (csv) {
@@ -246,20 +272,39 @@ private:
   /// and returns max |out - ref| / max |ref|; any NaN (unwritten) fails.
   double verifyOutput(const ModelConfig &config, int64_t batch, int64_t length,
                       const KernelBundle &bundle) {
+    const Manifest &manifest = bundle.manifest;
     size_t queryElements = batch * config.numQueryHeads * config.headDim;
     size_t kvElements = batch * length * config.numKVHeads * config.headDim;
+    size_t cacheBytes = kvElements * manifest.getCacheElementBytes();
     DeviceBuffer query(device, queryElements * 2),
-        output(device, queryElements * 2), keys(device, kvElements * 2),
-        values(device, kvElements * 2),
-        lengths(device, batch * sizeof(int32_t));
+        output(device, queryElements * 2), keys(device, cacheBytes),
+        values(device, cacheBytes), lengths(device, batch * sizeof(int32_t));
     std::vector<double> queryValues, keyValues, valueValues;
+    FillType cacheType = getCacheFillType(manifest);
     fillRandom(driver, stream, query, 2.0, random, &queryValues);
-    fillRandom(driver, stream, keys, 1.0, random, &keyValues);
-    fillRandom(driver, stream, values, 1.0, random, &valueValues);
-    DecodePlan plan(device, bundle,
-                    {query.getAddress(), keys.getAddress(), values.getAddress(),
-                     lengths.getAddress(), output.getAddress(), 0, batch,
-                     length});
+    fillRandom(driver, stream, keys, 1.0, random, &keyValues, cacheType);
+    fillRandom(driver, stream, values, 1.0, random, &valueValues, cacheType);
+    // fp8 caches: the reference reads what the kernels dequantize, each
+    // element times its scale (element i's token and head: i / D in every
+    // layout).
+    CacheScales scales = CacheScales::make(device, stream, manifest, kvElements,
+                                           random, /*values=*/true);
+    if (manifest.hasFloat8Cache())
+      for (size_t i = 0; i < kvElements; ++i) {
+        size_t scale = manifest.hasTokenHeadScales() ? i / config.headDim : 0;
+        keyValues[i] *= scales.keyValues[scale];
+        valueValues[i] *= scales.valueValues[scale];
+      }
+    DecodeBuffers buffers{query.getAddress(),
+                          keys.getAddress(),
+                          values.getAddress(),
+                          lengths.getAddress(),
+                          output.getAddress(),
+                          0,
+                          batch,
+                          length};
+    scales.bind(buffers);
+    DecodePlan plan(device, bundle, buffers);
     // Live lengths below the maximum, one sequence empty when batch > 2.
     std::vector<int32_t> live(batch);
     for (int64_t b = 0; b < batch; ++b)
@@ -468,15 +513,15 @@ int main(int argc, char **argv) {
     }
     std::printf("| config | B | L | splits mode | S | us | KV MB | TB/s | "
                 "%% of copy | max rel err | 32-layer eager us | 32-layer "
-                "graph us | source | bound |\n|---|---:|---:|---|---:|---:|"
-                "---:|---:|---:|---:|---:|---:|---|---|\n");
+                "graph us | source | bound | KV dtype |\n|---|---:|---:|---|"
+                "---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n");
     FILE *csv = csvPath.empty() ? nullptr : std::fopen(csvPath.c_str(), "w");
     if (csv)
       std::fputs("config,batch,max_len,mode,num_splits,time_us,kv_bytes,"
                  "tb_per_s,pct_copy_bw,max_rel_err,step32_eager_us,"
                  "step32_graph_us,source,bound,device,modeled,num_q_heads,"
                  "num_kv_heads,head_dim,dtype,page_size,bytes,"
-                 "roofline_fraction\n",
+                 "roofline_fraction,kv_dtype,kv_scale\n",
                  csv);
     bool grid = shapes.empty();
     if (grid)

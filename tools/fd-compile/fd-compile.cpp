@@ -187,8 +187,7 @@ ChoiceFlag<CacheLayout> cacheLayout(
 ChoiceFlag<KVCacheType> kvCacheType(
     "kv-dtype",
     cl::desc("fp8 KV caches, scaled by k_scale / v_scale (default: the\n"
-             "--dtype; fp8 is not lowered to GPU kernels yet: --emit fd\n"
-             "and split work)"),
+             "--dtype)"),
     cl::values(clEnumValN(KVCacheType::E4M3, "e4m3", "f8E4M3FN"),
                clEnumValN(KVCacheType::E5M2, "e5m2", "f8E5M2")),
     cl::location(config.kvCacheType), fdCompileFlag);

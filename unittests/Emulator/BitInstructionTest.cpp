@@ -1,8 +1,9 @@
 //===- BitInstructionTest.cpp - fdemu's bit, logic and comparison forms ---===//
 //
 // Bit fields, permutes and counts against the PTX ISA's definitions written
-// out bit by bit; logic, selection and setp (signed, unsigned, combined
-// with a predicate, and the complement output) against C++.
+// out bit by bit; logic (lop3 with every lookup table), selection and setp
+// (signed, unsigned, combined with a predicate, and the complement output)
+// against C++.
 //
 //===----------------------------------------------------------------------===//
 
@@ -167,6 +168,65 @@ TEST_F(EmulatorBits, Logic) {
       "not.b32 %d, %a;", [](u32 a) { return ~a; }, values<u32>());
   check<u64>(
       "not.b64 %d, %a;", [](u64 a) { return ~a; }, values<u64>());
+}
+
+TEST_F(EmulatorBits, Lop3EveryLookupTable) {
+  // One kernel applies all 256 tables (immLut must be an immediate) to the
+  // thread's a, b, c; thread 0 gets the ISA's operand patterns 0xF0, 0xCC,
+  // 0xAA in every byte, for which each result byte is the table itself.
+  std::string ptx = std::string(kPtxHeader) + R"(
+.visible .entry lop3(.param .u64 in, .param .u64 out)
+{
+  .reg .b32 %t, %a, %b, %c, %d;
+  .reg .b64 %in, %out, %offset;
+  mov.u32 %t, %tid.x;
+  ld.param.u64 %in, [in];
+  cvta.to.global.u64 %in, %in;
+  mul.wide.u32 %offset, %t, 12;
+  add.s64 %in, %in, %offset;
+  ld.global.u32 %a, [%in];
+  ld.global.u32 %b, [%in+4];
+  ld.global.u32 %c, [%in+8];
+  ld.param.u64 %out, [out];
+  cvta.to.global.u64 %out, %out;
+  mul.wide.u32 %offset, %t, 1024;
+  add.s64 %out, %out, %offset;
+)";
+  for (int table = 0; table < 256; ++table)
+    ptx += "  lop3.b32 %d, %a, %b, %c, " + std::to_string(table) +
+           ";\n  st.global.u32 [%out+" + std::to_string(4 * table) + "], %d;\n";
+  ptx += "  ret;\n}\n";
+  constexpr unsigned kThreads = 128;
+  std::vector<u32> inputs = {0xF0F0F0F0, 0xCCCCCCCC, 0xAAAAAAAA};
+  while (inputs.size() < 3 * kThreads)
+    inputs.push_back(static_cast<u32>(random()));
+  CUdeviceptr out = allocate(kThreads * 256 * 4);
+  ASSERT_TRUE(launchSucceeds(getKernel(ptx, "lop3"), {1}, {kThreads},
+                             KernelArguments(upload(inputs), out)));
+  std::vector<u32> got = download<u32>(out, kThreads * 256);
+  size_t mismatches = 0;
+  for (unsigned t = 0; t < kThreads; ++t) {
+    u32 a = inputs[3 * t], b = inputs[3 * t + 1], c = inputs[3 * t + 2];
+    for (u32 table = 0; table < 256; ++table) {
+      // The table as a sum of minterms: bit 4a + 2b + c of the table says
+      // whether the bits where a, b, c take those values are set.
+      u32 expected = 0;
+      for (u32 minterm = 0; minterm < 8; ++minterm)
+        if ((table >> minterm) & 1)
+          expected |= (minterm & 4 ? a : ~a) & (minterm & 2 ? b : ~b) &
+                      (minterm & 1 ? c : ~c);
+      if (t == 0) {
+        EXPECT_EQ(expected, table * 0x01010101u) << "the reference";
+      }
+      if (got[256 * t + table] != expected && ++mismatches <= 8) {
+        ADD_FAILURE() << "lop3.b32 table " << table << " on " << show(a) << ", "
+                      << show(b) << ", " << show(c) << ": expected "
+                      << show(expected) << ", got "
+                      << show(got[256 * t + table]);
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0u);
 }
 
 TEST_F(EmulatorBits, PredicateLogic) {

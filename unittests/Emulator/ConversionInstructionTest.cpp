@@ -6,11 +6,14 @@
 // (and one f32 ulp either side), overflow and NaN/inf; f16/bf16 to f32
 // over every bit pattern; float to integer and integral rounding through
 // APFloat's roundToIntegral with PTX's saturation (NaN gives 0); integer
-// to float through convertFromAPInt.
+// to float through convertFromAPInt; fp8 pairs to f16x2 over every 16-bit
+// input against the reference's FP8 codecs (fd/Reference/Float8.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "ElementwiseKernel.h"
+
+#include "fd/Reference/Float8.h"
 
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/APSInt.h"
@@ -206,6 +209,112 @@ TEST_F(EmulatorConversion, F32FromF16AndBF16) {
                    every16BitPattern());
   checkWith<float>("cvt.f32.bf16 %d, %a;", widen(APFloat::BFloat()), same,
                    every16BitPattern());
+}
+
+/// What cvt.rn{.relu}.f16x2.{e4m3x2,e5m2x2} writes for one fp8 byte whose
+/// value (as the reference decodes it) is `value`: the exact f16, the
+/// canonical f16 NaN 0x7FFF for a NaN, and with .relu +0 for anything
+/// negative or -0 (PTX ISA: ".relu clamps the result to 0 if negative. NaN
+/// results are converted to canonical NaN").
+uint16_t float8ToHalfBits(float value, bool relu) {
+  if (std::isnan(value))
+    return 0x7FFF;
+  if (relu && (value < 0 || std::signbit(value)))
+    return 0;
+  return static_cast<uint16_t>(
+      apfloatBits(value, APFloat::IEEEhalf(), RoundingMode::NearestTiesToEven));
+}
+
+TEST_F(EmulatorConversion, F16x2FromFloat8Pairs) {
+  using flashdecode::reference::float8E4M3FNToFloat;
+  using flashdecode::reference::float8E5M2ToFloat;
+  // The upper byte's value goes to the upper half (PTX ISA, cvt).
+  auto pair = [](float (*decode)(uint8_t), bool relu) {
+    return [decode, relu](uint16_t bits) {
+      return uint32_t(float8ToHalfBits(decode(bits >> 8), relu)) << 16 |
+             float8ToHalfBits(decode(bits & 0xFF), relu);
+    };
+  };
+  check<uint32_t>("cvt.rn.f16x2.e4m3x2 %d, %a;",
+                  pair(float8E4M3FNToFloat, false), every16BitPattern());
+  check<uint32_t>("cvt.rn.relu.f16x2.e4m3x2 %d, %a;",
+                  pair(float8E4M3FNToFloat, true), every16BitPattern());
+  check<uint32_t>("cvt.rn.f16x2.e5m2x2 %d, %a;", pair(float8E5M2ToFloat, false),
+                  every16BitPattern());
+  check<uint32_t>("cvt.rn.relu.f16x2.e5m2x2 %d, %a;",
+                  pair(float8E5M2ToFloat, true), every16BitPattern());
+  // The same forms on values worked out by hand, which checks the
+  // reference too: e4m3 0x38 = 1, 0x7E = 448, 0x01 = 2^-9 (an f16 normal),
+  // 0x80 = -0, 0x7F and 0xFF NaN; e5m2 is f16 with 8 fraction bits fewer
+  // (0x3C = 1, 0x7C = inf, 0xFC = -inf, 0x01 = 2^-16, 0x7D NaN).
+  std::vector<uint16_t> e4m3 = {0x7E38, 0x8001, 0xFF7F, 0xC0B8};
+  std::vector<uint32_t> e4m3Expected = {0x5F003C00, 0x80001800, 0x7FFF7FFF,
+                                        0xC000BC00};
+  std::vector<uint32_t> e4m3Relu = {0x5F003C00, 0x00001800, 0x7FFF7FFF, 0};
+  std::vector<uint16_t> e5m2 = {0x7C3C, 0xFC01, 0x7D80, 0x7BFB};
+  std::vector<uint32_t> e5m2Expected = {0x7C003C00, 0xFC000100, 0x7FFF8000,
+                                        0x7B00FB00};
+  std::vector<uint32_t> e5m2Relu = {0x7C003C00, 0x00000100, 0x7FFF0000,
+                                    0x7B000000};
+  EXPECT_EQ(run<uint32_t>("cvt.rn.f16x2.e4m3x2 %d, %a;", e4m3), e4m3Expected);
+  EXPECT_EQ(run<uint32_t>("cvt.rn.relu.f16x2.e4m3x2 %d, %a;", e4m3), e4m3Relu);
+  EXPECT_EQ(run<uint32_t>("cvt.rn.f16x2.e5m2x2 %d, %a;", e5m2), e5m2Expected);
+  EXPECT_EQ(run<uint32_t>("cvt.rn.relu.f16x2.e5m2x2 %d, %a;", e5m2), e5m2Relu);
+}
+
+TEST_F(EmulatorConversion, Float8DequantizationSequence) {
+  // A word of four e4m3 values split into byte pairs {0, 2} and {1, 3} by
+  // prmt, converted, scaled by the f16 pair %b and summed: the kind of
+  // sequence an fp8 KV cache's decoding runs.
+  std::vector<uint32_t> words = randomBits<uint32_t>(kCount);
+  std::vector<uint32_t> scales;
+  for (size_t i = 0; i < words.size(); ++i) {
+    auto scale = [&] {
+      // Finite f16 values between 2^-8 and 2^8, either sign.
+      return uint32_t((random() & 0x8000) | (7 + random() % 16) << 10 |
+                      (random() & 0x3FF));
+    };
+    scales.push_back(scale() << 16 | scale());
+  }
+  auto value = [](uint32_t word, int byte) {
+    return APFloat(flashdecode::reference::float8E4M3FNToFloat(
+        static_cast<uint8_t>(word >> (8 * byte))));
+  };
+  auto half = [](uint32_t bits) {
+    return APFloat(APFloat::IEEEhalf(), llvm::APInt(16, bits & 0xFFFF));
+  };
+  auto rm = RoundingMode::NearestTiesToEven;
+  checkWith<uint32_t>(
+      "{ .reg .b32 %even, %odd, %low, %high;\n"
+      "  .reg .b16 %evenBytes, %oddBytes, %unused;\n"
+      "  prmt.b32 %even, %a, 0, 0x7020;\n"
+      "  prmt.b32 %odd, %a, 0, 0x7031;\n"
+      "  mov.b32 {%evenBytes, %unused}, %even;\n"
+      "  mov.b32 {%oddBytes, %unused}, %odd;\n"
+      "  cvt.rn.f16x2.e4m3x2 %low, %evenBytes;\n"
+      "  cvt.rn.f16x2.e4m3x2 %high, %oddBytes;\n"
+      "  mul.rn.f16x2 %low, %low, %b;\n"
+      "  fma.rn.f16x2 %d, %high, %b, %low; }",
+      [&](uint32_t word, uint32_t scale) {
+        uint32_t result = 0;
+        for (int i = 0; i < 2; ++i) { // half i: bytes i * 2 and i * 2 + 1
+          bool losesInfo = false;
+          APFloat even = value(word, 2 * i), odd = value(word, 2 * i + 1);
+          even.convert(APFloat::IEEEhalf(), rm, &losesInfo);
+          odd.convert(APFloat::IEEEhalf(), rm, &losesInfo);
+          APFloat s = half(scale >> (16 * i));
+          even.multiply(s, rm);
+          odd.fusedMultiplyAdd(s, even, rm);
+          result |= uint32_t(odd.bitcastToAPInt().getZExtValue()) << (16 * i);
+        }
+        return result;
+      },
+      [](uint32_t actual, uint32_t expected) {
+        auto same = sameOrBothNaN<uint16_t>(APFloat::IEEEhalf());
+        return same(uint16_t(actual), uint16_t(expected)) &&
+               same(uint16_t(actual >> 16), uint16_t(expected >> 16));
+      },
+      words, scales);
 }
 
 TEST_F(EmulatorConversion, F32FromF64AndBack) {

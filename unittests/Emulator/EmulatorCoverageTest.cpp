@@ -1,7 +1,8 @@
 //===- EmulatorCoverageTest.cpp - fdemu runs every PTX the compiler emits -===//
 //
 // The configuration matrix of PTXAssemblyTest (head dims, dtypes, layouts,
-// paged caches, MHA/GQA/MQA, sm_80/sm_90) plus multi-token queries, each
+// paged caches, MHA/GQA/MQA, sm_80/sm_90) plus multi-token queries and fp8
+// caches (both decoders), each
 // compiled and checked to parse and to use only instruction forms fdemu
 // implements: what it loads, it executes exactly, so a new instruction in
 // the generated code fails here rather than in a GPU test run on fdemu.
@@ -20,15 +21,16 @@ using namespace flashdecode;
 
 namespace {
 
-// head dim, Hq / Hkv, dtype, layout, arch, page size (0: dense), Lq.
+// head dim, Hq / Hkv, dtype, layout, arch, page size (0: dense), Lq, the
+// cache's type (fp8 with per-token scales for E5M2, per tensor for E4M3).
 using Param = std::tuple<int64_t, int64_t, ElementType, CacheLayout,
-                         std::string, int64_t, int64_t>;
+                         std::string, int64_t, int64_t, KVCacheType>;
 
 class EmulatorCoverage : public testing::TestWithParam<Param> {};
 
 TEST_P(EmulatorCoverage, EveryInstructionIsImplemented) {
-  auto [headDim, groupSize, type, layout, arch, pageSize, queryLength] =
-      GetParam();
+  auto [headDim, groupSize, type, layout, arch, pageSize, queryLength,
+        cacheType] = GetParam();
   KernelConfig config;
   config.headDim = headDim;
   config.numQueryHeads = 32;
@@ -40,6 +42,9 @@ TEST_P(EmulatorCoverage, EveryInstructionIsImplemented) {
   config.queryLength = queryLength;
   config.numSplits = 4;
   config.withLse = true;
+  config.kvCacheType = cacheType;
+  if (cacheType == KVCacheType::E5M2)
+    config.kvScaleGranularity = KVScaleGranularity::TokenHead;
   llvm::Expected<CompiledKernels> kernels = compileUncached(config);
   ASSERT_TRUE(static_cast<bool>(kernels))
       << llvm::toString(kernels.takeError());
@@ -59,12 +64,15 @@ TEST_P(EmulatorCoverage, EveryInstructionIsImplemented) {
 }
 
 std::string paramName(const testing::TestParamInfo<Param> &info) {
-  auto [headDim, groupSize, type, layout, arch, pageSize, queryLength] =
-      info.param;
+  auto [headDim, groupSize, type, layout, arch, pageSize, queryLength,
+        cacheType] = info.param;
   return "D" + std::to_string(headDim) + "_G" + std::to_string(groupSize) +
          "_" + getElementTypeName(type) + "_" + getCacheLayoutName(layout) +
          "_" + arch + (pageSize ? "_page" + std::to_string(pageSize) : "") +
-         (queryLength > 1 ? "_Lq" + std::to_string(queryLength) : "");
+         (queryLength > 1 ? "_Lq" + std::to_string(queryLength) : "") +
+         (cacheType == KVCacheType::E4M3   ? "_e4m3"
+          : cacheType == KVCacheType::E5M2 ? "_e5m2"
+                                           : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -75,7 +83,8 @@ INSTANTIATE_TEST_SUITE_P(
                      testing::Values(ElementType::F16, ElementType::BF16),
                      testing::Values(CacheLayout::NHD, CacheLayout::HND),
                      testing::Values("sm_80", "sm_90"), testing::Values(0),
-                     testing::Values(1)),
+                     testing::Values(1),
+                     testing::Values(KVCacheType::SameAsQuery)),
     paramName);
 
 INSTANTIATE_TEST_SUITE_P(
@@ -84,7 +93,8 @@ INSTANTIATE_TEST_SUITE_P(
                      testing::Values(ElementType::F16),
                      testing::Values(CacheLayout::NHD, CacheLayout::HND),
                      testing::Values("sm_90"), testing::Values(1, 16, 256),
-                     testing::Values(1)),
+                     testing::Values(1),
+                     testing::Values(KVCacheType::SameAsQuery)),
     paramName);
 
 std::vector<int64_t> everyHeadDim() {
@@ -100,7 +110,8 @@ INSTANTIATE_TEST_SUITE_P(
                      testing::Values(ElementType::F16, ElementType::F32),
                      testing::Values(CacheLayout::NHD),
                      testing::Values("sm_90"), testing::Values(0),
-                     testing::Values(1)),
+                     testing::Values(1),
+                     testing::Values(KVCacheType::SameAsQuery)),
     paramName);
 
 // Several query tokens per sequence (causal within the new tokens), dense
@@ -111,7 +122,22 @@ INSTANTIATE_TEST_SUITE_P(
                      testing::Values(ElementType::F16, ElementType::BF16),
                      testing::Values(CacheLayout::NHD, CacheLayout::HND),
                      testing::Values("sm_90"), testing::Values(0, 16),
-                     testing::Values(2, 8)),
+                     testing::Values(2, 8),
+                     testing::Values(KVCacheType::SameAsQuery)),
+    paramName);
+
+// FP8 caches: 8-byte vectors (D = 40) and 16-byte ones, both kernel forms,
+// every query dtype, the bit-operation decoder (sm_80, sm_89) and cvt
+// (sm_90).
+INSTANTIATE_TEST_SUITE_P(
+    Float8, EmulatorCoverage,
+    testing::Combine(testing::Values(40, 128), testing::Values(1, 8),
+                     testing::Values(ElementType::F16, ElementType::BF16,
+                                     ElementType::F32),
+                     testing::Values(CacheLayout::NHD),
+                     testing::Values("sm_80", "sm_89", "sm_90"),
+                     testing::Values(0), testing::Values(1),
+                     testing::Values(KVCacheType::E4M3, KVCacheType::E5M2)),
     paramName);
 
 } // namespace

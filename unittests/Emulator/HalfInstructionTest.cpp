@@ -205,6 +205,7 @@ TEST_F(EmulatorHalf, F16) {
 TEST_F(EmulatorHalf, F16x2) {
   checkPair("add.rn.f16x2", half(), Op::Add);
   checkPair("mul.f16x2", half(), Op::Mul);
+  checkPair("mul.rn.f16x2", half(), Op::Mul);
   checkPair("fma.rn.f16x2", half(), Op::Fma);
   checkPair("fma.rn.ftz.f16x2", half(), Op::Fma, {true, false, false});
   checkPair("max.f16x2", half(), Op::Max);

@@ -7,7 +7,8 @@
 // overlap; a load's latency is hidden by independent work up to the load
 // lead, and an instruction waiting for it holds back only the instructions
 // a window later; divergent paths issue one after the other; bar.sync
-// releases every warp after the last arrival; an mma's accumulators are
+// releases every warp after the last arrival; fp8 conversions count and
+// wait as conversions; an mma's accumulators are
 // ready a tensor-core latency after it, a cp.async's data at the wait a
 // global load's latency after the copy. Then the residency limits (a
 // pure function), ptxas's register count as the driver reports it, and the
@@ -77,6 +78,27 @@ TEST_F(EmulatorLatency, DependentChainTakesTheLatencyPerInstruction) {
   // one cycle after it.
   EXPECT_EQ(chain, 63u * model.alu + 1);
   EXPECT_EQ(independent, 64u);
+}
+
+TEST_F(EmulatorLatency, Float8ConversionsAreConversions) {
+  // A chain of fp8 -> f16x2 conversions (the movs between them are
+  // renames): each is a conversion-class instruction with a conversion's
+  // latency, as cvt between f32 and f16 is.
+  std::string ptx = std::string(kPtxHeader) +
+                    ".visible .entry fp8()\n{\n  .reg .b16 %h<2>;\n"
+                    "  .reg .b32 %r;\n  mov.b16 %h0, 0x3838;\n";
+  for (int i = 0; i < 16; ++i)
+    ptx += std::string("  cvt.rn.") + (i % 2 ? "relu." : "") + "f16x2." +
+           (i % 4 < 2 ? "e4m3x2" : "e5m2x2") +
+           " %r, %h0;\n  mov.b32 {%h0, %h1}, %r;\n";
+  ptx += "  add.u32 %r, %r, 1;\n  ret;\n}\n";
+  CUfunction kernel = getKernel(ptx, "fp8");
+  FdemuCounters counters = launchCounted(kernel, {1}, {32}, KernelArguments());
+  constexpr int kConversion = 2;
+  EXPECT_EQ(counters.total.warpInstructions[kConversion], 16u);
+  // The first conversion issues at 0, each of the others and the add a
+  // conversion latency after the one before; ret the cycle after the add.
+  EXPECT_EQ(counters.totalLatency.latencyCycles, 16u * model.conversion + 1);
 }
 
 /// Eight loads of 8-byte words from [in]: each address the previous load's

@@ -1,7 +1,8 @@
 //===- MemoryInstructionTest.cpp - fdemu's loads, stores and state spaces -===//
 //
 // Hand-written kernels for each way PTX reaches memory: global vectors
-// (with `_` sinks and immediate elements), every kind of .param, static
+// (with `_` sinks and immediate elements), non-coherent, cache-hinted and
+// byte loads, every kind of .param, static
 // shared memory at module and kernel scope, dynamic (`.extern`) shared
 // memory beside static, generic addresses of shared and global memory
 // (cvta and back), and per-thread local memory, directly and generically.
@@ -93,6 +94,69 @@ TEST_F(EmulatorMemory, GlobalVectors) {
     EXPECT_EQ(gotWide[4 * t + 1], 0u) << "thread " << t;
     EXPECT_EQ(gotWide[4 * t + 2], in4[4 * t + 1]) << "thread " << t;
     EXPECT_EQ(gotWide[4 * t + 3], uint32_t(-3)) << "thread " << t;
+  }
+}
+
+TEST_F(EmulatorMemory, GlobalLoadForms) {
+  // The loads an fp8 cache's decoding uses: non-coherent and cache-hinted
+  // vectors of 32-bit words, and single bytes zero- or sign-extended into
+  // 16- and 32-bit registers.
+  std::string ptx = std::string(kPtxHeader) + R"(
+.visible .entry loads(.param .u64 in, .param .u64 out)
+{
+  .reg .b16 %byte16, %half;
+  .reg .b32 %t, %x, %y, %z, %w, %byte, %signed, %wide, %halfWide;
+  .reg .b64 %offset, %in, %out;
+  mov.u32 %t, %tid.x;
+  mul.wide.u32 %offset, %t, 16;
+  ld.param.u64 %in, [in];
+  cvta.to.global.u64 %in, %in;
+  add.s64 %in, %in, %offset;
+  ld.param.u64 %out, [out];
+  cvta.to.global.u64 %out, %out;
+  mul.wide.u32 %offset, %t, 64;
+  add.s64 %out, %out, %offset;
+  ld.global.nc.v4.u32 {%x, %y, %z, %w}, [%in];
+  st.global.v4.u32 [%out], {%x, %y, %z, %w};
+  ld.global.v2.u32 {%x, %y}, [%in+8];
+  ld.global.v2.b32 {%z, %w}, [%in];
+  st.global.v4.u32 [%out+16], {%x, %y, %z, %w};
+  ld.global.nc.L1::no_allocate.v2.b32 {%x, %y}, [%in+8];
+  ld.global.nc.v2.u32 {%z, %w}, [%in];
+  st.global.v4.u32 [%out+32], {%x, %y, %z, %w};
+  ld.global.u8 %byte16, [%in+3];
+  ld.global.nc.u8 %byte, [%in+5];
+  ld.global.s8 %signed, [%in+7];
+  ld.global.nc.b16 %half, [%in+10];
+  cvt.u32.u16 %wide, %byte16;
+  cvt.u32.u16 %halfWide, %half;
+  st.global.v4.u32 [%out+48], {%wide, %byte, %signed, %halfWide};
+  ret;
+}
+)";
+  CUfunction kernel = getKernel(ptx, "loads");
+  constexpr unsigned kThreads = 64;
+  std::vector<uint32_t> in = randomWords(kThreads * 4);
+  for (unsigned t = 0; t < kThreads; t += 2)
+    in[4 * t + 1] |= 0x80808080; // negative bytes for the sign extension
+  CUdeviceptr out = allocate(kThreads * 64);
+  ASSERT_TRUE(launchSucceeds(kernel, {1}, {kThreads},
+                             KernelArguments(upload(in), out)));
+  std::vector<uint32_t> got = download<uint32_t>(out, kThreads * 16);
+  for (unsigned t = 0; t < kThreads; ++t) {
+    const uint32_t *words = &in[4 * t];
+    auto byte = [&](unsigned i) {
+      return (words[i / 4] >> (8 * (i % 4))) & 0xFF;
+    };
+    std::vector<uint32_t> expected = {
+        words[0],      words[1], words[2],
+        words[3],      words[2], words[3],
+        words[0],      words[1], words[2],
+        words[3],      words[0], words[1],
+        byte(3),       byte(5),  uint32_t(int32_t(int8_t(byte(7)))),
+        words[2] >> 16};
+    EXPECT_EQ(std::vector<uint32_t>(&got[16 * t], &got[16 * t + 16]), expected)
+        << "thread " << t;
   }
 }
 

@@ -249,6 +249,20 @@ inline void replaceFirst(std::string &text, const std::string &from,
     text.replace(at, from.size(), to);
 }
 
+/// `manifest` with a pointer parameter `parameter` last in `kernel`.
+inline std::string appendPointerParameter(std::string manifest,
+                                          const std::string &kernel,
+                                          const std::string &parameter) {
+  // The kernel's parameters are an array of objects: its first ']' ends it.
+  size_t at = manifest.find("\"name\": \"" + kernel + "\"");
+  EXPECT_NE(at, std::string::npos) << kernel;
+  if (at == std::string::npos)
+    return manifest;
+  size_t end = manifest.find(']', manifest.find("\"params\": [", at));
+  return manifest.insert(end, ", {\"name\": \"" + parameter +
+                                  "\", \"type\": \"ptr\"}");
+}
+
 /// `manifest` (kManifest or a variant of it) as fd-compile writes it with a
 /// feature that reads a device buffer: `flag` true in the config and a
 /// pointer parameter `parameter` last in each kernel of `kernels`.
@@ -258,17 +272,23 @@ withBufferParameter(std::string manifest, const std::string &flag,
                     std::initializer_list<std::string> kernels) {
   replaceFirst(manifest, "\"with_lse\": true",
                "\"with_lse\": true, \"" + flag + "\": true");
-  for (const std::string &kernel : kernels) {
-    // The kernel's parameters are an array of objects: its first ']' ends
-    // it.
-    size_t at = manifest.find("\"name\": \"" + kernel + "\"");
-    EXPECT_NE(at, std::string::npos) << kernel;
-    if (at == std::string::npos)
-      continue;
-    size_t end = manifest.find(']', manifest.find("\"params\": [", at));
-    manifest.insert(end,
-                    ", {\"name\": \"" + parameter + "\", \"type\": \"ptr\"}");
-  }
+  for (const std::string &kernel : kernels)
+    manifest = appendPointerParameter(manifest, kernel, parameter);
+  return manifest;
+}
+
+/// `manifest` (kManifest or a variant of it) as fd-compile writes it for
+/// fp8 caches: `kv_dtype` and `kv_scale` in the config and the partial
+/// kernel's pointer parameters k_scale and v_scale last.
+inline std::string withFloat8Cache(std::string manifest,
+                                   const std::string &kvDtype = "e4m3",
+                                   const std::string &kvScale = "tensor") {
+  replaceFirst(manifest, "\"dtype\": \"f16\",",
+               "\"dtype\": \"f16\", \"kv_dtype\": \"" + kvDtype +
+                   "\", \"kv_scale\": \"" + kvScale + "\",");
+  for (const char *parameter : {"k_scale", "v_scale"})
+    manifest =
+        appendPointerParameter(manifest, "fd_partial_attention", parameter);
   return manifest;
 }
 

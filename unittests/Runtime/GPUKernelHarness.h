@@ -44,6 +44,13 @@ inline void PrintTo(const KernelCase &kernel, std::ostream *os) {
   *os << kernel.name;
 }
 
+/// A test's name for its kernel case: the kernel's name (any case type with
+/// a `name`).
+template <typename Case>
+std::string caseName(const testing::TestParamInfo<Case> &info) {
+  return info.param.name;
+}
+
 /// A fixture mix-in over one of the test kernels bench/test_kernels.sh
 /// compiles (FD_TEST_KERNELS=DIR; the full build defaults to its copy) on a
 /// GPU (in `make test`: fdemu, FD_CUDA_DRIVER), with random inputs

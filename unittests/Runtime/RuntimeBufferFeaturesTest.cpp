@@ -8,7 +8,11 @@
 // required exactly when the kernels were compiled with the feature, 4-byte
 // aligned, bound by name to its kernels' parameter ("sinks": the merge's;
 // "alibi_slopes": the partial kernel's; "query_lens": both's), rebound with
-// the buffers; and every set of them together.
+// the buffers; and every set of them together. Then fp8 caches' scales
+// (DecodeBuffers::kScale and vScale): required exactly when the manifest's
+// `kv_dtype` is e4m3 or e5m2, each named with its shape (which `kv_scale`,
+// the layout and paging decide) when missing, 4-byte aligned, bound by name
+// to the partial kernel's "k_scale" and "v_scale".
 //
 //===----------------------------------------------------------------------===//
 
@@ -366,5 +370,153 @@ INSTANTIATE_TEST_SUITE_P(
         name += (name.empty() ? "" : "_") + std::string(feature->name);
       return name;
     });
+
+//===----------------------------------------------------------------------===//
+// fp8 caches: k_scale and v_scale
+//===----------------------------------------------------------------------===//
+
+/// The fake runtime over kernels that read e4m3 caches with one scale per
+/// tensor (the partial kernel's k_scale and v_scale last).
+class FakeRuntimeFloat8 : public FakeRuntime {
+protected:
+  void SetUp() override {
+    FakeRuntime::SetUp();
+    bundle.manifest = Manifest::parse(withFloat8Cache(kManifest));
+    state.partialParamCount = 9;
+  }
+};
+
+TEST_F(FakeRuntimeFloat8, PlanBindsTheScalesToThePartialKernel) {
+  for (const char *kvDtype : {"e4m3", "e5m2"})
+    for (const char *kvScale : {"tensor", "token-head"}) {
+      SCOPED_TRACE(testing::Message() << kvDtype << " " << kvScale);
+      bundle.manifest =
+          Manifest::parse(withFloat8Cache(kManifest, kvDtype, kvScale));
+      state.launches.clear();
+      state.allocations.clear();
+      // 4-byte alignment is enough: the kernel reads floats.
+      buffers.kScale = 0x7004;
+      buffers.vScale = 0x7108;
+      DecodePlan plan(*device, bundle, buffers);
+      plan.launch(stream);
+      ASSERT_EQ(state.launches.size(), 2u);
+      CUdeviceptr workspace = state.allocations[0].first;
+      std::vector<uint64_t> partial = baseArguments(false, workspace);
+      partial.insert(partial.end(), {0x7004, 0x7108});
+      EXPECT_EQ(state.launches[0].kernel, kPartial);
+      EXPECT_EQ(state.launches[0].arguments, partial);
+      EXPECT_EQ(state.launches[1].kernel, kMerge);
+      EXPECT_EQ(state.launches[1].arguments, baseArguments(true, workspace));
+    }
+
+  // Rebinding moves them; the graph captured before is stale.
+  DecodePlan plan(*device, bundle, buffers);
+  Graph graph = Graph::capture(*device, {&plan}, stream);
+  DecodeBuffers moved = buffers;
+  moved.kScale = 0x8000;
+  moved.vScale = 0x9000;
+  plan.setBuffers(moved);
+  EXPECT_TRUE(graph.isStale());
+  state.launches.clear();
+  plan.launch(stream);
+  ASSERT_EQ(state.launches.size(), 2u);
+  const std::vector<uint64_t> &partial = state.launches[0].arguments;
+  ASSERT_EQ(partial.size(), 9u);
+  EXPECT_EQ(partial[7], 0x8000u);
+  EXPECT_EQ(partial[8], 0x9000u);
+}
+
+TEST_F(FakeRuntimeFloat8, ParameterOrderFollowsTheManifest) {
+  // By name: scales taken right after the caches get them there.
+  bundle.manifest = Manifest::parse(moveParameter(
+      moveParameter(withFloat8Cache(kManifest), kPartial, "k_scale", 3),
+      kPartial, "v_scale", 4));
+  buffers.kScale = 0x7010;
+  buffers.vScale = 0x7020;
+  DecodePlan plan(*device, bundle, buffers);
+  plan.launch(stream);
+  ASSERT_EQ(state.launches.size(), 2u);
+  CUdeviceptr workspace = state.allocations[0].first;
+  std::vector<uint64_t> partial = baseArguments(false, workspace);
+  partial.insert(partial.begin() + 3, {0x7010, 0x7020});
+  EXPECT_EQ(state.launches[0].arguments, partial);
+  EXPECT_EQ(state.launches[1].arguments, baseArguments(true, workspace));
+}
+
+TEST_F(FakeRuntimeFloat8, PlanRequiresEachScaleNamingItsShape) {
+  struct Case {
+    const char *kvScale, *layout;
+    bool paged;
+    const char *shape;
+  };
+  for (const Case &each : std::vector<Case>{
+           {"tensor", "NHD", false, "[1]"},
+           {"tensor", "HND", true, "[1]"},
+           {"token-head", "NHD", false, "[batch, maxLength, num_kv_heads]"},
+           {"token-head", "HND", false, "[batch, num_kv_heads, maxLength]"},
+           {"token-head", "NHD", true, "[numPages, page_size, num_kv_heads]"},
+           {"token-head", "HND", true,
+            "[numPages, num_kv_heads, page_size]"}}) {
+    SCOPED_TRACE(testing::Message() << each.kvScale << " " << each.layout
+                                    << (each.paged ? " paged" : " dense"));
+    std::string manifest = withFloat8Cache(kManifest, "e5m2", each.kvScale);
+    replaceFirst(manifest, "\"kv_layout\": \"NHD\"",
+                 std::string("\"kv_layout\": \"") + each.layout + "\"" +
+                     (each.paged ? ", \"page_size\": 16" : ""));
+    bundle.manifest = Manifest::parse(manifest);
+    DecodeBuffers scaled = buffers;
+    if (each.paged) {
+      scaled.blockTable = 0x7000;
+      scaled.numPages = 300;
+    }
+    scaled.kScale = 0x7100;
+    scaled.vScale = 0x7200;
+    for (CUdeviceptr DecodeBuffers::*missing :
+         {&DecodeBuffers::kScale, &DecodeBuffers::vScale}) {
+      DecodeBuffers without = scaled;
+      without.*missing = 0;
+      EXPECT_EQ(planError(*device, bundle, without),
+                std::string("DecodePlan: the kernels read fp8 caches: ") +
+                    (missing == &DecodeBuffers::kScale ? "kScale" : "vScale") +
+                    " buffer (float " + each.shape + ") required");
+    }
+  }
+  EXPECT_TRUE(state.launches.empty());
+}
+
+TEST_F(FakeRuntimeFloat8, PlanRejectsMisalignedScales) {
+  buffers.kScale = 0x7100;
+  buffers.vScale = 0x7200;
+  for (CUdeviceptr DecodeBuffers::*scale :
+       {&DecodeBuffers::kScale, &DecodeBuffers::vScale})
+    for (CUdeviceptr offset : {1, 2, 3}) {
+      DecodeBuffers misaligned = buffers;
+      misaligned.*scale += offset;
+      EXPECT_EQ(planError(*device, bundle, misaligned),
+                std::string("DecodePlan: ") +
+                    (scale == &DecodeBuffers::kScale ? "kScale" : "vScale") +
+                    " address is not 4-byte aligned: the partial kernel reads "
+                    "it as float");
+    }
+  EXPECT_TRUE(state.launches.empty());
+}
+
+TEST_F(FakeRuntime, PlanRejectsScalesForCachesOfTheQueryType) {
+  // kManifest, and a manifest that says so explicitly.
+  for (const std::string &manifest :
+       {std::string(kManifest), withFloat8Cache(kManifest, "f16", "none")}) {
+    bundle.manifest = Manifest::parse(manifest);
+    DecodeBuffers withKScale = buffers, withVScale = buffers;
+    withKScale.kScale = 0x7000;
+    withVScale.vScale = 0x7000;
+    EXPECT_EQ(planError(*device, bundle, withKScale),
+              "DecodePlan: the kernels were compiled without fp8 caches: "
+              "kScale must be 0");
+    EXPECT_EQ(planError(*device, bundle, withVScale),
+              "DecodePlan: the kernels were compiled without fp8 caches: "
+              "vScale must be 0");
+  }
+  EXPECT_TRUE(state.launches.empty());
+}
 
 } // namespace

@@ -165,10 +165,6 @@ TEST_P(RuntimeGPUFeaturesPaged, PagesBeforeTheWindowAreNeverLoaded) {
           [&] { graph.replay(stream); });
 }
 
-std::string caseName(const testing::TestParamInfo<KernelCase> &info) {
-  return info.param.name;
-}
-
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUFeatures,
                          testing::Values(KernelCase{"win100_tc", true},
                                          KernelCase{"win3_tc_spec4", true},
@@ -179,10 +175,10 @@ INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUFeatures,
                                                     false},
                                          KernelCase{"cap5_mha_bf16", false},
                                          KernelCase{"win1_cap50_mha", false}),
-                         caseName);
+                         caseName<KernelCase>);
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUFeaturesPaged,
                          testing::Values(KernelCase{"paged16_win21_cap20_tc",
                                                     true}),
-                         caseName);
+                         caseName<KernelCase>);
 
 } // namespace

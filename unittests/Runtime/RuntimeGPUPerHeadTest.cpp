@@ -287,22 +287,19 @@ std::vector<PerHeadKernel> denseKernelsWith(PerHead feature) {
   return kernels;
 }
 
-std::string caseName(const testing::TestParamInfo<PerHeadKernel> &info) {
-  return info.param.name;
-}
-
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUPerHead,
-                         testing::ValuesIn(kDenseKernels), caseName);
+                         testing::ValuesIn(kDenseKernels),
+                         caseName<PerHeadKernel>);
 INSTANTIATE_TEST_SUITE_P(
     Kernels, RuntimeGPUPerHeadPaged,
     testing::Values(PerHeadKernel{"sinks_paged16", true, PerHead::Sinks},
                     PerHeadKernel{"alibi_sinks_paged16", true, PerHead::Alibi}),
-    caseName);
+    caseName<PerHeadKernel>);
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUSinks,
                          testing::ValuesIn(denseKernelsWith(PerHead::Sinks)),
-                         caseName);
+                         caseName<PerHeadKernel>);
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUAlibi,
                          testing::ValuesIn(denseKernelsWith(PerHead::Alibi)),
-                         caseName);
+                         caseName<PerHeadKernel>);
 
 } // namespace

@@ -381,10 +381,6 @@ TEST_P(RuntimeGPUQueryLensPaged, SequencesWithoutQueriesLoadNoPage) {
   }
 }
 
-std::string caseName(const testing::TestParamInfo<KernelCase> &info) {
-  return info.param.name;
-}
-
 constexpr KernelCase kTensorCoreAlibi = {"qlens_win3_cap30_sinks_alibi_spec4",
                                          true};
 constexpr KernelCase kCudaCoreAlibi = {"qlens_win37_cap20_sinks_alibi_f32",
@@ -397,20 +393,20 @@ INSTANTIATE_TEST_SUITE_P(
                     KernelCase{"qlens_gqa6_d64_spec3", true}, kTensorCoreAlibi,
                     KernelCase{"qlens_mha_d96_spec3", false},
                     KernelCase{"qlens_mqa_f32_spec2", false}, kCudaCoreAlibi),
-    caseName);
+    caseName<KernelCase>);
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUQueryLensAlibi,
                          testing::Values(kTensorCoreAlibi, kCudaCoreAlibi),
-                         caseName);
+                         caseName<KernelCase>);
 INSTANTIATE_TEST_SUITE_P(
     Kernels, RuntimeGPUQueryLensTiles,
     testing::Values(KernelCase{"qlens_bf16_spec8", true},
                     KernelCase{"qlens_gqa6_d64_spec3", true},
                     KernelCase{"qlens_mqa_f32_spec2", false}),
-    caseName);
+    caseName<KernelCase>);
 INSTANTIATE_TEST_SUITE_P(
     Kernels, RuntimeGPUQueryLensPaged,
     testing::Values(KernelCase{"qlens_paged16_spec8", true},
                     KernelCase{"qlens_mha_f32_paged16_hnd", false}),
-    caseName);
+    caseName<KernelCase>);
 
 } // namespace

@@ -73,6 +73,84 @@ TEST(Manifest, NamesWhatIsWrong) {
   EXPECT_EQ(message("[]"), "manifest: '(root)' must be an object");
 }
 
+TEST(Manifest, ReadsTheCachesElementTypeAndScales) {
+  // Absent (manifests that predate fp8 caches): the caches hold the dtype.
+  for (const std::string &json :
+       {std::string(kManifest), withFloat8Cache(kManifest, "f16", "none")}) {
+    Manifest manifest = Manifest::parse(json);
+    EXPECT_EQ(manifest.kvDtype, "f16");
+    EXPECT_EQ(manifest.kvScale, "none");
+    EXPECT_FALSE(manifest.hasFloat8Cache());
+    EXPECT_FALSE(manifest.hasTokenHeadScales());
+    EXPECT_EQ(manifest.getCacheElementBytes(), 2);
+    EXPECT_EQ(manifest.getScaleElements(3 * 4096 * 2 * 64), 0);
+  }
+  std::string f32 = kManifest;
+  replaceFirst(f32, "\"dtype\": \"f16\"", "\"dtype\": \"f32\"");
+  EXPECT_EQ(Manifest::parse(f32).kvDtype, "f32");
+  EXPECT_EQ(Manifest::parse(f32).getCacheElementBytes(), 4);
+
+  Manifest tensor = Manifest::parse(withFloat8Cache(kManifest));
+  EXPECT_EQ(tensor.kvDtype, "e4m3");
+  EXPECT_EQ(tensor.kvScale, "tensor");
+  EXPECT_TRUE(tensor.hasFloat8Cache());
+  EXPECT_FALSE(tensor.hasTokenHeadScales());
+  // One byte per cache element; q and the output keep the dtype's.
+  EXPECT_EQ(tensor.getCacheElementBytes(), 1);
+  EXPECT_EQ(tensor.getElementBytes(), 2);
+  EXPECT_EQ(tensor.getScaleElements(3 * 4096 * 2 * 64), 1);
+  EXPECT_EQ(tensor.kernels[0].params.size(), 9u);
+  EXPECT_EQ(tensor.kernels[0].params[7].name, "k_scale");
+  EXPECT_EQ(tensor.kernels[0].params[8].name, "v_scale");
+
+  Manifest tokenHead =
+      Manifest::parse(withFloat8Cache(kManifest, "e5m2", "token-head"));
+  EXPECT_EQ(tokenHead.kvDtype, "e5m2");
+  EXPECT_TRUE(tokenHead.hasFloat8Cache());
+  EXPECT_TRUE(tokenHead.hasTokenHeadScales());
+  EXPECT_EQ(tokenHead.getCacheElementBytes(), 1);
+  // The caches' shape without the head dim (D = 64).
+  EXPECT_EQ(tokenHead.getScaleElements(3 * 4096 * 2 * 64), 3 * 4096 * 2);
+  replaceFirst(f32, "\"with_lse\"",
+               "\"kv_dtype\": \"e4m3\", "
+               "\"kv_scale\": \"tensor\", \"with_lse\"");
+  EXPECT_EQ(Manifest::parse(f32).getCacheElementBytes(), 1);
+  EXPECT_EQ(Manifest::parse(f32).getElementBytes(), 4);
+}
+
+TEST(Manifest, NamesWhatIsWrongWithTheCaches) {
+  auto message = [](const std::string &json) {
+    try {
+      Manifest::parse(json);
+    } catch (const std::invalid_argument &error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(withFloat8Cache(kManifest, "fp8", "tensor")),
+            "manifest: 'config.kv_dtype' must be e4m3, e5m2 or the dtype "
+            "(f16)");
+  // A 16-bit cache of another type than the query's.
+  EXPECT_EQ(message(withFloat8Cache(kManifest, "bf16", "none")),
+            "manifest: 'config.kv_dtype' must be e4m3, e5m2 or the dtype "
+            "(f16)");
+  EXPECT_EQ(message(withFloat8Cache(kManifest, "e4m3", "channel")),
+            "manifest: 'config.kv_scale' must be tensor or token-head "
+            "(kv_dtype e4m3)");
+  EXPECT_EQ(message(withFloat8Cache(kManifest, "e5m2", "none")),
+            "manifest: 'config.kv_scale' must be tensor or token-head "
+            "(kv_dtype e5m2)");
+  EXPECT_EQ(message(withFloat8Cache(kManifest, "f16", "tensor")),
+            "manifest: 'config.kv_scale' must be none (kv_dtype f16)");
+  std::string noScale = withFloat8Cache(kManifest);
+  replaceFirst(noScale, "\"kv_scale\": \"tensor\",", "");
+  EXPECT_EQ(message(noScale), "manifest: 'config.kv_scale' must be present "
+                              "with an fp8 kv_dtype");
+  std::string number = kManifest;
+  replaceFirst(number, "\"with_lse\"", "\"kv_dtype\": 8, \"with_lse\"");
+  EXPECT_EQ(message(number), "manifest: 'config.kv_dtype' must be a string");
+}
+
 TEST(Manifest, BundleNamesAMissingFile) {
   try {
     KernelBundle::load("/nonexistent-fd-dir");

@@ -54,9 +54,22 @@ def ConvertFDToGPU : Pass<"convert-fd-to-gpu", "ModuleOp"> {
     Merge kernel, grid `(Hq, Lq, B)`, `D` threads: the log-sum-exp combine of
     `fd.merge`, writing the output in its element type and the lse if asked.
 
+    An fp8 cache (`f8E4M3FN`, `f8E5M2`) is read 16 elements per 16-byte
+    load and decoded to f16 pairs: with `cvt.rn.f16x2.e4m3x2` / `e5m2x2` on
+    sm_90 (`chip`; sm_89 has it only from PTX ISA 8.1), with integer bit
+    operations elsewhere. Its scales are folded where they cost nothing: a
+    per-tensor key scale into q's prescale, a per-tensor value scale into
+    the normalization of the partial output.
+
     `fd.attention` must be split first (`fd-split-kv`, `num-splits=1` for the
     unsplit kernel).
   }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_80\"",
+           "The GPU the kernels are for (sm_80, sm_86, sm_89, sm_90, "
+           "sm_90a): decides how fp8 caches are decoded; the default is "
+           "the form every chip runs">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::gpu::GPUDialect",

@@ -43,6 +43,10 @@ enum class Type : uint8_t {
   BF16x2,
   F32,
   F64,
+  /// Two fp8 values packed in 16 bits (the low byte is element 0): only
+  /// as the source of cvt.rn{.relu}.f16x2.{e4m3x2,e5m2x2}.
+  E4M3x2,
+  E5M2x2,
 };
 
 /// Size in bytes (predicates: 1).
@@ -73,6 +77,7 @@ enum class Opcode : uint8_t {
   Bfe,
   Bfi,
   Prmt,
+  Lop3,
   Popc,
   Clz,
   Brev,
@@ -248,6 +253,8 @@ struct Instruction {
   VoteMode voteMode = VoteMode::All;
   AtomicOp atomicOp = AtomicOp::Add;
   bool ftz = false, saturate = false, approximate = false, propagateNaN = false;
+  /// cvt .relu: negative results (and -0) become +0, NaN the canonical NaN.
+  bool relu = false;
   /// cvta.to.<space> (generic to space) rather than cvta.<space>.
   bool toSpace = false;
   /// mul/mad: .lo (default), .hi, .wide.
@@ -306,6 +313,9 @@ struct Kernel {
 
 struct Module {
   std::string target;
+  /// The .version directive as major * 10 + minor (8.1 is 81); 0 without
+  /// one.
+  unsigned ptxVersion = 0;
   std::map<std::string, std::shared_ptr<const Kernel>> kernels;
 };
 

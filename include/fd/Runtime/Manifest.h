@@ -48,8 +48,16 @@ struct Manifest {
   int64_t numQueryHeads = 0;
   int64_t numKVHeads = 0;
   int64_t queryLength = 1;
+  /// The query's (and output's) element type: "f16", "bf16" or "f32".
   std::string dtype;
   std::string kvLayout;
+  /// The KV caches' element type: the dtype, or an fp8 format ("e4m3",
+  /// "e5m2": one byte per element, scaled by k_scale / v_scale). Manifests
+  /// that predate fp8 caches lack it: the dtype.
+  std::string kvDtype;
+  /// What one fp8 scale covers: "tensor" ([1]) or "token-head" (the
+  /// caches' shape without the head dim); "none" without fp8 caches.
+  std::string kvScale = "none";
   /// The PTX target, e.g. "sm_90" ("" in manifests that predate it).
   std::string arch;
   /// Positions per page of paged caches; 0 for dense caches.
@@ -79,8 +87,26 @@ struct Manifest {
   int64_t getWorkspaceBytes(int64_t batch) const {
     return batch * workspaceBytesPerSequence;
   }
-  /// Bytes of one q/k/v/output element (2 for f16/bf16, 4 for f32).
+  /// Bytes of one q/output element (2 for f16/bf16, 4 for f32).
   int64_t getElementBytes() const { return dtype == "f32" ? 4 : 2; }
+  /// Whether the caches hold fp8 (kvDtype "e4m3" or "e5m2"): the partial
+  /// kernel then reads k_scale and v_scale.
+  bool hasFloat8Cache() const { return kvDtype == "e4m3" || kvDtype == "e5m2"; }
+  /// Whether an fp8 cache has a scale per token and KV head (else one per
+  /// tensor).
+  bool hasTokenHeadScales() const { return kvScale == "token-head"; }
+  /// Bytes of one k/v cache element: 1 for fp8, else getElementBytes().
+  int64_t getCacheElementBytes() const {
+    return hasFloat8Cache() ? 1 : getElementBytes();
+  }
+  /// Floats in each of k_scale and v_scale for caches of `cacheElements`
+  /// elements each: the caches' shape without the head dim (per token and
+  /// KV head), 1 (per tensor), or 0 without fp8 caches.
+  int64_t getScaleElements(int64_t cacheElements) const {
+    return !hasFloat8Cache()      ? 0
+           : hasTokenHeadScales() ? cacheElements / headDim
+                                  : 1;
+  }
 };
 
 /// A manifest and the PTX of its kernels.

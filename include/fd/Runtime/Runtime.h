@@ -153,6 +153,16 @@ struct DecodeBuffers {
   /// query_len] by the kernels, read at every launch (so, like the lengths,
   /// it may change between replays).
   CUdeviceptr queryLens = 0;
+  /// Required exactly when the kernels read fp8 caches
+  /// (Manifest::hasFloat8Cache; the caches then hold 1 byte per element):
+  /// float scales of the keys and of the values in device memory, [1] per
+  /// tensor, or per token and KV head the caches' shape without the head
+  /// dim (dense NHD [batch, maxLength, num_kv_heads], dense HND [batch,
+  /// num_kv_heads, maxLength], paged NHD [numPages, page_size,
+  /// num_kv_heads], paged HND [numPages, num_kv_heads, page_size]); read by
+  /// the partial kernel at every launch (so they may change between
+  /// replays).
+  CUdeviceptr kScale = 0, vScale = 0;
   /// A workspace of at least Manifest::getWorkspaceBytes(batch) bytes that
   /// the caller owns and keeps alive while launches may use it (e.g. one per
   /// stream from StreamWorkspaces, shared by every plan launched there);

@@ -71,10 +71,11 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
       combineStates(e, total, part);
     }
     Value hasKeys = buildSawKeys(rewriter, e.loc, total.max);
-    Value normalized = e.select(
-        hasKeys,
-        arith::DivFOp::create(rewriter, e.loc, total.accumulator[0], total.sum),
-        e.f32(0.0));
+    Value normalized =
+        arith::DivFOp::create(rewriter, e.loc, total.accumulator[0], total.sum);
+    if (outputScale)
+      normalized = e.mul(normalized, outputScale);
+    normalized = e.select(hasKeys, normalized, e.f32(0.0));
     auto realRow = scf::IfOp::create(rewriter, e.loc, isRealRow(firstRow, row),
                                      /*withElseRegion=*/false);
     OpBuilder::InsertionGuard rowGuard(rewriter);

@@ -1,5 +1,6 @@
 //===- ConvertFDToGPUPass.cpp - The convert-fd-to-gpu pass ----------------===//
 
+#include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Conversion/Passes.h"
 #include "fd/Dialect/FD/IR/FD.h"
 
@@ -27,6 +28,13 @@ struct ConvertFDToGPUPass
   using Base::Base;
 
   void runOnOperation() override {
+    if (!getMinimumPTXVersion(chip)) {
+      getOperation().emitError()
+          << "convert-fd-to-gpu: chip '" << chip
+          << "' is not supported: expected sm_80, sm_86, sm_89, sm_90 or "
+             "sm_90a";
+      return signalPassFailure();
+    }
     // The patterns' preconditions first, each failure reported on its op,
     // so that nothing is rewritten when something cannot be.
     bool lowerable = true;
@@ -46,7 +54,7 @@ struct ConvertFDToGPUPass
     target.addIllegalDialect<FDDialect>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(&getContext());
-    populateFDToGPUConversionPatterns(patterns);
+    populateFDToGPUConversionPatterns(patterns, chip);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       return signalPassFailure();

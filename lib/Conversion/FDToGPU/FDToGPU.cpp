@@ -31,15 +31,21 @@ int mlir::fd::getMinimumPTXVersion(llvm::StringRef chip) {
       .Default(0);
 }
 
-PartialKernelLayout PartialKernelLayout::get(int64_t headDim,
-                                             int64_t elementBytes,
-                                             int64_t groupSize,
-                                             int64_t queryLength,
-                                             bool withAlibi) {
+bool mlir::fd::hasFloat8Conversions(llvm::StringRef chip) {
+  // sm_89 has them too, but from PTX ISA 8.1 only: it keeps the bit
+  // operations and the 7.8 every other kernel needs there.
+  return chip == "sm_90" || chip == "sm_90a";
+}
+
+PartialKernelLayout
+PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
+                         int64_t cacheElementBytes, int64_t groupSize,
+                         int64_t queryLength, bool withAlibi) {
   PartialKernelLayout layout;
   layout.headDim = headDim;
   layout.alibi = withAlibi;
-  layout.vectorWidth = 16 / elementBytes;
+  int64_t vectorBytes = headDim * cacheElementBytes % 16 == 0 ? 16 : 8;
+  layout.vectorWidth = vectorBytes / cacheElementBytes;
   layout.vectorsPerRow = headDim / layout.vectorWidth;
   // A power of two so token groups tile the warp; enough lanes that each
   // holds at most two vectors (head dims are at most 256).
@@ -54,9 +60,10 @@ PartialKernelLayout PartialKernelLayout::get(int64_t headDim,
   layout.causal = queryLength > 1;
   // Tensor cores where a tile has rows to fill (each row costs the CUDA-core
   // kernel its own FMAs, exp and shuffles per key; an mma costs the same
-  // for 1 row as for 16) and the fragment layout fits: 16-bit elements
-  // (mma.sync has no exact f32 form), D a multiple of 64 up to 128 (the
-  // accumulator, 16 x D f32 per warp, lives in registers).
+  // for 1 row as for 16) and the fragment layout fits: 16-bit queries
+  // (mma.sync has no exact f32 form; an fp8 cache is decoded to their type),
+  // D a multiple of 64 up to 128 (the accumulator, 16 x D f32 per warp,
+  // lives in registers).
   layout.tensorCores = elementBytes == 2 && (headDim == 64 || headDim == 128) &&
                        layout.rows >= kTensorCoreMinRows;
   if (layout.tensorCores) {
@@ -78,8 +85,9 @@ PartialKernelLayout PartialKernelLayout::get(int64_t headDim,
   return layout;
 }
 
-void mlir::fd::populateFDToGPUConversionPatterns(RewritePatternSet &patterns) {
-  detail::populatePartialAttentionToGPUPatterns(patterns);
+void mlir::fd::populateFDToGPUConversionPatterns(RewritePatternSet &patterns,
+                                                 llvm::StringRef chip) {
+  detail::populatePartialAttentionToGPUPatterns(patterns, chip);
   detail::populateMergeToGPUPatterns(patterns);
 }
 
@@ -87,10 +95,6 @@ std::string mlir::fd::getReasonNotLowerableToGPU(Operation *op) {
   if (isa<AttentionOp>(op))
     return "convert-fd-to-gpu: split it first with fd-split-kv (num-splits=1 "
            "for the unsplit kernel)";
-  if (auto attention = dyn_cast<AttentionOpInterface>(op);
-      attention && isFloat8Cache(attention.getKeyCache()))
-    return "convert-fd-to-gpu: fp8 caches are not lowered to GPU kernels "
-           "yet: expected f16, bf16 or f32 caches";
   // The kernels address every buffer as a dense row-major array.
   for (Value operand : op->getOperands())
     if (auto type = dyn_cast<MemRefType>(operand.getType());

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include <array>
 #include <limits>
 #include <optional>
 
@@ -134,6 +135,38 @@ struct KernelEmitter {
                        });
   }
 };
+
+/// The element type of a cache and how the kernels read it: 16- and 32-bit
+/// caches hold the query's type; an fp8 cache (f8E4M3FN, f8E5M2) is decoded
+/// to f16 pairs four elements at a time (decodeFloat8Word).
+struct CacheElements {
+  Type type;
+  /// Whether the target converts fp8 pairs in one instruction
+  /// (hasFloat8Conversions).
+  bool hardwareConversion = false;
+
+  bool isFloat8() const { return type.getIntOrFloatBitWidth() == 8; }
+  int64_t bytes() const { return type.getIntOrFloatBitWidth() / 8; }
+  /// The type the kernels address the cache in: i8 for fp8 (LLVM has no
+  /// fp8 type), else the element type.
+  Type addressType() const {
+    return isFloat8() ? IntegerType::get(type.getContext(), 8) : type;
+  }
+  /// What the decoded values are short of the cache's by: 256 where E4M3
+  /// is decoded by bit operations (its magnitude bits placed in an f16 are
+  /// the value / 2^8, normal or subnormal), else 1. The kernels fold it into
+  /// the scales.
+  double decodeFactor() const {
+    return isa<Float8E4M3FNType>(type) && !hardwareConversion ? 256.0 : 1.0;
+  }
+};
+
+/// Decodes the four fp8 elements of `word` (an i32, element 0 in its low
+/// byte) into two <2 x f16>: elements 0, 1 and 2, 3, each the element's
+/// value / cache.decodeFactor(), exactly (NaN, infinities, zeros and
+/// subnormals included): the packed form of buildFloat8ToF32's rule.
+std::array<Value, 2> decodeFloat8Word(KernelEmitter &e,
+                                      const CacheElements &cache, Value word);
 
 /// The chunk [begin, end) of sequence `batch` that split `split` of
 /// `numSplits` covers, and the sequence's extent (clamped length and query

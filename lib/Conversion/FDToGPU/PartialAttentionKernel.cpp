@@ -23,7 +23,8 @@ using namespace mlir::fd::detail;
 namespace {
 
 struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
-  using OpRewritePattern::OpRewritePattern;
+  PartialAttentionToGPU(MLIRContext *context, StringRef chip)
+      : OpRewritePattern(context), chip(chip.str()) {}
 
   LogicalResult matchAndRewrite(PartialAttentionOp op,
                                 PatternRewriter &rewriter) const override {
@@ -32,9 +33,12 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     AttentionGeometry geometry = op.getGeometry();
     Type elementType =
         cast<MemRefType>(op.getQuery().getType()).getElementType();
+    CacheElements cache{
+        cast<MemRefType>(op.getKeyCache().getType()).getElementType(),
+        hasFloat8Conversions(chip)};
     PartialKernelLayout layout = PartialKernelLayout::get(
         geometry.headDim, elementType.getIntOrFloatBitWidth() / 8,
-        geometry.groupSize(), geometry.queryLength,
+        cache.bytes(), geometry.groupSize(), geometry.queryLength,
         static_cast<bool>(op.getAlibiSlopes()));
 
     MLIRContext *context = rewriter.getContext();
@@ -91,6 +95,11 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     // Per-sequence query lengths.
     if (op.getQueryLens())
       parameters.addPointer(rewriter, loc, "query_lens", op.getQueryLens());
+    // An fp8 cache's scales: per tensor or per token and KV head.
+    if (op.getKScale()) {
+      parameters.addPointer(rewriter, loc, "k_scale", op.getKScale());
+      parameters.addPointer(rewriter, loc, "v_scale", op.getVScale());
+    }
     // No known block size: it becomes `.maxntid 128`, for which ptxas caps
     // registers at 128 to fit four blocks per SM and spills the larger
     // configurations instead of using the 129 registers they need.
@@ -120,7 +129,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     }
     {
       OpBuilder::InsertionGuard guard(rewriter);
-      PartialKernelBuilder(kernel, op, geometry, layout, elementType, rewriter)
+      PartialKernelBuilder(kernel, op, geometry, layout, elementType, cache,
+                           rewriter)
           .build();
     }
 
@@ -134,18 +144,18 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     rewriter.eraseOp(op);
     return success();
   }
+
+  std::string chip;
 };
 
 } // namespace
 
-PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
-                                           PartialAttentionOp op,
-                                           const AttentionGeometry &geometry,
-                                           const PartialKernelLayout &layout,
-                                           Type elementType,
-                                           PatternRewriter &rewriter)
+PartialKernelBuilder::PartialKernelBuilder(
+    gpu::GPUFuncOp kernel, PartialAttentionOp op,
+    const AttentionGeometry &geometry, const PartialKernelLayout &layout,
+    Type elementType, const CacheElements &cache, PatternRewriter &rewriter)
     : op(op), geometry(geometry), rules(op.getRules()), layout(layout),
-      elementType(elementType),
+      elementType(elementType), cache(cache),
       rewriter(rewriter), e{rewriter, kernel.getLoc()} {
   Block &entry = kernel.getBody().front();
   rewriter.setInsertionPointToStart(&entry);
@@ -182,7 +192,24 @@ PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
       emitSequenceExtent(e, seqLens, getKernelArgument(kernel, "query_lens"),
                          batch, maxLength, rules),
       split, op.getNumSplits(), op.getChunkLength(), rules);
-  queryScale = e.f32(op.getEffectiveScale() * llvm::numbers::log2e);
+  queryScale = e.f32(op.getEffectiveScale() * llvm::numbers::log2e *
+                     cache.decodeFactor());
+  // An fp8 cache's scales: per tensor, the key scale joins q's prescale and
+  // the value scale the output's normalization, so the token loop does
+  // nothing more; per token, the loop loads and applies them
+  // (loadTokenScale).
+  if (Value kScale = getKernelArgument(kernel, "k_scale")) {
+    Value vScale = getKernelArgument(kernel, "v_scale");
+    Type f32 = rewriter.getF32Type();
+    outputScale = e.f32(cache.decodeFactor());
+    if (isPerTensorScale(op.getKScale())) {
+      queryScale = e.mul(queryScale, e.load(f32, kScale, f32, e.index(0), 4));
+      outputScale = e.mul(outputScale, e.load(f32, vScale, f32, e.index(0), 4));
+    } else {
+      keyScales = kScale;
+      valueScales = vScale;
+    }
+  }
   if (geometry.isPaged()) {
     blockTable = getKernelArgument(kernel, "block_table");
     numPages =
@@ -197,7 +224,6 @@ PartialKernelBuilder::PartialKernelBuilder(gpu::GPUFuncOp kernel,
       rules.perSequenceQueryLengths
           ? e.mul(chunk.sequence.queryLength, e.index(geometry.groupSize()))
           : e.index(layout.rows);
-  vectorType = VectorType::get({layout.vectorWidth}, elementType);
   // Padding rows read the last real row (and are computed on zero
   // queries): a padding token's query row may be left unwritten.
   lastRow = rules.perSequenceQueryLengths ? e.sub(realRows, e.index(1))
@@ -230,7 +256,7 @@ Value PartialKernelBuilder::laneDim(int64_t element) {
                e.index(element % layout.vectorWidth));
 }
 
-Value PartialKernelBuilder::cacheRowOffset(Value token, Value page) {
+Value PartialKernelBuilder::cacheRow(Value token, Value page) {
   bool isNHD = op.getKvLayout() == KVLayout::NHD;
   Value heads = e.index(geometry.numKVHeads);
   Value row;
@@ -246,7 +272,16 @@ Value PartialKernelBuilder::cacheRowOffset(Value token, Value page) {
                 : e.add(e.mul(e.add(e.mul(batch, heads), kvHead), maxLength),
                         token);
   }
-  return e.mul(row, e.index(geometry.headDim));
+  return row;
+}
+
+Value PartialKernelBuilder::cacheRowOffset(Value token, Value page) {
+  return e.mul(cacheRow(token, page), e.index(geometry.headDim));
+}
+
+Value PartialKernelBuilder::loadTokenScale(Value scales, Value row) {
+  Type f32 = rewriter.getF32Type();
+  return e.load(f32, scales, f32, row, 4);
 }
 
 Value PartialKernelBuilder::pageOf(Value token) {
@@ -443,6 +478,6 @@ SmallVector<Value> PartialKernelBuilder::pack(ArrayRef<RowState> states) {
 }
 
 void mlir::fd::detail::populatePartialAttentionToGPUPatterns(
-    RewritePatternSet &patterns) {
-  patterns.add<PartialAttentionToGPU>(patterns.getContext());
+    RewritePatternSet &patterns, StringRef chip) {
+  patterns.add<PartialAttentionToGPU>(patterns.getContext(), chip);
 }

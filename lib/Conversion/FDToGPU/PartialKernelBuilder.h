@@ -33,7 +33,7 @@ public:
   PartialKernelBuilder(gpu::GPUFuncOp kernel, PartialAttentionOp op,
                        const AttentionGeometry &geometry,
                        const PartialKernelLayout &layout, Type elementType,
-                       PatternRewriter &rewriter);
+                       const CacheElements &cache, PatternRewriter &rewriter);
 
   /// The whole body: the row-tile loop and the return.
   void build();
@@ -44,9 +44,23 @@ private:
   void setUpTokenGroups();
   /// Element `element` of the lane's slice of the head dim, as an index.
   Value laneDim(int64_t element);
-  /// Element offset of the row of `token` in a dense cache, or of slot
-  /// token % page_size of `page` in a paged one.
+  /// The row of `token` in a dense cache, or of slot token % page_size of
+  /// `page` in a paged one: its index among the cache's rows of D elements,
+  /// and of its per-token scale.
+  Value cacheRow(Value token, Value page);
+  /// Element offset of that row.
   Value cacheRowOffset(Value token, Value page);
+  /// CUDA cores: the cache vector of layout.vectorWidth elements at element
+  /// `offset` of `base` (the keys or the values), as loaded.
+  Value loadCacheVector(Value base, Value offset);
+  /// A loaded cache vector's elements as f32 (an fp8 cache's values /
+  /// cache.decodeFactor()).
+  SmallVector<Value> cacheVectorToF32(Value vector);
+  /// Tensor cores: the 8 cache elements at element `offset` of `base` as
+  /// four mma operand words of element pairs in the query's type.
+  SmallVector<Value> loadFragmentWords(Value base, Value offset);
+  /// The per-token scale of cache row `row` (cacheRow) in `scales`.
+  Value loadTokenScale(Value scales, Value row);
   /// The page holding `token` (its block-table entry, clamped into the
   /// pool), or a null value for a dense cache.
   Value pageOf(Value token);
@@ -113,6 +127,7 @@ private:
   AttentionRules rules;
   PartialKernelLayout layout;
   Type elementType;
+  CacheElements cache;
   PatternRewriter &rewriter;
   KernelEmitter e;
 
@@ -137,14 +152,19 @@ private:
   /// `fragmentRow` (and + 8), column pair `fragmentPair` (lane / 4 and
   /// lane % 4).
   Value fragmentRow, fragmentPair;
-  /// q's prescale: scale * log2(e), for scores in base 2.
+  /// q's prescale: scale * log2(e), for scores in base 2 (with an fp8
+  /// cache also its decode factor and a per-tensor k_scale).
   Value queryScale;
+  /// An fp8 cache's per-token scales (null per tensor or without fp8).
+  Value keyScales, valueScales;
+  /// What the partial output is multiplied by when normalized: an fp8
+  /// cache's decode factor and per-tensor v_scale; null for none.
+  Value outputScale;
   /// The last real row: rows past it read its query, slope and keys.
   Value lastRow;
   /// The block's rows that are real queries: group * the sequence's query
   /// tokens (all layout.rows without per-sequence query lengths).
   Value realRows;
-  VectorType vectorType;
 };
 
 } // namespace mlir::fd::detail

@@ -8,14 +8,17 @@
 #ifndef FD_LIB_CONVERSION_FDTOGPU_POPULATEPATTERNS_H
 #define FD_LIB_CONVERSION_FDTOGPU_POPULATEPATTERNS_H
 
+#include "llvm/ADT/StringRef.h"
+
 namespace mlir {
 class RewritePatternSet;
 } // namespace mlir
 
 namespace mlir::fd::detail {
 
-/// fd.partial_attention -> the partial kernel + its launch.
-void populatePartialAttentionToGPUPatterns(RewritePatternSet &patterns);
+/// fd.partial_attention -> the partial kernel + its launch, for `chip`.
+void populatePartialAttentionToGPUPatterns(RewritePatternSet &patterns,
+                                           llvm::StringRef chip);
 
 /// fd.merge -> the merge kernel + its launch.
 void populateMergeToGPUPatterns(RewritePatternSet &patterns);

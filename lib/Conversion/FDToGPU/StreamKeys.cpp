@@ -44,7 +44,7 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
   }
   // Issue every load of the unrolled steps before using any, so several
   // 16-byte loads per lane are in flight.
-  SmallVector<Value> tokens;
+  SmallVector<Value> tokens, tokenKeyScales, tokenValueScales;
   SmallVector<SmallVector<Value>> keyVectors, valueVectors;
   Value lastToken = e.sub(upper, e.index(1));
   for (int64_t u = 0; u < unroll; ++u) {
@@ -68,16 +68,19 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
       cachedBlock = block;
       cachedPage = page;
     }
-    Value offset = cacheRowOffset(clamped, page);
+    Value row = cacheRow(clamped, page);
+    Value offset = e.mul(row, e.index(geometry.headDim));
+    if (keyScales) {
+      tokenKeyScales.push_back(loadTokenScale(keyScales, row));
+      tokenValueScales.push_back(loadTokenScale(valueScales, row));
+    }
     keyVectors.emplace_back();
     valueVectors.emplace_back();
     for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
       Value vectorOffset =
           e.add(offset, e.mul(vectorIndices[v], e.index(layout.vectorWidth)));
-      keyVectors.back().push_back(
-          e.load(vectorType, keys, elementType, vectorOffset, 16));
-      valueVectors.back().push_back(
-          e.load(vectorType, values, elementType, vectorOffset, 16));
+      keyVectors.back().push_back(loadCacheVector(keys, vectorOffset));
+      valueVectors.back().push_back(loadCacheVector(values, vectorOffset));
     }
   }
   // The step's keys as one tile: every (step, row) score first, as
@@ -86,14 +89,14 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
   // computed once.
   SmallVector<SmallVector<Value>> keyElements(unroll), valueElements(unroll);
   for (int64_t u = 0; u < unroll; ++u)
-    for (int64_t v = 0; v < layout.vectorsPerLane; ++v)
-      for (int64_t i = 0; i < layout.vectorWidth; ++i) {
-        Value key = e.toF32(e.extract(keyVectors[u][v], i));
-        if (layout.hasIdleLanes())
-          key = e.select(vectorIsInRow[v], key, e.f32(0.0));
-        keyElements[u].push_back(key);
-        valueElements[u].push_back(e.toF32(e.extract(valueVectors[u][v], i)));
-      }
+    for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
+      for (Value key : cacheVectorToF32(keyVectors[u][v]))
+        keyElements[u].push_back(
+            layout.hasIdleLanes() ? e.select(vectorIsInRow[v], key, e.f32(0.0))
+                                  : key);
+      llvm::append_range(valueElements[u],
+                         cacheVectorToF32(valueVectors[u][v]));
+    }
   SmallVector<SmallVector<Value>> scores(
       tileRows, SmallVector<Value>(unroll, e.f32(0.0)));
   for (int64_t r = 0; r < tileRows; ++r)
@@ -111,6 +114,8 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
   for (int64_t r = 0; r < tileRows; ++r)
     for (int64_t u = 0; u < unroll; ++u) {
       Value &score = scores[r][u];
+      if (keyScales)
+        score = e.mul(score, tokenKeyScales[u]);
       score = shapeScore(score);
       if (alibiSlopes)
         score = buildAlibiBias(rewriter, e.loc, score, rowAlibi[r].slope,
@@ -147,10 +152,15 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
     state.sum = e.mul(state.sum, rescale);
     for (Value weight : weights)
       state.sum = e.add(state.sum, weight);
+    // A per-token value scale weighs the token's value, not the sum.
+    SmallVector<Value> valueWeights = weights;
+    if (valueScales)
+      for (int64_t u = 0; u < unroll; ++u)
+        valueWeights[u] = e.mul(weights[u], tokenValueScales[u]);
     for (int64_t i = 0; i < layout.dimsPerLane(); ++i) {
       Value accumulator = e.mul(state.accumulator[i], rescale);
       for (int64_t u = 0; u < unroll; ++u)
-        accumulator = e.fma(weights[u], valueElements[u][i], accumulator);
+        accumulator = e.fma(valueWeights[u], valueElements[u][i], accumulator);
       state.accumulator[i] = accumulator;
     }
     state.max = tileMax;
@@ -161,4 +171,27 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
     next.push_back(cachedPage);
   }
   return next;
+}
+
+Value PartialKernelBuilder::loadCacheVector(Value base, Value offset) {
+  // An fp8 vector is loaded as words, decoded four elements at a time.
+  int64_t bytes = layout.vectorWidth * cache.bytes();
+  Type type = cache.isFloat8()
+                  ? VectorType::get({bytes / 4}, rewriter.getI32Type())
+                  : VectorType::get({layout.vectorWidth}, cache.type);
+  return e.load(type, base, cache.addressType(), offset, bytes);
+}
+
+SmallVector<Value> PartialKernelBuilder::cacheVectorToF32(Value vector) {
+  SmallVector<Value> elements;
+  if (!cache.isFloat8()) {
+    for (int64_t i = 0; i < layout.vectorWidth; ++i)
+      elements.push_back(e.toF32(e.extract(vector, i)));
+    return elements;
+  }
+  for (int64_t word = 0; word < layout.vectorWidth / 4; ++word)
+    for (Value pair : decodeFloat8Word(e, cache, e.extract(vector, word)))
+      for (int64_t half = 0; half < 2; ++half)
+        elements.push_back(e.toF32(e.extract(pair, half)));
+  return elements;
 }

@@ -27,6 +27,11 @@
 // and a warp's load of one key's vectors is 128 contiguous bytes. The
 // pairs of keys B wants in one word are formed by byte permutes.
 //
+// An fp8 cache is read in the same element order, 8 bytes per load (64
+// contiguous bytes per key and warp), and decoded to the query's type on
+// the way (loadFragmentWords); its per-token scales multiply the scores
+// (K) and P (V), each lane loading those of its two keys.
+//
 //===----------------------------------------------------------------------===//
 
 #include "PartialKernelBuilder.h"
@@ -171,18 +176,18 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   SmallVector<Value> initial = {e.negInf(), e.negInf(), e.f32(0.0), e.f32(0.0)};
   initial.append(4 * outputTiles, e.f32(0.0));
   Value lastToken = e.sub(chunk.end, e.index(1));
-  auto wordsType = VectorType::get({kWordsPerVector}, rewriter.getI32Type());
   Value warpBase = e.mul(warp, e.index(layout.tokensPerWarp));
 
-  auto loadVectors = [&](Value base, Value token, int64_t count, int64_t stride,
-                         Value laneOffset) {
-    Value row = cacheRowOffset(token, pageOf(token));
-    SmallVector<Value> vectors;
+  // The 8-element pieces of cache row `row` at `laneOffset` + v * stride,
+  // each as four mma words.
+  auto loadPieces = [&](Value base, Value row, int64_t count, int64_t stride,
+                        Value laneOffset) {
+    Value rowOffset = e.mul(row, e.index(headDim));
+    SmallVector<SmallVector<Value>> pieces;
     for (int64_t v = 0; v < count; ++v)
-      vectors.push_back(
-          e.load(wordsType, base, elementType,
-                 e.add(e.add(row, laneOffset), e.index(v * stride)), 16));
-    return vectors;
+      pieces.push_back(loadFragmentWords(
+          base, e.add(e.add(rowOffset, laneOffset), e.index(v * stride))));
+    return pieces;
   };
 
   auto stream = scf::ForOp::create(
@@ -196,14 +201,28 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
         // Both loads first, so one memory latency per step, not two: K of
         // key g, V of keys 2p, 2p+1.
         Value keyLane = e.mul(fragmentPair, e.index(kElementsPerVector));
-        SmallVector<Value> keyVectors =
-            loadVectors(keys, clamp(0, fragmentRow), headDim / 32, 32, keyLane);
+        Value keyToken = clamp(0, fragmentRow);
+        SmallVector<SmallVector<Value>> keyVectors =
+            loadPieces(keys, cacheRow(keyToken, pageOf(keyToken)), headDim / 32,
+                       32, keyLane);
         Value valueLane = e.mul(fragmentRow, e.index(kElementsPerVector));
         Value pairKey = e.mul(fragmentPair, e.index(2));
-        SmallVector<SmallVector<Value>> valueVectors;
-        for (int64_t offset : {0, 1})
-          valueVectors.push_back(loadVectors(values, clamp(offset, pairKey),
-                                             headDim / 64, 64, valueLane));
+        SmallVector<SmallVector<SmallVector<Value>>> valueVectors;
+        // Per-token scales of the lane's keys 2p, 2p+1: q's prescale times
+        // the key scale, and the value scale.
+        Value pairScoreScales[2] = {queryScale, queryScale};
+        Value pairValueScales[2];
+        for (int64_t offset : {0, 1}) {
+          Value token = clamp(offset, pairKey);
+          Value row = cacheRow(token, pageOf(token));
+          valueVectors.push_back(
+              loadPieces(values, row, headDim / 64, 64, valueLane));
+          if (keyScales) {
+            pairScoreScales[offset] =
+                e.mul(queryScale, loadTokenScale(keyScales, row));
+            pairValueScales[offset] = loadTokenScale(valueScales, row);
+          }
+        }
         // S = q K^T over D / 16 k-steps.
         // Two accumulators (even and odd k-steps), added at the end: two
         // independent mma chains of D / 32 instead of one of D / 16, each
@@ -216,11 +235,10 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
             a.push_back(memref::LoadOp::create(
                 rewriter, e.loc, queryFragments,
                 ValueRange{e.index(step), lane, e.index(i)}));
-          Value vector = keyVectors[step / 2];
+          ArrayRef<Value> words = keyVectors[step / 2];
           int64_t word = 2 * (step % 2);
           SmallVector<Value> &chain = partialS[step % 2];
-          chain = mma(a, {e.extract(vector, word), e.extract(vector, word + 1)},
-                      chain);
+          chain = mma(a, {words[word], words[word + 1]}, chain);
         }
         SmallVector<Value> s;
         for (int64_t i = 0; i < 4; ++i)
@@ -241,7 +259,7 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
                 rewriter, e.loc, visible,
                 arith::AndIOp::create(rewriter, e.loc, inWindow, inChunk));
           }
-          Value score = shapeScore(e.mul(s[i], queryScale));
+          Value score = shapeScore(e.mul(s[i], pairScoreScales[i % 2]));
           if (alibiSlopes)
             score = buildAlibiBias(rewriter, e.loc, score, alibi[i / 2].slope,
                                    key, alibi[i / 2].position);
@@ -276,16 +294,19 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
 
         // O = O * rescale + P V with m16n8k8: P's A fragment (rows g, g + 8
         // at keys 2p, 2p+1) is S's accumulator layout, rounded to the
-        // element type; B is V at keys 2p, 2p+1 of column g.
+        // element type (after a per-token value scale: it weighs the key's
+        // value, not the sum); B is V at keys 2p, 2p+1 of column g.
+        auto probability = [&](int64_t i) -> Value {
+          Value weight = weights[i];
+          if (valueScales)
+            weight = e.mul(weight, pairValueScales[i % 2]);
+          return arith::TruncFOp::create(rewriter, e.loc, elementType, weight);
+        };
         SmallVector<Value> p;
         for (int64_t r = 0; r < 2; ++r)
-          p.push_back(
-              packPair(arith::TruncFOp::create(rewriter, e.loc, elementType,
-                                               weights[2 * r]),
-                       arith::TruncFOp::create(rewriter, e.loc, elementType,
-                                               weights[2 * r + 1])));
+          p.push_back(packPair(probability(2 * r), probability(2 * r + 1)));
         auto element = [&](int64_t key, int64_t tile) {
-          Value word = e.extract(valueVectors[key][tile / 8], (tile % 8) / 2);
+          Value word = valueVectors[key][tile / 8][(tile % 8) / 2];
           auto pair = LLVM::BitcastOp::create(
               rewriter, e.loc, VectorType::get({2}, elementType), word);
           return e.extract(pair, tile % 2);
@@ -335,4 +356,32 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
     memref::StoreOp::create(rewriter, e.loc, result[2 + r], warpMaxSum,
                             ValueRange{warp, tileRow, e.index(1)});
   }
+}
+
+SmallVector<Value> PartialKernelBuilder::loadFragmentWords(Value base,
+                                                           Value offset) {
+  Type i32 = rewriter.getI32Type();
+  SmallVector<Value> words;
+  if (!cache.isFloat8()) {
+    Value vector = e.load(VectorType::get({kWordsPerVector}, i32), base,
+                          cache.addressType(), offset, 16);
+    for (int64_t word = 0; word < kWordsPerVector; ++word)
+      words.push_back(e.extract(vector, word));
+    return words;
+  }
+  // fp8: 8 bytes, decoded to f16 pairs; to bf16 through f32 (exact: every
+  // fp8 value is a bf16 too).
+  Value vector = e.load(VectorType::get({kWordsPerVector / 2}, i32), base,
+                        cache.addressType(), offset, kElementsPerVector);
+  for (int64_t word = 0; word < kWordsPerVector / 2; ++word)
+    for (Value pair : decodeFloat8Word(e, cache, e.extract(vector, word))) {
+      if (!elementType.isF16()) {
+        Value wide = LLVM::FPExtOp::create(
+            rewriter, e.loc, VectorType::get({2}, rewriter.getF32Type()), pair);
+        pair = LLVM::FPTruncOp::create(rewriter, e.loc,
+                                       VectorType::get({2}, elementType), wide);
+      }
+      words.push_back(LLVM::BitcastOp::create(rewriter, e.loc, i32, pair));
+    }
+  return words;
 }

@@ -56,7 +56,7 @@ struct RowOperands {
 /// token and KV head, indexed like the cache without the head dim).
 Value loadKVScale(OpBuilder &b, Location loc, Value scales,
                   ArrayRef<Value> cacheRow) {
-  if (cast<MemRefType>(scales.getType()).getRank() == 1)
+  if (isPerTensorScale(scales))
     return memref::LoadOp::create(b, loc, scales, indexConstant(b, loc, 0));
   return memref::LoadOp::create(b, loc, scales, cacheRow);
 }

@@ -1,4 +1,7 @@
 // RUN: fd-opt %s -split-input-file -convert-fd-to-gpu -verify-diagnostics
+// RUN: not fd-opt %s -split-input-file -convert-fd-to-gpu=chip=sm_70 2>&1 | FileCheck %s --check-prefix=CHIP
+
+// CHIP: error: convert-fd-to-gpu: chip 'sm_70' is not supported: expected sm_80, sm_86, sm_89, sm_90 or sm_90a
 
 func.func @unsplit(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf16>) {
   // expected-error @below {{convert-fd-to-gpu: split it first with fd-split-kv (num-splits=1 for the unsplit kernel)}}
@@ -14,7 +17,6 @@ func.func @strided(%po: memref<1x8x4x64xf32, strided<[4096, 512, 64, 1]>>, %pl: 
   return
 }
 
-
 // -----
 
 // Every op that cannot be lowered is reported, and nothing is rewritten.
@@ -27,10 +29,3 @@ func.func @both(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?
   return
 }
 
-// -----
-
-func.func @fp8_cache(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf8E4M3FN>, %v: memref<1x?x2x64xf8E4M3FN>, %l: memref<1xi32>, %s: memref<1xf32>, %po: memref<1x8x4x64xf32>, %pl: memref<1x8x4xf32>) {
-  // expected-error @below {{convert-fd-to-gpu: fp8 caches are not lowered to GPU kernels yet: expected f16, bf16 or f32 caches}}
-  fd.partial_attention %q, %k, %v, %l k_scale %s : memref<1xf32> v_scale %s : memref<1xf32> into %po, %pl : memref<1x8x64xf16>, memref<1x?x2x64xf8E4M3FN>, memref<1x?x2x64xf8E4M3FN>, memref<1xi32> into memref<1x8x4x64xf32>, memref<1x8x4xf32>
-  return
-}

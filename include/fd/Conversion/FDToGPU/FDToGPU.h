@@ -33,10 +33,13 @@ constexpr llvm::StringLiteral kLaunchGridSymbolsAttrName = "fd.grid_symbols";
 constexpr llvm::StringLiteral kKernelMathUnitsAttrName = "fd.math_units";
 
 /// How the partial-attention kernel maps one (sequence, KV head, chunk) onto
-/// a thread block; a pure function of the head dim, the element size, the
-/// group size (Hq / Hkv) and the query length Lq.
+/// a thread block; a pure function of the head dim, the query's and the
+/// cache's element sizes, the group size (Hq / Hkv) and the query length Lq.
 ///
-/// A row of `headDim` elements is `vectorsPerRow` 16-byte vectors.
+/// A row of `headDim` cache elements is `vectorsPerRow` vectors of
+/// `vectorWidth` elements: 16 bytes each, or 8 where a row is not a whole
+/// number of 16-byte vectors (fp8 rows whose head dim is not a multiple of
+/// 16; their rows start only 8-byte aligned).
 /// `lanesPerToken` lanes (the next power of two, at most 32) read one key (or
 /// value) row together, each `vectorsPerLane` vectors, so a warp reads
 /// `tokensPerWarp` rows per step with coalesced 16-byte loads; when the
@@ -48,11 +51,12 @@ constexpr llvm::StringLiteral kKernelMathUnitsAttrName = "fd.math_units";
 /// the last Lq - 1 keys of a sequence stream first, in a loop of their own
 /// with a per-row mask.
 ///
-/// With `tensorCores` (f16/bf16, D of 64 or 128, at least
+/// With `tensorCores` (f16/bf16 queries, D of 64 or 128, at least
 /// kTensorCoreMinRows rows) the block instead computes a tile of up to 16
 /// rows with mma.sync: each warp takes 8 keys per step (tokensPerWarp),
 /// loads their K and V rows straight into mma fragments (docs/KernelABI.md,
-/// "Tensor-core tiles") and keeps the tile's scores, softmax state and
+/// "Tensor-core tiles"; an fp8 cache decoded to the query's type on the
+/// way) and keeps the tile's scores, softmax state and
 /// output accumulator in registers, within 128 of them (four blocks per
 /// SM); `vectorsPerLane`, `lanesPerToken` and `unroll` then do not apply.
 struct PartialKernelLayout {
@@ -95,10 +99,11 @@ struct PartialKernelLayout {
   bool tensorCores;
 
   /// With `withAlibi` each row of a CUDA-core tile also keeps its ALiBi
-  /// slope and position.
+  /// slope and position. `cacheElementBytes` is 1 for fp8 caches, else the
+  /// query's `elementBytes`.
   static PartialKernelLayout get(int64_t headDim, int64_t elementBytes,
-                                 int64_t groupSize, int64_t queryLength,
-                                 bool withAlibi = false);
+                                 int64_t cacheElementBytes, int64_t groupSize,
+                                 int64_t queryLength, bool withAlibi = false);
   /// Keys the block reads per step: one per token group of each warp.
   int64_t tokensPerStep() const { return kWarps * tokensPerWarp; }
   /// Head-dim elements each lane accumulates.
@@ -121,14 +126,20 @@ struct PartialKernelLayout {
 /// when they are not built for it (sm_80, sm_86, sm_89, sm_90, sm_90a).
 int getMinimumPTXVersion(llvm::StringRef chip);
 
+/// Whether the kernels for `chip` convert a pair of fp8 values to f16 in one
+/// instruction (`cvt.rn.f16x2.e4m3x2` / `e5m2x2`: sm_90, sm_90a).
+bool hasFloat8Conversions(llvm::StringRef chip);
+
 /// Patterns replacing fd.partial_attention and fd.merge with launches of GPU
 /// kernels, each in a `gpu.module` of its own name in the enclosing module:
 ///   partial: grid (S, Hkv, B), block (128); args (q, k, v, seq_lens,
 ///            partial_output, partial_lse: !llvm.ptr<1>, max_len: i32)
 ///   merge:   grid (Hq, Lq, B), block (D); args (partial_output,
 ///            partial_lse, output[, lse]: !llvm.ptr<1>)
-/// The memrefs must be contiguous (identity layout).
-void populateFDToGPUConversionPatterns(RewritePatternSet &patterns);
+/// The memrefs must be contiguous (identity layout). The kernels run on
+/// `chip` (getMinimumPTXVersion's) and later GPUs.
+void populateFDToGPUConversionPatterns(RewritePatternSet &patterns,
+                                       llvm::StringRef chip = "sm_80");
 
 /// Why the patterns above cannot lower `op` (an fd op), or an empty string
 /// when they can: the one statement of their preconditions, which the

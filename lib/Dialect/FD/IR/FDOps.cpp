@@ -118,6 +118,11 @@ bool mlir::fd::isFloat8Cache(Value cache) {
       memrefType(cache).getElementType());
 }
 
+bool mlir::fd::isPerTensorScale(Value scales) {
+  // A per-token shape is the cache's without D: rank 3 at least.
+  return memrefType(scales).getRank() == 1;
+}
+
 /// The scales of an fp8 cache: both given exactly when the cache is fp8,
 /// each per tensor ([1]) or per (token, KV head) (the cache's shape without
 /// the head dim), both of one granularity.

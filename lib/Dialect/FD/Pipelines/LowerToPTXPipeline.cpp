@@ -28,7 +28,9 @@ void buildLowerToPTXPipeline(OpPassManager &pm, const PTXTarget &target,
     pm.addPass(createFDSplitKV(split));
   }
   if (runs(LowerToPTXStage::GPU)) {
-    pm.addPass(createConvertFDToGPU());
+    ConvertFDToGPUOptions kernels;
+    kernels.chip = target.chip;
+    pm.addPass(createConvertFDToGPU(kernels));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }

@@ -52,6 +52,11 @@ AttentionGeometry computeAttentionGeometry(Value query, Value keyCache,
 /// are scaled by the attention op's k_scale / v_scale.
 bool isFloat8Cache(Value cache);
 
+/// Whether an fp8 cache's `scales` (k_scale or v_scale) are per tensor
+/// (memref<1xf32>), not per token and KV head (the cache's shape without the
+/// head dim).
+bool isPerTensorScale(Value scales);
+
 /// What decides which keys a query row sees and how its scores are shaped,
 /// beyond the geometry: read off an attention op's attributes once, applied
 /// by the builders of fd/Dialect/FD/Utils/AttentionUtils.h.

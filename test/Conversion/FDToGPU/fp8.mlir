@@ -1,0 +1,86 @@
+// RUN: fd-opt %s -split-input-file -convert-fd-to-gpu=chip=sm_90 | FileCheck %s --check-prefixes=CHECK,CVT
+// RUN: fd-opt %s -split-input-file -convert-fd-to-gpu | FileCheck %s --check-prefixes=CHECK,BITS
+
+// FP8 caches on the GPU: the partial kernel takes k_scale and v_scale after
+// its other parameters and decodes the cache to f16 pairs, with cvt on
+// sm_90 and bit operations (a byte permute, the E4M3 magnitude shifted
+// into an f16, times 2^8 folded into the scales) on the others. Per tensor,
+// the key scale joins q's prescale and the value scale the normalization,
+// both loaded once, before any key.
+
+// CHECK-LABEL: func.func @tensor_scales
+// CHECK: gpu.func @fd_partial_attention({{.*}}, %[[KS:.*]]: !llvm.ptr<1>, %[[VS:.*]]: !llvm.ptr<1>) workgroup({{.*}}) kernel attributes {fd.math_units = "tensor_cores", fd.params = ["query", "key_cache", "value_cache", "seq_lens", "partial_output", "partial_lse", "max_len", "k_scale", "v_scale"]
+// CVT-DAG: %[[PRESCALE:.*]] = arith.constant 0.180336878 : f32
+// BITS-DAG: %[[PRESCALE:.*]] = arith.constant 46.1662407 : f32
+// BITS-DAG: %[[FACTOR:.*]] = arith.constant 2.560000e+02 : f32
+// CHECK: %[[K:.*]] = llvm.load %[[KS]] {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK: %[[SCORE_SCALE:.*]] = arith.mulf %[[K]], %[[PRESCALE]] : f32
+// CHECK: %[[V:.*]] = llvm.load %[[VS]] {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// BITS: %[[OUTPUT_SCALE:.*]] = arith.mulf %[[V]], %[[FACTOR]] : f32
+// CHECK: scf.for
+// CHECK: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xi32>
+// CVT: nvvm.convert.f8x2.to.f16x2 %{{.*}} : vector<2xi8>(f8E4M3FN) -> vector<2xf16>
+// BITS-NOT: nvvm.convert
+// BITS: llvm.shufflevector %{{.*}}, %{{.*}} [4, 0, 5, 1] : vector<4xi8>
+// BITS: arith.andi %{{.*}}, %{{.*}} : i32
+// CHECK: nvvm.mma.sync
+// CHECK: arith.mulf %{{.*}}, %[[SCORE_SCALE]] : f32
+// CHECK: arith.divf
+// CVT-NEXT: arith.mulf %{{.*}}, %[[V]] : f32
+// BITS-NEXT: arith.mulf %{{.*}}, %[[OUTPUT_SCALE]] : f32
+func.func @tensor_scales(%q: memref<?x4x64xf16>, %k: memref<?x?x1x64xf8E4M3FN>, %v: memref<?x?x1x64xf8E4M3FN>, %l: memref<?xi32>,
+                         %ks: memref<1xf32>, %vs: memref<1xf32>, %po: memref<?x4x2x64xf32>, %pl: memref<?x4x2xf32>) {
+  fd.partial_attention %q, %k, %v, %l k_scale %ks : memref<1xf32> v_scale %vs : memref<1xf32> into %po, %pl
+      : memref<?x4x64xf16>, memref<?x?x1x64xf8E4M3FN>, memref<?x?x1x64xf8E4M3FN>, memref<?xi32> into memref<?x4x2x64xf32>, memref<?x4x2xf32>
+  return
+}
+
+// -----
+
+// Per token and KV head (one head per token group of CUDA cores): each
+// step loads its keys' scales beside their 16-element vectors; the key
+// scale multiplies the score, the value scale the weight of the value (the
+// sum takes the unscaled weight). E5M2 is an f16's high byte: a byte
+// permute, nothing more, without cvt.
+
+// CHECK-LABEL: func.func @token_scales
+// CHECK: gpu.func @fd_partial_attention({{.*}}, %[[KS:.*]]: !llvm.ptr<1>, %[[VS:.*]]: !llvm.ptr<1>) workgroup({{.*}}) kernel attributes {fd.math_units = "cuda_cores"
+// CHECK: scf.for
+// CHECK: %[[KADDR:.*]] = llvm.getelementptr %[[KS]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
+// CHECK: %[[KSCALE:.*]] = llvm.load %[[KADDR]] {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK: %[[VADDR:.*]] = llvm.getelementptr %[[VS]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
+// CHECK: %[[VSCALE:.*]] = llvm.load %[[VADDR]] {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
+// CVT: nvvm.convert.f8x2.to.f16x2 %{{.*}} : vector<2xi8>(f8E5M2) -> vector<2xf16>
+// BITS-NOT: nvvm.convert
+// BITS: %[[HIGH:.*]] = llvm.shufflevector %{{.*}}, %{{.*}} [4, 0, 5, 1] : vector<4xi8>
+// BITS-NEXT: llvm.bitcast %[[HIGH]] : vector<4xi8> to vector<2xf16>
+// CHECK: gpu.shuffle xor
+// CHECK: arith.mulf %{{.*}}, %[[KSCALE]] : f32
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// CHECK: %[[EXP:.*]] = llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// CHECK-NEXT: %[[WEIGHT:.*]] = arith.select %{{.*}}, %[[EXP]], %{{.*}} : f32
+// CHECK: %[[SUM:.*]] = arith.addf %{{.*}}, %[[WEIGHT]] : f32
+// CHECK: arith.mulf %[[WEIGHT]], %[[VSCALE]] : f32
+func.func @token_scales(%q: memref<?x2x64xbf16>, %k: memref<?x?x2x64xf8E5M2>, %v: memref<?x?x2x64xf8E5M2>, %l: memref<?xi32>,
+                        %ks: memref<?x?x2xf32>, %vs: memref<?x?x2xf32>, %po: memref<?x2x2x64xf32>, %pl: memref<?x2x2xf32>) {
+  fd.partial_attention %q, %k, %v, %l k_scale %ks : memref<?x?x2xf32> v_scale %vs : memref<?x?x2xf32> into %po, %pl
+      : memref<?x2x64xbf16>, memref<?x?x2x64xf8E5M2>, memref<?x?x2x64xf8E5M2>, memref<?xi32> into memref<?x2x2x64xf32>, memref<?x2x2xf32>
+  return
+}
+
+// -----
+
+// A head dim that is not a multiple of 16 (rows 8-byte aligned): 8-byte
+// vectors of 8 elements.
+
+// CHECK-LABEL: func.func @eight_byte_rows
+// CHECK: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xi32>
+// CHECK-NOT: vector<4xi32>
+// CHECK: gpu.return
+func.func @eight_byte_rows(%q: memref<?x1x40xf16>, %k: memref<?x?x1x40xf8E4M3FN>, %v: memref<?x?x1x40xf8E4M3FN>, %l: memref<?xi32>,
+                           %ks: memref<1xf32>, %vs: memref<1xf32>, %po: memref<?x1x2x40xf32>, %pl: memref<?x1x2xf32>) {
+  fd.partial_attention %q, %k, %v, %l k_scale %ks : memref<1xf32> v_scale %vs : memref<1xf32> into %po, %pl
+      : memref<?x1x40xf16>, memref<?x?x1x40xf8E4M3FN>, memref<?x?x1x40xf8E4M3FN>, memref<?xi32> into memref<?x1x2x40xf32>, memref<?x1x2xf32>
+  return
+}

@@ -1,0 +1,261 @@
+//===- RuntimeGPUFloat8Test.cpp - FP8 caches on a GPU ---------------------===//
+//
+// The kernels with fp8 caches that bench/test_kernels.sh compiles (E4M3 and
+// E5M2, scales per tensor and per token and KV head, the cvt decoder of
+// sm_90 and the bit-operation one of sm_80, both kernel forms), on a GPU (in
+// `make test`: fdemu, every launch checked for out-of-bounds, uninitialized
+// and racy accesses) against the float64 reference on the dequantized caches
+// (decode(byte) * scale: the attention adds no error of its own beyond the
+// query dtype's), fresh random inputs (FD_TEST_SEED=N repeats a run): caches
+// of normal values and caches with outlier channels (100x, as real K caches
+// have); lengths 0, 1, fewer than the splits, odd and full; graph replays
+// after new scales are written to device memory (the kernels read them at
+// every launch); paged caches as pages move; a NaN byte in a key poisons
+// exactly the rows that see it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GPUKernelHarness.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace flashdecode;
+using namespace flashdecode::rt;
+using namespace flashdecode::test;
+
+namespace {
+
+/// A cache's fp8 values (decoded, unscaled) and its scales: what the
+/// kernels read, as the reference reads it once scaled.
+struct QuantizedCache {
+  std::vector<double> decoded;
+  std::vector<float> scales;
+};
+
+class RuntimeGPUFloat8 : public testing::TestWithParam<KernelCase>,
+                         public KernelOnGPU {
+protected:
+  void SetUp() override {
+    loadKernelForm(GetParam().name, GetParam().tensorCores);
+    if (IsSkipped() || HasFatalFailure())
+      return;
+    ASSERT_TRUE(bundle.manifest.hasFloat8Cache())
+        << GetParam().name << " was compiled without an fp8 cache";
+  }
+
+  bool isE4M3() const { return bundle.manifest.kvDtype == "e4m3"; }
+  bool isPerToken() const { return bundle.manifest.hasTokenHeadScales(); }
+
+  /// Multiplies channels 3 and 17 of every key by 100 (outlier channels),
+  /// before quantization.
+  void addOutlierChannels(HostTensor &keys) const {
+    const int64_t dim = bundle.manifest.headDim;
+    for (size_t i = 0; i < keys.values.size(); ++i)
+      if (i % dim == 3 || i % dim == 17)
+        keys.values[i] *= 100.0;
+  }
+
+  /// Quantizes `cache` as a user would (quantizeFloat8): its bytes become
+  /// the fp8 bytes the kernels read (one per element), its values the
+  /// dequantized ones the reference reads.
+  QuantizedCache quantizeInPlace(HostTensor &cache) const {
+    Float8Cache float8 = quantizeFloat8(
+        cache.values, isE4M3(),
+        isPerToken() ? static_cast<size_t>(bundle.manifest.headDim)
+                     : cache.values.size());
+    QuantizedCache quantized{{}, float8.scales};
+    for (uint8_t byte : float8.bytes)
+      quantized.decoded.push_back(isE4M3()
+                                      ? reference::float8E4M3FNToFloat(byte)
+                                      : reference::float8E5M2ToFloat(byte));
+    cache.bytes = std::move(float8.bytes);
+    cache.values = std::move(float8.dequantized);
+    return quantized;
+  }
+
+  /// Gives `cache` (quantized by quantizeInPlace) the scales `scales`: the
+  /// values the same bytes then stand for.
+  void rescale(HostTensor &cache, QuantizedCache &quantized,
+               std::vector<float> scales) const {
+    const size_t span = cache.values.size() / scales.size();
+    for (size_t i = 0; i < cache.values.size(); ++i)
+      cache.values[i] = quantized.decoded[i] * double(scales[i / span]);
+    quantized.scales = std::move(scales);
+  }
+
+  /// `scales` times random factors in [0.25, 4].
+  std::vector<float> randomlyScaled(const std::vector<float> &scales) {
+    std::uniform_real_distribution<float> exponent(-2.0f, 2.0f);
+    std::vector<float> result = scales;
+    for (float &scale : result)
+      scale *= std::exp2(exponent(random));
+    return result;
+  }
+
+  /// The device buffers of both caches' scales.
+  struct ScaleBuffers {
+    DeviceBuffer keys, values;
+
+    void upload(const QuantizedCache &keyCache,
+                const QuantizedCache &valueCache) {
+      keys.upload(keyCache.scales.data(),
+                  keyCache.scales.size() * sizeof(float));
+      values.upload(valueCache.scales.data(),
+                    valueCache.scales.size() * sizeof(float));
+    }
+  };
+
+  ScaleBuffers uploadScales(const QuantizedCache &keyCache,
+                            const QuantizedCache &valueCache) const {
+    ScaleBuffers buffers{
+        DeviceBuffer(*device, keyCache.scales.size() * sizeof(float)),
+        DeviceBuffer(*device, valueCache.scales.size() * sizeof(float))};
+    buffers.upload(keyCache, valueCache);
+    return buffers;
+  }
+
+  static DecodeBuffers withScales(DecodeBuffers buffers,
+                                  const ScaleBuffers &scales) {
+    buffers.kScale = scales.keys.getAddress();
+    buffers.vScale = scales.values.getAddress();
+    return buffers;
+  }
+};
+
+/// Kernels that read dense caches.
+class RuntimeGPUFloat8Dense : public RuntimeGPUFloat8 {
+protected:
+  void SetUp() override {
+    RuntimeGPUFloat8::SetUp();
+    if (IsSkipped() || HasFatalFailure())
+      return;
+    ASSERT_EQ(bundle.manifest.pageSize, 0)
+        << GetParam().name << " reads paged caches";
+  }
+
+  /// Runs random caches (with outlier channels when `outliers`) at several
+  /// lengths, then replays a graph after new scales are written.
+  void checkRandomCaches(bool outliers) {
+    SCOPED_TRACE(seedNote());
+    const int32_t maxLength = 403;
+    // Queries of 2 (scores of about 2); with outliers, small enough that
+    // the outlier channels keep scores of a few units.
+    DenseInputs inputs =
+        randomDense(/*batch=*/5, maxLength, outliers ? 0.05 : 2.0);
+    if (outliers)
+      addOutlierChannels(inputs.keys);
+    QuantizedCache keys = quantizeInPlace(inputs.keys);
+    QuantizedCache values = quantizeInPlace(inputs.values);
+    DeviceDecode decode = upload(inputs);
+    ScaleBuffers scales = uploadScales(keys, values);
+    DecodePlan plan(*device, bundle, withScales(decode.getBuffers(), scales));
+    Stream stream(*device);
+    // Lengths 0, 1, 3 (fewer than the splits), odd and full.
+    checkRun(decode, inputs, stream, {0, 1, 3, 255, maxLength},
+             [&] { plan.launch(stream); });
+
+    // The same bytes under new scales before each replay.
+    Graph graph = Graph::capture(*device, {&plan}, stream);
+    for (int32_t step = 1; step <= 2; ++step) {
+      SCOPED_TRACE(testing::Message() << "replay " << step);
+      rescale(inputs.keys, keys, randomlyScaled(keys.scales));
+      rescale(inputs.values, values, randomlyScaled(values.scales));
+      scales.upload(keys, values);
+      checkRun(decode, inputs, stream,
+               {maxLength - step, 7 * step, 1, 0, 100 + step},
+               [&] { graph.replay(stream); });
+    }
+  }
+};
+
+TEST_P(RuntimeGPUFloat8Dense, MatchesTheReferenceAndReadsNewScalesAtReplay) {
+  checkRandomCaches(/*outliers=*/false);
+}
+
+TEST_P(RuntimeGPUFloat8Dense, MatchesTheReferenceWithOutlierChannels) {
+  checkRandomCaches(/*outliers=*/true);
+}
+
+TEST_P(RuntimeGPUFloat8Dense, NaNKeyPoisonsExactlyTheRowsThatSeeIt) {
+  // One key element of sequence 0, KV head 0, at its last position is the
+  // format's NaN: the rows of that head's group whose query sees it (its
+  // last query token's at least, whatever the window) are NaN (output and
+  // lse); every other row matches the reference.
+  SCOPED_TRACE(seedNote());
+  const Manifest &manifest = bundle.manifest;
+  DenseInputs inputs = randomDense(/*batch=*/3, /*maxLength=*/120, 2.0);
+  QuantizedCache keys = quantizeInPlace(inputs.keys);
+  QuantizedCache values = quantizeInPlace(inputs.values);
+  size_t poisoned = inputs.at(0, 119, 0, manifest.headDim / 2);
+  inputs.keys.bytes[poisoned] = isE4M3() ? 0x7f : 0xfe;
+  inputs.keys.values[poisoned] = std::nan("");
+  DeviceDecode decode = upload(inputs);
+  ScaleBuffers scales = uploadScales(keys, values);
+  DecodePlan plan(*device, bundle, withScales(decode.getBuffers(), scales));
+  Stream stream(*device);
+  const std::vector<int32_t> live = {120, 90, 120};
+  decode.uploadLengths(live);
+  decode.uploadFeatures(inputs.features);
+  decode.poisonOutput();
+  stream.launchAndWait([&] { plan.launch(stream); });
+
+  std::vector<double> expected, expectedLse;
+  reference(inputs, live, expected, expectedLse);
+  int64_t nanRows = 0;
+  for (double lse : expectedLse)
+    nanRows += std::isnan(lse);
+  ASSERT_GT(nanRows, 0) << "no row sees the NaN key";
+  expectMatches(decode, expected, expectedLse);
+}
+
+/// Kernels that read paged caches.
+class RuntimeGPUFloat8Paged : public RuntimeGPUFloat8 {};
+
+TEST_P(RuntimeGPUFloat8Paged, MatchesTheReferenceAsPagesAndScalesChange) {
+  ASSERT_NE(bundle.manifest.pageSize, 0)
+      << GetParam().name << " reads dense caches";
+  SCOPED_TRACE(seedNote());
+  PagedInputs inputs = randomPaged(/*batch=*/3, /*minLength=*/300,
+                                   /*unwrittenPages=*/0, 2.0);
+  addOutlierChannels(inputs.keys);
+  QuantizedCache keys = quantizeInPlace(inputs.keys);
+  QuantizedCache values = quantizeInPlace(inputs.values);
+  const int32_t maxLength = inputs.getMaxLength();
+  DeviceDecode decode = upload(inputs);
+  ScaleBuffers scales = uploadScales(keys, values);
+  DecodePlan plan(*device, bundle, withScales(decode.getBuffers(), scales));
+  Stream stream(*device);
+  checkRun(decode, inputs, stream, shuffledTable(inputs), {maxLength, 17, 0},
+           [&] { plan.launch(stream); });
+
+  Graph graph = Graph::capture(*device, {&plan}, stream);
+  for (int32_t step = 1; step <= 2; ++step) {
+    SCOPED_TRACE(testing::Message() << "replay " << step);
+    rescale(inputs.keys, keys, randomlyScaled(keys.scales));
+    rescale(inputs.values, values, randomlyScaled(values.scales));
+    scales.upload(keys, values);
+    checkRun(decode, inputs, stream, shuffledTable(inputs),
+             {maxLength - 5 * step, 1 + 33 * step, 1},
+             [&] { graph.replay(stream); });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kernels, RuntimeGPUFloat8Dense,
+    testing::Values(KernelCase{"fp8_e4m3_tc", true},
+                    KernelCase{"fp8_e4m3_tc_token_sm80", true},
+                    KernelCase{"fp8_e4m3_mqa_token", true},
+                    KernelCase{"fp8_e4m3_tc_every_feature", true},
+                    KernelCase{"fp8_e4m3_mha_token", false},
+                    KernelCase{"fp8_e4m3_f32_d40_spec3_sm80", false},
+                    KernelCase{"fp8_e5m2_f32_hnd_every_feature", false}),
+    caseName<KernelCase>);
+INSTANTIATE_TEST_SUITE_P(
+    Kernels, RuntimeGPUFloat8Paged,
+    testing::Values(KernelCase{"fp8_e5m2_tc_bf16_paged16_hnd_spec4", true},
+                    KernelCase{"fp8_e5m2_mha_bf16_paged16_sm80", false}),
+    caseName<KernelCase>);
+
+} // namespace
