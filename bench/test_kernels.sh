@@ -137,8 +137,9 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 # 16 HND, Lq = 4; GQA f16 E4M3 per token on sm_80; MQA f16 E4M3 per token
 # (two row tiles). CUDA cores: MHA f16 D=128 E4M3 per token; MHA bf16 D=96
 # E5M2 per tensor, paged 16, on sm_80; f32 D=40 (8-byte vectors, idle
-# lanes) E4M3 per tensor, Lq = 3, on sm_80. Every model feature (window,
-# soft-cap, sinks, ALiBi, query lengths) on both forms.
+# lanes) E4M3 per tensor, Lq = 3, on sm_80. Pages of 256 (tensor cores,
+# E4M3 per token, Lq = 8) and of 1 (MHA, E5M2 per token, HND). Every model
+# feature (window, soft-cap, sinks, ALiBi, query lengths) on both forms.
 "$compile" $common --dtype f16 --num-splits 5 --kv-dtype e4m3 --with-lse \
   -o "$dir/fp8_e4m3_tc" >/dev/null
 "$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 8 \
@@ -168,3 +169,10 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
   --window-left 37 --logits-soft-cap 20 --with-sinks --with-alibi \
   --with-query-lens --kv-dtype e5m2 --kv-scale token-head --with-lse \
   -o "$dir/fp8_e5m2_f32_hnd_every_feature" >/dev/null
+"$compile" $common --dtype f16 --num-splits 3 --page-size 256 --query-len 8 \
+  --kv-dtype e4m3 --kv-scale token-head --with-lse \
+  -o "$dir/fp8_e4m3_tc_paged256_spec8" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 4 \
+  --num-kv-heads 4 --dtype f16 --num-splits 5 --page-size 1 --kv-layout HND \
+  --kv-dtype e5m2 --kv-scale token-head --with-lse \
+  -o "$dir/fp8_e5m2_mha_paged1_hnd" >/dev/null

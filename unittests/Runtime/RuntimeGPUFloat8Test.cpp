@@ -10,8 +10,8 @@
 // of normal values and caches with outlier channels (100x, as real K caches
 // have); lengths 0, 1, fewer than the splits, odd and full; graph replays
 // after new scales are written to device memory (the kernels read them at
-// every launch); paged caches as pages move; a NaN byte in a key poisons
-// exactly the rows that see it.
+// every launch); paged caches (pages of 1, 16, 256) as pages move; a NaN
+// byte in a key poisons exactly the rows that see it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -255,7 +255,9 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     Kernels, RuntimeGPUFloat8Paged,
     testing::Values(KernelCase{"fp8_e5m2_tc_bf16_paged16_hnd_spec4", true},
-                    KernelCase{"fp8_e5m2_mha_bf16_paged16_sm80", false}),
+                    KernelCase{"fp8_e4m3_tc_paged256_spec8", true},
+                    KernelCase{"fp8_e5m2_mha_bf16_paged16_sm80", false},
+                    KernelCase{"fp8_e5m2_mha_paged1_hnd", false}),
     caseName<KernelCase>);
 
 } // namespace
