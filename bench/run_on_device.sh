@@ -11,7 +11,8 @@
 # run ends within about 10 minutes (the first took 6.5); the logs land in $OUT (default bench/out):
 # device.log (what is printed), build.log, ctest.log, sanitizer.log,
 # clocks.csv (SM clock each second from the first fd-bench on),
-# fd-bench.csv, fd-bench-model.csv, fd-bench-window*.csv, peers.csv.
+# fd-bench.csv, fd-bench-model.csv, fd-bench-model-e4m3.csv,
+# fd-bench-window*.csv, peers.csv.
 # FD_SKIP_PEERS=1 leaves out the PyTorch peers (they do not change with our
 # kernels), FD_SKIP_GRID=1 the grid, FD_BENCH_QUICK=1 runs the grid with
 # fewer repetitions.
@@ -81,6 +82,13 @@ step "fd-bench: the modeled table's shapes, measured"
     --csv "$out/fd-bench-model.csv"
   echo "fd-bench exit $?"
 fi
+if [ -d "$kernels/model-e4m3" ]; then
+  step "fd-bench: the modeled table's shapes over e4m3 caches, measured"
+  timeout 90 build-device/bin/fd-bench --kernels "$kernels/model-e4m3" \
+    --configs llama3-8b,mha,gqa8,mqa --shapes 1x32768,16x4096 \
+    --csv "$out/fd-bench-model-e4m3.csv"
+  echo "fd-bench exit $?"
+fi
 
 if [ -d "$kernels/window" ]; then
   step "fd-bench: a 128-key sliding window, measured"
@@ -96,7 +104,7 @@ fi
 step "compute-sanitizer on the GPU tests"
 if command -v compute-sanitizer >/dev/null; then
   for test in RuntimeGPUTest RuntimeGPUFeaturesTest RuntimeGPUPerHeadTest \
-    RuntimeGPUQueryLensTest; do
+    RuntimeGPUQueryLensTest RuntimeGPUFloat8Test; do
     [ -x "build-device/unittests/$test" ] || continue
     for tool in memcheck racecheck synccheck initcheck; do
       echo "-- $test: $tool"

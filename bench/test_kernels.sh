@@ -133,15 +133,19 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 # FP8 caches (--kv-dtype, --kv-scale), RuntimeGPUFloat8Test's: both formats,
 # scales per tensor and per token and KV head, both decoders (cvt on the
 # target sm_90, bit operations on sm_80) and both kernel forms. Tensor
-# cores: GQA f16 D=128 E4M3 per tensor; GQA bf16 D=64 E5M2 per token, paged
-# 16 HND, Lq = 4; GQA f16 E4M3 per token on sm_80; MQA f16 E4M3 per token
-# (two row tiles). CUDA cores: MHA f16 D=128 E4M3 per token; MHA bf16 D=96
-# E5M2 per tensor, paged 16, on sm_80; f32 D=40 (8-byte vectors, idle
-# lanes) E4M3 per tensor, Lq = 3, on sm_80. Pages of 256 (tensor cores,
-# E4M3 per token, Lq = 8) and of 1 (MHA, E5M2 per token, HND). Every model
-# feature (window, soft-cap, sinks, ALiBi, query lengths) on both forms.
-"$compile" $common --dtype f16 --num-splits 5 --kv-dtype e4m3 --with-lse \
+# cores: GQA f16 D=128 E4M3 per tensor (33 splits: two iterations of the
+# merge, the second partial) and E5M2 per token; GQA bf16 D=64 E5M2 per
+# token, paged 16 HND, Lq = 4; GQA f16 E4M3 per token on sm_80; MQA f16
+# E4M3 per token (two row tiles). CUDA cores: MHA f16 D=128 E4M3 per token
+# (64 splits); MHA bf16 D=96 E5M2 per tensor, paged 16, on sm_80; f32 D=40
+# (8-byte vectors, idle lanes) E4M3 per tensor, Lq = 3, on sm_80. Pages of
+# 256 (tensor cores, E4M3 per token, Lq = 8) and of 1 (MHA, E5M2 per token,
+# HND). Every model feature (window, soft-cap, sinks, ALiBi, query lengths)
+# on both forms.
+"$compile" $common --dtype f16 --num-splits 33 --kv-dtype e4m3 --with-lse \
   -o "$dir/fp8_e4m3_tc" >/dev/null
+"$compile" $common --dtype f16 --num-splits 5 --kv-dtype e5m2 \
+  --kv-scale token-head --with-lse -o "$dir/fp8_e5m2_tc_token" >/dev/null
 "$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 8 \
   --num-kv-heads 2 --dtype bf16 --num-splits 3 --page-size 16 --kv-layout HND \
   --query-len 4 --kv-dtype e5m2 --kv-scale token-head --with-lse \
@@ -153,7 +157,7 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
   --num-kv-heads 1 --dtype f16 --num-splits 7 --kv-dtype e4m3 \
   --kv-scale token-head --with-lse -o "$dir/fp8_e4m3_mqa_token" >/dev/null
 "$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 4 \
-  --num-kv-heads 4 --dtype f16 --num-splits 5 --kv-dtype e4m3 \
+  --num-kv-heads 4 --dtype f16 --num-splits 64 --kv-dtype e4m3 \
   --kv-scale token-head --with-lse -o "$dir/fp8_e4m3_mha_token" >/dev/null
 "$compile" --no-cache --arch sm_80 --head-dim 96 --num-q-heads 4 \
   --num-kv-heads 4 --dtype bf16 --num-splits 3 --page-size 16 \

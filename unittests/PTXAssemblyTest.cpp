@@ -173,17 +173,21 @@ std::vector<Param> extremes() {
 // layout gives: a block whose rows fit one tile of the most rows, and one
 // whose rows take three tiles of the most rows per tile when there are
 // several (with Lq = 3: the masked loop too). Hq is then 32 or a multiple
-// of it the group size divides. Page size and arch rotate.
-std::vector<Param> everyHeadDim() {
+// of it the group size divides. Page size and arch rotate; with an fp8
+// `cacheType` (its row tiles are the layout's for 1-byte caches) the
+// scales' granularity alternates.
+std::vector<Param>
+everyHeadDim(KVCacheType cacheType = KVCacheType::SameAsQuery) {
   using mlir::fd::PartialKernelLayout;
+  const bool isFloat8 = cacheType != KVCacheType::SameAsQuery;
   std::vector<Param> params;
   int index = 0;
   for (ElementType type : {ElementType::F16, ElementType::F32})
     for (int64_t headDim = 32; headDim <= 256; headDim += 8) {
-      int64_t rowRegisters =
-          PartialKernelLayout::get(headDim, getElementTypeSize(type),
-                                   getElementTypeSize(type), 1, 1)
-              .registersPerRow();
+      int64_t rowRegisters = PartialKernelLayout::get(
+                                 headDim, getElementTypeSize(type),
+                                 isFloat8 ? 1 : getElementTypeSize(type), 1, 1)
+                                 .registersPerRow();
       int64_t oneTile = PartialKernelLayout::kRowRegisterBudget / rowRegisters;
       int64_t manyTiles = (PartialKernelLayout::kRowRegisterBudget -
                            PartialKernelLayout::kRowTileLoopRegisters) /
@@ -193,6 +197,9 @@ std::vector<Param> everyHeadDim() {
         params.push_back({type, headDim, groupSize, queryLength,
                           kPageSizes[index % 3], CacheLayout::NHD,
                           kArchs[(index + index / 2) % 2]});
+        params.back().kvCacheType = cacheType;
+        params.back().kvScale = index % 2 ? KVScaleGranularity::TokenHead
+                                          : KVScaleGranularity::Tensor;
         ++index;
       }
     }
@@ -314,5 +321,9 @@ INSTANTIATE_TEST_SUITE_P(Float8, PTXAssembly, testing::ValuesIn(withFloat8()),
                          paramName);
 INSTANTIATE_TEST_SUITE_P(HeadDims, PTXAssembly,
                          testing::ValuesIn(everyHeadDim()), paramName);
+// fp8 rows hold twice the elements per load: the same at every head dim.
+INSTANTIATE_TEST_SUITE_P(Float8HeadDims, PTXAssembly,
+                         testing::ValuesIn(everyHeadDim(KVCacheType::E4M3)),
+                         paramName);
 
 } // namespace

@@ -159,6 +159,14 @@ struct CacheElements {
   double decodeFactor() const {
     return isa<Float8E4M3FNType>(type) && !hardwareConversion ? 256.0 : 1.0;
   }
+  /// What a tensor-core kernel multiplies P by beside per-token value scales
+  /// before rounding it to the query's type, and divides the output by: a
+  /// scale is about amax / 448 (E4M3) or amax / 57344 (E5M2), so P times it
+  /// would lie among f16's subnormals or round to zero; times 2^8 (2^15)
+  /// it is about P * amax / 2, as P * v is with an f16 cache.
+  double probabilityFactor() const {
+    return isa<Float8E5M2Type>(type) ? 32768.0 : 256.0;
+  }
 };
 
 /// Decodes the four fp8 elements of `word` (an i32, element 0 in its low

@@ -208,6 +208,8 @@ PartialKernelBuilder::PartialKernelBuilder(
     } else {
       keyScales = kScale;
       valueScales = vScale;
+      if (layout.tensorCores)
+        outputScale = e.f32(cache.decodeFactor() / cache.probabilityFactor());
     }
   }
   if (geometry.isPaged()) {
@@ -273,10 +275,6 @@ Value PartialKernelBuilder::cacheRow(Value token, Value page) {
                         token);
   }
   return row;
-}
-
-Value PartialKernelBuilder::cacheRowOffset(Value token, Value page) {
-  return e.mul(cacheRow(token, page), e.index(geometry.headDim));
 }
 
 Value PartialKernelBuilder::loadTokenScale(Value scales, Value row) {

@@ -48,8 +48,6 @@ private:
   /// `page` in a paged one: its index among the cache's rows of D elements,
   /// and of its per-token scale.
   Value cacheRow(Value token, Value page);
-  /// Element offset of that row.
-  Value cacheRowOffset(Value token, Value page);
   /// CUDA cores: the cache vector of layout.vectorWidth elements at element
   /// `offset` of `base` (the keys or the values), as loaded.
   Value loadCacheVector(Value base, Value offset);

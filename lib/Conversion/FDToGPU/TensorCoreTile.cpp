@@ -220,7 +220,8 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
           if (keyScales) {
             pairScoreScales[offset] =
                 e.mul(queryScale, loadTokenScale(keyScales, row));
-            pairValueScales[offset] = loadTokenScale(valueScales, row);
+            pairValueScales[offset] = e.mul(loadTokenScale(valueScales, row),
+                                            e.f32(cache.probabilityFactor()));
           }
         }
         // S = q K^T over D / 16 k-steps.
@@ -294,8 +295,9 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
 
         // O = O * rescale + P V with m16n8k8: P's A fragment (rows g, g + 8
         // at keys 2p, 2p+1) is S's accumulator layout, rounded to the
-        // element type (after a per-token value scale: it weighs the key's
-        // value, not the sum); B is V at keys 2p, 2p+1 of column g.
+        // element type (after a per-token value scale, times
+        // cache.probabilityFactor(): it weighs the key's value, not the
+        // sum); B is V at keys 2p, 2p+1 of column g.
         auto probability = [&](int64_t i) -> Value {
           Value weight = weights[i];
           if (valueScales)
