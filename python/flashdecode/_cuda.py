@@ -201,10 +201,7 @@ def _scale_array(scale, name):
                          "__cuda_array_interface__), got "
                          f"{type(scale).__module__}.{type(scale).__name__}"
                          + hint)
-    try:
-        return _CudaArray(scale, name, alignment=4, expected="float32")
-    except TypeError as error:
-        raise ValueError(str(error)) from None
+    return _read_by_element(scale, name, "float32")
 
 
 def _check_cuda_scales(kv_format, k_scale, v_scale, arrays):
@@ -239,15 +236,21 @@ def _check_lse(lse, problem):
     return array
 
 
+def _read_by_element(array, name, dtype):
+    """The _CudaArray of a device buffer the kernels read an element of
+    ``dtype`` at a time (4-byte aligned); its problems are ValueErrors."""
+    try:
+        return _CudaArray(array, name, alignment=4, expected=dtype)
+    except TypeError as error:
+        raise ValueError(str(error)) from None
+
+
 def _check_buffer(array, name, problem):
     """The _CudaArray of sinks, alibi_slopes (float32 [Hq]) or query_lens
     (int32 [B]): device memory read an element at a time (4-byte aligned).
     Every problem is a ValueError naming the argument."""
     dtype = _BUFFERS[name][0]
-    try:
-        array = _CudaArray(array, name, alignment=4, expected=dtype)
-    except TypeError as error:
-        raise ValueError(str(error)) from None
+    array = _read_by_element(array, name, dtype)
     if array.dtype != dtype:
         raise ValueError(f"{name} must be {dtype}, got {array.dtype}")
     shape_error = _buffer_shape_error(name, array.shape, problem)
