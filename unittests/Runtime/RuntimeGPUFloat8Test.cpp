@@ -124,6 +124,31 @@ protected:
     buffers.vScale = scales.values.getAddress();
     return buffers;
   }
+
+  /// Both caches quantized (quantizeInPlace) and their scales on the
+  /// device.
+  struct Float8Caches {
+    QuantizedCache keys, values;
+    ScaleBuffers scales;
+  };
+
+  /// Quantizes the caches of `inputs` (DenseInputs or PagedInputs) in
+  /// place and uploads their scales.
+  template <typename Inputs> Float8Caches quantizeCaches(Inputs &inputs) {
+    QuantizedCache keys = quantizeInPlace(inputs.keys);
+    QuantizedCache values = quantizeInPlace(inputs.values);
+    ScaleBuffers scales = uploadScales(keys, values);
+    return {std::move(keys), std::move(values), std::move(scales)};
+  }
+
+  /// Writes new random scales of the same bytes to the device, and the
+  /// values the caches of `inputs` then stand for.
+  template <typename Inputs>
+  void rescaleRandomly(Inputs &inputs, Float8Caches &caches) {
+    rescale(inputs.keys, caches.keys, randomlyScaled(caches.keys.scales));
+    rescale(inputs.values, caches.values, randomlyScaled(caches.values.scales));
+    caches.scales.upload(caches.keys, caches.values);
+  }
 };
 
 /// Kernels that read dense caches.
@@ -148,11 +173,10 @@ protected:
         randomDense(/*batch=*/5, maxLength, outliers ? 0.05 : 2.0);
     if (outliers)
       addOutlierChannels(inputs.keys);
-    QuantizedCache keys = quantizeInPlace(inputs.keys);
-    QuantizedCache values = quantizeInPlace(inputs.values);
+    Float8Caches caches = quantizeCaches(inputs);
     DeviceDecode decode = upload(inputs);
-    ScaleBuffers scales = uploadScales(keys, values);
-    DecodePlan plan(*device, bundle, withScales(decode.getBuffers(), scales));
+    DecodePlan plan(*device, bundle,
+                    withScales(decode.getBuffers(), caches.scales));
     Stream stream(*device);
     // Lengths 0, 1, 3 (fewer than the splits), odd and full.
     checkRun(decode, inputs, stream, {0, 1, 3, 255, maxLength},
@@ -162,9 +186,7 @@ protected:
     Graph graph = Graph::capture(*device, {&plan}, stream);
     for (int32_t step = 1; step <= 2; ++step) {
       SCOPED_TRACE(testing::Message() << "replay " << step);
-      rescale(inputs.keys, keys, randomlyScaled(keys.scales));
-      rescale(inputs.values, values, randomlyScaled(values.scales));
-      scales.upload(keys, values);
+      rescaleRandomly(inputs, caches);
       checkRun(decode, inputs, stream,
                {maxLength - step, 7 * step, 1, 0, 100 + step},
                [&] { graph.replay(stream); });
@@ -190,11 +212,10 @@ TEST_P(RuntimeGPUFloat8Dense, SmallValuesKeepTheirPrecision) {
   DenseInputs inputs = randomDense(/*batch=*/2, maxLength, 2.0);
   for (double &value : inputs.values.values)
     value *= 0.01;
-  QuantizedCache keys = quantizeInPlace(inputs.keys);
-  QuantizedCache values = quantizeInPlace(inputs.values);
+  Float8Caches caches = quantizeCaches(inputs);
   DeviceDecode decode = upload(inputs);
-  ScaleBuffers scales = uploadScales(keys, values);
-  DecodePlan plan(*device, bundle, withScales(decode.getBuffers(), scales));
+  DecodePlan plan(*device, bundle,
+                  withScales(decode.getBuffers(), caches.scales));
   Stream stream(*device);
   checkRun(decode, inputs, stream, {maxLength, 1501},
            [&] { plan.launch(stream); });
@@ -273,14 +294,13 @@ TEST_P(RuntimeGPUFloat8Dense, NaNKeyPoisonsExactlyTheRowsThatSeeIt) {
   SCOPED_TRACE(seedNote());
   const Manifest &manifest = bundle.manifest;
   DenseInputs inputs = randomDense(/*batch=*/3, /*maxLength=*/120, 2.0);
-  QuantizedCache keys = quantizeInPlace(inputs.keys);
-  QuantizedCache values = quantizeInPlace(inputs.values);
+  Float8Caches caches = quantizeCaches(inputs);
   size_t poisoned = inputs.at(0, 119, 0, manifest.headDim / 2);
   inputs.keys.bytes[poisoned] = isE4M3() ? 0x7f : 0xfe;
   inputs.keys.values[poisoned] = std::nan("");
   DeviceDecode decode = upload(inputs);
-  ScaleBuffers scales = uploadScales(keys, values);
-  DecodePlan plan(*device, bundle, withScales(decode.getBuffers(), scales));
+  DecodePlan plan(*device, bundle,
+                  withScales(decode.getBuffers(), caches.scales));
   Stream stream(*device);
   const std::vector<int32_t> live = {120, 90, 120};
   decode.uploadLengths(live);
@@ -307,12 +327,11 @@ TEST_P(RuntimeGPUFloat8Paged, MatchesTheReferenceAsPagesAndScalesChange) {
   PagedInputs inputs = randomPaged(/*batch=*/3, /*minLength=*/300,
                                    /*unwrittenPages=*/0, 2.0);
   addOutlierChannels(inputs.keys);
-  QuantizedCache keys = quantizeInPlace(inputs.keys);
-  QuantizedCache values = quantizeInPlace(inputs.values);
+  Float8Caches caches = quantizeCaches(inputs);
   const int32_t maxLength = inputs.getMaxLength();
   DeviceDecode decode = upload(inputs);
-  ScaleBuffers scales = uploadScales(keys, values);
-  DecodePlan plan(*device, bundle, withScales(decode.getBuffers(), scales));
+  DecodePlan plan(*device, bundle,
+                  withScales(decode.getBuffers(), caches.scales));
   Stream stream(*device);
   checkRun(decode, inputs, stream, shuffledTable(inputs), {maxLength, 17, 0},
            [&] { plan.launch(stream); });
@@ -320,9 +339,7 @@ TEST_P(RuntimeGPUFloat8Paged, MatchesTheReferenceAsPagesAndScalesChange) {
   Graph graph = Graph::capture(*device, {&plan}, stream);
   for (int32_t step = 1; step <= 2; ++step) {
     SCOPED_TRACE(testing::Message() << "replay " << step);
-    rescale(inputs.keys, keys, randomlyScaled(keys.scales));
-    rescale(inputs.values, values, randomlyScaled(values.scales));
-    scales.upload(keys, values);
+    rescaleRandomly(inputs, caches);
     checkRun(decode, inputs, stream, shuffledTable(inputs),
              {maxLength - 5 * step, 1 + 33 * step, 1},
              [&] { graph.replay(stream); });

@@ -201,15 +201,17 @@ PartialKernelBuilder::PartialKernelBuilder(
   if (Value kScale = getKernelArgument(kernel, "k_scale")) {
     Value vScale = getKernelArgument(kernel, "v_scale");
     Type f32 = rewriter.getF32Type();
-    outputScale = e.f32(cache.decodeFactor());
     if (isPerTensorScale(op.getKScale())) {
       queryScale = e.mul(queryScale, e.load(f32, kScale, f32, e.index(0), 4));
-      outputScale = e.mul(outputScale, e.load(f32, vScale, f32, e.index(0), 4));
+      outputScale = e.mul(e.f32(cache.decodeFactor()),
+                          e.load(f32, vScale, f32, e.index(0), 4));
     } else {
       keyScales = kScale;
       valueScales = vScale;
-      if (layout.tensorCores)
-        outputScale = e.f32(cache.decodeFactor() / cache.probabilityFactor());
+      // Tensor cores carry probabilityFactor() in P (TensorCoreTile.cpp).
+      outputScale =
+          e.f32(cache.decodeFactor() /
+                (layout.tensorCores ? cache.probabilityFactor() : 1.0));
     }
   }
   if (geometry.isPaged()) {
