@@ -4,11 +4,13 @@
 # NHD; auto splits planned for the emulated GPU's SMs, and one split) at B=1
 # L=32768 and B=16 L=4096. Times are modeled, extrapolated from two short
 # lengths (fd-bench --tokens-per-split; 0 interprets the full length).
-# Usage: [KV_DTYPE=e4m3|e5m2 [KV_SCALE=tensor|token-head]]
+# Usage: [KV_DTYPE=e4m3|e5m2 [KV_SCALE=tensor|token-head]] [MERGE=fused]
 #        bench/model_fdemu.sh [h200|a100] [CSV] [fd-bench flags...]
 # KV_DTYPE models the same kernels over fp8 caches (bench/model_kernels.sh;
 # KV_SCALE default tensor), into their own kernel directory and default CSV
 # (fdemu-model-GPU-KV_DTYPE-KV_SCALE); unset, the caches hold f16.
+# MERGE=fused models the fused merge (bench/model_kernels.sh), its own
+# kernel directory and default CSV (...-fused).
 # Expects a full build in $BUILD (default build): fd-compile, fd-bench, fdemu.
 set -euo pipefail
 gpu=${1:-h200}
@@ -16,6 +18,9 @@ variant=
 if [ -n "${KV_DTYPE:-}" ]; then
   export KV_SCALE=${KV_SCALE:-tensor}
   variant=-$KV_DTYPE-$KV_SCALE
+fi
+if [ "${MERGE:-separate}" = fused ]; then
+  variant=$variant-fused
 fi
 csv=${2:-bench/out/fdemu-model-$gpu$variant.csv}
 shift $(($# < 2 ? $# : 2))

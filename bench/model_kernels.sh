@@ -3,10 +3,12 @@
 # twin on a GPU (bench/run_on_device.sh): Llama-3-8B (Hq=32, Hkv=8), MHA
 # 32/32, GQA-8 64/8 and MQA 32/1 (D=128, f16, NHD), auto splits planned for
 # the GPU's SMs and one split, at B=1 L=32768 and B=16 L=4096.
-# Usage: [KV_DTYPE=e4m3|e5m2 [KV_SCALE=tensor|token-head]]
+# Usage: [KV_DTYPE=e4m3|e5m2 [KV_SCALE=tensor|token-head]] [MERGE=fused]
 #        bench/model_kernels.sh DIR TARGET SMS [fd-compile]
 # KV_DTYPE compiles every plan for fp8 caches (fd-compile --kv-dtype, and
 # --kv-scale KV_SCALE, default tensor); unset, the caches hold f16.
+# MERGE=fused merges in the partial kernel (fd-compile --fused-merge);
+# unset or "separate", a merge kernel follows it.
 set -euo pipefail
 dir=${1:?usage: bench/model_kernels.sh DIR TARGET SMS [fd-compile]}
 arch=${2:?missing TARGET (sm_80, sm_90)}
@@ -35,10 +37,20 @@ e4m3 | e5m2)
   exit 2
   ;;
 esac
+merge_flags=()
+case ${MERGE:-separate} in
+separate) ;;
+fused) merge_flags=(--fused-merge) ;;
+*)
+  echo "model_kernels.sh: unknown MERGE '$MERGE' (separate, fused)" >&2
+  exit 2
+  ;;
+esac
 # compile_plan (plans.sh) runs this with the plan's flags; it adds the
-# caches'.
+# caches' and the merge's.
 compile_with_kv_flags() {
-  "$fd_compile" "$@" ${kv_flags[@]+"${kv_flags[@]}"}
+  "$fd_compile" "$@" ${kv_flags[@]+"${kv_flags[@]}"} \
+    ${merge_flags[@]+"${merge_flags[@]}"}
 }
 compile=compile_with_kv_flags
 source "$(dirname "$0")/plans.sh"

@@ -8,7 +8,8 @@
 # (docs/KernelABI.md). Then sliding windows and logit soft-capping
 # (RuntimeGPUFeaturesTest) on both forms, and attention sinks
 # (RuntimeGPUPerHeadTest), ALiBi (RuntimeGPUPerHeadTest) and per-sequence query
-# lengths (RuntimeGPUQueryLensTest), and fp8 caches (RuntimeGPUFloat8Test).
+# lengths (RuntimeGPUQueryLensTest), and fp8 caches (RuntimeGPUFloat8Test);
+# last, twins of some of them with the fused merge (fused_*).
 # Usage: bench/test_kernels.sh DIR [fd-compile] [TARGET] (default sm_90).
 set -euo pipefail
 dir=${1:?usage: bench/test_kernels.sh DIR [fd-compile] [TARGET]}
@@ -180,3 +181,46 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
   --num-kv-heads 4 --dtype f16 --num-splits 5 --page-size 1 --kv-layout HND \
   --kv-dtype e5m2 --kv-scale token-head --with-lse \
   -o "$dir/fp8_e5m2_mha_paged1_hnd" >/dev/null
+# The fused merge (--fused-merge: the partial kernel's last block per
+# sequence and KV head merges; RuntimeGPUTest, RuntimeGPUPerHeadTest,
+# RuntimeGPUQueryLensTest and RuntimeGPUFloat8Test run them as they run
+# their twins). Tensor cores: GQA f16 with lse; MQA's two row tiles (32 rows,
+# 7 splits); paged HND bf16 with Lq = 8; sinks, window, soft-cap, ALiBi and
+# query lengths at Lq = 4; fp8 e4m3 with every feature. CUDA cores: MHA (one
+# row, 16 splits: more than short sequences have tokens), D = 96 GQA-8
+# with Lq = 4 (32 rows, 24 slices each), f32 sinks over 6 splits, MQA f32
+# D = 64 with query lengths, and MQA f32 D = 64 with Lq = 2 over 48 splits,
+# whose weights (64 rows x 48) outgrow the accumulators: a buffer of their
+# own. GQA bf16 over 37 splits: two lses per lane, two whole iterations of
+# 16 partials and 5 left.
+fused() {
+  local name=$1
+  shift
+  "$compile" --no-cache --arch "$arch" --fused-merge --with-lse "$@" \
+    -o "$dir/fused_$name" >/dev/null
+}
+fused gqa_f16 --head-dim 128 --num-q-heads 8 --num-kv-heads 2 --dtype f16 \
+  --num-splits 5
+fused mqa_tiles --head-dim 128 --num-q-heads 32 --num-kv-heads 1 --dtype f16 \
+  --num-splits 7
+fused paged_spec --head-dim 128 --num-q-heads 8 --num-kv-heads 2 \
+  --dtype bf16 --num-splits 6 --page-size 64 --kv-layout HND --query-len 8
+fused qlens_every_feature --head-dim 128 --num-q-heads 8 --num-kv-heads 2 \
+  --dtype f16 --num-splits 4 --query-len 4 --window-left 3 \
+  --logits-soft-cap 30 --with-sinks --with-alibi --with-query-lens
+fused fp8_e4m3_every_feature --head-dim 128 --num-q-heads 8 \
+  --num-kv-heads 2 --dtype f16 --num-splits 4 --query-len 4 --window-left 3 \
+  --logits-soft-cap 30 --with-sinks --with-alibi --with-query-lens \
+  --kv-dtype e4m3 --kv-scale token-head
+fused mha_s16 --head-dim 128 --num-q-heads 4 --num-kv-heads 4 --dtype f16 \
+  --num-splits 16
+fused gqa8_d96_spec4 --head-dim 96 --num-q-heads 32 --num-kv-heads 4 \
+  --dtype bf16 --num-splits 3 --query-len 4
+fused sinks_f32 --head-dim 128 --num-q-heads 8 --num-kv-heads 2 --dtype f32 \
+  --num-splits 6 --with-sinks
+fused qlens_mqa_f32_spec2 --head-dim 64 --num-q-heads 16 --num-kv-heads 1 \
+  --dtype f32 --num-splits 7 --query-len 2 --with-query-lens
+fused mqa_f32_spec2_s48 --head-dim 64 --num-q-heads 32 --num-kv-heads 1 \
+  --dtype f32 --num-splits 48 --query-len 2
+fused gqa_bf16_s37 --head-dim 128 --num-q-heads 8 --num-kv-heads 2 \
+  --dtype bf16 --num-splits 37

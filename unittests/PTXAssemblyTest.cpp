@@ -46,6 +46,9 @@ struct Param {
   /// sm_90, bit operations on sm_80), its scales per tensor or per token.
   KVCacheType kvCacheType = KVCacheType::SameAsQuery;
   KVScaleGranularity kvScale = KVScaleGranularity::Tensor;
+  /// The merge in the partial kernel: the last block's merge after its
+  /// chunk, in the registers the kernel's launch bounds leave.
+  bool fusedMerge = false;
 };
 
 class PTXAssembly : public testing::TestWithParam<Param> {};
@@ -75,6 +78,7 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
   config.withQueryLens = param.queryLens;
   config.kvCacheType = param.kvCacheType;
   config.kvScaleGranularity = param.kvScale;
+  config.fusedMerge = param.fusedMerge;
   llvm::Expected<CompiledKernels> kernels = compileUncached(config);
   ASSERT_TRUE(static_cast<bool>(kernels))
       << llvm::toString(kernels.takeError());
@@ -117,6 +121,7 @@ std::string describe(const Param &param) {
          (param.windowAndSoftCap ? "_window_softcap" : "") +
          (param.alibi ? "_alibi" : "") + (param.sinks ? "_sinks" : "") +
          (param.queryLens ? "_query_lens" : "") +
+         (param.fusedMerge ? "_fused_merge" : "") +
          (param.kvCacheType == KVCacheType::E4M3   ? "_e4m3"
           : param.kvCacheType == KVCacheType::E5M2 ? "_e5m2"
                                                    : "") +
@@ -304,8 +309,22 @@ std::vector<Param> withFloat8() {
   return params;
 }
 
+// The fused merge on every configuration of extremes(), every other one
+// with sinks and per-sequence query lengths (what the merge reads besides
+// the partials).
+std::vector<Param> withFusedMerge() {
+  std::vector<Param> params = extremes();
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].fusedMerge = true;
+    params[i].sinks = params[i].queryLens = i % 2;
+  }
+  return params;
+}
+
 INSTANTIATE_TEST_SUITE_P(Extremes, PTXAssembly, testing::ValuesIn(extremes()),
                          paramName);
+INSTANTIATE_TEST_SUITE_P(FusedMerge, PTXAssembly,
+                         testing::ValuesIn(withFusedMerge()), paramName);
 INSTANTIATE_TEST_SUITE_P(WindowSoftCap, PTXAssembly,
                          testing::ValuesIn(withWindowAndSoftCap()), paramName);
 INSTANTIATE_TEST_SUITE_P(Alibi, PTXAssembly, testing::ValuesIn(withAlibi()),

@@ -24,7 +24,7 @@ using namespace mlir;
 
 namespace flashdecode {
 
-const char *getCompilerVersion() { return "flashdecode 0.2.8 (MLIR 22)"; }
+const char *getCompilerVersion() { return "flashdecode 0.2.9 (MLIR 22)"; }
 
 const char *getCompilerSourceHash() { return FD_COMPILER_SOURCE_HASH; }
 
@@ -44,6 +44,7 @@ public:
         split(getSplitKVOptions(config)) {
     target.chip = config.arch;
     target.ptxVersion = config.ptxVersion;
+    target.fuseMerge = config.fusedMerge;
     // fd.attention always goes through fd-split-kv on the GPU: num-splits=1
     // is the unsplit kernel.
     if (!config.splitKV)
@@ -228,7 +229,11 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits,
            {"formula", "batch * " + std::to_string(workspacePerSequence)},
            {"partial_output_offset", 0},
            {"partial_lse_offset_per_sequence",
-            rows * numSplits * config.headDim * 4}}},
+            rows * numSplits * config.headDim * 4},
+           // A fused merge's counters: a buffer of their own, zeroed once
+           // (docs/KernelABI.md).
+           {"merge_counter_bytes_per_sequence",
+            config.fusedMerge ? config.numKVHeads * 4 : 0}}},
       {"kernels", std::move(kernels)}};
   std::string text;
   llvm::raw_string_ostream stream(text);

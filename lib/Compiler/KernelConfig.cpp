@@ -90,6 +90,7 @@ void KernelConfig::forEachField(
   visit("with_lse", withLse);
   visit("kv_dtype", getKVCacheTypeName(*this));
   visit("kv_scale", std::string(getKVScaleName(*this)));
+  visit("fused_merge", fusedMerge);
   visit("planned_batch", batch);
   visit("planned_max_len", maxLength);
   visit("sm_count", smCount);

@@ -39,6 +39,7 @@ void toCounters(const ClassCounts &from, FdemuClassCounts &to,
   to.globalStoreSectors = from.globalStoreSectors;
   toLatency.ctas = from.ctas;
   toLatency.latencyCycles = from.latencyCycles;
+  toLatency.serialTailCycles = from.serialTailCycles;
 }
 
 void fromCounters(const FdemuClassCounts &from,
@@ -50,6 +51,7 @@ void fromCounters(const FdemuClassCounts &from,
   to.globalStoreSectors = from.globalStoreSectors;
   to.ctas = fromLatency.ctas;
   to.latencyCycles = fromLatency.latencyCycles;
+  to.serialTailCycles = fromLatency.serialTailCycles;
 }
 
 static_assert(FDEMU_NUM_CLASSES == static_cast<int>(InstructionClass::Count),

@@ -23,6 +23,7 @@ ClassCounts &ClassCounts::operator+=(const ClassCounts &other) {
   globalStoreSectors += other.globalStoreSectors;
   ctas += other.ctas;
   latencyCycles += other.latencyCycles;
+  serialTailCycles = std::max(serialTailCycles, other.serialTailCycles);
   return *this;
 }
 
@@ -91,7 +92,11 @@ public:
           runWarp(warp);
       if (!releaseBarrier()) {
         cta.counts.ctas = 1;
-        cta.counts.latencyCycles = Timeline::getCtaCycles(cta.warps);
+        // The serial tail runs after the other CTAs (modelLaunch adds the
+        // longest): not in the latency the SM's resident CTAs share.
+        cta.counts.serialTailCycles = Timeline::getSerialTailCycles(cta.warps);
+        cta.counts.latencyCycles =
+            Timeline::getCtaCycles(cta.warps) - cta.counts.serialTailCycles;
         return;
       }
     }

@@ -65,6 +65,10 @@ unsigned getLatency(const Instruction &inst, const LatencyModel &model) {
   case InstructionClass::GlobalLoad:
   case InstructionClass::GlobalStore: // atom.global's result
     return model.globalLoad;
+  case InstructionClass::Barrier:
+    // A memory fence waits until the thread's earlier accesses are
+    // performed GPU-wide: a round trip to L2, counted as a global load.
+    return inst.opcode == Opcode::Membar ? model.globalLoad : model.alu;
   default:
     return model.alu;
   }
@@ -181,6 +185,11 @@ Timeline::Timeline(const Kernel &kernel, const LatencyModel &model)
     entry.rename = decoded.rename;
     entry.fence = decoded.fence;
     entry.latency = getLatency(kernel.code[pc], model);
+    if (kernel.code[pc].opcode == Opcode::Membar)
+      entry.fenceLatency = entry.latency;
+    entry.globalAtomic = (kernel.code[pc].opcode == Opcode::Atom ||
+                          kernel.code[pc].opcode == Opcode::Red) &&
+                         kernel.code[pc].kind == InstructionClass::GlobalStore;
     const Instruction &inst = kernel.code[pc];
     entry.asyncCopy = inst.opcode == Opcode::CpAsync         ? AsyncCopy::Copy
                       : inst.opcode == Opcode::CpAsyncCommit ? AsyncCopy::Commit
@@ -201,6 +210,7 @@ void Timeline::start(WarpTiming &timing) const {
   timing.busy.fill(0);
   timing.openCopiesReady = 0;
   timing.committedCopiesReady.clear();
+  timing.lastGlobalAtomic.reset();
 }
 
 void Timeline::slideBusy(WarpTiming &timing, uint64_t cycle) {
@@ -227,6 +237,15 @@ uint64_t Timeline::getCtaCycles(const std::vector<WarpState> &warps) {
   for (const WarpState &warp : warps)
     latest = std::max(latest, warp.timing.clock);
   return latest;
+}
+
+uint64_t Timeline::getSerialTailCycles(const std::vector<WarpState> &warps) {
+  std::optional<uint64_t> lastAtomic;
+  for (const WarpState &warp : warps)
+    if (warp.timing.lastGlobalAtomic)
+      lastAtomic = std::max(lastAtomic.value_or(0),
+                            *warp.timing.lastGlobalAtomic);
+  return lastAtomic ? getCtaCycles(warps) - *lastAtomic : 0;
 }
 
 } // namespace flashdecode::emu

@@ -189,7 +189,7 @@ bool isIgnoredModifier(const std::string &m) {
       "nc",   "ca",       "cg",      "cs",      "lu",      "cv",      "wb",
       "wt",   "volatile", "relaxed", "acquire", "release", "acq_rel", "sc",
       "weak", "cta",      "gpu",     "sys",     "cluster", "uni",     "aligned",
-      "sync", "full",     "noftz",   "unified"};
+      "sync", "full",     "noftz",   "unified", "gl"};
   for (const char *name : ignored)
     if (m == name)
       return true;

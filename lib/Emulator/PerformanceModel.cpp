@@ -135,6 +135,10 @@ ModeledTime modelLaunch(const LaunchCounters &counters, const GpuModel &gpu) {
     time.microseconds = smMicroseconds;
     time.bound = worstBound;
   }
+  // Work after a CTA's last global atomic waited on the other CTAs (the
+  // last block of a group to count merges): it runs after them, alone.
+  time.microseconds +=
+      counters.total.serialTailCycles / (gpu.clockGHz * 1e3);
   return time;
 }
 

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace flashdecode::emu {
@@ -55,6 +56,8 @@ struct WarpTiming {
   /// group not yet waited for (oldest first), are in shared memory.
   uint64_t openCopiesReady = 0;
   std::vector<uint64_t> committedCopiesReady;
+  /// The issue of the warp's last executed global atomic, if any.
+  std::optional<uint64_t> lastGlobalAtomic;
 };
 
 class Timeline {
@@ -99,12 +102,14 @@ public:
     if (entry.asyncCopy == AsyncCopy::Copy && executed)
       timing.openCopiesReady =
           std::max(timing.openCopiesReady, start + globalLoadLatency);
+    if (entry.globalAtomic && executed)
+      timing.lastGlobalAtomic = start;
     timing.recent[timing.slot] = start;
     if (++timing.slot == timing.recent.size())
       timing.slot = 0;
     timing.clock = std::max(timing.clock, start);
     if (entry.fence)
-      timing.fence = start;
+      timing.fence = start + entry.fenceLatency;
     if (executed)
       for (unsigned i = 0; i < entry.numDestinations; ++i)
         timing.ready[reg[i]] = start + entry.latency + extraCycles;
@@ -120,6 +125,10 @@ public:
 
   /// A finished CTA's latency: the latest issue of its warps.
   static uint64_t getCtaCycles(const std::vector<WarpState> &warps);
+  /// A finished CTA's cycles after its last global atomic (0 without one):
+  /// work that waited on other CTAs' counts, as the block that counts last
+  /// does, and so runs after them (PerformanceModel.h).
+  static uint64_t getSerialTailCycles(const std::vector<WarpState> &warps);
 
 private:
   enum class AsyncCopy : uint8_t { None, Copy, Commit, Wait, WaitAll };
@@ -134,6 +143,11 @@ private:
     /// and every later one issues after them.
     bool fence = false;
     AsyncCopy asyncCopy = AsyncCopy::None;
+    /// A memory fence (membar, fence): what it delays every later
+    /// instruction by.
+    uint32_t fenceLatency = 0;
+    /// atom or red on global memory.
+    bool globalAtomic = false;
     /// cp.async.wait_group: the newest committed groups it leaves pending.
     uint32_t keepGroups = 0;
     uint32_t latency = 0;

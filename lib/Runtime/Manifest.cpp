@@ -139,6 +139,7 @@ Manifest Manifest::parse(const std::string &text) {
   optionalFlag("with_sinks", manifest.withSinks);
   optionalFlag("with_alibi", manifest.withAlibi);
   optionalFlag("with_query_lens", manifest.withQueryLens);
+  optionalFlag("fused_merge", manifest.fusedMerge);
   const json::Value &withLse = member(config, "with_lse", "config.");
   if (withLse.kind != json::Value::Kind::Bool)
     missing("config.with_lse", "a boolean");
@@ -149,6 +150,12 @@ Manifest Manifest::parse(const std::string &text) {
       integer(workspace, "bytes_per_sequence", "workspace.");
   manifest.partialLseOffsetPerSequence =
       integer(workspace, "partial_lse_offset_per_sequence", "workspace.");
+  if (workspace.find("merge_counter_bytes_per_sequence"))
+    manifest.mergeCounterBytesPerSequence =
+        integer(workspace, "merge_counter_bytes_per_sequence", "workspace.");
+  if (manifest.fusedMerge && manifest.mergeCounterBytesPerSequence <= 0)
+    missing("workspace.merge_counter_bytes_per_sequence",
+            "a positive integer with config.fused_merge");
 
   for (const json::Value &kernel : array(root, "kernels", 0, "")) {
     KernelSpec spec;

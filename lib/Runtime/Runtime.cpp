@@ -136,6 +136,17 @@ DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
   return *this;
 }
 
+void DeviceBuffer::zero() {
+  // A memset on the legacy default stream, waited for: a copy from pageable
+  // memory may return before its DMA lands, and a launch on a non-blocking
+  // stream would not wait for it.
+  device->makeCurrent();
+  check(*driver, driver->cuMemsetD8Async(address, 0, size, nullptr),
+        "zeroing " + std::to_string(size) + " bytes of device memory");
+  check(*driver, driver->cuStreamSynchronize(nullptr),
+        "waiting for device memory to be zeroed");
+}
+
 void DeviceBuffer::upload(const void *data, size_t bytes) {
   if (bytes > size)
     throw std::invalid_argument("upload of " + std::to_string(bytes) +
@@ -296,6 +307,14 @@ void DecodePlan::bind() {
   requireFeatureBuffer("alibiSlopes", buffers.alibiSlopes, manifest.withAlibi,
                        "apply ALiBi", "ALiBi", "float", "[num_q_heads]",
                        "the partial kernel reads");
+  // A fused merge's counters are optional (the plan's own otherwise), and
+  // only for kernels that take them.
+  if (buffers.mergeCounters && !manifest.fusedMerge)
+    fail("the kernels were compiled without a fused merge: mergeCounters "
+         "must be 0");
+  if (buffers.mergeCounters % 4 != 0)
+    fail("mergeCounters address is not 4-byte aligned: the partial kernel "
+         "counts in it with int32 atomics");
   requireFeatureBuffer("queryLens", buffers.queryLens, manifest.withQueryLens,
                        "read per-sequence query lengths",
                        "per-sequence query lengths", "int32", "[batch]",
@@ -352,6 +371,20 @@ void DecodePlan::bind() {
   requireAligned("workspace", partialOutput);
   CUdeviceptr partialLse =
       partialOutput + buffers.batch * manifest.partialLseOffsetPerSequence;
+  // A fused merge's counters: the caller's, or the plan's own, zeroed once
+  // (each launch leaves them zero).
+  CUdeviceptr counters = buffers.mergeCounters;
+  if (manifest.fusedMerge && !counters) {
+    int64_t counterBytes = manifest.getMergeCounterBytes(buffers.batch);
+    if (!mergeCounters ||
+        mergeCounters->getSize() < static_cast<size_t>(counterBytes)) {
+      if (mergeCounters)
+        retiredWorkspaces.push_back(std::move(mergeCounters));
+      mergeCounters = std::make_unique<DeviceBuffer>(device, counterBytes);
+      mergeCounters->zero();
+    }
+    counters = mergeCounters->getAddress();
+  }
 
   for (std::unique_ptr<BoundKernel> &kernel : kernels) {
     const KernelSpec &spec = *kernel->spec;
@@ -376,10 +409,15 @@ void DecodePlan::bind() {
           : name == "query_lens"     ? buffers.queryLens
           : name == "k_scale"        ? buffers.kScale
           : name == "v_scale"        ? buffers.vScale
+          : name == "merge_counters" ? counters
                                      : ~uint64_t(0);
       if (value == ~uint64_t(0))
         fail("kernel " + spec.name + " takes parameter '" + name +
              "', which this runtime does not know");
+      if (name == "merge_counters" && !manifest.fusedMerge)
+        fail("kernel " + spec.name +
+             " takes merge_counters but the manifest's config.fused_merge "
+             "is not true");
       kernel->values[i] = value;
       // An i32 parameter reads the low 4 bytes: little-endian hosts only.
       kernel->arguments[i] = &kernel->values[i];
@@ -425,8 +463,11 @@ CUdeviceptr StreamWorkspaces::get(CUstream stream, size_t bytes) {
           "it");
     buffers.erase(found);
   }
-  return buffers.emplace(stream, DeviceBuffer(device, size))
-      .first->second.getAddress();
+  DeviceBuffer &buffer =
+      buffers.emplace(stream, DeviceBuffer(device, size)).first->second;
+  if (zeroed)
+    buffer.zero();
+  return buffer.getAddress();
 }
 
 size_t StreamWorkspaces::getSize(CUstream stream) const {

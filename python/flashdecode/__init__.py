@@ -80,7 +80,7 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
             sm_count=132, blocks_per_sm=None, min_chunk_length=None,
             max_splits=None, window_left=None, logits_soft_cap=None,
             with_sinks=False, with_alibi=False, with_query_lens=False,
-            kv_dtype=None, kv_scale=None):
+            kv_dtype=None, kv_scale=None, fused_merge=False):
     """Compiles the GPU kernels of one configuration (through the JIT cache).
 
     No device is involved, so ``arch`` and ``sm_count`` default to an H200's;
@@ -95,20 +95,28 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
     and manifest["config"]["with_alibi"] is true. with_query_lens=True
     compiles for per-sequence query lengths (decode_attention's
     ``query_lens``): both kernels take a "query_lens" parameter (their
-    last, but for the scales of fp8 caches) and
+    last, but for the scales of fp8 caches and a fused merge's parameters)
+    and
     manifest["config"]["with_query_lens"] is true.
     kv_dtype="float8_e4m3fn" or "float8_e5m2" compiles for fp8 caches
     (decode_attention's kv_dtype): the partial kernel takes "k_scale" and
-    "v_scale" (its last parameters) and manifest["config"]["kv_dtype"] is
+    "v_scale" (its last, but for a fused merge's) and
+    manifest["config"]["kv_dtype"] is
     "e4m3" or "e5m2"; kv_scale (with kv_dtype only) is what one scale
     covers, "tensor" (the default: [1]) or "token_head" (the caches' shape
-    without D), manifest["config"]["kv_scale"] "tensor" or "token-head"."""
+    without D), manifest["config"]["kv_scale"] "tensor" or "token-head".
+    fused_merge=True merges in the partial kernel (the last block of each
+    sequence and KV head to finish), with no merge kernel: after all its
+    other parameters the kernel takes the merge's "output" ("lse" and
+    "sinks" when compiled with them) and a "merge_counters" parameter
+    (int32 [batch, num_kv_heads], zeroed once, left zero by every launch)
+    and manifest["config"]["fused_merge"] is true."""
     splits, split_kv = _split_options(num_splits)
     window_left = _check_window(window_left)
     logits_soft_cap = _check_soft_cap(logits_soft_cap)
     flags = {name: _check_flag(name, value) for name, value in (
         ("with_sinks", with_sinks), ("with_alibi", with_alibi),
-        ("with_query_lens", with_query_lens))}
+        ("with_query_lens", with_query_lens), ("fused_merge", fused_merge))}
     kv_options = _check_fp8_options(kv_dtype, kv_scale)
     ptx, manifest, chosen = _native.compile(_native.KernelConfig(
         head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),
@@ -127,7 +135,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                      min_chunk_length=None, max_splits=None, window_left=None,
                      logits_soft_cap=None, sinks=None, alibi_slopes=None,
                      query_lens=None, kv_dtype=None, k_scale=None,
-                     v_scale=None):
+                     v_scale=None, fused_merge=False):
     """softmax(scale * q k^T) v over each sequence's first seq_lens[b] keys.
 
     num_splits: None/"auto" (the planner's choice) or a positive count;
@@ -195,6 +203,12 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     scales at each launch; a float (or a broadcast per-tensor array) is
     written into a buffer of the GPU and stream before the launch, in
     stream order (a few small copies: a device array saves them).
+    fused_merge: True or False (ValueError otherwise), compile()'s: with
+    True the GPU's partial kernel also merges (one launch, no merge
+    kernel; the counters it needs are zeroed buffers of the GPU and
+    stream, or a Decoder's own). It only changes the GPU kernels, not
+    the results (to rounding); backend="cpu", which has no merge kernel,
+    checks it and computes the same.
 
     backend="cuda" (device arrays, all on one GPU, which decides the
     context): the kernels are compiled for that GPU's compute capability
@@ -221,6 +235,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                "query_lens": query_lens}
     fp8 = {"kv_dtype": kv_dtype, "k_scale": k_scale, "v_scale": v_scale}
     planner = _planner_options(blocks_per_sm, min_chunk_length, max_splits)
+    fused_merge = _check_flag("fused_merge", fused_merge)
     if backend == "cpu":
         for name, value in (("arch", arch), ("out", out), ("lse", lse),
                             ("stream", stream)):
@@ -232,5 +247,6 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     if backend == "cuda":
         return _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale,
                             kv_layout, return_lse, dtype, block_table, arch,
-                            out, lse, stream, planner, **masking, **fp8)
+                            out, lse, stream, planner, **masking, **fp8,
+                            fused_merge=fused_merge)
     raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")

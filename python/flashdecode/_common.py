@@ -142,8 +142,8 @@ def _check_soft_cap(logits_soft_cap):
 
 
 def _check_flag(name, value):
-    """compile()'s with_sinks, with_alibi, with_query_lens: True or
-    False."""
+    """compile()'s with_sinks, with_alibi, with_query_lens, fused_merge:
+    True or False."""
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be True or False, got {value!r}")
     return value

@@ -10,8 +10,9 @@ import numpy as np
 from . import _flashdecode as _native
 from . import _fp8
 from ._common import (_BUFFERS, _DTYPES, _Problem, _buffer_flags,
-                      _buffer_shape_error, _check_scale, _check_soft_cap,
-                      _check_window, _planner_options, _split_options)
+                      _buffer_shape_error, _check_flag, _check_scale,
+                      _check_soft_cap, _check_window, _planner_options,
+                      _split_options)
 from .device_array import DeviceArray
 
 
@@ -306,8 +307,9 @@ class Decoder:
     (DeviceArray.numpy() and copy_from_numpy() wait for it). Deleting the
     Decoder waits for the streams it launched on. ``blocks_per_sm``,
     ``min_chunk_length`` and ``max_splits`` are the split planner's knobs
-    (see plan_splits; None keeps the default); ``window_left`` and
-    ``logits_soft_cap`` are decode_attention's. ``sinks`` (attention
+    (see plan_splits; None keeps the default); ``window_left``,
+    ``logits_soft_cap`` and ``fused_merge`` (one kernel, merge counters
+    the plan owns) are decode_attention's. ``sinks`` (attention
     sinks: a float32 ``[Hq]`` device array on the same GPU, one logit per
     query head) is bound like every buffer: its contents are read at each
     run() and replay(), so new values written in place need no re-capture.
@@ -330,7 +332,9 @@ class Decoder:
                  block_table=None, arch=None, blocks_per_sm=None,
                  min_chunk_length=None, max_splits=None, window_left=None,
                  logits_soft_cap=None, sinks=None, alibi_slopes=None,
-                 query_lens=None, kv_dtype=None, k_scale=None, v_scale=None):
+                 query_lens=None, kv_dtype=None, k_scale=None, v_scale=None,
+                 fused_merge=False):
+        fused_merge = _check_flag("fused_merge", fused_merge)
         window_left = _check_window(window_left)
         logits_soft_cap = _check_soft_cap(logits_soft_cap)
         problem, arrays, kv_format = _check_cuda_inputs(
@@ -386,7 +390,7 @@ class Decoder:
             target if arch is None else arch,
             **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
             window_left=window_left, logits_soft_cap=logits_soft_cap,
-            **_buffer_flags(buffers),
+            **_buffer_flags(buffers), fused_merge=fused_merge,
             **_fp8.config_options(kv_format, granularity))
         table = arrays[4].pointer if block_table is not None else 0
         self._plan = _native.CudaPlan(
@@ -434,7 +438,7 @@ def _launch_scale(scale, kind, granularity, count):
 def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                  return_lse, dtype, block_table, arch, out, lse, stream,
                  planner, window_left=0, logits_soft_cap=None, kv_dtype=None,
-                 k_scale=None, v_scale=None, **buffers):
+                 k_scale=None, v_scale=None, fused_merge=False, **buffers):
     """``buffers``: sinks, alibi_slopes, query_lens (None or device
     arrays). kv_dtype, k_scale, v_scale: fp8 caches (see _fp8)."""
     problem, arrays, kv_format = _check_cuda_inputs(
@@ -448,7 +452,7 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
         raise TypeError(f"stream must be a CUstream handle (an int >= 0) or "
                         f"None, got {stream!r}")
     pointers = _check_buffers(buffers, problem, arrays)
-    flags = _buffer_flags(buffers)
+    flags = dict(_buffer_flags(buffers), fused_merge=fused_merge)
     scales, granularity, count = _check_cuda_scales(
         kv_format, k_scale, v_scale, arrays)
     for name, (value, kind) in zip(("k_scale", "v_scale"), scales):

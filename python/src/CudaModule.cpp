@@ -28,14 +28,16 @@ namespace {
 
 /// What the process opened on one GPU: its primary context, and what
 /// decode_attention's launches share per stream: the split workspaces and
-/// the fp8 scales they stage (StagedScale).
+/// the fp8 scales they stage (StagedScale) and a fused merge's counters
+/// (zeroed; each launch leaves them zero).
 struct OpenDevice {
   explicit OpenDevice(int ordinal)
       : device(rt::getDriver(), ordinal), workspaces(device),
-        stagedScales(device) {}
+        stagedScales(device), mergeCounters(device, /*zeroed=*/true) {}
   rt::Device device;
   rt::StreamWorkspaces workspaces;
   rt::StreamWorkspaces stagedScales;
+  rt::StreamWorkspaces mergeCounters;
 };
 
 /// GPU `ordinal`, opened on first use. Never closed, like everything the
@@ -249,6 +251,9 @@ public:
     buffers.queryLens = queryLens;
     buffers.workspace =
         open.workspaces.get(stream, bundle.manifest.getWorkspaceBytes(batch));
+    if (bundle.manifest.fusedMerge)
+      buffers.mergeCounters = open.mergeCounters.get(
+          stream, bundle.manifest.getMergeCounterBytes(batch));
     stageScales(kScale, vScale, stream, buffers);
     // The plan loads the modules; made with the first call's buffers (a
     // failed load, e.g. PTX too new for the GPU, is retried next call).
@@ -382,6 +387,15 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
       "cuda_workspace_bytes",
       [](int ordinal, uintptr_t stream) {
         return getOpenDevice(ordinal).workspaces.getSize(
+            reinterpret_cast<rt::CUstream>(stream));
+      },
+      py::arg("device"), py::arg("stream"));
+  // Bytes of a fused merge's counters for `stream` (0 before its first
+  // fused launch there).
+  module.def(
+      "cuda_merge_counter_bytes",
+      [](int ordinal, uintptr_t stream) {
+        return getOpenDevice(ordinal).mergeCounters.getSize(
             reinterpret_cast<rt::CUstream>(stream));
       },
       py::arg("device"), py::arg("stream"));

@@ -67,7 +67,7 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
                         int64_t windowLeft, std::optional<float> logitsSoftCap,
                         bool withSinks, bool withAlibi, bool withQueryLens,
                         const std::string &kvDtype,
-                        const std::string &kvScale) {
+                        const std::string &kvScale, bool fusedMerge) {
   KernelConfig config;
   config.headDim = headDim;
   config.numQueryHeads = numQueryHeads;
@@ -97,6 +97,7 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
   config.withQueryLens = withQueryLens;
   config.kvCacheType = parseKVCacheType(kvDtype);
   config.kvScaleGranularity = parseKVScaleGranularity(kvScale);
+  config.fusedMerge = fusedMerge;
   std::string invalid = config.validate();
   if (!invalid.empty())
     throw py::value_error(invalid);
@@ -117,7 +118,8 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
       py::arg("with_sinks") = KernelConfig().withSinks,                        \
       py::arg("with_alibi") = KernelConfig().withAlibi,                        \
       py::arg("with_query_lens") = KernelConfig().withQueryLens,               \
-      py::arg("kv_dtype") = "", py::arg("kv_scale") = "tensor"
+      py::arg("kv_dtype") = "", py::arg("kv_scale") = "tensor",                \
+      py::arg("fused_merge") = KernelConfig().fusedMerge
 
 /// The data of an optional C-contiguous buffer of `count` T (float or
 /// int32_t) that the kernel reads exactly when `reads`: required then (the

@@ -217,6 +217,8 @@ FdemuCounters extrapolate(const FdemuCounters &shortCounters,
                      const FdemuLatencyCounts &atLong, FdemuLatencyCounts &to) {
     to.ctas = line(atShort.ctas, atLong.ctas);
     to.latencyCycles = line(atShort.latencyCycles, atLong.latencyCycles);
+    to.serialTailCycles =
+        line(atShort.serialTailCycles, atLong.serialTailCycles);
   };
   FdemuCounters result;
   std::memset(&result, 0, sizeof(result));

@@ -271,6 +271,13 @@ SwitchFlag withQueryLens(
              "\"query_lens\"); the rows of the\nother tokens are padding: "
              "zeros, lse -inf"),
     cl::location(config.withQueryLens), fdCompileFlag);
+SwitchFlag fusedMerge(
+    "fused-merge",
+    cl::desc("merge in the partial kernel: the last block of each\n(sequence, "
+             "KV head) to finish merges its rows; no\nmerge kernel. It counts "
+             "finished blocks in int32\n[batch, num_kv_heads] (param "
+             "\"merge_counters\"),\nzeroed once and left zero by every launch"),
+    cl::location(config.fusedMerge), fdCompileFlag);
 cl::opt<std::string, /*ExternalStorage=*/true>
     arch("arch",
          cl::desc("sm_80, sm_86, sm_89, sm_90 or sm_90a (default sm_90)"),

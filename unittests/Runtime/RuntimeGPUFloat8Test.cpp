@@ -354,7 +354,9 @@ const KernelCase kWithoutSinks[] = {{"fp8_e4m3_tc", true},
                                     {"fp8_e4m3_f32_d40_spec3_sm80", false}};
 const KernelCase kWithEveryFeature[] = {
     {"fp8_e4m3_tc_every_feature", true},
-    {"fp8_e5m2_f32_hnd_every_feature", false}};
+    {"fp8_e5m2_f32_hnd_every_feature", false},
+    // The fused merge (bench/test_kernels.sh).
+    {"fused_fp8_e4m3_every_feature", true}};
 
 INSTANTIATE_TEST_SUITE_P(WithoutSinks, RuntimeGPUFloat8Dense,
                          testing::ValuesIn(kWithoutSinks),

@@ -276,7 +276,9 @@ const std::vector<PerHeadKernel> kDenseKernels = {
     {"alibi_tc", true, PerHead::Alibi},
     {"alibi_win100_bf16_spec4", true, PerHead::Alibi},
     {"alibi_f32_spec3", false, PerHead::Alibi},
-    {"alibi_mha_bf16_d64", false, PerHead::Alibi}};
+    {"alibi_mha_bf16_d64", false, PerHead::Alibi},
+    // The fused merge (bench/test_kernels.sh).
+    {"fused_sinks_f32", false, PerHead::Sinks}};
 
 /// kDenseKernels compiled with `feature`.
 std::vector<PerHeadKernel> denseKernelsWith(PerHead feature) {

@@ -394,6 +394,12 @@ INSTANTIATE_TEST_SUITE_P(
                     KernelCase{"qlens_mha_d96_spec3", false},
                     KernelCase{"qlens_mqa_f32_spec2", false}, kCudaCoreAlibi),
     caseName<KernelCase>);
+// The fused merge (bench/test_kernels.sh).
+INSTANTIATE_TEST_SUITE_P(
+    FusedMerge, RuntimeGPUQueryLens,
+    testing::Values(KernelCase{"fused_qlens_every_feature", true},
+                    KernelCase{"fused_qlens_mqa_f32_spec2", false}),
+    caseName<KernelCase>);
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUQueryLensAlibi,
                          testing::Values(kTensorCoreAlibi, kCudaCoreAlibi),
                          caseName<KernelCase>);

@@ -139,6 +139,45 @@ TEST_P(RuntimeGPUPaged, PagedCachesMatchTheReferenceAsPagesMove) {
           [&] { graph.replay(stream); });
 }
 
+/// Kernels with the fused merge.
+class RuntimeGPUFusedMerge : public RuntimeGPU {};
+
+TEST_P(RuntimeGPUFusedMerge, EveryLaunchLeavesTheCountersZero) {
+  // One kernel, which counts its blocks in the caller's counters: zero
+  // before the first launch, and zero again after every launch and replay
+  // (the last block of each sequence and KV head resets its own), which is
+  // what lets the next one merge at the right block.
+  const Manifest &manifest = bundle.manifest;
+  ASSERT_TRUE(manifest.fusedMerge) << GetParam();
+  ASSERT_EQ(manifest.kernels.size(), 1u) << "no merge kernel";
+  const int64_t batch = 3, counterCount = batch * manifest.numKVHeads;
+  ASSERT_EQ(manifest.getMergeCounterBytes(batch),
+            counterCount * static_cast<int64_t>(sizeof(int32_t)));
+  DenseInputs inputs = randomDense(batch, /*maxLength=*/300, 2.0);
+  DeviceDecode decode = upload(inputs);
+  DeviceBuffer counters(*device, counterCount * sizeof(int32_t));
+  counters.zero();
+  DecodeBuffers buffers = decode.getBuffers();
+  buffers.mergeCounters = counters.getAddress();
+  DecodePlan plan(*device, bundle, buffers);
+  Stream stream(*device);
+  auto expectZeroCounters = [&] {
+    std::vector<int32_t> values(counterCount, -1);
+    counters.download(values.data(), values.size() * sizeof(int32_t));
+    for (size_t i = 0; i < values.size(); ++i)
+      EXPECT_EQ(values[i], 0) << "counter " << i;
+  };
+
+  checkRun(decode, inputs, stream, {300, 1, 0}, [&] { plan.launch(stream); });
+  expectZeroCounters();
+  Graph graph = Graph::capture(*device, {&plan}, stream);
+  for (int32_t step = 0; step < 3; ++step) {
+    checkRun(decode, inputs, stream, {7 + 100 * step, 300, 2 * step},
+             [&] { graph.replay(stream); });
+    expectZeroCounters();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPU,
                          testing::Values("gqa_f16", "gqa_bf16", "gqa_hnd",
                                          "spec4", "mqa_tiles", "gqa8_d96_spec4",
@@ -146,5 +185,16 @@ INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPU,
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUPaged,
                          testing::Values("paged16", "paged_spec",
                                          "mha_paged16"));
+// The fused merge: the partial kernel merges (bench/test_kernels.sh).
+INSTANTIATE_TEST_SUITE_P(FusedMerge, RuntimeGPU,
+                         testing::Values("fused_gqa_f16", "fused_mqa_tiles",
+                                         "fused_mha_s16",
+                                         "fused_gqa8_d96_spec4",
+                                         "fused_mqa_f32_spec2_s48",
+                                         "fused_gqa_bf16_s37"));
+INSTANTIATE_TEST_SUITE_P(FusedMerge, RuntimeGPUPaged,
+                         testing::Values("fused_paged_spec"));
+INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUFusedMerge,
+                         testing::Values("fused_gqa_f16", "fused_mha_s16"));
 
 } // namespace

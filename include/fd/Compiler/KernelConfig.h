@@ -69,6 +69,11 @@ struct KernelConfig {
   /// are f32 buffers, one for K and one for V).
   KVCacheType kvCacheType = KVCacheType::SameAsQuery;
   KVScaleGranularity kvScaleGranularity = KVScaleGranularity::Tensor;
+  /// GPU: the partial kernel merges (the last block of each sequence and KV
+  /// head to finish), with no merge kernel; the runtime keeps a zeroed
+  /// counter per (sequence, KV head) (docs/KernelABI.md). The CPU path
+  /// ignores it.
+  bool fusedMerge = false;
   int64_t batch = 1;
   int64_t maxLength = 4096;
   int64_t smCount = 132;

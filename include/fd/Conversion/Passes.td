@@ -68,7 +68,11 @@ def ConvertFDToGPU : Pass<"convert-fd-to-gpu", "ModuleOp"> {
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_80\"",
            "The GPU the kernels are for (sm_80, sm_86, sm_89, sm_90, "
            "sm_90a): decides how fp8 caches are decoded; the default is "
-           "the form every chip runs">
+           "the form every chip runs">,
+    Option<"fuseMerge", "fuse-merge", "bool", /*default=*/"false",
+           "Merge in the partial kernel: the last block of each (sequence, "
+           "KV head) to finish merges its rows (counted in a zeroed i32 "
+           "[B, Hkv] buffer it leaves zero), instead of a merge kernel">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

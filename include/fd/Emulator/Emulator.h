@@ -34,10 +34,14 @@ typedef struct FdemuClassCounts {
 } FdemuClassCounts;
 
 /* The latency model's work: CTAs run, and the sum of their latencies (a
- * CTA's is the latest clock of its warps at exit, in SM cycles). */
+ * CTA's is the latest clock of its warps at exit, in SM cycles); the
+ * longest serial tail of a CTA (its cycles after its last global atomic:
+ * the work of a block that waited on the others' counts). The tail made
+ * FdemuLatencyCounts one counter longer: rebuild tools compiled before. */
 typedef struct FdemuLatencyCounts {
   uint64_t ctas;
   uint64_t latencyCycles;
+  uint64_t serialTailCycles;
 } FdemuLatencyCounts;
 
 typedef struct FdemuCounters {

@@ -37,6 +37,9 @@ struct ClassCounts {
   /// CTAs run, and the sum of their latencies: a CTA's is the latest clock
   /// of its warps at exit, the time it takes alone on an SM.
   uint64_t ctas = 0, latencyCycles = 0;
+  /// The longest of the CTAs' serial tails (Timeline::getSerialTailCycles):
+  /// a max, not a sum, when counts are added.
+  uint64_t serialTailCycles = 0;
 
   ClassCounts &operator+=(const ClassCounts &other);
   uint64_t totalWarpInstructions() const;

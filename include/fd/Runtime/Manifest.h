@@ -78,6 +78,11 @@ struct Manifest {
   int64_t numSplits = 0;
   int64_t workspaceBytesPerSequence = 0;
   int64_t partialLseOffsetPerSequence = 0;
+  /// Whether the partial kernel merges (config.fused_merge): it then counts
+  /// finished blocks in `merge_counters`, int32 [batch, num_kv_heads].
+  bool fusedMerge = false;
+  /// Bytes of those counters per sequence (0 without a fused merge).
+  int64_t mergeCounterBytesPerSequence = 0;
   /// In launch order.
   std::vector<KernelSpec> kernels;
 
@@ -86,6 +91,9 @@ struct Manifest {
 
   int64_t getWorkspaceBytes(int64_t batch) const {
     return batch * workspaceBytesPerSequence;
+  }
+  int64_t getMergeCounterBytes(int64_t batch) const {
+    return batch * mergeCounterBytesPerSequence;
   }
   /// Bytes of one q/output element (2 for f16/bf16, 4 for f32).
   int64_t getElementBytes() const { return dtype == "f32" ? 4 : 2; }

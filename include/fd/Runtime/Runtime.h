@@ -87,6 +87,8 @@ public:
   CUdeviceptr getAddress() const { return address; }
   size_t getSize() const { return size; }
   void upload(const void *data, size_t bytes);
+  /// Sets every byte to 0, and waits until it is done.
+  void zero();
   void download(void *data, size_t bytes) const;
 
 private:
@@ -168,6 +170,12 @@ struct DecodeBuffers {
   /// stream from StreamWorkspaces, shared by every plan launched there);
   /// 0: the plan allocates its own.
   CUdeviceptr workspace = 0;
+  /// With a fused merge (Manifest::fusedMerge): at least
+  /// Manifest::getMergeCounterBytes(batch) bytes, all zero before the first
+  /// launch; every launch leaves them zero. Not shared by launches that may
+  /// run at once (one per stream: StreamWorkspaces with zeroed buffers).
+  /// 0: the plan allocates and zeroes its own.
+  CUdeviceptr mergeCounters = 0;
 };
 
 /// A compiled configuration bound to fixed buffers, with its workspace
@@ -201,8 +209,9 @@ private:
   std::vector<std::unique_ptr<Module>> modules;
   std::vector<std::unique_ptr<BoundKernel>> kernels;
   DecodeBuffers buffers;
-  std::unique_ptr<DeviceBuffer> workspace;
-  /// Workspaces outgrown by setBuffers, kept for launches still queued.
+  std::unique_ptr<DeviceBuffer> workspace, mergeCounters;
+  /// Workspaces and counters outgrown by setBuffers, kept for launches
+  /// still queued.
   std::vector<std::unique_ptr<DeviceBuffer>> retiredWorkspaces;
   uint64_t generation = 0;
 };
@@ -216,7 +225,10 @@ private:
 /// the object frees the buffers: synchronize the streams first.
 class StreamWorkspaces {
 public:
-  explicit StreamWorkspaces(const Device &device) : device(device) {}
+  /// `zeroed`: every buffer is all zero when handed out first (a fused
+  /// merge's counters, which its launches leave zero).
+  explicit StreamWorkspaces(const Device &device, bool zeroed = false)
+      : device(device), zeroed(zeroed) {}
 
   /// The address of a workspace of at least `bytes` bytes (16-byte aligned)
   /// for launches on `stream`. Not thread-safe: callers serialize.
@@ -226,6 +238,7 @@ public:
 
 private:
   const Device &device;
+  bool zeroed;
   std::map<CUstream, DeviceBuffer> buffers;
 };
 

@@ -42,6 +42,8 @@ struct ConvertFDToGPUPass
       if (!isa<FDDialect>(op->getDialect()))
         return;
       std::string reason = getReasonNotLowerableToGPU(op);
+      if (reason.empty() && fuseMerge)
+        reason = getReasonMergeNotFusable(op);
       if (!reason.empty()) {
         op->emitOpError(reason);
         lowerable = false;
@@ -54,7 +56,7 @@ struct ConvertFDToGPUPass
     target.addIllegalDialect<FDDialect>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(&getContext());
-    populateFDToGPUConversionPatterns(patterns, chip);
+    populateFDToGPUConversionPatterns(patterns, chip, fuseMerge);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       return signalPassFailure();

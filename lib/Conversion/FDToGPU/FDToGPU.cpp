@@ -86,8 +86,9 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
 }
 
 void mlir::fd::populateFDToGPUConversionPatterns(RewritePatternSet &patterns,
-                                                 llvm::StringRef chip) {
-  detail::populatePartialAttentionToGPUPatterns(patterns, chip);
+                                                 llvm::StringRef chip,
+                                                 bool fuseMerge) {
+  detail::populatePartialAttentionToGPUPatterns(patterns, chip, fuseMerge);
   detail::populateMergeToGPUPatterns(patterns);
 }
 

@@ -6,14 +6,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelBuilder.h"
+#include "MergeRows.h"
 #include "PopulatePatterns.h"
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Dialect/FD/IR/FD.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "llvm/Support/MathExtras.h"
-
-#include <algorithm>
 
 using namespace mlir;
 using namespace mlir::fd;
@@ -21,13 +19,11 @@ using namespace mlir::fd::detail;
 
 namespace {
 
-/// The most splits an iteration of the merge's loops loads before using
-/// any: the partials are independent, and a loop that used each load at once
-/// would wait one memory latency per split (63 splits in Llama-3-8B's B=1
-/// plan: 43.8 us modeled on fdemu's H200 with one split per iteration, 37.7
-/// with 8, 36.9 with 32). Fewer splits take one iteration of the next power
-/// of two.
-constexpr int64_t kMaxSplitsPerIteration = 32;
+/// The partials a thread loads per iteration before using any: a memory
+/// latency per iteration rather than per split (63 splits in Llama-3-8B's
+/// B=1 plan; modeled on fdemu's H200 in compiler 0.2.8's one-step merge:
+/// 43.8 us with one split per iteration, 36.9 with 32).
+constexpr int64_t kSplitsPerIteration = 32;
 
 struct MergeToGPU : OpRewritePattern<MergeOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -39,8 +35,6 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
     AttentionGeometry geometry = op.getGeometry();
     int64_t headDim = geometry.headDim;
     int64_t numSplits = op.getNumSplits();
-    const int64_t splitsPerIteration = std::min<int64_t>(
-        kMaxSplitsPerIteration, llvm::PowerOf2Ceil(numSplits));
     int64_t queryHeads = geometry.numQueryHeads;
     int64_t queryLength = geometry.queryLength;
     Type outputElement =
@@ -59,9 +53,14 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
           {"query_lens", op.getQueryLens()}})
       if (memref)
         parameters.addPointer(rewriter, loc, name, memref);
-    gpu::GPUFuncOp kernel =
-        createKernel(op, "fd_merge", parameters, {},
-                     {static_cast<int32_t>(headDim), 1, 1}, rewriter);
+    // The row's split weights (MergeRows.h).
+    auto workgroup = gpu::AddressSpaceAttr::get(
+        rewriter.getContext(), gpu::GPUDialect::getWorkgroupAddressSpace());
+    gpu::GPUFuncOp kernel = createKernel(
+        op, "fd_merge", parameters,
+        {MemRefType::get({MergeBuffers::getWeightsPerRow(numSplits)},
+                         rewriter.getF32Type(), nullptr, workgroup)},
+        {static_cast<int32_t>(headDim), 1, 1}, rewriter);
     {
       OpBuilder::InsertionGuard guard(rewriter);
       Block &entry = kernel.getBody().front();
@@ -74,11 +73,10 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       Value row = e.add(e.mul(e.add(e.mul(batch, e.index(queryLength)), token),
                               e.index(queryHeads)),
                         head);
-      Value firstSplit = e.mul(row, e.index(numSplits));
-      Type f32 = rewriter.getF32Type();
-      // A padding token's row (AttentionUtils.h) reads no partial (the
-      // partial kernel left them unwritten) and no sink: zeros, lse -inf.
-      Value splits = e.index(numSplits), isQuery;
+      // A padding token's row (AttentionUtils.h) reads no partial and no
+      // lse (the partial kernel left them unwritten), and its sink counts
+      // as -inf: zeros, lse -inf.
+      Value isQuery;
       if (op.getQueryLens()) {
         Type i32 = rewriter.getI32Type();
         Value queryLen =
@@ -87,98 +85,27 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
             rewriter, e.loc,
             {Value(), buildQueryLength(rewriter, e.loc, queryLen, queryLength)},
             token);
-        splits = e.select(isQuery, splits, e.index(0));
       }
-      // Split `first + i` of an iteration is real if below `splits`; a
-      // split past them reads the last one's and counts as an empty chunk
-      // (lse -inf).
-      auto splitOf = [&](Value first, int64_t i) {
-        Value split = e.add(first, e.index(i));
-        return std::pair(
-            e.lessThan(split, splits),
-            e.add(firstSplit, e.min(split, e.index(numSplits - 1))));
-      };
-      auto lseOf = [&](std::pair<Value, Value> split) {
-        Value lse = e.load(f32, getKernelArgument(kernel, "partial_lse"), f32,
-                           split.second, 4);
-        return e.select(split.first, lse, e.negInf());
-      };
-      auto forEachIteration =
-          [&](ValueRange initial,
-              function_ref<SmallVector<Value>(Value first, ValueRange state)>
-                  body) {
-            return scf::ForOp::create(
-                rewriter, e.loc, e.index(0), splits,
-                e.index(splitsPerIteration), initial,
-                [&](OpBuilder &, Location, Value first, ValueRange state) {
-                  scf::YieldOp::create(rewriter, e.loc, body(first, state));
-                });
-          };
-      Value max =
-          forEachIteration(
-              ValueRange{e.negInf()},
-              [&](Value first, ValueRange state) -> SmallVector<Value> {
-                SmallVector<Value> lses;
-                for (int64_t i = 0; i < splitsPerIteration; ++i)
-                  lses.push_back(lseOf(splitOf(first, i)));
-                Value max = state[0];
-                for (Value lse : lses)
-                  max = arith::MaximumFOp::create(rewriter, e.loc, max, lse);
-                return {max};
-              })
-              .getResult(0);
-      // A sink is one more partial (AttentionUtils.h): its lse is the sink,
-      // its output zero.
-      Value sink;
-      if (op.getSinks()) {
-        sink = e.load(f32, getKernelArgument(kernel, "sinks"), f32, head, 4);
-        if (isQuery)
-          sink = e.select(isQuery, sink, e.negInf());
-        max = arith::MaximumFOp::create(rewriter, e.loc, max, sink);
-      }
-      Value shift = buildMergeShift(rewriter, e.loc, max);
-      Value log2e = e.f32(llvm::numbers::log2e);
-      Value sinkWeight =
-          sink ? e.exp2(e.mul(e.sub(sink, shift), log2e)) : e.f32(0.0);
-      auto sums = forEachIteration(
-          ValueRange{sinkWeight, e.f32(0.0)},
-          [&](Value first, ValueRange state) -> SmallVector<Value> {
-            SmallVector<Value> lses, partials;
-            for (int64_t i = 0; i < splitsPerIteration; ++i) {
-              auto split = splitOf(first, i);
-              lses.push_back(lseOf(split));
-              Value partial =
-                  e.load(f32, getKernelArgument(kernel, "partial_output"), f32,
-                         e.add(e.mul(split.second, e.index(headDim)), dim), 4);
-              partials.push_back(e.select(split.first, partial, e.f32(0.0)));
-            }
-            Value sum = state[0], accumulator = state[1];
-            for (auto [lse, partial] : llvm::zip_equal(lses, partials)) {
-              Value weight = e.exp2(e.mul(e.sub(lse, shift), log2e));
-              sum = e.add(sum, weight);
-              accumulator = e.fma(weight, partial, accumulator);
-            }
-            return {sum, accumulator};
-          });
-      Value sum = sums.getResult(0);
-      Value hasKeys = buildSawKeys(rewriter, e.loc, max);
-      Value output = e.select(
-          hasKeys,
-          arith::DivFOp::create(rewriter, e.loc, sums.getResult(1), sum),
-          e.f32(0.0));
-      if (outputElement != f32)
-        output =
-            arith::TruncFOp::create(rewriter, e.loc, outputElement, output);
-      e.store(output, getKernelArgument(kernel, "output"),
-              e.add(e.mul(row, e.index(headDim)), dim));
-      if (Value lseOutput = getKernelArgument(kernel, "lse")) {
-        auto writeLse =
-            scf::IfOp::create(rewriter, e.loc, e.equal(dim, e.index(0)), false);
-        rewriter.setInsertionPointToStart(writeLse.thenBlock());
-        Value lse = e.add(max, e.mul(e.log2(sum), e.f32(llvm::numbers::ln2)));
-        e.store(e.select(hasKeys, lse, e.negInf()), lseOutput, row);
-        rewriter.setInsertionPointAfter(writeLse);
-      }
+      MergeBuffers buffers{getKernelArgument(kernel, "partial_output"),
+                           getKernelArgument(kernel, "partial_lse"),
+                           getKernelArgument(kernel, "output"),
+                           getKernelArgument(kernel, "lse"),
+                           getKernelArgument(kernel, "sinks"),
+                           kernel.getWorkgroupAttributions()[0],
+                           numSplits,
+                           headDim,
+                           outputElement};
+      // Warp 0 weighs the splits (head dims are at least 32), then every
+      // thread sums its element.
+      Value zero = e.index(0);
+      auto ifFirstWarp = scf::IfOp::create(rewriter, e.loc,
+                                           e.lessThan(dim, e.index(32)), false);
+      rewriter.setInsertionPointToStart(ifFirstWarp.thenBlock());
+      emitMergeWeights(e, buffers, row, head, isQuery, dim, zero);
+      rewriter.setInsertionPointAfter(ifFirstWarp);
+      gpu::BarrierOp::create(rewriter, e.loc);
+      emitWeightedSum(e, buffers, row, dim, /*width=*/1, isQuery, zero,
+                      kSplitsPerIteration);
       gpu::ReturnOp::create(rewriter, e.loc);
     }
 

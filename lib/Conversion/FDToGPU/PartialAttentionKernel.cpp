@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MergeRows.h"
 #include "PartialKernelBuilder.h"
 #include "PopulatePatterns.h"
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
@@ -23,8 +24,8 @@ using namespace mlir::fd::detail;
 namespace {
 
 struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
-  PartialAttentionToGPU(MLIRContext *context, StringRef chip)
-      : OpRewritePattern(context), chip(chip.str()) {}
+  PartialAttentionToGPU(MLIRContext *context, StringRef chip, bool fuseMerge)
+      : OpRewritePattern(context), chip(chip.str()), fuseMerge(fuseMerge) {}
 
   LogicalResult matchAndRewrite(PartialAttentionOp op,
                                 PatternRewriter &rewriter) const override {
@@ -36,29 +37,12 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     CacheElements cache{
         cast<MemRefType>(op.getKeyCache().getType()).getElementType(),
         hasFloat8Conversions(chip)};
-    PartialKernelLayout layout = PartialKernelLayout::get(
-        geometry.headDim, elementType.getIntOrFloatBitWidth() / 8,
-        cache.bytes(), geometry.groupSize(), geometry.queryLength,
-        static_cast<bool>(op.getAlibiSlopes()));
+    PartialKernelLayout layout = getPartialKernelLayout(op);
 
-    MLIRContext *context = rewriter.getContext();
-    auto workgroup = gpu::AddressSpaceAttr::get(
-        context, gpu::GPUDialect::getWorkgroupAddressSpace());
-    Type f32 = rewriter.getF32Type();
-    // The query tile: f32 rows on CUDA cores, the lanes' mma words (per
-    // k-step and lane, 4 each) on tensor cores.
-    SmallVector<Type> workgroupBuffers = {
-        layout.tensorCores
-            ? MemRefType::get({layout.headDim / 16, 32, 4},
-                              rewriter.getI32Type(), nullptr, workgroup)
-            : MemRefType::get({layout.rowTile, layout.headDim}, f32, nullptr,
-                              workgroup)};
-    workgroupBuffers.append(
-        {MemRefType::get(
-             {PartialKernelLayout::kWarps, layout.rowTile, layout.headDim}, f32,
-             nullptr, workgroup),
-         MemRefType::get({PartialKernelLayout::kWarps, layout.rowTile, 2}, f32,
-                         nullptr, workgroup)});
+    MergeOp merge = fuseMerge ? findMergeOfPartials(op) : nullptr;
+    SmallVector<Type> workgroupBuffers(llvm::map_range(
+        getPartialKernelWorkgroupBuffers(op, static_cast<bool>(merge)),
+        [](MemRefType type) -> Type { return type; }));
     // The parameters (docs/KernelABI.md) and what the launch passes.
     Location loc = op.getLoc();
     KernelEmitter host{rewriter, loc};
@@ -100,6 +84,10 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       parameters.addPointer(rewriter, loc, "k_scale", op.getKScale());
       parameters.addPointer(rewriter, loc, "v_scale", op.getVScale());
     }
+    // A fused merge: the merge's outputs and the counters (FusedMerge.cpp).
+    Value counters =
+        merge ? addFusedMergeParameters(rewriter, loc, op, merge, parameters)
+              : Value();
     // No known block size: it becomes `.maxntid 128`, for which ptxas caps
     // registers at 128 to fit four blocks per SM and spills the larger
     // configurations instead of using the 129 registers they need.
@@ -131,7 +119,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       OpBuilder::InsertionGuard guard(rewriter);
       PartialKernelBuilder(kernel, op, geometry, layout, elementType, cache,
                            rewriter)
-          .build();
+          .build(merge);
     }
 
     // The launch: grid (S, Hkv, B).
@@ -141,11 +129,16 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
                   {host.index(geometry.numKVHeads)},
                   {batch, "batch"}},
                  {PartialKernelLayout::kThreads, 1, 1}, parameters);
+    if (merge) {
+      memref::DeallocOp::create(rewriter, loc, counters);
+      rewriter.eraseOp(merge);
+    }
     rewriter.eraseOp(op);
     return success();
   }
 
   std::string chip;
+  bool fuseMerge;
 };
 
 } // namespace
@@ -154,8 +147,8 @@ PartialKernelBuilder::PartialKernelBuilder(
     gpu::GPUFuncOp kernel, PartialAttentionOp op,
     const AttentionGeometry &geometry, const PartialKernelLayout &layout,
     Type elementType, const CacheElements &cache, PatternRewriter &rewriter)
-    : op(op), geometry(geometry), rules(op.getRules()), layout(layout),
-      elementType(elementType), cache(cache),
+    : kernel(kernel), op(op), geometry(geometry), rules(op.getRules()),
+      layout(layout), elementType(elementType), cache(cache),
       rewriter(rewriter), e{rewriter, kernel.getLoc()} {
   Block &entry = kernel.getBody().front();
   rewriter.setInsertionPointToStart(&entry);
@@ -169,9 +162,9 @@ PartialKernelBuilder::PartialKernelBuilder(
       arith::IndexCastOp::create(rewriter, e.loc, rewriter.getIndexType(),
                                  getKernelArgument(kernel, "max_len"));
   (layout.tensorCores ? queryFragments : queryTile) =
-      kernel.getWorkgroupAttributions()[0];
-  warpAccumulators = kernel.getWorkgroupAttributions()[1];
-  warpMaxSum = kernel.getWorkgroupAttributions()[2];
+      kernel.getWorkgroupAttributions()[kQueryBuffer];
+  warpAccumulators = kernel.getWorkgroupAttributions()[kWarpAccumulatorsBuffer];
+  warpMaxSum = kernel.getWorkgroupAttributions()[kWarpMaxSumBuffer];
 
   thread = gpu::ThreadIdOp::create(rewriter, e.loc, gpu::Dimension::x);
   split = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::x);
@@ -308,26 +301,31 @@ Value PartialKernelBuilder::shapeScore(Value score) {
 
 AlibiRow PartialKernelBuilder::alibiOfRow(Value firstRow, Value tileRow) {
   Value row = e.min(e.add(firstRow, tileRow), lastRow);
-  const int64_t group = geometry.groupSize();
-  Value head =
-      e.add(e.mul(kvHead, e.index(group)),
-            arith::RemUIOp::create(rewriter, e.loc, row, e.index(group)));
+  Value head = queryHeadOf(row);
   Type f32 = rewriter.getF32Type();
   // In base 2, as the scores are.
   Value slope = e.mul(e.load(f32, alibiSlopes, f32, head, 4),
                       e.f32(llvm::numbers::log2e));
-  Value token = arith::DivUIOp::create(rewriter, e.loc, row, e.index(group));
+  Value token = tokenOf(row);
   Value end =
       buildVisibleKeys(rewriter, e.loc, chunk.sequence, token, rules).end;
   return {slope, e.sub(end, e.index(1))};
 }
 
-Value PartialKernelBuilder::queryRow(Value row) {
+Value PartialKernelBuilder::queryHeadOf(Value row) {
   const int64_t group = geometry.groupSize();
-  Value token = arith::DivUIOp::create(rewriter, e.loc, row, e.index(group));
-  Value head =
-      e.add(e.mul(kvHead, e.index(group)),
-            arith::RemUIOp::create(rewriter, e.loc, row, e.index(group)));
+  return e.add(e.mul(kvHead, e.index(group)),
+               arith::RemUIOp::create(rewriter, e.loc, row, e.index(group)));
+}
+
+Value PartialKernelBuilder::tokenOf(Value row) {
+  return arith::DivUIOp::create(rewriter, e.loc, row,
+                                e.index(geometry.groupSize()));
+}
+
+Value PartialKernelBuilder::queryRow(Value row) {
+  Value token = tokenOf(row);
+  Value head = queryHeadOf(row);
   return e.add(e.mul(e.add(e.mul(batch, e.index(geometry.queryLength)), token),
                      e.index(geometry.numQueryHeads)),
                head);
@@ -337,7 +335,7 @@ Value PartialKernelBuilder::isRealRow(Value firstRow, Value tileRow) {
   return e.lessThan(e.add(firstRow, tileRow), realRows);
 }
 
-void PartialKernelBuilder::build() {
+void PartialKernelBuilder::build(MergeOp merge) {
   // Row tiles are a loop, not unrolled code: every tile then needs the
   // registers of one. The last tile may be partial (rows >= realRows are
   // computed on zero queries and never written); with per-sequence query
@@ -408,6 +406,8 @@ void PartialKernelBuilder::build() {
     // The workgroup buffers are reused by the next row tile.
     gpu::BarrierOp::create(rewriter, e.loc);
   });
+  if (merge)
+    mergeIfLast(merge);
   gpu::ReturnOp::create(rewriter, e.loc);
 }
 
@@ -478,6 +478,44 @@ SmallVector<Value> PartialKernelBuilder::pack(ArrayRef<RowState> states) {
 }
 
 void mlir::fd::detail::populatePartialAttentionToGPUPatterns(
-    RewritePatternSet &patterns, StringRef chip) {
-  patterns.add<PartialAttentionToGPU>(patterns.getContext(), chip);
+    RewritePatternSet &patterns, StringRef chip, bool fuseMerge) {
+  patterns.add<PartialAttentionToGPU>(patterns.getContext(), chip, fuseMerge);
+}
+
+PartialKernelLayout
+mlir::fd::detail::getPartialKernelLayout(PartialAttentionOp op) {
+  AttentionGeometry geometry = op.getGeometry();
+  Type elementType = cast<MemRefType>(op.getQuery().getType()).getElementType();
+  Type cacheType =
+      cast<MemRefType>(op.getKeyCache().getType()).getElementType();
+  return PartialKernelLayout::get(
+      geometry.headDim, elementType.getIntOrFloatBitWidth() / 8,
+      cacheType.getIntOrFloatBitWidth() / 8, geometry.groupSize(),
+      geometry.queryLength, static_cast<bool>(op.getAlibiSlopes()));
+}
+
+SmallVector<MemRefType>
+mlir::fd::detail::getPartialKernelWorkgroupBuffers(PartialAttentionOp op,
+                                                   bool withFusedMerge) {
+  PartialKernelLayout layout = getPartialKernelLayout(op);
+  MLIRContext *context = op.getContext();
+  auto workgroup = gpu::AddressSpaceAttr::get(
+      context, gpu::GPUDialect::getWorkgroupAddressSpace());
+  Type f32 = Float32Type::get(context);
+  auto buffer = [&](ArrayRef<int64_t> shape, Type type) {
+    return MemRefType::get(shape, type, nullptr, workgroup);
+  };
+  SmallVector<MemRefType> buffers = {
+      layout.tensorCores
+          ? buffer({layout.headDim / 16, 32, 4}, IntegerType::get(context, 32))
+          : buffer({layout.rowTile, layout.headDim}, f32),
+      buffer({PartialKernelLayout::kWarps, layout.rowTile, layout.headDim},
+             f32),
+      buffer({PartialKernelLayout::kWarps, layout.rowTile, 2}, f32)};
+  int64_t weights =
+      layout.rows * MergeBuffers::getWeightsPerRow(op.getNumSplits());
+  if (withFusedMerge &&
+      weights > buffers[kWarpAccumulatorsBuffer].getNumElements())
+    buffers.push_back(buffer({weights}, f32));
+  return buffers;
 }

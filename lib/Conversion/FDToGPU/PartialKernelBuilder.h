@@ -10,7 +10,8 @@
 // (publishWarpStates) and combine the warps into the normalized partial and
 // its lse (writePartials; these three in CombineRows.cpp). With tensor cores,
 // streamTensorCoreTile (TensorCoreTile.cpp) takes the place of all but the last
-// stage.
+// stage. With a fused merge the block that finishes its (sequence, KV head)
+// last merges the partials (mergeIfLast, FusedMerge.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +23,38 @@
 #include "fd/Dialect/FD/IR/FD.h"
 
 namespace mlir::fd::detail {
+
+/// The partial kernel's workgroup buffers, in order
+/// (getPartialKernelWorkgroupBuffers).
+enum PartialKernelBuffer : unsigned {
+  kQueryBuffer,
+  kWarpAccumulatorsBuffer,
+  kWarpMaxSumBuffer,
+  /// Only with a fused merge whose weights outgrow the accumulators.
+  kMergeWeightsBuffer,
+};
+
+/// The layout of `op`'s kernel (the fp8 decoding does not change it).
+PartialKernelLayout getPartialKernelLayout(PartialAttentionOp op);
+
+/// The kernel's workgroup buffers: the query tile (f32 rows on CUDA cores,
+/// the lanes' mma words per k-step and lane, 4 each, on tensor cores), the
+/// warps' accumulators and their max and sum per row; with a fused merge
+/// whose weights (MergeRows.h) do not fit in the accumulators, free once
+/// the chunk is done, a buffer of their own.
+SmallVector<MemRefType> getPartialKernelWorkgroupBuffers(PartialAttentionOp op,
+                                                         bool withFusedMerge);
+
+/// The fd.merge of `op`'s partials, or null (FusedMerge.cpp).
+MergeOp findMergeOfPartials(PartialAttentionOp op);
+
+/// Adds what a fused merge takes after the partial kernel's own parameters:
+/// `merge`'s output, lse and sinks, and the counters of the blocks done per
+/// (sequence, KV head), which it allocates zeroed before the launch (the
+/// runtime keeps them zeroed instead: the last block resets its own).
+/// Returns the counters, to free after the launch (FusedMerge.cpp).
+Value addFusedMergeParameters(OpBuilder &b, Location loc, PartialAttentionOp op,
+                              MergeOp merge, KernelParameters &parameters);
 
 /// A query row's ALiBi: its head's slope (base 2) and its token's position.
 struct AlibiRow {
@@ -35,8 +68,9 @@ public:
                        const PartialKernelLayout &layout, Type elementType,
                        const CacheElements &cache, PatternRewriter &rewriter);
 
-  /// The whole body: the row-tile loop and the return.
-  void build();
+  /// The whole body: the row-tile loop, the fused merge of `merge` when
+  /// given, and the return.
+  void build(MergeOp merge = nullptr);
 
 private:
   /// CUDA cores: the lane's token group, its place in the group and its
@@ -62,8 +96,12 @@ private:
   /// The page holding `token` (its block-table entry, clamped into the
   /// pool), or a null value for a dense cache.
   Value pageOf(Value token);
-  /// Row `row` of the block (query token row / group of head kvHead * group
-  /// + row % group) as a row index of the [B, Lq, Hq] tensors.
+  /// The query head of row `row` of the block: kvHead * group + row % group.
+  Value queryHeadOf(Value row);
+  /// The query token of row `row` of the block: row / group.
+  Value tokenOf(Value row);
+  /// Row `row` of the block (query token row / group of head queryHeadOf)
+  /// as a row index of the [B, Lq, Hq] tensors.
   Value queryRow(Value row);
   /// Whether row `tileRow` of the tile starting at `firstRow` is a real row
   /// (the last tile may be partial, and rows of padding tokens are not).
@@ -95,6 +133,11 @@ private:
   void publishWarpStates(ArrayRef<RowState> states);
   /// Combines the warps and writes the normalized partial and its lse.
   void writePartials(Value firstRow);
+  /// Counts the block in its (sequence, KV head)'s counter once its
+  /// partials are written; the last of the splits to count resets the
+  /// counter and merges the group's rows as `merge` says. Defined in
+  /// FusedMerge.cpp.
+  void mergeIfLast(MergeOp merge);
 
   // The tensor-core tile (TensorCoreTile.cpp).
   /// Streams the chunk through a tile's rows with mma.sync and publishes
@@ -120,6 +163,7 @@ private:
   /// Two 16-bit elements as an mma operand word.
   Value packPair(Value low, Value high);
 
+  gpu::GPUFuncOp kernel;
   PartialAttentionOp op;
   AttentionGeometry geometry;
   AttentionRules rules;

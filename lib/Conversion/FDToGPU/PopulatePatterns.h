@@ -16,9 +16,11 @@ class RewritePatternSet;
 
 namespace mlir::fd::detail {
 
-/// fd.partial_attention -> the partial kernel + its launch, for `chip`.
+/// fd.partial_attention -> the partial kernel + its launch, for `chip`;
+/// with `fuseMerge`, the fd.merge of its partials joins the kernel.
 void populatePartialAttentionToGPUPatterns(RewritePatternSet &patterns,
-                                           llvm::StringRef chip);
+                                           llvm::StringRef chip,
+                                           bool fuseMerge);
 
 /// fd.merge -> the merge kernel + its launch.
 void populateMergeToGPUPatterns(RewritePatternSet &patterns);

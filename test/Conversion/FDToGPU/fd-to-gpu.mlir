@@ -57,13 +57,18 @@
 // CHECK: gpu.barrier
 // CHECK: gpu.return
 
-// The merge kernel: D threads, the lse combine in base 2, lse for thread 0.
+// The merge kernel: D threads; the first warp turns the lses into weights
+// (base 2) in workgroup memory and writes the lse from lane 0, then every
+// thread sums its element's partials.
 // CHECK: gpu.module @fd_merge
-// CHECK: gpu.func @fd_merge(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>) kernel attributes {fd.params = ["partial_output", "partial_lse", "output", "lse"], known_block_size = array<i32: 64, 1, 1>}
+// CHECK: gpu.func @fd_merge(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>) workgroup(%[[WEIGHTS:.*]] : memref<4xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {fd.params = ["partial_output", "partial_lse", "output", "lse"], known_block_size = array<i32: 64, 1, 1>}
 // CHECK: arith.maximumf
 // CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
-// CHECK: arith.truncf {{.*}} : f32 to f16
+// CHECK: memref.store %{{.*}}, %[[WEIGHTS]]
 // CHECK: llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[WEIGHTS]]
+// CHECK: arith.truncf {{.*}} : f32 to f16
 func.func @decode(%q: memref<?x8x64xf16>, %k: memref<?x?x8x64xf16>, %v: memref<?x?x8x64xf16>,
                   %lens: memref<?xi32>, %out: memref<?x8x64xf16>, %lse: memref<?x8xf32>) {
   fd.attention %q, %k, %v, %lens into %out, %lse

@@ -1,28 +1,41 @@
 // RUN: fd-opt %s -convert-fd-to-gpu | FileCheck %s
 
-// The merge loads up to 32 splits per loop iteration before using any (a
-// memory latency per iteration, not per split): 63 splits are two
-// iterations of 32, the last split past them clamped to split 62 and
-// counted as an empty chunk (lse -inf, partial 0), in the max and in the
-// weighted sum alike.
+// The merge in two steps. Warp 0 weighs a row's 63 splits: each lane loads
+// the lses of splits lane and lane + 32 (the second clamped to split 62 and
+// -inf past it), the warp reduces the max and the sum with xor shuffles, and
+// the lanes store the weights, divided by the sum, to workgroup memory: 64
+// per row (63 and, from the lane past the last split, a zero: whole 16-byte
+// vectors), every lane unguarded. After a barrier each
+// thread sums its element: one iteration of 32 partials and the 31 left,
+// every partial and weight loaded before any is used, at constant offsets.
 
 // CHECK-LABEL: func.func @merge_63_splits
 // CHECK: gpu.func @fd_merge
+// CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<64xf32, #gpu.address_space<workgroup>>
 // CHECK-DAG: %[[NEG_INF:.*]] = arith.constant 0xFF800000 : f32
-// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK: scf.for %[[FIRST:.*]] = %c0 to %c63 step %c32 iter_args
-// CHECK-COUNT-32: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
-// CHECK-NOT: llvm.load
-// CHECK: arith.maximumf
-// CHECK: scf.for %[[SUM_FIRST:.*]] = %c0 to %c63 step %c32 iter_args
-// CHECK: %[[LAST:.*]] = arith.addi %[[SUM_FIRST]], %c31 : index
-// CHECK-NEXT: %[[CLAMPED:.*]] = arith.minsi %[[LAST]], %c62 : index
-// CHECK: %[[REAL:.*]] = arith.cmpi slt, %[[LAST]], %c63 : index
-// CHECK: %[[LSE:.*]] = llvm.load
-// CHECK-NEXT: arith.select %[[REAL]], %[[LSE]], %[[NEG_INF]] : f32
-// CHECK: %[[PARTIAL:.*]] = llvm.load
-// CHECK-NEXT: arith.select %[[REAL]], %[[PARTIAL]], %[[ZERO]] : f32
-// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// CHECK-DAG: %[[DIM:.*]] = gpu.thread_id x
+// CHECK: %[[FIRST_WARP:.*]] = arith.cmpi slt, %[[DIM]], %c32 : index
+// CHECK-NEXT: scf.if %[[FIRST_WARP]] {
+// CHECK: %[[SECOND:.*]] = arith.addi %[[DIM]], %c32 : index
+// CHECK-NEXT: %[[CLAMPED:.*]] = arith.minsi %[[SECOND]], %c62 : index
+// CHECK: llvm.load
+// CHECK: %[[REAL:.*]] = arith.cmpi slt, %{{.*}}, %c63 : index
+// CHECK-NEXT: arith.select %[[REAL]], %{{.*}}, %[[NEG_INF]] : f32
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK: arith.divf
+// CHECK: memref.store %{{.*}}, %[[WEIGHTS]]
+// CHECK: arith.divf
+// CHECK-NOT: scf.if
+// CHECK: memref.store %{{.*}}, %[[WEIGHTS]]
+// CHECK: gpu.barrier
+// CHECK: scf.for %[[FIRST:.*]] = %c0 to %c32 step %c32 iter_args
+// CHECK-COUNT-32: memref.load %[[WEIGHTS]]
+// CHECK-COUNT-32: llvm.intr.fma
+// CHECK: scf.yield
+// CHECK-COUNT-31: memref.load %[[WEIGHTS]]
+// CHECK-NOT: memref.load
+// CHECK: arith.truncf
 func.func @merge_63_splits(%po: memref<?x8x63x64xf32>, %pl: memref<?x8x63xf32>,
                            %out: memref<?x8x64xf16>) {
   fd.merge %po, %pl into %out

@@ -138,13 +138,20 @@ bool hasFloat8Conversions(llvm::StringRef chip);
 ///            partial_lse, output[, lse]: !llvm.ptr<1>)
 /// The memrefs must be contiguous (identity layout). The kernels run on
 /// `chip` (getMinimumPTXVersion's) and later GPUs.
+/// With `fuseMerge` the partial kernel merges (FusedMerge.cpp) and no merge
+/// kernel is made.
 void populateFDToGPUConversionPatterns(RewritePatternSet &patterns,
-                                       llvm::StringRef chip = "sm_80");
+                                       llvm::StringRef chip = "sm_80",
+                                       bool fuseMerge = false);
 
 /// Why the patterns above cannot lower `op` (an fd op), or an empty string
 /// when they can: the one statement of their preconditions, which the
 /// patterns test and convert-fd-to-gpu reports.
 std::string getReasonNotLowerableToGPU(Operation *op);
+
+/// Why the fused merge cannot join `op` (an fd.partial_attention) when
+/// fuse-merge asks for it, or an empty string when it can (any other op).
+std::string getReasonMergeNotFusable(Operation *op);
 
 } // namespace mlir::fd
 

@@ -30,6 +30,7 @@ void buildLowerToPTXPipeline(OpPassManager &pm, const PTXTarget &target,
   if (runs(LowerToPTXStage::GPU)) {
     ConvertFDToGPUOptions kernels;
     kernels.chip = target.chip;
+    kernels.fuseMerge = target.fuseMerge;
     pm.addPass(createConvertFDToGPU(kernels));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());

@@ -63,7 +63,8 @@ void registerFDPassesAndPipelines() {
         split.chunkLength = options.chunkLength;
         split.batchHint = options.batch;
         split.maxLengthHint = options.maxLength;
-        buildLowerToPTXPipeline(pm, {options.chip, options.ptxVersion}, split);
+        buildLowerToPTXPipeline(
+            pm, {options.chip, options.ptxVersion, options.fuseMerge}, split);
       });
 }
 

@@ -58,12 +58,17 @@ struct LowerToPTXOptions : PassPipelineOptions<LowerToPTXOptions> {
   Option<int64_t> maxLength{*this, "max-len",
                             llvm::cl::desc("fd-split-kv max-len"),
                             llvm::cl::init(0)};
+  Option<bool> fuseMerge{*this, "fuse-merge",
+                         llvm::cl::desc("convert-fd-to-gpu fuse-merge"),
+                         llvm::cl::init(false)};
 };
 
-/// The GPU a PTX pipeline compiles for.
+/// The GPU a PTX pipeline compiles for, and whether its kernels merge in
+/// the partial kernel (convert-fd-to-gpu's fuse-merge).
 struct PTXTarget {
   std::string chip = "sm_90";
   int ptxVersion = 80;
+  bool fuseMerge = false;
 };
 
 /// fd ops -> split (with `split`) -> GPU kernels -> NVVM -> PTX for

@@ -1,0 +1,236 @@
+//===- MergeRows.cpp - The log-sum-exp merge of split partials ------------===//
+//
+// emitMergeWeights and emitWeightedSum: fd.merge in two steps, shared by the
+// merge kernel and the fused merge.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MergeRows.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace mlir::fd;
+using namespace mlir::fd::detail;
+
+namespace {
+
+/// Combines `values` pairwise: a tree of depth log2(n) rather than a chain
+/// of n dependent operations.
+Value reduceTree(SmallVector<Value> values,
+                 function_ref<Value(Value, Value)> combine) {
+  while (values.size() > 1) {
+    SmallVector<Value> next;
+    for (size_t i = 0; i + 1 < values.size(); i += 2)
+      next.push_back(combine(values[i], values[i + 1]));
+    if (values.size() % 2)
+      next.push_back(values.back());
+    values = std::move(next);
+  }
+  return values.front();
+}
+
+/// Combines a value across the 32 lanes of a warp with xor shuffles.
+Value reduceWarp(KernelEmitter &e, Value value,
+                 function_ref<Value(Value, Value)> combine) {
+  for (int64_t offset = 16; offset > 0; offset /= 2)
+    value = combine(value, e.shuffleXor(value, offset));
+  return value;
+}
+
+/// `then()`'s values where `condition` holds (null: always), `otherwise`
+/// elsewhere: an scf.if, so that `then` runs only where it holds.
+SmallVector<Value> emitWhere(KernelEmitter &e, Value condition,
+                             function_ref<SmallVector<Value>()> then,
+                             ArrayRef<Value> otherwise) {
+  if (!condition)
+    return then();
+  auto where = scf::IfOp::create(e.b, e.loc, ValueRange(otherwise).getTypes(),
+                                 condition, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(e.b);
+  e.b.setInsertionPointToStart(where.thenBlock());
+  scf::YieldOp::create(e.b, e.loc, then());
+  e.b.setInsertionPointToStart(where.elseBlock());
+  scf::YieldOp::create(e.b, e.loc, otherwise);
+  return SmallVector<Value>(where.getResults());
+}
+
+} // namespace
+
+void mlir::fd::detail::emitMergeWeights(KernelEmitter &e,
+                                        const MergeBuffers &buffers, Value row,
+                                        Value head, Value isQuery, Value lane,
+                                        Value weightRow) {
+  OpBuilder &b = e.b;
+  Type f32 = b.getF32Type();
+  const int64_t numSplits = buffers.numSplits;
+  const int64_t perLane = llvm::divideCeil(numSplits, 32);
+  Value log2e = e.f32(llvm::numbers::log2e);
+  Value firstSplit = e.mul(row, e.index(numSplits));
+  // Split lane + 32 j of the row, if there is one.
+  auto splitOf = [&](int64_t j) { return e.add(lane, e.index(32 * j)); };
+  auto isSplit = [&](int64_t j) -> Value {
+    return 32 * (j + 1) <= numSplits
+               ? Value()
+               : e.lessThan(splitOf(j), e.index(numSplits));
+  };
+
+  // A sink is one more partial (AttentionUtils.h): its lse the sink, its
+  // output zero. Loaded first, beside the lses.
+  Value sink;
+  if (buffers.sinks) {
+    sink = e.mul(e.load(f32, buffers.sinks, f32, head, 4), log2e);
+    if (isQuery)
+      sink = e.select(isQuery, sink, e.negInf());
+  }
+  // The lane's lses in base 2 (-inf past the splits), all loads first.
+  SmallVector<Value> lses = emitWhere(
+      e, isQuery,
+      [&] {
+        SmallVector<Value> loaded;
+        for (int64_t j = 0; j < perLane; ++j) {
+          Value split = e.min(splitOf(j), e.index(numSplits - 1));
+          loaded.push_back(e.load(f32, buffers.partialLse, f32,
+                                  e.add(firstSplit, split), 4));
+        }
+        for (int64_t j = 0; j < perLane; ++j) {
+          loaded[j] = e.mul(loaded[j], log2e);
+          if (Value real = isSplit(j))
+            loaded[j] = e.select(real, loaded[j], e.negInf());
+        }
+        return loaded;
+      },
+      SmallVector<Value>(perLane, e.negInf()));
+  auto maximum = [&](Value lhs, Value rhs) -> Value {
+    return arith::MaximumFOp::create(b, e.loc, lhs, rhs);
+  };
+  auto add = [&](Value lhs, Value rhs) { return e.add(lhs, rhs); };
+  Value max = reduceWarp(e, reduceTree(lses, maximum), maximum);
+  if (sink)
+    max = maximum(max, sink);
+  Value shift = buildMergeShift(b, e.loc, max);
+  SmallVector<Value> weights;
+  for (Value lse : lses)
+    weights.push_back(e.exp2(e.sub(lse, shift)));
+  Value sum = reduceWarp(e, reduceTree(weights, add), add);
+  if (sink)
+    sum = e.add(sum, e.exp2(e.sub(sink, shift)));
+  Value hasKeys = buildSawKeys(b, e.loc, max);
+
+  // Past the splits, zeros up to the row's end in `weights`.
+  const int64_t perRow = MergeBuffers::getWeightsPerRow(numSplits);
+  Value weightBase = e.mul(weightRow, e.index(perRow));
+  for (int64_t j = 0; j < perLane; ++j) {
+    Value weight = e.select(
+        hasKeys, arith::DivFOp::create(b, e.loc, weights[j], sum), e.f32(0.0));
+    auto store = [&] {
+      memref::StoreOp::create(b, e.loc, weight, buffers.weights,
+                              ValueRange{e.add(weightBase, splitOf(j))});
+    };
+    if (32 * (j + 1) <= perRow) {
+      store();
+      continue;
+    }
+    auto ifInRow = scf::IfOp::create(
+        b, e.loc, e.lessThan(splitOf(j), e.index(perRow)), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifInRow.thenBlock());
+    store();
+  }
+  if (buffers.lse) {
+    auto ifFirst =
+        scf::IfOp::create(b, e.loc, e.equal(lane, e.index(0)), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifFirst.thenBlock());
+    Value lse = e.mul(e.add(max, e.log2(sum)), e.f32(llvm::numbers::ln2));
+    e.store(e.select(hasKeys, lse, e.negInf()), buffers.lse, row);
+  }
+}
+
+void mlir::fd::detail::emitWeightedSum(KernelEmitter &e,
+                                       const MergeBuffers &buffers, Value row,
+                                       Value firstDim, int64_t width,
+                                       Value isQuery, Value weightRow,
+                                       int64_t splitsPerIteration) {
+  OpBuilder &b = e.b;
+  Type f32 = b.getF32Type();
+  const int64_t numSplits = buffers.numSplits, headDim = buffers.headDim;
+  Type sliceType = width == 1 ? f32 : VectorType::get({width}, f32);
+  Value firstSplit = e.mul(row, e.index(numSplits));
+  Value weightBase =
+      e.mul(weightRow, e.index(MergeBuffers::getWeightsPerRow(numSplits)));
+
+  // Adds splits [first, first + count) to the sums, two chains per element
+  // (even and odd splits): every load first, at constant offsets from the
+  // iteration's first split.
+  auto sumSplits = [&](Value first, int64_t count,
+                       ValueRange chains) -> SmallVector<Value> {
+    Value partialBase = e.address(
+        buffers.partialOutput, f32,
+        e.add(e.mul(e.add(firstSplit, first), e.index(headDim)), firstDim));
+    Value weightFirst = e.add(weightBase, first);
+    SmallVector<Value> partials, weights;
+    for (int64_t i = 0; i < count; ++i) {
+      partials.push_back(
+          e.load(sliceType, partialBase, f32, e.index(i * headDim), 4 * width));
+      weights.push_back(
+          memref::LoadOp::create(b, e.loc, buffers.weights,
+                                 ValueRange{e.add(weightFirst, e.index(i))}));
+    }
+    SmallVector<Value> next(chains);
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t d = 0; d < width; ++d) {
+        Value &chain = next[2 * d + i % 2];
+        chain =
+            e.fma(weights[i],
+                  width == 1 ? partials[i] : e.extract(partials[i], d), chain);
+      }
+    return next;
+  };
+
+  // Whole iterations, then the splits left (a static count): no bounds
+  // checks. A padding token's row reads nothing.
+  const int64_t remainder = numSplits % splitsPerIteration;
+  Value wholeEnd = e.index(numSplits - remainder);
+  if (isQuery)
+    wholeEnd = e.select(isQuery, wholeEnd, e.index(0));
+  SmallVector<Value> chains(2 * width, e.f32(0.0));
+  if (numSplits >= splitsPerIteration) {
+    auto loop = scf::ForOp::create(
+        b, e.loc, e.index(0), wholeEnd, e.index(splitsPerIteration), chains,
+        [&](OpBuilder &, Location, Value first, ValueRange current) {
+          scf::YieldOp::create(b, e.loc,
+                               sumSplits(first, splitsPerIteration, current));
+        });
+    chains = SmallVector<Value>(loop.getResults());
+  }
+  if (remainder) {
+    SmallVector<Value> before = chains;
+    chains = emitWhere(
+        e, isQuery, [&] { return sumSplits(wholeEnd, remainder, before); },
+        before);
+  }
+
+  Type outputElement = buffers.outputElement;
+  SmallVector<Value> outputs;
+  for (int64_t d = 0; d < width; ++d) {
+    Value output = e.add(chains[2 * d], chains[2 * d + 1]);
+    if (outputElement != f32)
+      output = arith::TruncFOp::create(b, e.loc, outputElement, output);
+    outputs.push_back(output);
+  }
+  Value outputOffset = e.add(e.mul(row, e.index(headDim)), firstDim);
+  if (width == 1) {
+    e.store(outputs.front(), buffers.output, outputOffset);
+    return;
+  }
+  Type vectorType = VectorType::get({width}, outputElement);
+  Value vector = LLVM::PoisonOp::create(b, e.loc, vectorType);
+  for (auto [d, output] : llvm::enumerate(outputs))
+    vector = LLVM::InsertElementOp::create(b, e.loc, vector, output, e.i32(d));
+  LLVM::StoreOp::create(b, e.loc, vector,
+                        e.address(buffers.output, outputElement, outputOffset),
+                        width * outputElement.getIntOrFloatBitWidth() / 8);
+}

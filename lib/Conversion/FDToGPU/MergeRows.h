@@ -1,0 +1,64 @@
+//===- MergeRows.h - The log-sum-exp merge of split partials ----*- C++ -*-===//
+//
+// Private to the FDToGPU lowering: fd.merge in two steps, written once for
+// the merge kernel (MergeKernel.cpp) and the partial kernel's fused merge
+// (FusedMerge.cpp). A warp turns an output row's split lses into normalized
+// weights in workgroup memory (and writes the row's lse); then each thread
+// sums a slice of the row's partials with them. Every partial a thread loads
+// in an iteration is independent of the others and of the lses, so the loads
+// are in flight together: one memory latency per iteration.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_LIB_CONVERSION_FDTOGPU_MERGEROWS_H
+#define FD_LIB_CONVERSION_FDTOGPU_MERGEROWS_H
+
+#include "KernelBuilder.h"
+
+#include "llvm/Support/MathExtras.h"
+
+namespace mlir::fd::detail {
+
+/// What a merge reads and writes (global pointers; `lse` and `sinks` may be
+/// null) and its shapes: `numSplits` partials of `headDim` f32 per output
+/// row, split-major within a row, as fd.merge's operands are laid out.
+/// `weights` is a 1-D f32 workgroup buffer of getWeightsPerRow() weights
+/// per row the block merges.
+struct MergeBuffers {
+  Value partialOutput, partialLse, output, lse, sinks, weights;
+  int64_t numSplits, headDim;
+  Type outputElement;
+
+  /// A row's weights in `weights`: its splits' and zeros to a multiple of
+  /// 4. LLVM reads consecutive weights 16 bytes at a time: so each row
+  /// starts 16-byte aligned, and the tail of its last vector, read but
+  /// never used, is written.
+  static int64_t getWeightsPerRow(int64_t numSplits) {
+    return llvm::alignTo(numSplits, 4);
+  }
+};
+
+/// By the 32 lanes of one warp (`lane` each's): the weights of output row
+/// `row` (`(b * Lq + t) * Hq + h`, whose sink is `head`'s) into row
+/// `weightRow` of `weights`: exp(lse_s - lse) for split s, lse the row's
+/// log-sum-exp over its splits and its sink; 0 for a row that sees no key
+/// (every lse -inf) and for a padding token's row (`isQuery` false; null:
+/// always a query), whose lses are not read. Writes the row's lse (-inf without
+/// keys) when `buffers.lse` is set. A NaN lse makes every weight NaN.
+void emitMergeWeights(KernelEmitter &e, const MergeBuffers &buffers, Value row,
+                      Value head, Value isQuery, Value lane, Value weightRow);
+
+/// By one thread, after the weights are in workgroup memory (a barrier
+/// between): `width` consecutive elements from `firstDim` of output row
+/// `row`, the sum of its splits' partials times their weights, written in
+/// the output's element type; zeros for a padding token's row, whose
+/// partials are not read. `splitsPerIteration` partials are loaded per
+/// iteration before any is used. The first element's alignment must be a
+/// multiple of width * 4 bytes (width 1 or 4).
+void emitWeightedSum(KernelEmitter &e, const MergeBuffers &buffers, Value row,
+                     Value firstDim, int64_t width, Value isQuery,
+                     Value weightRow, int64_t splitsPerIteration);
+
+} // namespace mlir::fd::detail
+
+#endif // FD_LIB_CONVERSION_FDTOGPU_MERGEROWS_H
