@@ -12,6 +12,7 @@
 # device.log (what is printed), build.log, ctest.log, sanitizer.log,
 # clocks.csv (SM clock each second from the first fd-bench on),
 # fd-bench.csv, fd-bench-model.csv, fd-bench-model-e4m3.csv,
+# fd-bench-model-fused.csv,
 # fd-bench-window*.csv, peers.csv.
 # FD_SKIP_PEERS=1 leaves out the PyTorch peers (they do not change with our
 # kernels), FD_SKIP_GRID=1 the grid, FD_BENCH_QUICK=1 runs the grid with
@@ -87,6 +88,13 @@ if [ -d "$kernels/model-e4m3" ]; then
   timeout 90 build-device/bin/fd-bench --kernels "$kernels/model-e4m3" \
     --configs llama3-8b,mha,gqa8,mqa --shapes 1x32768,16x4096 \
     --csv "$out/fd-bench-model-e4m3.csv"
+  echo "fd-bench exit $?"
+fi
+if [ -d "$kernels/model-fused" ]; then
+  step "fd-bench: the modeled table's shapes with the fused merge, measured"
+  timeout 90 build-device/bin/fd-bench --kernels "$kernels/model-fused" \
+    --configs llama3-8b,mha,gqa8,mqa --shapes 1x32768,16x4096 \
+    --csv "$out/fd-bench-model-fused.csv"
   echo "fd-bench exit $?"
 fi
 

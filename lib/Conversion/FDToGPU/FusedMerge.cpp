@@ -216,9 +216,10 @@ void PartialKernelBuilder::mergeIfLast(MergeOp merge) {
                                                       e.index(slicesPerRow));
               Value sliceInRow = arith::RemUIOp::create(rewriter, e.loc, slice,
                                                         e.index(slicesPerRow));
-              emitWeightedSum(e, buffers, queryRow(blockRow),
-                              e.mul(sliceInRow, e.index(kFusedSliceWidth)),
-                              kFusedSliceWidth, isQueryRow(blockRow), blockRow,
-                              kFusedSplitsPerIteration);
+              WeightedSum(e, buffers, queryRow(blockRow),
+                          e.mul(sliceInRow, e.index(kFusedSliceWidth)),
+                          kFusedSliceWidth, isQueryRow(blockRow),
+                          kFusedSplitsPerIteration)
+                  .emit(blockRow);
             });
 }

@@ -95,17 +95,20 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
                            numSplits,
                            headDim,
                            outputElement};
-      // Warp 0 weighs the splits (head dims are at least 32), then every
-      // thread sums its element.
+      // Every thread loads its first 32 partials, warp 0 weighs the
+      // splits meanwhile (head dims are at least 32), then every thread
+      // sums its element.
       Value zero = e.index(0);
+      WeightedSum sum(e, buffers, row, dim, /*width=*/1, isQuery,
+                      kSplitsPerIteration);
+      sum.preloadFirstIteration();
       auto ifFirstWarp = scf::IfOp::create(rewriter, e.loc,
                                            e.lessThan(dim, e.index(32)), false);
       rewriter.setInsertionPointToStart(ifFirstWarp.thenBlock());
       emitMergeWeights(e, buffers, row, head, isQuery, dim, zero);
       rewriter.setInsertionPointAfter(ifFirstWarp);
       gpu::BarrierOp::create(rewriter, e.loc);
-      emitWeightedSum(e, buffers, row, dim, /*width=*/1, isQuery, zero,
-                      kSplitsPerIteration);
+      sum.emit(zero);
       gpu::ReturnOp::create(rewriter, e.loc);
     }
 

@@ -1,6 +1,6 @@
 //===- MergeRows.cpp - The log-sum-exp merge of split partials ------------===//
 //
-// emitMergeWeights and emitWeightedSum: fd.merge in two steps, shared by the
+// emitMergeWeights and WeightedSum: fd.merge in two steps, shared by the
 // merge kernel and the fused merge.
 //
 //===----------------------------------------------------------------------===//
@@ -149,58 +149,91 @@ void mlir::fd::detail::emitMergeWeights(KernelEmitter &e,
   }
 }
 
-void mlir::fd::detail::emitWeightedSum(KernelEmitter &e,
-                                       const MergeBuffers &buffers, Value row,
-                                       Value firstDim, int64_t width,
-                                       Value isQuery, Value weightRow,
-                                       int64_t splitsPerIteration) {
+WeightedSum::WeightedSum(KernelEmitter &e, const MergeBuffers &buffers,
+                         Value row, Value firstDim, int64_t width,
+                         Value isQuery, int64_t splitsPerIteration)
+    : e(e), buffers(buffers), row(row), firstDim(firstDim), width(width),
+      isQuery(isQuery), splitsPerIteration(splitsPerIteration),
+      firstSplit(e.mul(row, e.index(buffers.numSplits))) {}
+
+Type WeightedSum::getSliceType() const {
+  Type f32 = e.b.getF32Type();
+  return width == 1 ? f32 : VectorType::get({width}, f32);
+}
+
+SmallVector<Value> WeightedSum::loadPartials(Value first, int64_t count) {
+  Type f32 = e.b.getF32Type();
+  const int64_t headDim = buffers.headDim;
+  Value base = e.address(
+      buffers.partialOutput, f32,
+      e.add(e.mul(e.add(firstSplit, first), e.index(headDim)), firstDim));
+  SmallVector<Value> partials;
+  for (int64_t i = 0; i < count; ++i)
+    partials.push_back(
+        e.load(getSliceType(), base, f32, e.index(i * headDim), 4 * width));
+  return partials;
+}
+
+SmallVector<Value> WeightedSum::accumulate(Value weightBase, Value first,
+                                           ArrayRef<Value> partials,
+                                           ValueRange chains) {
+  Value weightFirst = e.add(weightBase, first);
+  SmallVector<Value> weights;
+  for (int64_t i = 0; i < static_cast<int64_t>(partials.size()); ++i)
+    weights.push_back(
+        memref::LoadOp::create(e.b, e.loc, buffers.weights,
+                               ValueRange{e.add(weightFirst, e.index(i))}));
+  SmallVector<Value> next(chains);
+  for (auto [i, partial] : llvm::enumerate(partials))
+    for (int64_t d = 0; d < width; ++d) {
+      Value &chain = next[2 * d + i % 2];
+      chain = e.fma(weights[i], width == 1 ? partial : e.extract(partial, d),
+                    chain);
+    }
+  return next;
+}
+
+void WeightedSum::preloadFirstIteration() {
+  const int64_t count =
+      std::min<int64_t>(splitsPerIteration, buffers.numSplits);
+  Value zero =
+      arith::ConstantOp::create(e.b, e.loc, e.b.getZeroAttr(getSliceType()));
+  preloaded = emitWhere(
+      e, isQuery, [&] { return loadPartials(e.index(0), count); },
+      SmallVector<Value>(count, zero));
+}
+
+void WeightedSum::emit(Value weightRow) {
   OpBuilder &b = e.b;
   Type f32 = b.getF32Type();
   const int64_t numSplits = buffers.numSplits, headDim = buffers.headDim;
-  Type sliceType = width == 1 ? f32 : VectorType::get({width}, f32);
-  Value firstSplit = e.mul(row, e.index(numSplits));
   Value weightBase =
       e.mul(weightRow, e.index(MergeBuffers::getWeightsPerRow(numSplits)));
-
-  // Adds splits [first, first + count) to the sums, two chains per element
-  // (even and odd splits): every load first, at constant offsets from the
-  // iteration's first split.
-  auto sumSplits = [&](Value first, int64_t count,
-                       ValueRange chains) -> SmallVector<Value> {
-    Value partialBase = e.address(
-        buffers.partialOutput, f32,
-        e.add(e.mul(e.add(firstSplit, first), e.index(headDim)), firstDim));
-    Value weightFirst = e.add(weightBase, first);
-    SmallVector<Value> partials, weights;
-    for (int64_t i = 0; i < count; ++i) {
-      partials.push_back(
-          e.load(sliceType, partialBase, f32, e.index(i * headDim), 4 * width));
-      weights.push_back(
-          memref::LoadOp::create(b, e.loc, buffers.weights,
-                                 ValueRange{e.add(weightFirst, e.index(i))}));
-    }
-    SmallVector<Value> next(chains);
-    for (int64_t i = 0; i < count; ++i)
-      for (int64_t d = 0; d < width; ++d) {
-        Value &chain = next[2 * d + i % 2];
-        chain =
-            e.fma(weights[i],
-                  width == 1 ? partials[i] : e.extract(partials[i], d), chain);
-      }
-    return next;
-  };
-
-  // Whole iterations, then the splits left (a static count): no bounds
-  // checks. A padding token's row reads nothing.
-  const int64_t remainder = numSplits % splitsPerIteration;
-  Value wholeEnd = e.index(numSplits - remainder);
-  if (isQuery)
-    wholeEnd = e.select(isQuery, wholeEnd, e.index(0));
+  // Two chains per element (even and odd splits). The preloaded splits
+  // first, then whole iterations, then the splits left (a static count): no
+  // bounds checks. A padding token's row reads nothing.
   SmallVector<Value> chains(2 * width, e.f32(0.0));
-  if (numSplits >= splitsPerIteration) {
+  const int64_t preloadedCount = preloaded.size();
+  if (preloadedCount) {
+    SmallVector<Value> before = chains;
+    chains = emitWhere(
+        e, isQuery,
+        [&] { return accumulate(weightBase, e.index(0), preloaded, before); },
+        before);
+  }
+  const int64_t rest = numSplits - preloadedCount;
+  const int64_t remainder = rest % splitsPerIteration;
+  const int64_t wholeEnd = numSplits - remainder;
+  auto sumSplits = [&](Value first, int64_t count, ValueRange current) {
+    return accumulate(weightBase, first, loadPartials(first, count), current);
+  };
+  if (rest >= splitsPerIteration) {
+    Value end = e.index(wholeEnd);
+    if (isQuery)
+      end = e.select(isQuery, end, e.index(preloadedCount));
     auto loop = scf::ForOp::create(
-        b, e.loc, e.index(0), wholeEnd, e.index(splitsPerIteration), chains,
-        [&](OpBuilder &, Location, Value first, ValueRange current) {
+        b, e.loc, e.index(preloadedCount), end, e.index(splitsPerIteration),
+        chains, [&](OpBuilder &, Location, Value first, ValueRange current) {
           scf::YieldOp::create(b, e.loc,
                                sumSplits(first, splitsPerIteration, current));
         });
@@ -209,7 +242,8 @@ void mlir::fd::detail::emitWeightedSum(KernelEmitter &e,
   if (remainder) {
     SmallVector<Value> before = chains;
     chains = emitWhere(
-        e, isQuery, [&] { return sumSplits(wholeEnd, remainder, before); },
+        e, isQuery,
+        [&] { return sumSplits(e.index(wholeEnd), remainder, before); },
         before);
   }
 

@@ -48,16 +48,45 @@ struct MergeBuffers {
 void emitMergeWeights(KernelEmitter &e, const MergeBuffers &buffers, Value row,
                       Value head, Value isQuery, Value lane, Value weightRow);
 
-/// By one thread, after the weights are in workgroup memory (a barrier
-/// between): `width` consecutive elements from `firstDim` of output row
-/// `row`, the sum of its splits' partials times their weights, written in
-/// the output's element type; zeros for a padding token's row, whose
-/// partials are not read. `splitsPerIteration` partials are loaded per
-/// iteration before any is used. The first element's alignment must be a
-/// multiple of width * 4 bytes (width 1 or 4).
-void emitWeightedSum(KernelEmitter &e, const MergeBuffers &buffers, Value row,
-                     Value firstDim, int64_t width, Value isQuery,
-                     Value weightRow, int64_t splitsPerIteration);
+/// By one thread: `width` consecutive elements from `firstDim` of output
+/// row `row`, the sum of its splits' partials times their weights (row
+/// `weightRow` of `buffers.weights`, a barrier after emitMergeWeights),
+/// written in the output's element type; zeros for a padding token's row
+/// (`isQuery` false; null: always a query), whose partials are not read.
+/// `splitsPerIteration` partials are loaded per iteration before any is
+/// used. The first element's alignment must be a multiple of width * 4
+/// bytes (width 1 or 4).
+class WeightedSum {
+public:
+  WeightedSum(KernelEmitter &e, const MergeBuffers &buffers, Value row,
+              Value firstDim, int64_t width, Value isQuery,
+              int64_t splitsPerIteration);
+
+  /// Loads the first iteration's partials now, before the weights exist:
+  /// they do not depend on them, so their memory latency overlaps the
+  /// weights' (emitMergeWeights and its barrier, emitted in between).
+  void preloadFirstIteration();
+  /// The sum with the weights of row `weightRow`, and its store.
+  void emit(Value weightRow);
+
+private:
+  Type getSliceType() const;
+  /// The partials of splits [first, first + count), at constant offsets.
+  SmallVector<Value> loadPartials(Value first, int64_t count);
+  /// Adds `partials` (of the splits from `first`) times their weights to
+  /// the chains.
+  SmallVector<Value> accumulate(Value weightBase, Value first,
+                                ArrayRef<Value> partials, ValueRange chains);
+
+  KernelEmitter &e;
+  const MergeBuffers &buffers;
+  Value row, firstDim;
+  int64_t width;
+  Value isQuery;
+  int64_t splitsPerIteration;
+  Value firstSplit;
+  SmallVector<Value> preloaded;
+};
 
 } // namespace mlir::fd::detail
 

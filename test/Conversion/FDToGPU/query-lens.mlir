@@ -88,8 +88,9 @@ func.func @cuda_cores_window_alibi(%q: memref<?x2x8x64xf32>, %k: memref<?x?x8x64
 // The merge takes the query lengths last (after the lse and the sinks) and
 // reads its sequence's entry (blockIdx.z): a padding token's row
 // (blockIdx.y >= n) loads no lse and no partial and takes no sink (-inf), so
-// its weights are 0 and it gets zeros and lse -inf. The 3 splits, fewer
-// than an iteration's 32, are summed without a loop, under the same test.
+// its weights are 0 and it gets zeros and lse -inf. Its 3 partials, fewer
+// than an iteration's 32, are loaded first (before the weights), under the
+// same test, and summed without a loop.
 
 // CHECK-LABEL: func.func @merge
 // CHECK: gpu.launch_func @fd_merge::@fd_merge {{.*}} args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>)
@@ -104,6 +105,9 @@ func.func @cuda_cores_window_alibi(%q: memref<?x2x8x64xf32>, %k: memref<?x?x8x64
 // CHECK-NEXT: %[[AT_LEAST_0:.*]] = arith.maxsi %[[ENTRY_INDEX]], %c0 : index
 // CHECK-NEXT: %[[N:.*]] = arith.minsi %[[AT_LEAST_0]], %c4 : index
 // CHECK-NEXT: %[[IS_QUERY:.*]] = arith.cmpi slt, %[[TOKEN]], %[[N]] : index
+// CHECK: %[[PARTIALS:.*]]:3 = scf.if %[[IS_QUERY]] -> (f32, f32, f32) {
+// CHECK-COUNT-3: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK: } else {
 // CHECK: %[[SINK_ADDRESS:.*]] = llvm.getelementptr %[[SINKS]]
 // CHECK-NEXT: %[[SINK:.*]] = llvm.load %[[SINK_ADDRESS]]
 // CHECK-NEXT: %[[SINK2:.*]] = arith.mulf %[[SINK]], %{{.*}} : f32
@@ -114,8 +118,9 @@ func.func @cuda_cores_window_alibi(%q: memref<?x2x8x64xf32>, %k: memref<?x?x8x64
 // CHECK-NEXT: scf.yield %[[NEG_INF]] : f32
 // CHECK: gpu.barrier
 // CHECK: scf.if %[[IS_QUERY]] -> (f32, f32) {
-// CHECK-COUNT-3: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK-COUNT-3: memref.load
 // CHECK-NOT: llvm.load
+// CHECK: llvm.intr.fma(%{{.*}}, %[[PARTIALS]]#0
 // CHECK: } else {
 func.func @merge(%po: memref<?x4x8x3x64xf32>, %pl: memref<?x4x8x3xf32>, %s: memref<8xf32>,
                  %ql: memref<?xi32>, %out: memref<?x4x8x64xf16>, %lse: memref<?x4x8xf32>) {
