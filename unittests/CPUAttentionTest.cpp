@@ -146,7 +146,13 @@ TEST_F(CPUAttention, AutomaticSplitsFollowThePlanner) {
   config.maxLength = 2048;
   auto kernel = compile(config);
   ASSERT_TRUE(kernel);
-  EXPECT_EQ(kernel->getNumSplits(), planNumSplits(3, 2, 2048).numSplits);
+  // The compiler plans with the op's work: 4 rows per KV head, D = 128, f16.
+  SplitWorkload workload;
+  workload.rowsPerKVHead = 4;
+  workload.headDim = 128;
+  workload.kvElementBytes = 2;
+  EXPECT_EQ(kernel->getNumSplits(),
+            planNumSplits(3, 2, 2048, {}, workload).numSplits);
   EXPECT_GT(kernel->getNumSplits(), 1);
   SCOPED_TRACE(seedNote());
   Problem problem(config, {2048, 1000, 17}, 2048, random);

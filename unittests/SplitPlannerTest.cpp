@@ -8,6 +8,16 @@ using namespace flashdecode;
 
 namespace {
 
+/// Hq = 32 over `kvHeads`, D = 128, one query token, `kvElementBytes` per
+/// cached element.
+SplitWorkload getWorkload(int64_t kvHeads, int64_t kvElementBytes = 2) {
+  SplitWorkload workload;
+  workload.rowsPerKVHead = 32 / kvHeads;
+  workload.headDim = 128;
+  workload.kvElementBytes = kvElementBytes;
+  return workload;
+}
+
 TEST(SplitPlanner, LlamaDecodeFillsOneWave) {
   // B=1, Hkv=8, L=32k: 8 blocks unsplit; a wave is 4 blocks on each of 132
   // SMs (528); 63 splits make 504 blocks, the fewest within 5 % of the best.
@@ -74,32 +84,138 @@ TEST(SplitPlanner, FollowsTheSMCount) {
   EXPECT_NE(plan.numSplits, planNumSplits(1, 8, 32768).numSplits);
 }
 
-TEST(SplitPlanner, InvariantsOverTheReferenceTable) {
+class SplitPlannerInvariants : public testing::TestWithParam<bool> {};
+
+TEST_P(SplitPlannerInvariants, OverTheReferenceTable) {
   SplitPlannerOptions options;
   for (int64_t batch : {1, 4, 16, 64, 128})
     for (int64_t kvHeads : {1, 8, 32})
       for (int64_t length : {512, 4096, 32768, 131072}) {
         SCOPED_TRACE(testing::Message()
                      << "B=" << batch << " Hkv=" << kvHeads << " L=" << length);
-        SplitPlan plan = planNumSplits(batch, kvHeads, length, options);
+        SplitWorkload workload =
+            GetParam() ? getWorkload(kvHeads) : SplitWorkload();
+        SplitPlan plan =
+            planNumSplits(batch, kvHeads, length, options, workload);
         EXPECT_GE(plan.numSplits, 1);
         EXPECT_LE(plan.numSplits, options.maxSplits);
-        if (plan.numSplits > 1)
+        if (plan.numSplits > 1) {
           EXPECT_GE(plan.chunkLength, options.minChunkLength);
+        }
         // No split count the planner may pick is modeled as more than 5 %
         // faster than its choice.
         for (int64_t splits = 1;
              splits <= std::min<int64_t>(options.maxSplits,
                                          length / options.minChunkLength);
              ++splits)
-          EXPECT_GE(evaluateSplits(batch, kvHeads, length, splits, options)
-                            .modeledCost *
-                        options.timeTolerance,
-                    plan.modeledCost);
+          EXPECT_GE(
+              evaluateSplits(batch, kvHeads, length, splits, options, workload)
+                      .modeledCost *
+                  options.timeTolerance,
+              plan.modeledCost);
         // A pure function: asking again gives the same answer.
-        EXPECT_EQ(planNumSplits(batch, kvHeads, length, options).numSplits,
-                  plan.numSplits);
+        EXPECT_EQ(
+            planNumSplits(batch, kvHeads, length, options, workload).numSplits,
+            plan.numSplits);
       }
+}
+
+INSTANTIATE_TEST_SUITE_P(WaveModelAndWorkload, SplitPlannerInvariants,
+                         testing::Bool());
+
+TEST(SplitPlanner, WorkloadKeepsLlamaInOneFullWave) {
+  // B=1, Hkv=8, L=32k: the cache's DRAM time (8 * 32768 * 512 bytes over
+  // 132 SMs * 2048 bytes a token-time: 496) is below one wave of 63 or 64
+  // splits (521 or 512 keys, whole steps of 32: 544 or 512, + 64), so the
+  // wave sets the time; 64 splits make whole steps and fill the wave (512
+  // blocks).
+  SplitPlan plan = planNumSplits(1, 8, 32768, {}, getWorkload(8));
+  EXPECT_EQ(plan.numSplits, 64);
+  EXPECT_EQ(plan.waves, 1);
+  EXPECT_NEAR(plan.dramCost,
+              (8.0 * 32768 * 512 + 8.0 * 64 * 4 * 129 * 4) / (132.0 * 2048),
+              1e-9);
+  // Wave 576, then the merge reads the partials: 8 * 64 * 2064 bytes.
+  EXPECT_NEAR(plan.modeledCost, 576 + 8.0 * 64 * 4 * 129 * 4 / (132.0 * 2048),
+              1e-9);
+}
+
+TEST(SplitPlanner, ChunksCostWholeSteps) {
+  // 139 keys take five steps of 32, as 160 do: 236 splits cost what 205
+  // do but for their partials' bytes (the merge reads them; the wave, not
+  // DRAM, sets the partial kernel's time here). The wave model alone counts
+  // the keys.
+  SplitWorkload mqa = getWorkload(1);
+  EXPECT_EQ(evaluateSplits(1, 1, 32768, 236, {}, mqa).chunkLength, 139);
+  EXPECT_NEAR(evaluateSplits(1, 1, 32768, 236, {}, mqa).modeledCost -
+                  evaluateSplits(1, 1, 32768, 205, {}, mqa).modeledCost,
+              (236.0 - 205.0) * 32 * 129 * 4 / (132.0 * 2048), 1e-9);
+  EXPECT_EQ(evaluateSplits(1, 1, 32768, 236).modeledCost, 139 + 64);
+}
+
+TEST(SplitPlanner, MQASplitsPastTheOldCap) {
+  // One KV head: 32768 / 128 = 256 candidates, all in one wave; 256 splits
+  // of 128 keys (four whole steps) beat the 128 the cap used to allow.
+  SplitPlan plan = planNumSplits(1, 1, 32768, {}, getWorkload(1));
+  EXPECT_EQ(plan.numSplits, 256);
+  EXPECT_EQ(plan.chunkLength, 128);
+  SplitPlannerOptions oldCap;
+  oldCap.maxSplits = 128;
+  EXPECT_LT(plan.modeledCost,
+            planNumSplits(1, 1, 32768, oldCap, getWorkload(1)).modeledCost);
+}
+
+TEST(SplitPlanner, PartialsCostTheirBytes) {
+  // 64 rows per KV head (Hq/Hkv = 8, Lq = 8) write 64 * 129 * 4 bytes of
+  // partials per split, which the merge reads back. At B=1, Hkv=8, L=32k,
+  // 64 splits are still the fastest (the wave, 512 + 64 token-times, binds
+  // over DRAM), but the merge's read of the partials makes fewer splits
+  // cost relatively less: 61 come within 5 % (4 rows: 64 splits).
+  SplitWorkload manyRows = getWorkload(8);
+  manyRows.rowsPerKVHead = 64;
+  SplitPlan plan = planNumSplits(1, 8, 32768, {}, manyRows);
+  EXPECT_EQ(plan.numSplits, 61);
+  EXPECT_EQ(planNumSplits(1, 8, 32768, {}, getWorkload(8)).numSplits, 64);
+  double bytesPerTokenTime = 132.0 * 2048;
+  double partials = 8.0 * 64 * 129 * 4;
+  SplitPlan fastest = evaluateSplits(1, 8, 32768, 64, {}, manyRows);
+  EXPECT_NEAR(fastest.dramCost,
+              (8.0 * 32768 * 512 + 64 * partials) / bytesPerTokenTime, 1e-9);
+  EXPECT_NEAR(fastest.modeledCost, 576 + 64 * partials / bytesPerTokenTime,
+              1e-9);
+}
+
+TEST(SplitPlanner, HalfTheBytesNeedAsManyBlocksOrMore) {
+  // An fp8 cache halves the DRAM time while a block's token-time stays: the
+  // plan never takes fewer splits than the f16 one.
+  for (int64_t batch : {1, 4, 16})
+    for (int64_t kvHeads : {1, 8, 32})
+      for (int64_t length : {4096, 32768, 131072}) {
+        SCOPED_TRACE(testing::Message()
+                     << "B=" << batch << " Hkv=" << kvHeads << " L=" << length);
+        EXPECT_GE(
+            planNumSplits(batch, kvHeads, length, {}, getWorkload(kvHeads, 1))
+                .numSplits,
+            planNumSplits(batch, kvHeads, length, {}, getWorkload(kvHeads))
+                .numSplits);
+      }
+}
+
+TEST(SplitPlanner, ValidatesTheWorkload) {
+  EXPECT_EQ(validateSplitWorkload({}), "");
+  EXPECT_EQ(validateSplitWorkload(getWorkload(8)), "");
+  SplitWorkload workload = getWorkload(8);
+  workload.rowsPerKVHead = 0;
+  EXPECT_EQ(validateSplitWorkload(workload, '_'),
+            "rows_per_kv_head must be >= 1, got 0");
+  workload = getWorkload(8, 3);
+  EXPECT_EQ(
+      validateSplitWorkload(workload),
+      "kv-element-bytes must be 1 (fp8), 2 (f16, bf16) or 4 (f32), got 3");
+  workload = getWorkload(8);
+  workload.tokensPerStep = 0;
+  EXPECT_EQ(validateSplitWorkload(workload),
+            "tokens-per-step must be >= 1, got 0");
 }
 
 TEST(SplitPlanner, ValidatesItsInputs) {

@@ -18,13 +18,28 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <algorithm>
 #include <array>
 
 using namespace mlir;
 
 namespace flashdecode {
 
-const char *getCompilerVersion() { return "flashdecode 0.2.9 (MLIR 22)"; }
+int64_t getAutomaticMaxSplits(const KernelConfig &config) {
+  if (!config.fusedMerge)
+    return config.maxSplits;
+  MLIRContext context(MLIRContext::Threading::DISABLED);
+  context.loadDialect<gpu::GPUDialect>();
+  int64_t elementBytes = getElementTypeSize(config.elementType);
+  mlir::fd::PartialKernelLayout layout = mlir::fd::PartialKernelLayout::get(
+      config.headDim, elementBytes, config.hasFloat8Cache() ? 1 : elementBytes,
+      config.numQueryHeads / config.numKVHeads, config.queryLength,
+      config.withAlibi);
+  return std::clamp<int64_t>(
+      mlir::fd::getMostFusedMergeSplits(layout, &context), 1, config.maxSplits);
+}
+
+const char *getCompilerVersion() { return "flashdecode 0.2.10 (MLIR 22)"; }
 
 const char *getCompilerSourceHash() { return FD_COMPILER_SOURCE_HASH; }
 

@@ -1,6 +1,7 @@
 //===- SplitKVOptions.cpp - fd-split-kv's options for a config ------------===//
 
 #include "fd/Compiler/SplitKVOptions.h"
+#include "fd/Compiler/Compile.h"
 
 namespace flashdecode {
 
@@ -14,7 +15,9 @@ mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelConfig &config) {
   split.smCount = planner.smCount;
   split.blocksPerSM = planner.blocksPerSM;
   split.minChunkLength = planner.minChunkLength;
-  split.maxSplits = planner.maxSplits;
+  // With a fused merge, no more than it can merge (the CPU path, which
+  // ignores the flag, then splits alike).
+  split.maxSplits = getAutomaticMaxSplits(config);
   return split;
 }
 

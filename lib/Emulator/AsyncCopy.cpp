@@ -105,7 +105,8 @@ void issueCopies(const Instruction &inst, WarpState &warp, uint32_t mask) {
     warp.pendingCopies.push_back(copy);
   });
   if (readGlobal)
-    cta.counts.globalLoadSectors += counter.distinctSectors();
+    cta.counts.globalLoadSectors +=
+        counter.distinctLoadSectors(cta.loadFootprint);
   cta.counts.sharedWavefronts +=
       counter.wavefronts(copySize, cta.sharedBankConflicts);
 }

@@ -487,6 +487,7 @@ FDEMU_API int fdemuGetLaunchCounters(int index, FdemuCounters *counters) {
   counters->globalLoadBytes = launch.globalLoadBytes;
   counters->globalStoreBytes = launch.globalStoreBytes;
   counters->sharedBankConflicts = launch.sharedBankConflicts;
+  counters->dramLoadSectors = launch.dramLoadSectors;
   counters->residentCtasPerSM = launch.residentCtasPerSM;
   counters->registersPerThread = launch.registersPerThread;
   counters->registersAssumed = launch.registersAssumed;
@@ -503,6 +504,7 @@ FDEMU_API int fdemuModelTime(const FdemuCounters *counters,
   for (size_t sm = 0; sm < launch.perSM.size(); ++sm)
     fromCounters(counters->perSM[sm], counters->perSMLatency[sm],
                  launch.perSM[sm]);
+  launch.dramLoadSectors = counters->dramLoadSectors;
   launch.residentCtasPerSM = counters->residentCtasPerSM;
   launch.registersPerThread = counters->registersPerThread;
   launch.registersAssumed = counters->registersAssumed != 0;

@@ -501,6 +501,7 @@ LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
   std::atomic<uint64_t> nextCta{0};
   std::atomic<bool> stop{false};
   std::mutex mutex;
+  SectorFootprint loadFootprint;
   auto work = [&] {
     CtaRunner runner(request, memory, timeline);
     std::vector<ClassCounts> perSM(request.numSMs);
@@ -528,6 +529,7 @@ LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
     counters.globalLoadBytes += runner.cta.globalLoadBytes;
     counters.globalStoreBytes += runner.cta.globalStoreBytes;
     counters.sharedBankConflicts += runner.cta.sharedBankConflicts;
+    loadFootprint.merge(runner.cta.loadFootprint);
   };
   std::vector<std::thread> pool;
   for (unsigned i = 1; i < workers; ++i)
@@ -535,6 +537,7 @@ LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
   work();
   for (std::thread &thread : pool)
     thread.join();
+  counters.dramLoadSectors = loadFootprint.countDistinct();
   return result;
 }
 

@@ -58,6 +58,12 @@ struct AccessCounter {
     std::sort(sectors, sectors + numSectors);
     return std::unique(sectors, sectors + numSectors) - sectors;
   }
+  /// distinctSectors(), also added to a launch's load footprint.
+  uint64_t distinctLoadSectors(SectorFootprint &footprint) {
+    uint64_t distinct = distinctSectors();
+    footprint.add(sectors, distinct);
+    return distinct;
+  }
   /// Accesses wider than 4 bytes are served a group of lanes at a time
   /// (16 lanes for 8 bytes, 8 for 16); each group needs as many passes as
   /// the most distinct 4-byte words any of the 32 banks holds.

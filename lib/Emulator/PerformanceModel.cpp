@@ -125,8 +125,10 @@ ModeledTime modelLaunch(const LaunchCounters &counters, const GpuModel &gpu) {
       }
   }
   double smMicroseconds = worstCycles / (gpu.clockGHz * 1e3);
-  time.dramBytes = 32.0 * (counters.total.globalLoadSectors +
-                           counters.total.globalStoreSectors);
+  // DRAM serves each sector the launch loads once (L2 keeps it for the
+  // reads again) and every store.
+  time.dramBytes =
+      32.0 * (counters.dramLoadSectors + counters.total.globalStoreSectors);
   double dramMicroseconds = time.dramBytes / gpu.dramBytesPerSecond * 1e6;
   if (dramMicroseconds > smMicroseconds) {
     time.microseconds = dramMicroseconds;
@@ -137,8 +139,7 @@ ModeledTime modelLaunch(const LaunchCounters &counters, const GpuModel &gpu) {
   }
   // Work after a CTA's last global atomic waited on the other CTAs (the
   // last block of a group to count merges): it runs after them, alone.
-  time.microseconds +=
-      counters.total.serialTailCycles / (gpu.clockGHz * 1e3);
+  time.microseconds += counters.total.serialTailCycles / (gpu.clockGHz * 1e3);
   return time;
 }
 

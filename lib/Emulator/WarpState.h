@@ -10,6 +10,7 @@
 #ifndef FD_EMULATOR_WARPSTATE_H
 #define FD_EMULATOR_WARPSTATE_H
 
+#include "SectorFootprint.h"
 #include "Timeline.h"
 
 #include "fd/Emulator/Executor.h"
@@ -101,6 +102,8 @@ struct CtaState {
   uint64_t threadInstructions = 0;
   uint64_t globalLoadBytes = 0, globalStoreBytes = 0;
   uint64_t sharedBankConflicts = 0;
+  /// The global sectors loaded, over all the CTAs this state has run.
+  SectorFootprint loadFootprint;
 };
 
 /// Operand reads and register writes, masked to the instruction's width.

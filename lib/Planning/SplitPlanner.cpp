@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 namespace flashdecode {
 
@@ -12,8 +13,8 @@ static int64_t ceilDiv(int64_t numerator, int64_t denominator) {
 }
 
 SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
-                         int64_t numSplits,
-                         const SplitPlannerOptions &options) {
+                         int64_t numSplits, const SplitPlannerOptions &options,
+                         const SplitWorkload &workload) {
   SplitPlan plan;
   plan.numSplits = numSplits;
   plan.blocks = batch * numKVHeads * numSplits;
@@ -22,9 +23,38 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
   plan.waveEfficiency = static_cast<double>(plan.blocks) /
                         static_cast<double>(plan.waves * slots);
   plan.chunkLength = ceilDiv(maxLength, numSplits);
-  plan.modeledCost =
-      plan.waves * (plan.chunkLength + options.blockOverheadTokens);
+  // A known workload's blocks take whole steps of keys.
+  int64_t chunkCost = plan.chunkLength;
+  if (workload.isKnown())
+    chunkCost =
+        ceilDiv(chunkCost, workload.tokensPerStep) * workload.tokensPerStep;
+  plan.modeledCost = static_cast<double>(
+      plan.waves * (chunkCost + options.blockOverheadTokens));
+  if (!workload.isKnown())
+    return plan;
+  // One split reads the cache and writes the output directly; more write
+  // partial rows that the merge reads back, after the partial kernel.
+  double streams = static_cast<double>(batch * numKVHeads);
+  double gpuBytesPerTokenTime =
+      static_cast<double>(options.smCount * options.smBytesPerTokenTime);
+  double partialBytes = numSplits > 1
+                            ? streams * static_cast<double>(numSplits) *
+                                  workload.getPartialBytes()
+                            : 0.0;
+  double cacheBytes =
+      streams * static_cast<double>(maxLength) * workload.getTokenBytes();
+  plan.dramCost = (cacheBytes + partialBytes) / gpuBytesPerTokenTime;
+  plan.modeledCost = std::max(plan.modeledCost, plan.dramCost) +
+                     partialBytes / gpuBytesPerTokenTime;
   return plan;
+}
+
+/// An option's or input's name with `wordSeparator` between its words.
+static std::string spell(std::string words, char wordSeparator) {
+  for (char &c : words)
+    if (c == '-')
+      c = wordSeparator;
+  return words;
 }
 
 std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
@@ -32,10 +62,7 @@ std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
                                        const SplitPlannerOptions &options,
                                        char wordSeparator) {
   auto name = [&](std::string words) {
-    for (char &c : words)
-      if (c == '-')
-        c = wordSeparator;
-    return words;
+    return spell(std::move(words), wordSeparator);
   };
   auto positive = [&](const char *input, int64_t value) {
     return name(input) + " must be >= 1, got " + std::to_string(value);
@@ -54,27 +81,52 @@ std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
     return positive("min-chunk-length", options.minChunkLength);
   if (options.maxSplits < 1)
     return positive("max-splits", options.maxSplits);
+  if (options.smBytesPerTokenTime < 1)
+    return positive("sm-bytes-per-token-time", options.smBytesPerTokenTime);
+  return "";
+}
+
+std::string validateSplitWorkload(const SplitWorkload &workload,
+                                  char wordSeparator) {
+  if (!workload.isKnown())
+    return "";
+  auto positive = [&](const char *input, int64_t value) {
+    return spell(input, wordSeparator) + " must be >= 1, got " +
+           std::to_string(value);
+  };
+  if (workload.rowsPerKVHead < 1)
+    return positive("rows-per-kv-head", workload.rowsPerKVHead);
+  if (workload.headDim < 1)
+    return positive("head-dim", workload.headDim);
+  if (workload.tokensPerStep < 1)
+    return positive("tokens-per-step", workload.tokensPerStep);
+  if (workload.kvElementBytes != 1 && workload.kvElementBytes != 2 &&
+      workload.kvElementBytes != 4)
+    return spell("kv-element-bytes", wordSeparator) +
+           " must be 1 (fp8), 2 (f16, bf16) or 4 (f32), got " +
+           std::to_string(workload.kvElementBytes);
   return "";
 }
 
 SplitPlan planNumSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
-                        const SplitPlannerOptions &options) {
+                        const SplitPlannerOptions &options,
+                        const SplitWorkload &workload) {
   int64_t candidates = std::clamp<int64_t>(maxLength / options.minChunkLength,
                                            1, options.maxSplits);
-  SplitPlan best = evaluateSplits(batch, numKVHeads, maxLength, 1, options);
+  SplitPlan best =
+      evaluateSplits(batch, numKVHeads, maxLength, 1, options, workload);
   for (int64_t numSplits = 2; numSplits <= candidates; ++numSplits) {
-    SplitPlan plan =
-        evaluateSplits(batch, numKVHeads, maxLength, numSplits, options);
+    SplitPlan plan = evaluateSplits(batch, numKVHeads, maxLength, numSplits,
+                                    options, workload);
     if (plan.modeledCost < best.modeledCost)
       best = plan;
   }
   // The fewest splits that come within the tolerance of the best time.
-  double acceptable =
-      static_cast<double>(best.modeledCost) * options.timeTolerance;
+  double acceptable = best.modeledCost * options.timeTolerance;
   for (int64_t numSplits = 1; numSplits < best.numSplits; ++numSplits) {
-    SplitPlan plan =
-        evaluateSplits(batch, numKVHeads, maxLength, numSplits, options);
-    if (static_cast<double>(plan.modeledCost) <= acceptable)
+    SplitPlan plan = evaluateSplits(batch, numKVHeads, maxLength, numSplits,
+                                    options, workload);
+    if (plan.modeledCost <= acceptable)
       return plan;
   }
   return best;

@@ -31,7 +31,7 @@ import json
 from . import _flashdecode as _native
 from ._common import (_check_flag, _check_scale, _check_soft_cap,
                       _check_window, _dtype_code, _planner_options,
-                      _split_options)
+                      _split_options, _split_workload)
 from ._cpu import _decode_cpu
 from ._fp8 import check_compile_options as _check_fp8_options
 from ._fp8 import quantize_kv
@@ -45,14 +45,23 @@ CudaError = _native.CudaError
 
 
 def plan_splits(batch, num_kv_heads, max_len, sm_count=132, *,
-                blocks_per_sm=None, min_chunk_length=None, max_splits=None):
+                blocks_per_sm=None, min_chunk_length=None, max_splits=None,
+                num_q_heads=None, head_dim=None, query_len=1, kv_dtype=None):
     """The split count fd-split-kv chooses for this problem (same function).
 
-    blocks_per_sm (4), min_chunk_length (128), max_splits (128): the
-    planner's knobs (docs/SplitHeuristic.md); None keeps the default."""
+    blocks_per_sm (4), min_chunk_length (128), max_splits (512): the
+    planner's knobs (docs/SplitHeuristic.md); None keeps the default.
+    num_q_heads and head_dim (both or neither), query_len and kv_dtype (the
+    caches' dtype: "float16" by default, "bfloat16", "float32",
+    "float8_e4m3fn", "float8_e5m2") describe the kernel's work, which adds
+    the DRAM time of the cache and of the partials to the plan's cost, as
+    fd-split-kv does for the op it rewrites; without them, the wave model
+    alone."""
     return _native.plan_splits(
         batch, num_kv_heads, max_len, sm_count,
-        **_planner_options(blocks_per_sm, min_chunk_length, max_splits))
+        **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
+        **_split_workload(num_kv_heads, num_q_heads, head_dim, query_len,
+                          kv_dtype))
 
 
 class Kernel:

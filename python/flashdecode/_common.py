@@ -185,6 +185,45 @@ def _buffer_flags(buffers):
             for name, array in buffers.items()}
 
 
+_KV_ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2,
+                     "float8_e4m3fn": 1, "float8_e5m2": 1}
+
+
+def _split_workload(num_kv_heads, num_q_heads, head_dim, query_len,
+                    kv_dtype):
+    """plan_splits' description of the kernel's work as the planner's
+    keywords: none without num_q_heads and head_dim; ValueError naming the
+    argument for a bad one."""
+    if num_q_heads is None and head_dim is None:
+        if kv_dtype is not None or query_len != 1:
+            raise ValueError("query_len and kv_dtype describe the kernel's "
+                             "work: pass num_q_heads and head_dim with them")
+        return {}
+    counts = {}
+    for name, value in (("num_kv_heads", num_kv_heads),
+                        ("num_q_heads", num_q_heads), ("head_dim", head_dim),
+                        ("query_len", query_len)):
+        if not isinstance(value, bool) and isinstance(value, numbers.Integral) \
+                and value >= 1:
+            counts[name] = int(value)
+            continue
+        raise ValueError(f"{name} must be an int >= 1 (num_q_heads and "
+                         f"head_dim both or neither), got {value!r}")
+    if counts["num_q_heads"] % counts["num_kv_heads"]:
+        raise ValueError(f"num_q_heads ({num_q_heads}) must be a multiple of "
+                         f"num_kv_heads ({num_kv_heads})")
+    name = "float16" if kv_dtype is None else getattr(kv_dtype, "name",
+                                                      kv_dtype)
+    if not isinstance(name, str) or name not in _KV_ELEMENT_BYTES:
+        raise ValueError(f"kv_dtype must be one of {sorted(_KV_ELEMENT_BYTES)}"
+                         f", got {kv_dtype!r}")
+    return {"rows_per_kv_head":
+            counts["num_q_heads"] // counts["num_kv_heads"] *
+            counts["query_len"],
+            "head_dim": counts["head_dim"],
+            "kv_element_bytes": _KV_ELEMENT_BYTES[name]}
+
+
 def _planner_options(blocks_per_sm, min_chunk_length, max_splits):
     """The planner knobs given (None: the planner's default) as keywords."""
     given = {"blocks_per_sm": blocks_per_sm,

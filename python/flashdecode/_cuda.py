@@ -3,6 +3,7 @@ tensors, __cuda_array_interface__ objects) on the GPU that holds them, with
 kernels compiled for its compute capability and loaded once per
 configuration and GPU."""
 
+import functools
 import math
 
 import numpy as np
@@ -12,7 +13,7 @@ from . import _fp8
 from ._common import (_BUFFERS, _DTYPES, _Problem, _buffer_flags,
                       _buffer_shape_error, _check_flag, _check_scale,
                       _check_soft_cap, _check_window, _planner_options,
-                      _split_options)
+                      _split_options, _split_workload)
 from .device_array import DeviceArray
 
 
@@ -435,6 +436,18 @@ def _launch_scale(scale, kind, granularity, count):
     return _native.StagedScale(source=scale.pointer, count=repeat)
 
 
+@functools.lru_cache(maxsize=None)
+def _fused_max_splits(head_dim, num_q_heads, num_kv_heads, query_len, dtype,
+                      kv_format, granularity, with_alibi, planner):
+    """The most splits a fused merge of these heads merges, within the
+    planner's max_splits (the compiler's cap for num_splits="auto")."""
+    return _native.KernelConfig(
+        head_dim, num_q_heads, num_kv_heads, query_len, _DTYPES[dtype], "NHD",
+        0, 0, True, None, False, 1, 4096, 132, "sm_90", **dict(planner),
+        with_alibi=with_alibi, fused_merge=True,
+        **_fp8.config_options(kv_format, granularity)).automatic_max_splits()
+
+
 def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                  return_lse, dtype, block_table, arch, out, lse, stream,
                  planner, window_left=0, logits_soft_cap=None, kv_dtype=None,
@@ -477,12 +490,21 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     if splits == 0:
         # The planner's choice for this batch and the keys a sequence
         # attends to (as fd-split-kv plans), so that batches that split
-        # alike share one kernel.
+        # alike share one kernel; no more than a fused merge can merge.
+        if fused_merge:
+            planner = dict(planner, max_splits=_fused_max_splits(
+                problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
+                problem.query_len, qa.dtype, kv_format, granularity,
+                flags.get("with_alibi", False),
+                tuple(sorted(planner.items()))))
         splits = _native.plan_splits(
             problem.batch, problem.num_kv_heads,
             _native.attended_length(problem.max_len, problem.query_len,
                                     window_left),
-            sm_count, **planner)
+            sm_count, **planner,
+            **_split_workload(problem.num_kv_heads, problem.num_q_heads,
+                              problem.head_dim, problem.query_len,
+                              kv_format or qa.dtype))
     if arch is None:
         arch = target
     key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,

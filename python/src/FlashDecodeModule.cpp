@@ -66,8 +66,8 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
                         int64_t minChunkLength, int64_t maxSplits,
                         int64_t windowLeft, std::optional<float> logitsSoftCap,
                         bool withSinks, bool withAlibi, bool withQueryLens,
-                        const std::string &kvDtype,
-                        const std::string &kvScale, bool fusedMerge) {
+                        const std::string &kvDtype, const std::string &kvScale,
+                        bool fusedMerge) {
   KernelConfig config;
   config.headDim = headDim;
   config.numQueryHeads = numQueryHeads;
@@ -269,29 +269,42 @@ PYBIND11_MODULE(_flashdecode, module) {
   module.def(
       "plan_splits",
       [](int64_t batch, int64_t numKVHeads, int64_t maxLength, int64_t smCount,
-         int64_t blocksPerSM, int64_t minChunkLength, int64_t maxSplits) {
+         int64_t blocksPerSM, int64_t minChunkLength, int64_t maxSplits,
+         int64_t rowsPerKVHead, int64_t headDim, int64_t kvElementBytes) {
         SplitPlannerOptions options;
         options.smCount = smCount;
         options.blocksPerSM = blocksPerSM;
         options.minChunkLength = minChunkLength;
         options.maxSplits = maxSplits;
+        SplitWorkload workload;
+        workload.rowsPerKVHead = rowsPerKVHead;
+        workload.headDim = headDim;
+        workload.kvElementBytes = kvElementBytes;
         std::string invalid = validateSplitPlannerInputs(
             batch, numKVHeads, maxLength, options, /*wordSeparator=*/'_');
+        if (invalid.empty())
+          invalid = validateSplitWorkload(workload, /*wordSeparator=*/'_');
         if (!invalid.empty())
           throw py::value_error(invalid);
-        return planNumSplits(batch, numKVHeads, maxLength, options).numSplits;
+        return planNumSplits(batch, numKVHeads, maxLength, options, workload)
+            .numSplits;
       },
       py::arg("batch"), py::arg("num_kv_heads"), py::arg("max_len"),
       py::arg("sm_count") = SplitPlannerOptions().smCount,
       py::arg("blocks_per_sm") = SplitPlannerOptions().blocksPerSM,
       py::arg("min_chunk_length") = SplitPlannerOptions().minChunkLength,
-      py::arg("max_splits") = SplitPlannerOptions().maxSplits);
+      py::arg("max_splits") = SplitPlannerOptions().maxSplits, py::kw_only(),
+      py::arg("rows_per_kv_head") = 0, py::arg("head_dim") = 0,
+      py::arg("kv_element_bytes") = SplitWorkload().kvElementBytes);
 
   // One configuration object, validated once, serves compile(), the CPU
   // kernels and the GPU plans.
   py::class_<KernelConfig>(module, "KernelConfig")
       .def(py::init(&makeConfig), FD_CONFIG_ARGS)
-      .def("__repr__", &KernelConfig::toString);
+      .def("__repr__", &KernelConfig::toString)
+      .def("automatic_max_splits", &getAutomaticMaxSplits,
+           "The most splits num_splits=auto makes: max_splits, and with a "
+           "fused merge no more than it can merge.");
 
   module.def(
       "compile",

@@ -394,8 +394,9 @@ def test_batches_that_plan_alike_share_one_kernel():
         out = flashdecode.decode_attention(*device_arrays(q, k, v, lens),
                                            backend="cuda")
         assert_close(out, flashdecode.decode_attention(q, k, v, lens))
-    assert flashdecode.plan_splits(3, 1, 30) == flashdecode.plan_splits(4, 1,
-                                                                        30)
+    work = {"num_q_heads": 5, "head_dim": 56}
+    assert flashdecode.plan_splits(3, 1, 30, **work) == \
+        flashdecode.plan_splits(4, 1, 30, **work)
     assert len(set(flashdecode._cuda._cuda_launchers) - before) == 1
 
 

@@ -226,7 +226,8 @@ def test_decoder_run_and_automatic_splits_use_the_device():
     decoder = flashdecode.Decoder(*to_device(q, k, v, lens), out)
     sm_count = flashdecode._flashdecode.cuda_sm_count()
     assert decoder.num_splits == flashdecode.plan_splits(
-        1, 2, 1000, sm_count=sm_count)
+        1, 2, 1000, sm_count=sm_count, num_q_heads=8, head_dim=64,
+        kv_dtype="float32")
     decoder.run()
     check_close(out, None, flashdecode.decode_attention(q, k, v, lens), None,
                 "float32")
@@ -243,7 +244,8 @@ def test_planner_knobs_reach_the_decoder_and_decode_attention():
     decoder = flashdecode.Decoder(*to_device(q, k, v, lens), out,
                                   blocks_per_sm=1, max_splits=3)
     assert decoder.num_splits == flashdecode.plan_splits(
-        1, 2, 4096, sm_count=sm_count, blocks_per_sm=1, max_splits=3) == 3
+        1, 2, 4096, sm_count=sm_count, blocks_per_sm=1, max_splits=3,
+        num_q_heads=8, head_dim=64, kv_dtype="float32") == 3
     decoder.run()
     expected = flashdecode.decode_attention(q, k, v, lens)
     check_close(out, None, expected, None, "float32")
@@ -365,7 +367,8 @@ def test_automatic_splits_plan_for_the_window():
     decoder = flashdecode.Decoder(*to_device(*inputs.stored, lens), out,
                                   window_left=50, logits_soft_cap=6.0)
     assert decoder.num_splits == flashdecode.plan_splits(
-        1, 2, 50, sm_count=sm_count)
+        1, 2, 50, sm_count=sm_count, num_q_heads=8, head_dim=64,
+        kv_dtype="float32")
     decoder.run()
     expected, expected_lse = attention(*inputs.exact, lens, window_left=50,
                                        logits_soft_cap=6.0)

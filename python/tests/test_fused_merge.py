@@ -91,6 +91,28 @@ def test_the_native_config_carries_fused_merge():
     assert "fused_merge=0" in repr(native.KernelConfig(*positional))
 
 
+def test_automatic_splits_stay_within_what_the_fused_merge_merges():
+    """MQA over 128k keys: 512 splits with the merge kernel, 256 (the most
+    whose weights fit in the partial kernel's shared memory) fused, in
+    compile() and in the per-call CUDA path's planning alike."""
+    assert flashdecode.compile(128, 32, 1, max_len=131072).num_splits == 512
+    fused = flashdecode.compile(128, 32, 1, max_len=131072, fused_merge=True)
+    assert fused.num_splits == 256
+    native = flashdecode._flashdecode
+    positional = (128, 32, 1, 1, "f16", "NHD", 0, 0, True, None, False, 1,
+                  131072, 132, "sm_90")
+    assert native.KernelConfig(*positional).automatic_max_splits() == 512
+    assert native.KernelConfig(*positional, fused_merge=True) \
+        .automatic_max_splits() == 256
+    assert native.KernelConfig(*positional, max_splits=100, fused_merge=True) \
+        .automatic_max_splits() == 100
+    assert flashdecode._cuda._fused_max_splits(
+        128, 32, 1, 1, "float16", None, "tensor", False, ()) == 256
+    assert flashdecode._cuda._fused_max_splits(
+        128, 32, 1, 1, "float16", None, "tensor", False,
+        (("max_splits", 64),)) == 64
+
+
 @pytest.mark.parametrize("value", ["yes", 1, 0, None, np.bool_(True)])
 def test_fused_merge_must_be_a_bool(value):
     with pytest.raises(ValueError, match="fused_merge must be True or False"):

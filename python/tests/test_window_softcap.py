@@ -160,11 +160,13 @@ def test_automatic_splits_with_a_window():
         run(inputs, lens, window=window, cap=7.5)
     kernel = flashdecode.compile(64, 8, 2, query_len=2, max_len=32768,
                                  window_left=100, logits_soft_cap=7.5)
-    assert kernel.num_splits == flashdecode.plan_splits(1, 2, 101)
+    assert kernel.num_splits == flashdecode.plan_splits(
+        1, 2, 101, num_q_heads=8, head_dim=64, query_len=2)
     assert kernel.manifest["config"]["window_left"] == 100
     assert kernel.manifest["config"]["logits_soft_cap"] == 7.5
     plain = flashdecode.compile(64, 8, 2, max_len=32768)
-    assert plain.num_splits == flashdecode.plan_splits(1, 2, 32768)
+    assert plain.num_splits == flashdecode.plan_splits(
+        1, 2, 32768, num_q_heads=8, head_dim=64)
     assert plain.manifest["config"]["window_left"] == 0
     assert "logits_soft_cap" not in plain.manifest["config"]
 

@@ -9,7 +9,7 @@
 func.func @llama_decode(%q: memref<1x32x128xf16>, %k: memref<1x32768x8x128xf16>,
                         %v: memref<1x32768x8x128xf16>, %lens: memref<1xi32>,
                         %out: memref<1x32x128xf16>) {
-  // expected-remark @below {{fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 -> splits=63 blocks=504 waves=1 wave-efficiency=0.95 chunk=521 workspace=1040256B}}
+  // expected-remark @below {{fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 -> splits=64 blocks=512 waves=1 wave-efficiency=0.97 chunk=512 workspace=1056768B}}
   fd.attention %q, %k, %v, %lens into %out
       : memref<1x32x128xf16>, memref<1x32768x8x128xf16>, memref<1x32768x8x128xf16>,
         memref<1xi32> into memref<1x32x128xf16>

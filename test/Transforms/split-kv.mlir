@@ -2,17 +2,18 @@
 // RUN: fd-opt %s -split-input-file -fd-split-kv=num-splits=1 | FileCheck %s --check-prefix=ONE
 // RUN: fd-opt %s -split-input-file -fd-split-kv="num-splits=4 chunk-length=512" | FileCheck %s --check-prefix=CHUNK
 
-// Llama-3-8B decode step at 32k: 8 blocks unsplit, 63 splits fill a wave of
-// 4 blocks per SM (504 of 528). Workspace: 1 * 1 * 32 * 63 * (128 + 1) * 4 =
-// 1040256 bytes, the lse part at 32 * 63 * 128 * 4 = 1032192.
+// Llama-3-8B decode step at 32k: 8 blocks unsplit, 64 splits of 512 keys
+// (whole steps of 32) fill a wave of 4 blocks per SM (512 of 528).
+// Workspace: 1 * 1 * 32 * 64 * (128 + 1) * 4 = 1056768 bytes, the lse part
+// at 32 * 64 * 128 * 4 = 1048576.
 
 // CHECK-LABEL: func @llama_decode
 // CHECK-SAME: (%[[Q:[a-z0-9]+]]: memref<1x32x128xf16>, %[[K:[a-z0-9]+]]: memref<1x32768x8x128xf16>, %[[V:[a-z0-9]+]]: memref<1x32768x8x128xf16>, %[[L:[a-z0-9]+]]: memref<1xi32>, %[[O:[a-z0-9]+]]: memref<1x32x128xf16>, %[[LSE:[a-z0-9]+]]: memref<1x32xf32>)
-// CHECK-DAG:  %[[OFF:.*]] = arith.constant 1032192 : index
+// CHECK-DAG:  %[[OFF:.*]] = arith.constant 1048576 : index
 // CHECK-DAG:  %[[C0:.*]] = arith.constant 0 : index
-// CHECK:      %[[WS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1040256xi8>
-// CHECK-NEXT: %[[PO:.*]] = memref.view %[[WS]][%[[C0]]][] : memref<1040256xi8> to memref<1x32x63x128xf32>
-// CHECK-NEXT: %[[PL:.*]] = memref.view %[[WS]][%[[OFF]]][] : memref<1040256xi8> to memref<1x32x63xf32>
+// CHECK:      %[[WS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1056768xi8>
+// CHECK-NEXT: %[[PO:.*]] = memref.view %[[WS]][%[[C0]]][] : memref<1056768xi8> to memref<1x32x64x128xf32>
+// CHECK-NEXT: %[[PL:.*]] = memref.view %[[WS]][%[[OFF]]][] : memref<1056768xi8> to memref<1x32x64xf32>
 // CHECK-NEXT: fd.partial_attention %[[Q]], %[[K]], %[[V]], %[[L]] into %[[PO]], %[[PL]] :
 // CHECK-NEXT: fd.merge %[[PO]], %[[PL]] into %[[O]], %[[LSE]] :
 // CHECK-NEXT: memref.dealloc %[[WS]]
@@ -89,7 +90,7 @@ func.func @prefill(%q: memref<1x16x8x64xf16>, %k: memref<1x4096x8x64xf16>,
 // A sliding window: the planner sizes the split for the W + Lq - 1 keys a
 // sequence attends to, not the cache: a 128-key window over a 32k cache is
 // one split (the minimum chunk is 128 keys), where the whole cache would be
-// 63. The window and the soft-cap carry over.
+// 64. The window and the soft-cap carry over.
 
 // CHECK-LABEL: func @sliding_window
 // CHECK: fd.partial_attention {{.*}} {logits_soft_cap = 5.000000e+01 : f32, window_left = 128 : i64} : {{.*}} into memref<1x64x1x64xf32>, memref<1x64x1xf32>

@@ -239,6 +239,8 @@ FdemuCounters extrapolate(const FdemuCounters &shortCounters,
       line(shortCounters.globalStoreBytes, longCounters.globalStoreBytes);
   result.sharedBankConflicts =
       line(shortCounters.sharedBankConflicts, longCounters.sharedBankConflicts);
+  result.dramLoadSectors =
+      line(shortCounters.dramLoadSectors, longCounters.dramLoadSectors);
   // Properties of the launch, not of the length.
   result.residentCtasPerSM = longCounters.residentCtasPerSM;
   result.registersPerThread = longCounters.registersPerThread;

@@ -235,7 +235,7 @@ IntegerFlag minChunkLength("min-chunk-length",
                            cl::location(config.minChunkLength), fdCompileFlag);
 IntegerFlag maxSplits("max-splits",
                       cl::desc("most splits the --num-splits auto plan makes\n"
-                               "(default 128)"),
+                               "(default 512)"),
                       cl::location(config.maxSplits), fdCompileFlag);
 NumberFlag scale("scale", cl::desc("softmax scale (default 1/sqrt(head dim))"),
                  cl::value_desc("X"), cl::location(config.scale),

@@ -120,8 +120,13 @@ int main(int argc, char **argv) {
                << " Hq=" << kQueryHeads << " Hkv=" << kKVHeads
                << " D=" << kHeadDim << " L=" << kLength << " f16, "
                << config.smCount << " SMs\n\n";
-  SplitPlan unsplit = evaluateSplits(kBatch, kKVHeads, kLength, 1);
-  SplitPlan plan = planNumSplits(kBatch, kKVHeads, kLength);
+  // What fd-split-kv plans with: the heads' rows, D and f16 K/V.
+  SplitWorkload workload;
+  workload.rowsPerKVHead = kQueryHeads / kKVHeads;
+  workload.headDim = kHeadDim;
+  SplitPlan unsplit =
+      evaluateSplits(kBatch, kKVHeads, kLength, 1, {}, workload);
+  SplitPlan plan = planNumSplits(kBatch, kKVHeads, kLength, {}, workload);
   llvm::outs() << "unsplit: " << describeSplitPlan(unsplit) << "\n"
                << "  one block per (sequence, KV head) keeps " << unsplit.blocks
                << " of " << config.smCount << " SMs busy\n"

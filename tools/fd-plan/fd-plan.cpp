@@ -52,6 +52,15 @@ int64_t flashAttention2Splits(int64_t work, int64_t smCount, int64_t maxLength,
   return 1;
 }
 
+/// The reference table's heads: Hq = 32 over each Hkv (MQA, Llama-3-8B's
+/// GQA-4, MHA), D = 128, f16, one query token.
+flashdecode::SplitWorkload getTableWorkload(int64_t kvHeads) {
+  flashdecode::SplitWorkload workload;
+  workload.rowsPerKVHead = 32 / kvHeads;
+  workload.headDim = 128;
+  return workload;
+}
+
 void printTable(const flashdecode::SplitPlannerOptions &options) {
   std::printf("| B | Hkv | L | splits | blocks | waves | wave eff. | chunk | "
               "FA2 splits | FA2 blocks | FA2 wave eff. | modeled time ours / "
@@ -61,12 +70,13 @@ void printTable(const flashdecode::SplitPlannerOptions &options) {
   for (int64_t batch : {1, 4, 16, 64, 128})
     for (int64_t kvHeads : {1, 8, 32})
       for (int64_t length : {512, 4096, 32768, 131072}) {
-        flashdecode::SplitPlan ours =
-            flashdecode::planNumSplits(batch, kvHeads, length, options);
+        flashdecode::SplitWorkload workload = getTableWorkload(kvHeads);
+        flashdecode::SplitPlan ours = flashdecode::planNumSplits(
+            batch, kvHeads, length, options, workload);
         int64_t theirsSplits = flashAttention2Splits(
             batch * kvHeads, options.smCount, length, /*blockN=*/128);
         flashdecode::SplitPlan theirs = flashdecode::evaluateSplits(
-            batch, kvHeads, length, theirsSplits, options);
+            batch, kvHeads, length, theirsSplits, options, workload);
         std::printf("| %lld | %lld | %lld | %lld | %lld | %lld | %.2f | %lld "
                     "| %lld | %lld | %.2f | %.2f |\n",
                     (long long)batch, (long long)kvHeads, (long long)length,
@@ -74,8 +84,7 @@ void printTable(const flashdecode::SplitPlannerOptions &options) {
                     (long long)ours.waves, ours.waveEfficiency,
                     (long long)ours.chunkLength, (long long)theirs.numSplits,
                     (long long)theirs.blocks, theirs.waveEfficiency,
-                    static_cast<double>(ours.modeledCost) /
-                        static_cast<double>(theirs.modeledCost));
+                    ours.modeledCost / theirs.modeledCost);
       }
 }
 
@@ -84,11 +93,18 @@ void usage() {
       "usage: fd-plan [--batch N] [--num-kv-heads N] [--max-len N]\n"
       "               [--sm-count N] [--blocks-per-sm N]\n"
       "               [--min-chunk-length N] [--max-splits N]\n"
+      "               [--num-q-heads N --head-dim N [--query-len N]\n"
+      "                [--kv-dtype f16|bf16|f32|e4m3|e5m2]]\n"
       "       fd-plan --table [--sm-count N] [--blocks-per-sm N]\n"
       "Prints the split count the planner chooses for decode attention over\n"
       "N sequences of up to max-len tokens, and the blocks, waves and wave\n"
       "efficiency it gives; --table prints the reference table of\n"
-      "docs/SplitHeuristic.md beside FlashAttention-2's choices.");
+      "docs/SplitHeuristic.md (Hq = 32, D = 128, f16) beside\n"
+      "FlashAttention-2's choices.\n"
+      "--num-q-heads and --head-dim (with --query-len, default 1, and the\n"
+      "caches' --kv-dtype, default f16) describe the kernel's work, as\n"
+      "fd-split-kv sees it: the plan then counts the DRAM time of the cache\n"
+      "and the partials; without them, the wave model alone.");
 }
 
 bool parseInteger(const char *flag, const char *text, int64_t &value) {
@@ -108,6 +124,8 @@ bool parseInteger(const char *flag, const char *text, int64_t &value) {
 int main(int argc, char **argv) {
   flashdecode::SplitPlannerOptions options;
   int64_t batch = 1, kvHeads = 8, maxLength = 32768;
+  int64_t queryHeads = 0, headDim = 0, queryLength = 1;
+  flashdecode::SplitWorkload workload;
   bool table = false;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
@@ -119,7 +137,29 @@ int main(int argc, char **argv) {
       table = true;
       continue;
     }
+    if (flag == "--kv-dtype") {
+      if (i + 1 == argc) {
+        std::fprintf(stderr, "fd-plan: --kv-dtype needs a value\n");
+        return 2;
+      }
+      std::string name = argv[++i];
+      workload.kvElementBytes = name == "f32"                      ? 4
+                                : name == "f16" || name == "bf16"  ? 2
+                                : name == "e4m3" || name == "e5m2" ? 1
+                                                                   : 0;
+      if (!workload.kvElementBytes) {
+        std::fprintf(stderr,
+                     "fd-plan: --kv-dtype must be f16, bf16, f32, e4m3 or "
+                     "e5m2, got '%s'\n",
+                     name.c_str());
+        return 2;
+      }
+      continue;
+    }
     int64_t *target = flag == "--batch"              ? &batch
+                      : flag == "--num-q-heads"      ? &queryHeads
+                      : flag == "--head-dim"         ? &headDim
+                      : flag == "--query-len"        ? &queryLength
                       : flag == "--num-kv-heads"     ? &kvHeads
                       : flag == "--max-len"          ? &maxLength
                       : flag == "--sm-count"         ? &options.smCount
@@ -131,8 +171,8 @@ int main(int argc, char **argv) {
       std::fprintf(stderr,
                    "fd-plan: unknown flag '%s'; accepted: --batch, "
                    "--num-kv-heads, --max-len, --sm-count, --blocks-per-sm, "
-                   "--min-chunk-length, "
-                   "--max-splits, --table, --help\n",
+                   "--min-chunk-length, --max-splits, --num-q-heads, "
+                   "--head-dim, --query-len, --kv-dtype, --table, --help\n",
                    argv[i]);
       return 2;
     }
@@ -146,6 +186,29 @@ int main(int argc, char **argv) {
   }
   std::string invalid = flashdecode::validateSplitPlannerInputs(
       batch, kvHeads, maxLength, options);
+  bool withWork = queryHeads || headDim;
+  if (invalid.empty() && withWork) {
+    if (queryHeads < 1 || headDim < 1 || queryHeads % kvHeads)
+      invalid = "--num-q-heads and --head-dim go together: both >= 1, "
+                "num-q-heads a multiple of num-kv-heads; got " +
+                std::to_string(queryHeads) + " and " + std::to_string(headDim) +
+                " over " + std::to_string(kvHeads) + " KV heads";
+    else if (queryLength < 1 || queryLength > 8)
+      invalid =
+          "--query-len must be 1 to 8, got " + std::to_string(queryLength);
+    else if (table)
+      invalid = "--table plans its own heads (Hq = 32, D = 128): drop "
+                "--num-q-heads and --head-dim";
+    workload.rowsPerKVHead =
+        queryHeads / std::max<int64_t>(kvHeads, 1) * queryLength;
+    workload.headDim = headDim;
+  } else if (invalid.empty() &&
+             (queryLength != 1 || workload.kvElementBytes != 2)) {
+    invalid = "--query-len and --kv-dtype describe the kernel's work: pass "
+              "--num-q-heads and --head-dim with them";
+  }
+  if (invalid.empty())
+    invalid = flashdecode::validateSplitWorkload(workload);
   if (!invalid.empty()) {
     std::fprintf(stderr, "fd-plan: %s\n", invalid.c_str());
     return 2;
@@ -155,7 +218,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   flashdecode::SplitPlan plan =
-      flashdecode::planNumSplits(batch, kvHeads, maxLength, options);
+      flashdecode::planNumSplits(batch, kvHeads, maxLength, options, workload);
   std::printf("B=%lld Hkv=%lld L=%lld sm-count=%lld -> %s\n", (long long)batch,
               (long long)kvHeads, (long long)maxLength,
               (long long)options.smCount,

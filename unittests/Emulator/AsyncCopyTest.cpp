@@ -195,6 +195,7 @@ TEST_F(EmulatorAsyncCopy, CountedAsGlobalLoadsThatTheWaitUses) {
   EXPECT_EQ(counters.total.warpInstructions[kGlobalLoad], 1u);
   EXPECT_EQ(counters.globalLoadBytes, kLanes * 16u);
   EXPECT_EQ(counters.total.globalLoadSectors, kLanes * 16u / 32);
+  EXPECT_EQ(counters.dramLoadSectors, kLanes * 16u / 32);
   EXPECT_EQ(counters.total.warpInstructions[kBarrier], 2u);
 }
 

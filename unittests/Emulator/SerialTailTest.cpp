@@ -194,7 +194,7 @@ TEST(EmulatorSerialTailTerm, TheTailIsAddedAfterTheOtherTerms) {
   EXPECT_NEAR(time.microseconds - before.microseconds, 200.0, 1e-9);
 
   // DRAM-bound: DRAM's time, then the tail.
-  counters.total.globalLoadSectors = 1'000'000'000; // 32 GB
+  counters.dramLoadSectors = 1'000'000'000; // 32 GB
   time = flashdecode::emu::modelLaunch(counters, gpu);
   EXPECT_EQ(time.bound, "dram");
   EXPECT_DOUBLE_EQ(time.microseconds, 32e9 / gpu.dramBytesPerSecond * 1e6 +

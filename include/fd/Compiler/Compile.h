@@ -40,6 +40,11 @@ struct CompiledKernels {
   int64_t numSplits = 0;
 };
 
+/// The most splits the automatic choice makes for `config`: its maxSplits,
+/// and with a fused merge no more than that merge can merge (their weights
+/// within the partial kernel's static shared memory).
+int64_t getAutomaticMaxSplits(const KernelConfig &config);
+
 /// Compiles `config` without any cache. Fails with the unsupported field or
 /// the diagnostics of the failing stage.
 llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config);

@@ -80,7 +80,7 @@ struct KernelConfig {
   /// The split planner's other knobs (fd/Planning/SplitPlanner.h).
   int64_t blocksPerSM = 4;
   int64_t minChunkLength = 128;
-  int64_t maxSplits = 128;
+  int64_t maxSplits = 512;
   /// GPU target of the PTX: sm_80, sm_86, sm_89, sm_90, sm_90a.
   std::string arch = "sm_90";
   /// PTX ISA version times ten; at least what `arch` needs (78 for sm_90).

@@ -62,6 +62,11 @@ typedef struct FdemuCounters {
   unsigned residentCtasPerSM;
   unsigned registersPerThread;
   int registersAssumed;
+  /* The distinct 32-byte sectors the launch's loads touched, which the
+   * model reads from DRAM once each (total.globalLoadSectors counts them per
+   * warp instruction; the repeats are L2 hits). Appended: tools compiled
+   * against the header without it must be rebuilt. */
+  uint64_t dramLoadSectors;
 } FdemuCounters;
 
 /* Starts (clearing it) or stops the log of executed launches. */

@@ -52,6 +52,10 @@ struct LaunchCounters {
   uint64_t threadInstructions = 0;
   uint64_t globalLoadBytes = 0, globalStoreBytes = 0;
   uint64_t sharedBankConflicts = 0;
+  /// The distinct 32-byte sectors the launch's loads touched: what DRAM
+  /// serves (total.globalLoadSectors counts a sector again per warp
+  /// instruction; the repeats are L2 hits in the model).
+  uint64_t dramLoadSectors = 0;
   uint64_t ctas = 0, threadsPerCta = 0;
   /// CTAs one SM holds at once (getResidentCtasPerSM), from the registers
   /// per thread ptxas reported, or kAssumedRegistersPerThread when

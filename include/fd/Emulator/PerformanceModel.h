@@ -6,7 +6,8 @@
 // parallel, so an SM takes as long as its busiest unit, but no less than its
 // CTAs' latency: each CTA's dependency chains (LatencyModel.h), with as many
 // CTAs at once as the SM holds. The launch takes as long as its busiest SM,
-// or as DRAM needs for every sector touched, whichever is longer, plus a
+// or as DRAM needs for the distinct sectors it loads and every sector it
+// stores (a sector loaded again is an L2 hit), whichever is longer, plus a
 // fixed launch overhead. The constants and the assumptions behind them are in
 // docs/Emulator.md.
 //

@@ -27,14 +27,52 @@ struct SplitPlannerOptions {
   int64_t blocksPerSM = 4;
   /// No chunk is shorter than this many tokens at the planning length.
   int64_t minChunkLength = 128;
-  /// Upper bound on the split count (bounds workspace and merge work).
-  int64_t maxSplits = 128;
+  /// Upper bound on the split count (bounds the workspace, B * Lq * Hq * S *
+  /// (D + 1) * 4 bytes; minChunkLength usually binds first).
+  int64_t maxSplits = 512;
   /// Fixed cost of one block (prologue, partial write, its share of the
   /// merge), in tokens of KV streamed: about 1 us of one SM's bandwidth.
   int64_t blockOverheadTokens = 64;
+  /// The bytes one SM's share of DRAM bandwidth delivers in the time one
+  /// block streams one token of one KV head (a "token-time"): the DRAM side
+  /// of the model, used where the workload is known. 2048 = four blocks per
+  /// SM of 512 bytes a token (f16, D = 128), the occupancy the H200 needed
+  /// to approach its bandwidth (measured, docs/SplitHeuristic.md); fdemu's
+  /// model alone has a block stream about 800 bytes per token-time.
+  int64_t smBytesPerTokenTime = 2048;
   /// The fewest splits whose modeled time is within this factor of the best
   /// are taken: fewer partials for a near-equal time.
   double timeTolerance = 1.05;
+};
+
+/// What one block of the partial kernel reads and writes, which gives a split
+/// count its DRAM cost: every token's K and V, and one partial row (D f32
+/// values and a log-sum-exp) per query row, written by the partial kernel and
+/// read by the merge. A default-constructed workload (rows and head dim 0) is
+/// unknown: the plan is the wave model alone.
+struct SplitWorkload {
+  /// Query rows one block computes: the group (Hq / Hkv) times the query
+  /// length.
+  int64_t rowsPerKVHead = 0;
+  int64_t headDim = 0;
+  /// Bytes of one cached K or V element: 2 (f16, bf16), 1 (fp8), 4 (f32).
+  int64_t kvElementBytes = 2;
+  /// Keys a block takes per step (4 warps x 8 keys on tensor cores): a
+  /// chunk costs whole steps.
+  int64_t tokensPerStep = 32;
+
+  bool isKnown() const { return headDim != 0 || rowsPerKVHead != 0; }
+  /// K and V of one token of one KV head.
+  double getTokenBytes() const {
+    return 2.0 * static_cast<double>(headDim) *
+           static_cast<double>(kvElementBytes);
+  }
+  /// The partial rows of one (sequence, KV head, split), written once and
+  /// read once by the merge.
+  double getPartialBytes() const {
+    return static_cast<double>(rowsPerKVHead) *
+           static_cast<double>(headDim + 1) * 4.0;
+  }
 };
 
 /// A split count and what it does on the machine.
@@ -48,14 +86,19 @@ struct SplitPlan {
   double waveEfficiency = 0.0;
   /// Tokens of the longest chunk at the planning length.
   int64_t chunkLength = 0;
-  /// Modeled time, in token-times of one block: waves * (chunk + overhead).
-  int64_t modeledCost = 0;
+  /// Modeled time, in token-times of one block: the waves' time, waves *
+  /// (chunk + overhead), or with a known workload the larger of it and the
+  /// DRAM time of K, V and the partials, plus the merge's DRAM time.
+  double modeledCost = 0;
+  /// The DRAM time alone (0 when the workload is unknown).
+  double dramCost = 0;
 };
 
 /// Describes what `numSplits` splits do for the given problem.
 SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
                          int64_t numSplits,
-                         const SplitPlannerOptions &options = {});
+                         const SplitPlannerOptions &options = {},
+                         const SplitWorkload &workload = {});
 
 /// Chooses the split count for `batch` sequences of up to `maxLength` tokens
 /// over `numKVHeads` KV heads (one block serves a whole query-head group).
@@ -63,16 +106,18 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
 /// Candidates are 1 .. min(maxSplits, maxLength / minChunkLength). Each is
 /// scored with a wave model: the partial kernel runs ceil(blocks / (smCount *
 /// blocksPerSM)) waves, each as long as one chunk plus a fixed per-block
-/// overhead. The
-/// fewest splits within `timeTolerance` of the best score win. Unlike
-/// FlashAttention-2's heuristic this has no "at least 80 % of the SMs busy,
-/// so do not split" shortcut: an unsplit grid that spills a few blocks into a
-/// second wave is split when that shortens the step.
+/// overhead; with a known `workload`, no faster than DRAM moves K, V and the
+/// partials (smBytesPerTokenTime per SM), and the merge reads the partials
+/// after it. The fewest splits within `timeTolerance` of the best score win.
+/// Unlike FlashAttention-2's heuristic this has no "at least 80 % of the SMs
+/// busy, so do not split" shortcut: an unsplit grid that spills a few blocks
+/// into a second wave is split when that shortens the step.
 ///
 /// Arguments must be positive (maxLength may be 0); see
 /// validateSplitPlannerInputs.
 SplitPlan planNumSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
-                        const SplitPlannerOptions &options = {});
+                        const SplitPlannerOptions &options = {},
+                        const SplitWorkload &workload = {});
 
 /// An empty string when the inputs are valid, otherwise a sentence naming the
 /// offending input and what is accepted. Names are written with
@@ -82,6 +127,12 @@ std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
                                        int64_t maxLength,
                                        const SplitPlannerOptions &options,
                                        char wordSeparator = '-');
+
+/// An empty string when a known workload is valid (rows, head dim and tokens
+/// per step >= 1, element bytes 1, 2 or 4), otherwise a sentence naming the
+/// input as validateSplitPlannerInputs does. An unknown workload is valid.
+std::string validateSplitWorkload(const SplitWorkload &workload,
+                                  char wordSeparator = '-');
 
 /// A one-line account of a plan: splits, blocks, waves, efficiency, chunk.
 std::string describeSplitPlan(const SplitPlan &plan);

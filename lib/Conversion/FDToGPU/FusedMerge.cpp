@@ -77,6 +77,17 @@ Value mlir::fd::detail::addFusedMergeParameters(OpBuilder &b, Location loc,
   return counters;
 }
 
+int64_t mlir::fd::getMostFusedMergeSplits(const PartialKernelLayout &layout,
+                                          MLIRContext *context) {
+  // A row's weights are a multiple of 4 (MergeBuffers::getWeightsPerRow).
+  SmallVector<MemRefType> ownBuffers =
+      getPartialKernelWorkgroupBuffers(layout, 0, context);
+  int64_t floats =
+      std::max(ownBuffers[kWarpAccumulatorsBuffer].getNumElements(),
+               (kMaxStaticSharedBytes - getSharedBytes(ownBuffers)) / 4);
+  return floats / layout.rows / 4 * 4;
+}
+
 std::string mlir::fd::getReasonMergeNotFusable(Operation *op) {
   auto partial = dyn_cast<PartialAttentionOp>(op);
   if (!partial)
@@ -88,17 +99,10 @@ std::string mlir::fd::getReasonMergeNotFusable(Operation *op) {
       getSharedBytes(getPartialKernelWorkgroupBuffers(partial, true));
   if (bytes <= kMaxStaticSharedBytes)
     return "";
-  // The most splits whose weights fit: in the accumulators, or in the
-  // static memory the kernel leaves (a row's weights are a multiple of 4).
-  int64_t rows = getPartialKernelLayout(partial).rows;
-  SmallVector<MemRefType> ownBuffers =
-      getPartialKernelWorkgroupBuffers(partial, false);
-  int64_t floats =
-      std::max(ownBuffers[kWarpAccumulatorsBuffer].getNumElements(),
-               (kMaxStaticSharedBytes - getSharedBytes(ownBuffers)) / 4);
-  int64_t most = floats / rows / 4 * 4;
-  return ("convert-fd-to-gpu: fuse-merge: the merge's weights (" + Twine(rows) +
-          " rows x " + Twine(partial.getNumSplits()) +
+  PartialKernelLayout layout = getPartialKernelLayout(partial);
+  int64_t most = getMostFusedMergeSplits(layout, op->getContext());
+  return ("convert-fd-to-gpu: fuse-merge: the merge's weights (" +
+          Twine(layout.rows) + " rows x " + Twine(partial.getNumSplits()) +
           " splits) take the partial kernel to " + Twine(bytes) +
           " bytes of static shared memory, over " +
           Twine(kMaxStaticSharedBytes) + "; " +

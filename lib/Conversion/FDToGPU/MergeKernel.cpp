@@ -21,7 +21,7 @@ namespace {
 
 /// The partials a thread loads per iteration before using any: a memory
 /// latency per iteration rather than per split (63 splits in Llama-3-8B's
-/// B=1 plan; modeled on fdemu's H200 in compiler 0.2.8's one-step merge:
+/// B=1 plan then; modeled on fdemu's H200 in compiler 0.2.8's one-step merge:
 /// 43.8 us with one split per iteration, 36.9 with 32).
 constexpr int64_t kSplitsPerIteration = 32;
 

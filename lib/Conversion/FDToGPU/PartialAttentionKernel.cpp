@@ -497,8 +497,14 @@ mlir::fd::detail::getPartialKernelLayout(PartialAttentionOp op) {
 SmallVector<MemRefType>
 mlir::fd::detail::getPartialKernelWorkgroupBuffers(PartialAttentionOp op,
                                                    bool withFusedMerge) {
-  PartialKernelLayout layout = getPartialKernelLayout(op);
-  MLIRContext *context = op.getContext();
+  return getPartialKernelWorkgroupBuffers(
+      getPartialKernelLayout(op), withFusedMerge ? op.getNumSplits() : 0,
+      op.getContext());
+}
+
+SmallVector<MemRefType> mlir::fd::detail::getPartialKernelWorkgroupBuffers(
+    const PartialKernelLayout &layout, int64_t fusedMergeSplits,
+    MLIRContext *context) {
   auto workgroup = gpu::AddressSpaceAttr::get(
       context, gpu::GPUDialect::getWorkgroupAddressSpace());
   Type f32 = Float32Type::get(context);
@@ -513,8 +519,8 @@ mlir::fd::detail::getPartialKernelWorkgroupBuffers(PartialAttentionOp op,
              f32),
       buffer({PartialKernelLayout::kWarps, layout.rowTile, 2}, f32)};
   int64_t weights =
-      layout.rows * MergeBuffers::getWeightsPerRow(op.getNumSplits());
-  if (withFusedMerge &&
+      layout.rows * MergeBuffers::getWeightsPerRow(fusedMergeSplits);
+  if (fusedMergeSplits &&
       weights > buffers[kWarpAccumulatorsBuffer].getNumElements())
     buffers.push_back(buffer({weights}, f32));
   return buffers;

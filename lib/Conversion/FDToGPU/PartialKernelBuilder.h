@@ -44,6 +44,12 @@ PartialKernelLayout getPartialKernelLayout(PartialAttentionOp op);
 /// the chunk is done, a buffer of their own.
 SmallVector<MemRefType> getPartialKernelWorkgroupBuffers(PartialAttentionOp op,
                                                          bool withFusedMerge);
+/// The same for a kernel of `layout` whose fused merge (when
+/// `fusedMergeSplits` is not 0) merges that many splits.
+SmallVector<MemRefType>
+getPartialKernelWorkgroupBuffers(const PartialKernelLayout &layout,
+                                 int64_t fusedMergeSplits,
+                                 MLIRContext *context);
 
 /// The fd.merge of `op`'s partials, or null (FusedMerge.cpp).
 MergeOp findMergeOfPartials(PartialAttentionOp op);

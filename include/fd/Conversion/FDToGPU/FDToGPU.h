@@ -10,6 +10,7 @@
 #include <cstdint>
 
 namespace mlir {
+class MLIRContext;
 class Operation;
 class RewritePatternSet;
 } // namespace mlir
@@ -152,6 +153,12 @@ std::string getReasonNotLowerableToGPU(Operation *op);
 /// Why the fused merge cannot join `op` (an fd.partial_attention) when
 /// fuse-merge asks for it, or an empty string when it can (any other op).
 std::string getReasonMergeNotFusable(Operation *op);
+
+/// The most splits the fused merge of a partial kernel of `layout` merges:
+/// their weights must fit in the warps' accumulators or in the static shared
+/// memory the kernel leaves (0 when not even 4 do).
+int64_t getMostFusedMergeSplits(const PartialKernelLayout &layout,
+                                MLIRContext *context);
 
 } // namespace mlir::fd
 

@@ -142,7 +142,8 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
     }
     if (batch > 0 && maxLength > 0) {
       ::flashdecode::SplitPlan plan = ::flashdecode::evaluateSplits(
-          batch, geometry.numKVHeads, maxLength, splits, plannerOptions);
+          batch, geometry.numKVHeads, maxLength, splits, plannerOptions,
+          getSplitWorkload(op));
       remark << " -> " << ::flashdecode::describeSplitPlan(plan)
              << " workspace="
              << ::flashdecode::getWorkspaceBytes(batch, geometry.queryLength,

@@ -51,6 +51,16 @@ mlir::fd::getSplitPlannerOptions(const FDSplitKVOptions &options) {
   return planner;
 }
 
+::flashdecode::SplitWorkload mlir::fd::getSplitWorkload(AttentionOp op) {
+  AttentionGeometry geometry = op.getGeometry();
+  ::flashdecode::SplitWorkload workload;
+  workload.rowsPerKVHead = geometry.groupSize() * geometry.queryLength;
+  workload.headDim = geometry.headDim;
+  Type element = cast<ShapedType>(op.getKeyCache().getType()).getElementType();
+  workload.kvElementBytes = (element.getIntOrFloatBitWidth() + 7) / 8;
+  return workload;
+}
+
 FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
                                               const FDSplitKVOptions &options,
                                               bool emitErrors) {
@@ -105,7 +115,7 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
   if (!invalid.empty())
     return fail(invalid);
   return ::flashdecode::planNumSplits(*batch, geometry.numKVHeads, *maxLength,
-                                      plannerOptions)
+                                      plannerOptions, getSplitWorkload(op))
       .numSplits;
 }
 

@@ -49,7 +49,7 @@ struct LowerToPTXOptions : PassPipelineOptions<LowerToPTXOptions> {
                                  llvm::cl::init(128)};
   Option<int64_t> maxSplits{*this, "max-splits",
                             llvm::cl::desc("fd-split-kv max-splits"),
-                            llvm::cl::init(128)};
+                            llvm::cl::init(512)};
   Option<int64_t> chunkLength{*this, "chunk-length",
                               llvm::cl::desc("fd-split-kv chunk-length"),
                               llvm::cl::init(0)};

@@ -21,6 +21,11 @@ namespace mlir::fd {
 ::flashdecode::SplitPlannerOptions
 getSplitPlannerOptions(const FDSplitKVOptions &options);
 
+/// What one partial-kernel block of `op` reads and writes, for the split
+/// planner's DRAM term: its query rows (group x Lq), head dim and the bytes
+/// of a cached element.
+::flashdecode::SplitWorkload getSplitWorkload(AttentionOp op);
+
 /// The argument attribute marking a function's workspace argument.
 constexpr const char *kWorkspaceArgumentAttrName = "fd.workspace";
 

@@ -40,7 +40,10 @@ def FDSplitKV : Pass<"fd-split-kv", "ModuleOp"> {
     yields the unsplit kernel plus a trivial merge). With `num-splits=0` it is
     chosen by the split planner (`fd/Planning/SplitPlanner.h`), which needs
     the batch size and the cache length: from the static shapes, or from the
-    `batch` / `max-len` options when those are dynamic. With `chunk-length=N`
+    `batch` / `max-len` options when those are dynamic. It also weighs what
+    the op's blocks read and write (query rows per KV head, head dim, the
+    cache's element bytes: the DRAM time of the cache and of the partials;
+    docs/SplitHeuristic.md). With `chunk-length=N`
     and `num-splits=0`, `S = min(max-splits, ceil(max-len / N))`; the partial
     op then uses fixed chunks of `N` keys.
 
@@ -58,7 +61,7 @@ def FDSplitKV : Pass<"fd-split-kv", "ModuleOp"> {
            "choice (a wave is sm-count * blocks-per-sm blocks)">,
     Option<"minChunkLength", "min-chunk-length", "int64_t", /*default=*/"128",
            "Shortest chunk the automatic choice makes, in tokens">,
-    Option<"maxSplits", "max-splits", "int64_t", /*default=*/"128",
+    Option<"maxSplits", "max-splits", "int64_t", /*default=*/"512",
            "Largest split count the automatic choice makes">,
     Option<"chunkLength", "chunk-length", "int64_t", /*default=*/"0",
            "Fixed chunk length in tokens (0: each sequence's length / S)">,
