@@ -76,27 +76,17 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw \
   --format=csv -l 1 >"$out/clocks.csv" 2>&1 &
 clocks=$!
 trap 'kill $clocks 2>/dev/null' EXIT
-
-step "fd-bench: the modeled table's shapes, measured"
-  timeout 90 build-device/bin/fd-bench --kernels "$kernels/model" \
-    --configs llama3-8b,mha,gqa8,mqa --shapes 1x32768,16x4096 \
-    --csv "$out/fd-bench-model.csv"
-  echo "fd-bench exit $?"
 fi
-if [ -d "$kernels/model-e4m3" ]; then
-  step "fd-bench: the modeled table's shapes over e4m3 caches, measured"
-  timeout 90 build-device/bin/fd-bench --kernels "$kernels/model-e4m3" \
+# The modeled table's shapes, measured: f16, e4m3 caches, the fused merge
+# (each directory when prepare_kernels.sh made it).
+for variant in model model-e4m3 model-fused; do
+  [ -d "$kernels/$variant" ] || continue
+  step "fd-bench: the modeled table's shapes ($variant), measured"
+  timeout 90 build-device/bin/fd-bench --kernels "$kernels/$variant" \
     --configs llama3-8b,mha,gqa8,mqa --shapes 1x32768,16x4096 \
-    --csv "$out/fd-bench-model-e4m3.csv"
+    --csv "$out/fd-bench-$variant.csv"
   echo "fd-bench exit $?"
-fi
-if [ -d "$kernels/model-fused" ]; then
-  step "fd-bench: the modeled table's shapes with the fused merge, measured"
-  timeout 90 build-device/bin/fd-bench --kernels "$kernels/model-fused" \
-    --configs llama3-8b,mha,gqa8,mqa --shapes 1x32768,16x4096 \
-    --csv "$out/fd-bench-model-fused.csv"
-  echo "fd-bench exit $?"
-fi
+done
 
 if [ -d "$kernels/window" ]; then
   step "fd-bench: a 128-key sliding window, measured"

@@ -255,6 +255,20 @@ void DecodePlan::setBuffers(const DecodeBuffers &newBuffers) {
   ++generation;
 }
 
+CUdeviceptr DecodePlan::growPlanBuffer(std::unique_ptr<DeviceBuffer> &buffer,
+                                       int64_t bytes, bool zeroed) {
+  if (!buffer || buffer->getSize() < static_cast<size_t>(bytes)) {
+    // Launches queued before the rebind may still use the old buffer: it
+    // lives as long as the plan.
+    if (buffer)
+      retiredWorkspaces.push_back(std::move(buffer));
+    buffer = std::make_unique<DeviceBuffer>(device, bytes);
+    if (zeroed)
+      buffer->zero();
+  }
+  return buffer->getAddress();
+}
+
 void DecodePlan::bind() {
   // Every Python decode_attention call rebinds a plan, so the checks build
   // their messages only when they fail.
@@ -356,35 +370,20 @@ void DecodePlan::bind() {
   requireAligned("blockTable", buffers.blockTable);
 
   CUdeviceptr partialOutput = buffers.workspace;
-  if (!partialOutput) {
-    int64_t workspaceBytes = manifest.getWorkspaceBytes(buffers.batch);
-    if (!workspace ||
-        workspace->getSize() < static_cast<size_t>(workspaceBytes)) {
-      // Launches queued before the rebind may still use the old workspace:
-      // it lives as long as the plan.
-      if (workspace)
-        retiredWorkspaces.push_back(std::move(workspace));
-      workspace = std::make_unique<DeviceBuffer>(device, workspaceBytes);
-    }
-    partialOutput = workspace->getAddress();
-  }
+  if (!partialOutput)
+    partialOutput =
+        growPlanBuffer(workspace, manifest.getWorkspaceBytes(buffers.batch),
+                       /*zeroed=*/false);
   requireAligned("workspace", partialOutput);
   CUdeviceptr partialLse =
       partialOutput + buffers.batch * manifest.partialLseOffsetPerSequence;
   // A fused merge's counters: the caller's, or the plan's own, zeroed once
   // (each launch leaves them zero).
   CUdeviceptr counters = buffers.mergeCounters;
-  if (manifest.fusedMerge && !counters) {
-    int64_t counterBytes = manifest.getMergeCounterBytes(buffers.batch);
-    if (!mergeCounters ||
-        mergeCounters->getSize() < static_cast<size_t>(counterBytes)) {
-      if (mergeCounters)
-        retiredWorkspaces.push_back(std::move(mergeCounters));
-      mergeCounters = std::make_unique<DeviceBuffer>(device, counterBytes);
-      mergeCounters->zero();
-    }
-    counters = mergeCounters->getAddress();
-  }
+  if (manifest.fusedMerge && !counters)
+    counters = growPlanBuffer(mergeCounters,
+                              manifest.getMergeCounterBytes(buffers.batch),
+                              /*zeroed=*/true);
 
   for (std::unique_ptr<BoundKernel> &kernel : kernels) {
     const KernelSpec &spec = *kernel->spec;

@@ -203,6 +203,11 @@ public:
 private:
   struct BoundKernel;
   void bind();
+  /// `buffer`'s address once it holds `bytes`: an outgrown one is retired
+  /// (launches queued before the rebind may still use it) and replaced,
+  /// zeroed when `zeroed`.
+  CUdeviceptr growPlanBuffer(std::unique_ptr<DeviceBuffer> &buffer,
+                             int64_t bytes, bool zeroed);
 
   const Device &device;
   Manifest manifest;

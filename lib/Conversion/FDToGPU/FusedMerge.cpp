@@ -213,17 +213,12 @@ void PartialKernelBuilder::mergeIfLast(MergeOp merge) {
                                lane, blockRow);
             });
   gpu::BarrierOp::create(rewriter, e.loc);
-  const int64_t slicesPerRow = geometry.headDim / kFusedSliceWidth;
-  e.forLoop(thread, e.index(layout.rows * slicesPerRow),
-            PartialKernelLayout::kThreads, [&](Value slice) {
-              Value blockRow = arith::DivUIOp::create(rewriter, e.loc, slice,
-                                                      e.index(slicesPerRow));
-              Value sliceInRow = arith::RemUIOp::create(rewriter, e.loc, slice,
-                                                        e.index(slicesPerRow));
-              WeightedSum(e, buffers, queryRow(blockRow),
-                          e.mul(sliceInRow, e.index(kFusedSliceWidth)),
-                          kFusedSliceWidth, isQueryRow(blockRow),
-                          kFusedSplitsPerIteration)
-                  .emit(blockRow);
-            });
+  forEachElement(layout.rows, geometry.headDim / kFusedSliceWidth,
+                 [&](Value blockRow, Value sliceInRow) {
+                   WeightedSum(e, buffers, queryRow(blockRow),
+                               e.mul(sliceInRow, e.index(kFusedSliceWidth)),
+                               kFusedSliceWidth, isQueryRow(blockRow),
+                               kFusedSplitsPerIteration)
+                       .emit(blockRow);
+                 });
 }

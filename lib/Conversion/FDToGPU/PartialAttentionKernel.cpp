@@ -411,16 +411,16 @@ void PartialKernelBuilder::build(MergeOp merge) {
   gpu::ReturnOp::create(rewriter, e.loc);
 }
 
-void PartialKernelBuilder::forEachTileElement(
-    function_ref<void(Value row, Value dim)> body) {
-  const int64_t headDim = geometry.headDim;
-  e.forLoop(thread, e.index(layout.rowTile * headDim),
-            PartialKernelLayout::kThreads, [&](Value idx) {
+void PartialKernelBuilder::forEachElement(
+    int64_t rows, int64_t columns,
+    function_ref<void(Value row, Value column)> body) {
+  e.forLoop(thread, e.index(rows * columns), PartialKernelLayout::kThreads,
+            [&](Value idx) {
               Value row = arith::DivUIOp::create(rewriter, e.loc, idx,
-                                                 e.index(headDim));
-              Value dim = arith::RemUIOp::create(rewriter, e.loc, idx,
-                                                 e.index(headDim));
-              body(row, dim);
+                                                 e.index(columns));
+              Value column = arith::RemUIOp::create(rewriter, e.loc, idx,
+                                                    e.index(columns));
+              body(row, column);
             });
 }
 

@@ -113,9 +113,14 @@ private:
   /// (the last tile may be partial, and rows of padding tokens are not).
   Value isRealRow(Value firstRow, Value tileRow);
 
-  /// Runs `body(row, dim)` for every element of a row tile, the block's
-  /// threads striding over them.
-  void forEachTileElement(function_ref<void(Value row, Value dim)> body);
+  /// Runs `body(row, column)` for every element of `rows` x `columns`, the
+  /// block's threads striding over them.
+  void forEachElement(int64_t rows, int64_t columns,
+                      function_ref<void(Value row, Value column)> body);
+  /// forEachElement over a row tile (rowTile x head dim).
+  void forEachTileElement(function_ref<void(Value row, Value dim)> body) {
+    forEachElement(layout.rowTile, geometry.headDim, body);
+  }
   /// Stages the tile's query rows, prescaled, in workgroup memory.
   void stageQueryTile(Value firstRow);
   /// The row states before any key (and the paging state), flattened as
