@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Checks an fd-bench CSV: the contract columns are there, every row fills
 them, and the values are plausible. Usage: check_fd_bench_csv.py FILE
-[--modeled]"""
+[--modeled] [--dtype DTYPE] [--paged PAGE] [--mix MIX]: with --dtype every
+row's dtype is DTYPE; with --paged every config has a row paged with PAGE
+tokens; with --mix, MIX is fd-bench's --instruction-mix CSV of the same
+run: its columns, a row for some of FILE's (config, batch, max_len, mode)
+and none for others, and every row's classes adding up to its total."""
+import argparse
 import csv
 import sys
 
@@ -11,13 +16,25 @@ COLUMNS = ["config", "batch", "max_len", "mode", "num_splits", "time_us",
            "modeled", "num_q_heads", "num_kv_heads", "head_dim", "dtype",
            "page_size", "bytes", "roofline_fraction", "kv_dtype", "kv_scale"]
 
+MIX_CLASSES = ["fp_arith", "special_fn", "conversion", "shuffle",
+               "int_other", "global_ld", "global_st", "shared_ld",
+               "shared_st", "barrier", "control", "tensor"]
+MIX_COLUMNS = (["config", "batch", "max_len", "mode", "num_splits", "dtype",
+                "kv_dtype"] + MIX_CLASSES + ["total"])
+
 # Bytes of a KV cache element: the query's type, or fp8.
 CACHE_ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "e4m3": 1, "e5m2": 1}
 
 
 def main():
-    path = sys.argv[1]
-    modeled = "--modeled" in sys.argv[2:]
+    parser = argparse.ArgumentParser()
+    parser.add_argument("path")
+    parser.add_argument("--modeled", action="store_true")
+    parser.add_argument("--dtype")
+    parser.add_argument("--paged", type=int)
+    parser.add_argument("--mix")
+    args = parser.parse_args()
+    path, modeled = args.path, args.modeled
     with open(path, newline="") as handle:
         reader = csv.reader(handle)
         header = next(reader)
@@ -68,10 +85,47 @@ def main():
                                         else 0):
             errors.append(f"line {number}: page_size {fields['page_size']} "
                           f"for mode {fields['mode']}")
+        if args.dtype and fields["dtype"] != args.dtype:
+            errors.append(f"line {number}: dtype {fields['dtype']}, expected "
+                          f"{args.dtype}")
+    if args.paged:
+        configs = {row[0] for row in rows}
+        paged = {row[0] for row in rows
+                 if len(row) == len(COLUMNS) and row[3] == f"p{args.paged}"}
+        for config in sorted(configs - paged):
+            errors.append(f"config {config}: no row paged with "
+                          f"{args.paged} tokens")
+    if args.mix:
+        errors += check_mix(args.mix, rows)
     for error in errors:
         print(f"{path}: {error}")
     print(f"{path}: {len(rows)} rows, {len(errors)} problems")
     return 1 if errors else 0
+
+
+def check_mix(path, rows):
+    """The --instruction-mix CSV against the main CSV's rows."""
+    with open(path, newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader)
+        mix = list(reader)
+    if header != MIX_COLUMNS:
+        return [f"{path}: header {header} is not {MIX_COLUMNS}"]
+    errors = []
+    keys = {tuple(row[:4]) for row in rows}
+    if not mix:
+        errors.append(f"{path}: no rows")
+    for number, row in enumerate(mix, 2):
+        fields = dict(zip(MIX_COLUMNS, row))
+        if tuple(row[:4]) not in keys:
+            errors.append(f"{path} line {number}: {row[:4]} is no row of the "
+                          f"main CSV")
+        counts = [float(fields[name]) for name in MIX_CLASSES]
+        if min(counts) < 0 or fields["global_ld"] == "0.000" or \
+                abs(sum(counts) - float(fields["total"])) > 0.01 * len(counts):
+            errors.append(f"{path} line {number}: classes {counts} and total "
+                          f"{fields['total']}")
+    return errors
 
 
 if __name__ == "__main__":

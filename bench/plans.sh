@@ -1,25 +1,44 @@
 # Sourced by the bench scripts: fd-bench's model configurations and how one
 # plan of them is compiled, written once.
 
-# heads CONFIG: "Hq Hkv" of fd-bench's --configs (D=128 each; a -wN config
-# has a sliding window of N keys).
+# heads CONFIG: "Hq Hkv D" of fd-bench's --configs (fd-bench.cpp's kConfigs;
+# a -wN config has a sliding window of N keys).
 heads() {
   case $1 in
-  llama3-8b) echo "32 8" ;;
-  mha) echo "32 32" ;;
-  gqa8) echo "64 8" ;;
-  mqa) echo "32 1" ;;
-  llama3-8b-w128) echo "32 8" ;;
+  llama3-8b) echo "32 8 128" ;;
+  mha) echo "32 32 128" ;;
+  gqa8) echo "64 8 128" ;;
+  mqa) echo "32 1 128" ;;
+  llama3-8b-w128) echo "32 8 128" ;;
+  gpt-oss) echo "64 8 64" ;;
+  gemma2-9b) echo "16 8 256" ;;
   *)
-    echo "unknown config '$1' (llama3-8b, mha, gqa8, mqa, llama3-8b-w128)" >&2
+    echo "unknown config '$1' (llama3-8b, mha, gqa8, mqa, llama3-8b-w128," \
+      "gpt-oss, gemma2-9b)" >&2
     return 2
     ;;
   esac
 }
 
-# compile_plan FD_COMPILE OUT CONFIG BATCH LEN SPLITS TARGET SMS: the D=128,
-# f16, NHD kernels (windowed for -wN) of CONFIG for BATCH sequences of LEN tokens with SPLITS
-# (auto, planned for SMS SMs, or a count) for TARGET, into OUT.
+# The modeled table (bench/model_kernels.sh, model_fdemu.sh, and measured by
+# run_on_device.sh): its configs, BxL shapes, and the page sizes of its
+# paged rows (every config and shape). MODEL_CONFIGS and MODEL_SHAPES
+# narrow them (ctest bench-model-fdemu-bf16).
+model_configs=${MODEL_CONFIGS:-"llama3-8b mha gqa8 mqa gpt-oss gemma2-9b"}
+model_shapes=${MODEL_SHAPES:-"1x32768 16x4096"}
+model_page_sizes="16"
+
+# comma_list WORDS...: the words joined by commas (fd-bench's lists).
+comma_list() {
+  local IFS=,
+  echo "$*"
+}
+
+# compile_plan FD_COMPILE OUT CONFIG BATCH LEN SPLITS TARGET SMS [PAGE]: the
+# NHD kernels (windowed for -wN) of CONFIG for BATCH sequences of LEN tokens
+# with SPLITS (auto, planned for SMS SMs, or a count) for TARGET, into OUT;
+# queries and caches of DTYPE (environment; default f16); paged with PAGE
+# tokens per page when given.
 # The plans of the sliding-window comparison (bench/window_fdemu.sh, and
 # measured by bench/run_on_device.sh): a 128-key window over long caches
 # against the same heads without a window over a 128-key cache, and over the
@@ -44,11 +63,12 @@ compile_window_plans() {
 
 compile_plan() {
   local compile=$1 out=$2 config=$3 batch=$4 len=$5 splits=$6 arch=$7 sms=$8
-  local hq hkv window=0
-  read -r hq hkv <<<"$(heads "$config")"
+  local page=${9:-0} hq hkv dim window=0
+  read -r hq hkv dim <<<"$(heads "$config")"
   case $config in *-w*) window=${config##*-w} ;; esac
-  "$compile" --no-cache --head-dim 128 --num-q-heads "$hq" \
-    --num-kv-heads "$hkv" --dtype f16 --kv-layout NHD --arch "$arch" \
-    --sm-count "$sms" --num-splits "$splits" --batch "$batch" \
-    --max-len "$len" --window-left "$window" -o "$out" >/dev/null
+  "$compile" --no-cache --head-dim "$dim" --num-q-heads "$hq" \
+    --num-kv-heads "$hkv" --dtype "${DTYPE:-f16}" --kv-layout NHD \
+    --arch "$arch" --sm-count "$sms" --num-splits "$splits" \
+    --batch "$batch" --max-len "$len" --window-left "$window" \
+    --page-size "$page" -o "$out" >/dev/null
 }

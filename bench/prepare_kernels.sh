@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Compiles, here (with MLIR), every kernel fd-bench and the GPU tests load on
 # the device machine (which has no MLIR): DIR/<config>/B<b>_L<len>_<auto|s1>,
-# DIR/paged/, DIR/tests/<name>, DIR/model/, DIR/model-e4m3/ (fp8 caches)
-# and DIR/model-fused/ (the fused merge) (bench/model_kernels.sh) and
+# DIR/paged/, DIR/tests/<name>, DIR/model/, DIR/model-e4m3/ (fp8 caches),
+# DIR/model-fused/ (the fused merge) and DIR/model-bf16/
+# (bench/model_kernels.sh) and
 # DIR/window/ (the sliding-window plans of bench/plans.sh). Usage:
 # bench/prepare_kernels.sh [--quick] [--arch TARGET] [--sm-count N] [DIR]
 # [fd-compile]. With --quick, only what
@@ -52,6 +53,8 @@ if [ -z "$quick" ]; then
   KV_DTYPE=e4m3 "$(dirname "$0")/model_kernels.sh" "$dir/model-e4m3" "$arch" \
     "$sms" "$compile"
   MERGE=fused "$(dirname "$0")/model_kernels.sh" "$dir/model-fused" "$arch" \
+    "$sms" "$compile"
+  DTYPE=bf16 "$(dirname "$0")/model_kernels.sh" "$dir/model-bf16" "$arch" \
     "$sms" "$compile"
   compile_window_plans "$compile" "$dir/window" "$arch" "$sms"
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)

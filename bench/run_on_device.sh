@@ -12,7 +12,7 @@
 # device.log (what is printed), build.log, ctest.log, sanitizer.log,
 # clocks.csv (SM clock each second from the first fd-bench on),
 # fd-bench.csv, fd-bench-model.csv, fd-bench-model-e4m3.csv,
-# fd-bench-model-fused.csv,
+# fd-bench-model-fused.csv, fd-bench-model-bf16.csv,
 # fd-bench-window*.csv, peers.csv.
 # FD_SKIP_PEERS=1 leaves out the PyTorch peers (they do not change with our
 # kernels), FD_SKIP_GRID=1 the grid, FD_BENCH_QUICK=1 runs the grid with
@@ -23,6 +23,7 @@ kernels=$(realpath "${1:-build/bench-kernels}")
 out=$(mkdir -p "${OUT:-bench/out}" && realpath "${OUT:-bench/out}")
 quick=${FD_BENCH_QUICK:+--quick}
 export FD_TEST_KERNELS="$kernels/tests"
+source "$(dirname "$0")/plans.sh"
 exec > >(tee "$out/device.log") 2>&1
 step() { echo "== $* ($(date -u +%T))"; }
 
@@ -77,13 +78,16 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw \
 clocks=$!
 trap 'kill $clocks 2>/dev/null' EXIT
 fi
-# The modeled table's shapes, measured: f16, e4m3 caches, the fused merge
-# (each directory when prepare_kernels.sh made it).
-for variant in model model-e4m3 model-fused; do
+# The modeled table's shapes, measured: f16, e4m3 caches, the fused merge,
+# bf16 (each directory when prepare_kernels.sh made it).
+for variant in model model-e4m3 model-fused model-bf16; do
   [ -d "$kernels/$variant" ] || continue
   step "fd-bench: the modeled table's shapes ($variant), measured"
-  timeout 90 build-device/bin/fd-bench --kernels "$kernels/$variant" \
-    --configs llama3-8b,mha,gqa8,mqa --shapes 1x32768,16x4096 \
+  # shellcheck disable=SC2086 # plans.sh's lists are words
+  timeout 120 build-device/bin/fd-bench --kernels "$kernels/$variant" \
+    --configs "$(comma_list $model_configs)" \
+    --shapes "$(comma_list $model_shapes)" \
+    --page-sizes "$(comma_list $model_page_sizes)" \
     --csv "$out/fd-bench-$variant.csv"
   echo "fd-bench exit $?"
 done

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace flashdecode;
 
 namespace {
@@ -166,13 +168,15 @@ TEST(SplitPlanner, MQASplitsPastTheOldCap) {
 }
 
 TEST(SplitPlanner, PartialsCostTheirBytes) {
-  // 64 rows per KV head (Hq/Hkv = 8, Lq = 8) write 64 * 129 * 4 bytes of
-  // partials per split, which the merge reads back. At B=1, Hkv=8, L=32k,
-  // 64 splits are still the fastest (the wave, 512 + 64 token-times, binds
-  // over DRAM), but the merge's read of the partials makes fewer splits
-  // cost relatively less: 61 come within 5 % (4 rows: 64 splits).
+  // 64 rows per KV head (Hq/Hkv = 8, Lq = 8) in one tile write 64 * 129 * 4
+  // bytes of partials per split, which the merge reads back. At B=1, Hkv=8,
+  // L=32k, 64 splits are still the fastest (the wave, 512 + 64
+  // token-times, binds over DRAM), but the merge's read of the partials
+  // makes fewer splits cost relatively less: 61 come within 5 % (4 rows:
+  // 64 splits).
   SplitWorkload manyRows = getWorkload(8);
   manyRows.rowsPerKVHead = 64;
+  manyRows.rowsPerTile = 64;
   SplitPlan plan = planNumSplits(1, 8, 32768, {}, manyRows);
   EXPECT_EQ(plan.numSplits, 61);
   EXPECT_EQ(planNumSplits(1, 8, 32768, {}, getWorkload(8)).numSplits, 64);
@@ -183,6 +187,66 @@ TEST(SplitPlanner, PartialsCostTheirBytes) {
               (8.0 * 32768 * 512 + 64 * partials) / bytesPerTokenTime, 1e-9);
   EXPECT_NEAR(fastest.modeledCost, 576 + 64 * partials / bytesPerTokenTime,
               1e-9);
+}
+
+TEST(SplitPlanner, RowTilesStreamTheChunkEachTime) {
+  // 64 rows in tiles of 16 stream the chunk four times: the wave costs
+  // 4 * 512 + 64 token-times at 64 splits, and more splits pay off until
+  // the partials' bytes weigh (one tile: 61 splits, above).
+  SplitWorkload manyRows = getWorkload(8);
+  manyRows.rowsPerKVHead = 64;
+  EXPECT_EQ(manyRows.getRowTiles(), 4);
+  SplitPlan plan = evaluateSplits(1, 8, 32768, 64, {}, manyRows);
+  double partials = 8.0 * 64 * 64 * 129 * 4 / (132.0 * 2048);
+  EXPECT_NEAR(plan.modeledCost, 4 * 512 + 64 + partials, 1e-9);
+  EXPECT_EQ(planNumSplits(1, 8, 32768, {}, manyRows).numSplits, 64);
+  // MQA's 32 rows are two tiles; 16 rows (Llama-3-8B at Lq = 4) one.
+  EXPECT_EQ(getWorkload(1).getRowTiles(), 2);
+  SplitWorkload sixteen = getWorkload(8);
+  sixteen.rowsPerKVHead = 16;
+  EXPECT_EQ(sixteen.getRowTiles(), 1);
+  EXPECT_NEAR(evaluateSplits(1, 1, 32768, 256, {}, getWorkload(1)).modeledCost,
+              2 * 128 + 64 + 256.0 * 32 * 129 * 4 / (132.0 * 2048), 1e-9);
+}
+
+TEST(SplitPlanner, AFusedMergeCostsItsSerialTail) {
+  // The last block of a (sequence, KV head) merges its S partials alone, at
+  // blockMergeBytesPerTokenTime: MQA at B=1, L=32k (32 rows, two tiles)
+  // pays 32 * 129 * 4 / 3072 token-times per split, so its plan falls from
+  // 256 splits to about a hundred; the merge kernel's plan stays.
+  SplitWorkload separate = getWorkload(1), fused = getWorkload(1);
+  fused.fusedMerge = true;
+  double tailPerSplit = 32.0 * 129 * 4 / 3072;
+  for (int64_t splits : {2, 64, 256}) {
+    SCOPED_TRACE(splits);
+    SplitPlan plan = evaluateSplits(1, 1, 32768, splits, {}, fused);
+    double waves =
+        static_cast<double>(2 * ((32768 / splits + 31) / 32 * 32) + 64);
+    EXPECT_NEAR(plan.modeledCost,
+                std::max(waves, plan.dramCost) + splits * tailPerSplit, 1e-9);
+    EXPECT_EQ(plan.dramCost,
+              evaluateSplits(1, 1, 32768, splits, {}, separate).dramCost);
+  }
+  EXPECT_EQ(planNumSplits(1, 1, 32768, {}, separate).numSplits, 256);
+  // fdemu's model: 64 and 128 fused splits within 1 % of each other, 32
+  // and 256 a third slower.
+  SplitPlan plan = planNumSplits(1, 1, 32768, {}, fused);
+  EXPECT_GE(plan.numSplits, 64);
+  EXPECT_LE(plan.numSplits, 128);
+  // The tail is per stream: at B=16 it is the same per split, the merge
+  // kernel's read sixteen times longer.
+  EXPECT_NEAR(evaluateSplits(16, 1, 4096, 32, {}, fused).modeledCost -
+                  evaluateSplits(16, 1, 4096, 32, {}, separate).modeledCost,
+              32 * tailPerSplit - 16.0 * 32 * 32 * 129 * 4 / (132.0 * 2048),
+              1e-9);
+  // No tail without splits.
+  EXPECT_EQ(evaluateSplits(1, 1, 32768, 1, {}, fused).modeledCost,
+            evaluateSplits(1, 1, 32768, 1, {}, separate).modeledCost);
+  // Llama-3-8B's rows are few: the fused plan stays near its full wave (61
+  // splits, the fewest within 5 % of 64's cost).
+  SplitWorkload llama = getWorkload(8);
+  llama.fusedMerge = true;
+  EXPECT_EQ(planNumSplits(1, 8, 32768, {}, llama).numSplits, 61);
 }
 
 TEST(SplitPlanner, HalfTheBytesNeedAsManyBlocksOrMore) {
@@ -234,6 +298,10 @@ TEST(SplitPlanner, ValidatesItsInputs) {
   options.blocksPerSM = 0;
   EXPECT_EQ(validateSplitPlannerInputs(1, 8, 4096, options),
             "blocks-per-sm must be >= 1, got 0");
+  options.blocksPerSM = 4;
+  options.blockMergeBytesPerTokenTime = 0;
+  EXPECT_EQ(validateSplitPlannerInputs(1, 8, 4096, options, '_'),
+            "block_merge_bytes_per_token_time must be >= 1, got 0");
 }
 
 TEST(SplitPlanner, WorkspaceBytes) {

@@ -15,9 +15,10 @@ mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelConfig &config) {
   split.smCount = planner.smCount;
   split.blocksPerSM = planner.blocksPerSM;
   split.minChunkLength = planner.minChunkLength;
-  // With a fused merge, no more than it can merge (the CPU path, which
-  // ignores the flag, then splits alike).
+  // With a fused merge, no more than it can merge, and planned with its
+  // serial tail (the CPU path, which ignores the flag, then splits alike).
   split.maxSplits = getAutomaticMaxSplits(config);
+  split.fusedMerge = config.fusedMerge;
   return split;
 }
 

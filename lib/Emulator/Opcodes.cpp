@@ -9,7 +9,10 @@
 
 #include "Opcodes.h"
 
+#include "fd/Emulator/Emulator.h"
+
 #include <cstdlib>
+#include <iterator>
 #include <unordered_map>
 
 namespace flashdecode::emu {
@@ -87,35 +90,11 @@ const char *getTypeName(Type type) {
 }
 
 const char *getInstructionClassName(InstructionClass kind) {
-  switch (kind) {
-  case InstructionClass::FloatArithmetic:
-    return "fp_arith";
-  case InstructionClass::SpecialFunction:
-    return "special_fn";
-  case InstructionClass::Conversion:
-    return "conversion";
-  case InstructionClass::Shuffle:
-    return "shuffle";
-  case InstructionClass::IntegerOther:
-    return "int_other";
-  case InstructionClass::GlobalLoad:
-    return "global_ld";
-  case InstructionClass::GlobalStore:
-    return "global_st";
-  case InstructionClass::SharedLoad:
-    return "shared_ld";
-  case InstructionClass::SharedStore:
-    return "shared_st";
-  case InstructionClass::Barrier:
-    return "barrier";
-  case InstructionClass::Control:
-    return "control";
-  case InstructionClass::TensorCore:
-    return "tensor";
-  case InstructionClass::Count:
-    break;
-  }
-  return "?";
+  static const char *const names[] = {FDEMU_CLASS_NAMES};
+  static_assert(std::size(names) ==
+                static_cast<size_t>(InstructionClass::Count));
+  size_t index = static_cast<size_t>(kind);
+  return index < std::size(names) ? names[index] : "?";
 }
 
 namespace {

@@ -23,11 +23,11 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
   plan.waveEfficiency = static_cast<double>(plan.blocks) /
                         static_cast<double>(plan.waves * slots);
   plan.chunkLength = ceilDiv(maxLength, numSplits);
-  // A known workload's blocks take whole steps of keys.
+  // A known workload's blocks take whole steps of keys, once per row tile.
   int64_t chunkCost = plan.chunkLength;
   if (workload.isKnown())
-    chunkCost =
-        ceilDiv(chunkCost, workload.tokensPerStep) * workload.tokensPerStep;
+    chunkCost = ceilDiv(chunkCost, workload.tokensPerStep) *
+                workload.tokensPerStep * workload.getRowTiles();
   plan.modeledCost = static_cast<double>(
       plan.waves * (chunkCost + options.blockOverheadTokens));
   if (!workload.isKnown())
@@ -44,8 +44,13 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
   double cacheBytes =
       streams * static_cast<double>(maxLength) * workload.getTokenBytes();
   plan.dramCost = (cacheBytes + partialBytes) / gpuBytesPerTokenTime;
-  plan.modeledCost = std::max(plan.modeledCost, plan.dramCost) +
-                     partialBytes / gpuBytesPerTokenTime;
+  // A fused merge's last block reads its stream's partials alone.
+  double mergeCost =
+      workload.fusedMerge
+          ? partialBytes / streams /
+                static_cast<double>(options.blockMergeBytesPerTokenTime)
+          : partialBytes / gpuBytesPerTokenTime;
+  plan.modeledCost = std::max(plan.modeledCost, plan.dramCost) + mergeCost;
   return plan;
 }
 
@@ -83,6 +88,9 @@ std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
     return positive("max-splits", options.maxSplits);
   if (options.smBytesPerTokenTime < 1)
     return positive("sm-bytes-per-token-time", options.smBytesPerTokenTime);
+  if (options.blockMergeBytesPerTokenTime < 1)
+    return positive("block-merge-bytes-per-token-time",
+                    options.blockMergeBytesPerTokenTime);
   return "";
 }
 
@@ -100,6 +108,8 @@ std::string validateSplitWorkload(const SplitWorkload &workload,
     return positive("head-dim", workload.headDim);
   if (workload.tokensPerStep < 1)
     return positive("tokens-per-step", workload.tokensPerStep);
+  if (workload.rowsPerTile < 1)
+    return positive("rows-per-tile", workload.rowsPerTile);
   if (workload.kvElementBytes != 1 && workload.kvElementBytes != 2 &&
       workload.kvElementBytes != 4)
     return spell("kv-element-bytes", wordSeparator) +

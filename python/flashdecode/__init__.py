@@ -46,7 +46,8 @@ CudaError = _native.CudaError
 
 def plan_splits(batch, num_kv_heads, max_len, sm_count=132, *,
                 blocks_per_sm=None, min_chunk_length=None, max_splits=None,
-                num_q_heads=None, head_dim=None, query_len=1, kv_dtype=None):
+                num_q_heads=None, head_dim=None, query_len=1, kv_dtype=None,
+                fused_merge=False):
     """The split count fd-split-kv chooses for this problem (same function).
 
     blocks_per_sm (4), min_chunk_length (128), max_splits (512): the
@@ -56,12 +57,15 @@ def plan_splits(batch, num_kv_heads, max_len, sm_count=132, *,
     "float8_e4m3fn", "float8_e5m2") describe the kernel's work, which adds
     the DRAM time of the cache and of the partials to the plan's cost, as
     fd-split-kv does for the op it rewrites; without them, the wave model
-    alone."""
+    alone. fused_merge (with them) plans for kernels compiled with
+    fused_merge=True: their merge's serial tail grows with the split count
+    (max_splits is not narrowed here: compile() keeps it within what the
+    fused merge can merge)."""
     return _native.plan_splits(
         batch, num_kv_heads, max_len, sm_count,
         **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
         **_split_workload(num_kv_heads, num_q_heads, head_dim, query_len,
-                          kv_dtype))
+                          kv_dtype, fused_merge))
 
 
 class Kernel:

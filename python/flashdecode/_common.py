@@ -190,14 +190,17 @@ _KV_ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2,
 
 
 def _split_workload(num_kv_heads, num_q_heads, head_dim, query_len,
-                    kv_dtype):
+                    kv_dtype, fused_merge=False):
     """plan_splits' description of the kernel's work as the planner's
     keywords: none without num_q_heads and head_dim; ValueError naming the
     argument for a bad one."""
+    if not isinstance(fused_merge, bool):
+        raise ValueError(f"fused_merge must be a bool, got {fused_merge!r}")
     if num_q_heads is None and head_dim is None:
-        if kv_dtype is not None or query_len != 1:
-            raise ValueError("query_len and kv_dtype describe the kernel's "
-                             "work: pass num_q_heads and head_dim with them")
+        if kv_dtype is not None or query_len != 1 or fused_merge:
+            raise ValueError("query_len, kv_dtype and fused_merge describe "
+                             "the kernel's work: pass num_q_heads and "
+                             "head_dim with them")
         return {}
     counts = {}
     for name, value in (("num_kv_heads", num_kv_heads),
@@ -221,7 +224,8 @@ def _split_workload(num_kv_heads, num_q_heads, head_dim, query_len,
             counts["num_q_heads"] // counts["num_kv_heads"] *
             counts["query_len"],
             "head_dim": counts["head_dim"],
-            "kv_element_bytes": _KV_ELEMENT_BYTES[name]}
+            "kv_element_bytes": _KV_ELEMENT_BYTES[name],
+            "fused_merge": fused_merge}
 
 
 def _planner_options(blocks_per_sm, min_chunk_length, max_splits):

@@ -270,7 +270,8 @@ PYBIND11_MODULE(_flashdecode, module) {
       "plan_splits",
       [](int64_t batch, int64_t numKVHeads, int64_t maxLength, int64_t smCount,
          int64_t blocksPerSM, int64_t minChunkLength, int64_t maxSplits,
-         int64_t rowsPerKVHead, int64_t headDim, int64_t kvElementBytes) {
+         int64_t rowsPerKVHead, int64_t headDim, int64_t kvElementBytes,
+         bool fusedMerge) {
         SplitPlannerOptions options;
         options.smCount = smCount;
         options.blocksPerSM = blocksPerSM;
@@ -280,6 +281,7 @@ PYBIND11_MODULE(_flashdecode, module) {
         workload.rowsPerKVHead = rowsPerKVHead;
         workload.headDim = headDim;
         workload.kvElementBytes = kvElementBytes;
+        workload.fusedMerge = fusedMerge;
         std::string invalid = validateSplitPlannerInputs(
             batch, numKVHeads, maxLength, options, /*wordSeparator=*/'_');
         if (invalid.empty())
@@ -295,7 +297,8 @@ PYBIND11_MODULE(_flashdecode, module) {
       py::arg("min_chunk_length") = SplitPlannerOptions().minChunkLength,
       py::arg("max_splits") = SplitPlannerOptions().maxSplits, py::kw_only(),
       py::arg("rows_per_kv_head") = 0, py::arg("head_dim") = 0,
-      py::arg("kv_element_bytes") = SplitWorkload().kvElementBytes);
+      py::arg("kv_element_bytes") = SplitWorkload().kvElementBytes,
+      py::arg("fused_merge") = false);
 
   // One configuration object, validated once, serves compile(), the CPU
   // kernels and the GPU plans.

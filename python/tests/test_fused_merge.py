@@ -92,12 +92,17 @@ def test_the_native_config_carries_fused_merge():
 
 
 def test_automatic_splits_stay_within_what_the_fused_merge_merges():
-    """MQA over 128k keys: 512 splits with the merge kernel, 256 (the most
-    whose weights fit in the partial kernel's shared memory) fused, in
-    compile() and in the per-call CUDA path's planning alike."""
+    """MQA over 128k keys: 512 splits with the merge kernel; fused, planned
+    with the merge's serial tail (164) and within 256 (the most whose
+    weights fit in the partial kernel's shared memory), in compile(),
+    plan_splits and the per-call CUDA path's planning alike."""
     assert flashdecode.compile(128, 32, 1, max_len=131072).num_splits == 512
     fused = flashdecode.compile(128, 32, 1, max_len=131072, fused_merge=True)
-    assert fused.num_splits == 256
+    assert fused.num_splits == 164
+    assert flashdecode.plan_splits(1, 1, 131072, num_q_heads=32, head_dim=128,
+                                   fused_merge=True) == 164
+    assert flashdecode.plan_splits(1, 1, 131072, num_q_heads=32,
+                                   head_dim=128) == 512
     native = flashdecode._flashdecode
     positional = (128, 32, 1, 1, "f16", "NHD", 0, 0, True, None, False, 1,
                   131072, 132, "sm_90")
@@ -111,6 +116,15 @@ def test_automatic_splits_stay_within_what_the_fused_merge_merges():
     assert flashdecode._cuda._fused_max_splits(
         128, 32, 1, 1, "float16", None, "tensor", False,
         (("max_splits", 64),)) == 64
+
+
+def test_plan_splits_fused_merge_needs_the_work():
+    with pytest.raises(ValueError, match="fused_merge describe the kernel's "
+                       "work: pass num_q_heads and head_dim"):
+        flashdecode.plan_splits(1, 8, 4096, fused_merge=True)
+    with pytest.raises(ValueError, match="fused_merge must be a bool, got 'yes'"):
+        flashdecode.plan_splits(1, 8, 4096, num_q_heads=32, head_dim=128,
+                                fused_merge="yes")
 
 
 @pytest.mark.parametrize("value", ["yes", 1, 0, None, np.bool_(True)])
@@ -312,6 +326,39 @@ def test_sinks_and_query_lens():
                            num_splits=3)
     check_agree(fused, plain, "bfloat16",
                 f"seed={inputs.seed} query_lens={query_lens.tolist()}")
+
+
+@on_the_device
+def test_fused_decoder_plans_with_the_merge_tail():
+    """A fused Decoder's automatic split count is plan_splits(...,
+    fused_merge=True) for the device's SMs: MQA's 32 rows make the last
+    block's merge long, so it splits less than the merge kernel's plan,
+    and the result is still the attention."""
+    inputs = Inputs("float16", (1, 32, 128), (1, 8192, 1, 128))
+    q, k, v = to_device(*inputs.stored)
+    lens = inputs.lengths(8001)
+    out = DeviceArray.empty((1, 32, 128), "float16")
+    lse = DeviceArray.empty((1, 32), "float32")
+    plan = dict(sm_count=flashdecode._flashdecode.cuda_sm_count(),
+                num_q_heads=32, head_dim=128)
+    fused = flashdecode.plan_splits(1, 1, 8192, fused_merge=True, **plan)
+    assert 1 < fused < flashdecode.plan_splits(1, 1, 8192, **plan)
+    decoder = flashdecode.Decoder(q, k, v, DeviceArray.from_numpy(lens), out,
+                                  lse, fused_merge=True)
+    assert decoder.num_splits == fused
+    decoder.run()
+    expected, expected_lse = attention(*inputs.exact, lens)
+    check_device(out, lse, expected, expected_lse, "float16", lens,
+                 f"fused, {fused} automatic splits")
+    # decode_attention's per-call planning alike: its launcher cache is
+    # keyed by the split count (8th) and the flags.
+    per_call = flashdecode.decode_attention(
+        q, k, v, DeviceArray.from_numpy(lens), backend="cuda",
+        return_lse=True, fused_merge=True)
+    check_device(*per_call, expected, expected_lse, "float16", lens,
+                 "fused, per call")
+    assert any(key[7] == fused and ("fused_merge", True) in key
+               for key in flashdecode._cuda._cuda_launchers)
 
 
 @on_the_device

@@ -1,10 +1,15 @@
 // RUN: fd-opt %s -split-input-file -fd-split-kv=report=true -verify-diagnostics -o /dev/null
 // RUN: fd-opt %s -split-input-file -fd-split-kv="report=true sm-count=108" 2>&1 -o /dev/null | FileCheck %s --check-prefix=A100
 // RUN: fd-opt %s -split-input-file -fd-split-kv="report=true blocks-per-sm=1" 2>&1 -o /dev/null | FileCheck %s --check-prefix=ONE-PER-SM
+// RUN: fd-opt %s -split-input-file -fd-split-kv="report=true fused-merge=true" 2>&1 -o /dev/null | FileCheck %s --check-prefix=FUSED
 
 // A wave is sm-count * blocks-per-sm blocks (4 per SM by default).
 // A100-LABEL: remark: fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 -> splits=52 blocks=416 waves=1 wave-efficiency=0.96 chunk=631 workspace=858624B
 // ONE-PER-SM-LABEL: remark: fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 -> splits=16 blocks=128 waves=1 wave-efficiency=0.97 chunk=2048 workspace=264192B
+// A fused merge's last block merges every split alone: its serial tail
+// grows with the split count and the block's rows (docs/SplitHeuristic.md).
+// FUSED-LABEL: remark: fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 fused-merge -> splits=61 blocks=488
+// FUSED: remark: fd-split-kv: auto: B=1 Hkv=1 Lmax=32768 fused-merge -> splits=86 blocks=86
 
 func.func @llama_decode(%q: memref<1x32x128xf16>, %k: memref<1x32768x8x128xf16>,
                         %v: memref<1x32768x8x128xf16>, %lens: memref<1xi32>,
@@ -12,6 +17,20 @@ func.func @llama_decode(%q: memref<1x32x128xf16>, %k: memref<1x32768x8x128xf16>,
   // expected-remark @below {{fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 -> splits=64 blocks=512 waves=1 wave-efficiency=0.97 chunk=512 workspace=1056768B}}
   fd.attention %q, %k, %v, %lens into %out
       : memref<1x32x128xf16>, memref<1x32768x8x128xf16>, memref<1x32768x8x128xf16>,
+        memref<1xi32> into memref<1x32x128xf16>
+  return
+}
+
+// -----
+
+// MQA: one KV head, 32 rows a block; with the merge kernel the plan fills
+// the GPU with 256 splits of 128 keys.
+func.func @mqa_decode(%q: memref<1x32x128xf16>, %k: memref<1x32768x1x128xf16>,
+                      %v: memref<1x32768x1x128xf16>, %lens: memref<1xi32>,
+                      %out: memref<1x32x128xf16>) {
+  // expected-remark @below {{fd-split-kv: auto: B=1 Hkv=1 Lmax=32768 -> splits=256 blocks=256 waves=1 wave-efficiency=0.48 chunk=128}}
+  fd.attention %q, %k, %v, %lens into %out
+      : memref<1x32x128xf16>, memref<1x32768x1x128xf16>, memref<1x32768x1x128xf16>,
         memref<1xi32> into memref<1x32x128xf16>
   return
 }

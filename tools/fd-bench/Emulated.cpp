@@ -71,9 +71,6 @@ Timing Emulator::model(const Device &device, CUstream stream,
                        const KernelBundle &bundle, int64_t batch,
                        int64_t length, int64_t tokensPerSplit) {
   const Manifest &manifest = bundle.manifest;
-  if (manifest.dtype != "f16")
-    throw std::invalid_argument("fd-bench times kernels of f16 queries, not " +
-                                manifest.dtype);
   Timing timing;
   timing.modeled = true;
   // Every split's chunk in the short runs is congruent to the full length's
@@ -118,7 +115,8 @@ Timing Emulator::model(const Device &device, CUstream stream,
       output(device, queryElements * 2), keys(device, cacheBytes),
       values(device, cacheBytes), lengths(device, batch * sizeof(int32_t));
   FillType cacheType = getCacheFillType(manifest);
-  fillRandom(driver, stream, query, 2.0, random);
+  fillRandom(driver, stream, query, 2.0, random, nullptr,
+             getQueryFillType(manifest));
   fillRandom(driver, stream, keys, 1.0, random, nullptr, cacheType);
   fillRandom(driver, stream, values, 1.0, random, nullptr, cacheType);
   // fp8 caches: their scales, of the caches' shape without the head dim
@@ -166,6 +164,18 @@ Timing Emulator::model(const Device &device, CUstream stream,
                              " and " + std::to_string(longRun.size()) +
                              " launches for a call of " +
                              std::to_string(manifest.kernels.size()));
+  // The partial kernel launches first (docs/KernelABI.md): its counts'
+  // growth per token and KV head, all sequences together.
+  if (timing.longLength != timing.shortLength) {
+    double tokenHeads =
+        static_cast<double>(timing.longLength - timing.shortLength) *
+        static_cast<double>(batch * manifest.numKVHeads);
+    for (int c = 0; c < FDEMU_NUM_CLASSES; ++c)
+      timing.partialInstructionMix.push_back(
+          (static_cast<double>(longRun[0].total.warpInstructions[c]) -
+           static_cast<double>(shortRun[0].total.warpInstructions[c])) /
+          tokenHeads);
+  }
   double graphMicroseconds = 0, longest = -1;
   for (size_t i = 0; i < shortRun.size(); ++i) {
     FdemuCounters counters = extrapolate(shortRun[i], timing.shortLength,

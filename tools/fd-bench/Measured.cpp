@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <stdexcept>
 
 using namespace flashdecode::rt;
 
@@ -46,16 +47,31 @@ void uploadRepeated(const DriverApi &driver, CUstream stream,
 
 } // namespace
 
+FillType getQueryFillType(const Manifest &manifest) {
+  if (manifest.dtype == "f16")
+    return FillType::F16;
+  if (manifest.dtype == "bf16")
+    return FillType::BF16;
+  throw std::invalid_argument("the kernels take " + manifest.dtype +
+                              " queries; fd-bench runs f16 or bf16 ones");
+}
+
 FillType getCacheFillType(const Manifest &manifest) {
   return manifest.kvDtype == "e4m3"   ? FillType::E4M3
          : manifest.kvDtype == "e5m2" ? FillType::E5M2
-                                      : FillType::F16;
+                                      : getQueryFillType(manifest);
+}
+
+double decodeWideElement(uint16_t bits, FillType type) {
+  return type == FillType::BF16 ? reference::bfloat16ToFloat(bits)
+                                : reference::halfToFloat(bits);
 }
 
 void fillRandom(const DriverApi &driver, CUstream stream, DeviceBuffer &buffer,
                 double deviation, std::mt19937 &random,
                 std::vector<double> *values, FillType type) {
-  size_t elementBytes = type == FillType::F16 ? 2 : 1;
+  bool isWide = type == FillType::F16 || type == FillType::BF16;
+  size_t elementBytes = isWide ? 2 : 1;
   size_t elements = buffer.getSize() / elementBytes;
   size_t blockElements = std::min(elements, kFillBlockElements);
   std::vector<uint8_t> block(blockElements * elementBytes);
@@ -65,11 +81,12 @@ void fillRandom(const DriverApi &driver, CUstream stream, DeviceBuffer &buffer,
   std::normal_distribution<float> distribution(0.0f, deviation);
   for (size_t i = 0; i < blockElements; ++i) {
     float value = distribution(random);
-    if (type == FillType::F16) {
-      uint16_t bits = reference::floatToHalf(value);
+    if (isWide) {
+      uint16_t bits = type == FillType::F16 ? reference::floatToHalf(value)
+                                            : reference::floatToBFloat16(value);
       std::memcpy(&block[2 * i], &bits, 2);
       if (values)
-        decoded[i] = reference::halfToFloat(bits);
+        decoded[i] = decodeWideElement(bits, type);
       continue;
     }
     // Moderate magnitudes, far inside both formats' finite range (448 and
@@ -191,7 +208,8 @@ Timing EventTimer::measure(const KernelBundle &bundle, int64_t batch,
   DeviceBuffer query(device, queryElements * 2),
       output(device, queryElements * 2),
       lengths(device, batch * sizeof(int32_t));
-  fillRandom(driver, stream, query, 2.0, random);
+  fillRandom(driver, stream, query, 2.0, random, nullptr,
+             getQueryFillType(manifest));
   std::unique_ptr<DeviceBuffer> table;
   int64_t numPages = 0;
   if (manifest.pageSize) {

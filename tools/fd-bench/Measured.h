@@ -35,14 +35,25 @@ struct Timing {
   /// at its own length).
   std::string bound = "-";
   int64_t shortLength = 0, longLength = 0;
+  /// Modeled from two lengths: the partial kernel's warp instructions per
+  /// token and KV head (all the head's query rows together), by fdemu's
+  /// classes (FDEMU_CLASS_NAMES); empty otherwise.
+  std::vector<double> partialInstructionMix;
 };
 
 /// The element types fd-bench fills buffers of q and the caches with.
-enum class FillType { F16, E4M3, E5M2 };
+enum class FillType { F16, BF16, E4M3, E5M2 };
 
-/// The caches' element type of `manifest`: its fp8 format, else f16 (the
-/// only query type fd-bench runs).
+/// The queries' (and outputs') element type of `manifest`: f16 or bf16, the
+/// query types fd-bench runs; throws for others (f32).
+FillType getQueryFillType(const rt::Manifest &manifest);
+
+/// The caches' element type of `manifest`: its fp8 format, else the
+/// queries'.
 FillType getCacheFillType(const rt::Manifest &manifest);
+
+/// An element of a 2-byte `type` (F16 or BF16) as a double.
+double decodeWideElement(uint16_t bits, FillType type);
 
 /// Fills `buffer` with normal values (of `deviation`) as `type`: a host-made
 /// block repeated on the device (fully random when the buffer is at most the

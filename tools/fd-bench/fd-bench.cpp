@@ -1,10 +1,12 @@
 //===- fd-bench.cpp - Decode attention on the GPU: correct, then fast -----===//
 //
 //   fd-bench --kernels DIR [--csv FILE] [--quick] [--configs A,B]
-//            [--shapes BxL,...] [--tokens-per-split N]
+//            [--shapes BxL,...] [--page-sizes P,...] [--tokens-per-split N]
+//            [--instruction-mix FILE]
 //
 // DIR holds what bench/prepare_kernels.sh had fd-compile write, one
-// directory per shape and split mode: DIR/<config>/B<batch>_L<len>_<auto|s1>.
+// directory per shape and split mode: DIR/<config>/B<batch>_L<len>_<auto|s1>
+// (and _p<page> for --page-sizes' paged rows). Queries may be f16 or bf16.
 // For every shape: checks the output against a float64 reference (a subset
 // of sizes; output poisoned first), then times the partial + merge launch
 // with CUDA events (median, KV buffers rotated when they fit in L2), auto
@@ -29,9 +31,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -73,11 +77,22 @@ struct ModelConfig {
 };
 // The first two run by default; --configs picks others (bench/model_fdemu.sh,
 // bench/window_fdemu.sh: Llama-3-8B's heads with gpt-oss' 128-key window).
+// bench/plans.sh knows the same heads.
 const ModelConfig kConfigs[] = {{"llama3-8b", 32, 8, 128},
                                 {"mha", 32, 32, 128},
                                 {"gqa8", 64, 8, 128},
                                 {"mqa", 32, 1, 128},
-                                {"llama3-8b-w128", 32, 8, 128, 128}};
+                                {"llama3-8b-w128", 32, 8, 128, 128},
+                                {"gpt-oss", 64, 8, 64},
+                                {"gemma2-9b", 16, 8, 256}};
+
+/// kConfigs' names, comma separated.
+std::string getConfigNames() {
+  std::string names;
+  for (const ModelConfig &config : kConfigs)
+    names += (names.empty() ? "" : ", ") + std::string(config.name);
+  return names;
+}
 
 /// The largest KV cache (K and V) fd-bench checks on fdemu: a few seconds
 /// each in the interpreter; `make test` runs --quick.
@@ -155,12 +170,13 @@ public:
   }
 
   /// Paged caches (pages shuffled in the pool) against the dense time of
-  /// the same shape: the cost of reading through a block table.
-  void runPaged(const ModelConfig &config, int64_t batch, int64_t length,
-                int64_t pageSize, FILE *csv) {
-    KernelBundle bundle =
-        loadKernels(kernelRoot + "/paged/B" + std::to_string(batch) + "_L" +
-                    std::to_string(length) + "_p" + std::to_string(pageSize));
+  /// the same shape: the cost of reading through a block table. The
+  /// kernels are in DIR/<directory>/B<batch>_L<length>_p<pageSize>.
+  void runPaged(const ModelConfig &config, const std::string &directory,
+                int64_t batch, int64_t length, int64_t pageSize, FILE *csv) {
+    KernelBundle bundle = loadKernels(
+        kernelRoot + "/" + directory + "/B" + std::to_string(batch) + "_L" +
+        std::to_string(length) + "_p" + std::to_string(pageSize));
     size_t kvBytes = config.getKVBytes(batch, length,
                                        bundle.manifest.getCacheElementBytes());
     Timing timing = time(bundle, batch, length, false);
@@ -179,7 +195,66 @@ public:
 
   int failures = 0;
 
+  /// The partial kernel's warp instructions per token and KV head by class,
+  /// of every row modeled from two lengths: a table, and CSV to `csvPath`
+  /// (config, batch, max_len, mode, num_splits, dtype, kv_dtype, one column
+  /// per FDEMU_CLASS_NAMES, total) when given.
+  void printInstructionMix(const std::string &csvPath) const {
+    static const char *const classes[] = {FDEMU_CLASS_NAMES};
+    std::printf("\nThe partial kernel's warp instructions per token and KV "
+                "head (all its query rows), by fdemu's classes:\n\n"
+                "| config | B | L | mode | S | KV dtype |");
+    for (const char *name : classes)
+      std::printf(" %s |", name);
+    std::printf(" total |\n|---|---:|---:|---|---:|---|");
+    for (size_t c = 0; c <= std::size(classes); ++c)
+      std::printf("---:|");
+    std::printf("\n");
+    FILE *csv = csvPath.empty() ? nullptr : std::fopen(csvPath.c_str(), "w");
+    if (!csvPath.empty() && !csv)
+      throw std::runtime_error("cannot write " + csvPath);
+    if (csv) {
+      std::fputs("config,batch,max_len,mode,num_splits,dtype,kv_dtype", csv);
+      for (const char *name : classes)
+        std::fprintf(csv, ",%s", name);
+      std::fputs(",total\n", csv);
+    }
+    for (const MixRow &row : mixRows) {
+      double total = 0;
+      for (double count : row.mix)
+        total += count;
+      std::printf("| %s | %lld | %lld | %s | %lld | %s |", row.config.c_str(),
+                  static_cast<long long>(row.batch),
+                  static_cast<long long>(row.length), row.mode.c_str(),
+                  static_cast<long long>(row.splits), row.kvType.c_str());
+      for (double count : row.mix)
+        std::printf(" %.1f |", count);
+      std::printf(" %.1f |\n", total);
+      if (!csv)
+        continue;
+      std::fprintf(csv, "%s,%lld,%lld,%s,%lld,%s,%s", row.config.c_str(),
+                   static_cast<long long>(row.batch),
+                   static_cast<long long>(row.length), row.mode.c_str(),
+                   static_cast<long long>(row.splits), row.dtype.c_str(),
+                   row.kvDtype.c_str());
+      for (double count : row.mix)
+        std::fprintf(csv, ",%.3f", count);
+      std::fprintf(csv, ",%.3f\n", total);
+    }
+    if (csv)
+      std::fclose(csv);
+  }
+
 private:
+  struct MixRow {
+    std::string config;
+    int64_t batch, length;
+    std::string mode;
+    int64_t splits;
+    std::string dtype, kvDtype, kvType;
+    std::vector<double> mix;
+  };
+
   /// Measured with events on a GPU, modeled on fdemu.
   Timing time(const KernelBundle &bundle, int64_t batch, int64_t length,
               bool withStep) {
@@ -204,6 +279,10 @@ private:
     std::string kvType =
         manifest.kvDtype +
         (manifest.hasFloat8Cache() ? " " + manifest.kvScale : "");
+    if (!timing.partialInstructionMix.empty())
+      mixRows.push_back({config, batch, length, csvMode, splits, manifest.dtype,
+                         manifest.kvDtype, kvType,
+                         timing.partialInstructionMix});
     double us = timing.microseconds;
     double percentOfCopy = 100.0 * kvBytes / (us * 1e-6) / copyBandwidth;
     std::string source =
@@ -236,18 +315,18 @@ private:
     if (csv) {
       // The fewest bytes the call must move: K and V once (1 byte per
       // element in fp8 caches) and their scales, q read and the output
-      // written once (f16); the roofline fraction is their time at the
+      // written once (f16 or bf16); the roofline fraction is their time at the
       // reference bandwidth over the call's time.
       size_t rowBytes = size_t(2) * batch * model.numQueryHeads * model.headDim;
       size_t bytes =
           kvBytes + model.getScaleBytes(manifest, batch, length) + 2 * rowBytes;
-      std::fprintf(csv, ",%s,%s,%lld,%lld,%lld,f16,%lld,%zu,%.4f,%s,%s",
+      std::fprintf(csv, ",%s,%s,%lld,%lld,%lld,%s,%lld,%zu,%.4f,%s,%s",
                    deviceName.c_str(), timing.modeled ? "true" : "false",
                    static_cast<long long>(model.numQueryHeads),
                    static_cast<long long>(model.numKVHeads),
                    static_cast<long long>(model.headDim),
-                   static_cast<long long>(pageSize), bytes,
-                   bytes / (us * 1e-6) / copyBandwidth,
+                   manifest.dtype.c_str(), static_cast<long long>(pageSize),
+                   bytes, bytes / (us * 1e-6) / copyBandwidth,
                    manifest.kvDtype.c_str(), manifest.kvScale.c_str());
     }
     // A run stopped at its time limit still leaves the rows it finished.
@@ -280,8 +359,9 @@ private:
         output(device, queryElements * 2), keys(device, cacheBytes),
         values(device, cacheBytes), lengths(device, batch * sizeof(int32_t));
     std::vector<double> queryValues, keyValues, valueValues;
+    FillType queryType = getQueryFillType(manifest);
     FillType cacheType = getCacheFillType(manifest);
-    fillRandom(driver, stream, query, 2.0, random, &queryValues);
+    fillRandom(driver, stream, query, 2.0, random, &queryValues, queryType);
     fillRandom(driver, stream, keys, 1.0, random, &keyValues, cacheType);
     fillRandom(driver, stream, values, 1.0, random, &valueValues, cacheType);
     // fp8 caches: the reference reads what the kernels dequantize, each
@@ -335,7 +415,7 @@ private:
     reference::attention(problem, expected, lse);
     double maxError = 0, maxValue = 0;
     for (size_t i = 0; i < result.size(); ++i) {
-      double actual = reference::halfToFloat(result[i]);
+      double actual = decodeWideElement(result[i], queryType);
       if (!std::isfinite(actual))
         return std::numeric_limits<double>::infinity();
       maxError = std::max(maxError, std::abs(actual - expected[i]));
@@ -373,24 +453,31 @@ private:
   double copyBandwidth = 1;
   // Auto-split dense times by (config, batch, length), for the paged rows.
   std::map<std::tuple<std::string, int64_t, int64_t>, double> denseMicroseconds;
+  std::vector<MixRow> mixRows;
   std::mt19937 random{std::random_device{}()};
 };
 
 void usage() {
-  std::puts(
+  std::printf(
       "usage: fd-bench --kernels DIR [--csv FILE] [--quick] [--configs A,B]\n"
-      "                [--shapes BxL,...] [--tokens-per-split N]\n"
+      "                [--shapes BxL,...] [--page-sizes P,...]\n"
+      "                [--tokens-per-split N] [--instruction-mix FILE]\n"
       "  --kernels DIR   what bench/prepare_kernels.sh wrote\n"
       "  --csv FILE      also write the rows as CSV\n"
       "  --quick         B in {1, 8}, L in {1k, 16k}, fewer iterations\n"
-      "  --configs LIST  of llama3-8b, mha, gqa8, mqa, llama3-8b-w128 "
-      "(default:\n"
-      "                  the first two)\n"
+      "  --configs LIST  of %s (default: the first two)\n"
       "  --shapes LIST   batch x length pairs, e.g. 1x32768,16x4096, instead\n"
-      "                  of the grid; no paged runs\n"
+      "                  of the grid (whose paged rows are Llama-3-8B's)\n"
+      "  --page-sizes LIST  with --shapes: also paged rows of every config\n"
+      "                  and shape, kernels in DIR/<config>/B<b>_L<l>_p<page>\n"
       "  --tokens-per-split N  fdemu: extrapolate from two runs N tokens per\n"
       "                  split apart (a multiple of 32; 0: interpret the full\n"
-      "                  length); default 128, 32 with --quick");
+      "                  length); default 128, 32 with --quick\n"
+      "  --instruction-mix FILE  fdemu: also the partial kernel's warp\n"
+      "                  instructions per token and KV head by class, as a\n"
+      "                  table and as CSV in FILE (rows modeled from two\n"
+      "                  lengths)\n",
+      getConfigNames().c_str());
 }
 
 std::vector<std::string> splitList(const std::string &list) {
@@ -404,11 +491,12 @@ std::vector<std::string> splitList(const std::string &list) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string kernels, csvPath;
+  std::string kernels, csvPath, mixPath;
   bool quick = false;
   int64_t tokensPerSplit = -1;
   std::vector<const ModelConfig *> configs = {&kConfigs[0], &kConfigs[1]};
   std::vector<std::pair<int64_t, int64_t>> shapes;
+  std::vector<int64_t> pageSizes;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     if (flag == "--kernels" && i + 1 < argc) {
@@ -431,10 +519,8 @@ int main(int argc, char **argv) {
             std::begin(kConfigs), std::end(kConfigs),
             [&](const ModelConfig &config) { return name == config.name; });
         if (found == std::end(kConfigs)) {
-          std::fprintf(stderr,
-                       "fd-bench: unknown config '%s' (llama3-8b, mha, gqa8, "
-                       "mqa, llama3-8b-w128)\n",
-                       name.c_str());
+          std::fprintf(stderr, "fd-bench: unknown config '%s' (%s)\n",
+                       name.c_str(), getConfigNames().c_str());
           return 2;
         }
         configs.push_back(found);
@@ -454,6 +540,22 @@ int main(int argc, char **argv) {
         }
         shapes.emplace_back(batch, length);
       }
+    } else if (flag == "--instruction-mix" && i + 1 < argc) {
+      mixPath = argv[++i];
+    } else if (flag == "--page-sizes" && i + 1 < argc) {
+      for (const std::string &size : splitList(argv[++i])) {
+        long long pageSize = 0;
+        char extra = 0;
+        if (std::sscanf(size.c_str(), "%lld%c", &pageSize, &extra) != 1 ||
+            pageSize < 1) {
+          std::fprintf(stderr,
+                       "fd-bench: bad page size '%s' (expected a positive "
+                       "number of tokens, e.g. 16)\n",
+                       size.c_str());
+          return 2;
+        }
+        pageSizes.push_back(pageSize);
+      }
     } else if (flag == "--help") {
       usage();
       return 0;
@@ -465,6 +567,11 @@ int main(int argc, char **argv) {
   }
   if (kernels.empty()) {
     std::fprintf(stderr, "fd-bench: --kernels DIR is required\n");
+    return 2;
+  }
+  if (!pageSizes.empty() && shapes.empty()) {
+    std::fprintf(stderr, "fd-bench: --page-sizes needs --shapes (the grid "
+                         "has its own paged rows)\n");
     return 2;
   }
 
@@ -543,15 +650,19 @@ int main(int argc, char **argv) {
           continue;
         }
         bench.runShape(*config, batch, length, csv);
+        for (int64_t pageSize : pageSizes)
+          bench.runPaged(*config, config->name, batch, length, pageSize, csv);
       }
     // Paged vs dense (issue goal: within 5 % at L >= 16k).
     if (grid)
       for (int64_t batch : {1, 8})
         for (int64_t length : {16384, 65536})
           for (int64_t pageSize : {16, 64})
-            bench.runPaged(kConfigs[0], batch, length, pageSize, csv);
+            bench.runPaged(kConfigs[0], "paged", batch, length, pageSize, csv);
     if (csv)
       std::fclose(csv);
+    if (emulator && !mixPath.empty())
+      bench.printInstructionMix(mixPath);
     if (emulator)
       std::printf("\nfdemu interpreted %.3g thread instructions for the "
                   "modeled runs in %.1f s: %.1f M/s (FDEMU_THREADS=%s)\n",

@@ -94,7 +94,7 @@ void usage() {
       "               [--sm-count N] [--blocks-per-sm N]\n"
       "               [--min-chunk-length N] [--max-splits N]\n"
       "               [--num-q-heads N --head-dim N [--query-len N]\n"
-      "                [--kv-dtype f16|bf16|f32|e4m3|e5m2]]\n"
+      "                [--kv-dtype f16|bf16|f32|e4m3|e5m2] [--fused-merge]]\n"
       "       fd-plan --table [--sm-count N] [--blocks-per-sm N]\n"
       "Prints the split count the planner chooses for decode attention over\n"
       "N sequences of up to max-len tokens, and the blocks, waves and wave\n"
@@ -104,7 +104,9 @@ void usage() {
       "--num-q-heads and --head-dim (with --query-len, default 1, and the\n"
       "caches' --kv-dtype, default f16) describe the kernel's work, as\n"
       "fd-split-kv sees it: the plan then counts the DRAM time of the cache\n"
-      "and the partials; without them, the wave model alone.");
+      "and the partials; without them, the wave model alone. --fused-merge\n"
+      "plans for kernels that merge in their last blocks (fd-compile\n"
+      "--fused-merge): a serial tail per split.");
 }
 
 bool parseInteger(const char *flag, const char *text, int64_t &value) {
@@ -135,6 +137,10 @@ int main(int argc, char **argv) {
     }
     if (flag == "--table") {
       table = true;
+      continue;
+    }
+    if (flag == "--fused-merge") {
+      workload.fusedMerge = true;
       continue;
     }
     if (flag == "--kv-dtype") {
@@ -172,7 +178,8 @@ int main(int argc, char **argv) {
                    "fd-plan: unknown flag '%s'; accepted: --batch, "
                    "--num-kv-heads, --max-len, --sm-count, --blocks-per-sm, "
                    "--min-chunk-length, --max-splits, --num-q-heads, "
-                   "--head-dim, --query-len, --kv-dtype, --table, --help\n",
+                   "--head-dim, --query-len, --kv-dtype, --fused-merge, "
+                   "--table, --help\n",
                    argv[i]);
       return 2;
     }
@@ -203,9 +210,10 @@ int main(int argc, char **argv) {
         queryHeads / std::max<int64_t>(kvHeads, 1) * queryLength;
     workload.headDim = headDim;
   } else if (invalid.empty() &&
-             (queryLength != 1 || workload.kvElementBytes != 2)) {
-    invalid = "--query-len and --kv-dtype describe the kernel's work: pass "
-              "--num-q-heads and --head-dim with them";
+             (queryLength != 1 || workload.kvElementBytes != 2 ||
+              workload.fusedMerge)) {
+    invalid = "--query-len, --kv-dtype and --fused-merge describe the "
+              "kernel's work: pass --num-q-heads and --head-dim with them";
   }
   if (invalid.empty())
     invalid = flashdecode::validateSplitWorkload(workload);

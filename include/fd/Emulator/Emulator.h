@@ -20,6 +20,12 @@ extern "C" {
 #define FDEMU_NUM_CLASSES 12
 #define FDEMU_MAX_SMS 256
 
+/* The counter classes' names, in order (as described below): fdemu's
+ * names for them and fd-bench's --instruction-mix columns. */
+#define FDEMU_CLASS_NAMES                                                      \
+  "fp_arith", "special_fn", "conversion", "shuffle", "int_other", "global_ld", \
+      "global_st", "shared_ld", "shared_st", "barrier", "control", "tensor"
+
 /* Counter classes, in order: fp_arith, special_fn, conversion, shuffle,
  * int_other, global_ld, global_st, shared_ld, shared_st, barrier, control,
  * tensor (mma.sync). cp.async counts as global_ld, ldmatrix as shared_ld,

@@ -40,6 +40,13 @@ struct SplitPlannerOptions {
   /// to approach its bandwidth (measured, docs/SplitHeuristic.md); fdemu's
   /// model alone has a block stream about 800 bytes per token-time.
   int64_t smBytesPerTokenTime = 2048;
+  /// The partial bytes one block merges in a token-time: the rate of a
+  /// fused merge's serial tail (the last block of a sequence and KV head
+  /// reads every split's partial rows). Fitted to fdemu's model of the
+  /// fused kernels at B=1 L=32k over split counts (a token-time being
+  /// 56 ns there): Llama-3-8B (4 rows, D = 128) merges 4.1 KB per
+  /// token-time, MQA (32 rows, more serial sums per thread) 2.8 KB.
+  int64_t blockMergeBytesPerTokenTime = 3072;
   /// The fewest splits whose modeled time is within this factor of the best
   /// are taken: fewer partials for a near-equal time.
   double timeTolerance = 1.05;
@@ -60,12 +67,25 @@ struct SplitWorkload {
   /// Keys a block takes per step (4 warps x 8 keys on tensor cores): a
   /// chunk costs whole steps.
   int64_t tokensPerStep = 32;
+  /// Query rows one pass over the chunk serves (a tensor-core tile of 16):
+  /// a block with more rows streams its chunk once per tile, so its chunk
+  /// costs that many times a one-tile block's.
+  int64_t rowsPerTile = 16;
+  /// Whether the partial kernel merges (fd-compile --fused-merge): then the
+  /// last block of each sequence and KV head reads every split's partial
+  /// rows after the others finish, a tail that grows with the split count,
+  /// instead of a merge kernel reading them at the whole GPU's rate.
+  bool fusedMerge = false;
 
   bool isKnown() const { return headDim != 0 || rowsPerKVHead != 0; }
   /// K and V of one token of one KV head.
   double getTokenBytes() const {
     return 2.0 * static_cast<double>(headDim) *
            static_cast<double>(kvElementBytes);
+  }
+  /// Passes a block makes over its chunk: ceil(rows / rowsPerTile).
+  int64_t getRowTiles() const {
+    return (rowsPerKVHead + rowsPerTile - 1) / rowsPerTile;
   }
   /// The partial rows of one (sequence, KV head, split), written once and
   /// read once by the merge.
@@ -88,7 +108,8 @@ struct SplitPlan {
   int64_t chunkLength = 0;
   /// Modeled time, in token-times of one block: the waves' time, waves *
   /// (chunk + overhead), or with a known workload the larger of it and the
-  /// DRAM time of K, V and the partials, plus the merge's DRAM time.
+  /// DRAM time of K, V and the partials, plus the merge: the merge kernel's
+  /// DRAM time, or a fused merge's serial tail.
   double modeledCost = 0;
   /// The DRAM time alone (0 when the workload is unknown).
   double dramCost = 0;
@@ -108,7 +129,9 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
 /// blocksPerSM)) waves, each as long as one chunk plus a fixed per-block
 /// overhead; with a known `workload`, no faster than DRAM moves K, V and the
 /// partials (smBytesPerTokenTime per SM), and the merge reads the partials
-/// after it. The fewest splits within `timeTolerance` of the best score win.
+/// after it (a fused merge: one block per sequence and KV head, at
+/// blockMergeBytesPerTokenTime). The fewest splits within `timeTolerance` of
+/// the best score win.
 /// Unlike FlashAttention-2's heuristic this has no "at least 80 % of the SMs
 /// busy, so do not split" shortcut: an unsplit grid that spills a few blocks
 /// into a second wave is split when that shortens the step.

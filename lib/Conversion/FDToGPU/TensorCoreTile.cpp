@@ -149,6 +149,46 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   const int64_t headDim = geometry.headDim;
   const int64_t kSteps = headDim / 16;
   const int64_t outputTiles = headDim / 8;
+  Value lastToken = e.sub(chunk.end, e.index(1));
+  Value warpBase = e.mul(warp, e.index(layout.tokensPerWarp));
+  // The cache positions a lane reads in the step whose warp starts at
+  // `first`: K of key g, then V of keys 2p and 2p + 1.
+  Value pairKey = e.mul(fragmentPair, e.index(2));
+  auto laneTokens = [&](Value first) {
+    SmallVector<Value> tokens;
+    for (auto [offset, laneToken] : {std::pair<int64_t, Value>{0, fragmentRow},
+                                     {0, pairKey},
+                                     {1, pairKey}})
+      tokens.push_back(
+          e.min(e.add(e.add(first, e.index(offset)), laneToken), lastToken));
+    return tokens;
+  };
+  // A paged cache's pages of those positions are looked up a step ahead
+  // (carried as i32 after the accumulator), so a step's K and V loads wait
+  // for one memory latency, not for the block table's and then theirs. The
+  // first step's before q is staged, under its latency; none for an empty
+  // chunk, whose positions may lie past the sequence's pages.
+  auto lookUpPages = [&](ArrayRef<Value> tokens) {
+    SmallVector<Value> pages;
+    for (Value token : tokens)
+      pages.push_back(e.toI32(pageOf(token)));
+    return pages;
+  };
+  SmallVector<Value> firstPages;
+  if (geometry.isPaged()) {
+    auto lookUp = scf::IfOp::create(
+        rewriter, e.loc, e.lessThan(chunk.begin, chunk.end),
+        [&](OpBuilder &, Location) {
+          scf::YieldOp::create(
+              rewriter, e.loc,
+              lookUpPages(laneTokens(e.add(chunk.begin, warpBase))));
+        },
+        [&](OpBuilder &, Location) {
+          scf::YieldOp::create(rewriter, e.loc,
+                               SmallVector<Value>(3, e.i32(0)));
+        });
+    llvm::append_range(firstPages, lookUp.getResults());
+  }
   stageQueryFragments(firstRow);
   // The keys the lane's two rows (g and g + 8) see, within the chunk. As
   // i32 (positions fit: max_len is an i32): one register each, not two,
@@ -175,8 +215,6 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   // then the output accumulator, tile by tile (c0..c3).
   SmallVector<Value> initial = {e.negInf(), e.negInf(), e.f32(0.0), e.f32(0.0)};
   initial.append(4 * outputTiles, e.f32(0.0));
-  Value lastToken = e.sub(chunk.end, e.index(1));
-  Value warpBase = e.mul(warp, e.index(layout.tokensPerWarp));
 
   // The 8-element pieces of cache row `row` at `laneOffset` + v * stride,
   // each as four mma words.
@@ -190,31 +228,32 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
     return pieces;
   };
 
+  const int64_t pagesAt = initial.size();
+  initial.append(firstPages);
+
   auto stream = scf::ForOp::create(
       rewriter, e.loc, chunk.begin, chunk.end, e.index(layout.tokensPerStep()),
       initial, [&](OpBuilder &, Location, Value stepStart, ValueRange carried) {
         Value first = e.add(stepStart, warpBase);
-        auto clamp = [&](int64_t offset, Value laneToken) {
-          return e.min(e.add(e.add(first, e.index(offset)), laneToken),
-                       lastToken);
-        };
+        SmallVector<Value> tokens = laneTokens(first);
+        SmallVector<Value> pages(tokens.size());
+        if (geometry.isPaged())
+          for (size_t i = 0; i < tokens.size(); ++i)
+            pages[i] = arith::IndexCastUIOp::create(
+                rewriter, e.loc, rewriter.getIndexType(), carried[pagesAt + i]);
         // Both loads first, so one memory latency per step, not two: K of
         // key g, V of keys 2p, 2p+1.
         Value keyLane = e.mul(fragmentPair, e.index(kElementsPerVector));
-        Value keyToken = clamp(0, fragmentRow);
-        SmallVector<SmallVector<Value>> keyVectors =
-            loadPieces(keys, cacheRow(keyToken, pageOf(keyToken)), headDim / 32,
-                       32, keyLane);
+        SmallVector<SmallVector<Value>> keyVectors = loadPieces(
+            keys, cacheRow(tokens[0], pages[0]), headDim / 32, 32, keyLane);
         Value valueLane = e.mul(fragmentRow, e.index(kElementsPerVector));
-        Value pairKey = e.mul(fragmentPair, e.index(2));
         SmallVector<SmallVector<SmallVector<Value>>> valueVectors;
         // Per-token scales of the lane's keys 2p, 2p+1: q's prescale times
         // the key scale, and the value scale.
         Value pairScoreScales[2] = {queryScale, queryScale};
         Value pairValueScales[2];
         for (int64_t offset : {0, 1}) {
-          Value token = clamp(offset, pairKey);
-          Value row = cacheRow(token, pageOf(token));
+          Value row = cacheRow(tokens[1 + offset], pages[1 + offset]);
           valueVectors.push_back(
               loadPieces(values, row, headDim / 64, 64, valueLane));
           if (keyScales) {
@@ -224,6 +263,10 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
                                             e.f32(cache.probabilityFactor()));
           }
         }
+        SmallVector<Value> nextPages;
+        if (geometry.isPaged())
+          nextPages = lookUpPages(
+              laneTokens(e.add(first, e.index(layout.tokensPerStep()))));
         // S = q K^T over D / 16 k-steps.
         // Two accumulators (even and odd k-steps), added at the end: two
         // independent mma chains of D / 32 instead of one of D / 16, each
@@ -322,6 +365,7 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
           for (int64_t i = 0; i < 4; ++i)
             next[4 + 4 * tile + i] = d[i];
         }
+        llvm::copy(nextPages, next.begin() + pagesAt);
         scf::YieldOp::create(rewriter, e.loc, next);
       });
 

@@ -218,12 +218,20 @@ func.func @paged(%q: memref<2x2x64xf16>, %k: memref<?x16x2x64xf16>, %v: memref<?
 // -----
 
 // Paged on tensor cores (bf16, GQA-4, D = 128): each lane looks up the page
-// of every key it loads (1 for K, 2 for V), and bf16 operands are i32 words.
+// of every key it loads (1 for K, 2 for V) a step ahead: the first step's
+// before the loop (none for an empty chunk), the next step's inside it,
+// carried as i32s; bf16 operands are i32 words.
 
 // CHECK-LABEL: func.func @paged_tensor_cores
 // CHECK: gpu.func @fd_partial_attention({{.*}}, %{{.*}}: i32, %[[TABLE:[a-z0-9]+]]: !llvm.ptr<1>, %{{.*}}: i32)
 // CHECK-SAME: nvvm.minctasm = 3 : i32
-// CHECK: scf.for {{.*}} step %c32 iter_args
+// CHECK: %[[FIRST:.*]]:3 = scf.if %{{.*}} -> (i32, i32, i32)
+// CHECK-COUNT-3: llvm.getelementptr %[[TABLE]]
+// CHECK: } else {
+// CHECK-NEXT: scf.yield %c0_i32, %c0_i32, %c0_i32 : i32, i32, i32
+// CHECK: scf.for {{.*}} step %c32 iter_args({{.*}}, %[[PAGE:[a-z0-9]+]] = %[[FIRST]]#0, %{{.*}} = %[[FIRST]]#1, %{{.*}} = %[[FIRST]]#2) -> ({{.*}}, i32, i32, i32)
+// CHECK: arith.index_castui %[[PAGE]] : i32 to index
+// CHECK-NOT: nvvm.mma.sync
 // CHECK-COUNT-3: llvm.getelementptr %[[TABLE]]
 // CHECK-NOT: llvm.getelementptr %[[TABLE]]
 // CHECK: nvvm.mma.sync {{.*}} {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>

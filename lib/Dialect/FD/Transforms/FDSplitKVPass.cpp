@@ -36,6 +36,7 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
     options.chunkLength = chunkLength;
     options.batchHint = batchHint;
     options.maxLengthHint = maxLengthHint;
+    options.fusedMerge = fusedMerge;
     options.report = report;
     options.workspaceArgument = workspaceArgument;
 
@@ -140,10 +141,13 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
           rules);
       remark << " window=" << *rules.windowLeft << " attended=" << maxLength;
     }
+    // Its serial tail is in the plan's cost.
+    if (options.fusedMerge)
+      remark << " fused-merge";
     if (batch > 0 && maxLength > 0) {
       ::flashdecode::SplitPlan plan = ::flashdecode::evaluateSplits(
           batch, geometry.numKVHeads, maxLength, splits, plannerOptions,
-          getSplitWorkload(op));
+          getSplitWorkload(op, options));
       remark << " -> " << ::flashdecode::describeSplitPlan(plan)
              << " workspace="
              << ::flashdecode::getWorkspaceBytes(batch, geometry.queryLength,

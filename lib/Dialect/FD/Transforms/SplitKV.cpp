@@ -51,13 +51,15 @@ mlir::fd::getSplitPlannerOptions(const FDSplitKVOptions &options) {
   return planner;
 }
 
-::flashdecode::SplitWorkload mlir::fd::getSplitWorkload(AttentionOp op) {
+::flashdecode::SplitWorkload
+mlir::fd::getSplitWorkload(AttentionOp op, const FDSplitKVOptions &options) {
   AttentionGeometry geometry = op.getGeometry();
   ::flashdecode::SplitWorkload workload;
   workload.rowsPerKVHead = geometry.groupSize() * geometry.queryLength;
   workload.headDim = geometry.headDim;
   Type element = cast<ShapedType>(op.getKeyCache().getType()).getElementType();
   workload.kvElementBytes = (element.getIntOrFloatBitWidth() + 7) / 8;
+  workload.fusedMerge = options.fusedMerge;
   return workload;
 }
 
@@ -115,7 +117,8 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
   if (!invalid.empty())
     return fail(invalid);
   return ::flashdecode::planNumSplits(*batch, geometry.numKVHeads, *maxLength,
-                                      plannerOptions, getSplitWorkload(op))
+                                      plannerOptions,
+                                      getSplitWorkload(op, options))
       .numSplits;
 }
 

@@ -23,8 +23,9 @@ getSplitPlannerOptions(const FDSplitKVOptions &options);
 
 /// What one partial-kernel block of `op` reads and writes, for the split
 /// planner's DRAM term: its query rows (group x Lq), head dim and the bytes
-/// of a cached element.
-::flashdecode::SplitWorkload getSplitWorkload(AttentionOp op);
+/// of a cached element; and whether `options` plan for a fused merge.
+::flashdecode::SplitWorkload getSplitWorkload(AttentionOp op,
+                                              const FDSplitKVOptions &options);
 
 /// The argument attribute marking a function's workspace argument.
 constexpr const char *kWorkspaceArgumentAttrName = "fd.workspace";

@@ -43,7 +43,8 @@ def FDSplitKV : Pass<"fd-split-kv", "ModuleOp"> {
     `batch` / `max-len` options when those are dynamic. It also weighs what
     the op's blocks read and write (query rows per KV head, head dim, the
     cache's element bytes: the DRAM time of the cache and of the partials;
-    docs/SplitHeuristic.md). With `chunk-length=N`
+    with `fused-merge`, the serial merge in the partial kernel's last
+    blocks; docs/SplitHeuristic.md). With `chunk-length=N`
     and `num-splits=0`, `S = min(max-splits, ceil(max-len / N))`; the partial
     op then uses fixed chunks of `N` keys.
 
@@ -69,6 +70,10 @@ def FDSplitKV : Pass<"fd-split-kv", "ModuleOp"> {
            "Batch size to plan for when the batch dimension is dynamic">,
     Option<"maxLengthHint", "max-len", "int64_t", /*default=*/"0",
            "Cache length to plan for when the cache length is dynamic">,
+    Option<"fusedMerge", "fused-merge", "bool", /*default=*/"false",
+           "Plan for a merge fused into the partial kernel "
+           "(convert-fd-to-gpu fuse-merge): the last block of each sequence "
+           "and KV head merges every split alone">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Emit a remark with the chosen split count and why">,
     Option<"workspaceArgument", "workspace-argument", "bool",
