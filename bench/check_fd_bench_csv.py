@@ -4,8 +4,9 @@ them, and the values are plausible. Usage: check_fd_bench_csv.py FILE
 [--modeled] [--dtype DTYPE] [--paged PAGE] [--mix MIX]: with --dtype every
 row's dtype is DTYPE; with --paged every config has a row paged with PAGE
 tokens; with --mix, MIX is fd-bench's --instruction-mix CSV of the same
-run: its columns, a row for some of FILE's (config, batch, max_len, mode)
-and none for others, and every row's classes adding up to its total."""
+run: its columns, rows only for FILE's (config, batch, max_len, mode), and
+every row's classes non-negative, global loads among them, adding up to its
+total."""
 import argparse
 import csv
 import sys
@@ -116,12 +117,16 @@ def check_mix(path, rows):
     if not mix:
         errors.append(f"{path}: no rows")
     for number, row in enumerate(mix, 2):
+        if len(row) != len(MIX_COLUMNS):
+            errors.append(f"{path} line {number}: {len(row)} fields, expected "
+                          f"{len(MIX_COLUMNS)}")
+            continue
         fields = dict(zip(MIX_COLUMNS, row))
         if tuple(row[:4]) not in keys:
             errors.append(f"{path} line {number}: {row[:4]} is no row of the "
                           f"main CSV")
         counts = [float(fields[name]) for name in MIX_CLASSES]
-        if min(counts) < 0 or fields["global_ld"] == "0.000" or \
+        if min(counts) < 0 or float(fields["global_ld"]) <= 0 or \
                 abs(sum(counts) - float(fields["total"])) > 0.01 * len(counts):
             errors.append(f"{path} line {number}: classes {counts} and total "
                           f"{fields['total']}")

@@ -16,7 +16,8 @@
 # (fdemu-model-GPU-KV_DTYPE-KV_SCALE); unset, the caches hold f16.
 # MERGE=fused models the fused merge (bench/model_kernels.sh), its own
 # kernel directory and default CSV (...-fused).
-# Expects a full build in $BUILD (default build): fd-compile, fd-bench, fdemu.
+# Expects a full build in $BUILD (default build): fd-compile, fd-bench, fdemu;
+# the kernels go to KERNELS_DIR (default $BUILD/fdemu-model-kernels/GPU...).
 set -euo pipefail
 gpu=${1:-h200}
 variant=
@@ -41,7 +42,7 @@ a100) arch=sm_80 sms=108 ;;
   exit 2
   ;;
 esac
-dir=$build/fdemu-model-kernels/$gpu$variant
+dir=${KERNELS_DIR:-$build/fdemu-model-kernels/$gpu$variant}
 "$(dirname "$0")/model_kernels.sh" "$dir" "$arch" "$sms" "$build/bin/fd-compile"
 source "$(dirname "$0")/plans.sh"
 mkdir -p "$(dirname "$csv")"

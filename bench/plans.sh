@@ -34,11 +34,6 @@ comma_list() {
   echo "$*"
 }
 
-# compile_plan FD_COMPILE OUT CONFIG BATCH LEN SPLITS TARGET SMS [PAGE]: the
-# NHD kernels (windowed for -wN) of CONFIG for BATCH sequences of LEN tokens
-# with SPLITS (auto, planned for SMS SMs, or a count) for TARGET, into OUT;
-# queries and caches of DTYPE (environment; default f16); paged with PAGE
-# tokens per page when given.
 # The plans of the sliding-window comparison (bench/window_fdemu.sh, and
 # measured by bench/run_on_device.sh): a 128-key window over long caches
 # against the same heads without a window over a 128-key cache, and over the
@@ -61,6 +56,11 @@ compile_window_plans() {
   done
 }
 
+# compile_plan FD_COMPILE OUT CONFIG BATCH LEN SPLITS TARGET SMS [PAGE]: the
+# NHD kernels (windowed for -wN) of CONFIG for BATCH sequences of LEN tokens
+# with SPLITS (auto, planned for SMS SMs, or a count) for TARGET, into OUT;
+# queries and caches of DTYPE (environment; default f16); paged with PAGE
+# tokens per page when given.
 compile_plan() {
   local compile=$1 out=$2 config=$3 batch=$4 len=$5 splits=$6 arch=$7 sms=$8
   local page=${9:-0} hq hkv dim window=0

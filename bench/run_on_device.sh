@@ -23,6 +23,9 @@ kernels=$(realpath "${1:-build/bench-kernels}")
 out=$(mkdir -p "${OUT:-bench/out}" && realpath "${OUT:-bench/out}")
 quick=${FD_BENCH_QUICK:+--quick}
 export FD_TEST_KERNELS="$kernels/tests"
+# The modeled table as prepare_kernels.sh compiled it, whatever this
+# machine's environment narrows.
+unset MODEL_CONFIGS MODEL_SHAPES
 source "$(dirname "$0")/plans.sh"
 exec > >(tee "$out/device.log") 2>&1
 step() { echo "== $* ($(date -u +%T))"; }

@@ -239,6 +239,10 @@ TEST(SplitPlanner, AFusedMergeCostsItsSerialTail) {
                   evaluateSplits(16, 1, 4096, 32, {}, separate).modeledCost,
               32 * tailPerSplit - 16.0 * 32 * 32 * 129 * 4 / (132.0 * 2048),
               1e-9);
+  // Past 132 * 2048 / 3072 streams, the tails together cost what the merge
+  // kernel's read does.
+  EXPECT_EQ(evaluateSplits(64, 8, 4096, 2, {}, fused).modeledCost,
+            evaluateSplits(64, 8, 4096, 2, {}, separate).modeledCost);
   // No tail without splits.
   EXPECT_EQ(evaluateSplits(1, 1, 32768, 1, {}, fused).modeledCost,
             evaluateSplits(1, 1, 32768, 1, {}, separate).modeledCost);
@@ -280,6 +284,10 @@ TEST(SplitPlanner, ValidatesTheWorkload) {
   workload.tokensPerStep = 0;
   EXPECT_EQ(validateSplitWorkload(workload),
             "tokens-per-step must be >= 1, got 0");
+  workload = getWorkload(8);
+  workload.rowsPerTile = 0;
+  EXPECT_EQ(validateSplitWorkload(workload),
+            "rows-per-tile must be >= 1, got 0");
 }
 
 TEST(SplitPlanner, ValidatesItsInputs) {

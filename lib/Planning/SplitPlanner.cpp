@@ -44,12 +44,14 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
   double cacheBytes =
       streams * static_cast<double>(maxLength) * workload.getTokenBytes();
   plan.dramCost = (cacheBytes + partialBytes) / gpuBytesPerTokenTime;
-  // A fused merge's last block reads its stream's partials alone.
-  double mergeCost =
-      workload.fusedMerge
-          ? partialBytes / streams /
-                static_cast<double>(options.blockMergeBytesPerTokenTime)
-          : partialBytes / gpuBytesPerTokenTime;
+  // A fused merge's last block reads its stream's partials alone; many
+  // streams' tails together read no faster than the merge kernel would.
+  double mergeCost = partialBytes / gpuBytesPerTokenTime;
+  if (workload.fusedMerge)
+    mergeCost =
+        std::max(mergeCost,
+                 partialBytes / streams /
+                     static_cast<double>(options.blockMergeBytesPerTokenTime));
   plan.modeledCost = std::max(plan.modeledCost, plan.dramCost) + mergeCost;
   return plan;
 }

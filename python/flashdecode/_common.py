@@ -194,8 +194,7 @@ def _split_workload(num_kv_heads, num_q_heads, head_dim, query_len,
     """plan_splits' description of the kernel's work as the planner's
     keywords: none without num_q_heads and head_dim; ValueError naming the
     argument for a bad one."""
-    if not isinstance(fused_merge, bool):
-        raise ValueError(f"fused_merge must be a bool, got {fused_merge!r}")
+    _check_flag("fused_merge", fused_merge)
     if num_q_heads is None and head_dim is None:
         if kv_dtype is not None or query_len != 1 or fused_merge:
             raise ValueError("query_len, kv_dtype and fused_merge describe "

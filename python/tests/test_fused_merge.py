@@ -122,7 +122,8 @@ def test_plan_splits_fused_merge_needs_the_work():
     with pytest.raises(ValueError, match="fused_merge describe the kernel's "
                        "work: pass num_q_heads and head_dim"):
         flashdecode.plan_splits(1, 8, 4096, fused_merge=True)
-    with pytest.raises(ValueError, match="fused_merge must be a bool, got 'yes'"):
+    with pytest.raises(ValueError,
+                       match="fused_merge must be True or False, got 'yes'"):
         flashdecode.plan_splits(1, 8, 4096, num_q_heads=32, head_dim=128,
                                 fused_merge="yes")
 

@@ -202,11 +202,13 @@ public:
   void printInstructionMix(const std::string &csvPath) const {
     static const char *const classes[] = {FDEMU_CLASS_NAMES};
     std::printf("\nThe partial kernel's warp instructions per token and KV "
-                "head (all its query rows), by fdemu's classes:\n\n"
-                "| config | B | L | mode | S | KV dtype |");
+                "head (all its query rows), by fdemu's classes, of the "
+                "rows modeled from two lengths (%zu):\n\n"
+                "| config | B | L | mode | S | dtype | KV dtype |",
+                mixRows.size());
     for (const char *name : classes)
       std::printf(" %s |", name);
-    std::printf(" total |\n|---|---:|---:|---|---:|---|");
+    std::printf(" total |\n|---|---:|---:|---|---:|---|---|");
     for (size_t c = 0; c <= std::size(classes); ++c)
       std::printf("---:|");
     std::printf("\n");
@@ -223,10 +225,11 @@ public:
       double total = 0;
       for (double count : row.mix)
         total += count;
-      std::printf("| %s | %lld | %lld | %s | %lld | %s |", row.config.c_str(),
-                  static_cast<long long>(row.batch),
+      std::printf("| %s | %lld | %lld | %s | %lld | %s | %s |",
+                  row.config.c_str(), static_cast<long long>(row.batch),
                   static_cast<long long>(row.length), row.mode.c_str(),
-                  static_cast<long long>(row.splits), row.kvType.c_str());
+                  static_cast<long long>(row.splits), row.dtype.c_str(),
+                  row.kvType.c_str());
       for (double count : row.mix)
         std::printf(" %.1f |", count);
       std::printf(" %.1f |\n", total);
@@ -661,8 +664,13 @@ int main(int argc, char **argv) {
             bench.runPaged(kConfigs[0], "paged", batch, length, pageSize, csv);
     if (csv)
       std::fclose(csv);
-    if (emulator && !mixPath.empty())
+    if (!mixPath.empty() && emulator)
       bench.printInstructionMix(mixPath);
+    else if (!mixPath.empty())
+      std::fprintf(stderr,
+                   "fd-bench: --instruction-mix counts fdemu's "
+                   "instructions; a GPU has none to give, no %s\n",
+                   mixPath.c_str());
     if (emulator)
       std::printf("\nfdemu interpreted %.3g thread instructions for the "
                   "modeled runs in %.1f s: %.1f M/s (FDEMU_THREADS=%s)\n",

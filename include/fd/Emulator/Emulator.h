@@ -26,9 +26,8 @@ extern "C" {
   "fp_arith", "special_fn", "conversion", "shuffle", "int_other", "global_ld", \
       "global_st", "shared_ld", "shared_st", "barrier", "control", "tensor"
 
-/* Counter classes, in order: fp_arith, special_fn, conversion, shuffle,
- * int_other, global_ld, global_st, shared_ld, shared_st, barrier, control,
- * tensor (mma.sync). cp.async counts as global_ld, ldmatrix as shared_ld,
+/* Counter classes, in FDEMU_CLASS_NAMES' order; tensor is mma.sync.
+ * cp.async counts as global_ld, ldmatrix as shared_ld,
  * cp.async.commit_group and wait_group as barrier. The tensor class made
  * FdemuClassCounts one counter longer: a tool compiled against the
  * 11-class header must be rebuilt (FDEMU_NUM_CLASSES says which it has). */

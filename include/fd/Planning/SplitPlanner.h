@@ -67,9 +67,11 @@ struct SplitWorkload {
   /// Keys a block takes per step (4 warps x 8 keys on tensor cores): a
   /// chunk costs whole steps.
   int64_t tokensPerStep = 32;
-  /// Query rows one pass over the chunk serves (a tensor-core tile of 16):
-  /// a block with more rows streams its chunk once per tile, so its chunk
-  /// costs that many times a one-tile block's.
+  /// Query rows one pass over the chunk serves (a tensor-core tile of 16,
+  /// PartialKernelLayout::kMmaRows): a block with more rows streams its
+  /// chunk once per tile, so its chunk costs that many times a one-tile
+  /// block's. CUDA-core kernels size their tiles by registers (fewer rows
+  /// at D = 256 or in f32): the planner counts them as 16 too.
   int64_t rowsPerTile = 16;
   /// Whether the partial kernel merges (fd-compile --fused-merge): then the
   /// last block of each sequence and KV head reads every split's partial

@@ -238,8 +238,8 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
         SmallVector<Value> tokens = laneTokens(first);
         SmallVector<Value> pages(tokens.size());
         if (geometry.isPaged())
-          for (size_t i = 0; i < tokens.size(); ++i)
-            pages[i] = arith::IndexCastUIOp::create(
+          for (auto [i, page] : llvm::enumerate(pages))
+            page = arith::IndexCastUIOp::create(
                 rewriter, e.loc, rewriter.getIndexType(), carried[pagesAt + i]);
         // Both loads first, so one memory latency per step, not two: K of
         // key g, V of keys 2p, 2p+1.

@@ -1,4 +1,4 @@
-// RUN: fd-opt %s -convert-fd-to-gpu | FileCheck %s
+// RUN: fd-opt %s -split-input-file -convert-fd-to-gpu | FileCheck %s
 
 // The merge in two steps. Warp 0 weighs a row's 63 splits: each lane loads
 // the lses of splits lane and lane + 32 (the second clamped to split 62 and
@@ -6,16 +6,16 @@
 // the lanes store the weights, divided by the sum, to workgroup memory: 64
 // per row (63 and, from the lane past the last split, a zero: whole 16-byte
 // vectors), every lane unguarded. Every thread has loaded the partials of
-// its first iteration of 32 before (they do not depend on the weights);
-// after a barrier it sums its element: those 32 and the 31 left, every
-// partial and weight loaded before any is used, at constant offsets.
+// its first iteration of up to 64 before (they do not depend on the
+// weights): all 63 here; after a barrier it sums its element, every partial
+// and weight loaded before any is used, at constant offsets.
 
 // CHECK-LABEL: func.func @merge_63_splits
 // CHECK: gpu.func @fd_merge
 // CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<64xf32, #gpu.address_space<workgroup>>
 // CHECK-DAG: %[[NEG_INF:.*]] = arith.constant 0xFF800000 : f32
 // CHECK-DAG: %[[DIM:.*]] = gpu.thread_id x
-// CHECK-COUNT-32: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK-COUNT-63: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // CHECK: %[[FIRST_WARP:.*]] = arith.cmpi slt, %[[DIM]], %c32 : index
 // CHECK-NEXT: scf.if %[[FIRST_WARP]] {
 // CHECK: %[[SECOND:.*]] = arith.addi %[[DIM]], %c32 : index
@@ -32,15 +32,39 @@
 // CHECK: memref.store %{{.*}}, %[[WEIGHTS]]
 // CHECK: gpu.barrier
 // CHECK-NOT: scf.for
-// CHECK-COUNT-32: memref.load %[[WEIGHTS]]
-// CHECK-COUNT-32: llvm.intr.fma
-// CHECK-COUNT-31: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
-// CHECK-COUNT-31: memref.load %[[WEIGHTS]]
-// CHECK-NOT: memref.load
+// CHECK-COUNT-63: memref.load %[[WEIGHTS]]
+// CHECK-COUNT-63: llvm.intr.fma
+// CHECK-NOT: llvm.load
 // CHECK: arith.truncf
 func.func @merge_63_splits(%po: memref<?x8x63x64xf32>, %pl: memref<?x8x63xf32>,
                            %out: memref<?x8x64xf16>) {
   fd.merge %po, %pl into %out
       : memref<?x8x63x64xf32>, memref<?x8x63xf32> into memref<?x8x64xf16>
+  return
+}
+
+// -----
+
+// 150 splits: the first 64 preloaded, one whole iteration of 64 in a loop,
+// then the 22 left, each a batch of loads before its weights and fmas.
+
+// CHECK-LABEL: func.func @merge_150_splits
+// CHECK: gpu.func @fd_merge
+// CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<152xf32, #gpu.address_space<workgroup>>
+// CHECK-COUNT-64: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK: gpu.barrier
+// CHECK-COUNT-64: memref.load %[[WEIGHTS]]
+// CHECK: scf.for %{{.*}} = %c64 to %c128 step %c64
+// CHECK-COUNT-64: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK-COUNT-64: memref.load %[[WEIGHTS]]
+// CHECK: scf.yield
+// CHECK-COUNT-22: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK-COUNT-22: memref.load %[[WEIGHTS]]
+// CHECK-NOT: llvm.load
+// CHECK: arith.truncf
+func.func @merge_150_splits(%po: memref<?x8x150x64xf32>, %pl: memref<?x8x150xf32>,
+                           %out: memref<?x8x64xf16>) {
+  fd.merge %po, %pl into %out
+      : memref<?x8x150x64xf32>, memref<?x8x150xf32> into memref<?x8x64xf16>
   return
 }
