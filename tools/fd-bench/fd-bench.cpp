@@ -22,7 +22,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "Emulated.h"
+#include "InstructionMix.h"
 #include "Measured.h"
+#include "ModelConfigs.h"
 
 #include "fd/Reference/Reference.h"
 #include "fd/Runtime/Runtime.h"
@@ -47,52 +49,6 @@ using namespace flashdecode::bench;
 namespace {
 
 constexpr int kNoGPUExitCode = 2;
-
-struct ModelConfig {
-  const char *name;
-  int64_t numQueryHeads, numKVHeads, headDim;
-  /// The sliding window the kernels were compiled with; 0 for none.
-  int64_t windowLeft = 0;
-
-  /// The keys a query attends to in a sequence of `length`.
-  int64_t getAttended(int64_t length) const {
-    return windowLeft ? std::min(length, windowLeft) : length;
-  }
-  /// The bytes of K and V a call must read for `batch` sequences of
-  /// `length`: the keys a query attends to, of `elementBytes` each (1 for
-  /// fp8 caches).
-  size_t getKVBytes(int64_t batch, int64_t length,
-                    int64_t elementBytes = 2) const {
-    return size_t(2) * elementBytes * batch * getAttended(length) * numKVHeads *
-           headDim;
-  }
-  /// The bytes of k_scale and v_scale the call reads with `manifest`'s fp8
-  /// caches: one float each per tensor, or per attended token and KV head.
-  size_t getScaleBytes(const Manifest &manifest, int64_t batch,
-                       int64_t length) const {
-    return 2 * sizeof(float) *
-           manifest.getScaleElements(batch * getAttended(length) * numKVHeads *
-                                     manifest.headDim);
-  }
-};
-// The first two run by default; --configs picks others (bench/model_fdemu.sh,
-// bench/window_fdemu.sh: Llama-3-8B's heads with gpt-oss' 128-key window).
-// bench/plans.sh knows the same heads.
-const ModelConfig kConfigs[] = {{"llama3-8b", 32, 8, 128},
-                                {"mha", 32, 32, 128},
-                                {"gqa8", 64, 8, 128},
-                                {"mqa", 32, 1, 128},
-                                {"llama3-8b-w128", 32, 8, 128, 128},
-                                {"gpt-oss", 64, 8, 64},
-                                {"gemma2-9b", 16, 8, 256}};
-
-/// kConfigs' names, comma separated.
-std::string getConfigNames() {
-  std::string names;
-  for (const ModelConfig &config : kConfigs)
-    names += (names.empty() ? "" : ", ") + std::string(config.name);
-  return names;
-}
 
 /// The largest KV cache (K and V) fd-bench checks on fdemu: a few seconds
 /// each in the interpreter; `make test` runs --quick.
@@ -195,69 +151,12 @@ public:
 
   int failures = 0;
 
-  /// The partial kernel's warp instructions per token and KV head by class,
-  /// of every row modeled from two lengths: a table, and CSV to `csvPath`
-  /// (config, batch, max_len, mode, num_splits, dtype, kv_dtype, one column
-  /// per FDEMU_CLASS_NAMES, total) when given.
-  void printInstructionMix(const std::string &csvPath) const {
-    static const char *const classes[] = {FDEMU_CLASS_NAMES};
-    std::printf("\nThe partial kernel's warp instructions per token and KV "
-                "head (all its query rows), by fdemu's classes, of the "
-                "rows modeled from two lengths (%zu):\n\n"
-                "| config | B | L | mode | S | dtype | KV dtype |",
-                mixRows.size());
-    for (const char *name : classes)
-      std::printf(" %s |", name);
-    std::printf(" total |\n|---|---:|---:|---|---:|---|---|");
-    for (size_t c = 0; c <= std::size(classes); ++c)
-      std::printf("---:|");
-    std::printf("\n");
-    FILE *csv = csvPath.empty() ? nullptr : std::fopen(csvPath.c_str(), "w");
-    if (!csvPath.empty() && !csv)
-      throw std::runtime_error("cannot write " + csvPath);
-    if (csv) {
-      std::fputs("config,batch,max_len,mode,num_splits,dtype,kv_dtype", csv);
-      for (const char *name : classes)
-        std::fprintf(csv, ",%s", name);
-      std::fputs(",total\n", csv);
-    }
-    for (const MixRow &row : mixRows) {
-      double total = 0;
-      for (double count : row.mix)
-        total += count;
-      std::printf("| %s | %lld | %lld | %s | %lld | %s | %s |",
-                  row.config.c_str(), static_cast<long long>(row.batch),
-                  static_cast<long long>(row.length), row.mode.c_str(),
-                  static_cast<long long>(row.splits), row.dtype.c_str(),
-                  row.kvType.c_str());
-      for (double count : row.mix)
-        std::printf(" %.1f |", count);
-      std::printf(" %.1f |\n", total);
-      if (!csv)
-        continue;
-      std::fprintf(csv, "%s,%lld,%lld,%s,%lld,%s,%s", row.config.c_str(),
-                   static_cast<long long>(row.batch),
-                   static_cast<long long>(row.length), row.mode.c_str(),
-                   static_cast<long long>(row.splits), row.dtype.c_str(),
-                   row.kvDtype.c_str());
-      for (double count : row.mix)
-        std::fprintf(csv, ",%.3f", count);
-      std::fprintf(csv, ",%.3f\n", total);
-    }
-    if (csv)
-      std::fclose(csv);
+  /// The instruction mix of every row modeled from two lengths.
+  const InstructionMixTable &getInstructionMix() const {
+    return instructionMix;
   }
 
 private:
-  struct MixRow {
-    std::string config;
-    int64_t batch, length;
-    std::string mode;
-    int64_t splits;
-    std::string dtype, kvDtype, kvType;
-    std::vector<double> mix;
-  };
-
   /// Measured with events on a GPU, modeled on fdemu.
   Timing time(const KernelBundle &bundle, int64_t batch, int64_t length,
               bool withStep) {
@@ -283,9 +182,9 @@ private:
         manifest.kvDtype +
         (manifest.hasFloat8Cache() ? " " + manifest.kvScale : "");
     if (!timing.partialInstructionMix.empty())
-      mixRows.push_back({config, batch, length, csvMode, splits, manifest.dtype,
-                         manifest.kvDtype, kvType,
-                         timing.partialInstructionMix});
+      instructionMix.add({config, batch, length, csvMode, splits,
+                          manifest.dtype, manifest.kvDtype, kvType,
+                          timing.partialInstructionMix});
     double us = timing.microseconds;
     double percentOfCopy = 100.0 * kvBytes / (us * 1e-6) / copyBandwidth;
     std::string source =
@@ -456,7 +355,7 @@ private:
   double copyBandwidth = 1;
   // Auto-split dense times by (config, batch, length), for the paged rows.
   std::map<std::tuple<std::string, int64_t, int64_t>, double> denseMicroseconds;
-  std::vector<MixRow> mixRows;
+  InstructionMixTable instructionMix;
   std::mt19937 random{std::random_device{}()};
 };
 
@@ -665,7 +564,7 @@ int main(int argc, char **argv) {
     if (csv)
       std::fclose(csv);
     if (!mixPath.empty() && emulator)
-      bench.printInstructionMix(mixPath);
+      bench.getInstructionMix().print(mixPath);
     else if (!mixPath.empty())
       std::fprintf(stderr,
                    "fd-bench: --instruction-mix counts fdemu's "
