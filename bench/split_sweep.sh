@@ -5,8 +5,8 @@
 # says, per shape, the planner's split count and time, the fastest of the
 # sweep and the ratio. Times are modeled (emulated H200), eager, µs.
 # Usage: [SPLITS="1 2 4 ..."] bench/split_sweep.sh [CSV] [config:BxL ...]
-# CSV default bench/out/split-sweep-h200.csv; default shapes: llama3-8b, mha,
-# gqa8, mqa at 1x32768 and 16x4096. SPLITS default: 1 2 4 8 16 24 32 48 64
+# CSV default bench/out/split-sweep-h200.csv; default shapes: the modeled
+# table's (bench/plans.sh: six configs at 1x32768 and 16x4096). SPLITS default: 1 2 4 8 16 24 32 48 64
 # 96 128 192 256 384 512, each kept where the chunk holds 32 keys or more.
 # CSV columns: config,batch,max_len,num_splits,planned,time_us,
 # graph_us_per_layer,bound (planned: the planner's choice, true/false).
@@ -15,14 +15,16 @@ set -euo pipefail
 csv=${1:-bench/out/split-sweep-h200.csv}
 shift $(($# < 1 ? $# : 1))
 shapes=("$@")
+source "$(dirname "$0")/plans.sh"
 if [ ${#shapes[@]} -eq 0 ]; then
-  for config in llama3-8b mha gqa8 mqa; do
-    shapes+=("$config:1x32768" "$config:16x4096")
+  for config in $model_configs; do
+    for shape in $model_shapes; do
+      shapes+=("$config:$shape")
+    done
   done
 fi
 build=${BUILD:-build}
 splits=${SPLITS:-1 2 4 8 16 24 32 48 64 96 128 192 256 384 512}
-source "$(dirname "$0")/plans.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$(dirname "$csv")"
