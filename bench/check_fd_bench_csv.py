@@ -36,21 +36,8 @@ def main():
     parser.add_argument("--mix")
     args = parser.parse_args()
     path, modeled = args.path, args.modeled
-    with open(path, newline="") as handle:
-        reader = csv.reader(handle)
-        header = next(reader)
-        rows = list(reader)
-    errors = []
-    if header != COLUMNS:
-        errors.append(f"header {header} is not {COLUMNS}")
-    if not rows:
-        errors.append("no rows")
-    for number, row in enumerate(rows, 2):
-        if len(row) != len(COLUMNS):
-            errors.append(f"line {number}: {len(row)} fields, expected "
-                          f"{len(COLUMNS)}")
-            continue
-        fields = dict(zip(COLUMNS, row))
+    rows, checked, errors = read_rows(path, COLUMNS)
+    for number, fields in checked:
         if fields["modeled"] != ("true" if modeled else "false"):
             errors.append(f"line {number}: modeled={fields['modeled']}")
         kv_dtype, kv_scale = fields["kv_dtype"], fields["kv_scale"]
@@ -104,33 +91,43 @@ def main():
     return 1 if errors else 0
 
 
-def check_mix(path, rows):
-    """The --instruction-mix CSV against the main CSV's rows."""
+def read_rows(path, columns):
+    """A CSV's rows as read, the (line number, fields) of those with every
+    column, and the problems of its header, emptiness and row widths."""
     with open(path, newline="") as handle:
         reader = csv.reader(handle)
         header = next(reader)
-        mix = list(reader)
-    if header != MIX_COLUMNS:
-        return [f"{path}: header {header} is not {MIX_COLUMNS}"]
+        rows = list(reader)
     errors = []
-    keys = {tuple(row[:4]) for row in rows}
-    if not mix:
-        errors.append(f"{path}: no rows")
-    for number, row in enumerate(mix, 2):
-        if len(row) != len(MIX_COLUMNS):
-            errors.append(f"{path} line {number}: {len(row)} fields, expected "
-                          f"{len(MIX_COLUMNS)}")
+    if header != columns:
+        errors.append(f"header {header} is not {columns}")
+    if not rows:
+        errors.append("no rows")
+    checked = []
+    for number, row in enumerate(rows, 2):
+        if len(row) != len(columns):
+            errors.append(f"line {number}: {len(row)} fields, expected "
+                          f"{len(columns)}")
             continue
-        fields = dict(zip(MIX_COLUMNS, row))
-        if tuple(row[:4]) not in keys:
-            errors.append(f"{path} line {number}: {row[:4]} is no row of the "
+        checked.append((number, dict(zip(columns, row))))
+    return rows, checked, errors
+
+
+def check_mix(path, rows):
+    """The --instruction-mix CSV against the main CSV's rows."""
+    _, checked, errors = read_rows(path, MIX_COLUMNS)
+    keys = {tuple(row[:4]) for row in rows}
+    for number, fields in checked:
+        key = tuple(fields[name] for name in MIX_COLUMNS[:4])
+        if key not in keys:
+            errors.append(f"line {number}: {list(key)} is no row of the "
                           f"main CSV")
         counts = [float(fields[name]) for name in MIX_CLASSES]
         if min(counts) < 0 or float(fields["global_ld"]) <= 0 or \
                 abs(sum(counts) - float(fields["total"])) > 0.01 * len(counts):
-            errors.append(f"{path} line {number}: classes {counts} and total "
+            errors.append(f"line {number}: classes {counts} and total "
                           f"{fields['total']}")
-    return errors
+    return [f"{path}: {error}" for error in errors]
 
 
 if __name__ == "__main__":

@@ -64,22 +64,27 @@ static std::string spell(std::string words, char wordSeparator) {
   return words;
 }
 
+/// The message for an input or option that must be positive.
+static std::string notPositive(const char *input, int64_t value,
+                               char wordSeparator) {
+  return spell(input, wordSeparator) + " must be >= 1, got " +
+         std::to_string(value);
+}
+
 std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
                                        int64_t maxLength,
                                        const SplitPlannerOptions &options,
                                        char wordSeparator) {
-  auto name = [&](std::string words) {
-    return spell(std::move(words), wordSeparator);
-  };
   auto positive = [&](const char *input, int64_t value) {
-    return name(input) + " must be >= 1, got " + std::to_string(value);
+    return notPositive(input, value, wordSeparator);
   };
   if (batch < 1)
     return positive("batch", batch);
   if (numKVHeads < 1)
     return positive("num-kv-heads", numKVHeads);
   if (maxLength < 0)
-    return name("max-len") + " must be >= 0, got " + std::to_string(maxLength);
+    return spell("max-len", wordSeparator) + " must be >= 0, got " +
+           std::to_string(maxLength);
   if (options.smCount < 1)
     return positive("sm-count", options.smCount);
   if (options.blocksPerSM < 1)
@@ -101,8 +106,7 @@ std::string validateSplitWorkload(const SplitWorkload &workload,
   if (!workload.isKnown())
     return "";
   auto positive = [&](const char *input, int64_t value) {
-    return spell(input, wordSeparator) + " must be >= 1, got " +
-           std::to_string(value);
+    return notPositive(input, value, wordSeparator);
   };
   if (workload.rowsPerKVHead < 1)
     return positive("rows-per-kv-head", workload.rowsPerKVHead);
