@@ -39,7 +39,7 @@ int64_t getAutomaticMaxSplits(const KernelConfig &config) {
       mlir::fd::getMostFusedMergeSplits(layout, &context), 1, config.maxSplits);
 }
 
-const char *getCompilerVersion() { return "flashdecode 0.2.12 (MLIR 22)"; }
+const char *getCompilerVersion() { return "flashdecode 0.2.13 (MLIR 22)"; }
 
 const char *getCompilerSourceHash() { return FD_COMPILER_SOURCE_HASH; }
 
@@ -203,6 +203,9 @@ llvm::Expected<llvm::json::Array> readKernelABI(ModuleOp module) {
     if (auto units = kernel->getAttrOfType<StringAttr>(
             mlir::fd::kKernelMathUnitsAttrName))
       entry["math_units"] = units.getValue();
+    // fdrt launches it to overlap the kernel before it (docs/KernelABI.md).
+    if (kernel->hasAttr(mlir::fd::kProgrammaticLaunchAttrName))
+      entry["programmatic_launch"] = true;
     kernels.push_back(std::move(entry));
     return WalkResult::advance();
   });

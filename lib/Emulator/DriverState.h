@@ -5,7 +5,8 @@
 // run while no allocation, module or stream changes. Work is executed when
 // it is enqueued (streams are in order and nothing overlaps), except on a
 // capturing stream, which records it into the graph being built. Each
-// stream keeps a modeled clock that events read.
+// stream keeps a modeled clock that events read; on it, a programmatic
+// launch may overlap the kernel before it (scheduleKernel).
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,8 +70,8 @@ struct CUgraphExec_st {
 };
 
 struct CUstream_st {
-  /// Modeled time of the work enqueued so far, in microseconds.
-  double clock = 0;
+  /// Modeled time of the work enqueued so far (PerformanceModel.h).
+  emu::StreamClock clock;
   CUgraph_st *capture = nullptr;
 };
 

@@ -40,6 +40,7 @@ void toCounters(const ClassCounts &from, FdemuClassCounts &to,
   toLatency.ctas = from.ctas;
   toLatency.latencyCycles = from.latencyCycles;
   toLatency.serialTailCycles = from.serialTailCycles;
+  toLatency.triggeredCtas = from.triggeredCtas;
 }
 
 void fromCounters(const FdemuClassCounts &from,
@@ -52,6 +53,22 @@ void fromCounters(const FdemuClassCounts &from,
   to.ctas = fromLatency.ctas;
   to.latencyCycles = fromLatency.latencyCycles;
   to.serialTailCycles = fromLatency.serialTailCycles;
+  to.triggeredCtas = fromLatency.triggeredCtas;
+}
+
+/// The launch counters the model reads, from their C form.
+LaunchCounters fromCounters(const FdemuCounters &counters) {
+  LaunchCounters launch;
+  fromCounters(counters.total, counters.totalLatency, launch.total);
+  launch.perSM.resize(std::min<unsigned>(counters.numSMs, FDEMU_MAX_SMS));
+  for (size_t sm = 0; sm < launch.perSM.size(); ++sm)
+    fromCounters(counters.perSM[sm], counters.perSMLatency[sm],
+                 launch.perSM[sm]);
+  launch.dramLoadSectors = counters.dramLoadSectors;
+  launch.residentCtasPerSM = counters.residentCtasPerSM;
+  launch.registersPerThread = counters.registersPerThread;
+  launch.registersAssumed = counters.registersAssumed != 0;
+  return launch;
 }
 
 static_assert(FDEMU_NUM_CLASSES == static_cast<int>(InstructionClass::Count),
@@ -79,7 +96,8 @@ CUresult Driver::submit(CUstream_st &stream, Operation operation,
       std::memcpy(allocation->data.get() + offset + i, &operation.value,
                   operation.elementBytes);
     std::memset(allocation->initialized.get() + offset, 1, operation.bytes);
-    stream.clock += operation.bytes / gpu.dramBytesPerSecond * 1e6;
+    scheduleTransfer(stream.clock,
+                     operation.bytes / gpu.dramBytesPerSecond * 1e6);
     return 0;
   }
   case Operation::Kind::Copy: {
@@ -93,7 +111,8 @@ CUresult Driver::submit(CUstream_st &stream, Operation operation,
                  operation.bytes);
     std::memmove(to->initialized.get() + toOffset,
                  from->initialized.get() + fromOffset, operation.bytes);
-    stream.clock += 2.0 * operation.bytes / gpu.dramBytesPerSecond * 1e6;
+    scheduleTransfer(stream.clock,
+                     2.0 * operation.bytes / gpu.dramBytesPerSecond * 1e6);
     return 0;
   }
   case Operation::Kind::Launch:
@@ -107,9 +126,10 @@ CUresult Driver::submit(CUstream_st &stream, Operation operation,
   }
   if (recordLaunches)
     launchLog.push_back(result.counters);
-  stream.clock +=
-      modelLaunch(result.counters, gpu).microseconds +
-      (fromGraph ? gpu.graphNodeMicroseconds : gpu.eagerLaunchMicroseconds);
+  scheduleKernel(stream.clock, modelLaunch(result.counters, gpu),
+                 fromGraph ? gpu.graphNodeMicroseconds
+                           : gpu.eagerLaunchMicroseconds,
+                 operation.launch.programmatic, gpu);
   if (result.error) {
     std::fprintf(stderr, "%s\n", result.report.c_str());
     lastReport[result.error] = result.report;
@@ -123,12 +143,13 @@ CUresult Driver::submit(CUstream_st &stream, Operation operation,
 
 #define FDEMU_API extern "C" __attribute__((visibility("default")))
 
-FDEMU_API CUresult cuLaunchKernel(CUfunction function, unsigned gridX,
-                                  unsigned gridY, unsigned gridZ,
-                                  unsigned blockX, unsigned blockY,
-                                  unsigned blockZ, unsigned sharedBytes,
-                                  CUstream stream, void **params,
-                                  void **extra) {
+/// cuLaunchKernel and cuLaunchKernelEx: `programmatic` is the launch's
+/// programmatic stream serialization.
+static CUresult enqueueLaunch(CUfunction function, unsigned gridX,
+                              unsigned gridY, unsigned gridZ, unsigned blockX,
+                              unsigned blockY, unsigned blockZ,
+                              unsigned sharedBytes, CUstream stream,
+                              void **params, void **extra, bool programmatic) {
   Driver &driver = Driver::get();
   Lock lock(driver.mutex);
   if (CUresult error = driver.contextError())
@@ -147,6 +168,7 @@ FDEMU_API CUresult cuLaunchKernel(CUfunction function, unsigned gridX,
   launch.block[1] = blockY;
   launch.block[2] = blockZ;
   launch.dynamicSharedBytes = sharedBytes;
+  launch.programmatic = programmatic;
   const GpuModel &gpu = getGpuModel();
   launch.numSMs = gpu.numSMs;
   launch.workerThreads = workerThreads();
@@ -184,6 +206,43 @@ FDEMU_API CUresult cuLaunchKernel(CUfunction function, unsigned gridX,
     return kInvalidValue;
   }
   return driver.submit(driver.stream(stream), std::move(operation), false);
+}
+
+FDEMU_API CUresult cuLaunchKernel(CUfunction function, unsigned gridX,
+                                  unsigned gridY, unsigned gridZ,
+                                  unsigned blockX, unsigned blockY,
+                                  unsigned blockZ, unsigned sharedBytes,
+                                  CUstream stream, void **params,
+                                  void **extra) {
+  return enqueueLaunch(function, gridX, gridY, gridZ, blockX, blockY, blockZ,
+                       sharedBytes, stream, params, extra,
+                       /*programmatic=*/false);
+}
+
+FDEMU_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config,
+                                    CUfunction function, void **params,
+                                    void **extra) {
+  if (!config || (config->numAttrs && !config->attrs))
+    return kInvalidValue;
+  bool programmatic = false;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute &attribute = config->attrs[i];
+    if (attribute.id != kLaunchAttributeProgrammaticStreamSerialization) {
+      std::fprintf(stderr,
+                   "fdemu: cuLaunchKernelEx: launch attribute %d is not "
+                   "emulated (fdemu takes "
+                   "CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, "
+                   "%d)\n",
+                   attribute.id,
+                   kLaunchAttributeProgrammaticStreamSerialization);
+      return kNotSupported;
+    }
+    programmatic = attribute.value.programmaticStreamSerializationAllowed != 0;
+  }
+  return enqueueLaunch(function, config->gridDimX, config->gridDimY,
+                       config->gridDimZ, config->blockDimX, config->blockDimY,
+                       config->blockDimZ, config->sharedMemBytes,
+                       config->hStream, params, extra, programmatic);
 }
 
 static CUresult enqueueCopy(CUdeviceptr destination, CUdeviceptr source,
@@ -384,6 +443,9 @@ FDEMU_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   CUstream_st &target = driver.stream(stream);
   if (target.capture)
     return kCaptureUnsupported;
+  // A graph's first kernel starts after the stream's work before it: its
+  // programmatic edges are between its own nodes.
+  target.clock.dependentsFrom = target.clock.now;
   for (const Operation &operation : exec->operations)
     if (CUresult error = driver.submit(target, operation, true))
       return error;
@@ -417,7 +479,7 @@ FDEMU_API CUresult cuEventRecord(CUevent event, CUstream stream) {
   CUstream_st &target = driver.stream(stream);
   if (target.capture)
     return kCaptureUnsupported;
-  event->time = target.clock;
+  event->time = target.clock.now;
   event->recorded = true;
   return 0;
 }
@@ -498,17 +560,7 @@ FDEMU_API int fdemuModelTime(const FdemuCounters *counters,
                              double *microseconds, const char **bound) {
   if (!counters || !microseconds)
     return kInvalidValue;
-  LaunchCounters launch;
-  fromCounters(counters->total, counters->totalLatency, launch.total);
-  launch.perSM.resize(std::min<unsigned>(counters->numSMs, FDEMU_MAX_SMS));
-  for (size_t sm = 0; sm < launch.perSM.size(); ++sm)
-    fromCounters(counters->perSM[sm], counters->perSMLatency[sm],
-                 launch.perSM[sm]);
-  launch.dramLoadSectors = counters->dramLoadSectors;
-  launch.residentCtasPerSM = counters->residentCtasPerSM;
-  launch.registersPerThread = counters->registersPerThread;
-  launch.registersAssumed = counters->registersAssumed != 0;
-  ModeledTime time = modelLaunch(launch, getGpuModel());
+  ModeledTime time = modelLaunch(fromCounters(*counters), getGpuModel());
   *microseconds = time.microseconds;
   if (bound) {
     static const char *names[] = {
@@ -519,6 +571,22 @@ FDEMU_API int fdemuModelTime(const FdemuCounters *counters,
       if (time.bound == name)
         *bound = name;
   }
+  return 0;
+}
+
+FDEMU_API int fdemuScheduleLaunch(FdemuStreamClock *clock,
+                                  const FdemuCounters *counters, int fromGraph,
+                                  int programmatic) {
+  if (!clock || !counters)
+    return kInvalidValue;
+  const GpuModel &gpu = getGpuModel();
+  StreamClock stream{clock->now, clock->dependentsFrom};
+  scheduleKernel(stream, modelLaunch(fromCounters(*counters), gpu),
+                 fromGraph ? gpu.graphNodeMicroseconds
+                           : gpu.eagerLaunchMicroseconds,
+                 programmatic != 0, gpu);
+  clock->now = stream.now;
+  clock->dependentsFrom = stream.dependentsFrom;
   return 0;
 }
 

@@ -24,6 +24,7 @@ ClassCounts &ClassCounts::operator+=(const ClassCounts &other) {
   ctas += other.ctas;
   latencyCycles += other.latencyCycles;
   serialTailCycles = std::max(serialTailCycles, other.serialTailCycles);
+  triggeredCtas += other.triggeredCtas;
   return *this;
 }
 
@@ -83,6 +84,7 @@ public:
     std::fill(cta.lastWriteEpoch.begin(), cta.lastWriteEpoch.end(), 0);
     std::fill(cta.lastReadEpoch.begin(), cta.lastReadEpoch.end(), 0);
     cta.barrierEpoch = 1;
+    cta.triggeredDependents = false;
     smId = linear % request.numSMs;
     for (uint32_t w = 0; w < cta.warps.size(); ++w)
       startWarp(cta.warps[w], w);
@@ -92,6 +94,7 @@ public:
           runWarp(warp);
       if (!releaseBarrier()) {
         cta.counts.ctas = 1;
+        cta.counts.triggeredCtas = cta.triggeredDependents;
         // The serial tail runs after the other CTAs (modelLaunch adds the
         // longest): not in the latency the SM's resident CTAs share.
         cta.counts.serialTailCycles = Timeline::getSerialTailCycles(cta.warps);
@@ -122,6 +125,7 @@ private:
     warp.exitedMask = ~warp.existingMask;
     warp.converged = true;
     warp.commonPc = 0;
+    warp.waitedMask = request.programmatic ? 0u : ~0u;
     warp.pendingCopies.clear();
     std::fill(std::begin(warp.committedGroups), std::end(warp.committedGroups),
               0);
@@ -321,6 +325,14 @@ private:
       break;
     case Opcode::Membar:
     case Opcode::Nop:
+      break;
+    // Launches run one after another here: the grid before has ended, so
+    // waiting only opens global memory to the lanes (MemoryAccess.cpp).
+    case Opcode::GridDependencyWait:
+      warp.waitedMask |= active;
+      break;
+    case Opcode::LaunchDependents:
+      cta.triggeredDependents |= active != 0;
       break;
     case Opcode::Ld:
     case Opcode::St:

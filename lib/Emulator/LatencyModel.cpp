@@ -43,6 +43,8 @@ bool writesFirstOperand(Opcode opcode) {
   case Opcode::CpAsyncCommit:
   case Opcode::CpAsyncWait:
   case Opcode::CpAsyncWaitAll:
+  case Opcode::GridDependencyWait:
+  case Opcode::LaunchDependents:
     return false;
   default:
     return true;
@@ -159,6 +161,7 @@ Timeline::Timeline(const Kernel &kernel, const LatencyModel &model)
     decoded.fence = inst.kind == InstructionClass::Control ||
                     inst.opcode == Opcode::BarSync ||
                     inst.opcode == Opcode::Membar ||
+                    inst.opcode == Opcode::GridDependencyWait ||
                     inst.opcode == Opcode::CpAsyncCommit ||
                     inst.opcode == Opcode::CpAsyncWait ||
                     inst.opcode == Opcode::CpAsyncWaitAll;
@@ -243,8 +246,8 @@ uint64_t Timeline::getSerialTailCycles(const std::vector<WarpState> &warps) {
   std::optional<uint64_t> lastAtomic;
   for (const WarpState &warp : warps)
     if (warp.timing.lastGlobalAtomic)
-      lastAtomic = std::max(lastAtomic.value_or(0),
-                            *warp.timing.lastGlobalAtomic);
+      lastAtomic =
+          std::max(lastAtomic.value_or(0), *warp.timing.lastGlobalAtomic);
   return lastAtomic ? getCtaCycles(warps) - *lastAtomic : 0;
 }
 

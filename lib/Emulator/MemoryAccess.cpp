@@ -130,6 +130,15 @@ Target resolve(StateSpace space, WarpState &warp, int lane, uint64_t address,
             address};
   }
   default: {
+    if (!(warp.waitedMask >> lane & 1))
+      throw ExecutionError{
+          kLaunchFailed,
+          "a " + std::to_string(bytes) + "-byte global access at " +
+              hex(address) +
+              " before griddepcontrol.wait in a kernel launched with "
+              "programmatic stream serialization: the kernel before it on "
+              "the stream may still be writing",
+          lane};
     Allocation *allocation = cta.memory->find(address, bytes);
     if (!allocation)
       throw ExecutionError{kIllegalAddress,

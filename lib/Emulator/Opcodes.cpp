@@ -197,6 +197,17 @@ std::string decodeOpcode(const std::string &word, Instruction &inst) {
     return decodeTensorCoreOpcode(base, splitModifiers(word), inst);
   if (base == "cp")
     return decodeAsyncCopyOpcode(splitModifiers(word), inst);
+  if (base == "griddepcontrol") {
+    if (word == "griddepcontrol.wait")
+      inst.opcode = Opcode::GridDependencyWait;
+    else if (word == "griddepcontrol.launch_dependents")
+      inst.opcode = Opcode::LaunchDependents;
+    else
+      return "unsupported form '" + word +
+             "' (fdemu runs griddepcontrol.wait and "
+             "griddepcontrol.launch_dependents)";
+    return "";
+  }
   auto found = baseOpcodes().find(base);
   if (found == baseOpcodes().end())
     return "unsupported instruction '" + base + "'";
@@ -324,6 +335,16 @@ unsigned parseSmVersion(const std::string &target) {
 // llvm/test/CodeGen/NVPTX/convert-sm89.ll.)
 std::string checkTargetFeatures(const Instruction &inst, unsigned smVersion,
                                 unsigned ptxVersion) {
+  if (inst.opcode == Opcode::GridDependencyWait ||
+      inst.opcode == Opcode::LaunchDependents) {
+    if (smVersion != 0 && smVersion < 90)
+      return "Feature 'griddepcontrol' requires .target sm_90 or higher (the "
+             "module's is sm_" +
+             std::to_string(smVersion) + ")";
+    if (ptxVersion != 0 && ptxVersion < 78)
+      return "Feature 'griddepcontrol' requires PTX ISA .version 7.8 or later";
+    return "";
+  }
   bool float8 =
       inst.opcode == Opcode::Cvt &&
       (inst.type == Type::E4M3x2 || inst.type == Type::E5M2x2 ||
@@ -400,6 +421,10 @@ InstructionClass classify(const Instruction &inst) {
   case Opcode::CpAsyncCommit:
   case Opcode::CpAsyncWait:
   case Opcode::CpAsyncWaitAll:
+    return InstructionClass::Barrier;
+  // Grid dependency control waits on (or releases) other grids.
+  case Opcode::GridDependencyWait:
+  case Opcode::LaunchDependents:
     return InstructionClass::Barrier;
   default:
     return InstructionClass::IntegerOther;

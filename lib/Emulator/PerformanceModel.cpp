@@ -137,10 +137,40 @@ ModeledTime modelLaunch(const LaunchCounters &counters, const GpuModel &gpu) {
     time.microseconds = smMicroseconds;
     time.bound = worstBound;
   }
+  // The last CTA starts when its SM has run the waves before it.
+  uint64_t slots = counters.residentCtasPerSM ? counters.residentCtasPerSM : 1;
+  uint64_t waves = 1;
+  for (const ClassCounts &sm : counters.perSM)
+    waves = std::max<uint64_t>(waves, (sm.ctas + slots - 1) / slots);
+  bool triggers = counters.total.ctas &&
+                  counters.total.triggeredCtas == counters.total.ctas;
+  time.triggerMicroseconds = time.microseconds *
+                             static_cast<double>(waves - 1) /
+                             static_cast<double>(waves);
   // Work after a CTA's last global atomic waited on the other CTAs (the
   // last block of a group to count merges): it runs after them, alone.
   time.microseconds += counters.total.serialTailCycles / (gpu.clockGHz * 1e3);
+  if (!triggers)
+    time.triggerMicroseconds = time.microseconds;
   return time;
+}
+
+void scheduleKernel(StreamClock &clock, const ModeledTime &time,
+                    double overheadMicroseconds, bool programmatic,
+                    const GpuModel &gpu) {
+  double start = clock.now + overheadMicroseconds;
+  if (programmatic && gpu.computeMajor >= 9) {
+    double resume = gpu.latencyModel.globalLoad / (gpu.clockGHz * 1e3);
+    start = std::max(clock.dependentsFrom + overheadMicroseconds,
+                     clock.now + resume);
+  }
+  clock.now = start + time.microseconds;
+  clock.dependentsFrom = start + time.triggerMicroseconds;
+}
+
+void scheduleTransfer(StreamClock &clock, double microseconds) {
+  clock.now += microseconds;
+  clock.dependentsFrom = clock.now;
 }
 
 } // namespace flashdecode::emu

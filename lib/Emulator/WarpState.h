@@ -69,6 +69,9 @@ struct WarpState {
   /// All running lanes are at `commonPc` (their pc[] entries are stale).
   bool converged = true;
   uint32_t commonPc = 0;
+  /// Lanes that may access global memory: all of them, but in a
+  /// programmatic launch only those past griddepcontrol.wait.
+  uint32_t waitedMask = ~0u;
   /// Per-thread local memory, localBytes per lane.
   std::vector<uint8_t> local;
   /// When its instructions would issue on a GPU.
@@ -97,6 +100,8 @@ struct CtaState {
   std::vector<uint32_t> lastWriteEpoch, lastReadEpoch;
   std::vector<uint16_t> lastWriter, lastReader;
   uint32_t barrierEpoch = 1;
+  /// Whether a thread executed griddepcontrol.launch_dependents.
+  bool triggeredDependents = false;
   std::vector<WarpState> warps;
   ClassCounts counts;
   uint64_t threadInstructions = 0;

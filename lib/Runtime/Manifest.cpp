@@ -182,6 +182,11 @@ Manifest Manifest::parse(const std::string &text) {
         integer(kernel, "static_shared_memory_bytes", path);
     spec.dynamicSharedMemoryBytes =
         integer(kernel, "dynamic_shared_memory_bytes", path);
+    if (const json::Value *programmatic = kernel.find("programmatic_launch")) {
+      if (programmatic->kind != json::Value::Kind::Bool)
+        missing(path + "programmatic_launch", "a boolean");
+      spec.programmaticLaunch = programmatic->boolean;
+    }
     manifest.kernels.push_back(std::move(spec));
   }
   if (manifest.kernels.empty())

@@ -211,9 +211,19 @@ CUfunction Module::getFunction(const std::string &name) const {
 //===----------------------------------------------------------------------===//
 
 /// A kernel with its launch shape and argument storage bound to buffers.
+/// FD_PROGRAMMATIC_LAUNCH=0 launches every kernel in plain stream order
+/// (to compare, or to rule the overlap out); anything else, or unset,
+/// overlaps the kernels whose manifest entry allows it.
+static bool isProgrammaticLaunchAllowed() {
+  const char *setting = std::getenv("FD_PROGRAMMATIC_LAUNCH");
+  return !setting || std::string(setting) != "0";
+}
+
 struct DecodePlan::BoundKernel {
   const KernelSpec *spec;
   CUfunction function;
+  /// Launched with programmatic stream serialization.
+  bool programmatic;
   unsigned grid[3];
   unsigned block[3];
   /// One 8-byte slot per parameter; the driver reads pointers or i32s there.
@@ -232,6 +242,8 @@ DecodePlan::DecodePlan(const Device &device, const KernelBundle &bundle,
     auto kernel = std::make_unique<BoundKernel>();
     kernel->spec = &spec;
     kernel->function = modules.back()->getFunction(spec.name);
+    kernel->programmatic =
+        spec.programmaticLaunch && isProgrammaticLaunchAllowed();
     kernels.push_back(std::move(kernel));
   }
   bind();
@@ -432,11 +444,29 @@ void DecodePlan::bind() {
 void DecodePlan::launch(CUstream stream) const {
   const DriverApi &driver = device.getDriverApi();
   device.makeCurrent();
+  // A kernel that waits for the grid before it (programmatic_launch) is
+  // launched to overlap it: its launch and the previous kernel's tail run
+  // together, and the wait keeps its reads after that kernel's writes.
+  CUlaunchAttribute overlap;
+  overlap.id = kLaunchAttributeProgrammaticStreamSerialization;
+  overlap.value.programmaticStreamSerializationAllowed = 1;
   for (const std::unique_ptr<BoundKernel> &kernel : kernels) {
-    CUresult result = driver.cuLaunchKernel(
-        kernel->function, kernel->grid[0], kernel->grid[1], kernel->grid[2],
-        kernel->block[0], kernel->block[1], kernel->block[2],
-        static_cast<unsigned>(kernel->spec->dynamicSharedMemoryBytes), stream,
+    CUlaunchConfig config;
+    config.gridDimX = kernel->grid[0];
+    config.gridDimY = kernel->grid[1];
+    config.gridDimZ = kernel->grid[2];
+    config.blockDimX = kernel->block[0];
+    config.blockDimY = kernel->block[1];
+    config.blockDimZ = kernel->block[2];
+    config.sharedMemBytes =
+        static_cast<unsigned>(kernel->spec->dynamicSharedMemoryBytes);
+    config.hStream = stream;
+    if (kernel->programmatic) {
+      config.attrs = &overlap;
+      config.numAttrs = 1;
+    }
+    CUresult result = driver.cuLaunchKernelEx(
+        &config, kernel->function,
         const_cast<void **>(kernel->arguments.data()), nullptr);
     // The message is built only on failure: this is the per-call path.
     if (result != kCudaSuccess)

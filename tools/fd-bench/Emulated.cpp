@@ -35,11 +35,10 @@ std::unique_ptr<Emulator> Emulator::detect() {
   find(emulator->launchCount, "fdemuLaunchCount");
   find(emulator->getLaunchCounters, "fdemuGetLaunchCounters");
   find(emulator->modelTime, "fdemuModelTime");
+  find(emulator->scheduleLaunch, "fdemuScheduleLaunch");
   void (*getModelConstants)(double *, double *, double *) = nullptr;
   find(getModelConstants, "fdemuGetModelConstants");
-  getModelConstants(&emulator->eagerLaunchMicroseconds,
-                    &emulator->graphNodeMicroseconds,
-                    &emulator->dramBytesPerSecond);
+  getModelConstants(nullptr, nullptr, &emulator->dramBytesPerSecond);
   return emulator;
 }
 
@@ -176,24 +175,37 @@ Timing Emulator::model(const Device &device, CUstream stream,
            static_cast<double>(shortRun[0].total.warpInstructions[c])) /
           tokenHeads);
   }
-  double graphMicroseconds = 0, longest = -1;
+  std::vector<FdemuCounters> modeled;
+  double longest = -1;
   for (size_t i = 0; i < shortRun.size(); ++i) {
-    FdemuCounters counters = extrapolate(shortRun[i], timing.shortLength,
-                                         longRun[i], timing.longLength, target);
+    modeled.push_back(extrapolate(shortRun[i], timing.shortLength, longRun[i],
+                                  timing.longLength, target));
     double microseconds = 0;
     const char *bound = nullptr;
-    if (modelTime(&counters, &microseconds, &bound))
+    if (modelTime(&modeled.back(), &microseconds, &bound))
       throw std::runtime_error("fdemu: no modeled time for " +
                                manifest.kernels[i].name);
-    timing.microseconds += microseconds + eagerLaunchMicroseconds;
-    graphMicroseconds += microseconds + graphNodeMicroseconds;
     if (microseconds > longest) {
       longest = microseconds;
       timing.bound = bound ? bound : "?";
     }
   }
-  timing.eagerStepMicroseconds = kLayers * timing.microseconds;
-  timing.graphStepMicroseconds = kLayers * graphMicroseconds;
+  // The call and the steps on fdemu's stream clock, as a GPU runs them: a
+  // kernel the manifest marks programmatic_launch overlaps its launch with
+  // the kernel before it, in the call and across layers.
+  auto schedule = [&](int calls, bool fromGraph) {
+    FdemuStreamClock clock{0, 0};
+    for (int call = 0; call < calls; ++call)
+      for (size_t i = 0; i < modeled.size(); ++i)
+        if (scheduleLaunch(&clock, &modeled[i], fromGraph,
+                           manifest.kernels[i].programmaticLaunch))
+          throw std::runtime_error("fdemu: could not schedule " +
+                                   manifest.kernels[i].name);
+    return clock.now;
+  };
+  timing.microseconds = schedule(1, false);
+  timing.eagerStepMicroseconds = schedule(kLayers, false);
+  timing.graphStepMicroseconds = schedule(kLayers, true);
   return timing;
 }
 
@@ -229,6 +241,7 @@ FdemuCounters extrapolate(const FdemuCounters &shortCounters,
     to.latencyCycles = line(atShort.latencyCycles, atLong.latencyCycles);
     to.serialTailCycles =
         line(atShort.serialTailCycles, atLong.serialTailCycles);
+    to.triggeredCtas = line(atShort.triggeredCtas, atLong.triggeredCtas);
   };
   FdemuCounters result;
   std::memset(&result, 0, sizeof(result));

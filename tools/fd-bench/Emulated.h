@@ -48,7 +48,9 @@ public:
   /// graph: runs the call twice with every sequence at S * c1 and S * (c1 + t)
   /// tokens (S splits, t tokens per split, t <= c1 < 2t; see Emulated.cpp), or
   /// once at `length` when that is no longer or t is 0, and extrapolates each
-  /// launch's counters to the full length. Allocates only what the runs read.
+  /// launch's counters to the full length; times the call and the steps on
+  /// fdemu's stream clock (fdemuScheduleLaunch). Allocates only what the
+  /// runs read.
   Timing model(const rt::Device &device, rt::CUstream stream,
                const rt::KernelBundle &bundle, int64_t batch, int64_t length,
                int64_t tokensPerSplit);
@@ -70,7 +72,8 @@ private:
   int (*launchCount)() = nullptr;
   int (*getLaunchCounters)(int, FdemuCounters *) = nullptr;
   int (*modelTime)(const FdemuCounters *, double *, const char **) = nullptr;
-  double eagerLaunchMicroseconds = 0, graphNodeMicroseconds = 0;
+  int (*scheduleLaunch)(FdemuStreamClock *, const FdemuCounters *, int,
+                        int) = nullptr;
   double dramBytesPerSecond = 0;
   double threadInstructions = 0, interpreterSeconds = 0;
   std::mt19937 random{std::random_device{}()};

@@ -32,6 +32,7 @@ const EmulatorDriver *getEmulatorDriver(std::string &error) {
     FD_EMULATOR_TEST_FUNCTIONS(FD_LOAD_EMULATOR_FUNCTION)
     FD_LOAD_EMULATOR_FUNCTION(fdemuRecordLaunches, ())
     FD_LOAD_EMULATOR_FUNCTION(fdemuGetLaunchCounters, ())
+    FD_LOAD_EMULATOR_FUNCTION(fdemuScheduleLaunch, ())
 #undef FD_LOAD_EMULATOR_FUNCTION
     if (CUresult result = driver.cuInit(0)) {
       failure = "cuInit failed with " + std::to_string(result);

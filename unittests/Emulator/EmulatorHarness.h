@@ -68,6 +68,22 @@ constexpr CUresult kLaunchFailed = 719;
     (CUfunction function, unsigned gridX, unsigned gridY, unsigned gridZ,      \
      unsigned blockX, unsigned blockY, unsigned blockZ, unsigned sharedBytes,  \
      rt::CUstream stream, void **params, void **extra))                        \
+  X(cuLaunchKernelEx, (const rt::CUlaunchConfig *config, CUfunction function,  \
+                       void **params, void **extra))                           \
+  X(cuStreamCreate, (rt::CUstream * stream, unsigned flags))                   \
+  X(cuStreamDestroy_v2, (rt::CUstream stream))                                 \
+  X(cuEventCreate, (rt::CUevent * event, unsigned flags))                      \
+  X(cuEventRecord, (rt::CUevent event, rt::CUstream stream))                   \
+  X(cuEventElapsedTime,                                                        \
+    (float *milliseconds, rt::CUevent start, rt::CUevent end))                 \
+  X(cuEventDestroy_v2, (rt::CUevent event))                                    \
+  X(cuStreamBeginCapture_v2, (rt::CUstream stream, int mode))                  \
+  X(cuStreamEndCapture, (rt::CUstream stream, rt::CUgraph * graph))            \
+  X(cuGraphInstantiateWithFlags,                                               \
+    (rt::CUgraphExec * exec, rt::CUgraph graph, unsigned long long flags))     \
+  X(cuGraphLaunch, (rt::CUgraphExec exec, rt::CUstream stream))                \
+  X(cuGraphExecDestroy, (rt::CUgraphExec exec))                                \
+  X(cuGraphDestroy, (rt::CUgraph graph))                                       \
   X(cuFuncGetAttribute, (int *value, int attribute, CUfunction function))      \
   X(cuGetErrorString, (CUresult error, const char **text))
 
@@ -79,6 +95,9 @@ struct EmulatorDriver {
   /// fdemu's own entry points (fd/Emulator/Emulator.h).
   void (*fdemuRecordLaunches)(int enable) = nullptr;
   int (*fdemuGetLaunchCounters)(int index, FdemuCounters *counters) = nullptr;
+  int (*fdemuScheduleLaunch)(FdemuStreamClock *clock,
+                             const FdemuCounters *counters, int fromGraph,
+                             int programmatic) = nullptr;
 };
 
 /// libfdemu.so ($FD_EMULATOR_LIBRARY, else the build's copy), loaded and

@@ -63,6 +63,8 @@ struct Launch {
   std::string kernel;
   unsigned grid[3], block[3];
   std::vector<uint64_t> arguments;
+  /// Launched with programmatic stream serialization.
+  bool programmatic = false;
 };
 
 /// What the fake driver saw and how it answers.
@@ -142,16 +144,20 @@ inline DriverApi fakeDriverApi() {
     *function = reinterpret_cast<CUfunction>(new std::string(name));
     return kCudaSuccess;
   };
-  api.cuLaunchKernel = [](CUfunction function, unsigned gx, unsigned gy,
-                          unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                          unsigned, CUstream, void **params, void **) {
-    record("cuLaunchKernel");
+  api.cuLaunchKernelEx = [](const CUlaunchConfig *config, CUfunction function,
+                            void **params, void **) {
+    record("cuLaunchKernelEx");
     if (fake->launchResult != kCudaSuccess)
       return fake->launchResult;
     Launch launch{*reinterpret_cast<std::string *>(function),
-                  {gx, gy, gz},
-                  {bx, by, bz},
+                  {config->gridDimX, config->gridDimY, config->gridDimZ},
+                  {config->blockDimX, config->blockDimY, config->blockDimZ},
                   {}};
+    for (unsigned i = 0; i < config->numAttrs; ++i)
+      if (config->attrs[i].id ==
+          kLaunchAttributeProgrammaticStreamSerialization)
+        launch.programmatic =
+            config->attrs[i].value.programmaticStreamSerializationAllowed;
     size_t count = launch.kernel == "fd_merge" ? fake->mergeParamCount
                                                : fake->partialParamCount;
     for (size_t i = 0; i < count; ++i)

@@ -227,7 +227,7 @@ TEST_F(FakeRuntimeFusedMerge, PlanBindsItsOwnZeroedCounters) {
         return call == "cuMemcpyHtoD" || call == "cuMemsetD8Async";
       });
   auto launchedAt =
-      std::find(state.calls.begin(), state.calls.end(), "cuLaunchKernel");
+      std::find(state.calls.begin(), state.calls.end(), "cuLaunchKernelEx");
   EXPECT_LT(zeroedAt, launchedAt);
   plan.launch(stream);
   EXPECT_EQ(writeCalls(), 1u);

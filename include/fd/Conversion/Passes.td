@@ -61,14 +61,22 @@ def ConvertFDToGPU : Pass<"convert-fd-to-gpu", "ModuleOp"> {
     per-tensor key scale into q's prescale, a per-tensor value scale into
     the normalization of the partial output.
 
+    On sm_90 (`chip` sm_90, sm_90a) every kernel starts with
+    `nvvm.griddepcontrol wait` then `launch_dependents` and carries
+    `fd.programmatic_launch` (the manifest's `programmatic_launch`): launched
+    with programmatic stream serialization, a kernel may then start while
+    the one before it on the stream runs, and waits for it before its first
+    global access; the next kernel may launch as soon as this one runs.
+
     `fd.attention` must be split first (`fd-split-kv`, `num-splits=1` for the
     unsplit kernel).
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_80\"",
            "The GPU the kernels are for (sm_80, sm_86, sm_89, sm_90, "
-           "sm_90a): decides how fp8 caches are decoded; the default is "
-           "the form every chip runs">,
+           "sm_90a): decides how fp8 caches are decoded and whether the "
+           "kernels take part in programmatic dependent launch (sm_90+); "
+           "the default is the form every chip runs">,
     Option<"fuseMerge", "fuse-merge", "bool", /*default=*/"false",
            "Merge in the partial kernel: the last block of each (sequence, "
            "KV head) to finish merges its rows (counted in a zeroed i32 "

@@ -47,6 +47,9 @@ typedef struct FdemuLatencyCounts {
   uint64_t ctas;
   uint64_t latencyCycles;
   uint64_t serialTailCycles;
+  /* CTAs that executed griddepcontrol.launch_dependents. Appended: rebuild
+   * tools compiled before. */
+  uint64_t triggeredCtas;
 } FdemuLatencyCounts;
 
 typedef struct FdemuCounters {
@@ -85,6 +88,18 @@ int fdemuGetLaunchCounters(int index, FdemuCounters *counters);
  * string). 0 on success. */
 int fdemuModelTime(const FdemuCounters *counters, double *microseconds,
                    const char **bound);
+/* A stream's modeled clock (us): when its work ends, and from when a
+ * kernel launched next with programmatic stream serialization may launch. */
+typedef struct FdemuStreamClock {
+  double now;
+  double dependentsFrom;
+} FdemuStreamClock;
+/* Advances `clock` past a kernel with these counters as fdemu's streams do
+ * (docs/Emulator.md): launched eagerly or as a graph node (`fromGraph`),
+ * with or without programmatic stream serialization (`programmatic`). 0 on
+ * success. Start a graph replay with dependentsFrom = now. */
+int fdemuScheduleLaunch(FdemuStreamClock *clock, const FdemuCounters *counters,
+                        int fromGraph, int programmatic);
 /* Launch overheads the model adds: per eager launch, per graph node (us);
  * and the emulated GPU's DRAM bandwidth (bytes/s). */
 void fdemuGetModelConstants(double *eagerLaunchMicroseconds,

@@ -40,6 +40,9 @@ struct ClassCounts {
   /// The longest of the CTAs' serial tails (Timeline::getSerialTailCycles):
   /// a max, not a sum, when counts are added.
   uint64_t serialTailCycles = 0;
+  /// CTAs that executed griddepcontrol.launch_dependents: when it is all of
+  /// them, a dependent grid may launch before this one ends.
+  uint64_t triggeredCtas = 0;
 
   ClassCounts &operator+=(const ClassCounts &other);
   uint64_t totalWarpInstructions() const;
@@ -81,6 +84,10 @@ struct LaunchRequest {
   /// Products mma.sync adds to its accumulator in one fused sum
   /// (GpuModel::mmaProductsPerSum).
   unsigned mmaProductsPerSum = 16;
+  /// Launched with programmatic stream serialization: the kernel may run
+  /// beside the one before it on the stream, so a global access before
+  /// griddepcontrol.wait is reported (it could race with that kernel).
+  bool programmatic = false;
 };
 
 struct LaunchResult {

@@ -69,10 +69,39 @@ struct ModeledTime {
   /// "dram", "tensor".
   std::string bound;
   double dramBytes = 0;
+  /// From the kernel's start, when a dependent grid launched with
+  /// programmatic stream serialization may launch: once every CTA has
+  /// executed griddepcontrol.launch_dependents (the model: at its start,
+  /// so when the last wave starts), else when the kernel ends.
+  double triggerMicroseconds = 0;
 };
 
 /// The kernel's time without launch overhead.
 ModeledTime modelLaunch(const LaunchCounters &counters, const GpuModel &gpu);
+
+/// A stream's modeled clock (us): when its work ends, and from when the
+/// next kernel, if launched with programmatic stream serialization, may
+/// launch (the last kernel's trigger; the end after anything else).
+struct StreamClock {
+  double now = 0;
+  double dependentsFrom = 0;
+};
+
+/// Advances `clock` past a kernel of modeled `time` with
+/// `overheadMicroseconds` of launch overhead (eager or graph node). A kernel
+/// launched in order starts `overheadMicroseconds` after the stream's work
+/// ends. A programmatic launch (on a GPU that has it, sm_90+) spends its
+/// overhead from the previous kernel's trigger instead, beside that
+/// kernel's run, and its CTAs, waiting at griddepcontrol.wait, resume one
+/// global-memory latency after that kernel ends (its stores made visible):
+/// the kernel's whole modeled time counts from then.
+void scheduleKernel(StreamClock &clock, const ModeledTime &time,
+                    double overheadMicroseconds, bool programmatic,
+                    const GpuModel &gpu);
+
+/// Advances `clock` past `microseconds` of work that is not a kernel (a
+/// copy or memset): nothing overlaps it.
+void scheduleTransfer(StreamClock &clock, double microseconds);
 
 } // namespace flashdecode::emu
 

@@ -116,6 +116,10 @@ enum class Opcode : uint8_t {
   CpAsyncCommit,
   CpAsyncWait,
   CpAsyncWaitAll,
+  // Programmatic dependent launch (sm_90+): griddepcontrol.wait and
+  // griddepcontrol.launch_dependents.
+  GridDependencyWait,
+  LaunchDependents,
   // Control.
   Bra,
   Ret,

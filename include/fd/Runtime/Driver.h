@@ -43,6 +43,29 @@ constexpr unsigned kStreamNonBlocking = 1;
 constexpr int kPointerAttributeDeviceOrdinal =
     9; // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 
+/// cuLaunchKernelEx's configuration and attributes (CUlaunchConfig,
+/// CUlaunchAttribute: an id, padding to 8 bytes and a 64-byte value).
+constexpr int kLaunchAttributeProgrammaticStreamSerialization =
+    6; // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+struct CUlaunchAttribute {
+  int id = 0;
+  char pad[4] = {};
+  union Value {
+    char pad[64];
+    int programmaticStreamSerializationAllowed;
+  } value{};
+};
+struct CUlaunchConfig {
+  unsigned gridDimX = 1, gridDimY = 1, gridDimZ = 1;
+  unsigned blockDimX = 1, blockDimY = 1, blockDimZ = 1;
+  unsigned sharedMemBytes = 0;
+  CUstream hStream = nullptr;
+  CUlaunchAttribute *attrs = nullptr;
+  unsigned numAttrs = 0;
+};
+static_assert(sizeof(CUlaunchAttribute) == 72 && sizeof(CUlaunchConfig) == 56,
+              "cuda.h's layouts");
+
 // X(member, exported symbol, parameter list): every driver entry point used.
 #define FD_CUDA_DRIVER_FUNCTIONS(X)                                            \
   X(cuInit, "cuInit", (unsigned flags))                                        \
@@ -69,6 +92,9 @@ constexpr int kPointerAttributeDeviceOrdinal =
     (CUfunction function, unsigned gridX, unsigned gridY, unsigned gridZ,      \
      unsigned blockX, unsigned blockY, unsigned blockZ, unsigned sharedBytes,  \
      CUstream stream, void **params, void **extra))                            \
+  X(cuLaunchKernelEx, "cuLaunchKernelEx",                                      \
+    (const CUlaunchConfig *config, CUfunction function, void **params,         \
+     void **extra))                                                            \
   X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr * pointer, size_t bytes))        \
   X(cuMemFree, "cuMemFree_v2", (CUdeviceptr pointer))                          \
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2",                                           \

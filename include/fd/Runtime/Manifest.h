@@ -39,6 +39,10 @@ struct KernelSpec {
   std::array<int64_t, 3> block{1, 1, 1};
   int64_t staticSharedMemoryBytes = 0;
   int64_t dynamicSharedMemoryBytes = 0;
+  /// The kernel waits (griddepcontrol.wait) before its first global access
+  /// (`programmatic_launch`): fdrt launches it with programmatic stream
+  /// serialization, so it may launch while the kernel before it runs.
+  bool programmaticLaunch = false;
 };
 
 /// manifest.json (docs/KernelABI.md).

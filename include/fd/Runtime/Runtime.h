@@ -188,7 +188,11 @@ public:
   DecodePlan(const DecodePlan &) = delete;
   DecodePlan &operator=(const DecodePlan &) = delete;
 
-  /// Launches the kernels on `stream`, in the manifest's order.
+  /// Launches the kernels on `stream`, in the manifest's order, with
+  /// cuLaunchKernelEx: those whose manifest entry says programmatic_launch
+  /// with programmatic stream serialization (their launch overlaps the
+  /// kernel before them; docs/KernelABI.md), unless FD_PROGRAMMATIC_LAUNCH
+  /// was 0 when the plan was made.
   void launch(CUstream stream) const;
 
   const DecodeBuffers &getBuffers() const { return buffers; }

@@ -64,6 +64,26 @@ struct ConvertFDToGPUPass
     // (one per value, at the top of each region) and drop what is unused, so
     // that the IR reads as it reaches the NVVM lowering.
     (void)applyPatternsGreedily(getOperation(), FrozenRewritePatternSet());
+    if (hasGridDependencyControl(chip))
+      getOperation().walk(addGridDependencyControl);
+  }
+
+  /// Makes `kernel` (one this pass built) safe to launch while the kernel
+  /// before it runs, and lets the kernel after it launch early: a grid
+  /// launched with programmatic stream serialization may start before its
+  /// predecessor ends, so it waits for it before anything else (every
+  /// buffer it reads may be that kernel's output), then releases its own
+  /// dependent. Without the launch attribute both are no-ops.
+  static void addGridDependencyControl(gpu::GPUFuncOp kernel) {
+    if (!kernel->hasAttr(kKernelParamsAttrName) ||
+        kernel->hasAttr(kProgrammaticLaunchAttrName))
+      return;
+    auto b = OpBuilder::atBlockBegin(&kernel.getBody().front());
+    NVVM::GriddepcontrolOp::create(b, kernel.getLoc(),
+                                   NVVM::GridDepActionKind::wait);
+    NVVM::GriddepcontrolOp::create(b, kernel.getLoc(),
+                                   NVVM::GridDepActionKind::launch_dependents);
+    kernel->setAttr(kProgrammaticLaunchAttrName, b.getUnitAttr());
   }
 };
 

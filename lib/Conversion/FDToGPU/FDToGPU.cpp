@@ -37,6 +37,10 @@ bool mlir::fd::hasFloat8Conversions(llvm::StringRef chip) {
   return chip == "sm_90" || chip == "sm_90a";
 }
 
+bool mlir::fd::hasGridDependencyControl(llvm::StringRef chip) {
+  return chip == "sm_90" || chip == "sm_90a";
+}
+
 PartialKernelLayout
 PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
                          int64_t cacheElementBytes, int64_t groupSize,

@@ -33,6 +33,14 @@ constexpr llvm::StringLiteral kLaunchGridSymbolsAttrName = "fd.grid_symbols";
 /// "tensor_cores" or "cuda_cores" (the manifest's `math_units`).
 constexpr llvm::StringLiteral kKernelMathUnitsAttrName = "fd.math_units";
 
+/// The attribute of each kernel that waits for the grid before it on the
+/// stream (griddepcontrol.wait, first thing) and lets the next one launch
+/// (griddepcontrol.launch_dependents, right after): the manifest's
+/// `programmatic_launch`, which fdrt launches with programmatic stream
+/// serialization.
+constexpr llvm::StringLiteral kProgrammaticLaunchAttrName =
+    "fd.programmatic_launch";
+
 /// How the partial-attention kernel maps one (sequence, KV head, chunk) onto
 /// a thread block; a pure function of the head dim, the query's and the
 /// cache's element sizes, the group size (Hq / Hkv) and the query length Lq.
@@ -130,6 +138,10 @@ int getMinimumPTXVersion(llvm::StringRef chip);
 /// Whether the kernels for `chip` convert a pair of fp8 values to f16 in one
 /// instruction (`cvt.rn.f16x2.e4m3x2` / `e5m2x2`: sm_90, sm_90a).
 bool hasFloat8Conversions(llvm::StringRef chip);
+
+/// Whether the kernels for `chip` take part in programmatic dependent
+/// launch (griddepcontrol: sm_90, sm_90a).
+bool hasGridDependencyControl(llvm::StringRef chip);
 
 /// Patterns replacing fd.partial_attention and fd.merge with launches of GPU
 /// kernels, each in a `gpu.module` of its own name in the enclosing module:
