@@ -17,17 +17,19 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
                          const SplitWorkload &workload) {
   SplitPlan plan;
   plan.numSplits = numSplits;
-  plan.blocks = batch * numKVHeads * numSplits;
+  // A known workload's rows take a block per row tile.
+  int64_t rowTiles = workload.isKnown() ? workload.getRowTiles() : 1;
+  plan.blocks = batch * numKVHeads * numSplits * rowTiles;
   int64_t slots = options.smCount * options.blocksPerSM;
   plan.waves = ceilDiv(plan.blocks, slots);
   plan.waveEfficiency = static_cast<double>(plan.blocks) /
                         static_cast<double>(plan.waves * slots);
   plan.chunkLength = ceilDiv(maxLength, numSplits);
-  // A known workload's blocks take whole steps of keys, once per row tile.
+  // A known workload's blocks take whole steps of keys.
   int64_t chunkCost = plan.chunkLength;
   if (workload.isKnown())
-    chunkCost = ceilDiv(chunkCost, workload.tokensPerStep) *
-                workload.tokensPerStep * workload.getRowTiles();
+    chunkCost =
+        ceilDiv(chunkCost, workload.tokensPerStep) * workload.tokensPerStep;
   plan.modeledCost = static_cast<double>(
       plan.waves * (chunkCost + options.blockOverheadTokens));
   if (!workload.isKnown())

@@ -9,7 +9,7 @@
 // A fused merge's last block merges every split alone: its serial tail
 // grows with the split count and the block's rows (docs/SplitHeuristic.md).
 // FUSED-LABEL: remark: fd-split-kv: auto: B=1 Hkv=8 Lmax=32768 fused-merge -> splits=61 blocks=488
-// FUSED: remark: fd-split-kv: auto: B=1 Hkv=1 Lmax=32768 fused-merge -> splits=86 blocks=86
+// FUSED: remark: fd-split-kv: auto: B=1 Hkv=1 Lmax=32768 fused-merge -> splits=57 blocks=114
 
 func.func @llama_decode(%q: memref<1x32x128xf16>, %k: memref<1x32768x8x128xf16>,
                         %v: memref<1x32768x8x128xf16>, %lens: memref<1xi32>,
@@ -23,12 +23,13 @@ func.func @llama_decode(%q: memref<1x32x128xf16>, %k: memref<1x32768x8x128xf16>,
 
 // -----
 
-// MQA: one KV head, 32 rows a block; with the merge kernel the plan fills
-// the GPU with 256 splits of 128 keys.
+// MQA: one KV head, 32 rows in two tiles of 16, a block each; with the
+// merge kernel the plan fills the GPU with 256 splits of 128 keys, 512
+// blocks.
 func.func @mqa_decode(%q: memref<1x32x128xf16>, %k: memref<1x32768x1x128xf16>,
                       %v: memref<1x32768x1x128xf16>, %lens: memref<1xi32>,
                       %out: memref<1x32x128xf16>) {
-  // expected-remark @below {{fd-split-kv: auto: B=1 Hkv=1 Lmax=32768 -> splits=256 blocks=256 waves=1 wave-efficiency=0.48 chunk=128}}
+  // expected-remark @below {{fd-split-kv: auto: B=1 Hkv=1 Lmax=32768 -> splits=256 blocks=512 waves=1 wave-efficiency=0.97 chunk=128}}
   fd.attention %q, %k, %v, %lens into %out
       : memref<1x32x128xf16>, memref<1x32768x1x128xf16>, memref<1x32768x1x128xf16>,
         memref<1xi32> into memref<1x32x128xf16>

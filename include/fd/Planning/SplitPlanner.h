@@ -67,11 +67,10 @@ struct SplitWorkload {
   /// Keys a block takes per step (4 warps x 8 keys on tensor cores): a
   /// chunk costs whole steps.
   int64_t tokensPerStep = 32;
-  /// Query rows one pass over the chunk serves (a tensor-core tile of 16,
-  /// PartialKernelLayout::kMmaRows): a block with more rows streams its
-  /// chunk once per tile, so its chunk costs that many times a one-tile
-  /// block's. CUDA-core kernels size their tiles by registers (fewer rows
-  /// at D = 256 or in f32): the planner counts them as 16 too.
+  /// Query rows one block serves (a tensor-core tile of 16,
+  /// PartialKernelLayout::kMmaRows): more rows take a block per tile, each
+  /// streaming the chunk. CUDA-core kernels size their tiles by registers
+  /// (fewer rows at D = 256 or in f32): the planner counts them as 16 too.
   int64_t rowsPerTile = 16;
   /// Whether the partial kernel merges (fd-compile --fused-merge): then the
   /// last block of each sequence and KV head reads every split's partial
@@ -85,7 +84,7 @@ struct SplitWorkload {
     return 2.0 * static_cast<double>(headDim) *
            static_cast<double>(kvElementBytes);
   }
-  /// Passes a block makes over its chunk: ceil(rows / rowsPerTile).
+  /// Blocks per (sequence, KV head, split): ceil(rows / rowsPerTile).
   int64_t getRowTiles() const {
     return (rowsPerKVHead + rowsPerTile - 1) / rowsPerTile;
   }
@@ -100,7 +99,8 @@ struct SplitWorkload {
 /// A split count and what it does on the machine.
 struct SplitPlan {
   int64_t numSplits = 1;
-  /// Thread blocks of the partial kernel: batch * kvHeads * numSplits.
+  /// Thread blocks of the partial kernel: batch * kvHeads * numSplits, times
+  /// the row tiles of a known workload.
   int64_t blocks = 0;
   /// ceil(blocks / (smCount * blocksPerSM)).
   int64_t waves = 0;

@@ -2,12 +2,12 @@
 //
 // With convert-fd-to-gpu's fuse-merge the partial kernel also merges: every
 // block counts itself in its (sequence, KV head)'s counter once its partials
-// are written, and the block that counts last (its S - 1 peers have written
-// theirs) merges the group's rows. One launch instead of two, and the merge
-// starts as soon as a group's last split ends instead of after the grid.
-// The last block also resets the counter, so the counters, zeroed once when
-// allocated, are zero again after every launch and a captured graph replays
-// correctly (docs/KernelABI.md).
+// are written, and the block that counts last (its S * T - 1 peers, S
+// splits times T row tiles, have written theirs) merges the group's rows. One
+// launch instead of two, and the merge starts as soon as a group's last split
+// ends instead of after the grid. The last block also resets the counter, so
+// the counters, zeroed once when allocated, are zero again after every launch
+// and a captured graph replays correctly (docs/KernelABI.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -114,7 +114,7 @@ std::string mlir::fd::getReasonMergeNotFusable(Operation *op) {
 
 void PartialKernelBuilder::mergeIfLast(MergeOp merge) {
   Type i32 = rewriter.getI32Type();
-  // Every thread's partials are written (the row tiles end at a barrier):
+  // Every thread's partials are written (the row tile ends at a barrier):
   // thread 0 counts the block with an acquire-release atomic at GPU scope.
   // Its release covers the block's writes that the barrier ordered before
   // it, its acquire the writes of the blocks that counted before, which the
@@ -149,7 +149,9 @@ void PartialKernelBuilder::mergeIfLast(MergeOp merge) {
     OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPointToStart(ifCounting.thenBlock());
     Value counted = countBlock(counter);
-    Value isLast = e.equal(counted, e.i32(op.getNumSplits() - 1));
+    // A (sequence, KV head) has a block per split and row tile.
+    Value isLast =
+        e.equal(counted, e.i32(op.getNumSplits() * layout.numRowTiles - 1));
     auto ifLast = scf::IfOp::create(rewriter, e.loc, isLast, false);
     rewriter.setInsertionPointToStart(ifLast.thenBlock());
     // Every block of the group has counted: the next launch starts at 0.

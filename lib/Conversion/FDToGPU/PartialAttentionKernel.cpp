@@ -122,11 +122,11 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
           .build(merge);
     }
 
-    // The launch: grid (S, Hkv, B).
+    // The launch: grid (S, Hkv * row tiles, B).
     Value batch = memref::DimOp::create(rewriter, loc, op.getQuery(), 0);
     launchKernel(rewriter, loc, kernel,
                  {{host.index(op.getNumSplits()), "num_splits"},
-                  {host.index(geometry.numKVHeads)},
+                  {host.index(geometry.numKVHeads * layout.numRowTiles)},
                   {batch, "batch"}},
                  {PartialKernelLayout::kThreads, 1, 1}, parameters);
     if (merge) {
@@ -168,7 +168,15 @@ PartialKernelBuilder::PartialKernelBuilder(
 
   thread = gpu::ThreadIdOp::create(rewriter, e.loc, gpu::Dimension::x);
   split = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::x);
-  kvHead = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::y);
+  // Blocks (kvHead, rowTile) are row-tile-major along y.
+  Value kvHeadTile = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::y);
+  kvHead = kvHeadTile;
+  rowTile = e.index(0);
+  if (layout.numRowTiles > 1) {
+    Value tiles = e.index(layout.numRowTiles);
+    kvHead = arith::DivUIOp::create(rewriter, e.loc, kvHeadTile, tiles);
+    rowTile = arith::RemUIOp::create(rewriter, e.loc, kvHeadTile, tiles);
+  }
   batch = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::z);
   warp = arith::DivUIOp::create(rewriter, e.loc, thread, e.index(32));
   lane = arith::RemUIOp::create(rewriter, e.loc, thread, e.index(32));
@@ -336,79 +344,87 @@ Value PartialKernelBuilder::isRealRow(Value firstRow, Value tileRow) {
 }
 
 void PartialKernelBuilder::build(MergeOp merge) {
-  // Row tiles are a loop, not unrolled code: every tile then needs the
-  // registers of one. The last tile may be partial (rows >= realRows are
-  // computed on zero queries and never written); with per-sequence query
-  // lengths, tiles of padding tokens only are skipped.
-  Value numRowTiles =
-      rules.perSequenceQueryLengths
-          ? arith::CeilDivUIOp::create(rewriter, e.loc, realRows,
-                                       e.index(layout.rowTile))
-          : e.index(layout.numRowTiles);
-  e.forLoop(e.index(0), numRowTiles, 1, [&](Value tile) {
-    Value firstRow = e.mul(tile, e.index(layout.rowTile));
-    if (layout.tensorCores) {
-      streamTensorCoreTile(firstRow);
-      gpu::BarrierOp::create(rewriter, e.loc);
-      writePartials(firstRow);
-      gpu::BarrierOp::create(rewriter, e.loc);
-      return;
-    }
-    stageQueryTile(firstRow);
-
-    // Every row sees the keys in [the last token's window start, len - Lq
-    // + 1): only the last Lq - 1 keys of a sequence (and with a window the
-    // first Lq - 1 the splits cover) need the per-row mask. Those stream in
-    // loops of their own with the mask (at most 7 keys each: one or two
-    // iterations of one step), the others without it, so the mask costs
-    // the main loop neither instructions nor registers. The masked loops
-    // run first, so nothing is kept live through the main loop for them
-    // (`causalBase`); the online softmax does not depend on the order of
-    // the keys (up to rounding).
-    rowAlibi.clear();
-    if (alibiSlopes)
-      for (int64_t r = 0; r < layout.rowTile; ++r)
-        rowAlibi.push_back(alibiOfRow(firstRow, e.index(r)));
-    SmallVector<Value> streamed = initialState();
-    Value unmaskedBegin = chunk.begin, unmaskedEnd = chunk.end;
-    Value causalBase;
-    if (rules.rowsDiffer()) {
-      // Query token t sees keys [firstMasked + t - W, firstMasked + t)
-      // (AttentionUtils.h). Row r of the tile is token t = (firstRow + r) /
-      // group, so key j is before its end iff (j + 1 - firstMasked) * group
-      // - firstRow <= r, and not before its window iff r < that value + W *
-      // group: one value per key, compared with each row's constants.
-      // `causalBase` is its part without j.
-      Value firstMasked = buildFirstMaskedKey(rewriter, e.loc, chunk.sequence);
-      causalBase = e.sub(
-          e.mul(e.sub(e.index(1), firstMasked), e.index(geometry.groupSize())),
-          firstRow);
-      unmaskedEnd = e.max(chunk.begin, e.min(chunk.end, firstMasked));
-      if (rules.windowLeft) {
-        Value lastToken = e.sub(chunk.sequence.queryLength, e.index(1));
-        Value allSee =
-            buildVisibleKeys(rewriter, e.loc, chunk.sequence, lastToken, rules)
-                .begin;
-        unmaskedBegin = e.min(unmaskedEnd, e.max(chunk.begin, allSee));
-        streamed = streamKeys(chunk.begin, unmaskedBegin, /*unroll=*/1,
-                              causalBase, streamed);
-      }
-      streamed = streamKeys(unmaskedEnd, chunk.end, /*unroll=*/1, causalBase,
-                            streamed);
-    }
-    streamed = streamKeys(unmaskedBegin, unmaskedEnd, layout.unroll,
-                          /*causalBase=*/Value(), streamed);
-    SmallVector<RowState> states = unpack(streamed);
-    combineLaneGroups(states);
-    publishWarpStates(states);
-    gpu::BarrierOp::create(rewriter, e.loc);
-    writePartials(firstRow);
-    // The workgroup buffers are reused by the next row tile.
-    gpu::BarrierOp::create(rewriter, e.loc);
-  });
+  // Each block computes one row tile: the tiles of a KV head stream the same
+  // chunk side by side (the second read is an L2 hit), not one after the
+  // other, so a block's latency is one tile's. The last tile may be partial
+  // (rows >= realRows are computed on zero queries and never written); with
+  // per-sequence query lengths a tile of padding tokens only (every tile
+  // when n = 0: its padding rows would read row -1's query) does nothing
+  // but count, with a fused merge.
+  Value firstRow = e.mul(rowTile, e.index(layout.rowTile));
+  if (rules.perSequenceQueryLengths) {
+    auto ifReal = scf::IfOp::create(rewriter, e.loc,
+                                    e.lessThan(firstRow, realRows), false);
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPointToStart(ifReal.thenBlock());
+    computeRowTile(firstRow);
+  } else {
+    computeRowTile(firstRow);
+  }
   if (merge)
     mergeIfLast(merge);
   gpu::ReturnOp::create(rewriter, e.loc);
+}
+
+void PartialKernelBuilder::computeRowTile(Value firstRow) {
+  if (layout.tensorCores) {
+    streamTensorCoreTile(firstRow);
+    gpu::BarrierOp::create(rewriter, e.loc);
+    writePartials(firstRow);
+    gpu::BarrierOp::create(rewriter, e.loc);
+    return;
+  }
+  stageQueryTile(firstRow);
+
+  // Every row sees the keys in [the last token's window start, len - Lq
+  // + 1): only the last Lq - 1 keys of a sequence (and with a window the
+  // first Lq - 1 the splits cover) need the per-row mask. Those stream in
+  // loops of their own with the mask (at most 7 keys each: one or two
+  // iterations of one step), the others without it, so the mask costs
+  // the main loop neither instructions nor registers. The masked loops
+  // run first, so nothing is kept live through the main loop for them
+  // (`causalBase`); the online softmax does not depend on the order of
+  // the keys (up to rounding).
+  rowAlibi.clear();
+  if (alibiSlopes)
+    for (int64_t r = 0; r < layout.rowTile; ++r)
+      rowAlibi.push_back(alibiOfRow(firstRow, e.index(r)));
+  SmallVector<Value> streamed = initialState();
+  Value unmaskedBegin = chunk.begin, unmaskedEnd = chunk.end;
+  Value causalBase;
+  if (rules.rowsDiffer()) {
+    // Query token t sees keys [firstMasked + t - W, firstMasked + t)
+    // (AttentionUtils.h). Row r of the tile is token t = (firstRow + r) /
+    // group, so key j is before its end iff (j + 1 - firstMasked) * group
+    // - firstRow <= r, and not before its window iff r < that value + W *
+    // group: one value per key, compared with each row's constants.
+    // `causalBase` is its part without j.
+    Value firstMasked = buildFirstMaskedKey(rewriter, e.loc, chunk.sequence);
+    causalBase = e.sub(
+        e.mul(e.sub(e.index(1), firstMasked), e.index(geometry.groupSize())),
+        firstRow);
+    unmaskedEnd = e.max(chunk.begin, e.min(chunk.end, firstMasked));
+    if (rules.windowLeft) {
+      Value lastToken = e.sub(chunk.sequence.queryLength, e.index(1));
+      Value allSee =
+          buildVisibleKeys(rewriter, e.loc, chunk.sequence, lastToken, rules)
+              .begin;
+      unmaskedBegin = e.min(unmaskedEnd, e.max(chunk.begin, allSee));
+      streamed = streamKeys(chunk.begin, unmaskedBegin, /*unroll=*/1,
+                            causalBase, streamed);
+    }
+    streamed =
+        streamKeys(unmaskedEnd, chunk.end, /*unroll=*/1, causalBase, streamed);
+  }
+  streamed = streamKeys(unmaskedBegin, unmaskedEnd, layout.unroll,
+                        /*causalBase=*/Value(), streamed);
+  SmallVector<RowState> states = unpack(streamed);
+  combineLaneGroups(states);
+  publishWarpStates(states);
+  gpu::BarrierOp::create(rewriter, e.loc);
+  writePartials(firstRow);
+  // A fused merge reuses the workgroup buffers.
+  gpu::BarrierOp::create(rewriter, e.loc);
 }
 
 void PartialKernelBuilder::forEachElement(

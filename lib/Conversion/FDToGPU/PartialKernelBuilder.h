@@ -74,11 +74,14 @@ public:
                        const PartialKernelLayout &layout, Type elementType,
                        const CacheElements &cache, PatternRewriter &rewriter);
 
-  /// The whole body: the row-tile loop, the fused merge of `merge` when
+  /// The whole body: the block's row tile, the fused merge of `merge` when
   /// given, and the return.
   void build(MergeOp merge = nullptr);
 
 private:
+  /// The row tile starting at row `firstRow` against the chunk, and its
+  /// partials written.
+  void computeRowTile(Value firstRow);
   /// CUDA cores: the lane's token group, its place in the group and its
   /// vectors of the head dim.
   void setUpTokenGroups();
@@ -193,7 +196,7 @@ private:
   SmallVector<AlibiRow> rowAlibi;
   Value queryTile, queryFragments, warpAccumulators, warpMaxSum;
   // Where this thread is.
-  Value thread, split, kvHead, batch, warp, lane;
+  Value thread, split, kvHead, rowTile, batch, warp, lane;
   /// CUDA cores: the lane's token group and place in it, and its first
   /// token within each step of the layout's tokensPerStep() tokens.
   Value tokenGroup, laneInGroup, tokenInStep;

@@ -159,15 +159,21 @@ func.func @speculative_hnd(%q: memref<3x2x4x128xf32>, %k: memref<3x4x?x128xf32>,
 
 // -----
 
-// f32, D = 128, MQA (Hq = 32, Hkv = 1): 32 query rows per block. A row takes
-// 14 registers of the tile's budget (max, sum, 4 accumulators, 4 query
+// f32, D = 128, MQA (Hq = 32, Hkv = 1): 32 query rows per KV head. A row
+// takes 14 registers of the tile's budget (max, sum, 4 accumulators, 4 query
 // elements, a score per unrolled step), so one tile holds at most 12 rows and
-// each of several at most 11: three tiles of 11, each streaming the chunk.
+// each of several at most 11: three tiles of 11, each a block of its own
+// (grid y = Hkv * 3, KV head y / 3, tile y % 3) streaming the chunk.
 
 // CHECK-LABEL: func.func @mqa_f32
+// CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in (%c4, %c3, %c1)
 // CHECK: gpu.func @fd_partial_attention
 // CHECK-SAME: workgroup(%{{.*}} : memref<11x128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4x11x128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4x11x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
-// CHECK: scf.for %{{.*}} = %c0 to %c3 step %c1 {
+// CHECK: %[[Y:.*]] = gpu.block_id y
+// CHECK-NEXT: %[[HEAD:.*]] = arith.divui %[[Y]], %c3 : index
+// CHECK-NEXT: %[[TILE:.*]] = arith.remui %[[Y]], %c3 : index
+// CHECK: %{{.*}} = arith.muli %[[TILE]], %c11 : index
+// CHECK-NOT: scf.for %{{.*}} = %c0 to %c3 step %c1
 func.func @mqa_f32(%q: memref<1x32x128xf32>, %k: memref<1x?x1x128xf32>, %v: memref<1x?x1x128xf32>,
                    %lens: memref<1xi32>, %out: memref<1x32x128xf32>) {
   fd.attention %q, %k, %v, %lens into %out

@@ -2,13 +2,17 @@
 
 // Per-sequence query lengths on tensor cores: the partial kernel takes
 // them last, reads its sequence's entry (blockIdx.z) once and clamps it to
-// [0, Lq]; n = 0 empties the chunk; the row tiles run over the n * group
-// real rows only (a dynamic bound), which alone load queries and store
-// partials; the causal limit counts from length - n.
+// [0, Lq]; n = 0 empties the chunk; of the two row tiles of 16 (Lq = 8 times
+// a group of 4), each a block, one past the n * group real rows does
+// nothing, and only real rows load queries and store partials; the causal
+// limit counts from length - n.
 
 // CHECK-LABEL: func.func @tensor_cores
-// CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention {{.*}} args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : i32, {{.*}} : !llvm.ptr<1>)
+// CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in (%c3, %c4, %{{.*}}) {{.*}} args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : i32, {{.*}} : !llvm.ptr<1>)
 // CHECK: gpu.func @fd_partial_attention(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[LENS:.*]]: !llvm.ptr<1>, %[[PO:.*]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32, %[[QL:.*]]: !llvm.ptr<1>)
+// CHECK: %[[BY:.*]] = gpu.block_id y
+// CHECK-NEXT: arith.divui %[[BY]], %c2 : index
+// CHECK-NEXT: %[[TILE:.*]] = arith.remui %[[BY]], %c2 : index
 // CHECK: %[[BZ:.*]] = gpu.block_id z
 // CHECK: llvm.getelementptr %[[LENS]]
 // CHECK: %[[LEN:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
@@ -17,13 +21,14 @@
 // CHECK-NEXT: %[[ENTRY:.*]] = llvm.load %[[ADDRESS]] {alignment = 4 : i64} : !llvm.ptr<1> -> i32
 // CHECK-NEXT: %[[ENTRY_INDEX:.*]] = arith.index_cast %[[ENTRY]] : i32 to index
 // CHECK-NEXT: %[[AT_LEAST_0:.*]] = arith.maxsi %[[ENTRY_INDEX]], %c0 : index
-// CHECK-NEXT: %[[N:.*]] = arith.minsi %[[AT_LEAST_0]], %c4 : index
+// CHECK-NEXT: %[[N:.*]] = arith.minsi %[[AT_LEAST_0]], %c8 : index
 // CHECK-NEXT: %[[NONE:.*]] = arith.cmpi eq, %[[N]], %c0 : index
 // CHECK-NEXT: %[[END:.*]] = arith.select %[[NONE]], %c0, %[[LEN]] : index
 // CHECK: %[[ROWS:.*]] = arith.muli %[[N]], %c4 : index
 // CHECK-NEXT: %[[LAST:.*]] = arith.subi %[[ROWS]], %c1 : index
-// CHECK-NEXT: %[[TILES:.*]] = arith.ceildivui %[[ROWS]], %c16 : index
-// CHECK-NEXT: scf.for %{{.*}} = %c0 to %[[TILES]] step %c1 {
+// CHECK-NEXT: %[[FIRST_ROW:.*]] = arith.muli %[[TILE]], %c16 : index
+// CHECK-NEXT: %[[REAL_TILE:.*]] = arith.cmpi slt, %[[FIRST_ROW]], %[[ROWS]] : index
+// CHECK-NEXT: scf.if %[[REAL_TILE]] {
 // Padding rows read the last real row's query.
 // CHECK: arith.minsi %{{.*}}, %[[LAST]] : index
 // CHECK: arith.cmpi slt, %{{.*}}, %[[ROWS]] : index
@@ -34,12 +39,12 @@
 // CHECK-NEXT: scf.if %[[REAL]] {
 // CHECK: llvm.getelementptr %[[PO]]
 // CHECK: llvm.store
-func.func @tensor_cores(%q: memref<?x4x8x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>,
+func.func @tensor_cores(%q: memref<?x8x8x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>,
                         %lens: memref<?xi32>, %ql: memref<?xi32>,
-                        %po: memref<?x4x8x3x64xf32>, %pl: memref<?x4x8x3xf32>) {
+                        %po: memref<?x8x8x3x64xf32>, %pl: memref<?x8x8x3xf32>) {
   fd.partial_attention %q, %k, %v, %lens query_lens %ql : memref<?xi32> into %po, %pl
-      : memref<?x4x8x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>,
-        memref<?xi32> into memref<?x4x8x3x64xf32>, memref<?x4x8x3xf32>
+      : memref<?x8x8x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>,
+        memref<?xi32> into memref<?x8x8x3x64xf32>, memref<?x8x8x3xf32>
   return
 }
 
@@ -47,7 +52,8 @@ func.func @tensor_cores(%q: memref<?x4x8x64xf16>, %k: memref<?x?x2x64xf16>, %v: 
 
 // On CUDA cores (f32, MHA: one row per token) after the ALiBi slopes, with
 // a window of 5: the first attended key is max(0, length - n + 1 - W), and
-// n = 0 ends the chunk there; ceil(n / 2) tiles of 2 rows; the keys every
+// n = 0 ends the chunk there; one tile of the 2 rows, run when n > 0; the
+// keys every
 // token sees (streamed without masks) start at the last token's window,
 // (length - n + 1) + (n - 1) - W.
 
@@ -65,8 +71,8 @@ func.func @tensor_cores(%q: memref<?x4x8x64xf16>, %k: memref<?x?x2x64xf16>, %v: 
 // CHECK-NEXT: %[[NONE:.*]] = arith.cmpi eq, %[[N]], %c0 : index
 // CHECK-NEXT: %[[END:.*]] = arith.select %[[NONE]], %[[FIRST]], %[[LEN]] : index
 // CHECK-NEXT: arith.subi %[[END]], %[[FIRST]] : index
-// CHECK: %[[TILES:.*]] = arith.ceildivui %[[N]], %c2 : index
-// CHECK-NEXT: scf.for %{{.*}} = %c0 to %[[TILES]] step %c1 {
+// CHECK: %[[REAL_TILE:.*]] = arith.cmpi sgt, %[[N]], %c0 : index
+// CHECK-NEXT: scf.if %[[REAL_TILE]] {
 // CHECK: llvm.getelementptr %[[SLOPES]]
 // CHECK: %[[LAST_TOKEN:.*]] = arith.subi %[[N]], %c1 : index
 // CHECK-NEXT: %[[FIRST_TOKEN_AGAIN:.*]] = arith.subi %[[LEN]], %[[N]] : index

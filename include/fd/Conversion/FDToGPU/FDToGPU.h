@@ -53,12 +53,12 @@ constexpr llvm::StringLiteral kProgrammaticLaunchAttrName =
 /// value) row together, each `vectorsPerLane` vectors, so a warp reads
 /// `tokensPerWarp` rows per step with coalesced 16-byte loads; when the
 /// vector count is not a power of two the lanes past the row idle. `unroll`
-/// steps of loads are issued before any is used. The block serves `rows`
-/// query rows (group size x Lq) in `numRowTiles` tiles of `rowTile` (the
-/// last may hold padding rows), as many rows per tile as the register
-/// budget holds; the chunk is streamed once per tile. With Lq > 1 (`causal`)
-/// the last Lq - 1 keys of a sequence stream first, in a loop of their own
-/// with a per-row mask.
+/// steps of loads are issued before any is used. A KV head's `rows` query
+/// rows (group size x Lq) are `numRowTiles` tiles of `rowTile` (the last
+/// may hold padding rows), as many rows per tile as the register budget
+/// holds, each tile a block of its own streaming the chunk. With Lq > 1
+/// (`causal`) the last Lq - 1 keys of a sequence stream first, in a loop of
+/// their own with a per-row mask.
 ///
 /// With `tensorCores` (f16/bf16 queries, D of 64 or 128, at least
 /// kTensorCoreMinRows rows) the block instead computes a tile of up to 16
@@ -82,10 +82,12 @@ struct PartialKernelLayout {
   /// not with --maxrregcount 200); f32 tiles of 13 rows spill at D = 96.
   /// PTXAssemblyTest's sweep fails on any spill.
   static constexpr int64_t kRowRegisterBudget = 176;
-  /// Taken from the budget when the rows take more than one tile: the tile
-  /// loop keeps more values live through the token loop (the chunk bounds,
-  /// the tile's first row), and f16 tiles of 8 rows then spill in some
-  /// configurations (MQA at D = 144 with pages of 16), of 7 in none.
+  /// Taken from the budget when the rows take more than one tile: sized
+  /// when a block looped over its tiles (the loop kept the chunk bounds and
+  /// the tile's first row live through the token loop; f16 tiles of 8 rows
+  /// then spilled in some configurations, MQA at D = 144 with pages of 16);
+  /// kept now that each tile is a block, so tile sizes, and the spill-free
+  /// ptxas sweep, stay as they were.
   static constexpr int64_t kRowTileLoopRegisters = 22;
   /// Rows of an mma.sync tile (its M), and the fewest rows for which the
   /// tensor-core kernel is chosen (see getTensorCoreChoice).
@@ -145,7 +147,8 @@ bool hasGridDependencyControl(llvm::StringRef chip);
 
 /// Patterns replacing fd.partial_attention and fd.merge with launches of GPU
 /// kernels, each in a `gpu.module` of its own name in the enclosing module:
-///   partial: grid (S, Hkv, B), block (128); args (q, k, v, seq_lens,
+///   partial: grid (S, Hkv * row tiles, B), block (128); args (q, k, v,
+///   seq_lens,
 ///            partial_output, partial_lse: !llvm.ptr<1>, max_len: i32)
 ///   merge:   grid (Hq, Lq, B), block (D); args (partial_output,
 ///            partial_lse, output[, lse]: !llvm.ptr<1>)
