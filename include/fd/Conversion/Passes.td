@@ -43,11 +43,12 @@ def ConvertFDToGPU : Pass<"convert-fd-to-gpu", "ModuleOp"> {
     Partial kernel, grid `(S, Hkv * T, B)`, 128 threads: one block serves a
     tile of the query rows (query heads of the KV head's group times `Lq`)
     of one chunk; rows past a tile's capacity take T tiles, blocks that
-    stream the same chunk side by side (the second read is an L2 hit). Lanes read key and value rows
-    with coalesced 16-byte loads, several token steps in flight; q.k is
-    reduced with `gpu.shuffle`; an online softmax (base 2, scores prescaled
-    by `scale * log2 e`) runs in registers per lane group; the groups of a
-    warp combine through shuffles and the warps through workgroup memory.
+    stream the same chunk side by side (the second read is an L2 hit).
+    Lanes read key and value rows with coalesced 16-byte loads, several
+    token steps in flight; q.k is reduced with `gpu.shuffle`; an online
+    softmax (base 2, scores prescaled by `scale * log2 e`) runs in registers
+    per lane group; the groups of a warp combine through shuffles and the
+    warps through workgroup memory.
     The sequence length is read from device memory and the chunk bounds are
     computed in the kernel, so a captured CUDA graph stays correct as
     sequences grow. An empty chunk writes `lse = -inf` and a zero partial.

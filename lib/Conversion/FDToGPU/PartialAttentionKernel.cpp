@@ -168,7 +168,8 @@ PartialKernelBuilder::PartialKernelBuilder(
 
   thread = gpu::ThreadIdOp::create(rewriter, e.loc, gpu::Dimension::x);
   split = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::x);
-  // Blocks (kvHead, rowTile) are row-tile-major along y.
+  // y = kvHead * tiles + rowTile: a KV head's tiles are neighbours, as
+  // they share its chunk in L2.
   Value kvHeadTile = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::y);
   kvHead = kvHeadTile;
   rowTile = e.index(0);

@@ -148,8 +148,8 @@ bool hasGridDependencyControl(llvm::StringRef chip);
 /// Patterns replacing fd.partial_attention and fd.merge with launches of GPU
 /// kernels, each in a `gpu.module` of its own name in the enclosing module:
 ///   partial: grid (S, Hkv * row tiles, B), block (128); args (q, k, v,
-///   seq_lens,
-///            partial_output, partial_lse: !llvm.ptr<1>, max_len: i32)
+///            seq_lens, partial_output, partial_lse: !llvm.ptr<1>,
+///            max_len: i32)
 ///   merge:   grid (Hq, Lq, B), block (D); args (partial_output,
 ///            partial_lse, output[, lse]: !llvm.ptr<1>)
 /// The memrefs must be contiguous (identity layout). The kernels run on
