@@ -13,6 +13,7 @@
 # clocks.csv (SM clock each second from the first fd-bench on),
 # fd-bench.csv, fd-bench-model.csv, fd-bench-model-e4m3.csv,
 # fd-bench-model-fused.csv, fd-bench-model-bf16.csv,
+# fd-bench-model-serial.csv (the f16 kernels with FD_PROGRAMMATIC_LAUNCH=0),
 # fd-bench-window*.csv, peers.csv.
 # FD_SKIP_PEERS=1 leaves out the PyTorch peers (they do not change with our
 # kernels), FD_SKIP_GRID=1 the grid, FD_BENCH_QUICK=1 runs the grid with
@@ -94,6 +95,18 @@ for variant in model model-e4m3 model-fused model-bf16; do
     --csv "$out/fd-bench-$variant.csv"
   echo "fd-bench exit $?"
 done
+# The f16 kernels again in plain stream order (FD_PROGRAMMATIC_LAUNCH=0):
+# against fd-bench-model.csv, what programmatic launch saves on this GPU,
+# which calibrates fdemu's resume latency (docs/Emulator.md).
+if [ -d "$kernels/model" ]; then
+  step "fd-bench: the modeled table's shapes (model), in plain stream order"
+  # shellcheck disable=SC2086 # plans.sh's lists are words
+  FD_PROGRAMMATIC_LAUNCH=0 timeout 120 build-device/bin/fd-bench \
+    --kernels "$kernels/model" --configs "$(comma_list $model_configs)" \
+    --shapes "$(comma_list $model_shapes)" \
+    --csv "$out/fd-bench-model-serial.csv"
+  echo "fd-bench exit $?"
+fi
 
 if [ -d "$kernels/window" ]; then
   step "fd-bench: a 128-key sliding window, measured"

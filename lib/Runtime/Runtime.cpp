@@ -441,6 +441,10 @@ void DecodePlan::bind() {
   }
 }
 
+bool DecodePlan::isProgrammatic(size_t index) const {
+  return index < kernels.size() && kernels[index]->programmatic;
+}
+
 void DecodePlan::launch(CUstream stream) const {
   const DriverApi &driver = device.getDriverApi();
   device.makeCurrent();

@@ -191,14 +191,15 @@ Timing Emulator::model(const Device &device, CUstream stream,
     }
   }
   // The call and the steps on fdemu's stream clock, as a GPU runs them: a
-  // kernel the manifest marks programmatic_launch overlaps its launch with
-  // the kernel before it, in the call and across layers.
+  // kernel the plan launches programmatically (the manifest's
+  // programmatic_launch, unless FD_PROGRAMMATIC_LAUNCH=0) overlaps its
+  // launch with the kernel before it, in the call and across layers.
   auto schedule = [&](int calls, bool fromGraph) {
     FdemuStreamClock clock{0, 0};
     for (int call = 0; call < calls; ++call)
       for (size_t i = 0; i < modeled.size(); ++i)
         if (scheduleLaunch(&clock, &modeled[i], fromGraph,
-                           manifest.kernels[i].programmaticLaunch))
+                           plan.isProgrammatic(i)))
           throw std::runtime_error("fdemu: could not schedule " +
                                    manifest.kernels[i].name);
     return clock.now;

@@ -67,6 +67,10 @@ TEST_F(FakeRuntime, ProgrammaticKernelsLaunchWithTheAttribute) {
   setenv("FD_PROGRAMMATIC_LAUNCH", "1", 1);
   DecodePlan overlapped(*device, bundle, buffers);
   unsetenv("FD_PROGRAMMATIC_LAUNCH");
+  EXPECT_FALSE(ordered.isProgrammatic(1));
+  EXPECT_TRUE(overlapped.isProgrammatic(1));
+  EXPECT_FALSE(overlapped.isProgrammatic(0));
+  EXPECT_FALSE(overlapped.isProgrammatic(2)); // no third kernel
   ordered.launch(stream);
   overlapped.launch(stream);
   ASSERT_EQ(state.launches.size(), 8u);

@@ -194,6 +194,9 @@ public:
   /// kernel before them; docs/KernelABI.md), unless FD_PROGRAMMATIC_LAUNCH
   /// was 0 when the plan was made.
   void launch(CUstream stream) const;
+  /// Whether launch() gives kernel `index` (manifest order) programmatic
+  /// stream serialization.
+  bool isProgrammatic(size_t index) const;
 
   const DecodeBuffers &getBuffers() const { return buffers; }
   /// Rebinds the plan to other buffers or shapes (reallocating the
