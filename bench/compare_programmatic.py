@@ -7,21 +7,24 @@ graph step; ORDERED may cover fewer configs, but every row of it must be
 in OVERLAPPED. Prints each row's saving and "N rows,
 P problems"; exits 1 on a problem. Usage: compare_programmatic.py
 OVERLAPPED.csv ORDERED.csv"""
-import csv
 import sys
 
-
-def rows(path):
-    with open(path, newline="") as file:
-        return {(r["config"], r["batch"], r["max_len"], r["mode"],
-                 r["page_size"]): r for r in csv.DictReader(file)}
+from check_fd_bench_csv import COLUMNS, read_rows
 
 
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    overlapped, ordered = rows(sys.argv[1]), rows(sys.argv[2])
     problems = []
+
+    def rows(path):
+        # fd-bench's rows by shape, through the CSV checker's reader.
+        _, checked, errors = read_rows(path, COLUMNS)
+        problems.extend(f"{path}: {error}" for error in errors)
+        return {(r["config"], r["batch"], r["max_len"], r["mode"],
+                 r["page_size"]): r for _, r in checked}
+
+    overlapped, ordered = rows(sys.argv[1]), rows(sys.argv[2])
     for key in sorted(ordered.keys() - overlapped.keys()):
         problems.append(f"{','.join(key)} is not in {sys.argv[1]}")
     compared = 0

@@ -42,6 +42,17 @@ std::string string(const json::Value &object, const std::string &key,
   return value.string;
 }
 
+/// Sets `flag` from `object[key]` when present (a boolean); leaves it as it
+/// is when absent: fields newer manifests add.
+void optionalFlag(const json::Value &object, const std::string &key,
+                  const std::string &path, bool &flag) {
+  if (const json::Value *value = object.find(key)) {
+    if (value->kind != json::Value::Kind::Bool)
+      missing(path + key, "a boolean");
+    flag = value->boolean;
+  }
+}
+
 const std::vector<json::Value> &array(const json::Value &object,
                                       const std::string &key, size_t size,
                                       const std::string &path) {
@@ -129,17 +140,10 @@ Manifest Manifest::parse(const std::string &text) {
       missing("config.logits_soft_cap", "a positive number");
     manifest.logitsSoftCap = cap->number;
   }
-  auto optionalFlag = [&](const char *key, bool &flag) {
-    if (const json::Value *value = config.find(key)) {
-      if (value->kind != json::Value::Kind::Bool)
-        missing(std::string("config.") + key, "a boolean");
-      flag = value->boolean;
-    }
-  };
-  optionalFlag("with_sinks", manifest.withSinks);
-  optionalFlag("with_alibi", manifest.withAlibi);
-  optionalFlag("with_query_lens", manifest.withQueryLens);
-  optionalFlag("fused_merge", manifest.fusedMerge);
+  optionalFlag(config, "with_sinks", "config.", manifest.withSinks);
+  optionalFlag(config, "with_alibi", "config.", manifest.withAlibi);
+  optionalFlag(config, "with_query_lens", "config.", manifest.withQueryLens);
+  optionalFlag(config, "fused_merge", "config.", manifest.fusedMerge);
   const json::Value &withLse = member(config, "with_lse", "config.");
   if (withLse.kind != json::Value::Kind::Bool)
     missing("config.with_lse", "a boolean");
@@ -182,11 +186,7 @@ Manifest Manifest::parse(const std::string &text) {
         integer(kernel, "static_shared_memory_bytes", path);
     spec.dynamicSharedMemoryBytes =
         integer(kernel, "dynamic_shared_memory_bytes", path);
-    if (const json::Value *programmatic = kernel.find("programmatic_launch")) {
-      if (programmatic->kind != json::Value::Kind::Bool)
-        missing(path + "programmatic_launch", "a boolean");
-      spec.programmaticLaunch = programmatic->boolean;
-    }
+    optionalFlag(kernel, "programmatic_launch", path, spec.programmaticLaunch);
     manifest.kernels.push_back(std::move(spec));
   }
   if (manifest.kernels.empty())

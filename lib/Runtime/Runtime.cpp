@@ -210,7 +210,6 @@ CUfunction Module::getFunction(const std::string &name) const {
 // DecodePlan
 //===----------------------------------------------------------------------===//
 
-/// A kernel with its launch shape and argument storage bound to buffers.
 /// FD_PROGRAMMATIC_LAUNCH=0 launches every kernel in plain stream order
 /// (to compare, or to rule the overlap out); anything else, or unset,
 /// overlaps the kernels whose manifest entry allows it.
@@ -219,6 +218,7 @@ static bool isProgrammaticLaunchAllowed() {
   return !setting || std::string(setting) != "0";
 }
 
+/// A kernel with its launch shape and argument storage bound to buffers.
 struct DecodePlan::BoundKernel {
   const KernelSpec *spec;
   CUfunction function;
