@@ -30,6 +30,18 @@ unsigned workerThreads() {
   return threads;
 }
 
+/// FDEMU_TRACE_CTA=N: CTA N of every launch writes its issued instructions
+/// to stderr (docs/Emulator.md); -1 when unset or not a number. Read per
+/// launch, so a tool can trace one launch of many.
+int64_t tracedCta() {
+  const char *value = std::getenv("FDEMU_TRACE_CTA");
+  if (!value || !*value)
+    return -1;
+  char *end = nullptr;
+  long long cta = std::strtoll(value, &end, 10);
+  return *end == '\0' && cta >= 0 ? cta : -1;
+}
+
 } // namespace
 
 namespace flashdecode::emu {
@@ -128,6 +140,9 @@ static CUresult enqueueLaunch(CUfunction function, unsigned gridX,
   const GpuModel &gpu = getGpuModel();
   launch.numSMs = gpu.numSMs;
   launch.workerThreads = workerThreads();
+  launch.traceCta = tracedCta();
+  if (launch.traceCta >= 0)
+    launch.traceStream = stderr;
   launch.latencyModel = gpu.latencyModel;
   launch.smResources = gpu.smResources;
   launch.mmaProductsPerSum = gpu.mmaProductsPerSum;

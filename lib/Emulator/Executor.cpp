@@ -86,6 +86,9 @@ public:
     cta.barrierEpoch = 1;
     cta.triggeredDependents = false;
     smId = linear % request.numSMs;
+    linearCta = linear;
+    tracing =
+        request.traceStream && static_cast<int64_t>(linear) == request.traceCta;
     for (uint32_t w = 0; w < cta.warps.size(); ++w)
       startWarp(cta.warps[w], w);
     for (;;) {
@@ -259,7 +262,16 @@ private:
         fail(error, warp, inst, active);
       }
       uint64_t passes = cta.counts.sharedWavefronts - wavefronts;
-      timeline.issue(warp.timing, pc, active != 0, passes ? passes - 1 : 0);
+      uint64_t issued =
+          timeline.issue(warp.timing, pc, active != 0, passes ? passes - 1 : 0);
+      if (tracing)
+        std::fprintf(request.traceStream,
+                     "fdemu trace: %s cta %llu warp %u cycle %llu line %u: "
+                     "%s%s wavefronts %llu\n",
+                     kernel.name.c_str(), (unsigned long long)linearCta,
+                     warp.index, (unsigned long long)issued, inst.line,
+                     inst.text.c_str(), active ? "" : " (guard false)",
+                     (unsigned long long)passes);
     }
   }
 
@@ -473,7 +485,8 @@ private:
   const Kernel &kernel;
   const Timeline &timeline;
   uint32_t threads = 0;
-  uint64_t smId = 0;
+  uint64_t smId = 0, linearCta = 0;
+  bool tracing = false;
 };
 
 } // namespace

@@ -71,9 +71,10 @@ public:
 
   /// Instruction `pc` issues. `executed`: some lane ran it (when its guard
   /// was false everywhere no result is pending). `extraCycles` lengthen its
-  /// latency (shared-memory wavefronts past the first).
-  void issue(WarpTiming &timing, uint32_t pc, bool executed,
-             uint64_t extraCycles) const {
+  /// latency (shared-memory wavefronts past the first). Returns the cycle
+  /// it issued (a rename: when its sources are ready).
+  uint64_t issue(WarpTiming &timing, uint32_t pc, bool executed,
+                 uint64_t extraCycles) const {
     const Entry &entry = entries[pc];
     const uint32_t *reg = registers.data() + entry.first;
     uint64_t ready = 0;
@@ -83,7 +84,7 @@ public:
     if (entry.rename) {
       for (unsigned i = 0; i < entry.numDestinations; ++i)
         timing.ready[reg[i]] = ready;
-      return;
+      return ready;
     }
     // The instruction `window` back leaves the window: nothing later may
     // issue before it or anything that left before it.
@@ -117,6 +118,7 @@ public:
     for (unsigned i = 0; i < entry.numPlacedLoads; ++i)
       timing.ready[reg[i]] =
           std::max(timing.ready[reg[i]], start + globalLoadLatency);
+    return start;
   }
 
   /// A released bar.sync: every warp with live lanes issues next after the

@@ -12,7 +12,7 @@
 // ready a tensor-core latency after it, a cp.async's data at the wait a
 // global load's latency after the copy. Then the residency limits (a
 // pure function), ptxas's register count as the driver reports it, and the
-// latency term of the model.
+// latency term of the model; FDEMU_TRACE_CTA's trace of one CTA.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +20,7 @@
 
 #include "fd/Emulator/PerformanceModel.h"
 
+#include <cstdio>
 #include <unistd.h>
 
 using namespace flashdecode::emutest;
@@ -99,6 +100,57 @@ TEST_F(EmulatorLatency, Float8ConversionsAreConversions) {
   // The first conversion issues at 0, each of the others and the add a
   // conversion latency after the one before; ret the cycle after the add.
   EXPECT_EQ(counters.totalLatency.latencyCycles, 16u * model.conversion + 1);
+}
+
+TEST_F(EmulatorLatency, TraceWritesOneCtasIssueCycles) {
+  // FDEMU_TRACE_CTA=1: CTA 1 of a launch of two writes a line per
+  // instruction its two warps issue, with the cycle the chain above gives
+  // it; CTA 0 writes none.
+  CUfunction kernel = getKernel(fmaKernel(4, true), "fmas");
+  std::fflush(stderr);
+  int savedStderr = dup(2);
+  std::FILE *captured = std::tmpfile();
+  ASSERT_NE(captured, nullptr);
+  dup2(fileno(captured), 2);
+  setenv("FDEMU_TRACE_CTA", "1", 1);
+  launchCounted(kernel, {2}, {64}, KernelArguments());
+  unsetenv("FDEMU_TRACE_CTA");
+  std::fflush(stderr);
+  dup2(savedStderr, 2);
+  close(savedStderr);
+  std::rewind(captured);
+  char line[512];
+  std::vector<std::string> lines;
+  while (std::fgets(line, sizeof(line), captured))
+    lines.push_back(line);
+  std::fclose(captured);
+  // mov, four fmas and ret per warp.
+  ASSERT_EQ(lines.size(), 12u);
+  std::vector<uint64_t> fmaCycles[2];
+  for (const std::string &text : lines) {
+    unsigned long long cta, warp, cycle, wavefronts;
+    unsigned ptxLine;
+    char instruction[256];
+    ASSERT_EQ(std::sscanf(text.c_str(),
+                          "fdemu trace: fmas cta %llu warp %llu cycle %llu "
+                          "line %u: %255[^\n]",
+                          &cta, &warp, &cycle, &ptxLine, instruction),
+              5)
+        << text;
+    EXPECT_EQ(cta, 1u) << text;
+    ASSERT_LT(warp, 2u) << text;
+    std::string rest = instruction;
+    ASSERT_EQ(std::sscanf(rest.substr(rest.rfind(" wavefronts ")).c_str(),
+                          " wavefronts %llu", &wavefronts),
+              1)
+        << text;
+    EXPECT_EQ(wavefronts, 0u) << text;
+    if (rest.rfind("fma.rn.f32", 0) == 0)
+      fmaCycles[warp].push_back(cycle);
+  }
+  for (const std::vector<uint64_t> &cycles : fmaCycles)
+    EXPECT_EQ(cycles, (std::vector<uint64_t>{0, model.alu, 2 * model.alu,
+                                             3 * model.alu}));
 }
 
 /// Eight loads of 8-byte words from [in]: each address the previous load's

@@ -21,6 +21,8 @@
 #include "fd/Emulator/Program.h"
 
 #include <array>
+#include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -88,6 +90,11 @@ struct LaunchRequest {
   /// beside the one before it on the stream, so a global access before
   /// griddepcontrol.wait is reported (it could race with that kernel).
   bool programmatic = false;
+  /// FDEMU_TRACE_CTA: the CTA (linear, x fastest) whose issued instructions
+  /// are written to `traceStream`, one line each with its warp and issue
+  /// cycle (the latency model's timeline); -1: none.
+  int64_t traceCta = -1;
+  std::FILE *traceStream = nullptr;
 };
 
 struct LaunchResult {

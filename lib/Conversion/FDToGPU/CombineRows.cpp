@@ -56,41 +56,77 @@ void PartialKernelBuilder::publishWarpStates(ArrayRef<RowState> states) {
 }
 
 void PartialKernelBuilder::writePartials(Value firstRow) {
+  // Once per row (a thread each): the row's lse, and in place of each
+  // warp's max the weight of its accumulator, 2^(m_w - m) / sum (times the
+  // output scale), so that an element costs one multiply-add per warp
+  // rather than the rescales and a division per element (the merge's
+  // weights, MergeRows.cpp, are made the same way).
   const int64_t headDim = geometry.headDim;
-  forEachTileElement([&](Value row, Value dim) {
-    RowState total{e.negInf(), e.f32(0.0), {e.f32(0.0)}};
-    for (int64_t w = 0; w < PartialKernelLayout::kWarps; ++w) {
-      Value warpIndex = e.index(w);
-      RowState part{
-          memref::LoadOp::create(rewriter, e.loc, warpMaxSum,
-                                 ValueRange{warpIndex, row, e.index(0)}),
-          memref::LoadOp::create(rewriter, e.loc, warpMaxSum,
-                                 ValueRange{warpIndex, row, e.index(1)}),
-          {memref::LoadOp::create(rewriter, e.loc, warpAccumulators,
-                                  ValueRange{warpIndex, row, dim})}};
-      combineStates(e, total, part);
-    }
-    Value hasKeys = buildSawKeys(rewriter, e.loc, total.max);
-    Value normalized =
-        arith::DivFOp::create(rewriter, e.loc, total.accumulator[0], total.sum);
-    if (outputScale)
-      normalized = e.mul(normalized, outputScale);
-    normalized = e.select(hasKeys, normalized, e.f32(0.0));
+  constexpr int64_t kWarps = PartialKernelLayout::kWarps;
+  auto outputRowOf = [&](Value row) {
+    return e.add(
+        e.mul(queryRow(e.add(row, firstRow)), e.index(op.getNumSplits())),
+        split);
+  };
+  auto ifRealRow = [&](Value row, function_ref<void()> body) {
     auto realRow = scf::IfOp::create(rewriter, e.loc, isRealRow(firstRow, row),
                                      /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard rowGuard(rewriter);
+    OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPointToStart(realRow.thenBlock());
-    Value outputRow =
-        e.add(e.mul(queryRow(e.add(row, firstRow)), e.index(op.getNumSplits())),
-              split);
-    e.store(normalized, partialOutput,
-            e.add(e.mul(outputRow, e.index(headDim)), dim));
-    auto writeLse =
-        scf::IfOp::create(rewriter, e.loc, e.equal(dim, e.index(0)), false);
-    OpBuilder::InsertionGuard lseGuard(rewriter);
-    rewriter.setInsertionPointToStart(writeLse.thenBlock());
-    Value lse =
-        e.mul(e.add(total.max, e.log2(total.sum)), e.f32(llvm::numbers::ln2));
-    e.store(e.select(hasKeys, lse, e.negInf()), partialLse, outputRow);
+    body();
+  };
+  e.forLoop(
+      thread, e.index(layout.rowTile), PartialKernelLayout::kThreads,
+      [&](Value row) {
+        Value maxes[kWarps], sums[kWarps];
+        Value max = e.negInf();
+        for (int64_t w = 0; w < kWarps; ++w) {
+          maxes[w] =
+              memref::LoadOp::create(rewriter, e.loc, warpMaxSum,
+                                     ValueRange{e.index(w), row, e.index(0)});
+          sums[w] =
+              memref::LoadOp::create(rewriter, e.loc, warpMaxSum,
+                                     ValueRange{e.index(w), row, e.index(1)});
+          max = arith::MaximumFOp::create(rewriter, e.loc, max, maxes[w]);
+        }
+        Value scales[kWarps];
+        Value sum = e.f32(0.0);
+        for (int64_t w = 0; w < kWarps; ++w) {
+          scales[w] = e.select(e.isNegInf(maxes[w]), e.f32(0.0),
+                               e.exp2(e.sub(maxes[w], max)));
+          sum = e.fma(sums[w], scales[w], sum);
+        }
+        Value hasKeys = buildSawKeys(rewriter, e.loc, max);
+        for (int64_t w = 0; w < kWarps; ++w) {
+          Value weight = arith::DivFOp::create(rewriter, e.loc, scales[w], sum);
+          if (outputScale)
+            weight = e.mul(weight, outputScale);
+          memref::StoreOp::create(
+              rewriter, e.loc, e.select(hasKeys, weight, e.f32(0.0)),
+              warpMaxSum, ValueRange{e.index(w), row, e.index(0)});
+        }
+        ifRealRow(row, [&] {
+          Value lse = e.mul(e.add(max, e.log2(sum)), e.f32(llvm::numbers::ln2));
+          e.store(e.select(hasKeys, lse, e.negInf()), partialLse,
+                  outputRowOf(row));
+        });
+      });
+  gpu::BarrierOp::create(rewriter, e.loc);
+
+  forEachTileElement([&](Value row, Value dim) {
+    Value normalized = e.f32(0.0);
+    for (int64_t w = 0; w < kWarps; ++w) {
+      Value warpIndex = e.index(w);
+      Value weight = memref::LoadOp::create(
+          rewriter, e.loc, warpMaxSum, ValueRange{warpIndex, row, e.index(0)});
+      Value accumulator = memref::LoadOp::create(
+          rewriter, e.loc, warpAccumulators,
+          ValueRange{warpIndex, row, accumulatorColumn(row, dim)});
+      normalized = e.fma(accumulator, weight, normalized);
+    }
+    ifRealRow(row, [&] {
+      e.store(normalized, partialOutput,
+              e.add(e.mul(outputRowOf(row), e.index(headDim)), dim));
+    });
   });
 }

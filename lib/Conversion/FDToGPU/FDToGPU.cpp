@@ -74,6 +74,9 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
     layout.tokensPerWarp = 8;
     layout.numRowTiles = llvm::divideCeil(layout.rows, kMmaRows);
     layout.rowTile = llvm::divideCeil(layout.rows, layout.numRowTiles);
+    bool float8 = cacheElementBytes == 1;
+    layout.slotBytes = float8 ? 8 : 16;
+    layout.stageSlots = headDim / 16 + (float8 ? 2 : 0);
     return layout;
   }
   // As few tiles as the register budget allows (each streams the chunk

@@ -123,13 +123,24 @@ void launchKernel(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   launch->setAttr(kLaunchGridSymbolsAttrName, b.getArrayAttr(symbols));
 }
 
-Value globalPointer(OpBuilder &b, Location loc, Value memref) {
+namespace {
+Value pointerTo(OpBuilder &b, Location loc, Value memref,
+                unsigned addressSpace) {
   Value address =
       memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
   address = arith::IndexCastOp::create(b, loc, b.getI64Type(), address);
   return LLVM::IntToPtrOp::create(
-      b, loc, LLVM::LLVMPointerType::get(b.getContext(), kGlobalAddressSpace),
+      b, loc, LLVM::LLVMPointerType::get(b.getContext(), addressSpace),
       address);
+}
+} // namespace
+
+Value globalPointer(OpBuilder &b, Location loc, Value memref) {
+  return pointerTo(b, loc, memref, kGlobalAddressSpace);
+}
+
+Value sharedPointer(OpBuilder &b, Location loc, Value memref) {
+  return pointerTo(b, loc, memref, kSharedAddressSpace);
 }
 
 LogicalResult checkLowerable(Operation *op, PatternRewriter &rewriter) {

@@ -25,6 +25,7 @@
 namespace mlir::fd::detail {
 
 constexpr unsigned kGlobalAddressSpace = 1;
+constexpr unsigned kSharedAddressSpace = 3;
 
 /// Emits arithmetic inside a kernel with short names for the common ops.
 struct KernelEmitter {
@@ -213,6 +214,8 @@ void combineStates(KernelEmitter &e, RowState &state, const RowState &other);
 
 /// The global address of a contiguous memref's data, for a kernel argument.
 Value globalPointer(OpBuilder &b, Location loc, Value memref);
+/// The shared-memory address of a workgroup buffer's data.
+Value sharedPointer(OpBuilder &b, Location loc, Value memref);
 
 /// A kernel's parameters, in order, as one list: each one's name (the
 /// runtime binds buffers by it: docs/KernelABI.md), its type in the kernel

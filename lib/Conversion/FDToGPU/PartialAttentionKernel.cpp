@@ -101,6 +101,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     // few bytes in some configurations), nor do the query rows' windows
     // beside the soft-cap (8 bytes at MHA, Lq = 8 on sm_80), nor the ALiBi
     // slopes and positions of a lane's rows: three blocks, 168 registers.
+    int64_t heldQuerySteps = geometry.headDim / 16;
     kernel->setAttr(kKernelMathUnitsAttrName,
                     rewriter.getStringAttr(layout.tensorCores ? "tensor_cores"
                                                               : "cuda_cores"));
@@ -114,11 +115,18 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
           rewriter.getDenseI32ArrayAttr({PartialKernelLayout::kThreads, 1, 1}));
       kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                       rewriter.getI32IntegerAttr(tight ? 3 : 4));
+      // q's fragments all stay in registers through the token loop (else
+      // they are read from workgroup memory every step: as much traffic as
+      // K's and V's) where ptxas fits them: with three blocks' registers,
+      // and with four on sm_90; ptxas for sm_80-sm_89 spills at D = 128
+      // with more than two k-steps held (the ptxas sweep).
+      if (!tight && chip != "sm_90" && chip != "sm_90a")
+        heldQuerySteps = 2;
     }
     {
       OpBuilder::InsertionGuard guard(rewriter);
       PartialKernelBuilder(kernel, op, geometry, layout, elementType, cache,
-                           rewriter)
+                           heldQuerySteps, rewriter)
           .build(merge);
     }
 
@@ -146,9 +154,11 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
 PartialKernelBuilder::PartialKernelBuilder(
     gpu::GPUFuncOp kernel, PartialAttentionOp op,
     const AttentionGeometry &geometry, const PartialKernelLayout &layout,
-    Type elementType, const CacheElements &cache, PatternRewriter &rewriter)
-    : kernel(kernel), op(op), geometry(geometry), rules(op.getRules()),
-      layout(layout), elementType(elementType), cache(cache),
+    Type elementType, const CacheElements &cache, int64_t heldQuerySteps,
+    PatternRewriter &rewriter)
+    : kernel(kernel), op(op), heldQuerySteps(heldQuerySteps),
+      geometry(geometry), rules(op.getRules()), layout(layout),
+      elementType(elementType), cache(cache),
       rewriter(rewriter), e{rewriter, kernel.getLoc()} {
   Block &entry = kernel.getBody().front();
   rewriter.setInsertionPointToStart(&entry);
@@ -428,17 +438,30 @@ void PartialKernelBuilder::computeRowTile(Value firstRow) {
   gpu::BarrierOp::create(rewriter, e.loc);
 }
 
+void PartialKernelBuilder::forEachThreadIndex(int64_t count,
+                                              function_ref<void(Value)> body) {
+  // Written out when every thread takes the same few indices: a loop's
+  // branch would keep each iteration's loads (the query's, at a kernel's
+  // start) from overlapping the next's.
+  constexpr int64_t kMaxUnrolled = 8;
+  const int64_t threads = PartialKernelLayout::kThreads;
+  if (count % threads == 0 && count / threads <= kMaxUnrolled) {
+    for (int64_t i = 0; i < count / threads; ++i)
+      body(e.add(thread, e.index(i * threads)));
+    return;
+  }
+  e.forLoop(thread, e.index(count), threads, body);
+}
+
 void PartialKernelBuilder::forEachElement(
     int64_t rows, int64_t columns,
     function_ref<void(Value row, Value column)> body) {
-  e.forLoop(thread, e.index(rows * columns), PartialKernelLayout::kThreads,
-            [&](Value idx) {
-              Value row = arith::DivUIOp::create(rewriter, e.loc, idx,
-                                                 e.index(columns));
-              Value column = arith::RemUIOp::create(rewriter, e.loc, idx,
-                                                    e.index(columns));
-              body(row, column);
-            });
+  forEachThreadIndex(rows * columns, [&](Value idx) {
+    Value row = arith::DivUIOp::create(rewriter, e.loc, idx, e.index(columns));
+    Value column =
+        arith::RemUIOp::create(rewriter, e.loc, idx, e.index(columns));
+    body(row, column);
+  });
 }
 
 void PartialKernelBuilder::stageQueryTile(Value firstRow) {
@@ -528,11 +551,18 @@ SmallVector<MemRefType> mlir::fd::detail::getPartialKernelWorkgroupBuffers(
   auto buffer = [&](ArrayRef<int64_t> shape, Type type) {
     return MemRefType::get(shape, type, nullptr, workgroup);
   };
+  // A tensor-core tile's K/V stages take the accumulators' place (they are
+  // free until the token loop ends): as many rows as they need.
+  const int64_t rowBytes = PartialKernelLayout::kWarps * layout.headDim * 4;
+  const int64_t accumulatorRows = std::max<int64_t>(
+      layout.rowTile, llvm::divideCeil(PartialKernelLayout::kKeyValueStages *
+                                           layout.stageBytes(),
+                                       rowBytes));
   SmallVector<MemRefType> buffers = {
       layout.tensorCores
           ? buffer({layout.headDim / 16, 32, 4}, IntegerType::get(context, 32))
           : buffer({layout.rowTile, layout.headDim}, f32),
-      buffer({PartialKernelLayout::kWarps, layout.rowTile, layout.headDim},
+      buffer({PartialKernelLayout::kWarps, accumulatorRows, layout.headDim},
              f32),
       buffer({PartialKernelLayout::kWarps, layout.rowTile, 2}, f32)};
   int64_t weights =

@@ -69,10 +69,14 @@ struct AlibiRow {
 
 class PartialKernelBuilder {
 public:
+  /// `heldQuerySteps`: tensor cores, the k-steps whose q fragments stay in
+  /// registers through the token loop (the others are read from workgroup
+  /// memory per step).
   PartialKernelBuilder(gpu::GPUFuncOp kernel, PartialAttentionOp op,
                        const AttentionGeometry &geometry,
                        const PartialKernelLayout &layout, Type elementType,
-                       const CacheElements &cache, PatternRewriter &rewriter);
+                       const CacheElements &cache, int64_t heldQuerySteps,
+                       PatternRewriter &rewriter);
 
   /// The whole body: the block's row tile, the fused merge of `merge` when
   /// given, and the return.
@@ -97,9 +101,10 @@ private:
   /// A loaded cache vector's elements as f32 (an fp8 cache's values /
   /// cache.decodeFactor()).
   SmallVector<Value> cacheVectorToF32(Value vector);
-  /// Tensor cores: the 8 cache elements at element `offset` of `base` as
-  /// four mma operand words of element pairs in the query's type.
-  SmallVector<Value> loadFragmentWords(Value base, Value offset);
+  /// Tensor cores: the 8 cache elements at `address` (a K/V stage in
+  /// workgroup memory) as four mma operand words of element pairs in the
+  /// query's type.
+  SmallVector<Value> loadFragmentWords(Value address);
   /// The per-token scale of cache row `row` (cacheRow) in `scales`.
   Value loadTokenScale(Value scales, Value row);
   /// The page holding `token` (its block-table entry, clamped into the
@@ -116,6 +121,9 @@ private:
   /// (the last tile may be partial, and rows of padding tokens are not).
   Value isRealRow(Value firstRow, Value tileRow);
 
+  /// Runs `body(index)` for every index in [0, count), the block's threads
+  /// striding over them.
+  void forEachThreadIndex(int64_t count, function_ref<void(Value)> body);
   /// Runs `body(row, column)` for every element of `rows` x `columns`, the
   /// block's threads striding over them.
   void forEachElement(int64_t rows, int64_t columns,
@@ -157,6 +165,10 @@ private:
   /// Streams the chunk through a tile's rows with mma.sync and publishes
   /// each warp's state as publishWarpStates does.
   void streamTensorCoreTile(Value firstRow);
+  /// Where dim `dim` of row `row` of a warp's published accumulators lies
+  /// (warpAccumulators' last index): `dim`, or with tensor cores a swizzle
+  /// that keeps their 16-byte publishing stores free of bank conflicts.
+  Value accumulatorColumn(Value row, Value dim);
   /// Stages the q fragments (A operands) of the tile's rows in workgroup
   /// memory, per k-step and lane.
   void stageQueryFragments(Value firstRow);
@@ -179,6 +191,7 @@ private:
 
   gpu::GPUFuncOp kernel;
   PartialAttentionOp op;
+  int64_t heldQuerySteps;
   AttentionGeometry geometry;
   AttentionRules rules;
   PartialKernelLayout layout;

@@ -5,11 +5,13 @@
 // per step: S = q K^T as one 16x8 tile over D/16 m16n8k16 k-steps, the
 // online softmax on S in registers, then O += P V as D/8 m16n8k8 tiles, P
 // taken straight from S's accumulator layout. q's fragments are staged in
-// workgroup memory once per row tile; K and V go from global memory
-// straight into fragments, with the element order chosen so that each
-// lane's loads are whole 16-byte vectors, coalesced across the warp. Eight
-// keys per step (not 16) keep K, V and the accumulator within 128
-// registers, so four blocks fit on an SM.
+// workgroup memory once per row tile. K and V are read in an element order
+// chosen so that each lane's reads are whole 16-byte vectors, coalesced
+// across the warp; each lane copies its vectors of the next step into
+// workgroup memory with cp.async while the current step computes (two
+// stages), and reads them back as the k-steps and output tiles take them.
+// Eight keys per step (not 16) keep the fragments and the accumulator
+// within 128 registers, so four blocks fit on an SM.
 //
 // Fragment layouts (PTX ISA): lane l holds, with g = l / 4 and p = l % 4,
 // for m16n8k16 A (16x16) rows g and g + 8 at columns 2p, 2p+1 and 2p+8,
@@ -104,35 +106,28 @@ void PartialKernelBuilder::stageQueryFragments(Value firstRow) {
   const int64_t headDim = geometry.headDim;
   auto wordsType = VectorType::get({2}, rewriter.getI32Type());
   Value zero = e.i32(0);
-  e.forLoop(
-      thread, e.index(headDim / 16 * 32), PartialKernelLayout::kThreads,
-      [&](Value entry) {
-        Value step =
-            arith::DivUIOp::create(rewriter, e.loc, entry, e.index(32));
-        Value entryLane =
-            arith::RemUIOp::create(rewriter, e.loc, entry, e.index(32));
-        Value row =
-            arith::DivUIOp::create(rewriter, e.loc, entryLane, e.index(4));
-        Value pair =
-            arith::RemUIOp::create(rewriter, e.loc, entryLane, e.index(4));
-        Value c = arith::DivUIOp::create(rewriter, e.loc, step, e.index(2));
-        Value h = arith::RemUIOp::create(rewriter, e.loc, step, e.index(2));
-        Value dim = e.add(e.add(e.mul(c, e.index(32)), e.mul(pair, e.index(8))),
-                          e.mul(h, e.index(4)));
-        for (int64_t half = 0; half < 2; ++half) {
-          Value tileRow = e.add(row, e.index(half * 8));
-          Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
-          Value offset =
-              e.add(e.mul(queryRow(blockRow), e.index(headDim)), dim);
-          Value words = e.load(wordsType, query, elementType, offset, 8);
-          Value isReal = isRealRow(firstRow, tileRow);
-          for (int64_t i = 0; i < 2; ++i)
-            memref::StoreOp::create(
-                rewriter, e.loc, e.select(isReal, e.extract(words, i), zero),
-                queryFragments,
-                ValueRange{step, entryLane, e.index(half + 2 * i)});
-        }
-      });
+  forEachThreadIndex(headDim / 16 * 32, [&](Value entry) {
+    Value step = arith::DivUIOp::create(rewriter, e.loc, entry, e.index(32));
+    Value entryLane =
+        arith::RemUIOp::create(rewriter, e.loc, entry, e.index(32));
+    Value row = arith::DivUIOp::create(rewriter, e.loc, entryLane, e.index(4));
+    Value pair = arith::RemUIOp::create(rewriter, e.loc, entryLane, e.index(4));
+    Value c = arith::DivUIOp::create(rewriter, e.loc, step, e.index(2));
+    Value h = arith::RemUIOp::create(rewriter, e.loc, step, e.index(2));
+    Value dim = e.add(e.add(e.mul(c, e.index(32)), e.mul(pair, e.index(8))),
+                      e.mul(h, e.index(4)));
+    for (int64_t half = 0; half < 2; ++half) {
+      Value tileRow = e.add(row, e.index(half * 8));
+      Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
+      Value offset = e.add(e.mul(queryRow(blockRow), e.index(headDim)), dim);
+      Value words = e.load(wordsType, query, elementType, offset, 8);
+      Value isReal = isRealRow(firstRow, tileRow);
+      for (int64_t i = 0; i < 2; ++i)
+        memref::StoreOp::create(
+            rewriter, e.loc, e.select(isReal, e.extract(words, i), zero),
+            queryFragments, ValueRange{step, entryLane, e.index(half + 2 * i)});
+    }
+  });
   gpu::BarrierOp::create(rewriter, e.loc);
 }
 
@@ -149,6 +144,7 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   const int64_t headDim = geometry.headDim;
   const int64_t kSteps = headDim / 16;
   const int64_t outputTiles = headDim / 8;
+  const int64_t tokensPerStep = layout.tokensPerStep();
   Value lastToken = e.sub(chunk.end, e.index(1));
   Value warpBase = e.mul(warp, e.index(layout.tokensPerWarp));
   // The cache positions a lane reads in the step whose warp starts at
@@ -163,33 +159,122 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
           e.min(e.add(e.add(first, e.index(offset)), laneToken), lastToken));
     return tokens;
   };
-  // A paged cache's pages of those positions are looked up a step ahead
-  // (carried as i32 after the accumulator), so a step's K and V loads wait
-  // for one memory latency, not for the block table's and then theirs. The
-  // first step's before q is staged, under its latency; none for an empty
-  // chunk, whose positions may lie past the sequence's pages.
+  // A paged cache's pages of those positions, as i32 (carried through the
+  // loop: one register each).
   auto lookUpPages = [&](ArrayRef<Value> tokens) {
     SmallVector<Value> pages;
     for (Value token : tokens)
       pages.push_back(e.toI32(pageOf(token)));
     return pages;
   };
-  SmallVector<Value> firstPages;
+  auto toIndices = [&](ValueRange pages) {
+    SmallVector<Value> indices;
+    for (Value page : pages)
+      indices.push_back(arith::IndexCastUIOp::create(
+          rewriter, e.loc, rewriter.getIndexType(), page));
+    return indices;
+  };
+
+  // K and V reach registers through workgroup memory: each lane copies its
+  // own vectors of a step (cp.async) a step ahead into one of
+  // kKeyValueStages stages, and reads them back when the step comes. The
+  // loads of a step are in flight while the step before computes, without
+  // holding registers; a lane reads only what it copied, so the copies
+  // need no barrier. Stage s, slot i of thread t is at byte
+  // ((s * slots + i) * threads + t) * slotBytes: a warp's read of a slot is
+  // 32 consecutive slots. The stages take the accumulators' buffer, free
+  // until the loop ends.
+  const int64_t threads = PartialKernelLayout::kThreads;
+  const int64_t slotBytes = layout.slotBytes;
+  Type i8 = rewriter.getI8Type();
+  Value laneStages = e.address(sharedPointer(rewriter, e.loc, warpAccumulators),
+                               i8, e.mul(thread, e.index(slotBytes)));
+  auto slotAddress = [&](Value stage, int64_t slot) {
+    return e.address(
+        laneStages, i8,
+        e.add(e.mul(stage, e.index(layout.stageSlots * threads * slotBytes)),
+              e.index(slot * threads * slotBytes)));
+  };
+  const int64_t keySlots = headDim / 32, valueSlots = headDim / 64;
+  const int64_t scaleSlot = keySlots + 2 * valueSlots;
+  // Copies the step whose warp starts at `first` into `stage`, reading
+  // nothing unless `live` (the step is in the chunk), and commits them as
+  // one group.
+  Value keyLane = e.mul(fragmentPair, e.index(kElementsPerVector));
+  Value valueLane = e.mul(fragmentRow, e.index(kElementsPerVector));
+  auto copyStep = [&](Value first, ArrayRef<Value> pages, Value stage,
+                      Value live) {
+    SmallVector<Value> tokens = laneTokens(first);
+    auto copy = [&](Value base, Type type, Value offset, int64_t slot,
+                    int64_t byteOffset, int64_t bytes) {
+      Value source = e.address(base, type, offset);
+      Value target =
+          e.address(slotAddress(stage, slot), i8, e.index(byteOffset));
+      NVVM::CpAsyncOp::create(rewriter, e.loc, target, source,
+                              static_cast<uint32_t>(bytes),
+                              bytes == 16 ? NVVM::LoadCacheModifierKind::CG
+                                          : NVVM::LoadCacheModifierKind::CA,
+                              e.select(live, e.i32(bytes), e.i32(0)));
+    };
+    Type element = cache.addressType();
+    Value keyRow = cacheRow(tokens[0], pages[0]);
+    Value keyOffset = e.add(e.mul(keyRow, e.index(headDim)), keyLane);
+    for (int64_t v = 0; v < keySlots; ++v)
+      copy(keys, element, e.add(keyOffset, e.index(32 * v)), v, 0, slotBytes);
+    for (int64_t key = 0; key < 2; ++key) {
+      Value row = cacheRow(tokens[1 + key], pages[1 + key]);
+      Value valueOffset = e.add(e.mul(row, e.index(headDim)), valueLane);
+      for (int64_t v = 0; v < valueSlots; ++v)
+        copy(values, element, e.add(valueOffset, e.index(64 * v)),
+             keySlots + key * valueSlots + v, 0, slotBytes);
+      if (keyScales) {
+        Type f32 = rewriter.getF32Type();
+        copy(keyScales, f32, row, scaleSlot, 4 * key, 4);
+        copy(valueScales, f32, row, scaleSlot + 1, 4 * key, 4);
+      }
+    }
+    NVVM::CpAsyncCommitGroupOp::create(rewriter, e.loc);
+  };
+
+  // Before q is staged, under its latency: the first step's pages and
+  // copies, and the second step's pages. None read for an empty chunk,
+  // whose positions may lie past the sequence's pages.
+  Value chunkLive = e.lessThan(chunk.begin, chunk.end);
+  Value firstOfChunk = e.add(chunk.begin, warpBase);
+  SmallVector<Value> firstPages(3), secondPages;
   if (geometry.isPaged()) {
     auto lookUp = scf::IfOp::create(
-        rewriter, e.loc, e.lessThan(chunk.begin, chunk.end),
+        rewriter, e.loc, chunkLive,
         [&](OpBuilder &, Location) {
-          scf::YieldOp::create(
-              rewriter, e.loc,
-              lookUpPages(laneTokens(e.add(chunk.begin, warpBase))));
+          SmallVector<Value> pages = lookUpPages(laneTokens(firstOfChunk));
+          llvm::append_range(pages,
+                             lookUpPages(laneTokens(
+                                 e.add(firstOfChunk, e.index(tokensPerStep)))));
+          scf::YieldOp::create(rewriter, e.loc, pages);
         },
         [&](OpBuilder &, Location) {
           scf::YieldOp::create(rewriter, e.loc,
-                               SmallVector<Value>(3, e.i32(0)));
+                               SmallVector<Value>(6, e.i32(0)));
         });
-    llvm::append_range(firstPages, lookUp.getResults());
+    firstPages = toIndices(lookUp.getResults().take_front(3));
+    llvm::append_range(secondPages, lookUp.getResults().drop_front(3));
   }
+  copyStep(firstOfChunk, firstPages, e.index(0), chunkLive);
   stageQueryFragments(firstRow);
+  // q's A fragments of the first heldQuerySteps k-steps stay in registers
+  // through the loop; the others are read from workgroup memory as the
+  // k-steps take them.
+  auto queryFragment = [&](int64_t step) {
+    SmallVector<Value> words;
+    for (int64_t i = 0; i < 4; ++i)
+      words.push_back(
+          memref::LoadOp::create(rewriter, e.loc, queryFragments,
+                                 ValueRange{e.index(step), lane, e.index(i)}));
+    return words;
+  };
+  SmallVector<SmallVector<Value>> heldQueryWords;
+  for (int64_t step = 0; step < std::min(kSteps, heldQuerySteps); ++step)
+    heldQueryWords.push_back(queryFragment(step));
   // The keys the lane's two rows (g and g + 8) see, within the chunk. As
   // i32 (positions fit: max_len is an i32): one register each, not two,
   // through the token loop. A row's window [end - W, end) keeps only its
@@ -216,73 +301,70 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   SmallVector<Value> initial = {e.negInf(), e.negInf(), e.f32(0.0), e.f32(0.0)};
   initial.append(4 * outputTiles, e.f32(0.0));
 
-  // The 8-element pieces of cache row `row` at `laneOffset` + v * stride,
-  // each as four mma words.
-  auto loadPieces = [&](Value base, Value row, int64_t count, int64_t stride,
-                        Value laneOffset) {
-    Value rowOffset = e.mul(row, e.index(headDim));
-    SmallVector<SmallVector<Value>> pieces;
-    for (int64_t v = 0; v < count; ++v)
-      pieces.push_back(loadFragmentWords(
-          base, e.add(e.add(rowOffset, laneOffset), e.index(v * stride))));
-    return pieces;
-  };
-
   const int64_t pagesAt = initial.size();
-  initial.append(firstPages);
+  initial.append(secondPages);
 
   auto stream = scf::ForOp::create(
-      rewriter, e.loc, chunk.begin, chunk.end, e.index(layout.tokensPerStep()),
-      initial, [&](OpBuilder &, Location, Value stepStart, ValueRange carried) {
+      rewriter, e.loc, chunk.begin, chunk.end, e.index(tokensPerStep), initial,
+      [&](OpBuilder &, Location, Value stepStart, ValueRange carried) {
         Value first = e.add(stepStart, warpBase);
-        SmallVector<Value> tokens = laneTokens(first);
-        SmallVector<Value> pages(tokens.size());
+        Value step = arith::DivUIOp::create(rewriter, e.loc,
+                                            e.sub(stepStart, chunk.begin),
+                                            e.index(tokensPerStep));
+        auto stageOf = [&](Value index) {
+          return arith::RemUIOp::create(
+              rewriter, e.loc, index,
+              e.index(PartialKernelLayout::kKeyValueStages));
+        };
+        // The next step's copies (its pages were looked up a step ago),
+        // then this step's, issued a step ago, are waited for.
+        Value nextStart = e.add(stepStart, e.index(tokensPerStep));
+        SmallVector<Value> pages(3);
         if (geometry.isPaged())
-          for (auto [i, page] : llvm::enumerate(pages))
-            page = arith::IndexCastUIOp::create(
-                rewriter, e.loc, rewriter.getIndexType(), carried[pagesAt + i]);
-        // Both loads first, so one memory latency per step, not two: K of
-        // key g, V of keys 2p, 2p+1.
-        Value keyLane = e.mul(fragmentPair, e.index(kElementsPerVector));
-        SmallVector<SmallVector<Value>> keyVectors = loadPieces(
-            keys, cacheRow(tokens[0], pages[0]), headDim / 32, 32, keyLane);
-        Value valueLane = e.mul(fragmentRow, e.index(kElementsPerVector));
-        SmallVector<SmallVector<SmallVector<Value>>> valueVectors;
+          pages = toIndices(carried.slice(pagesAt, 3));
+        copyStep(e.add(first, e.index(tokensPerStep)), pages,
+                 stageOf(e.add(step, e.index(1))),
+                 e.lessThan(nextStart, chunk.end));
+        NVVM::CpAsyncWaitGroupOp::create(rewriter, e.loc, 1);
+        SmallVector<Value> nextPages;
+        if (geometry.isPaged())
+          nextPages =
+              lookUpPages(laneTokens(e.add(first, e.index(2 * tokensPerStep))));
+        Value stage = stageOf(step);
         // Per-token scales of the lane's keys 2p, 2p+1: q's prescale times
         // the key scale, and the value scale.
         Value pairScoreScales[2] = {queryScale, queryScale};
         Value pairValueScales[2];
-        for (int64_t offset : {0, 1}) {
-          Value row = cacheRow(tokens[1 + offset], pages[1 + offset]);
-          valueVectors.push_back(
-              loadPieces(values, row, headDim / 64, 64, valueLane));
-          if (keyScales) {
-            pairScoreScales[offset] =
-                e.mul(queryScale, loadTokenScale(keyScales, row));
-            pairValueScales[offset] = e.mul(loadTokenScale(valueScales, row),
-                                            e.f32(cache.probabilityFactor()));
+        if (keyScales) {
+          auto pairType = VectorType::get({2}, rewriter.getF32Type());
+          Value keyPair = LLVM::LoadOp::create(
+              rewriter, e.loc, pairType, slotAddress(stage, scaleSlot), 8);
+          Value valuePair = LLVM::LoadOp::create(
+              rewriter, e.loc, pairType, slotAddress(stage, scaleSlot + 1), 8);
+          for (int64_t key = 0; key < 2; ++key) {
+            pairScoreScales[key] = e.mul(queryScale, e.extract(keyPair, key));
+            pairValueScales[key] = e.mul(e.extract(valuePair, key),
+                                         e.f32(cache.probabilityFactor()));
           }
         }
-        SmallVector<Value> nextPages;
-        if (geometry.isPaged())
-          nextPages = lookUpPages(
-              laneTokens(e.add(first, e.index(layout.tokensPerStep()))));
         // S = q K^T over D / 16 k-steps.
         // Two accumulators (even and odd k-steps), added at the end: two
         // independent mma chains of D / 32 instead of one of D / 16, each
         // link an mma's latency.
         SmallVector<SmallVector<Value>> partialS(
             2, SmallVector<Value>(4, e.f32(0.0)));
+        // K's vectors are read from the stage as the k-steps take them (the
+        // registers go to q's fragments, held through the loop).
+        SmallVector<Value> keyWords;
         for (int64_t step = 0; step < kSteps; ++step) {
-          SmallVector<Value> a;
-          for (int64_t i = 0; i < 4; ++i)
-            a.push_back(memref::LoadOp::create(
-                rewriter, e.loc, queryFragments,
-                ValueRange{e.index(step), lane, e.index(i)}));
-          ArrayRef<Value> words = keyVectors[step / 2];
+          if (step % 2 == 0)
+            keyWords = loadFragmentWords(slotAddress(stage, step / 2));
           int64_t word = 2 * (step % 2);
           SmallVector<Value> &chain = partialS[step % 2];
-          chain = mma(a, {words[word], words[word + 1]}, chain);
+          SmallVector<Value> queryWords = step < heldQuerySteps
+                                              ? heldQueryWords[step]
+                                              : queryFragment(step);
+          chain = mma(queryWords, {keyWords[word], keyWords[word + 1]}, chain);
         }
         SmallVector<Value> s;
         for (int64_t i = 0; i < 4; ++i)
@@ -350,18 +432,24 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
         SmallVector<Value> p;
         for (int64_t r = 0; r < 2; ++r)
           p.push_back(packPair(probability(2 * r), probability(2 * r + 1)));
-        auto element = [&](int64_t key, int64_t tile) {
-          Value word = valueVectors[key][tile / 8][(tile % 8) / 2];
-          auto pair = LLVM::BitcastOp::create(
-              rewriter, e.loc, VectorType::get({2}, elementType), word);
-          return e.extract(pair, tile % 2);
-        };
+        // V's vectors are read as the output tiles take them: the vector of
+        // each key that output tiles [8v, 8v + 8) need.
+        SmallVector<Value> valueWords[2];
         for (int64_t tile = 0; tile < outputTiles; ++tile) {
+          if (tile % 8 == 0)
+            for (int64_t key = 0; key < 2; ++key)
+              valueWords[key] = loadFragmentWords(
+                  slotAddress(stage, keySlots + key * valueSlots + tile / 8));
+          auto element = [&](int64_t key) {
+            auto pair = LLVM::BitcastOp::create(
+                rewriter, e.loc, VectorType::get({2}, elementType),
+                valueWords[key][(tile % 8) / 2]);
+            return e.extract(pair, tile % 2);
+          };
           SmallVector<Value> c;
           for (int64_t i = 0; i < 4; ++i)
             c.push_back(e.mul(carried[4 + 4 * tile + i], rescale[i / 2]));
-          SmallVector<Value> d =
-              mma(p, {packPair(element(0, tile), element(1, tile))}, c);
+          SmallVector<Value> d = mma(p, {packPair(element(0), element(1))}, c);
           for (int64_t i = 0; i < 4; ++i)
             next[4 + 4 * tile + i] = d[i];
         }
@@ -369,9 +457,15 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
         scf::YieldOp::create(rewriter, e.loc, next);
       });
 
+  // The last step's (empty) copies drain, and every warp is past its last
+  // read of the stages, before the accumulators take their place.
+  NVVM::CpAsyncWaitGroupOp::create(rewriter, e.loc, 0);
+  gpu::BarrierOp::create(rewriter, e.loc);
   // Each row's sum over its four lanes, then the warp's state per row, as
   // publishWarpStates leaves it: padding rows are not published.
   SmallVector<Value> result(stream.getResults());
+  auto accumulators = cast<MemRefType>(warpAccumulators.getType());
+  Value accumulatorsPointer = sharedPointer(rewriter, e.loc, warpAccumulators);
   for (int64_t r = 0; r < 2; ++r)
     for (int64_t offset : {1, 2})
       result[2 + r] = e.add(result[2 + r], e.shuffleXor(result[2 + r], offset));
@@ -384,14 +478,27 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
           /*withElseRegion=*/false);
       rewriter.setInsertionPointToStart(inTile.thenBlock());
     }
-    for (int64_t tile = 0; tile < outputTiles; ++tile)
+    // Output tiles 4k .. 4k + 3 hold 4 consecutive dims of each of the
+    // lane's columns: one 16-byte store each.
+    auto f32x4 = VectorType::get({4}, rewriter.getF32Type());
+    Value rowStart =
+        e.mul(e.add(e.mul(warp, e.index(accumulators.getDimSize(1))), tileRow),
+              e.index(headDim));
+    for (int64_t first = 0; first < outputTiles; first += 4)
       for (int64_t i = 0; i < 2; ++i) {
         Value column = e.add(e.mul(fragmentPair, e.index(2)), e.index(i));
         Value dim = e.add(e.mul(column, e.index(8)),
-                          e.index(64 * (tile / 8) + tile % 8));
-        memref::StoreOp::create(
-            rewriter, e.loc, result[4 + 4 * tile + 2 * r + i], warpAccumulators,
-            ValueRange{warp, tileRow, dim});
+                          e.index(64 * (first / 8) + first % 8));
+        Value vector = LLVM::UndefOp::create(rewriter, e.loc, f32x4);
+        for (int64_t k = 0; k < 4; ++k)
+          vector = LLVM::InsertElementOp::create(
+              rewriter, e.loc, vector, result[4 + 4 * (first + k) + 2 * r + i],
+              e.i32(k));
+        LLVM::StoreOp::create(
+            rewriter, e.loc, vector,
+            e.address(accumulatorsPointer, rewriter.getF32Type(),
+                      e.add(rowStart, accumulatorColumn(tileRow, dim))),
+            16);
       }
     auto firstLane =
         scf::IfOp::create(rewriter, e.loc, e.equal(fragmentPair, e.index(0)),
@@ -404,21 +511,46 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   }
 }
 
-SmallVector<Value> PartialKernelBuilder::loadFragmentWords(Value base,
-                                                           Value offset) {
+Value PartialKernelBuilder::accumulatorColumn(Value row, Value dim) {
+  if (!layout.tensorCores)
+    return dim;
+  // Published as above, the 8 lanes of a 16-byte store's pass (rows g and
+  // g + 1, pairs p = 0..3) write dims 16p + c of their rows: p and p + 2
+  // meet in the same banks, and so do the two rows (a row is D words, a
+  // multiple of 32), four ways. Swapping the dims' bit 3 where bit 5 is set
+  // and their bit 2 in odd rows spreads the pass over all 32 banks; the
+  // swap keeps 4-dim groups whole (the stores stay 16 bytes) and 32-dim
+  // groups in place (a warp reading 32 consecutive dims of a row still
+  // meets 32 banks).
+  auto bit = [&](Value value, int64_t from, int64_t to) {
+    Value shifted =
+        arith::ShRUIOp::create(rewriter, e.loc, value, e.index(from));
+    Value masked = arith::AndIOp::create(rewriter, e.loc, shifted, e.index(1));
+    return arith::ShLIOp::create(rewriter, e.loc, masked, e.index(to));
+  };
+  Value group = arith::AndIOp::create(rewriter, e.loc, dim, e.index(~3));
+  Value swap =
+      arith::OrIOp::create(rewriter, e.loc, bit(group, 5, 3), bit(row, 0, 2));
+  Value swapped = arith::XOrIOp::create(rewriter, e.loc, group, swap);
+  return e.add(swapped,
+               arith::AndIOp::create(rewriter, e.loc, dim, e.index(3)));
+}
+
+SmallVector<Value> PartialKernelBuilder::loadFragmentWords(Value address) {
   Type i32 = rewriter.getI32Type();
   SmallVector<Value> words;
   if (!cache.isFloat8()) {
-    Value vector = e.load(VectorType::get({kWordsPerVector}, i32), base,
-                          cache.addressType(), offset, 16);
+    Value vector = LLVM::LoadOp::create(
+        rewriter, e.loc, VectorType::get({kWordsPerVector}, i32), address, 16);
     for (int64_t word = 0; word < kWordsPerVector; ++word)
       words.push_back(e.extract(vector, word));
     return words;
   }
   // fp8: 8 bytes, decoded to f16 pairs; to bf16 through f32 (exact: every
   // fp8 value is a bf16 too).
-  Value vector = e.load(VectorType::get({kWordsPerVector / 2}, i32), base,
-                        cache.addressType(), offset, kElementsPerVector);
+  Value vector = LLVM::LoadOp::create(
+      rewriter, e.loc, VectorType::get({kWordsPerVector / 2}, i32), address,
+      kElementsPerVector);
   for (int64_t word = 0; word < kWordsPerVector / 2; ++word)
     for (Value pair : decodeFloat8Word(e, cache, e.extract(vector, word))) {
       if (!elementType.isF16()) {

@@ -80,40 +80,67 @@ func.func @decode(%q: memref<?x8x64xf16>, %k: memref<?x?x8x64xf16>, %v: memref<?
 // -----
 
 // GQA (Hq = 8, Hkv = 2), D = 64, f16, on tensor cores: the group's 4 rows
-// are one mma tile; the query tile holds the lanes' q fragments.
+// are one mma tile; the query tile holds the lanes' q fragments. K and V
+// reach the fragments through two stages in the accumulators' buffer (16
+// rows: the stages' 2 x 8 KB), copied a step ahead with cp.async.
 
 // CHECK-LABEL: func.func @grouped_tensor_cores
 // CHECK: gpu.func @fd_partial_attention
-// CHECK-SAME: workgroup(%[[QFRAG:.*]] : memref<4x32x4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WACC:.*]] : memref<4x4x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WML:.*]] : memref<4x4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
+// CHECK-SAME: workgroup(%[[QFRAG:.*]] : memref<4x32x4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WACC:.*]] : memref<4x16x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WML:.*]] : memref<4x4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
 // CHECK-SAME: fd.math_units = "tensor_cores"
 // CHECK-SAME: nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 4 : i32
+// The first step's copies: K of key g (2 vectors), V of keys 2p and 2p+1
+// (1 vector each), 16 bytes a lane, reading nothing past the chunk.
+// CHECK: memref.extract_aligned_pointer_as_index %[[WACC]]
+// CHECK-COUNT-4: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache =  cg, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
+// CHECK-NEXT: nvvm.cp.async.commit.group
 // q's A fragments, 8 bytes per row half, staged per (k-step, lane).
 // CHECK: llvm.load {{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xi32>
 // CHECK: memref.store {{.*}}, %[[QFRAG]]
 // CHECK: gpu.barrier
+// Two k-steps' fragments are held through the loop (sm_80: more spill).
+// CHECK-COUNT-8: memref.load %[[QFRAG]]
+// CHECK-NOT: memref.load
 // Each warp takes 8 keys per step, the block 32.
 // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c32 iter_args
-// The step's loads first: K of key g (2 vectors), V of keys 2p and 2p+1
-// (1 vector each).
-// CHECK-COUNT-4: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
-// S = q K^T in 4 k-steps, as two accumulators of even and odd steps.
+// The next step's copies, then a wait for this step's.
+// CHECK-COUNT-4: nvvm.cp.async.shared.global
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// CHECK-NEXT: nvvm.cp.async.wait.group 1
+// S = q K^T in 4 k-steps, as two accumulators of even and odd steps; K's
+// vectors read back from the stage as the k-steps take them, the last two
+// k-steps' q fragments from workgroup memory.
+// CHECK: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
+// CHECK-COUNT-2: nvvm.mma.sync {{.*}} {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
 // CHECK: memref.load %[[QFRAG]]
-// CHECK-COUNT-4: nvvm.mma.sync {{.*}} {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK-COUNT-2: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // CHECK: arith.addf
 // The row max over the quad of lanes holding the row.
 // CHECK: arith.maximumf
 // CHECK: gpu.shuffle xor %{{.*}}, %c1_i32, %c32_i32 : f32
 // CHECK: gpu.shuffle xor %{{.*}}, %c2_i32, %c32_i32 : f32
 // CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
-// P in f16 as the A operand of O += P V: one m16n8k8 per 8 head dims.
+// P in f16 as the A operand of O += P V: one m16n8k8 per 8 head dims, V's
+// vectors of both keys read back first.
 // CHECK: arith.truncf {{.*}} : f32 to f16
+// CHECK-COUNT-2: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
 // CHECK-COUNT-8: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 8>
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: scf.yield
-// Each row's sum over its quad, then the warps combine as on CUDA cores.
+// The copies drain and every warp leaves the stages before the
+// accumulators take their place.
+// CHECK-NEXT: }
+// CHECK-NEXT: nvvm.cp.async.wait.group 0
+// CHECK-NEXT: gpu.barrier
+// Each row's sum over its quad, then the warp's accumulators in 16-byte
+// stores (4 consecutive dims of a column, swizzled: arith.xori), and the
+// warps combine as on CUDA cores.
 // CHECK: gpu.shuffle xor %{{.*}}, %c1_i32, %c32_i32 : f32
 // CHECK: gpu.shuffle xor %{{.*}}, %c2_i32, %c32_i32 : f32
-// CHECK: memref.store {{.*}}, %[[WACC]]
+// CHECK: memref.extract_aligned_pointer_as_index %[[WACC]]
+// CHECK: arith.xori
+// CHECK: llvm.store {{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr<3>
 // CHECK: memref.store {{.*}}, %[[WML]]
 // CHECK: gpu.barrier
 // CHECK: memref.load %[[WML]]
@@ -224,19 +251,28 @@ func.func @paged(%q: memref<2x2x64xf16>, %k: memref<?x16x2x64xf16>, %v: memref<?
 // -----
 
 // Paged on tensor cores (bf16, GQA-4, D = 128): each lane looks up the page
-// of every key it loads (1 for K, 2 for V) a step ahead: the first step's
-// before the loop (none for an empty chunk), the next step's inside it,
-// carried as i32s; bf16 operands are i32 words.
+// of every key it copies (1 for K, 2 for V) two steps ahead of their use:
+// the first two steps' before the loop (none for an empty chunk), the first
+// step's copies from them, and inside the loop the next step's copies from
+// the carried pages, then the page lookups of the step after, carried as
+// i32s; bf16 operands are i32 words.
 
 // CHECK-LABEL: func.func @paged_tensor_cores
 // CHECK: gpu.func @fd_partial_attention({{.*}}, %{{.*}}: i32, %[[TABLE:[a-z0-9]+]]: !llvm.ptr<1>, %{{.*}}: i32)
 // CHECK-SAME: nvvm.minctasm = 3 : i32
-// CHECK: %[[FIRST:.*]]:3 = scf.if %{{.*}} -> (i32, i32, i32)
-// CHECK-COUNT-3: llvm.getelementptr %[[TABLE]]
+// CHECK: %[[FIRST:.*]]:6 = scf.if %{{.*}} -> (i32, i32, i32, i32, i32, i32)
+// CHECK-COUNT-6: llvm.getelementptr %[[TABLE]]
 // CHECK: } else {
-// CHECK-NEXT: scf.yield %c0_i32, %c0_i32, %c0_i32 : i32, i32, i32
-// CHECK: scf.for {{.*}} step %c32 iter_args({{.*}}, %[[PAGE:[a-z0-9]+]] = %[[FIRST]]#0, %{{.*}} = %[[FIRST]]#1, %{{.*}} = %[[FIRST]]#2) -> ({{.*}}, i32, i32, i32)
+// CHECK-NEXT: scf.yield %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32 : i32, i32, i32, i32, i32, i32
+// CHECK: arith.index_castui %[[FIRST]]#0 : i32 to index
+// CHECK-COUNT-8: nvvm.cp.async.shared.global
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// CHECK: scf.for {{.*}} step %c32 iter_args({{.*}}, %[[PAGE:[a-z0-9]+]] = %[[FIRST]]#3, %{{.*}} = %[[FIRST]]#4, %{{.*}} = %[[FIRST]]#5) -> ({{.*}}, i32, i32, i32)
 // CHECK: arith.index_castui %[[PAGE]] : i32 to index
+// CHECK-NOT: llvm.getelementptr %[[TABLE]]
+// CHECK-COUNT-8: nvvm.cp.async.shared.global
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// CHECK-NEXT: nvvm.cp.async.wait.group 1
 // CHECK-NOT: nvvm.mma.sync
 // CHECK-COUNT-3: llvm.getelementptr %[[TABLE]]
 // CHECK-NOT: llvm.getelementptr %[[TABLE]]

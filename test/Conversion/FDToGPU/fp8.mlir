@@ -17,8 +17,10 @@
 // CHECK: %[[SCORE_SCALE:.*]] = arith.mulf %[[K]], %[[PRESCALE]] : f32
 // CHECK: %[[V:.*]] = llvm.load %[[VS]] {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // BITS: %[[OUTPUT_SCALE:.*]] = arith.mulf %[[V]], %[[FACTOR]] : f32
+// Tensor cores copy 8 bytes (8 elements) a vector through shared memory.
+// CHECK: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 8, cache =  ca, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
 // CHECK: scf.for
-// CHECK: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xi32>
+// CHECK: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xi32>
 // CVT: nvvm.convert.f8x2.to.f16x2 %{{.*}} : vector<2xi8>(f8E4M3FN) -> vector<2xf16>
 // BITS-NOT: nvvm.convert
 // BITS: llvm.shufflevector %{{.*}}, %{{.*}} [4, 0, 5, 1] : vector<4xi8>
@@ -66,6 +68,34 @@ func.func @token_scales(%q: memref<?x2x64xbf16>, %k: memref<?x?x2x64xf8E5M2>, %v
                         %ks: memref<?x?x2xf32>, %vs: memref<?x?x2xf32>, %po: memref<?x2x2x64xf32>, %pl: memref<?x2x2xf32>) {
   fd.partial_attention %q, %k, %v, %l k_scale %ks : memref<?x?x2xf32> v_scale %vs : memref<?x?x2xf32> into %po, %pl
       : memref<?x2x64xbf16>, memref<?x?x2x64xf8E5M2>, memref<?x?x2x64xf8E5M2>, memref<?xi32> into memref<?x2x2x64xf32>, memref<?x2x2xf32>
+  return
+}
+
+// -----
+
+// Per token and KV head on tensor cores: each lane copies its two keys'
+// scales (4 bytes each, beside their 8-byte K and V vectors) into the
+// stage, and reads each pair back as one 8-byte load: the key scales
+// multiply the scores, the value scales P.
+
+// CHECK-LABEL: func.func @tensor_core_token_scales
+// CHECK: gpu.func @fd_partial_attention({{.*}}, %[[KS:.*]]: !llvm.ptr<1>, %[[VS:.*]]: !llvm.ptr<1>) workgroup({{.*}}) kernel attributes {fd.math_units = "tensor_cores"
+// CHECK: scf.for
+// CHECK: %[[KADDR:.*]] = llvm.getelementptr %[[KS]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
+// CHECK: nvvm.cp.async.shared.global %{{.*}}, %[[KADDR]], 4, cache =  ca, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
+// CHECK: %[[VADDR:.*]] = llvm.getelementptr %[[VS]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
+// CHECK: nvvm.cp.async.shared.global %{{.*}}, %[[VADDR]], 4, cache =  ca, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
+// CHECK: nvvm.cp.async.commit.group
+// CHECK-NEXT: nvvm.cp.async.wait.group 1
+// CHECK: %[[KPAIR:.*]] = llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
+// CHECK: %[[VPAIR:.*]] = llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
+// CHECK: llvm.extractelement %[[KPAIR]]
+// CHECK: llvm.extractelement %[[VPAIR]]
+// CHECK: nvvm.mma.sync
+func.func @tensor_core_token_scales(%q: memref<?x4x64xf16>, %k: memref<?x?x1x64xf8E4M3FN>, %v: memref<?x?x1x64xf8E4M3FN>, %l: memref<?xi32>,
+                         %ks: memref<?x?x1xf32>, %vs: memref<?x?x1xf32>, %po: memref<?x4x2x64xf32>, %pl: memref<?x4x2xf32>) {
+  fd.partial_attention %q, %k, %v, %l k_scale %ks : memref<?x?x1xf32> v_scale %vs : memref<?x?x1xf32> into %po, %pl
+      : memref<?x4x64xf16>, memref<?x?x1x64xf8E4M3FN>, memref<?x?x1x64xf8E4M3FN>, memref<?xi32> into memref<?x4x2x64xf32>, memref<?x4x2xf32>
   return
 }
 

@@ -93,6 +93,10 @@ struct PartialKernelLayout {
   /// tensor-core kernel is chosen (see getTensorCoreChoice).
   static constexpr int64_t kMmaRows = 16;
   static constexpr int64_t kTensorCoreMinRows = 2;
+  /// Tensor cores: the steps of K and V in workgroup memory at once (the
+  /// step being computed and the one being copied: cp.async). Two fit the
+  /// 48 KB of static shared memory a block may have at D = 128.
+  static constexpr int64_t kKeyValueStages = 2;
 
   int64_t headDim;
   /// Whether rows carry an ALiBi slope and position.
@@ -108,6 +112,10 @@ struct PartialKernelLayout {
   int64_t rowTile;
   int64_t numRowTiles;
   bool tensorCores;
+  /// Tensor cores: per lane and step, the slots of `slotBytes` (16, fp8 8)
+  /// its K and V vectors take in a stage (D / 32 each), then with an fp8
+  /// cache two for the per-token scales of its two keys (K's, V's).
+  int64_t stageSlots = 0, slotBytes = 0;
 
   /// With `withAlibi` each row of a CUDA-core tile also keeps its ALiBi
   /// slope and position. `cacheElementBytes` is 1 for fp8 caches, else the
@@ -117,6 +125,8 @@ struct PartialKernelLayout {
                                  int64_t queryLength, bool withAlibi = false);
   /// Keys the block reads per step: one per token group of each warp.
   int64_t tokensPerStep() const { return kWarps * tokensPerWarp; }
+  /// Tensor cores: the bytes of one stage of K and V, for every lane.
+  int64_t stageBytes() const { return kThreads * stageSlots * slotBytes; }
   /// Head-dim elements each lane accumulates.
   int64_t dimsPerLane() const { return vectorsPerLane * vectorWidth; }
   /// Registers one row of a tile holds through the token loop: its running
