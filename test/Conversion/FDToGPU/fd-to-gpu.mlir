@@ -136,9 +136,9 @@ func.func @decode(%q: memref<?x8x64xf16>, %k: memref<?x?x8x64xf16>, %v: memref<?
 // Each row's sum over its quad, then the warp's accumulators in 16-byte
 // stores (4 consecutive dims of a column, swizzled: arith.xori), and the
 // warps combine as on CUDA cores.
+// CHECK: memref.extract_aligned_pointer_as_index %[[WACC]]
 // CHECK: gpu.shuffle xor %{{.*}}, %c1_i32, %c32_i32 : f32
 // CHECK: gpu.shuffle xor %{{.*}}, %c2_i32, %c32_i32 : f32
-// CHECK: memref.extract_aligned_pointer_as_index %[[WACC]]
 // CHECK: arith.xori
 // CHECK: llvm.store {{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr<3>
 // CHECK: memref.store {{.*}}, %[[WML]]

@@ -123,7 +123,7 @@ func.func @cuda_cores_window_alibi(%q: memref<?x2x8x64xf32>, %k: memref<?x?x8x64
 // CHECK: } else {
 // CHECK-NEXT: scf.yield %[[NEG_INF]] : f32
 // CHECK: gpu.barrier
-// CHECK: scf.if %[[IS_QUERY]] -> (f32, f32) {
+// CHECK: scf.if %[[IS_QUERY]] -> (f32, f32, f32, f32) {
 // CHECK-COUNT-3: memref.load
 // CHECK-NOT: llvm.load
 // CHECK: llvm.intr.fma(%{{.*}}, %[[PARTIALS]]#0
