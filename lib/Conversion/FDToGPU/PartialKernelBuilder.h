@@ -34,6 +34,11 @@ enum PartialKernelBuffer : unsigned {
   kMergeWeightsBuffer,
 };
 
+/// Tensor cores: a lane's 16-byte K or V vector (8-byte with an fp8
+/// cache): 8 elements, 4 mma words of element pairs.
+constexpr int64_t kFragmentWordsPerVector = 4;
+constexpr int64_t kFragmentElementsPerVector = 8;
+
 /// The layout of `op`'s kernel (the fp8 decoding does not change it).
 PartialKernelLayout getPartialKernelLayout(PartialAttentionOp op);
 
@@ -161,7 +166,8 @@ private:
   /// FusedMerge.cpp.
   void mergeIfLast(MergeOp merge);
 
-  // The tensor-core tile (TensorCoreTile.cpp).
+  // The tensor-core tile (TensorCoreTile.cpp; its mma operands,
+  // TensorCoreFragments.cpp).
   /// Streams the chunk through a tile's rows with mma.sync and publishes
   /// each warp's state as publishWarpStates does.
   void streamTensorCoreTile(Value firstRow);

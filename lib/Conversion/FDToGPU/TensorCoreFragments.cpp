@@ -1,0 +1,116 @@
+//===- TensorCoreFragments.cpp - mma operands of the tensor-core tile -----===//
+//
+// The tensor-core tile's operand plumbing (TensorCoreTile.cpp has the tile):
+// packing element pairs into mma words, one mma.sync, reading a lane's
+// K/V vector back from its stage as mma words (an fp8 cache decoded on the
+// way), and where a published accumulator element lies (the swizzle that
+// keeps the 16-byte publishing stores free of bank conflicts).
+//
+//===----------------------------------------------------------------------===//
+
+#include "PartialKernelBuilder.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::fd;
+using namespace mlir::fd::detail;
+
+Value PartialKernelBuilder::packPair(Value low, Value high) {
+  auto pair =
+      LLVM::UndefOp::create(rewriter, e.loc, VectorType::get({2}, elementType));
+  Value packed =
+      LLVM::InsertElementOp::create(rewriter, e.loc, pair, low, e.i32(0));
+  packed =
+      LLVM::InsertElementOp::create(rewriter, e.loc, packed, high, e.i32(1));
+  return LLVM::BitcastOp::create(rewriter, e.loc, rewriter.getI32Type(),
+                                 packed);
+}
+
+SmallVector<Value> PartialKernelBuilder::mma(ArrayRef<Value> a,
+                                             ArrayRef<Value> b,
+                                             ArrayRef<Value> c) {
+  // f16 operands are typed <2 x half>; bf16 ones are i32 words (as the
+  // intrinsics take them). nvgpu.mma.sync cannot lower bf16 in MLIR 22.
+  bool isF16 = elementType.isF16();
+  auto operand = [&](Value word) -> Value {
+    if (!isF16)
+      return word;
+    return LLVM::BitcastOp::create(rewriter, e.loc,
+                                   VectorType::get({2}, elementType), word);
+  };
+  SmallVector<Value> aOperands, bOperands;
+  for (Value word : a)
+    aOperands.push_back(operand(word));
+  for (Value word : b)
+    bOperands.push_back(operand(word));
+  Type f32 = rewriter.getF32Type();
+  auto resultType = LLVM::LLVMStructType::getLiteral(rewriter.getContext(),
+                                                     SmallVector<Type>(4, f32));
+  NVVM::MMATypes type = isF16 ? NVVM::MMATypes::f16 : NVVM::MMATypes::bf16;
+  Value result = NVVM::MmaOp::create(
+      rewriter, e.loc, resultType, aOperands, bOperands, c,
+      /*shape=*/{16, 8, 8 * static_cast<int64_t>(b.size())},
+      /*b1Op=*/std::nullopt,
+      /*intOverflow=*/std::nullopt, std::array<NVVM::MMATypes, 2>{type, type},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+  SmallVector<Value> d;
+  for (int64_t i = 0; i < 4; ++i)
+    d.push_back(LLVM::ExtractValueOp::create(rewriter, e.loc, result, i));
+  return d;
+}
+
+Value PartialKernelBuilder::accumulatorColumn(Value row, Value dim) {
+  if (!layout.tensorCores)
+    return dim;
+  // Published as above, the 8 lanes of a 16-byte store's pass (rows g and
+  // g + 1, pairs p = 0..3) write dims 16p + c of their rows: p and p + 2
+  // meet in the same banks, and so do the two rows (a row is D words, a
+  // multiple of 32), four ways. Swapping the dims' bit 3 where bit 5 is set
+  // and their bit 2 in odd rows spreads the pass over all 32 banks; the
+  // swap keeps 4-dim groups whole (the stores stay 16 bytes) and 32-dim
+  // groups in place (a warp reading 32 consecutive dims of a row still
+  // meets 32 banks).
+  auto bit = [&](Value value, int64_t from, int64_t to) {
+    Value shifted =
+        arith::ShRUIOp::create(rewriter, e.loc, value, e.index(from));
+    Value masked = arith::AndIOp::create(rewriter, e.loc, shifted, e.index(1));
+    return arith::ShLIOp::create(rewriter, e.loc, masked, e.index(to));
+  };
+  Value group = arith::AndIOp::create(rewriter, e.loc, dim, e.index(~3));
+  Value swap =
+      arith::OrIOp::create(rewriter, e.loc, bit(group, 5, 3), bit(row, 0, 2));
+  Value swapped = arith::XOrIOp::create(rewriter, e.loc, group, swap);
+  return e.add(swapped,
+               arith::AndIOp::create(rewriter, e.loc, dim, e.index(3)));
+}
+
+SmallVector<Value> PartialKernelBuilder::loadFragmentWords(Value address) {
+  Type i32 = rewriter.getI32Type();
+  SmallVector<Value> words;
+  if (!cache.isFloat8()) {
+    Value vector = LLVM::LoadOp::create(
+        rewriter, e.loc, VectorType::get({kFragmentWordsPerVector}, i32),
+        address, 16);
+    for (int64_t word = 0; word < kFragmentWordsPerVector; ++word)
+      words.push_back(e.extract(vector, word));
+    return words;
+  }
+  // fp8: 8 bytes, decoded to f16 pairs; to bf16 through f32 (exact: every
+  // fp8 value is a bf16 too).
+  Value vector = LLVM::LoadOp::create(
+      rewriter, e.loc, VectorType::get({kFragmentWordsPerVector / 2}, i32),
+      address, kFragmentElementsPerVector);
+  for (int64_t word = 0; word < kFragmentWordsPerVector / 2; ++word)
+    for (Value pair : decodeFloat8Word(e, cache, e.extract(vector, word))) {
+      if (!elementType.isF16()) {
+        Value wide = LLVM::FPExtOp::create(
+            rewriter, e.loc, VectorType::get({2}, rewriter.getF32Type()), pair);
+        pair = LLVM::FPTruncOp::create(rewriter, e.loc,
+                                       VectorType::get({2}, elementType), wide);
+      }
+      words.push_back(LLVM::BitcastOp::create(rewriter, e.loc, i32, pair));
+    }
+  return words;
+}
