@@ -65,12 +65,11 @@ SmallVector<Value> emitWhere(KernelEmitter &e, Value condition,
 
 } // namespace
 
-void mlir::fd::detail::emitMergeWeights(KernelEmitter &e,
-                                        const MergeBuffers &buffers, Value row,
-                                        Value head, Value isQuery, Value lane,
-                                        Value weightRow) {
-  OpBuilder &b = e.b;
-  Type f32 = b.getF32Type();
+SmallVector<Value> mlir::fd::detail::loadMergeLses(KernelEmitter &e,
+                                                   const MergeBuffers &buffers,
+                                                   Value row, Value isQuery,
+                                                   Value lane) {
+  Type f32 = e.b.getF32Type();
   const int64_t numSplits = buffers.numSplits;
   const int64_t perLane = llvm::divideCeil(numSplits, 32);
   Value log2e = e.f32(llvm::numbers::log2e);
@@ -82,17 +81,8 @@ void mlir::fd::detail::emitMergeWeights(KernelEmitter &e,
                ? Value()
                : e.lessThan(splitOf(j), e.index(numSplits));
   };
-
-  // A sink is one more partial (AttentionUtils.h): its lse the sink, its
-  // output zero. Loaded first, beside the lses.
-  Value sink;
-  if (buffers.sinks) {
-    sink = e.mul(e.load(f32, buffers.sinks, f32, head, 4), log2e);
-    if (isQuery)
-      sink = e.select(isQuery, sink, e.negInf());
-  }
   // The lane's lses in base 2 (-inf past the splits), all loads first.
-  SmallVector<Value> lses = emitWhere(
+  return emitWhere(
       e, isQuery,
       [&] {
         SmallVector<Value> loaded;
@@ -109,6 +99,32 @@ void mlir::fd::detail::emitMergeWeights(KernelEmitter &e,
         return loaded;
       },
       SmallVector<Value>(perLane, e.negInf()));
+}
+
+void mlir::fd::detail::emitMergeWeights(KernelEmitter &e,
+                                        const MergeBuffers &buffers, Value row,
+                                        Value head, Value isQuery, Value lane,
+                                        Value weightRow, Value writes,
+                                        ArrayRef<Value> loadedLses) {
+  OpBuilder &b = e.b;
+  Type f32 = b.getF32Type();
+  const int64_t numSplits = buffers.numSplits;
+  const int64_t perLane = llvm::divideCeil(numSplits, 32);
+  Value log2e = e.f32(llvm::numbers::log2e);
+  // Split lane + 32 j of the row.
+  auto splitOf = [&](int64_t j) { return e.add(lane, e.index(32 * j)); };
+
+  // A sink is one more partial (AttentionUtils.h): its lse the sink, its
+  // output zero. Loaded first, beside the lses.
+  Value sink;
+  if (buffers.sinks) {
+    sink = e.mul(e.load(f32, buffers.sinks, f32, head, 4), log2e);
+    if (isQuery)
+      sink = e.select(isQuery, sink, e.negInf());
+  }
+  SmallVector<Value> lses(loadedLses);
+  if (lses.empty())
+    lses = loadMergeLses(e, buffers, row, isQuery, lane);
   auto maximum = [&](Value lhs, Value rhs) -> Value {
     return arith::MaximumFOp::create(b, e.loc, lhs, rhs);
   };
@@ -125,34 +141,39 @@ void mlir::fd::detail::emitMergeWeights(KernelEmitter &e,
     sum = e.add(sum, e.exp2(e.sub(sink, shift)));
   Value hasKeys = buildSawKeys(b, e.loc, max);
 
+  // Stores where `condition` (null: always) and `writes` hold.
+  auto storeWhere = [&](Value condition, function_ref<void()> store) {
+    if (writes)
+      condition = condition ? arith::AndIOp::create(b, e.loc, condition, writes)
+                            : writes;
+    if (!condition) {
+      store();
+      return;
+    }
+    auto ifStores = scf::IfOp::create(b, e.loc, condition, false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifStores.thenBlock());
+    store();
+  };
   // Past the splits, zeros up to the row's end in `weights`.
   const int64_t perRow = MergeBuffers::getWeightsPerRow(numSplits);
   Value weightBase = e.mul(weightRow, e.index(perRow));
   for (int64_t j = 0; j < perLane; ++j) {
     Value weight = e.select(
         hasKeys, arith::DivFOp::create(b, e.loc, weights[j], sum), e.f32(0.0));
-    auto store = [&] {
-      memref::StoreOp::create(b, e.loc, weight, buffers.weights,
-                              ValueRange{e.add(weightBase, splitOf(j))});
-    };
-    if (32 * (j + 1) <= perRow) {
-      store();
-      continue;
-    }
-    auto ifInRow = scf::IfOp::create(
-        b, e.loc, e.lessThan(splitOf(j), e.index(perRow)), false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifInRow.thenBlock());
-    store();
+    storeWhere(32 * (j + 1) <= perRow ? Value()
+                                      : e.lessThan(splitOf(j), e.index(perRow)),
+               [&] {
+                 memref::StoreOp::create(
+                     b, e.loc, weight, buffers.weights,
+                     ValueRange{e.add(weightBase, splitOf(j))});
+               });
   }
-  if (buffers.lse) {
-    auto ifFirst =
-        scf::IfOp::create(b, e.loc, e.equal(lane, e.index(0)), false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifFirst.thenBlock());
-    Value lse = e.mul(e.add(max, e.log2(sum)), e.f32(llvm::numbers::ln2));
-    e.store(e.select(hasKeys, lse, e.negInf()), buffers.lse, row);
-  }
+  if (buffers.lse)
+    storeWhere(e.equal(lane, e.index(0)), [&] {
+      Value lse = e.mul(e.add(max, e.log2(sum)), e.f32(llvm::numbers::ln2));
+      e.store(e.select(hasKeys, lse, e.negInf()), buffers.lse, row);
+    });
 }
 
 WeightedSum::WeightedSum(KernelEmitter &e, const MergeBuffers &buffers,

@@ -45,8 +45,20 @@ struct MergeBuffers {
 /// (every lse -inf) and for a padding token's row (`isQuery` false; null:
 /// always a query), whose lses are not read. Writes the row's lse (-inf without
 /// keys) when `buffers.lse` is set. A NaN lse makes every weight NaN.
+/// With `writes` (i1) set, only the lanes where it holds store: the other
+/// warps weigh too, so the lses' loads are not behind a branch to one warp
+/// (LLVM sinks loads into the one block that uses them).
+/// `lses`: what loadMergeLses returned for the same row and lane, when the
+/// caller issued those loads earlier; empty, they are loaded here.
 void emitMergeWeights(KernelEmitter &e, const MergeBuffers &buffers, Value row,
-                      Value head, Value isQuery, Value lane, Value weightRow);
+                      Value head, Value isQuery, Value lane, Value weightRow,
+                      Value writes = nullptr, ArrayRef<Value> lses = {});
+
+/// The lses emitMergeWeights reads for `lane` (in base 2, -inf past the
+/// splits and for a padding token's row), for a caller that issues their
+/// loads before other work.
+SmallVector<Value> loadMergeLses(KernelEmitter &e, const MergeBuffers &buffers,
+                                 Value row, Value isQuery, Value lane);
 
 /// By one thread: `width` consecutive elements from `firstDim` of output
 /// row `row`, the sum of its splits' partials times their weights (row

@@ -1,13 +1,14 @@
 // RUN: fd-opt %s -split-input-file -convert-fd-to-gpu | FileCheck %s
 
-// The merge in two steps. Warp 0 weighs a row's 63 splits: each lane loads
-// the lses of splits lane and lane + 32 (the second clamped to split 62 and
-// -inf past it), the warp reduces the max and the sum with xor shuffles, and
-// the lanes store the weights, divided by the sum, to workgroup memory: 64
-// per row (63 and, from the lane past the last split, a zero: whole 16-byte
-// vectors), every lane unguarded. Every thread has loaded the partials of
-// its first iteration of up to 64 before (they do not depend on the
-// weights): all 63 here; after a barrier it sums its element, every partial
+// The merge in two steps. Each lane (thread id mod 32) loads the lses of
+// splits lane and lane + 32 (the second clamped to split 62 and -inf past
+// it), then every thread the partials of its first iteration of up to 64
+// (they do not depend on the weights): all 63 here. Every warp weighs the
+// row's 63 splits (the max and the sum reduced with xor shuffles), so that
+// the lses' loads are not sunk behind a branch to one warp, and warp 0's
+// lanes store the weights, divided by the sum, to workgroup memory: 64 per
+// row (63 and, from the lane past the last split, a zero: whole 16-byte
+// vectors). After a barrier every thread sums its element, every partial
 // and weight loaded before any is used, at constant offsets.
 
 // CHECK-LABEL: func.func @merge_63_splits
@@ -15,20 +16,24 @@
 // CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<64xf32, #gpu.address_space<workgroup>>
 // CHECK-DAG: %[[NEG_INF:.*]] = arith.constant 0xFF800000 : f32
 // CHECK-DAG: %[[DIM:.*]] = gpu.thread_id x
-// CHECK-COUNT-63: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
-// CHECK: %[[FIRST_WARP:.*]] = arith.cmpi slt, %[[DIM]], %c32 : index
-// CHECK-NEXT: scf.if %[[FIRST_WARP]] {
-// CHECK: %[[SECOND:.*]] = arith.addi %[[DIM]], %c32 : index
+// CHECK: %[[LANE:.*]] = arith.remui %[[DIM]], %c32 : index
+// CHECK: arith.minsi %[[LANE]], %c62 : index
+// CHECK: llvm.load
+// CHECK: %[[SECOND:.*]] = arith.addi %[[LANE]], %c32 : index
 // CHECK-NEXT: %[[CLAMPED:.*]] = arith.minsi %[[SECOND]], %c62 : index
 // CHECK: llvm.load
 // CHECK: %[[REAL:.*]] = arith.cmpi slt, %{{.*}}, %c63 : index
 // CHECK-NEXT: arith.select %[[REAL]], %{{.*}}, %[[NEG_INF]] : f32
-// CHECK-COUNT-5: gpu.shuffle xor
-// CHECK-COUNT-5: gpu.shuffle xor
-// CHECK: arith.divf
-// CHECK: memref.store %{{.*}}, %[[WEIGHTS]]
-// CHECK: arith.divf
+// CHECK-COUNT-63: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK: %[[FIRST_WARP:.*]] = arith.cmpi slt, %[[DIM]], %c32 : index
 // CHECK-NOT: scf.if
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK: arith.divf
+// CHECK: scf.if %[[FIRST_WARP]] {
+// CHECK-NEXT: memref.store %{{.*}}, %[[WEIGHTS]][%[[LANE]]]
+// CHECK: arith.divf
+// CHECK: scf.if %[[FIRST_WARP]] {
 // CHECK: memref.store %{{.*}}, %[[WEIGHTS]]
 // CHECK: gpu.barrier
 // CHECK-NOT: scf.for

@@ -111,6 +111,10 @@ func.func @cuda_cores_window_alibi(%q: memref<?x2x8x64xf32>, %k: memref<?x?x8x64
 // CHECK-NEXT: %[[AT_LEAST_0:.*]] = arith.maxsi %[[ENTRY_INDEX]], %c0 : index
 // CHECK-NEXT: %[[N:.*]] = arith.minsi %[[AT_LEAST_0]], %c4 : index
 // CHECK-NEXT: %[[IS_QUERY:.*]] = arith.cmpi slt, %[[TOKEN]], %[[N]] : index
+// CHECK: %[[LSES:.*]] = scf.if %[[IS_QUERY]] -> (f32) {
+// CHECK: llvm.load
+// CHECK: } else {
+// CHECK-NEXT: scf.yield %[[NEG_INF]] : f32
 // CHECK: %[[PARTIALS:.*]]:3 = scf.if %[[IS_QUERY]] -> (f32, f32, f32) {
 // CHECK-COUNT-3: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // CHECK: } else {
@@ -118,10 +122,6 @@ func.func @cuda_cores_window_alibi(%q: memref<?x2x8x64xf32>, %k: memref<?x?x8x64
 // CHECK-NEXT: %[[SINK:.*]] = llvm.load %[[SINK_ADDRESS]]
 // CHECK-NEXT: %[[SINK2:.*]] = arith.mulf %[[SINK]], %{{.*}} : f32
 // CHECK-NEXT: arith.select %[[IS_QUERY]], %[[SINK2]], %[[NEG_INF]] : f32
-// CHECK-NEXT: %[[LSES:.*]] = scf.if %[[IS_QUERY]] -> (f32) {
-// CHECK: llvm.load
-// CHECK: } else {
-// CHECK-NEXT: scf.yield %[[NEG_INF]] : f32
 // CHECK: gpu.barrier
 // CHECK: scf.if %[[IS_QUERY]] -> (f32, f32, f32, f32) {
 // CHECK-COUNT-3: memref.load

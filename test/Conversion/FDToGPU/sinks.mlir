@@ -1,9 +1,9 @@
 // RUN: fd-opt %s -convert-fd-to-gpu | FileCheck %s
 
 // Attention sinks on the GPU: only the merge kernel reads them (one more
-// parameter, after the lse). Its first warp loads the row's sink beside the
-// lses, takes it (in base 2) into the max and its weight 2^(sink - shift)
-// into the sum, which every split's weight is divided by.
+// parameter, after the lse). Its warps load the row's sink after the lses
+// (and the first partials), take it (in base 2) into the max and its weight
+// 2^(sink - shift) into the sum, which every split's weight is divided by.
 
 // CHECK-LABEL: func.func @merge_sinks
 // CHECK: gpu.launch_func @fd_merge::@fd_merge {{.*}} args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>)
@@ -11,12 +11,12 @@
 // CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<4xf32, #gpu.address_space<workgroup>>
 // CHECK-DAG: %[[LOG2E:.*]] = arith.constant 1.44269502 : f32
 // CHECK-DAG: %[[HEAD:.*]] = gpu.block_id x
-// CHECK: scf.if
+// CHECK: %[[LSE:.*]] = llvm.load
+// CHECK-NOT: scf.if
 // CHECK: %[[HEAD64:.*]] = arith.index_cast %[[HEAD]] : index to i64
 // CHECK: %[[ADDRESS:.*]] = llvm.getelementptr %[[SINKS]][%[[HEAD64]]]
 // CHECK: %[[SINK:.*]] = llvm.load %[[ADDRESS]] {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // CHECK: %[[SINK2:.*]] = arith.mulf %[[SINK]], %[[LOG2E]] : f32
-// CHECK: %[[LSE:.*]] = llvm.load
 // CHECK: gpu.shuffle xor
 // CHECK: %[[WITH_SINK:.*]] = arith.maximumf %{{.*}}, %[[SINK2]] : f32
 // CHECK: %[[SHIFT:.*]] = arith.select %{{.*}}, %{{.*}}, %[[WITH_SINK]] : f32
