@@ -115,13 +115,14 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
 
   forEachTileElement([&](Value row, Value dim) {
     Value normalized = e.f32(0.0);
+    Value column = accumulatorColumn(row, dim);
     for (int64_t w = 0; w < kWarps; ++w) {
       Value warpIndex = e.index(w);
       Value weight = memref::LoadOp::create(
           rewriter, e.loc, warpMaxSum, ValueRange{warpIndex, row, e.index(0)});
-      Value accumulator = memref::LoadOp::create(
-          rewriter, e.loc, warpAccumulators,
-          ValueRange{warpIndex, row, accumulatorColumn(row, dim)});
+      Value accumulator =
+          memref::LoadOp::create(rewriter, e.loc, warpAccumulators,
+                                 ValueRange{warpIndex, row, column});
       normalized = e.fma(accumulator, weight, normalized);
     }
     ifRealRow(row, [&] {

@@ -257,9 +257,9 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
       rewriter, e.loc, chunk.begin, chunk.end, e.index(tokensPerStep), initial,
       [&](OpBuilder &, Location, Value stepStart, ValueRange carried) {
         Value first = e.add(stepStart, warpBase);
-        Value step = arith::DivUIOp::create(rewriter, e.loc,
-                                            e.sub(stepStart, chunk.begin),
-                                            e.index(tokensPerStep));
+        Value stepIndex = arith::DivUIOp::create(rewriter, e.loc,
+                                                 e.sub(stepStart, chunk.begin),
+                                                 e.index(tokensPerStep));
         auto stageOf = [&](Value index) {
           return arith::RemUIOp::create(
               rewriter, e.loc, index,
@@ -272,14 +272,14 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
         if (geometry.isPaged())
           pages = toIndices(carried.slice(pagesAt, 3));
         copyStep(e.add(first, e.index(tokensPerStep)), pages,
-                 stageOf(e.add(step, e.index(1))),
+                 stageOf(e.add(stepIndex, e.index(1))),
                  e.lessThan(nextStart, chunk.end));
         NVVM::CpAsyncWaitGroupOp::create(rewriter, e.loc, 1);
         SmallVector<Value> nextPages;
         if (geometry.isPaged())
           nextPages =
               lookUpPages(laneTokens(e.add(first, e.index(2 * tokensPerStep))));
-        Value stage = stageOf(step);
+        Value stage = stageOf(stepIndex);
         // Per-token scales of the lane's keys 2p, 2p+1: q's prescale times
         // the key scale, and the value scale.
         Value pairScoreScales[2] = {queryScale, queryScale};
