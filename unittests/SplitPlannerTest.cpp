@@ -10,13 +10,22 @@ using namespace flashdecode;
 
 namespace {
 
-/// Hq = 32 over `kvHeads`, D = 128, one query token, `kvElementBytes` per
-/// cached element.
+/// Hq = 32 over `kvHeads`, D = 128, one query token, f16 queries,
+/// `kvElementBytes` per cached element: the grouped heads (Hkv = 1, 8) on
+/// tensor cores, MHA on CUDA cores.
 SplitWorkload getWorkload(int64_t kvHeads, int64_t kvElementBytes = 2) {
   SplitWorkload workload;
   workload.rowsPerKVHead = 32 / kvHeads;
   workload.headDim = 128;
   workload.kvElementBytes = kvElementBytes;
+  return workload;
+}
+
+/// The same heads with f32 queries and an f16 cache: the CUDA-core kernel
+/// whatever the group, a token per token-time and 64 of overhead a block.
+SplitWorkload getCudaCoreWorkload(int64_t kvHeads) {
+  SplitWorkload workload = getWorkload(kvHeads);
+  workload.queryElementBytes = 4;
   return workload;
 }
 
@@ -126,12 +135,12 @@ INSTANTIATE_TEST_SUITE_P(WaveModelAndWorkload, SplitPlannerInvariants,
                          testing::Bool());
 
 TEST(SplitPlanner, WorkloadKeepsLlamaInOneFullWave) {
-  // B=1, Hkv=8, L=32k: the cache's DRAM time (8 * 32768 * 512 bytes over
-  // 132 SMs * 2048 bytes a token-time: 496) is below one wave of 63 or 64
-  // splits (521 or 512 keys, whole steps of 32: 544 or 512, + 64), so the
+  // On CUDA cores, B=1, Hkv=8, L=32k: the cache's DRAM time (8 * 32768 * 512
+  // bytes over 132 SMs * 2048 bytes a token-time: 496) is below one wave of 63
+  // or 64 splits (521 or 512 keys, whole steps of 32: 544 or 512, + 64), so the
   // wave sets the time; 64 splits make whole steps and fill the wave (512
   // blocks).
-  SplitPlan plan = planNumSplits(1, 8, 32768, {}, getWorkload(8));
+  SplitPlan plan = planNumSplits(1, 8, 32768, {}, getCudaCoreWorkload(8));
   EXPECT_EQ(plan.numSplits, 64);
   EXPECT_EQ(plan.waves, 1);
   EXPECT_NEAR(plan.dramCost,
@@ -147,7 +156,7 @@ TEST(SplitPlanner, ChunksCostWholeSteps) {
   // do but for their partials' bytes (the merge reads them; the wave, not
   // DRAM, sets the partial kernel's time here). The wave model alone counts
   // the keys.
-  SplitWorkload mqa = getWorkload(1);
+  SplitWorkload mqa = getCudaCoreWorkload(1);
   EXPECT_EQ(evaluateSplits(1, 1, 32768, 236, {}, mqa).chunkLength, 139);
   EXPECT_NEAR(evaluateSplits(1, 1, 32768, 236, {}, mqa).modeledCost -
                   evaluateSplits(1, 1, 32768, 205, {}, mqa).modeledCost,
@@ -156,15 +165,17 @@ TEST(SplitPlanner, ChunksCostWholeSteps) {
 }
 
 TEST(SplitPlanner, MQASplitsPastTheOldCap) {
-  // One KV head: 32768 / 128 = 256 candidates, all in one wave; 256 splits
-  // of 128 keys (four whole steps) beat the 128 the cap used to allow.
-  SplitPlan plan = planNumSplits(1, 1, 32768, {}, getWorkload(1));
+  // One KV head on CUDA cores: 32768 / 128 = 256 candidates, all in one wave;
+  // 256 splits of 128 keys (four whole steps) beat the 128 the cap used to
+  // allow.
+  SplitPlan plan = planNumSplits(1, 1, 32768, {}, getCudaCoreWorkload(1));
   EXPECT_EQ(plan.numSplits, 256);
   EXPECT_EQ(plan.chunkLength, 128);
   SplitPlannerOptions oldCap;
   oldCap.maxSplits = 128;
-  EXPECT_LT(plan.modeledCost,
-            planNumSplits(1, 1, 32768, oldCap, getWorkload(1)).modeledCost);
+  EXPECT_LT(
+      plan.modeledCost,
+      planNumSplits(1, 1, 32768, oldCap, getCudaCoreWorkload(1)).modeledCost);
 }
 
 TEST(SplitPlanner, PartialsCostTheirBytes) {
@@ -174,12 +185,13 @@ TEST(SplitPlanner, PartialsCostTheirBytes) {
   // token-times, binds over DRAM), but the merge's read of the partials
   // makes fewer splits cost relatively less: 61 come within 5 % (4 rows:
   // 64 splits).
-  SplitWorkload manyRows = getWorkload(8);
+  SplitWorkload manyRows = getCudaCoreWorkload(8);
   manyRows.rowsPerKVHead = 64;
   manyRows.rowsPerTile = 64;
   SplitPlan plan = planNumSplits(1, 8, 32768, {}, manyRows);
   EXPECT_EQ(plan.numSplits, 61);
-  EXPECT_EQ(planNumSplits(1, 8, 32768, {}, getWorkload(8)).numSplits, 64);
+  EXPECT_EQ(planNumSplits(1, 8, 32768, {}, getCudaCoreWorkload(8)).numSplits,
+            64);
   double bytesPerTokenTime = 132.0 * 2048;
   double partials = 8.0 * 64 * 129 * 4;
   SplitPlan fastest = evaluateSplits(1, 8, 32768, 64, {}, manyRows);
@@ -194,7 +206,7 @@ TEST(SplitPlanner, RowTilesAreBlocks) {
   // each streaming the chunk: 64 splits over 8 KV heads are 2048 blocks,
   // four waves of 512 + 64 token-times; 16 splits are one wave of 2048 +
   // 64, the plan (one tile: 61 splits, above).
-  SplitWorkload manyRows = getWorkload(8);
+  SplitWorkload manyRows = getCudaCoreWorkload(8);
   manyRows.rowsPerKVHead = 64;
   EXPECT_EQ(manyRows.getRowTiles(), 4);
   SplitPlan plan = evaluateSplits(1, 8, 32768, 64, {}, manyRows);
@@ -208,25 +220,27 @@ TEST(SplitPlanner, RowTilesAreBlocks) {
   EXPECT_EQ(planned.blocks, 512);
   // MQA's 32 rows are two tiles: 256 splits are one wave of 512 blocks of
   // 128 keys, its plan; 16 rows (Llama-3-8B at Lq = 4) one tile.
-  EXPECT_EQ(getWorkload(1).getRowTiles(), 2);
-  SplitWorkload sixteen = getWorkload(8);
+  EXPECT_EQ(getCudaCoreWorkload(1).getRowTiles(), 2);
+  SplitWorkload sixteen = getCudaCoreWorkload(8);
   sixteen.rowsPerKVHead = 16;
   EXPECT_EQ(sixteen.getRowTiles(), 1);
-  SplitPlan mqa = evaluateSplits(1, 1, 32768, 256, {}, getWorkload(1));
+  SplitPlan mqa = evaluateSplits(1, 1, 32768, 256, {}, getCudaCoreWorkload(1));
   EXPECT_EQ(mqa.blocks, 512);
   EXPECT_NEAR(mqa.modeledCost,
               128 + 64 + 256.0 * 32 * 129 * 4 / bytesPerTokenTime, 1e-9);
-  EXPECT_EQ(planNumSplits(1, 1, 32768, {}, getWorkload(1)).numSplits, 256);
+  EXPECT_EQ(planNumSplits(1, 1, 32768, {}, getCudaCoreWorkload(1)).numSplits,
+            256);
   // Without a workload a block is a split: no tiles.
   EXPECT_EQ(evaluateSplits(1, 1, 32768, 256).blocks, 256);
 }
 
 TEST(SplitPlanner, AFusedMergeCostsItsSerialTail) {
   // The last block of a (sequence, KV head) merges its S partials alone, at
-  // blockMergeBytesPerTokenTime: MQA at B=1, L=32k (32 rows, two tiles)
-  // pays 32 * 129 * 4 / 3072 token-times per split, so its plan falls from
-  // 256 splits to about sixty; the merge kernel's plan stays.
-  SplitWorkload separate = getWorkload(1), fused = getWorkload(1);
+  // blockMergeBytesPerTokenTime: MQA on CUDA cores at B=1, L=32k (32 rows,
+  // two tiles) pays 32 * 129 * 4 / 3072 token-times per split, so its plan
+  // falls from 256 splits to about sixty; the merge kernel's plan stays.
+  SplitWorkload separate = getCudaCoreWorkload(1),
+                fused = getCudaCoreWorkload(1);
   fused.fusedMerge = true;
   double tailPerSplit = 32.0 * 129 * 4 / 3072;
   for (int64_t splits : {2, 64, 256}) {
@@ -261,9 +275,78 @@ TEST(SplitPlanner, AFusedMergeCostsItsSerialTail) {
             evaluateSplits(1, 1, 32768, 1, {}, separate).modeledCost);
   // Llama-3-8B's rows are few: the fused plan stays near its full wave (61
   // splits, the fewest within 5 % of 64's cost).
-  SplitWorkload llama = getWorkload(8);
+  SplitWorkload llama = getCudaCoreWorkload(8);
   llama.fusedMerge = true;
   EXPECT_EQ(planNumSplits(1, 8, 32768, {}, llama).numSplits, 61);
+}
+
+TEST(SplitPlanner, OneRuleChoosesTensorCores) {
+  // The lowering's rule (PartialKernelLayout): 16-bit queries, D = 64 or
+  // 128, at least two rows.
+  EXPECT_TRUE(getWorkload(1).usesTensorCores());
+  EXPECT_TRUE(getWorkload(8).usesTensorCores());
+  EXPECT_TRUE(getWorkload(8, /*kvElementBytes=*/1).usesTensorCores());
+  EXPECT_FALSE(getWorkload(32).usesTensorCores());
+  EXPECT_FALSE(getCudaCoreWorkload(8).usesTensorCores());
+  SplitWorkload workload = getWorkload(8);
+  workload.headDim = 64;
+  EXPECT_TRUE(workload.usesTensorCores());
+  workload.headDim = 256;
+  EXPECT_FALSE(workload.usesTensorCores());
+  EXPECT_FALSE(SplitWorkload().usesTensorCores());
+  EXPECT_TRUE(choosesTensorCores(2, 128, kTensorCoreMinRows));
+  EXPECT_FALSE(choosesTensorCores(2, 128, kTensorCoreMinRows - 1));
+  EXPECT_FALSE(choosesTensorCores(2, 96, kTensorCoreTileRows));
+}
+
+TEST(SplitPlanner, TensorCoreBlocksStreamAtTheirPace) {
+  // MQA at B=1, L=32k, 128 splits: two tiles, 256 blocks in one wave, each
+  // 256 keys at 7 a token-time and 26 of overhead; the blocks keep 256 *
+  // 16 KB in flight, more than the 132 * 22 KB DRAM needs.
+  SplitWorkload mqa = getWorkload(1);
+  SplitPlan plan = evaluateSplits(1, 1, 32768, 128, {}, mqa);
+  double bytesPerTokenTime = 132.0 * 2048;
+  double partials = 128.0 * 32 * 129 * 4 / bytesPerTokenTime;
+  double dram = 32768.0 * 512 / bytesPerTokenTime + partials;
+  EXPECT_NEAR(plan.dramCost, dram, 1e-9);
+  EXPECT_NEAR(plan.modeledCost, std::max(256.0 / 7 + 26, dram) + partials,
+              1e-9);
+  // fdemu's sweep (bench/RESULTS.md, 2026-12-01, graph, compiler 0.2.15):
+  // 128 splits 5.53 us, the fastest; 96 5.82; 192 6.13; 256 6.71 (the plan
+  // at a token per token-time); 64 6.80. The plan lies between 96 and 128
+  // and is modeled faster than 64 and 256.
+  SplitPlan planned = planNumSplits(1, 1, 32768, {}, mqa);
+  EXPECT_GE(planned.numSplits, 96);
+  EXPECT_LE(planned.numSplits, 128);
+  for (int64_t splits : {64, 256})
+    EXPECT_LT(planned.modeledCost,
+              evaluateSplits(1, 1, 32768, splits, {}, mqa).modeledCost);
+}
+
+TEST(SplitPlanner, FewTensorCoreBlocksStreamBelowTheDRAMRate) {
+  // Llama-3-8B (4 rows, one tile) at B=1, L=32k: 12 splits of 2731 keys
+  // take 2752 / 7 + 26 token-times, below the cache's 496, but their 96
+  // blocks keep 96 * 16 KB in flight, 0.53 of what DRAM needs: the cache
+  // streams at that fraction of its rate.
+  SplitWorkload llama = getWorkload(8);
+  double bytesPerTokenTime = 132.0 * 2048;
+  double bytes = 8.0 * 32768 * 512 + 12.0 * 8 * 4 * 129 * 4;
+  double inFlight = 96.0 * 32 * 512 / (132.0 * 22528);
+  EXPECT_NEAR(evaluateSplits(1, 8, 32768, 12, {}, llama).dramCost,
+              bytes / bytesPerTokenTime / inFlight, 1e-9);
+  // CUDA-core blocks have no such term: their token-time was measured at
+  // four blocks per SM.
+  EXPECT_NEAR(
+      evaluateSplits(1, 8, 32768, 12, {}, getCudaCoreWorkload(8)).dramCost,
+      bytes / bytesPerTokenTime, 1e-9);
+  // The plan keeps enough in flight (within the tolerance); by pace alone
+  // (fdemu's view: 12 splits 0.7 % faster than 64) it would take fewer.
+  SplitPlan plan = planNumSplits(1, 8, 32768, {}, llama);
+  EXPECT_GE(static_cast<double>(plan.blocks) * 32 * 512, 0.95 * 132 * 22528);
+  SplitPlannerOptions paceAlone;
+  paceAlone.smBytesInFlight = 1;
+  EXPECT_LT(planNumSplits(1, 8, 32768, paceAlone, llama).numSplits,
+            plan.numSplits);
 }
 
 TEST(SplitPlanner, HalfTheBytesNeedAsManyBlocksOrMore) {
@@ -301,6 +384,10 @@ TEST(SplitPlanner, ValidatesTheWorkload) {
   workload.rowsPerTile = 0;
   EXPECT_EQ(validateSplitWorkload(workload),
             "rows-per-tile must be >= 1, got 0");
+  workload = getWorkload(8);
+  workload.queryElementBytes = 1;
+  EXPECT_EQ(validateSplitWorkload(workload, '_'),
+            "query_element_bytes must be 2 (f16, bf16) or 4 (f32), got 1");
 }
 
 TEST(SplitPlanner, ValidatesItsInputs) {
@@ -323,6 +410,14 @@ TEST(SplitPlanner, ValidatesItsInputs) {
   options.blockMergeBytesPerTokenTime = 0;
   EXPECT_EQ(validateSplitPlannerInputs(1, 8, 4096, options, '_'),
             "block_merge_bytes_per_token_time must be >= 1, got 0");
+  options.blockMergeBytesPerTokenTime = 3072;
+  options.tensorCoreKeysPerTokenTime = 0;
+  EXPECT_EQ(validateSplitPlannerInputs(1, 8, 4096, options),
+            "tensor-core-keys-per-token-time must be >= 1, got 0");
+  options.tensorCoreKeysPerTokenTime = 7;
+  options.smBytesInFlight = -1;
+  EXPECT_EQ(validateSplitPlannerInputs(1, 8, 4096, options),
+            "sm-bytes-in-flight must be >= 1, got -1");
 }
 
 TEST(SplitPlanner, WorkspaceBytes) {

@@ -25,15 +25,23 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
   plan.waveEfficiency = static_cast<double>(plan.blocks) /
                         static_cast<double>(plan.waves * slots);
   plan.chunkLength = ceilDiv(maxLength, numSplits);
-  // A known workload's blocks take whole steps of keys.
-  int64_t chunkCost = plan.chunkLength;
-  if (workload.isKnown())
-    chunkCost =
-        ceilDiv(chunkCost, workload.tokensPerStep) * workload.tokensPerStep;
-  plan.modeledCost = static_cast<double>(
-      plan.waves * (chunkCost + options.blockOverheadTokens));
-  if (!workload.isKnown())
+  if (!workload.isKnown()) {
+    plan.modeledCost = static_cast<double>(
+        plan.waves * (plan.chunkLength + options.blockOverheadTokens));
     return plan;
+  }
+  // A known workload's blocks take whole steps of keys, at their kernel's
+  // pace.
+  double chunkKeys =
+      static_cast<double>(ceilDiv(plan.chunkLength, workload.tokensPerStep) *
+                          workload.tokensPerStep);
+  double blockCost =
+      workload.usesTensorCores()
+          ? chunkKeys /
+                    static_cast<double>(options.tensorCoreKeysPerTokenTime) +
+                static_cast<double>(options.tensorCoreBlockOverheadTokens)
+          : chunkKeys + static_cast<double>(options.blockOverheadTokens);
+  plan.modeledCost = static_cast<double>(plan.waves) * blockCost;
   // One split reads the cache and writes the output directly; more write
   // partial rows that the merge reads back, after the partial kernel.
   double streams = static_cast<double>(batch * numKVHeads);
@@ -46,6 +54,15 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
   double cacheBytes =
       streams * static_cast<double>(maxLength) * workload.getTokenBytes();
   plan.dramCost = (cacheBytes + partialBytes) / gpuBytesPerTokenTime;
+  // Little's law: a wave of tensor-core blocks with fewer bytes in flight
+  // than the SMs need streams at that fraction of the DRAM rate.
+  if (workload.usesTensorCores()) {
+    double inFlight = static_cast<double>(std::min(plan.blocks, slots)) *
+                      workload.getStepBytes();
+    double needed =
+        static_cast<double>(options.smCount * options.smBytesInFlight);
+    plan.dramCost /= std::min(1.0, inFlight / needed);
+  }
   // A fused merge's last block reads its stream's partials alone; many
   // streams' tails together read no faster than the merge kernel would.
   double mergeCost = partialBytes / gpuBytesPerTokenTime;
@@ -100,6 +117,11 @@ std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
   if (options.blockMergeBytesPerTokenTime < 1)
     return positive("block-merge-bytes-per-token-time",
                     options.blockMergeBytesPerTokenTime);
+  if (options.tensorCoreKeysPerTokenTime < 1)
+    return positive("tensor-core-keys-per-token-time",
+                    options.tensorCoreKeysPerTokenTime);
+  if (options.smBytesInFlight < 1)
+    return positive("sm-bytes-in-flight", options.smBytesInFlight);
   return "";
 }
 
@@ -123,6 +145,10 @@ std::string validateSplitWorkload(const SplitWorkload &workload,
     return spell("kv-element-bytes", wordSeparator) +
            " must be 1 (fp8), 2 (f16, bf16) or 4 (f32), got " +
            std::to_string(workload.kvElementBytes);
+  if (workload.queryElementBytes != 2 && workload.queryElementBytes != 4)
+    return spell("query-element-bytes", wordSeparator) +
+           " must be 2 (f16, bf16) or 4 (f32), got " +
+           std::to_string(workload.queryElementBytes);
   return "";
 }
 

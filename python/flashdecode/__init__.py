@@ -47,17 +47,19 @@ CudaError = _native.CudaError
 def plan_splits(batch, num_kv_heads, max_len, sm_count=132, *,
                 blocks_per_sm=None, min_chunk_length=None, max_splits=None,
                 num_q_heads=None, head_dim=None, query_len=1, kv_dtype=None,
-                fused_merge=False):
+                fused_merge=False, dtype=None):
     """The split count fd-split-kv chooses for this problem (same function).
 
     blocks_per_sm (4), min_chunk_length (128), max_splits (512): the
     planner's knobs (docs/SplitHeuristic.md); None keeps the default.
     num_q_heads and head_dim (both or neither), query_len and kv_dtype (the
     caches' dtype: "float16" by default, "bfloat16", "float32",
-    "float8_e4m3fn", "float8_e5m2") describe the kernel's work, which adds
-    the DRAM time of the cache and of the partials to the plan's cost, as
-    fd-split-kv does for the op it rewrites; without them, the wave model
-    alone. fused_merge (with them) plans for kernels compiled with
+    "float8_e4m3fn", "float8_e5m2") and dtype (the queries': the caches'
+    by default, float16 beside an fp8 cache) describe the kernel's work: the
+    plan then paces its blocks as the kernel they get (tensor cores or CUDA
+    cores) and adds the DRAM time of the cache and of the partials to the
+    plan's cost, as fd-split-kv does for the op it rewrites; without them,
+    the wave model alone. fused_merge (with them) plans for kernels compiled with
     fused_merge=True: their merge's serial tail grows with the split count
     (max_splits is not narrowed here: compile() keeps it within what the
     fused merge can merge)."""
@@ -65,7 +67,7 @@ def plan_splits(batch, num_kv_heads, max_len, sm_count=132, *,
         batch, num_kv_heads, max_len, sm_count,
         **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
         **_split_workload(num_kv_heads, num_q_heads, head_dim, query_len,
-                          kv_dtype, fused_merge))
+                          kv_dtype, fused_merge, dtype))
 
 
 class Kernel:

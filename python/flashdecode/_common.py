@@ -185,21 +185,29 @@ def _buffer_flags(buffers):
             for name, array in buffers.items()}
 
 
-_KV_ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2,
-                     "float8_e4m3fn": 1, "float8_e5m2": 1}
+_QUERY_ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+_KV_ELEMENT_BYTES = dict(_QUERY_ELEMENT_BYTES, float8_e4m3fn=1,
+                         float8_e5m2=1)
+
+
+def _dtype_name(dtype):
+    """A dtype's name (numpy's, ml_dtypes', PyTorch's or a string)."""
+    return getattr(dtype, "name", dtype)
 
 
 def _split_workload(num_kv_heads, num_q_heads, head_dim, query_len,
-                    kv_dtype, fused_merge=False):
+                    kv_dtype, fused_merge=False, dtype=None):
     """plan_splits' description of the kernel's work as the planner's
     keywords: none without num_q_heads and head_dim; ValueError naming the
-    argument for a bad one."""
+    argument for a bad one. dtype is the queries' (None: the caches', or
+    float16 beside an fp8 cache)."""
     _check_flag("fused_merge", fused_merge)
     if num_q_heads is None and head_dim is None:
-        if kv_dtype is not None or query_len != 1 or fused_merge:
-            raise ValueError("query_len, kv_dtype and fused_merge describe "
-                             "the kernel's work: pass num_q_heads and "
-                             "head_dim with them")
+        if kv_dtype is not None or dtype is not None or query_len != 1 or \
+                fused_merge:
+            raise ValueError("query_len, dtype, kv_dtype and fused_merge "
+                             "describe the kernel's work: pass num_q_heads "
+                             "and head_dim with them")
         return {}
     counts = {}
     for name, value in (("num_kv_heads", num_kv_heads),
@@ -214,16 +222,23 @@ def _split_workload(num_kv_heads, num_q_heads, head_dim, query_len,
     if counts["num_q_heads"] % counts["num_kv_heads"]:
         raise ValueError(f"num_q_heads ({num_q_heads}) must be a multiple of "
                          f"num_kv_heads ({num_kv_heads})")
-    name = "float16" if kv_dtype is None else getattr(kv_dtype, "name",
-                                                      kv_dtype)
+    name = "float16" if kv_dtype is None else _dtype_name(kv_dtype)
     if not isinstance(name, str) or name not in _KV_ELEMENT_BYTES:
         raise ValueError(f"kv_dtype must be one of {sorted(_KV_ELEMENT_BYTES)}"
                          f", got {kv_dtype!r}")
+    kv_bytes = _KV_ELEMENT_BYTES[name]
+    query_bytes = max(2, kv_bytes)
+    if dtype is not None:
+        query_bytes = _QUERY_ELEMENT_BYTES.get(_dtype_name(dtype))
+        if query_bytes is None:
+            raise ValueError(f"dtype must be one of "
+                             f"{sorted(_QUERY_ELEMENT_BYTES)}, got {dtype!r}")
     return {"rows_per_kv_head":
             counts["num_q_heads"] // counts["num_kv_heads"] *
             counts["query_len"],
             "head_dim": counts["head_dim"],
-            "kv_element_bytes": _KV_ELEMENT_BYTES[name],
+            "kv_element_bytes": kv_bytes,
+            "query_element_bytes": query_bytes,
             "fused_merge": fused_merge}
 
 

@@ -504,7 +504,7 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
             sm_count, **planner,
             **_split_workload(problem.num_kv_heads, problem.num_q_heads,
                               problem.head_dim, problem.query_len,
-                              kv_format or qa.dtype, fused_merge))
+                              kv_format or qa.dtype, fused_merge, qa.dtype))
     if arch is None:
         arch = target
     key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,

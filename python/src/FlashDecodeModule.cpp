@@ -271,7 +271,7 @@ PYBIND11_MODULE(_flashdecode, module) {
       [](int64_t batch, int64_t numKVHeads, int64_t maxLength, int64_t smCount,
          int64_t blocksPerSM, int64_t minChunkLength, int64_t maxSplits,
          int64_t rowsPerKVHead, int64_t headDim, int64_t kvElementBytes,
-         bool fusedMerge) {
+         int64_t queryElementBytes, bool fusedMerge) {
         SplitPlannerOptions options;
         options.smCount = smCount;
         options.blocksPerSM = blocksPerSM;
@@ -281,6 +281,7 @@ PYBIND11_MODULE(_flashdecode, module) {
         workload.rowsPerKVHead = rowsPerKVHead;
         workload.headDim = headDim;
         workload.kvElementBytes = kvElementBytes;
+        workload.queryElementBytes = queryElementBytes;
         workload.fusedMerge = fusedMerge;
         std::string invalid = validateSplitPlannerInputs(
             batch, numKVHeads, maxLength, options, /*wordSeparator=*/'_');
@@ -298,6 +299,7 @@ PYBIND11_MODULE(_flashdecode, module) {
       py::arg("max_splits") = SplitPlannerOptions().maxSplits, py::kw_only(),
       py::arg("rows_per_kv_head") = 0, py::arg("head_dim") = 0,
       py::arg("kv_element_bytes") = SplitWorkload().kvElementBytes,
+      py::arg("query_element_bytes") = SplitWorkload().queryElementBytes,
       py::arg("fused_merge") = false);
 
   // One configuration object, validated once, serves compile(), the CPU

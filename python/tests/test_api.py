@@ -15,10 +15,10 @@ def test_compile_returns_ptx_and_manifest():
     kernel = flashdecode.compile(128, 32, 8, dtype="float16", num_splits="auto",
                                  kv_layout="NHD", arch="sm_90", batch=1,
                                  max_len=32768)
-    assert kernel.num_splits == 64
+    assert kernel.num_splits == 22
     assert set(kernel.ptx) == {"fd_partial_attention", "fd_merge"}
     assert ".target sm_90" in kernel.ptx["fd_partial_attention"]
-    assert kernel.manifest["num_splits"] == 64
+    assert kernel.manifest["num_splits"] == 22
     assert kernel.manifest["config"]["dtype"] == "f16"
     names = [k["name"] for k in kernel.manifest["kernels"]]
     assert names == ["fd_partial_attention", "fd_merge"]
@@ -61,24 +61,26 @@ def test_planner_knobs_reach_the_plan_and_the_manifest():
     assert (config["blocks_per_sm"], config["max_splits"],
             config["min_chunk_length"]) == (1, 64, 128)
     # Same configuration but for the knobs: a different cache entry. The
-    # compiler plans with the kernel's work (DRAM and whole steps of 32
-    # keys): 64 splits of 512 keys, where the wave model alone takes 63.
+    # compiler plans with the kernel's work (tensor-core blocks, DRAM, whole
+    # steps of 32 keys): 22 splits, where the wave model alone takes 63.
     assert flashdecode.compile(128, 32, 8, batch=1,
-                               max_len=32768).num_splits == 64
+                               max_len=32768).num_splits == 22
     assert flashdecode.plan_splits(1, 8, 32768, num_q_heads=32,
-                                   head_dim=128) == 64
+                                   head_dim=128) == 22
 
 
 def test_plan_splits_with_the_kernels_work():
-    """num_q_heads, head_dim, query_len and kv_dtype make plan_splits the
-    compiler's choice for those kernels, whatever the dtype."""
+    """num_q_heads, head_dim, query_len, kv_dtype and dtype make plan_splits
+    the compiler's choice for those kernels, whatever the dtypes."""
     for kwargs in ({}, {"query_len": 4}, {"kv_dtype": "float8_e4m3fn"},
-                   {"kv_dtype": "bfloat16"}, {"kv_dtype": "float32"}):
+                   {"kv_dtype": "bfloat16"}, {"kv_dtype": "float32"},
+                   {"kv_dtype": "float8_e5m2", "dtype": "float32"},
+                   {"kv_dtype": "float8_e4m3fn", "dtype": "bfloat16"}):
         dtype = kwargs.get("kv_dtype", "float16")
         compile_kwargs = {"query_len": kwargs.get("query_len", 1)}
         if dtype.startswith("float8"):
             compile_kwargs["kv_dtype"] = dtype
-            dtype = "float16"
+            dtype = kwargs.get("dtype", "float16")
         for heads, batch, max_len in ((1, 1, 32768), (8, 1, 32768),
                                       (1, 16, 4096), (2, 3, 5000)):
             kernel = flashdecode.compile(128, 32, heads, dtype=dtype,
@@ -87,9 +89,16 @@ def test_plan_splits_with_the_kernels_work():
             assert kernel.num_splits == flashdecode.plan_splits(
                 batch, heads, max_len, num_q_heads=32, head_dim=128,
                 **kwargs), (kwargs, heads, batch, max_len)
-    # MQA at B=1, L=32k: past the old cap of 128 splits, 128 keys each.
+    # MQA at B=1, L=32k: its tensor-core blocks' fixed cost against their
+    # pace, 103 splits; with f32 queries (CUDA cores, a token per
+    # token-time) as many as the chunks allow, 256 of 128 keys.
     assert flashdecode.plan_splits(1, 1, 32768, num_q_heads=32,
-                                   head_dim=128) == 256
+                                   head_dim=128) == 103
+    assert flashdecode.plan_splits(1, 1, 32768, num_q_heads=32,
+                                   head_dim=128, dtype="float32") == 256
+    assert flashdecode.plan_splits(1, 1, 32768, num_q_heads=32,
+                                   head_dim=128, dtype=np.dtype("float32"),
+                                   kv_dtype="float8_e4m3fn") == 256
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -104,7 +113,10 @@ def test_plan_splits_with_the_kernels_work():
     ({"num_q_heads": 32, "head_dim": 128, "kv_dtype": ["float16"]},
      "kv_dtype must be one of"),
     ({"num_q_heads": 32.0, "head_dim": 128}, "num_q_heads must be an int"),
+    ({"num_q_heads": 32, "head_dim": 128, "dtype": "float8_e4m3fn"},
+     "dtype must be one of"),
     ({"kv_dtype": "float16"}, "pass num_q_heads and head_dim"),
+    ({"dtype": "float32"}, "pass num_q_heads and head_dim"),
     ({"query_len": 2}, "pass num_q_heads and head_dim"),
 ])
 def test_plan_splits_checks_the_work(kwargs, message):
@@ -115,7 +127,7 @@ def test_plan_splits_checks_the_work(kwargs, message):
 def test_plan_splits_takes_numpy_work():
     assert flashdecode.plan_splits(
         1, 8, 32768, num_q_heads=np.int64(32), head_dim=np.int32(128),
-        kv_dtype=np.dtype("float16")) == 64
+        kv_dtype=np.dtype("float16")) == 22
     with pytest.raises(ValueError, match="num_kv_heads must be"):
         flashdecode.plan_splits(1, 0, 4096, num_q_heads=32, head_dim=128)
 

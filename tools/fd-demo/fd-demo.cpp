@@ -132,9 +132,10 @@ int main(int argc, char **argv) {
                << " of " << config.smCount << " SMs busy\n"
                << "chosen:  " << describeSplitPlan(plan) << "\n"
                << "  " << plan.numSplits << " chunks of " << plan.chunkLength
-               << " tokens per KV head fill one wave of "
-               << SplitPlannerOptions().blocksPerSM
-               << " blocks per SM (one alone is latency-bound); workspace "
+               << " tokens per KV head: " << plan.blocks << " "
+               << (workload.usesTensorCores() ? "tensor-core" : "CUDA-core")
+               << " blocks, enough bytes in flight for DRAM's rate, fewer "
+                  "partials than more would write; workspace "
                << getWorkspaceBytes(kBatch, 1, kQueryHeads, plan.numSplits,
                                     kHeadDim)
                << " bytes\n\n";

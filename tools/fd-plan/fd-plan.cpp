@@ -94,17 +94,22 @@ void usage() {
       "               [--sm-count N] [--blocks-per-sm N]\n"
       "               [--min-chunk-length N] [--max-splits N]\n"
       "               [--num-q-heads N --head-dim N [--query-len N]\n"
-      "                [--kv-dtype f16|bf16|f32|e4m3|e5m2] [--fused-merge]]\n"
+      "                [--dtype f16|bf16|f32] [--kv-dtype "
+      "f16|bf16|f32|e4m3|e5m2]\n"
+      "                [--fused-merge]]\n"
       "       fd-plan --table [--sm-count N] [--blocks-per-sm N]\n"
       "Prints the split count the planner chooses for decode attention over\n"
       "N sequences of up to max-len tokens, and the blocks, waves and wave\n"
       "efficiency it gives; --table prints the reference table of\n"
       "docs/SplitHeuristic.md (Hq = 32, D = 128, f16) beside\n"
       "FlashAttention-2's choices.\n"
-      "--num-q-heads and --head-dim (with --query-len, default 1, and the\n"
-      "caches' --kv-dtype, default f16) describe the kernel's work, as\n"
-      "fd-split-kv sees it: the plan then counts the DRAM time of the cache\n"
-      "and the partials; without them, the wave model alone. --fused-merge\n"
+      "--num-q-heads and --head-dim (with --query-len, default 1, the\n"
+      "caches' --kv-dtype, default f16, and the queries' --dtype, default\n"
+      "the caches' or f16 beside fp8) describe the kernel's work, as\n"
+      "fd-split-kv sees it: the plan then paces its blocks as the kernel it\n"
+      "gets (tensor cores or CUDA cores) and counts the DRAM time of the\n"
+      "cache and the partials; without them, the wave model alone. "
+      "--fused-merge\n"
       "plans for kernels that merge in their last blocks (fd-compile\n"
       "--fused-merge): a serial tail per split.");
 }
@@ -127,6 +132,8 @@ int main(int argc, char **argv) {
   flashdecode::SplitPlannerOptions options;
   int64_t batch = 1, kvHeads = 8, maxLength = 32768;
   int64_t queryHeads = 0, headDim = 0, queryLength = 1;
+  // 0: the caches' type, or f16 beside an fp8 cache.
+  int64_t queryElementBytes = 0;
   flashdecode::SplitWorkload workload;
   bool table = false;
   for (int i = 1; i < argc; ++i) {
@@ -143,23 +150,25 @@ int main(int argc, char **argv) {
       workload.fusedMerge = true;
       continue;
     }
-    if (flag == "--kv-dtype") {
+    if (flag == "--kv-dtype" || flag == "--dtype") {
       if (i + 1 == argc) {
-        std::fprintf(stderr, "fd-plan: --kv-dtype needs a value\n");
+        std::fprintf(stderr, "fd-plan: %s needs a value\n", flag.c_str());
         return 2;
       }
       std::string name = argv[++i];
-      workload.kvElementBytes = name == "f32"                      ? 4
-                                : name == "f16" || name == "bf16"  ? 2
-                                : name == "e4m3" || name == "e5m2" ? 1
-                                                                   : 0;
-      if (!workload.kvElementBytes) {
-        std::fprintf(stderr,
-                     "fd-plan: --kv-dtype must be f16, bf16, f32, e4m3 or "
-                     "e5m2, got '%s'\n",
+      bool cache = flag == "--kv-dtype";
+      int64_t bytes = name == "f32"                                 ? 4
+                      : name == "f16" || name == "bf16"             ? 2
+                      : cache && (name == "e4m3" || name == "e5m2") ? 1
+                                                                    : 0;
+      if (!bytes) {
+        std::fprintf(stderr, "fd-plan: %s must be %s, got '%s'\n", flag.c_str(),
+                     cache ? "f16, bf16, f32, e4m3 or e5m2"
+                           : "f16, bf16 or f32",
                      name.c_str());
         return 2;
       }
+      (cache ? workload.kvElementBytes : queryElementBytes) = bytes;
       continue;
     }
     int64_t *target = flag == "--batch"              ? &batch
@@ -174,13 +183,14 @@ int main(int argc, char **argv) {
                       : flag == "--max-splits"       ? &options.maxSplits
                                                      : nullptr;
     if (!target) {
-      std::fprintf(stderr,
-                   "fd-plan: unknown flag '%s'; accepted: --batch, "
-                   "--num-kv-heads, --max-len, --sm-count, --blocks-per-sm, "
-                   "--min-chunk-length, --max-splits, --num-q-heads, "
-                   "--head-dim, --query-len, --kv-dtype, --fused-merge, "
-                   "--table, --help\n",
-                   argv[i]);
+      std::fprintf(
+          stderr,
+          "fd-plan: unknown flag '%s'; accepted: --batch, "
+          "--num-kv-heads, --max-len, --sm-count, --blocks-per-sm, "
+          "--min-chunk-length, --max-splits, --num-q-heads, "
+          "--head-dim, --query-len, --dtype, --kv-dtype, --fused-merge, "
+          "--table, --help\n",
+          argv[i]);
       return 2;
     }
     if (i + 1 == argc) {
@@ -209,11 +219,14 @@ int main(int argc, char **argv) {
     workload.rowsPerKVHead =
         queryHeads / std::max<int64_t>(kvHeads, 1) * queryLength;
     workload.headDim = headDim;
+    workload.queryElementBytes =
+        queryElementBytes ? queryElementBytes
+                          : std::max<int64_t>(2, workload.kvElementBytes);
   } else if (invalid.empty() &&
              (queryLength != 1 || workload.kvElementBytes != 2 ||
-              workload.fusedMerge)) {
-    invalid = "--query-len, --kv-dtype and --fused-merge describe the "
-              "kernel's work: pass --num-q-heads and --head-dim with them";
+              queryElementBytes || workload.fusedMerge)) {
+    invalid = "--query-len, --dtype, --kv-dtype and --fused-merge describe "
+              "the kernel's work: pass --num-q-heads and --head-dim with them";
   }
   if (invalid.empty())
     invalid = flashdecode::validateSplitWorkload(workload);

@@ -10,6 +10,8 @@
 #ifndef FD_PLANNING_SPLITPLANNER_H
 #define FD_PLANNING_SPLITPLANNER_H
 
+#include "fd/Planning/KernelChoice.h"
+
 #include <cstdint>
 #include <string>
 
@@ -30,9 +32,29 @@ struct SplitPlannerOptions {
   /// Upper bound on the split count (bounds the workspace, B * Lq * Hq * S *
   /// (D + 1) * 4 bytes; minChunkLength usually binds first).
   int64_t maxSplits = 512;
-  /// Fixed cost of one block (prologue, partial write, its share of the
-  /// merge), in tokens of KV streamed: about 1 us of one SM's bandwidth.
+  /// Fixed cost of one CUDA-core block (prologue, partial write, its share
+  /// of the merge), in tokens of KV streamed: about 1 us of one SM's
+  /// bandwidth. Such a block streams a token per token-time.
   int64_t blockOverheadTokens = 64;
+  /// Keys a tensor-core block streams per token-time: fdemu's model of the
+  /// pipelined tiles (compiler 0.2.15) takes 15.6 cycles a key at D = 128
+  /// and 13.9 at D = 64, whatever the rows, where a token-time (2048 bytes
+  /// of an H200 SM's DRAM share) is 111 cycles.
+  int64_t tensorCoreKeysPerTokenTime = 7;
+  /// A tensor-core block's fixed cost in token-times: fdemu's model puts a
+  /// 16-row tile (MQA) at 2,880 cycles besides its keys, 4- and 8-row tiles
+  /// at about 1,850; the rows matter where the keys do not bind (MQA), so
+  /// the 16-row cost is taken.
+  int64_t tensorCoreBlockOverheadTokens = 26;
+  /// Bytes an SM must have in flight to draw its share of DRAM bandwidth
+  /// (Little's law: ~4.8 TB/s x ~600 ns of loaded latency over 132 SMs).
+  /// A tensor-core block has one step of keys in flight (its cp.async
+  /// pipeline copies the next step while it computes this one), so a plan
+  /// of few such blocks streams the cache at a fraction of the DRAM rate.
+  /// fdemu's latency model, with a 600-cycle unloaded load, does not see
+  /// this; the H200 measurements it was fitted to needed four CUDA-core
+  /// blocks per SM (the token-time above).
+  int64_t smBytesInFlight = 22528;
   /// The bytes one SM's share of DRAM bandwidth delivers in the time one
   /// block streams one token of one KV head (a "token-time"): the DRAM side
   /// of the model, used where the workload is known. 2048 = four blocks per
@@ -64,11 +86,14 @@ struct SplitWorkload {
   int64_t headDim = 0;
   /// Bytes of one cached K or V element: 2 (f16, bf16), 1 (fp8), 4 (f32).
   int64_t kvElementBytes = 2;
+  /// Bytes of one query element: 2 (f16, bf16) or 4 (f32). An fp8 cache
+  /// is decoded to the queries' type, so it does not say which.
+  int64_t queryElementBytes = 2;
   /// Keys a block takes per step (4 warps x 8 keys on tensor cores): a
   /// chunk costs whole steps.
   int64_t tokensPerStep = 32;
   /// Query rows one block serves (a tensor-core tile of 16,
-  /// PartialKernelLayout::kMmaRows): more rows take a block per tile, each
+  /// kTensorCoreTileRows): more rows take a block per tile, each
   /// streaming the chunk. CUDA-core kernels size their tiles by registers
   /// (fewer rows at D = 256 or in f32): the planner counts them as 16 too.
   int64_t rowsPerTile = 16;
@@ -79,10 +104,20 @@ struct SplitWorkload {
   bool fusedMerge = false;
 
   bool isKnown() const { return headDim != 0 || rowsPerKVHead != 0; }
+  /// Whether the partial kernel runs the rows on tensor cores, whose blocks
+  /// stream at SplitPlannerOptions::tensorCoreKeysPerTokenTime.
+  bool usesTensorCores() const {
+    return isKnown() &&
+           choosesTensorCores(queryElementBytes, headDim, rowsPerKVHead);
+  }
   /// K and V of one token of one KV head.
   double getTokenBytes() const {
     return 2.0 * static_cast<double>(headDim) *
            static_cast<double>(kvElementBytes);
+  }
+  /// What a tensor-core block has in flight: one step of K and V.
+  double getStepBytes() const {
+    return static_cast<double>(tokensPerStep) * getTokenBytes();
   }
   /// Blocks per (sequence, KV head, split): ceil(rows / rowsPerTile).
   int64_t getRowTiles() const {
@@ -109,11 +144,13 @@ struct SplitPlan {
   /// Tokens of the longest chunk at the planning length.
   int64_t chunkLength = 0;
   /// Modeled time, in token-times of one block: the waves' time, waves *
-  /// (chunk + overhead), or with a known workload the larger of it and the
-  /// DRAM time of K, V and the partials, plus the merge: the merge kernel's
-  /// DRAM time, or a fused merge's serial tail.
+  /// (chunk + overhead) (a tensor-core block: chunk / its pace + its
+  /// overhead), or with a known workload the larger of it and the DRAM time
+  /// of K, V and the partials, plus the merge: the merge kernel's DRAM
+  /// time, or a fused merge's serial tail.
   double modeledCost = 0;
-  /// The DRAM time alone (0 when the workload is unknown).
+  /// The DRAM time alone (0 when the workload is unknown), longer where a
+  /// wave of tensor-core blocks keeps too few bytes in flight.
   double dramCost = 0;
 };
 
@@ -129,9 +166,12 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
 /// Candidates are 1 .. min(maxSplits, maxLength / minChunkLength). Each is
 /// scored with a wave model: the partial kernel runs ceil(blocks / (smCount *
 /// blocksPerSM)) waves, each as long as one chunk plus a fixed per-block
-/// overhead; with a known `workload`, no faster than DRAM moves K, V and the
-/// partials (smBytesPerTokenTime per SM), and the merge reads the partials
-/// after it (a fused merge: one block per sequence and KV head, at
+/// overhead (a known workload on tensor cores: the chunk at
+/// tensorCoreKeysPerTokenTime plus tensorCoreBlockOverheadTokens); with a
+/// known `workload`, no faster than DRAM moves K, V and the partials
+/// (smBytesPerTokenTime per SM; tensor-core blocks: slower where they keep
+/// fewer than smBytesInFlight per SM in flight), and the merge reads the
+/// partials after it (a fused merge: one block per sequence and KV head, at
 /// blockMergeBytesPerTokenTime). The fewest splits within `timeTolerance` of
 /// the best score win.
 /// Unlike FlashAttention-2's heuristic this has no "at least 80 % of the SMs
@@ -154,7 +194,8 @@ std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
                                        char wordSeparator = '-');
 
 /// An empty string when a known workload is valid (rows, head dim and tokens
-/// per step >= 1, element bytes 1, 2 or 4), otherwise a sentence naming the
+/// per step >= 1, KV element bytes 1, 2 or 4, query element bytes 2 or 4),
+/// otherwise a sentence naming the
 /// input as validateSplitPlannerInputs does. An unknown workload is valid.
 std::string validateSplitWorkload(const SplitWorkload &workload,
                                   char wordSeparator = '-');

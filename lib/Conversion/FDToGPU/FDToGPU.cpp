@@ -12,6 +12,7 @@
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "PopulatePatterns.h"
 #include "fd/Dialect/FD/IR/FD.h"
+#include "fd/Planning/KernelChoice.h"
 
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/MathExtras.h"
@@ -62,17 +63,12 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
   layout.tokensPerWarp = 32 / layout.lanesPerToken;
   layout.rows = groupSize * queryLength;
   layout.causal = queryLength > 1;
-  // Tensor cores where a tile has rows to fill (each row costs the CUDA-core
-  // kernel its own FMAs, exp and shuffles per key; an mma costs the same
-  // for 1 row as for 16) and the fragment layout fits: 16-bit queries
-  // (mma.sync has no exact f32 form; an fp8 cache is decoded to their type),
-  // D a multiple of 64 up to 128 (the accumulator, 16 x D f32 per warp,
-  // lives in registers).
-  layout.tensorCores = elementBytes == 2 && (headDim == 64 || headDim == 128) &&
-                       layout.rows >= kTensorCoreMinRows;
+  layout.tensorCores =
+      ::flashdecode::choosesTensorCores(elementBytes, headDim, layout.rows);
   if (layout.tensorCores) {
     layout.tokensPerWarp = 8;
-    layout.numRowTiles = llvm::divideCeil(layout.rows, kMmaRows);
+    layout.numRowTiles =
+        llvm::divideCeil(layout.rows, ::flashdecode::kTensorCoreTileRows);
     layout.rowTile = llvm::divideCeil(layout.rows, layout.numRowTiles);
     bool float8 = cacheElementBytes == 1;
     layout.slotBytes = float8 ? 8 : 16;

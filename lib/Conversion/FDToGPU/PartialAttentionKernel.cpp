@@ -299,10 +299,17 @@ Value PartialKernelBuilder::loadTokenScale(Value scales, Value row) {
 Value PartialKernelBuilder::pageOf(Value token) {
   if (!geometry.isPaged())
     return Value();
+  return clampPage(loadPageEntry(token));
+}
+
+Value PartialKernelBuilder::loadPageEntry(Value token) {
   Value block = arith::DivUIOp::create(rewriter, e.loc, token,
                                        e.index(geometry.pageSize));
-  Value entry = e.load(rewriter.getI32Type(), blockTable, rewriter.getI32Type(),
-                       e.add(tableRow, block), 4);
+  return e.load(rewriter.getI32Type(), blockTable, rewriter.getI32Type(),
+                e.add(tableRow, block), 4);
+}
+
+Value PartialKernelBuilder::clampPage(Value entry) {
   return buildClampedPage(rewriter, e.loc,
                           arith::IndexCastOp::create(
                               rewriter, e.loc, rewriter.getIndexType(), entry),

@@ -115,6 +115,11 @@ private:
   /// The page holding `token` (its block-table entry, clamped into the
   /// pool), or a null value for a dense cache.
   Value pageOf(Value token);
+  /// The block-table entry (i32) of `token`'s page as stored, unchecked:
+  /// a load whose first use, clampPage, may come a loop step later.
+  Value loadPageEntry(Value token);
+  /// The page a block-table entry names, clamped into the pool (index).
+  Value clampPage(Value entry);
   /// The query head of row `row` of the block: kvHead * group + row % group.
   Value queryHeadOf(Value row);
   /// The query token of row `row` of the block: row / group.

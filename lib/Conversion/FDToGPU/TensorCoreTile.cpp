@@ -108,20 +108,21 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
           e.min(e.add(e.add(first, e.index(offset)), laneToken), lastToken));
     return tokens;
   };
-  // A paged cache's pages of those positions, as i32 (carried through the
-  // loop: one register each).
+  // A paged cache's block-table entries of those positions, as loaded
+  // (carried through the loop: one register each), and clamped into pages
+  // only where a copy uses them: a step after the load, so that nothing
+  // waits on it in the step that issues it.
   auto lookUpPages = [&](ArrayRef<Value> tokens) {
-    SmallVector<Value> pages;
+    SmallVector<Value> entries;
     for (Value token : tokens)
-      pages.push_back(e.toI32(pageOf(token)));
-    return pages;
+      entries.push_back(loadPageEntry(token));
+    return entries;
   };
-  auto toIndices = [&](ValueRange pages) {
-    SmallVector<Value> indices;
-    for (Value page : pages)
-      indices.push_back(arith::IndexCastUIOp::create(
-          rewriter, e.loc, rewriter.getIndexType(), page));
-    return indices;
+  auto toPages = [&](ValueRange entries) {
+    SmallVector<Value> pages;
+    for (Value entry : entries)
+      pages.push_back(clampPage(entry));
+    return pages;
   };
 
   // K and V reach registers through workgroup memory: each lane copies its
@@ -186,27 +187,35 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   };
 
   // Before q is staged, under its latency: the first step's pages and
-  // copies, and the second step's pages. None read for an empty chunk,
-  // whose positions may lie past the sequence's pages.
+  // copies, and the entries of the next kLookAheadSteps steps' pages (a
+  // step copies the one after it, whose entries were loaded that many
+  // steps before: a step is shorter than a load's latency). None read for
+  // an empty chunk, whose positions may lie past the sequence's pages.
+  constexpr int64_t kLookAheadSteps = 2;
+  constexpr int64_t kEntriesPerStep = 3;
   Value chunkLive = e.lessThan(chunk.begin, chunk.end);
   Value firstOfChunk = e.add(chunk.begin, warpBase);
-  SmallVector<Value> firstPages(3), secondPages;
+  SmallVector<Value> firstPages(kEntriesPerStep), aheadEntries;
   if (geometry.isPaged()) {
     auto lookUp = scf::IfOp::create(
         rewriter, e.loc, chunkLive,
         [&](OpBuilder &, Location) {
-          SmallVector<Value> pages = lookUpPages(laneTokens(firstOfChunk));
-          llvm::append_range(pages,
-                             lookUpPages(laneTokens(
-                                 e.add(firstOfChunk, e.index(tokensPerStep)))));
-          scf::YieldOp::create(rewriter, e.loc, pages);
+          SmallVector<Value> entries;
+          for (int64_t step = 0; step <= kLookAheadSteps; ++step)
+            llvm::append_range(
+                entries, lookUpPages(laneTokens(e.add(
+                             firstOfChunk, e.index(step * tokensPerStep)))));
+          scf::YieldOp::create(rewriter, e.loc, entries);
         },
         [&](OpBuilder &, Location) {
-          scf::YieldOp::create(rewriter, e.loc,
-                               SmallVector<Value>(6, e.i32(0)));
+          scf::YieldOp::create(
+              rewriter, e.loc,
+              SmallVector<Value>((kLookAheadSteps + 1) * kEntriesPerStep,
+                                 e.i32(0)));
         });
-    firstPages = toIndices(lookUp.getResults().take_front(3));
-    llvm::append_range(secondPages, lookUp.getResults().drop_front(3));
+    firstPages = toPages(lookUp.getResults().take_front(kEntriesPerStep));
+    llvm::append_range(aheadEntries,
+                       lookUp.getResults().drop_front(kEntriesPerStep));
   }
   copyStep(firstOfChunk, firstPages, e.index(0), chunkLive);
   stageQueryFragments(firstRow);
@@ -250,8 +259,8 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   SmallVector<Value> initial = {e.negInf(), e.negInf(), e.f32(0.0), e.f32(0.0)};
   initial.append(4 * outputTiles, e.f32(0.0));
 
-  const int64_t pagesAt = initial.size();
-  initial.append(secondPages);
+  const int64_t entriesAt = initial.size();
+  initial.append(aheadEntries);
 
   auto stream = scf::ForOp::create(
       rewriter, e.loc, chunk.begin, chunk.end, e.index(tokensPerStep), initial,
@@ -265,20 +274,28 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
               rewriter, e.loc, index,
               e.index(PartialKernelLayout::kKeyValueStages));
         };
-        // The next step's copies (its pages were looked up a step ago),
-        // then this step's, issued a step ago, are waited for.
+        // The next step's copies (the entries of its pages were loaded
+        // kLookAheadSteps - 1 steps ago), then this step's, issued a step
+        // ago, are waited for.
         Value nextStart = e.add(stepStart, e.index(tokensPerStep));
-        SmallVector<Value> pages(3);
+        SmallVector<Value> pages(kEntriesPerStep);
         if (geometry.isPaged())
-          pages = toIndices(carried.slice(pagesAt, 3));
+          pages = toPages(carried.slice(entriesAt, kEntriesPerStep));
         copyStep(e.add(first, e.index(tokensPerStep)), pages,
                  stageOf(e.add(stepIndex, e.index(1))),
                  e.lessThan(nextStart, chunk.end));
         NVVM::CpAsyncWaitGroupOp::create(rewriter, e.loc, 1);
-        SmallVector<Value> nextPages;
-        if (geometry.isPaged())
-          nextPages =
-              lookUpPages(laneTokens(e.add(first, e.index(2 * tokensPerStep))));
+        SmallVector<Value> nextEntries;
+        if (geometry.isPaged()) {
+          llvm::append_range(
+              nextEntries,
+              carried.slice(entriesAt + kEntriesPerStep,
+                            (kLookAheadSteps - 1) * kEntriesPerStep));
+          llvm::append_range(
+              nextEntries,
+              lookUpPages(laneTokens(e.add(
+                  first, e.index((kLookAheadSteps + 1) * tokensPerStep)))));
+        }
         Value stage = stageOf(stepIndex);
         // Per-token scales of the lane's keys 2p, 2p+1: q's prescale times
         // the key scale, and the value scale.
@@ -402,7 +419,7 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
           for (int64_t i = 0; i < 4; ++i)
             next[4 + 4 * tile + i] = d[i];
         }
-        llvm::copy(nextPages, next.begin() + pagesAt);
+        llvm::copy(nextEntries, next.begin() + entriesAt);
         scf::YieldOp::create(rewriter, e.loc, next);
       });
 

@@ -250,34 +250,41 @@ func.func @paged(%q: memref<2x2x64xf16>, %k: memref<?x16x2x64xf16>, %v: memref<?
 
 // -----
 
-// Paged on tensor cores (bf16, GQA-4, D = 128): each lane looks up the page
-// of every key it copies (1 for K, 2 for V) two steps ahead of their use:
-// the first two steps' before the loop (none for an empty chunk), the first
-// step's copies from them, and inside the loop the next step's copies from
-// the carried pages, then the page lookups of the step after, carried as
-// i32s; bf16 operands are i32 words.
+// Paged on tensor cores (bf16, GQA-4, D = 128): each lane loads the
+// block-table entry of every key it copies (1 for K, 2 for V) three steps
+// ahead of their use and clamps it into the pool only where a copy uses it:
+// the first three steps' entries before the loop (none for an empty
+// chunk), the first step's copies from them; inside the loop the next
+// step's copies from the first three carried entries, then the entries of
+// the step three ahead, carried as i32s behind the other three; bf16
+// operands are i32 words.
 
 // CHECK-LABEL: func.func @paged_tensor_cores
 // CHECK: gpu.func @fd_partial_attention({{.*}}, %{{.*}}: i32, %[[TABLE:[a-z0-9]+]]: !llvm.ptr<1>, %{{.*}}: i32)
 // CHECK-SAME: nvvm.minctasm = 3 : i32
-// CHECK: %[[FIRST:.*]]:6 = scf.if %{{.*}} -> (i32, i32, i32, i32, i32, i32)
-// CHECK-COUNT-6: llvm.getelementptr %[[TABLE]]
+// CHECK: %[[FIRST:.*]]:9 = scf.if %{{.*}} -> (i32, i32, i32, i32, i32, i32, i32, i32, i32)
+// CHECK-COUNT-9: llvm.getelementptr %[[TABLE]]
 // CHECK: } else {
-// CHECK-NEXT: scf.yield %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32 : i32, i32, i32, i32, i32, i32
-// CHECK: arith.index_castui %[[FIRST]]#0 : i32 to index
+// CHECK-NEXT: scf.yield %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32 : i32, i32, i32, i32, i32, i32, i32, i32, i32
+// CHECK: %[[ENTRY:.*]] = arith.index_cast %[[FIRST]]#0 : i32 to index
+// CHECK: arith.maxsi %[[ENTRY]], %c0 : index
 // CHECK-COUNT-8: nvvm.cp.async.shared.global
 // CHECK-NEXT: nvvm.cp.async.commit.group
-// CHECK: scf.for {{.*}} step %c32 iter_args({{.*}}, %[[PAGE:[a-z0-9]+]] = %[[FIRST]]#3, %{{.*}} = %[[FIRST]]#4, %{{.*}} = %[[FIRST]]#5) -> ({{.*}}, i32, i32, i32)
-// CHECK: arith.index_castui %[[PAGE]] : i32 to index
+// CHECK: scf.for {{.*}} step %c32 iter_args({{.*}}, %[[PAGE:[a-z0-9]+]] = %[[FIRST]]#3, %{{.*}} = %[[FIRST]]#4, %{{.*}} = %[[FIRST]]#5, %[[LATER:[a-z0-9]+]] = %[[FIRST]]#6, %[[LATER1:[a-z0-9]+]] = %[[FIRST]]#7, %[[LATER2:[a-z0-9]+]] = %[[FIRST]]#8) -> ({{.*}}, i32, i32, i32, i32, i32, i32)
+// CHECK: %[[CARRIED:.*]] = arith.index_cast %[[PAGE]] : i32 to index
+// CHECK: arith.maxsi %[[CARRIED]], %c0 : index
 // CHECK-NOT: llvm.getelementptr %[[TABLE]]
 // CHECK-COUNT-8: nvvm.cp.async.shared.global
 // CHECK-NEXT: nvvm.cp.async.commit.group
 // CHECK-NEXT: nvvm.cp.async.wait.group 1
 // CHECK-NOT: nvvm.mma.sync
-// CHECK-COUNT-3: llvm.getelementptr %[[TABLE]]
+// CHECK: %[[NEW:.*]] = llvm.load {{.*}} : !llvm.ptr<1> -> i32
+// CHECK: %[[NEW1:.*]] = llvm.load {{.*}} : !llvm.ptr<1> -> i32
+// CHECK: %[[NEW2:.*]] = llvm.load {{.*}} : !llvm.ptr<1> -> i32
 // CHECK-NOT: llvm.getelementptr %[[TABLE]]
 // CHECK: nvvm.mma.sync {{.*}} {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 8>} : (i32, i32, f32)
+// CHECK: scf.yield {{.*}}, %[[LATER]], %[[LATER1]], %[[LATER2]], %[[NEW]], %[[NEW1]], %[[NEW2]] : {{.*}}, i32, i32, i32, i32, i32, i32
 func.func @paged_tensor_cores(%q: memref<2x8x128xbf16>, %k: memref<?x16x2x128xbf16>, %v: memref<?x16x2x128xbf16>,
                  %lens: memref<2xi32>, %table: memref<2x?xi32>, %out: memref<2x8x128xbf16>) {
   fd.attention %q, %k, %v, %lens block_table %table : memref<2x?xi32> into %out

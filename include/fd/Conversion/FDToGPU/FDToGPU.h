@@ -60,9 +60,9 @@ constexpr llvm::StringLiteral kProgrammaticLaunchAttrName =
 /// (`causal`) the last Lq - 1 keys of a sequence stream first, in a loop of
 /// their own with a per-row mask.
 ///
-/// With `tensorCores` (f16/bf16 queries, D of 64 or 128, at least
-/// kTensorCoreMinRows rows) the block instead computes a tile of up to 16
-/// rows with mma.sync: each warp takes 8 keys per step (tokensPerWarp),
+/// With `tensorCores` (flashdecode::choosesTensorCores: f16/bf16 queries, D
+/// of 64 or 128, at least two rows) the block instead computes a tile of up to
+/// 16 rows with mma.sync: each warp takes 8 keys per step (tokensPerWarp),
 /// loads their K and V rows straight into mma fragments (docs/KernelABI.md,
 /// "Tensor-core tiles"; an fp8 cache decoded to the query's type on the
 /// way) and keeps the tile's scores, softmax state and
@@ -89,10 +89,6 @@ struct PartialKernelLayout {
   /// kept now that each tile is a block, so tile sizes, and the spill-free
   /// ptxas sweep, stay as they were.
   static constexpr int64_t kRowTileLoopRegisters = 22;
-  /// Rows of an mma.sync tile (its M), and the fewest rows for which the
-  /// tensor-core kernel is chosen (see getTensorCoreChoice).
-  static constexpr int64_t kMmaRows = 16;
-  static constexpr int64_t kTensorCoreMinRows = 2;
   /// Tensor cores: the steps of K and V in workgroup memory at once (the
   /// step being computed and the one being copied: cp.async). Two fit the
   /// 48 KB of static shared memory a block may have at D = 128.

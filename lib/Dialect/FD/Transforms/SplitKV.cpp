@@ -57,8 +57,12 @@ mlir::fd::getSplitWorkload(AttentionOp op, const FDSplitKVOptions &options) {
   ::flashdecode::SplitWorkload workload;
   workload.rowsPerKVHead = geometry.groupSize() * geometry.queryLength;
   workload.headDim = geometry.headDim;
-  Type element = cast<ShapedType>(op.getKeyCache().getType()).getElementType();
-  workload.kvElementBytes = (element.getIntOrFloatBitWidth() + 7) / 8;
+  auto elementBytes = [](Value value) {
+    Type element = cast<ShapedType>(value.getType()).getElementType();
+    return (element.getIntOrFloatBitWidth() + 7) / 8;
+  };
+  workload.kvElementBytes = elementBytes(op.getKeyCache());
+  workload.queryElementBytes = elementBytes(op.getQuery());
   workload.fusedMerge = options.fusedMerge;
   return workload;
 }

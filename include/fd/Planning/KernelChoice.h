@@ -1,0 +1,35 @@
+//===- KernelChoice.h - Which partial kernel a workload gets ----*- C++ -*-===//
+//
+// The rule that picks the tensor-core or the CUDA-core partial kernel, in
+// standard C++ so that the lowering (PartialKernelLayout) and the split
+// planner, which must know how fast the chosen kernel's blocks stream,
+// share one definition.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_PLANNING_KERNELCHOICE_H
+#define FD_PLANNING_KERNELCHOICE_H
+
+#include <cstdint>
+
+namespace flashdecode {
+
+/// Rows of a tensor-core tile (mma.sync's M): more rows take a block per
+/// tile.
+inline constexpr int64_t kTensorCoreTileRows = 16;
+/// The fewest rows a KV head must have for its tile to go to tensor cores.
+inline constexpr int64_t kTensorCoreMinRows = 2;
+
+/// Whether the partial kernel computes a KV head's `rows` query rows (group
+/// size x query length) on tensor cores: where a tile has rows to fill (each
+/// row costs the CUDA-core kernel its own FMAs, exp and shuffles per key; an
+/// mma costs the same for 1 row as for 16) and the fragment layout fits:
+/// 16-bit queries (mma.sync has no exact f32 form; an fp8 cache is decoded to
+/// the queries' type), a head dim of 64 or 128 (the accumulator, 16 x D f32
+/// per warp, lives in registers).
+bool choosesTensorCores(int64_t queryElementBytes, int64_t headDim,
+                        int64_t rows);
+
+} // namespace flashdecode
+
+#endif // FD_PLANNING_KERNELCHOICE_H
