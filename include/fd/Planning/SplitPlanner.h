@@ -37,15 +37,15 @@ struct SplitPlannerOptions {
   /// bandwidth. Such a block streams a token per token-time.
   int64_t blockOverheadTokens = 64;
   /// Keys a tensor-core block streams per token-time: fdemu's model of the
-  /// pipelined tiles (compiler 0.2.15) takes 15.6 cycles a key at D = 128
-  /// and 13.9 at D = 64, whatever the rows, where a token-time (2048 bytes
+  /// pipelined tiles (compiler 0.2.16) takes 13.1 cycles a key at D = 128
+  /// and 10.5 at D = 64, whatever the rows, where a token-time (2048 bytes
   /// of an H200 SM's DRAM share) is 111 cycles.
-  int64_t tensorCoreKeysPerTokenTime = 7;
+  int64_t tensorCoreKeysPerTokenTime = 8;
   /// A tensor-core block's fixed cost in token-times: fdemu's model puts a
-  /// 16-row tile (MQA) at 2,880 cycles besides its keys, 4- and 8-row tiles
-  /// at about 1,850; the rows matter where the keys do not bind (MQA), so
+  /// 16-row tile (MQA) at 3,140 cycles besides its keys, 4- and 8-row tiles
+  /// at about 2,100; the rows matter where the keys do not bind (MQA), so
   /// the 16-row cost is taken.
-  int64_t tensorCoreBlockOverheadTokens = 26;
+  int64_t tensorCoreBlockOverheadTokens = 28;
   /// Bytes an SM must have in flight to draw its share of DRAM bandwidth
   /// (Little's law: ~4.8 TB/s x ~600 ns of loaded latency over 132 SMs).
   /// A tensor-core block has one step of keys in flight (its cp.async

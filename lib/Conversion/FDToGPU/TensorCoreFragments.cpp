@@ -1,20 +1,57 @@
 //===- TensorCoreFragments.cpp - mma operands of the tensor-core tile -----===//
 //
 // The tensor-core tile's operand plumbing (TensorCoreTile.cpp has the tile):
-// packing element pairs into mma words, one mma.sync, reading a lane's
-// K/V vector back from its stage as mma words (an fp8 cache decoded on the
-// way), and where a published accumulator element lies (the swizzle that
-// keeps the 16-byte publishing stores free of bank conflicts).
+// staging q's A fragments, packing element pairs into mma words, one
+// mma.sync, reading a lane's K/V vector back from its stage as mma words
+// (an fp8 cache decoded on the way), and where a published accumulator
+// element lies (the swizzle that keeps the 16-byte publishing stores free
+// of bank conflicts).
 //
 //===----------------------------------------------------------------------===//
 
 #include "PartialKernelBuilder.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 using namespace mlir;
 using namespace mlir::fd;
 using namespace mlir::fd::detail;
+
+void PartialKernelBuilder::stageQueryFragments(Value firstRow) {
+  // The block's threads stride over (k-step, lane) and store that lane's
+  // four A words of the step: a0, a2 = row g at dims 32c + 8p + 4h + {0,1}
+  // and {2,3} (one 8-byte load), a1, a3 the same of row g + 8, for k-step
+  // 2c + h. Padding rows (past the block's rows) are zero. In workgroup
+  // memory, not registers: the 16-byte read per k-step is cheap, and the
+  // registers go to the keys in flight.
+  const int64_t headDim = geometry.headDim;
+  auto wordsType = VectorType::get({2}, rewriter.getI32Type());
+  Value zero = e.i32(0);
+  forEachThreadIndex(headDim / 16 * 32, [&](Value entry) {
+    Value step = arith::DivUIOp::create(rewriter, e.loc, entry, e.index(32));
+    Value entryLane =
+        arith::RemUIOp::create(rewriter, e.loc, entry, e.index(32));
+    Value row = arith::DivUIOp::create(rewriter, e.loc, entryLane, e.index(4));
+    Value pair = arith::RemUIOp::create(rewriter, e.loc, entryLane, e.index(4));
+    Value c = arith::DivUIOp::create(rewriter, e.loc, step, e.index(2));
+    Value h = arith::RemUIOp::create(rewriter, e.loc, step, e.index(2));
+    Value dim = e.add(e.add(e.mul(c, e.index(32)), e.mul(pair, e.index(8))),
+                      e.mul(h, e.index(4)));
+    for (int64_t half = 0; half < 2; ++half) {
+      Value tileRow = e.add(row, e.index(half * 8));
+      Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
+      Value offset = e.add(e.mul(queryRow(blockRow), e.index(headDim)), dim);
+      Value words = e.load(wordsType, query, elementType, offset, 8);
+      Value isReal = isRealRow(firstRow, tileRow);
+      for (int64_t i = 0; i < 2; ++i)
+        memref::StoreOp::create(
+            rewriter, e.loc, e.select(isReal, e.extract(words, i), zero),
+            queryFragments, ValueRange{step, entryLane, e.index(half + 2 * i)});
+    }
+  });
+  gpu::BarrierOp::create(rewriter, e.loc);
+}
 
 Value PartialKernelBuilder::packPair(Value low, Value high) {
   auto pair =

@@ -5,11 +5,12 @@
 // per step: S = q K^T as one 16x8 tile over D/16 m16n8k16 k-steps, the
 // online softmax on S in registers, then O += P V as D/8 m16n8k8 tiles, P
 // taken straight from S's accumulator layout. q's fragments are staged in
-// workgroup memory once per row tile. K and V are read in an element order
-// chosen so that each lane's reads are whole 16-byte vectors, coalesced
-// across the warp; each lane copies its vectors of the next step into
-// workgroup memory with cp.async while the current step computes (two
-// stages), and reads them back as the k-steps and output tiles take them.
+// workgroup memory once per row tile (TensorCoreFragments.cpp). K and V are
+// read in an element order chosen so that each lane's reads are whole
+// 16-byte vectors, coalesced across the warp; each lane copies its vectors
+// into workgroup memory with cp.async a step and a half before their use
+// (two stages, K and V in commit groups of their own), and reads them back
+// as the k-steps and output tiles take them.
 // Eight keys per step (not 16) keep the fragments and the accumulator
 // within 128 registers, so four blocks fit on an SM.
 //
@@ -44,41 +45,6 @@
 using namespace mlir;
 using namespace mlir::fd;
 using namespace mlir::fd::detail;
-
-void PartialKernelBuilder::stageQueryFragments(Value firstRow) {
-  // The block's threads stride over (k-step, lane) and store that lane's
-  // four A words of the step: a0, a2 = row g at dims 32c + 8p + 4h + {0,1}
-  // and {2,3} (one 8-byte load), a1, a3 the same of row g + 8, for k-step
-  // 2c + h. Padding rows (past the block's rows) are zero. In workgroup
-  // memory, not registers: the 16-byte read per k-step is cheap, and the
-  // registers go to the keys in flight.
-  const int64_t headDim = geometry.headDim;
-  auto wordsType = VectorType::get({2}, rewriter.getI32Type());
-  Value zero = e.i32(0);
-  forEachThreadIndex(headDim / 16 * 32, [&](Value entry) {
-    Value step = arith::DivUIOp::create(rewriter, e.loc, entry, e.index(32));
-    Value entryLane =
-        arith::RemUIOp::create(rewriter, e.loc, entry, e.index(32));
-    Value row = arith::DivUIOp::create(rewriter, e.loc, entryLane, e.index(4));
-    Value pair = arith::RemUIOp::create(rewriter, e.loc, entryLane, e.index(4));
-    Value c = arith::DivUIOp::create(rewriter, e.loc, step, e.index(2));
-    Value h = arith::RemUIOp::create(rewriter, e.loc, step, e.index(2));
-    Value dim = e.add(e.add(e.mul(c, e.index(32)), e.mul(pair, e.index(8))),
-                      e.mul(h, e.index(4)));
-    for (int64_t half = 0; half < 2; ++half) {
-      Value tileRow = e.add(row, e.index(half * 8));
-      Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
-      Value offset = e.add(e.mul(queryRow(blockRow), e.index(headDim)), dim);
-      Value words = e.load(wordsType, query, elementType, offset, 8);
-      Value isReal = isRealRow(firstRow, tileRow);
-      for (int64_t i = 0; i < 2; ++i)
-        memref::StoreOp::create(
-            rewriter, e.loc, e.select(isReal, e.extract(words, i), zero),
-            queryFragments, ValueRange{step, entryLane, e.index(half + 2 * i)});
-    }
-  });
-  gpu::BarrierOp::create(rewriter, e.loc);
-}
 
 KeyRange PartialKernelBuilder::visibleKeys(Value firstRow, Value tileRow) {
   if (!rules.rowsDiffer())
@@ -126,10 +92,14 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   };
 
   // K and V reach registers through workgroup memory: each lane copies its
-  // own vectors of a step (cp.async) a step ahead into one of
-  // kKeyValueStages stages, and reads them back when the step comes. The
-  // loads of a step are in flight while the step before computes, without
-  // holding registers; a lane reads only what it copied, so the copies
+  // own vectors (cp.async) into one of kKeyValueStages stages and reads
+  // them back when their step comes. K of step i + 2 is copied as soon as
+  // step i's S is computed (its K slots are free then), V of step i + 1 at
+  // the top of step i (step i - 1's P V freed its V slots), and each is
+  // waited for just before its first read: a step and a half of lead each,
+  // where a step is shorter than a load's latency. Two commit groups a
+  // step, so the waits leave the three newest groups in flight. The loads
+  // hold no registers; a lane reads only what it copied, so the copies
   // need no barrier. Stage s, slot i of thread t is at byte
   // ((s * slots + i) * threads + t) * slotBytes: a warp's read of a slot is
   // 32 consecutive slots. The stages take the accumulators' buffer, free
@@ -147,13 +117,14 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   };
   const int64_t keySlots = headDim / 32, valueSlots = headDim / 64;
   const int64_t scaleSlot = keySlots + 2 * valueSlots;
-  // Copies the step whose warp starts at `first` into `stage`, reading
-  // nothing unless `live` (the step is in the chunk), and commits them as
-  // one group.
+  // Copies the K (with the pair's key scales) or, `ofValues`, the V (with
+  // their value scales) of the step whose warp starts at `first` into
+  // `stage`, reading nothing unless `live` (the step is in the chunk), and
+  // commits them as one group. `pages` are those of laneTokens(first).
   Value keyLane = e.mul(fragmentPair, e.index(kFragmentElementsPerVector));
   Value valueLane = e.mul(fragmentRow, e.index(kFragmentElementsPerVector));
-  auto copyStep = [&](Value first, ArrayRef<Value> pages, Value stage,
-                      Value live) {
+  auto copyHalfStep = [&](bool ofValues, Value first, ArrayRef<Value> pages,
+                          Value stage, Value live) {
     SmallVector<Value> tokens = laneTokens(first);
     auto copy = [&](Value base, Type type, Value offset, int64_t slot,
                     int64_t byteOffset, int64_t bytes) {
@@ -166,25 +137,35 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
                                           : NVVM::LoadCacheModifierKind::CA,
                               e.select(live, e.i32(bytes), e.i32(0)));
     };
-    Type element = cache.addressType();
-    Value keyRow = cacheRow(tokens[0], pages[0]);
-    Value keyOffset = e.add(e.mul(keyRow, e.index(headDim)), keyLane);
-    for (int64_t v = 0; v < keySlots; ++v)
-      copy(keys, element, e.add(keyOffset, e.index(32 * v)), v, 0, slotBytes);
-    for (int64_t key = 0; key < 2; ++key) {
-      Value row = cacheRow(tokens[1 + key], pages[1 + key]);
-      Value valueOffset = e.add(e.mul(row, e.index(headDim)), valueLane);
-      for (int64_t v = 0; v < valueSlots; ++v)
-        copy(values, element, e.add(valueOffset, e.index(64 * v)),
-             keySlots + key * valueSlots + v, 0, slotBytes);
-      if (keyScales) {
-        Type f32 = rewriter.getF32Type();
-        copy(keyScales, f32, row, scaleSlot, 4 * key, 4);
-        copy(valueScales, f32, row, scaleSlot + 1, 4 * key, 4);
+    Type element = cache.addressType(), f32 = rewriter.getF32Type();
+    // The rows of the lane's key pair 2p, 2p+1.
+    auto pairRow = [&](int64_t key) {
+      return cacheRow(tokens[1 + key], pages[1 + key]);
+    };
+    if (!ofValues) {
+      Value keyRow = cacheRow(tokens[0], pages[0]);
+      Value keyOffset = e.add(e.mul(keyRow, e.index(headDim)), keyLane);
+      for (int64_t v = 0; v < keySlots; ++v)
+        copy(keys, element, e.add(keyOffset, e.index(32 * v)), v, 0, slotBytes);
+      if (keyScales)
+        for (int64_t key = 0; key < 2; ++key)
+          copy(keyScales, f32, pairRow(key), scaleSlot, 4 * key, 4);
+    } else {
+      for (int64_t key = 0; key < 2; ++key) {
+        Value row = pairRow(key);
+        Value valueOffset = e.add(e.mul(row, e.index(headDim)), valueLane);
+        for (int64_t v = 0; v < valueSlots; ++v)
+          copy(values, element, e.add(valueOffset, e.index(64 * v)),
+               keySlots + key * valueSlots + v, 0, slotBytes);
+        if (valueScales)
+          copy(valueScales, f32, row, scaleSlot + 1, 4 * key, 4);
       }
     }
     NVVM::CpAsyncCommitGroupOp::create(rewriter, e.loc);
   };
+  // When step i reads its K, V(i), K(i + 1) and V(i + 1) were committed
+  // after it; when it reads its V, K(i + 1), V(i + 1) and K(i + 2).
+  constexpr int32_t kGroupsInFlight = 3;
 
   // Before q is staged, under its latency: the first step's pages and
   // copies, and the entries of the next kLookAheadSteps steps' pages (a
@@ -217,7 +198,19 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
     llvm::append_range(aheadEntries,
                        lookUp.getResults().drop_front(kEntriesPerStep));
   }
-  copyStep(firstOfChunk, firstPages, e.index(0), chunkLive);
+  // K(0), V(0), then K(1): the order the loop's waits count on.
+  Value secondOfChunk = e.add(firstOfChunk, e.index(tokensPerStep));
+  copyHalfStep(/*ofValues=*/false, firstOfChunk, firstPages, e.index(0),
+               chunkLive);
+  copyHalfStep(/*ofValues=*/true, firstOfChunk, firstPages, e.index(0),
+               chunkLive);
+  SmallVector<Value> secondPages(kEntriesPerStep);
+  if (geometry.isPaged())
+    secondPages =
+        toPages(ArrayRef<Value>(aheadEntries).take_front(kEntriesPerStep));
+  copyHalfStep(
+      /*ofValues=*/false, secondOfChunk, secondPages, e.index(1),
+      e.lessThan(e.add(chunk.begin, e.index(tokensPerStep)), chunk.end));
   stageQueryFragments(firstRow);
   // q's A fragments of the first heldQuerySteps k-steps stay in registers
   // through the loop; the others are read from workgroup memory as the
@@ -274,17 +267,17 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
               rewriter, e.loc, index,
               e.index(PartialKernelLayout::kKeyValueStages));
         };
-        // The next step's copies (the entries of its pages were loaded
-        // kLookAheadSteps - 1 steps ago), then this step's, issued a step
-        // ago, are waited for.
+        // The next step's V (the entries of its pages were loaded
+        // kLookAheadSteps steps ago), then this step's K, issued a step and
+        // a half ago, is waited for.
         Value nextStart = e.add(stepStart, e.index(tokensPerStep));
-        SmallVector<Value> pages(kEntriesPerStep);
+        SmallVector<Value> nextPages(kEntriesPerStep);
         if (geometry.isPaged())
-          pages = toPages(carried.slice(entriesAt, kEntriesPerStep));
-        copyStep(e.add(first, e.index(tokensPerStep)), pages,
-                 stageOf(e.add(stepIndex, e.index(1))),
-                 e.lessThan(nextStart, chunk.end));
-        NVVM::CpAsyncWaitGroupOp::create(rewriter, e.loc, 1);
+          nextPages = toPages(carried.slice(entriesAt, kEntriesPerStep));
+        copyHalfStep(/*ofValues=*/true, e.add(first, e.index(tokensPerStep)),
+                     nextPages, stageOf(e.add(stepIndex, e.index(1))),
+                     e.lessThan(nextStart, chunk.end));
+        NVVM::CpAsyncWaitGroupOp::create(rewriter, e.loc, kGroupsInFlight);
         SmallVector<Value> nextEntries;
         if (geometry.isPaged()) {
           llvm::append_range(
@@ -298,20 +291,15 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
         }
         Value stage = stageOf(stepIndex);
         // Per-token scales of the lane's keys 2p, 2p+1: q's prescale times
-        // the key scale, and the value scale.
+        // the key scale (and, with V, the value scale).
+        auto pairType = VectorType::get({2}, rewriter.getF32Type());
         Value pairScoreScales[2] = {queryScale, queryScale};
         Value pairValueScales[2];
         if (keyScales) {
-          auto pairType = VectorType::get({2}, rewriter.getF32Type());
           Value keyPair = LLVM::LoadOp::create(
               rewriter, e.loc, pairType, slotAddress(stage, scaleSlot), 8);
-          Value valuePair = LLVM::LoadOp::create(
-              rewriter, e.loc, pairType, slotAddress(stage, scaleSlot + 1), 8);
-          for (int64_t key = 0; key < 2; ++key) {
+          for (int64_t key = 0; key < 2; ++key)
             pairScoreScales[key] = e.mul(queryScale, e.extract(keyPair, key));
-            pairValueScales[key] = e.mul(e.extract(valuePair, key),
-                                         e.f32(cache.probabilityFactor()));
-          }
         }
         // S = q K^T over D / 16 k-steps.
         // Two accumulators (even and odd k-steps), added at the end: two
@@ -335,6 +323,17 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
         SmallVector<Value> s;
         for (int64_t i = 0; i < 4; ++i)
           s.push_back(e.add(partialS[0][i], partialS[1][i]));
+        // This step's K is read: its slots take K of the step after next
+        // (its entries loaded a step ago).
+        SmallVector<Value> afterNextPages(kEntriesPerStep);
+        if (geometry.isPaged())
+          afterNextPages = toPages(
+              carried.slice(entriesAt + kEntriesPerStep, kEntriesPerStep));
+        copyHalfStep(/*ofValues=*/false,
+                     e.add(first, e.index(2 * tokensPerStep)), afterNextPages,
+                     stage,
+                     e.lessThan(e.add(stepStart, e.index(2 * tokensPerStep)),
+                                chunk.end));
 
         // Scaled to base 2; keys a row may not see are -inf. s[i] is row
         // g + 8 (i / 2), key 2p + i % 2.
@@ -388,7 +387,16 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
         // at keys 2p, 2p+1) is S's accumulator layout, rounded to the
         // element type (after a per-token value scale, times
         // cache.probabilityFactor(): it weighs the key's value, not the
-        // sum); B is V at keys 2p, 2p+1 of column g.
+        // sum); B is V at keys 2p, 2p+1 of column g, copied a step and a
+        // half ago.
+        NVVM::CpAsyncWaitGroupOp::create(rewriter, e.loc, kGroupsInFlight);
+        if (valueScales) {
+          Value valuePair = LLVM::LoadOp::create(
+              rewriter, e.loc, pairType, slotAddress(stage, scaleSlot + 1), 8);
+          for (int64_t key = 0; key < 2; ++key)
+            pairValueScales[key] = e.mul(e.extract(valuePair, key),
+                                         e.f32(cache.probabilityFactor()));
+        }
         auto probability = [&](int64_t i) -> Value {
           Value weight = weights[i];
           if (valueScales)

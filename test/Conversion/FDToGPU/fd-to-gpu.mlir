@@ -82,17 +82,23 @@ func.func @decode(%q: memref<?x8x64xf16>, %k: memref<?x?x8x64xf16>, %v: memref<?
 // GQA (Hq = 8, Hkv = 2), D = 64, f16, on tensor cores: the group's 4 rows
 // are one mma tile; the query tile holds the lanes' q fragments. K and V
 // reach the fragments through two stages in the accumulators' buffer (16
-// rows: the stages' 2 x 8 KB), copied a step ahead with cp.async.
+// rows: the stages' 2 x 8 KB), copied with cp.async a step and a half
+// before their use, K and V in commit groups of their own.
 
 // CHECK-LABEL: func.func @grouped_tensor_cores
 // CHECK: gpu.func @fd_partial_attention
 // CHECK-SAME: workgroup(%[[QFRAG:.*]] : memref<4x32x4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WACC:.*]] : memref<4x16x64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[WML:.*]] : memref<4x4x2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
 // CHECK-SAME: fd.math_units = "tensor_cores"
 // CHECK-SAME: nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 4 : i32
-// The first step's copies: K of key g (2 vectors), V of keys 2p and 2p+1
-// (1 vector each), 16 bytes a lane, reading nothing past the chunk.
+// The first step's K of key g (2 vectors), its V of keys 2p and 2p+1 (1
+// vector each), then the second step's K, 16 bytes a lane, reading nothing
+// past the chunk.
 // CHECK: memref.extract_aligned_pointer_as_index %[[WACC]]
-// CHECK-COUNT-4: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache =  cg, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
+// CHECK-COUNT-2: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache =  cg, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// CHECK-COUNT-2: nvvm.cp.async.shared.global
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// CHECK-COUNT-2: nvvm.cp.async.shared.global
 // CHECK-NEXT: nvvm.cp.async.commit.group
 // q's A fragments, 8 bytes per row half, staged per (k-step, lane).
 // CHECK: llvm.load {{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xi32>
@@ -103,10 +109,11 @@ func.func @decode(%q: memref<?x8x64xf16>, %k: memref<?x?x8x64xf16>, %v: memref<?
 // CHECK-NOT: memref.load
 // Each warp takes 8 keys per step, the block 32.
 // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c32 iter_args
-// The next step's copies, then a wait for this step's.
-// CHECK-COUNT-4: nvvm.cp.async.shared.global
+// The next step's V, then a wait for this step's K (V(i + 1), K(i + 1)
+// and V(i) stay in flight).
+// CHECK-COUNT-2: nvvm.cp.async.shared.global
 // CHECK-NEXT: nvvm.cp.async.commit.group
-// CHECK-NEXT: nvvm.cp.async.wait.group 1
+// CHECK-NEXT: nvvm.cp.async.wait.group 3
 // S = q K^T in 4 k-steps, as two accumulators of even and odd steps; K's
 // vectors read back from the stage as the k-steps take them, the last two
 // k-steps' q fragments from workgroup memory.
@@ -116,13 +123,19 @@ func.func @decode(%q: memref<?x8x64xf16>, %k: memref<?x?x8x64xf16>, %v: memref<?
 // CHECK: memref.load %[[QFRAG]]
 // CHECK-COUNT-2: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // CHECK: arith.addf
+// K of the step after next into the K slots just read.
+// CHECK-COUNT-2: nvvm.cp.async.shared.global
+// CHECK-NEXT: nvvm.cp.async.commit.group
 // The row max over the quad of lanes holding the row.
 // CHECK: arith.maximumf
 // CHECK: gpu.shuffle xor %{{.*}}, %c1_i32, %c32_i32 : f32
 // CHECK: gpu.shuffle xor %{{.*}}, %c2_i32, %c32_i32 : f32
 // CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
-// P in f16 as the A operand of O += P V: one m16n8k8 per 8 head dims, V's
-// vectors of both keys read back first.
+// P in f16 as the A operand of O += P V, once this step's V is in (K(i +
+// 1), V(i + 1) and K(i + 2) stay in flight): one m16n8k8 per 8 head dims,
+// V's vectors of both keys read back first.
+// CHECK: nvvm.cp.async.wait.group 3
+// CHECK-NOT: nvvm.cp.async
 // CHECK: arith.truncf {{.*}} : f32 to f16
 // CHECK-COUNT-2: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
 // CHECK-COUNT-8: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 8>
@@ -252,12 +265,13 @@ func.func @paged(%q: memref<2x2x64xf16>, %k: memref<?x16x2x64xf16>, %v: memref<?
 
 // Paged on tensor cores (bf16, GQA-4, D = 128): each lane loads the
 // block-table entry of every key it copies (1 for K, 2 for V) three steps
-// ahead of their use and clamps it into the pool only where a copy uses it:
-// the first three steps' entries before the loop (none for an empty
-// chunk), the first step's copies from them; inside the loop the next
-// step's copies from the first three carried entries, then the entries of
-// the step three ahead, carried as i32s behind the other three; bf16
-// operands are i32 words.
+// ahead and clamps it into the pool only where a copy uses it: the first
+// three steps' entries before the loop (none for an empty chunk), the
+// first step's K and V and the second step's K from them; inside the loop
+// the next step's V from the first three carried entries, the entries of
+// the step three ahead, then (after S) the K of the step after next from
+// the next three; the entries are carried as i32s; bf16 operands are i32
+// words.
 
 // CHECK-LABEL: func.func @paged_tensor_cores
 // CHECK: gpu.func @fd_partial_attention({{.*}}, %{{.*}}: i32, %[[TABLE:[a-z0-9]+]]: !llvm.ptr<1>, %{{.*}}: i32)
@@ -268,21 +282,32 @@ func.func @paged(%q: memref<2x2x64xf16>, %k: memref<?x16x2x64xf16>, %v: memref<?
 // CHECK-NEXT: scf.yield %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32 : i32, i32, i32, i32, i32, i32, i32, i32, i32
 // CHECK: %[[ENTRY:.*]] = arith.index_cast %[[FIRST]]#0 : i32 to index
 // CHECK: arith.maxsi %[[ENTRY]], %c0 : index
-// CHECK-COUNT-8: nvvm.cp.async.shared.global
+// CHECK-COUNT-4: nvvm.cp.async.shared.global
 // CHECK-NEXT: nvvm.cp.async.commit.group
-// CHECK: scf.for {{.*}} step %c32 iter_args({{.*}}, %[[PAGE:[a-z0-9]+]] = %[[FIRST]]#3, %{{.*}} = %[[FIRST]]#4, %{{.*}} = %[[FIRST]]#5, %[[LATER:[a-z0-9]+]] = %[[FIRST]]#6, %[[LATER1:[a-z0-9]+]] = %[[FIRST]]#7, %[[LATER2:[a-z0-9]+]] = %[[FIRST]]#8) -> ({{.*}}, i32, i32, i32, i32, i32, i32)
-// CHECK: %[[CARRIED:.*]] = arith.index_cast %[[PAGE]] : i32 to index
-// CHECK: arith.maxsi %[[CARRIED]], %c0 : index
+// CHECK-COUNT-4: nvvm.cp.async.shared.global
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// CHECK: %[[SECOND:.*]] = arith.index_cast %[[FIRST]]#3 : i32 to index
+// CHECK: arith.maxsi %[[SECOND]], %c0 : index
+// CHECK-COUNT-4: nvvm.cp.async.shared.global
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// CHECK: scf.for {{.*}} step %c32 iter_args({{.*}}, %{{.*}} = %[[FIRST]]#3, %[[PAGE1:[a-z0-9]+]] = %[[FIRST]]#4, %[[PAGE2:[a-z0-9]+]] = %[[FIRST]]#5, %[[LATER:[a-z0-9]+]] = %[[FIRST]]#6, %[[LATER1:[a-z0-9]+]] = %[[FIRST]]#7, %[[LATER2:[a-z0-9]+]] = %[[FIRST]]#8) -> ({{.*}}, i32, i32, i32, i32, i32, i32)
+// CHECK-DAG: arith.index_cast %[[PAGE1]] : i32 to index
+// CHECK-DAG: arith.index_cast %[[PAGE2]] : i32 to index
 // CHECK-NOT: llvm.getelementptr %[[TABLE]]
-// CHECK-COUNT-8: nvvm.cp.async.shared.global
+// CHECK-COUNT-4: nvvm.cp.async.shared.global
 // CHECK-NEXT: nvvm.cp.async.commit.group
-// CHECK-NEXT: nvvm.cp.async.wait.group 1
+// CHECK-NEXT: nvvm.cp.async.wait.group 3
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: %[[NEW:.*]] = llvm.load {{.*}} : !llvm.ptr<1> -> i32
 // CHECK: %[[NEW1:.*]] = llvm.load {{.*}} : !llvm.ptr<1> -> i32
 // CHECK: %[[NEW2:.*]] = llvm.load {{.*}} : !llvm.ptr<1> -> i32
 // CHECK-NOT: llvm.getelementptr %[[TABLE]]
 // CHECK: nvvm.mma.sync {{.*}} {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK: %[[AHEAD:.*]] = arith.index_cast %[[LATER]] : i32 to index
+// CHECK: arith.maxsi %[[AHEAD]], %c0 : index
+// CHECK-COUNT-4: nvvm.cp.async.shared.global
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// CHECK: nvvm.cp.async.wait.group 3
 // CHECK: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 8>} : (i32, i32, f32)
 // CHECK: scf.yield {{.*}}, %[[LATER]], %[[LATER1]], %[[LATER2]], %[[NEW]], %[[NEW1]], %[[NEW2]] : {{.*}}, i32, i32, i32, i32, i32, i32
 func.func @paged_tensor_cores(%q: memref<2x8x128xbf16>, %k: memref<?x16x2x128xbf16>, %v: memref<?x16x2x128xbf16>,

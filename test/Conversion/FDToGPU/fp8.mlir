@@ -74,22 +74,28 @@ func.func @token_scales(%q: memref<?x2x64xbf16>, %k: memref<?x?x2x64xf8E5M2>, %v
 // -----
 
 // Per token and KV head on tensor cores: each lane copies its two keys'
-// scales (4 bytes each, beside their 8-byte K and V vectors) into the
-// stage, and reads each pair back as one 8-byte load: the key scales
-// multiply the scores, the value scales P.
+// scales (4 bytes each) beside their 8-byte vectors, the key scales with
+// the K, the value scales with the V, and reads each pair back as one
+// 8-byte load once its group is in: the key scales multiply the scores,
+// the value scales P.
 
 // CHECK-LABEL: func.func @tensor_core_token_scales
 // CHECK: gpu.func @fd_partial_attention({{.*}}, %[[KS:.*]]: !llvm.ptr<1>, %[[VS:.*]]: !llvm.ptr<1>) workgroup({{.*}}) kernel attributes {fd.math_units = "tensor_cores"
 // CHECK: scf.for
-// CHECK: %[[KADDR:.*]] = llvm.getelementptr %[[KS]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
-// CHECK: nvvm.cp.async.shared.global %{{.*}}, %[[KADDR]], 4, cache =  ca, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
+// The next step's V and value scales, then a wait for this step's K.
 // CHECK: %[[VADDR:.*]] = llvm.getelementptr %[[VS]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
 // CHECK: nvvm.cp.async.shared.global %{{.*}}, %[[VADDR]], 4, cache =  ca, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
 // CHECK: nvvm.cp.async.commit.group
-// CHECK-NEXT: nvvm.cp.async.wait.group 1
+// CHECK-NEXT: nvvm.cp.async.wait.group 3
 // CHECK: %[[KPAIR:.*]] = llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
-// CHECK: %[[VPAIR:.*]] = llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
 // CHECK: llvm.extractelement %[[KPAIR]]
+// CHECK: nvvm.mma.sync
+// The K and key scales of the step after next.
+// CHECK: %[[KADDR:.*]] = llvm.getelementptr %[[KS]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
+// CHECK: nvvm.cp.async.shared.global %{{.*}}, %[[KADDR]], 4, cache =  ca, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
+// CHECK: nvvm.cp.async.commit.group
+// CHECK: nvvm.cp.async.wait.group 3
+// CHECK: %[[VPAIR:.*]] = llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
 // CHECK: llvm.extractelement %[[VPAIR]]
 // CHECK: nvvm.mma.sync
 func.func @tensor_core_token_scales(%q: memref<?x4x64xf16>, %k: memref<?x?x1x64xf8E4M3FN>, %v: memref<?x?x1x64xf8E4M3FN>, %l: memref<?xi32>,
