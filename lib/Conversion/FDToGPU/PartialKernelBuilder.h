@@ -11,7 +11,8 @@
 // its lse (writePartials; these three in CombineRows.cpp). With tensor cores,
 // streamTensorCoreTile (TensorCoreTile.cpp) takes the place of all but the last
 // stage. With a fused merge the block that finishes its (sequence, KV head)
-// last merges the partials (mergeIfLast, FusedMerge.cpp).
+// last merges the partials (mergeIfLast, FusedMerge.cpp). Where rows and
+// keys are (queryRow, cacheRow, the page lookups, ...): KernelIndexing.cpp.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,0 +1,103 @@
+//===- KernelIndexing.cpp - Where the partial kernel's rows and keys are --===//
+//
+// The partial kernel's addressing: the head, token and q row of a block's
+// row, whether a tile row is one of the block's rows, a row's ALiBi slope
+// and position; a lane's head dims, a key's cache row (through the block
+// table for paged caches, whose entries may be loaded ahead of their
+// clamping) and its per-token scale.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PartialKernelBuilder.h"
+
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace mlir::fd;
+using namespace mlir::fd::detail;
+
+AlibiRow PartialKernelBuilder::alibiOfRow(Value firstRow, Value tileRow) {
+  Value row = e.min(e.add(firstRow, tileRow), lastRow);
+  Value head = queryHeadOf(row);
+  Type f32 = rewriter.getF32Type();
+  // In base 2, as the scores are.
+  Value slope = e.mul(e.load(f32, alibiSlopes, f32, head, 4),
+                      e.f32(llvm::numbers::log2e));
+  Value token = tokenOf(row);
+  Value end =
+      buildVisibleKeys(rewriter, e.loc, chunk.sequence, token, rules).end;
+  return {slope, e.sub(end, e.index(1))};
+}
+
+Value PartialKernelBuilder::queryHeadOf(Value row) {
+  const int64_t group = geometry.groupSize();
+  return e.add(e.mul(kvHead, e.index(group)),
+               arith::RemUIOp::create(rewriter, e.loc, row, e.index(group)));
+}
+
+Value PartialKernelBuilder::tokenOf(Value row) {
+  return arith::DivUIOp::create(rewriter, e.loc, row,
+                                e.index(geometry.groupSize()));
+}
+
+Value PartialKernelBuilder::queryRow(Value row) {
+  Value token = tokenOf(row);
+  Value head = queryHeadOf(row);
+  return e.add(e.mul(e.add(e.mul(batch, e.index(geometry.queryLength)), token),
+                     e.index(geometry.numQueryHeads)),
+               head);
+}
+
+Value PartialKernelBuilder::isRealRow(Value firstRow, Value tileRow) {
+  return e.lessThan(e.add(firstRow, tileRow), realRows);
+}
+
+Value PartialKernelBuilder::laneDim(int64_t element) {
+  return e.add(e.mul(vectorIndices[element / layout.vectorWidth],
+                     e.index(layout.vectorWidth)),
+               e.index(element % layout.vectorWidth));
+}
+
+Value PartialKernelBuilder::cacheRow(Value token, Value page) {
+  bool isNHD = op.getKvLayout() == KVLayout::NHD;
+  Value heads = e.index(geometry.numKVHeads);
+  Value row;
+  if (geometry.isPaged()) {
+    Value pageSize = e.index(geometry.pageSize);
+    Value slot = arith::RemUIOp::create(rewriter, e.loc, token, pageSize);
+    row = isNHD
+              ? e.add(e.mul(e.add(e.mul(page, pageSize), slot), heads), kvHead)
+              : e.add(e.mul(e.add(e.mul(page, heads), kvHead), pageSize), slot);
+  } else {
+    row = isNHD ? e.add(e.mul(e.add(e.mul(batch, maxLength), token), heads),
+                        kvHead)
+                : e.add(e.mul(e.add(e.mul(batch, heads), kvHead), maxLength),
+                        token);
+  }
+  return row;
+}
+
+Value PartialKernelBuilder::loadTokenScale(Value scales, Value row) {
+  Type f32 = rewriter.getF32Type();
+  return e.load(f32, scales, f32, row, 4);
+}
+
+Value PartialKernelBuilder::pageOf(Value token) {
+  if (!geometry.isPaged())
+    return Value();
+  return clampPage(loadPageEntry(token));
+}
+
+Value PartialKernelBuilder::loadPageEntry(Value token) {
+  Value block = arith::DivUIOp::create(rewriter, e.loc, token,
+                                       e.index(geometry.pageSize));
+  return e.load(rewriter.getI32Type(), blockTable, rewriter.getI32Type(),
+                e.add(tableRow, block), 4);
+}
+
+Value PartialKernelBuilder::clampPage(Value entry) {
+  return buildClampedPage(rewriter, e.loc,
+                          arith::IndexCastOp::create(
+                              rewriter, e.loc, rewriter.getIndexType(), entry),
+                          numPages);
+}
