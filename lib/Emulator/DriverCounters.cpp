@@ -18,30 +18,40 @@ namespace {
 
 using Lock = std::lock_guard<std::recursive_mutex>;
 
-void toCounters(const ClassCounts &from, FdemuClassCounts &to,
-                FdemuLatencyCounts &toLatency) {
+void toWork(const WorkCounts &from, FdemuClassCounts &to) {
   for (int i = 0; i < FDEMU_NUM_CLASSES; ++i)
     to.warpInstructions[i] = from.warpInstructions[i];
   to.sharedWavefronts = from.sharedWavefronts;
   to.globalLoadSectors = from.globalLoadSectors;
   to.globalStoreSectors = from.globalStoreSectors;
+}
+
+void fromWork(const FdemuClassCounts &from, WorkCounts &to) {
+  for (int i = 0; i < FDEMU_NUM_CLASSES; ++i)
+    to.warpInstructions[i] = from.warpInstructions[i];
+  to.sharedWavefronts = from.sharedWavefronts;
+  to.globalLoadSectors = from.globalLoadSectors;
+  to.globalStoreSectors = from.globalStoreSectors;
+}
+
+void toCounters(const ClassCounts &from, FdemuClassCounts &to,
+                FdemuLatencyCounts &toLatency) {
+  toWork(from, to);
   toLatency.ctas = from.ctas;
   toLatency.latencyCycles = from.latencyCycles;
   toLatency.serialTailCycles = from.serialTailCycles;
   toLatency.triggeredCtas = from.triggeredCtas;
+  toWork(from.serialTail, toLatency.serialTail);
 }
 
 void fromCounters(const FdemuClassCounts &from,
                   const FdemuLatencyCounts &fromLatency, ClassCounts &to) {
-  for (int i = 0; i < FDEMU_NUM_CLASSES; ++i)
-    to.warpInstructions[i] = from.warpInstructions[i];
-  to.sharedWavefronts = from.sharedWavefronts;
-  to.globalLoadSectors = from.globalLoadSectors;
-  to.globalStoreSectors = from.globalStoreSectors;
+  fromWork(from, to);
   to.ctas = fromLatency.ctas;
   to.latencyCycles = fromLatency.latencyCycles;
   to.serialTailCycles = fromLatency.serialTailCycles;
   to.triggeredCtas = fromLatency.triggeredCtas;
+  fromWork(fromLatency.serialTail, to.serialTail);
 }
 
 /// The launch counters the model reads, from their C form.

@@ -15,20 +15,35 @@
 
 namespace flashdecode::emu {
 
-ClassCounts &ClassCounts::operator+=(const ClassCounts &other) {
+WorkCounts &WorkCounts::operator+=(const WorkCounts &other) {
   for (size_t i = 0; i < warpInstructions.size(); ++i)
     warpInstructions[i] += other.warpInstructions[i];
   sharedWavefronts += other.sharedWavefronts;
   globalLoadSectors += other.globalLoadSectors;
   globalStoreSectors += other.globalStoreSectors;
+  return *this;
+}
+
+WorkCounts &WorkCounts::operator-=(const WorkCounts &other) {
+  for (size_t i = 0; i < warpInstructions.size(); ++i)
+    warpInstructions[i] -= other.warpInstructions[i];
+  sharedWavefronts -= other.sharedWavefronts;
+  globalLoadSectors -= other.globalLoadSectors;
+  globalStoreSectors -= other.globalStoreSectors;
+  return *this;
+}
+
+ClassCounts &ClassCounts::operator+=(const ClassCounts &other) {
+  WorkCounts::operator+=(other);
   ctas += other.ctas;
   latencyCycles += other.latencyCycles;
   serialTailCycles = std::max(serialTailCycles, other.serialTailCycles);
+  serialTail += other.serialTail;
   triggeredCtas += other.triggeredCtas;
   return *this;
 }
 
-uint64_t ClassCounts::totalWarpInstructions() const {
+uint64_t WorkCounts::totalWarpInstructions() const {
   uint64_t total = 0;
   for (uint64_t count : warpInstructions)
     total += count;
@@ -85,6 +100,7 @@ public:
     std::fill(cta.lastReadEpoch.begin(), cta.lastReadEpoch.end(), 0);
     cta.barrierEpoch = 1;
     cta.triggeredDependents = false;
+    cta.workAtLastGlobalAtomic.reset();
     smId = linear % request.numSMs;
     linearCta = linear;
     tracing =
@@ -101,6 +117,10 @@ public:
         // The serial tail runs after the other CTAs (modelLaunch adds the
         // longest): not in the latency the SM's resident CTAs share.
         cta.counts.serialTailCycles = Timeline::getSerialTailCycles(cta.warps);
+        if (cta.workAtLastGlobalAtomic) {
+          cta.counts.serialTail = cta.counts;
+          cta.counts.serialTail -= *cta.workAtLastGlobalAtomic;
+        }
         cta.counts.latencyCycles =
             Timeline::getCtaCycles(cta.warps) - cta.counts.serialTailCycles;
         return;

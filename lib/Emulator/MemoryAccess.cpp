@@ -331,6 +331,8 @@ void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
       cta.counts.globalStoreSectors += sectors;
       cta.globalStoreBytes += uint64_t(active) * bytes;
     }
+    if (isAtomic)
+      cta.workAtLastGlobalAtomic = static_cast<const WorkCounts &>(cta.counts);
   }
   if (countShared)
     cta.counts.sharedWavefronts +=

@@ -88,41 +88,66 @@ const GpuModel &getGpuModel() {
   return *model;
 }
 
+/// The SM cycles `work` takes at each unit's throughput: the longest, and
+/// the unit.
+static std::pair<double, const char *>
+getThroughputCycles(const WorkCounts &work, const GpuModel &gpu) {
+  using C = InstructionClass;
+  auto count = [&](C kind) {
+    return static_cast<double>(
+        work.warpInstructions[static_cast<size_t>(kind)]);
+  };
+  double loadStore = count(C::GlobalLoad) + count(C::GlobalStore) +
+                     count(C::SharedLoad) + count(C::SharedStore);
+  double smBytes = 32.0 * static_cast<double>(work.globalLoadSectors +
+                                              work.globalStoreSectors);
+  std::pair<double, const char *> terms[] = {
+      {work.totalWarpInstructions() / gpu.issuePerClock, "issue"},
+      {count(C::FloatArithmetic) / gpu.floatPerClock, "fp32"},
+      {count(C::SpecialFunction) / gpu.specialFunctionPerClock, "sfu"},
+      {count(C::Conversion) / gpu.conversionPerClock, "conversion"},
+      {count(C::Shuffle) / gpu.shufflePerClock, "shuffle"},
+      {count(C::IntegerOther) / gpu.integerPerClock, "int"},
+      {loadStore / gpu.loadStorePerClock, "ld/st"},
+      {work.sharedWavefronts / gpu.sharedWavefrontsPerClock, "shared"},
+      {count(C::TensorCore) / gpu.tensorPerClock, "tensor"},
+      {smBytes / gpu.smBytesPerClock, "sm-bandwidth"}};
+  std::pair<double, const char *> longest = {0.0, "issue"};
+  for (const auto &term : terms)
+    if (term.first > longest.first)
+      longest = term;
+  return longest;
+}
+
 ModeledTime modelLaunch(const LaunchCounters &counters, const GpuModel &gpu) {
   ModeledTime time;
-  using C = InstructionClass;
   double worstCycles = 0;
   std::string worstBound = "issue";
+  // Work after a CTA's last global atomic waited on the other CTAs (the
+  // last block of a group to count merges): it runs after them, alone, as
+  // long as its chain of latencies or its own work at the SM's throughput.
+  // The SM's terms leave it out.
+  double tailCycles = 0;
   for (const ClassCounts &sm : counters.perSM) {
-    auto count = [&](C kind) {
-      return static_cast<double>(
-          sm.warpInstructions[static_cast<size_t>(kind)]);
-    };
-    double loadStore = count(C::GlobalLoad) + count(C::GlobalStore) +
-                       count(C::SharedLoad) + count(C::SharedStore);
-    double smBytes = 32.0 * (sm.globalLoadSectors + sm.globalStoreSectors);
-    std::pair<double, const char *> terms[] = {
-        {sm.totalWarpInstructions() / gpu.issuePerClock, "issue"},
-        {count(C::FloatArithmetic) / gpu.floatPerClock, "fp32"},
-        {count(C::SpecialFunction) / gpu.specialFunctionPerClock, "sfu"},
-        {count(C::Conversion) / gpu.conversionPerClock, "conversion"},
-        {count(C::Shuffle) / gpu.shufflePerClock, "shuffle"},
-        {count(C::IntegerOther) / gpu.integerPerClock, "int"},
-        {loadStore / gpu.loadStorePerClock, "ld/st"},
-        {sm.sharedWavefronts / gpu.sharedWavefrontsPerClock, "shared"},
-        {count(C::TensorCore) / gpu.tensorPerClock, "tensor"},
-        {smBytes / gpu.smBytesPerClock, "sm-bandwidth"},
-        // The SM runs residentCtasPerSM of its CTAs at a time, each as long
-        // as its own dependency chains take.
-        {sm.latencyCycles /
-             static_cast<double>(std::max<uint64_t>(
-                 1, std::min<uint64_t>(counters.residentCtasPerSM, sm.ctas))),
-         "latency"}};
-    for (const auto &[cycles, bound] : terms)
-      if (cycles > worstCycles) {
-        worstCycles = cycles;
-        worstBound = bound;
-      }
+    WorkCounts beforeTail = sm;
+    beforeTail -= sm.serialTail;
+    auto [cycles, bound] = getThroughputCycles(beforeTail, gpu);
+    // The SM runs residentCtasPerSM of its CTAs at a time, each as long as
+    // its own dependency chains take.
+    double latency =
+        sm.latencyCycles /
+        static_cast<double>(std::max<uint64_t>(
+            1, std::min<uint64_t>(counters.residentCtasPerSM, sm.ctas)));
+    if (latency > cycles) {
+      cycles = latency;
+      bound = "latency";
+    }
+    if (cycles > worstCycles) {
+      worstCycles = cycles;
+      worstBound = bound;
+    }
+    tailCycles = std::max({tailCycles, static_cast<double>(sm.serialTailCycles),
+                           getThroughputCycles(sm.serialTail, gpu).first});
   }
   double smMicroseconds = worstCycles / (gpu.clockGHz * 1e3);
   // DRAM serves each sector the launch loads once (L2 keeps it for the
@@ -147,9 +172,7 @@ ModeledTime modelLaunch(const LaunchCounters &counters, const GpuModel &gpu) {
   time.triggerMicroseconds = time.microseconds *
                              static_cast<double>(waves - 1) /
                              static_cast<double>(waves);
-  // Work after a CTA's last global atomic waited on the other CTAs (the
-  // last block of a group to count merges): it runs after them, alone.
-  time.microseconds += counters.total.serialTailCycles / (gpu.clockGHz * 1e3);
+  time.microseconds += tailCycles / (gpu.clockGHz * 1e3);
   if (!triggers)
     time.triggerMicroseconds = time.microseconds;
   return time;

@@ -16,6 +16,7 @@
 #include "fd/Emulator/Executor.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,9 @@ struct CtaState {
   uint32_t barrierEpoch = 1;
   /// Whether a thread executed griddepcontrol.launch_dependents.
   bool triggeredDependents = false;
+  /// The CTA's work when its last global atomic so far executed: what
+  /// follows is its serial tail's.
+  std::optional<WorkCounts> workAtLastGlobalAtomic;
   std::vector<WarpState> warps;
   ClassCounts counts;
   uint64_t threadInstructions = 0;

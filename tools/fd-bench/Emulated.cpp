@@ -243,6 +243,7 @@ FdemuCounters extrapolate(const FdemuCounters &shortCounters,
     to.serialTailCycles =
         line(atShort.serialTailCycles, atLong.serialTailCycles);
     to.triggeredCtas = line(atShort.triggeredCtas, atLong.triggeredCtas);
+    classes(atShort.serialTail, atLong.serialTail, to.serialTail);
   };
   FdemuCounters result;
   std::memset(&result, 0, sizeof(result));

@@ -168,15 +168,21 @@ TEST_F(EmulatorSerialTail, ALaunchsTailIsTheLongestOfItsCtas) {
   EXPECT_EQ(download<uint32_t>(counter, 1)[0], kCtas * 32);
 }
 
+/// One SM running one CTA of `latencyCycles`, four resident at most.
+flashdecode::emu::LaunchCounters oneCtaCounters(uint64_t latencyCycles) {
+  flashdecode::emu::LaunchCounters counters;
+  counters.perSM.resize(1);
+  counters.perSM[0].ctas = 1;
+  counters.perSM[0].latencyCycles = latencyCycles;
+  counters.residentCtasPerSM = 4;
+  return counters;
+}
+
 TEST(EmulatorSerialTailTerm, TheTailIsAddedAfterTheOtherTerms) {
   const flashdecode::emu::GpuModel &gpu =
       *flashdecode::emu::findGpuModel("h200");
   double cycleMicroseconds = 1 / (gpu.clockGHz * 1e3);
-  flashdecode::emu::LaunchCounters counters;
-  counters.perSM.resize(1);
-  counters.perSM[0].ctas = 1;
-  counters.perSM[0].latencyCycles = 1'000'000;
-  counters.residentCtasPerSM = 4;
+  flashdecode::emu::LaunchCounters counters = oneCtaCounters(1'000'000);
   flashdecode::emu::ModeledTime before =
       flashdecode::emu::modelLaunch(counters, gpu);
   EXPECT_EQ(before.bound, "latency");
@@ -199,6 +205,32 @@ TEST(EmulatorSerialTailTerm, TheTailIsAddedAfterTheOtherTerms) {
   EXPECT_EQ(time.bound, "dram");
   EXPECT_DOUBLE_EQ(time.microseconds, 32e9 / gpu.dramBytesPerSecond * 1e6 +
                                           kTail / (gpu.clockGHz * 1e3));
+}
+
+TEST(EmulatorSerialTailTerm, TheTailsWorkIsChargedToTheTailOnce) {
+  const flashdecode::emu::GpuModel &gpu =
+      *flashdecode::emu::findGpuModel("h200");
+  double cycleMicroseconds = 1 / (gpu.clockGHz * 1e3);
+  flashdecode::emu::LaunchCounters counters = oneCtaCounters(1'000);
+  // 10M sectors on the SM, 8M of them after its CTA's last global atomic:
+  // the SM's bandwidth term takes the 2M before, the tail the 8M after (at
+  // the SM's bandwidth, longer than its 1,000 cycles of latencies).
+  constexpr uint64_t kSectors = 10'000'000, kTailSectors = 8'000'000;
+  counters.perSM[0].globalLoadSectors = kSectors;
+  counters.perSM[0].serialTail.globalLoadSectors = kTailSectors;
+  counters.perSM[0].serialTailCycles = 1'000;
+  counters.total = counters.perSM[0];
+  flashdecode::emu::ModeledTime time =
+      flashdecode::emu::modelLaunch(counters, gpu);
+  EXPECT_EQ(time.bound, "sm-bandwidth");
+  double before = 32.0 * (kSectors - kTailSectors) / gpu.smBytesPerClock;
+  double tail = 32.0 * kTailSectors / gpu.smBytesPerClock;
+  EXPECT_DOUBLE_EQ(time.microseconds, (before + tail) * cycleMicroseconds);
+  // A tail whose latencies take longer than its sectors: its cycles.
+  counters.perSM[0].serialTailCycles = counters.total.serialTailCycles =
+      100'000'000;
+  time = flashdecode::emu::modelLaunch(counters, gpu);
+  EXPECT_DOUBLE_EQ(time.microseconds, (before + 1e8) * cycleMicroseconds);
 }
 
 /// Thread 0 of each CTA writes base + blockIdx to out[blockIdx], then
@@ -282,6 +314,31 @@ TEST_F(EmulatorSerialTail, TheLastBlockSeesEveryBlocksWrite) {
     EXPECT_EQ(longTails, 1u) << "launch " << launch;
     EXPECT_EQ(counters.totalLatency.serialTailCycles, longest)
         << "launch " << launch;
+    // The last CTA's tail loads every block's word (a sector each: one
+    // lane) and stores the sum and the counter's reset, six instructions a
+    // word; the others' tails touch nothing. The tail's work is what runs
+    // after the atomic in fdemu's order, where warps take turns between
+    // barriers: warp 1 (no thread 0: it only exits, 4 instructions) runs
+    // after warp 0's atomic and counts, beside warp 0's 4 (sub, setp,
+    // branch, ret).
+    const FdemuClassCounts &launchTail = counters.totalLatency.serialTail;
+    EXPECT_EQ(launchTail.globalLoadSectors, kCtas) << "launch " << launch;
+    EXPECT_EQ(launchTail.globalStoreSectors, 2u) << "launch " << launch;
+    for (uint32_t cta = 0; cta < kCtas; ++cta) {
+      const FdemuLatencyCounts &sm = counters.perSMLatency[cta];
+      bool last = sm.serialTailCycles == longest;
+      EXPECT_EQ(sm.serialTail.globalLoadSectors +
+                    sm.serialTail.globalStoreSectors,
+                last ? kCtas + 2 : 0u)
+          << "CTA " << cta;
+      uint64_t instructions = 0;
+      for (uint64_t count : sm.serialTail.warpInstructions)
+        instructions += count;
+      if (last)
+        EXPECT_GT(instructions, 6u * kCtas) << "CTA " << cta;
+      else
+        EXPECT_EQ(instructions, 8u) << "CTA " << cta;
+    }
   }
 }
 

@@ -50,6 +50,10 @@ typedef struct FdemuLatencyCounts {
   /* CTAs that executed griddepcontrol.launch_dependents. Appended: rebuild
    * tools compiled before. */
   uint64_t triggeredCtas;
+  /* The CTAs' work in their serial tails (summed): also in the class
+   * counts, charged to the tail alone by the model. Appended: rebuild
+   * tools compiled before. */
+  FdemuClassCounts serialTail;
 } FdemuLatencyCounts;
 
 typedef struct FdemuCounters {

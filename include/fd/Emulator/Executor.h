@@ -28,26 +28,40 @@
 
 namespace flashdecode::emu {
 
-/// Work of one SM (or one launch) by counter class.
-struct ClassCounts {
+/// What the SM's units do: warp instructions by counter class, shared
+/// wavefronts, global sectors.
+struct WorkCounts {
   std::array<uint64_t, static_cast<size_t>(InstructionClass::Count)>
       warpInstructions{};
   /// Shared-memory wavefronts (one per bank-conflict-free pass).
   uint64_t sharedWavefronts = 0;
   /// 32-byte sectors of global memory touched per warp instruction.
   uint64_t globalLoadSectors = 0, globalStoreSectors = 0;
+
+  WorkCounts &operator+=(const WorkCounts &other);
+  WorkCounts &operator-=(const WorkCounts &other);
+  uint64_t totalWarpInstructions() const;
+};
+
+/// Work of one SM (or one launch) by counter class, and its latencies.
+struct ClassCounts : WorkCounts {
   /// CTAs run, and the sum of their latencies: a CTA's is the latest clock
   /// of its warps at exit, the time it takes alone on an SM.
   uint64_t ctas = 0, latencyCycles = 0;
   /// The longest of the CTAs' serial tails (Timeline::getSerialTailCycles):
   /// a max, not a sum, when counts are added.
   uint64_t serialTailCycles = 0;
+  /// The work the CTAs did in their serial tails, after their last global
+  /// atomic in fdemu's order (warps take turns between barriers: exact
+  /// where barriers separate the atomic from the work before and after it,
+  /// as in a fused merge): in the counts above too, so that the model can
+  /// charge it to the tail alone. A sum when counts are added.
+  WorkCounts serialTail;
   /// CTAs that executed griddepcontrol.launch_dependents: when it is all of
   /// them, a dependent grid may launch before this one ends.
   uint64_t triggeredCtas = 0;
 
   ClassCounts &operator+=(const ClassCounts &other);
-  uint64_t totalWarpInstructions() const;
 };
 
 struct LaunchCounters {
