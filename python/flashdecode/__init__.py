@@ -59,10 +59,10 @@ def plan_splits(batch, num_kv_heads, max_len, sm_count=132, *,
     plan then paces its blocks as the kernel they get (tensor cores or CUDA
     cores) and adds the DRAM time of the cache and of the partials to the
     plan's cost, as fd-split-kv does for the op it rewrites; without them,
-    the wave model alone. fused_merge (with them) plans for kernels compiled with
-    fused_merge=True: their merge's serial tail grows with the split count
-    (max_splits is not narrowed here: compile() keeps it within what the
-    fused merge can merge)."""
+    the wave model alone. fused_merge (with them) plans for kernels
+    compiled with fused_merge=True: their merge's serial tail grows with
+    the split count (max_splits is not narrowed here: compile() keeps it
+    within what the fused merge can merge)."""
     return _native.plan_splits(
         batch, num_kv_heads, max_len, sm_count,
         **_planner_options(blocks_per_sm, min_chunk_length, max_splits),

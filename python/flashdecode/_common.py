@@ -191,7 +191,7 @@ _KV_ELEMENT_BYTES = dict(_QUERY_ELEMENT_BYTES, float8_e4m3fn=1,
 
 
 def _dtype_name(dtype):
-    """A dtype's name (numpy's, ml_dtypes', PyTorch's or a string)."""
+    """A numpy or ml_dtypes dtype's name; anything else as given."""
     return getattr(dtype, "name", dtype)
 
 

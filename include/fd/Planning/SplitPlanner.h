@@ -37,7 +37,7 @@ struct SplitPlannerOptions {
   /// bandwidth. Such a block streams a token per token-time.
   int64_t blockOverheadTokens = 64;
   /// Keys a tensor-core block streams per token-time: fdemu's model of the
-  /// pipelined tiles (compiler 0.2.16) takes 13.1 cycles a key at D = 128
+  /// pipelined tiles (compiler 0.2.17) takes 13.1 cycles a key at D = 128
   /// and 10.5 at D = 64, whatever the rows, where a token-time (2048 bytes
   /// of an H200 SM's DRAM share) is 111 cycles.
   int64_t tensorCoreKeysPerTokenTime = 8;
@@ -195,8 +195,8 @@ std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
 
 /// An empty string when a known workload is valid (rows, head dim and tokens
 /// per step >= 1, KV element bytes 1, 2 or 4, query element bytes 2 or 4),
-/// otherwise a sentence naming the
-/// input as validateSplitPlannerInputs does. An unknown workload is valid.
+/// otherwise a sentence naming the input as validateSplitPlannerInputs does.
+/// An unknown workload is valid.
 std::string validateSplitWorkload(const SplitWorkload &workload,
                                   char wordSeparator = '-');
 
