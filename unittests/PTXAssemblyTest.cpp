@@ -340,6 +340,28 @@ INSTANTIATE_TEST_SUITE_P(Float8, PTXAssembly, testing::ValuesIn(withFloat8()),
                          paramName);
 INSTANTIATE_TEST_SUITE_P(HeadDims, PTXAssembly,
                          testing::ValuesIn(everyHeadDim()), paramName);
+/// The tensor-core tiles of the served shapes, every one: dense, Lq = 1,
+/// f16 and bf16 (and f16 queries over an E4M3 cache), D = 64 and 128, group
+/// sizes 2 to 32 (MQA), on sm_80 and sm_90. The sampled sweeps above missed
+/// sm_90 at D = 128 dense, where holding all of q's k-steps spilled.
+std::vector<Param> tensorCoreTiles() {
+  std::vector<Param> params;
+  for (const char *arch : kArchs)
+    for (int64_t headDim : {64, 128})
+      for (int64_t groupSize : {2, 4, 8, 32}) {
+        for (ElementType type : {ElementType::F16, ElementType::BF16})
+          params.push_back(
+              {type, headDim, groupSize, 1, 0, CacheLayout::NHD, arch});
+        Param float8{ElementType::F16, headDim, groupSize, 1, 0,
+                     CacheLayout::NHD, arch};
+        float8.kvCacheType = KVCacheType::E4M3;
+        params.push_back(float8);
+      }
+  return params;
+}
+
+INSTANTIATE_TEST_SUITE_P(TensorCoreTiles, PTXAssembly,
+                         testing::ValuesIn(tensorCoreTiles()), paramName);
 // fp8 rows hold twice the elements per load: the same at every head dim.
 INSTANTIATE_TEST_SUITE_P(Float8HeadDims, PTXAssembly,
                          testing::ValuesIn(everyHeadDim(KVCacheType::E4M3)),

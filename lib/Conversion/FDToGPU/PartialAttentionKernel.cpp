@@ -12,6 +12,7 @@
 #include "PopulatePatterns.h"
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Dialect/FD/IR/FD.h"
+#include "fd/Planning/KernelChoice.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -101,6 +102,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     // few bytes in some configurations), nor do the query rows' windows
     // beside the soft-cap (8 bytes at MHA, Lq = 8 on sm_80), nor the ALiBi
     // slopes and positions of a lane's rows: three blocks, 168 registers.
+    // So do 16-row tiles at D = 128 (MQA), to hold all of q's fragments:
+    // read from workgroup memory, they made two blocks shared-memory-bound.
     int64_t heldQuerySteps = geometry.headDim / 16;
     kernel->setAttr(kKernelMathUnitsAttrName,
                     rewriter.getStringAttr(layout.tensorCores ? "tensor_cores"
@@ -109,7 +112,9 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       AttentionRules rules = op.getRules();
       bool tight =
           geometry.isPaged() || op.getAlibiSlopes() ||
-          (rules.rowsDiffer() && rules.windowLeft && rules.logitsSoftCap);
+          (rules.rowsDiffer() && rules.windowLeft && rules.logitsSoftCap) ||
+          (layout.rowTile == ::flashdecode::kTensorCoreTileRows &&
+           geometry.headDim == 128);
       kernel->setAttr(
           NVVM::NVVMDialect::getMaxntidAttrName(),
           rewriter.getDenseI32ArrayAttr({PartialKernelLayout::kThreads, 1, 1}));
@@ -118,9 +123,10 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       // q's fragments all stay in registers through the token loop (else
       // they are read from workgroup memory every step: as much traffic as
       // K's and V's) where ptxas fits them: with three blocks' registers,
-      // and with four on sm_90; ptxas for sm_80-sm_89 spills at D = 128
-      // with more than two k-steps held (the ptxas sweep).
-      if (!tight && chip != "sm_90" && chip != "sm_90a")
+      // and with four at D = 64 on sm_90. Elsewhere ptxas 13.0 spills with
+      // more than two held (sm_90, D = 128: 20 bytes with all eight).
+      bool hopper = chip == "sm_90" || chip == "sm_90a";
+      if (!tight && (!hopper || geometry.headDim > 64))
         heldQuerySteps = 2;
     }
     {
