@@ -100,7 +100,9 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     // say so, as __launch_bounds__(128, 4) does. With a paged cache the
     // page lookups do not fit beside the fragments in 128 (ptxas spills a
     // few bytes in some configurations), nor do the query rows' windows
-    // beside the soft-cap (8 bytes at MHA, Lq = 8 on sm_80), nor the ALiBi
+    // beside the soft-cap (8 bytes at MHA, Lq = 8 on sm_80), nor, at D =
+    // 128, the rows' windows or query lengths beside q's held k-steps (4 to
+    // 16 bytes at Hq / Hkv = 2 and 4, Lq > 1, on both arches), nor the ALiBi
     // slopes and positions of a lane's rows: three blocks, 168 registers.
     // So do 16-row tiles at D = 128 (MQA), to hold all of q's fragments:
     // read from workgroup memory, they made two blocks shared-memory-bound.
@@ -110,9 +112,12 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
                                                               : "cuda_cores"));
     if (layout.tensorCores) {
       AttentionRules rules = op.getRules();
+      bool rowsMasked = rules.rowsDiffer() &&
+                        (rules.windowLeft || rules.perSequenceQueryLengths);
       bool tight =
           geometry.isPaged() || op.getAlibiSlopes() ||
           (rules.rowsDiffer() && rules.windowLeft && rules.logitsSoftCap) ||
+          (rowsMasked && geometry.headDim == 128) ||
           (layout.rowTile == ::flashdecode::kTensorCoreTileRows &&
            geometry.headDim == 128);
       kernel->setAttr(
