@@ -20,18 +20,10 @@
 #include "Opcodes.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 
 namespace flashdecode::emu {
 namespace {
-
-std::string hex(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof(text), "0x%llx",
-                static_cast<unsigned long long>(value));
-  return text;
-}
 
 /// Runs `access`, naming `what` in the error it throws.
 template <typename Access> auto naming(const char *what, Access access) {
@@ -77,7 +69,7 @@ void issueCopies(const Instruction &inst, WarpState &warp, uint32_t mask) {
       throw ExecutionError{kMisalignedAddress,
                            "cp.async source: misaligned " +
                                std::to_string(copySize) + "-byte copy from " +
-                               hex(source) + " (needs " +
+                               hexAddress(source) + " (needs " +
                                std::to_string(copySize) + "-byte alignment)",
                            lane};
     PendingCopy copy;

@@ -14,7 +14,6 @@
 #include "FloatFormats.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <mutex>
 
@@ -22,13 +21,6 @@ namespace flashdecode::emu {
 namespace {
 
 std::mutex globalAtomicMutex;
-
-std::string hex(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof(text), "0x%llx",
-                static_cast<unsigned long long>(value));
-  return text;
-}
 
 uint64_t atomicResult(const Instruction &inst, uint64_t old, uint64_t operand,
                       uint64_t compare) {
@@ -94,8 +86,9 @@ Target resolve(StateSpace space, WarpState &warp, int lane, uint64_t address,
   if (address % alignment != 0)
     throw ExecutionError{kMisalignedAddress,
                          "misaligned " + std::to_string(bytes) +
-                             "-byte access at " + hex(address) + " (needs " +
-                             std::to_string(alignment) + "-byte alignment)",
+                             "-byte access at " + hexAddress(address) +
+                             " (needs " + std::to_string(alignment) +
+                             "-byte alignment)",
                          lane};
   switch (space) {
   case StateSpace::Shared:
@@ -134,7 +127,7 @@ Target resolve(StateSpace space, WarpState &warp, int lane, uint64_t address,
       throw ExecutionError{
           kLaunchFailed,
           "a " + std::to_string(bytes) + "-byte global access at " +
-              hex(address) +
+              hexAddress(address) +
               " before griddepcontrol.wait in a kernel launched with "
               "programmatic stream serialization: the kernel before it on "
               "the stream may still be writing",
@@ -143,7 +136,8 @@ Target resolve(StateSpace space, WarpState &warp, int lane, uint64_t address,
     if (!allocation)
       throw ExecutionError{kIllegalAddress,
                            std::to_string(bytes) + "-byte access at " +
-                               hex(address) + " is outside every allocation: " +
+                               hexAddress(address) +
+                               " is outside every allocation: " +
                                cta.memory->describeNearest(address),
                            lane};
     uint64_t offset = address - allocation->base;
@@ -166,9 +160,9 @@ void checkAndRecord(const Target &target, unsigned bytes, Access access,
           throw ExecutionError{
               kLaunchFailed,
               "initcheck: " + std::to_string(bytes) + "-byte load at " +
-                  hex(address) + " reads byte " +
+                  hexAddress(address) + " reads byte " +
                   std::to_string(target.offset + i) + " of the allocation at " +
-                  hex(target.allocation->base) + " (" +
+                  hexAddress(target.allocation->base) + " (" +
                   std::to_string(target.allocation->size) +
                   " bytes), which nothing has written since cuMemAlloc",
               lane};

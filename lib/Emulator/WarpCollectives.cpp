@@ -11,16 +11,9 @@
 
 #include "WarpState.h"
 
-#include <cstdio>
 
 namespace flashdecode::emu {
 namespace {
-
-std::string hex(uint32_t value) {
-  char text[16];
-  std::snprintf(text, sizeof(text), "0x%08x", value);
-  return text;
-}
 
 void shuffle(const Instruction &inst, WarpState &warp, uint32_t lanes) {
   uint32_t sources[kWarpSize];
@@ -109,8 +102,9 @@ void checkWholeWarp(const Instruction &inst, const WarpState &warp,
   std::string what =
       warp.existingMask != ~0u
           ? "warp " + std::to_string(warp.index) + " has only lanes " +
-                hex(warp.existingMask) + " (the CTA's threads end inside it)"
-          : "lanes " + hex(~arrived) + " exited without executing it";
+                hexLaneMask(warp.existingMask) +
+                " (the CTA's threads end inside it)"
+          : "lanes " + hexLaneMask(~arrived) + " exited without executing it";
   throw ExecutionError{kLaunchFailed,
                        name +
                            " needs all 32 lanes of the warp to execute "

@@ -16,6 +16,7 @@
 #include "fd/Emulator/Executor.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -114,6 +115,21 @@ struct CtaState {
   /// The global sectors loaded, over all the CTAs this state has run.
   SectorFootprint loadFootprint;
 };
+
+/// A lane mask as errors print it: 0x and 8 hex digits.
+inline std::string hexLaneMask(uint32_t mask) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "0x%08x", mask);
+  return text;
+}
+
+/// An address as errors print it: 0x and its hex digits.
+inline std::string hexAddress(uint64_t address) {
+  char text[24];
+  std::snprintf(text, sizeof(text), "0x%llx",
+                static_cast<unsigned long long>(address));
+  return text;
+}
 
 /// Operand reads and register writes, masked to the instruction's width.
 inline uint64_t readOperand(WarpState &warp, const Operand &operand, int lane) {

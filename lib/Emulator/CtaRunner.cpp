@@ -1,0 +1,431 @@
+//===- CtaRunner.cpp - Run a launch's CTAs one at a time ------------------===//
+
+#include "CtaRunner.h"
+
+#include "Opcodes.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace flashdecode::emu {
+
+CtaRunner::CtaRunner(const LaunchRequest &request, DeviceMemory &memory,
+                     const Timeline &timeline)
+    : request(request), kernel(*request.kernel), timeline(timeline) {
+  cta.request = &request;
+  cta.kernel = &kernel;
+  cta.memory = &memory;
+  cta.sharedBytes = getSharedBytes(request);
+  size_t shared = cta.sharedBytes;
+  cta.shared.resize(shared);
+  cta.sharedWritten.resize(shared);
+  cta.lastWriteEpoch.resize(shared);
+  cta.lastReadEpoch.resize(shared);
+  cta.lastWriter.resize(shared);
+  cta.lastReader.resize(shared);
+  threads = request.block[0] * request.block[1] * request.block[2];
+  cta.warps.resize((threads + kWarpSize - 1) / kWarpSize);
+  for (WarpState &warp : cta.warps) {
+    warp.registers.resize(static_cast<size_t>(kernel.numRegisters) * kWarpSize);
+    warp.local.resize(static_cast<size_t>(kernel.localBytes) * kWarpSize);
+  }
+}
+
+void CtaRunner::run(uint64_t linear) {
+  const uint32_t *grid = request.grid;
+  cta.ctaid[0] = linear % grid[0];
+  cta.ctaid[1] = linear / grid[0] % grid[1];
+  cta.ctaid[2] = linear / (uint64_t(grid[0]) * grid[1]);
+  std::fill(cta.sharedWritten.begin(), cta.sharedWritten.end(), 0);
+  std::fill(cta.lastWriteEpoch.begin(), cta.lastWriteEpoch.end(), 0);
+  std::fill(cta.lastReadEpoch.begin(), cta.lastReadEpoch.end(), 0);
+  cta.barrierEpoch = 1;
+  cta.triggeredDependents = false;
+  cta.workAtLastGlobalAtomic.reset();
+  smId = linear % request.numSMs;
+  linearCta = linear;
+  tracing =
+      request.traceStream && static_cast<int64_t>(linear) == request.traceCta;
+  for (uint32_t w = 0; w < cta.warps.size(); ++w)
+    startWarp(cta.warps[w], w);
+  for (;;) {
+    for (WarpState &warp : cta.warps)
+      if (warp.runningMask)
+        runWarp(warp);
+    if (!releaseBarrier()) {
+      cta.counts.ctas = 1;
+      cta.counts.triggeredCtas = cta.triggeredDependents;
+      // The serial tail runs after the other CTAs (modelLaunch adds the
+      // longest): not in the latency the SM's resident CTAs share.
+      cta.counts.serialTailCycles = Timeline::getSerialTailCycles(cta.warps);
+      if (cta.workAtLastGlobalAtomic) {
+        cta.counts.serialTail = cta.counts;
+        cta.counts.serialTail -= *cta.workAtLastGlobalAtomic;
+      }
+      cta.counts.latencyCycles =
+          Timeline::getCtaCycles(cta.warps) - cta.counts.serialTailCycles;
+      return;
+    }
+  }
+}
+
+uint32_t CtaRunner::getSharedBytes(const LaunchRequest &request) {
+  return request.kernel->getSharedBytes(request.dynamicSharedBytes);
+}
+
+void CtaRunner::startWarp(WarpState &warp, uint32_t index) {
+  warp.cta = &cta;
+  warp.index = index;
+  uint32_t first = index * kWarpSize;
+  uint32_t lanes = std::min<uint32_t>(kWarpSize, threads - first);
+  warp.existingMask = lanes == 32 ? ~0u : (1u << lanes) - 1;
+  warp.runningMask = warp.existingMask;
+  // Lanes past the end of a short last warp count as exited: a full
+  // member mask there waits only for the lanes that exist.
+  warp.exitedMask = ~warp.existingMask;
+  warp.converged = true;
+  warp.commonPc = 0;
+  warp.waitedMask = request.programmatic ? 0u : ~0u;
+  warp.pendingCopies.clear();
+  std::fill(std::begin(warp.committedGroups), std::end(warp.committedGroups),
+            0);
+  timeline.start(warp.timing);
+  std::fill(warp.registers.begin(), warp.registers.end(), 0);
+  const uint32_t *block = request.block;
+  uint32_t numWarps = cta.warps.size();
+  for (int lane = 0; lane < kWarpSize; ++lane) {
+    uint32_t thread = first + lane;
+    warp.state[lane] = (warp.existingMask >> lane & 1) ? LaneState::Running
+                                                       : LaneState::Exited;
+    uint64_t values[NumSpecialRegisters] = {thread % block[0],
+                                            thread / block[0] % block[1],
+                                            thread / (block[0] * block[1]),
+                                            block[0],
+                                            block[1],
+                                            block[2],
+                                            cta.ctaid[0],
+                                            cta.ctaid[1],
+                                            cta.ctaid[2],
+                                            request.grid[0],
+                                            request.grid[1],
+                                            request.grid[2],
+                                            uint64_t(lane),
+                                            index,
+                                            numWarps,
+                                            1u << lane,
+                                            (1u << lane) - 1,
+                                            (2u << lane) - 1,
+                                            ~((2u << lane) - 1) & 0xFFFFFFFFu,
+                                            ~((1u << lane) - 1) & 0xFFFFFFFFu,
+                                            smId,
+                                            request.dynamicSharedBytes,
+                                            0,
+                                            0};
+    for (uint32_t r = 0; r < NumSpecialRegisters; ++r)
+      warp.reg(r, lane) = values[r];
+  }
+}
+
+void CtaRunner::materialize(WarpState &warp) {
+  if (!warp.converged)
+    return;
+  forEachLane(warp.runningMask,
+              [&](int lane) { warp.pc[lane] = warp.commonPc; });
+  warp.converged = false;
+}
+
+void CtaRunner::setPc(WarpState &warp, uint32_t lanes, uint32_t pc) {
+  if (warp.converged && lanes == warp.runningMask) {
+    warp.commonPc = pc;
+    return;
+  }
+  materialize(warp);
+  forEachLane(lanes, [&](int lane) { warp.pc[lane] = pc; });
+}
+
+void CtaRunner::leave(WarpState &warp, uint32_t lanes, LaneState state,
+                      uint32_t pc) {
+  materialize(warp);
+  forEachLane(lanes, [&](int lane) {
+    warp.state[lane] = state;
+    warp.pc[lane] = pc;
+  });
+  warp.runningMask &= ~lanes;
+  if (state == LaneState::Exited)
+    warp.exitedMask |= lanes;
+}
+
+void CtaRunner::fail(const ExecutionError &error, const WarpState &warp,
+                     const Instruction &inst, uint32_t mask) {
+  int lane = error.lane >= 0 ? error.lane : __builtin_ctz(mask | 1u << 31);
+  uint32_t thread = warp.threadIndex(lane);
+  const uint32_t *block = request.block;
+  std::string report =
+      "fdemu: kernel " + kernel.name + ": " + error.message +
+      "\n  at PTX line " + std::to_string(inst.line) + ": " + inst.text +
+      "\n  block (" + std::to_string(cta.ctaid[0]) + ", " +
+      std::to_string(cta.ctaid[1]) + ", " + std::to_string(cta.ctaid[2]) +
+      "), thread (" + std::to_string(thread % block[0]) + ", " +
+      std::to_string(thread / block[0] % block[1]) + ", " +
+      std::to_string(thread / (block[0] * block[1])) + ")";
+  throw LocatedError{error.code, report};
+}
+
+void CtaRunner::runWarp(WarpState &warp) {
+  const std::vector<Instruction> &code = kernel.code;
+  while (warp.runningMask) {
+    uint32_t pc, mask;
+    if (warp.converged) {
+      pc = warp.commonPc;
+      mask = warp.runningMask;
+    } else {
+      pc = ~0u;
+      mask = 0;
+      forEachLane(warp.runningMask, [&](int lane) {
+        if (warp.pc[lane] < pc) {
+          pc = warp.pc[lane];
+          mask = 0;
+        }
+        if (warp.pc[lane] == pc)
+          mask |= 1u << lane;
+      });
+      if (mask == warp.runningMask) {
+        warp.converged = true;
+        warp.commonPc = pc;
+      }
+    }
+    if (pc >= code.size()) {
+      static const Instruction end;
+      fail({kIllegalInstruction, "execution ran past the kernel's last "
+                                 "instruction"},
+           warp, code.empty() ? end : code.back(), mask);
+    }
+    const Instruction &inst = code[pc];
+    ++cta.counts.warpInstructions[static_cast<size_t>(inst.kind)];
+    cta.threadInstructions += __builtin_popcount(mask);
+    uint32_t active = mask;
+    if (inst.guard != kNoRegister) {
+      active = 0;
+      forEachLane(mask, [&](int lane) {
+        if ((warp.reg(inst.guard, lane) != 0) != inst.guardNegated)
+          active |= 1u << lane;
+      });
+    }
+    uint64_t wavefronts = cta.counts.sharedWavefronts;
+    try {
+      execute(inst, warp, pc, mask, active);
+    } catch (const ExecutionError &error) {
+      fail(error, warp, inst, active);
+    }
+    uint64_t passes = cta.counts.sharedWavefronts - wavefronts;
+    uint64_t issued =
+        timeline.issue(warp.timing, pc, active != 0, passes ? passes - 1 : 0);
+    if (tracing)
+      std::fprintf(request.traceStream,
+                   "fdemu trace: %s cta %llu warp %u cycle %llu line %u: "
+                   "%s%s wavefronts %llu\n",
+                   kernel.name.c_str(), (unsigned long long)linearCta,
+                   warp.index, (unsigned long long)issued, inst.line,
+                   inst.text.c_str(), active ? "" : " (guard false)",
+                   (unsigned long long)passes);
+  }
+}
+
+void CtaRunner::execute(const Instruction &inst, WarpState &warp, uint32_t pc,
+                        uint32_t mask, uint32_t active) {
+  switch (inst.opcode) {
+  case Opcode::Bra:
+    if (active != mask)
+      setPc(warp, mask & ~active, pc + 1);
+    if (active)
+      setPc(warp, active, static_cast<uint32_t>(inst.operands[0].value));
+    return;
+  case Opcode::Ret:
+  case Opcode::Exit:
+    if (active != mask)
+      setPc(warp, mask & ~active, pc + 1);
+    if (active) {
+      dropAsyncCopies(warp, active);
+      leave(warp, active, LaneState::Exited, pc);
+      completeWarpSyncsAfterExit(warp);
+    }
+    return;
+  case Opcode::Trap:
+    if (active)
+      throw ExecutionError{kLaunchFailed, "trap executed"};
+    break;
+  case Opcode::BarSync:
+    if (inst.numOperands > 1) {
+      uint64_t count = readOperand(warp, inst.operands[1], __builtin_ctz(mask));
+      if (count != threads)
+        throw ExecutionError{kLaunchFailed,
+                             "bar.sync with a thread count below the "
+                             "CTA's is not supported"};
+    }
+    if (active != mask)
+      setPc(warp, mask & ~active, pc + 1);
+    if (active)
+      leave(warp, active, LaneState::WaitingBarrier, pc);
+    return;
+  case Opcode::Mma:
+  case Opcode::Ldmatrix:
+    if (active && active != mask)
+      throw ExecutionError{kLaunchFailed,
+                           "the guard of this .aligned warp instruction is "
+                           "true in lanes " +
+                               hexLaneMask(active) + " and false in lanes " +
+                               hexLaneMask(mask & ~active) +
+                               ": all 32 lanes must execute it together"};
+    [[fallthrough]];
+  case Opcode::Shfl:
+  case Opcode::Vote:
+  case Opcode::BarWarpSync:
+    if (active != mask)
+      setPc(warp, mask & ~active, pc + 1);
+    if (active)
+      arriveAtWarpSync(inst, warp, pc, active);
+    return;
+  case Opcode::Activemask:
+    forEachLane(active, [&](int lane) {
+      warp.reg(inst.operands[0].registers[0], lane) = mask;
+    });
+    break;
+  case Opcode::Membar:
+  case Opcode::Nop:
+    break;
+  // Launches run one after another here: the grid before has ended, so
+  // waiting only opens global memory to the lanes (MemoryAccess.cpp).
+  case Opcode::GridDependencyWait:
+    warp.waitedMask |= active;
+    break;
+  case Opcode::LaunchDependents:
+    cta.triggeredDependents |= active != 0;
+    break;
+  case Opcode::Ld:
+  case Opcode::St:
+  case Opcode::Atom:
+  case Opcode::Red:
+  case Opcode::Cvta:
+    if (active)
+      executeMemory(inst, warp, active);
+    break;
+  case Opcode::CpAsync:
+  case Opcode::CpAsyncCommit:
+  case Opcode::CpAsyncWait:
+  case Opcode::CpAsyncWaitAll:
+    if (active)
+      executeAsyncCopy(inst, warp, active);
+    break;
+  default:
+    if (active && !executeArithmetic(inst, warp, active))
+      throw ExecutionError{kIllegalInstruction,
+                           "instruction not implemented by fdemu"};
+  }
+  setPc(warp, mask, pc + 1);
+}
+
+void CtaRunner::arriveAtWarpSync(const Instruction &inst, WarpState &warp,
+                                 uint32_t pc, uint32_t active) {
+  forEachLane(active, [&](int lane) {
+    if (!(getMemberMask(inst, warp, lane) >> lane & 1))
+      throw ExecutionError{kLaunchFailed,
+                           "lane " + std::to_string(lane) +
+                               " executes a .sync warp instruction whose "
+                               "member mask does not include it",
+                           lane};
+  });
+  leave(warp, active, LaneState::WaitingWarpSync, pc);
+  completeWarpSync(warp, pc);
+}
+
+void CtaRunner::completeWarpSync(WarpState &warp, uint32_t pc) {
+  const Instruction &inst = kernel.code[pc];
+  uint32_t arrived = 0;
+  forEachLane(warp.existingMask, [&](int lane) {
+    if (warp.state[lane] == LaneState::WaitingWarpSync && warp.pc[lane] == pc)
+      arrived |= 1u << lane;
+  });
+  bool ready = arrived != 0;
+  forEachLane(arrived, [&](int lane) {
+    if (getMemberMask(inst, warp, lane) & ~warp.exitedMask & ~arrived)
+      ready = false;
+  });
+  if (!ready)
+    return;
+  executeWarpCollective(inst, warp, arrived);
+  forEachLane(arrived, [&](int lane) {
+    warp.state[lane] = LaneState::Running;
+    warp.pc[lane] = pc + 1;
+  });
+  warp.runningMask |= arrived;
+  warp.converged = false;
+}
+
+void CtaRunner::completeWarpSyncsAfterExit(WarpState &warp) {
+  forEachLane(warp.existingMask & ~warp.exitedMask, [&](int lane) {
+    if (warp.state[lane] != LaneState::WaitingWarpSync)
+      return;
+    uint32_t pc = warp.pc[lane];
+    try {
+      completeWarpSync(warp, pc);
+    } catch (const ExecutionError &error) {
+      fail(error, warp, kernel.code[pc], 1u << lane);
+    }
+  });
+}
+
+bool CtaRunner::releaseBarrier() {
+  uint32_t live = 0, atBarrier = 0;
+  for (WarpState &warp : cta.warps)
+    forEachLane(warp.existingMask & ~warp.exitedMask, [&](int lane) {
+      ++live;
+      atBarrier += warp.state[lane] == LaneState::WaitingBarrier;
+    });
+  if (live == 0)
+    return false;
+  if (atBarrier == live) {
+    for (WarpState &warp : cta.warps) {
+      forEachLane(warp.existingMask & ~warp.exitedMask, [&](int lane) {
+        warp.state[lane] = LaneState::Running;
+        ++warp.pc[lane];
+      });
+      warp.runningMask = warp.existingMask & ~warp.exitedMask;
+      warp.converged = false;
+    }
+    timeline.releaseBarrier(cta.warps);
+    ++cta.barrierEpoch;
+    return true;
+  }
+  // Deadlock: name a thread at the barrier and one stuck elsewhere.
+  for (WarpState &warp : cta.warps)
+    forEachLane(warp.existingMask & ~warp.exitedMask, [&](int lane) {
+      if (warp.state[lane] != LaneState::WaitingWarpSync)
+        return;
+      const Instruction &inst = kernel.code[warp.pc[lane]];
+      uint32_t members = getMemberMask(inst, warp, lane);
+      uint32_t here = 0;
+      forEachLane(warp.existingMask, [&](int other) {
+        if (warp.state[other] == LaneState::WaitingWarpSync &&
+            warp.pc[other] == warp.pc[lane])
+          here |= 1u << other;
+      });
+      fail({kLaunchFailed,
+            "deadlock: lane " + std::to_string(lane) + " of warp " +
+                std::to_string(warp.index) +
+                " waits at a .sync warp instruction for lanes " +
+                hexLaneMask(members & ~warp.exitedMask & ~here) +
+                " (member mask " + hexLaneMask(members) +
+                ") that are elsewhere (" + std::to_string(atBarrier) + " of " +
+                std::to_string(live) + " live threads wait at bar.sync)" +
+                (isAlignedCollective(inst)
+                     ? "; the warp diverged before this .aligned "
+                       "instruction, which all 32 lanes must execute "
+                       "together (undefined on a GPU)"
+                     : "; a GPU would hang"),
+            lane},
+           warp, inst, 1u << lane);
+    });
+  fail({kLaunchFailed, "deadlock"}, cta.warps[0], kernel.code[0], 1);
+}
+
+} // namespace flashdecode::emu
