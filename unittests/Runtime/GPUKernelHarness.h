@@ -68,13 +68,21 @@ protected:
     if (!root)
       GTEST_SKIP() << "FD_TEST_KERNELS is not set (bench/test_kernels.sh "
                       "DIR writes them)";
+    openDevice();
+    if (testing::Test::IsSkipped())
+      return;
+    directory = std::string(root) + "/" + name;
+    bundle = rt::KernelBundle::load(directory);
+  }
+
+  /// Opens the GPU; skips the test (the caller returns on IsSkipped())
+  /// without one.
+  void openDevice() {
     try {
       device = std::make_unique<rt::Device>();
     } catch (const rt::CudaError &error) {
       GTEST_SKIP() << "no GPU: " << error.what();
     }
-    directory = std::string(root) + "/" + name;
-    bundle = rt::KernelBundle::load(directory);
   }
 
   /// load(name), then fails unless the kernel was compiled to the expected

@@ -1,0 +1,76 @@
+//===- KernelMatrix.h - The configurations of the kernel tests -*- C++ -*-===//
+//
+// The configuration matrix of the kernel tests: PTXAssemblyTest assembles
+// each with ptxas (no spills), KernelMatrixOnGPUTest runs each on a GPU (in
+// `make test`: fdemu, with its memory, race and initialization checks)
+// against the float64 reference. One list, so that both cover the same
+// configurations: every dtype, head dim, head ratio, query length, page
+// size, layout, arch, model feature, fp8 cache and the fused merge, sampled
+// so that every combination of any four axes appears (KernelMatrix.cpp
+// says how each part samples).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_UNITTESTS_KERNELMATRIX_H
+#define FD_UNITTESTS_KERNELMATRIX_H
+
+#include "fd/Compiler/Compile.h"
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace flashdecode::test {
+
+/// One configuration of the matrix: what sets the kernels' registers and
+/// instructions (KernelConfig's fields the matrix varies; numSplits is 4).
+struct MatrixConfig {
+  ElementType type;
+  int64_t headDim;
+  /// Hq / Hkv, with Hq = lcm(32, Hq / Hkv): 32 for powers of two.
+  int64_t groupSize;
+  int64_t queryLength;
+  /// 0: dense.
+  int64_t pageSize;
+  CacheLayout layout;
+  std::string arch;
+  /// The model features that cost registers: a sliding window (a lower
+  /// mask per row with Lq > 1) and logit soft-capping (per score).
+  bool windowAndSoftCap = false;
+  /// The window alone.
+  bool window = false;
+  /// ALiBi: a slope load per row and a bias per score.
+  bool alibi = false;
+  /// Attention sinks: a load and a max in the merge.
+  bool sinks = false;
+  /// Per-sequence query lengths: a load and a clamp in both kernels, a
+  /// dynamic row-tile count and position in the partial kernel.
+  bool queryLens = false;
+  /// An fp8 cache: 16 elements per load decoded to f16 pairs (cvt on
+  /// sm_90, bit operations on sm_80), its scales per tensor or per token.
+  KVCacheType kvCacheType = KVCacheType::SameAsQuery;
+  KVScaleGranularity kvScale = KVScaleGranularity::Tensor;
+  /// The merge in the partial kernel: the last block's merge after its
+  /// chunk, in the registers the kernel's launch bounds leave.
+  bool fusedMerge = false;
+  /// The matrix's part that holds it (its generator's name).
+  const char *suite = "";
+};
+
+/// The configuration's name: its suite, dtype, D, Hq / Hkv, Lq, paging,
+/// layout, arch and features (a test name: letters, digits, underscores).
+std::string describe(const MatrixConfig &config);
+
+/// gtest prints the configuration in test listings by its name.
+void PrintTo(const MatrixConfig &config, std::ostream *os);
+
+/// What fd-compile compiles for `config`: Hq = lcm(32, Hq / Hkv), 4 splits,
+/// with the lse.
+KernelConfig toKernelConfig(const MatrixConfig &config);
+
+/// Every configuration of the matrix, part by part.
+std::vector<MatrixConfig> getKernelMatrix();
+
+} // namespace flashdecode::test
+
+#endif // FD_UNITTESTS_KERNELMATRIX_H
