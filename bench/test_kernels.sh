@@ -2,7 +2,8 @@
 # The kernels RuntimeGPUTest runs (on a GPU, or on fdemu in `make test`):
 # GQA with lse (f16, bf16), HND, speculative decoding, paged (dense pages
 # and HND with Lq = 8), uneven row tiles (MQA; D=96 with Lq = 4; GQA-6 with
-# Lq = 3 on tensor cores), and MHA on CUDA cores (dense and paged). f16/bf16
+# Lq = 3 on tensor cores), merges of 100 and 300 splits, and MHA on CUDA
+# cores (dense and paged). f16/bf16
 # kernels at D = 64 and 128 with more than one row per KV head (grouped
 # heads, or Lq > 1) run on tensor cores, the others on CUDA cores
 # (docs/KernelABI.md). Then sliding windows and logit soft-capping
@@ -29,6 +30,15 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 "$compile" --no-cache --arch "$arch" --head-dim 96 --num-q-heads 32 \
   --num-kv-heads 4 --dtype bf16 --num-splits 3 --query-len 4 --with-lse \
   -o "$dir/gqa8_d96_spec4" >/dev/null
+# Merges of many splits (MergeKernel.cpp loads up to 128 partials per
+# iteration): MQA with 100 (one iteration, MQA's plan at B=1 L=32k is 94),
+# GQA with 300 (an iteration, a loop step and 44 left; most chunks hold 2
+# or 3 keys, many none).
+"$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 32 \
+  --num-kv-heads 1 --dtype f16 --num-splits 100 --with-lse \
+  -o "$dir/mqa_s100" >/dev/null
+"$compile" $common --dtype bf16 --num-splits 300 --with-lse \
+  -o "$dir/gqa_bf16_s300" >/dev/null
 # Tensor cores: 18 rows (group 6 x Lq 3) as two tiles of 9, a query token's
 # rows across the tile boundary, D = 64.
 "$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 12 \

@@ -39,7 +39,7 @@ int64_t getAutomaticMaxSplits(const KernelConfig &config) {
       mlir::fd::getMostFusedMergeSplits(layout, &context), 1, config.maxSplits);
 }
 
-const char *getCompilerVersion() { return "flashdecode 0.2.19 (MLIR 22)"; }
+const char *getCompilerVersion() { return "flashdecode 0.2.20 (MLIR 22)"; }
 
 const char *getCompilerSourceHash() { return FD_COMPILER_SOURCE_HASH; }
 

@@ -181,7 +181,8 @@ TEST_P(RuntimeGPUFusedMerge, EveryLaunchLeavesTheCountersZero) {
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPU,
                          testing::Values("gqa_f16", "gqa_bf16", "gqa_hnd",
                                          "spec4", "mqa_tiles", "gqa8_d96_spec4",
-                                         "gqa6_d64_spec3", "mha_f16"));
+                                         "gqa6_d64_spec3", "mha_f16",
+                                         "mqa_s100", "gqa_bf16_s300"));
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUPaged,
                          testing::Values("paged16", "paged_spec",
                                          "mha_paged16"));

@@ -22,10 +22,14 @@ namespace {
 /// The partials a thread loads per iteration before using any: a memory
 /// latency per iteration rather than per split (modeled on fdemu's H200 in
 /// compiler 0.2.8's one-step merge, Llama-3-8B at B=1 with 63 splits: 43.8
-/// us with one split per iteration, 36.9 with 32). 64 make the 64-split
+/// us with one split per iteration, 36.9 with 32). 64 made the 64-split
 /// plans of B=1 (Llama-3-8B, GQA-8, gpt-oss at L=32k) one iteration: 0.2 us
-/// less per graph layer in 0.2.12.
-constexpr int64_t kSplitsPerIteration = 64;
+/// less per graph layer in 0.2.12. 128 make MQA's plan at B=1 (94 splits)
+/// one too: its merge took 0.88 us in two rounds, longer than the next
+/// layer's launch it overlaps, and takes 0.58 in one (0.19 us less per graph
+/// layer in 0.2.20). From 128 splits up a thread holds 155 to 166 registers
+/// (ptxas, no spills): such plans have few rows, so few blocks.
+constexpr int64_t kSplitsPerIteration = 128;
 
 struct MergeToGPU : OpRewritePattern<MergeOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -97,7 +101,7 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
                            numSplits,
                            headDim,
                            outputElement};
-      // Every thread loads its first 64 partials and weighs the splits
+      // Every thread loads its first 128 partials and weighs the splits
       // meanwhile, warp 0 stores the weights (head dims are at least 32),
       // then every thread sums its element. Every warp weighs (its lses'
       // loads first), not warp 0 alone: LLVM sinks loads into the one

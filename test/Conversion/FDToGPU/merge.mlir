@@ -50,26 +50,26 @@ func.func @merge_63_splits(%po: memref<?x8x63x64xf32>, %pl: memref<?x8x63xf32>,
 
 // -----
 
-// 150 splits: the first 64 preloaded, one whole iteration of 64 in a loop,
-// then the 22 left, each a batch of loads before its weights and fmas.
+// 300 splits: the first 128 preloaded, one whole iteration of 128 in a
+// loop, then the 44 left, each a batch of loads before its weights and fmas.
 
-// CHECK-LABEL: func.func @merge_150_splits
+// CHECK-LABEL: func.func @merge_300_splits
 // CHECK: gpu.func @fd_merge
-// CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<152xf32, #gpu.address_space<workgroup>>
-// CHECK-COUNT-64: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<300xf32, #gpu.address_space<workgroup>>
+// CHECK-COUNT-128: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // CHECK: gpu.barrier
-// CHECK-COUNT-64: memref.load %[[WEIGHTS]]
-// CHECK: scf.for %{{.*}} = %c64 to %c128 step %c64
-// CHECK-COUNT-64: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
-// CHECK-COUNT-64: memref.load %[[WEIGHTS]]
+// CHECK-COUNT-128: memref.load %[[WEIGHTS]]
+// CHECK: scf.for %{{.*}} = %c128 to %c256 step %c128
+// CHECK-COUNT-128: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK-COUNT-128: memref.load %[[WEIGHTS]]
 // CHECK: scf.yield
-// CHECK-COUNT-22: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
-// CHECK-COUNT-22: memref.load %[[WEIGHTS]]
+// CHECK-COUNT-44: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK-COUNT-44: memref.load %[[WEIGHTS]]
 // CHECK-NOT: llvm.load
 // CHECK: arith.truncf
-func.func @merge_150_splits(%po: memref<?x8x150x64xf32>, %pl: memref<?x8x150xf32>,
+func.func @merge_300_splits(%po: memref<?x8x300x64xf32>, %pl: memref<?x8x300xf32>,
                            %out: memref<?x8x64xf16>) {
   fd.merge %po, %pl into %out
-      : memref<?x8x150x64xf32>, memref<?x8x150xf32> into memref<?x8x64xf16>
+      : memref<?x8x300x64xf32>, memref<?x8x300xf32> into memref<?x8x64xf16>
   return
 }
