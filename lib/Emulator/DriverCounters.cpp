@@ -18,15 +18,9 @@ namespace {
 
 using Lock = std::lock_guard<std::recursive_mutex>;
 
-void toWork(const WorkCounts &from, FdemuClassCounts &to) {
-  for (int i = 0; i < FDEMU_NUM_CLASSES; ++i)
-    to.warpInstructions[i] = from.warpInstructions[i];
-  to.sharedWavefronts = from.sharedWavefronts;
-  to.globalLoadSectors = from.globalLoadSectors;
-  to.globalStoreSectors = from.globalStoreSectors;
-}
-
-void fromWork(const FdemuClassCounts &from, WorkCounts &to) {
+/// Copies the work counts between the executor's WorkCounts and the C
+/// API's FdemuClassCounts, either way: the same fields by the same names.
+template <typename From, typename To> void copyWork(const From &from, To &to) {
   for (int i = 0; i < FDEMU_NUM_CLASSES; ++i)
     to.warpInstructions[i] = from.warpInstructions[i];
   to.sharedWavefronts = from.sharedWavefronts;
@@ -36,22 +30,22 @@ void fromWork(const FdemuClassCounts &from, WorkCounts &to) {
 
 void toCounters(const ClassCounts &from, FdemuClassCounts &to,
                 FdemuLatencyCounts &toLatency) {
-  toWork(from, to);
+  copyWork(from, to);
   toLatency.ctas = from.ctas;
   toLatency.latencyCycles = from.latencyCycles;
   toLatency.serialTailCycles = from.serialTailCycles;
   toLatency.triggeredCtas = from.triggeredCtas;
-  toWork(from.serialTail, toLatency.serialTail);
+  copyWork(from.serialTail, toLatency.serialTail);
 }
 
 void fromCounters(const FdemuClassCounts &from,
                   const FdemuLatencyCounts &fromLatency, ClassCounts &to) {
-  fromWork(from, to);
+  copyWork(from, to);
   to.ctas = fromLatency.ctas;
   to.latencyCycles = fromLatency.latencyCycles;
   to.serialTailCycles = fromLatency.serialTailCycles;
   to.triggeredCtas = fromLatency.triggeredCtas;
-  fromWork(fromLatency.serialTail, to.serialTail);
+  copyWork(fromLatency.serialTail, to.serialTail);
 }
 
 /// The launch counters the model reads, from their C form.
