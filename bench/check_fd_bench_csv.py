@@ -15,7 +15,8 @@ COLUMNS = ["config", "batch", "max_len", "mode", "num_splits", "time_us",
            "kv_bytes", "tb_per_s", "pct_copy_bw", "max_rel_err",
            "step32_eager_us", "step32_graph_us", "source", "bound", "device",
            "modeled", "num_q_heads", "num_kv_heads", "head_dim", "dtype",
-           "page_size", "bytes", "roofline_fraction", "kv_dtype", "kv_scale"]
+           "page_size", "bytes", "roofline_fraction", "kv_dtype", "kv_scale",
+           "copy_fraction", "graph_us_per_layer"]
 
 MIX_CLASSES = ["fp_arith", "special_fn", "conversion", "shuffle",
                "int_other", "global_ld", "global_st", "shared_ld",
@@ -65,9 +66,22 @@ def main():
             errors.append(f"line {number}: bytes {fields['bytes']} must "
                           f"exceed the KV bytes {kv} and the scales' "
                           f"{scales}")
+        # Against the datasheet's bandwidth and the achievable one (a
+        # device copy's): the copy fraction is the larger, as the copy
+        # reaches less than the datasheet.
         fraction = float(fields["roofline_fraction"])
+        copy = float(fields["copy_fraction"])
         if not 0.0 < fraction <= 1.05:
             errors.append(f"line {number}: roofline_fraction {fraction}")
+        if not fraction <= copy <= 1.05:
+            errors.append(f"line {number}: copy_fraction {copy} not in "
+                          f"[roofline_fraction {fraction}, 1.05]")
+        graph = float(fields["graph_us_per_layer"])
+        step = float(fields["step32_graph_us"])
+        if (graph < 0) != (step < 0) or (
+                step >= 0 and abs(graph * 32 - step) > 0.01 * step + 0.05):
+            errors.append(f"line {number}: graph_us_per_layer {graph} for "
+                          f"a 32-layer graph step of {step} us")
         if int(fields["page_size"]) != (int(fields["mode"][1:])
                                         if fields["mode"].startswith("p")
                                         else 0):

@@ -97,8 +97,7 @@ void issueCopies(const Instruction &inst, WarpState &warp, uint32_t mask) {
     warp.pendingCopies.push_back(copy);
   });
   if (readGlobal)
-    cta.counts.globalLoadSectors +=
-        counter.distinctLoadSectors(cta.loadFootprint);
+    cta.counts.globalLoadSectors += counter.distinctLoadSectors(cta);
   cta.counts.sharedWavefronts +=
       counter.wavefronts(copySize, cta.sharedBankConflicts);
 }

@@ -42,6 +42,7 @@ void CtaRunner::run(uint64_t linear) {
   cta.barrierEpoch = 1;
   cta.triggeredDependents = false;
   cta.workAtLastGlobalAtomic.reset();
+  cta.sectorsLoadedByCta.clear();
   smId = linear % request.numSMs;
   linearCta = linear;
   tracing =
@@ -212,14 +213,18 @@ void CtaRunner::runWarp(WarpState &warp) {
       });
     }
     uint64_t wavefronts = cta.counts.sharedWavefronts;
+    uint64_t loadSectors = cta.counts.globalLoadSectors;
+    cta.lastLoadReread = false;
     try {
       execute(inst, warp, pc, mask, active);
     } catch (const ExecutionError &error) {
       fail(error, warp, inst, active);
     }
     uint64_t passes = cta.counts.sharedWavefronts - wavefronts;
+    loadSectors = cta.counts.globalLoadSectors - loadSectors;
     uint64_t issued =
-        timeline.issue(warp.timing, pc, active != 0, passes ? passes - 1 : 0);
+        timeline.issue(warp.timing, pc, active != 0, passes ? passes - 1 : 0,
+                       loadSectors, cta.lastLoadReread);
     if (tracing)
       std::fprintf(request.traceStream,
                    "fdemu trace: %s cta %llu warp %u cycle %llu line %u: "

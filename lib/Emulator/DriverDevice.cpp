@@ -10,6 +10,7 @@
 
 #include "DriverState.h"
 
+#include <cmath>
 #include <cstdio>
 
 using namespace flashdecode::rt;
@@ -116,6 +117,12 @@ FDEMU_API CUresult cuInit(unsigned flags) {
   Lock lock(driver.mutex);
   if (flags != 0)
     return kInvalidValue;
+  // An emulated GPU fdemu does not know, or a constant it cannot set, is
+  // the caller's to fix: no run on another model than the one asked for.
+  if (const std::string &error = getGpuModelError(); !error.empty()) {
+    driver.lastReport[kInvalidValue] = "fdemu: " + error;
+    return kInvalidValue;
+  }
   driver.initialized = true;
   return 0;
 }
@@ -186,6 +193,13 @@ FDEMU_API CUresult cuDeviceGetAttribute(int *value, int attribute,
     return 0;
   case kDeviceAttributeMultiprocessorCount:
     *value = gpu.numSMs;
+    return 0;
+  case kDeviceAttributeMemoryClockRate: // kHz, two transfers per clock
+    *value = static_cast<int>(std::lround(gpu.peakDramBytesPerSecond /
+                                          (2.0 * gpu.memoryBusBits / 8) / 1e3));
+    return 0;
+  case kDeviceAttributeGlobalMemoryBusWidth:
+    *value = gpu.memoryBusBits;
     return 0;
   case 38: // L2_CACHE_SIZE
     *value = gpu.l2Bytes;

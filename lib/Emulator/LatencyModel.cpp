@@ -137,7 +137,9 @@ void placeLoad(std::vector<Decoded> &code, const std::vector<bool> &blockStart,
 
 Timeline::Timeline(const Kernel &kernel, const LatencyModel &model)
     : numRegisters(kernel.numRegisters), window(std::max(model.window, 1u)),
-      globalLoadLatency(model.globalLoad), barrierLatency(model.barrier) {
+      globalLoadLatency(model.globalLoad), barrierLatency(model.barrier),
+      l2HitLatency(model.l2Hit),
+      maxSectorsInFlight((model.warpBytesInFlight + 31) / 32) {
   std::vector<Decoded> code(kernel.code.size());
   std::vector<bool> blockStart(kernel.code.size() + 1);
   for (size_t pc = 0; pc < kernel.code.size(); ++pc) {
@@ -190,6 +192,8 @@ Timeline::Timeline(const Kernel &kernel, const LatencyModel &model)
     entry.latency = getLatency(kernel.code[pc], model);
     if (kernel.code[pc].opcode == Opcode::Membar)
       entry.fenceLatency = entry.latency;
+    entry.globalLoad = kernel.code[pc].opcode == Opcode::Ld &&
+                       kernel.code[pc].kind == InstructionClass::GlobalLoad;
     entry.globalAtomic = (kernel.code[pc].opcode == Opcode::Atom ||
                           kernel.code[pc].opcode == Opcode::Red) &&
                          kernel.code[pc].kind == InstructionClass::GlobalStore;
@@ -208,12 +212,15 @@ Timeline::Timeline(const Kernel &kernel, const LatencyModel &model)
 void Timeline::start(WarpTiming &timing) const {
   timing.clock = timing.fence = timing.floor = timing.busyBase = 0;
   timing.ready.assign(numRegisters, 0);
+  timing.loadLatency.assign(numRegisters, globalLoadLatency);
   timing.recent.assign(window, 0);
   timing.slot = 0;
   timing.busy.fill(0);
   timing.openCopiesReady = 0;
   timing.committedCopiesReady.clear();
   timing.lastGlobalAtomic.reset();
+  timing.loadsInFlight.clear();
+  timing.sectorsInFlight = 0;
 }
 
 void Timeline::slideBusy(WarpTiming &timing, uint64_t cycle) {

@@ -316,8 +316,8 @@ void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
 
   unsigned active = __builtin_popcount(mask);
   if (countGlobal) {
-    uint64_t sectors = isLoad ? counter.distinctLoadSectors(cta.loadFootprint)
-                              : counter.distinctSectors();
+    uint64_t sectors =
+        isLoad ? counter.distinctLoadSectors(cta) : counter.distinctSectors();
     if (isLoad) {
       cta.counts.globalLoadSectors += sectors;
       cta.globalLoadBytes += uint64_t(active) * bytes;

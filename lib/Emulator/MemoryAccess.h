@@ -58,10 +58,16 @@ struct AccessCounter {
     std::sort(sectors, sectors + numSectors);
     return std::unique(sectors, sectors + numSectors) - sectors;
   }
-  /// distinctSectors(), also added to a launch's load footprint.
-  uint64_t distinctLoadSectors(SectorFootprint &footprint) {
+  /// distinctSectors() of a load, also added to the launch's load footprint
+  /// and to the CTA's sectors; sets cta.lastLoadReread when the CTA had
+  /// loaded every one of them before.
+  uint64_t distinctLoadSectors(CtaState &cta) {
     uint64_t distinct = distinctSectors();
-    footprint.add(sectors, distinct);
+    cta.loadFootprint.add(sectors, distinct);
+    bool reread = distinct > 0;
+    for (uint64_t i = 0; i < distinct; ++i)
+      reread &= !cta.sectorsLoadedByCta.insert(sectors[i]).second;
+    cta.lastLoadReread = reread;
     return distinct;
   }
   /// Accesses wider than 4 bytes are served a group of lanes at a time

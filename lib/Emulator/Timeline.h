@@ -41,8 +41,10 @@ struct WarpTiming {
   uint64_t clock = 0, fence = 0;
   /// The latest issue of the instructions that left the window.
   uint64_t floor = 0;
-  /// Per register, the cycle its value is ready.
+  /// Per register, the cycle its value is ready, and for a global load's
+  /// result the latency it had (DRAM or an L2 hit; loadLead places it).
   std::vector<uint64_t> ready;
+  std::vector<uint32_t> loadLatency;
   /// Issue cycles of the last `window` instructions, a ring at `slot`.
   std::vector<uint64_t> recent;
   size_t slot = 0;
@@ -58,6 +60,10 @@ struct WarpTiming {
   std::vector<uint64_t> committedCopiesReady;
   /// The issue of the warp's last executed global atomic, if any.
   std::optional<uint64_t> lastGlobalAtomic;
+  /// Global loads and copies in flight: when each completes, and its
+  /// 32-byte sectors (warpBytesInFlight).
+  std::vector<std::pair<uint64_t, uint64_t>> loadsInFlight;
+  uint64_t sectorsInFlight = 0;
 };
 
 class Timeline {
@@ -71,10 +77,13 @@ public:
 
   /// Instruction `pc` issues. `executed`: some lane ran it (when its guard
   /// was false everywhere no result is pending). `extraCycles` lengthen its
-  /// latency (shared-memory wavefronts past the first). Returns the cycle
+  /// latency (shared-memory wavefronts past the first). `loadSectors`: the
+  /// global sectors a load or cp.async fetched; `reread`: the CTA had
+  /// loaded all of them before (an L2 hit: l2HitLatency). Returns the cycle
   /// it issued (a rename: when its sources are ready).
   uint64_t issue(WarpTiming &timing, uint32_t pc, bool executed,
-                 uint64_t extraCycles) const {
+                 uint64_t extraCycles, uint64_t loadSectors,
+                 bool reread) const {
     const Entry &entry = entries[pc];
     const uint32_t *reg = registers.data() + entry.first;
     uint64_t ready = 0;
@@ -99,10 +108,18 @@ public:
     }
     if (entry.asyncCopy >= AsyncCopy::Wait)
       earliest = std::max(earliest, completeCopies(timing, entry.keepGroups));
+    if (loadSectors && maxSectorsInFlight)
+      earliest = std::max(earliest, makeRoom(timing, earliest, loadSectors));
     uint64_t start = takeCycle(timing, earliest);
+    uint32_t loadLatency =
+        reread && l2HitLatency ? l2HitLatency : globalLoadLatency;
+    if (loadSectors && maxSectorsInFlight) {
+      timing.loadsInFlight.push_back({start + loadLatency, loadSectors});
+      timing.sectorsInFlight += loadSectors;
+    }
     if (entry.asyncCopy == AsyncCopy::Copy && executed)
       timing.openCopiesReady =
-          std::max(timing.openCopiesReady, start + globalLoadLatency);
+          std::max(timing.openCopiesReady, start + loadLatency);
     if (entry.globalAtomic && executed)
       timing.lastGlobalAtomic = start;
     timing.recent[timing.slot] = start;
@@ -111,13 +128,17 @@ public:
     timing.clock = std::max(timing.clock, start);
     if (entry.fence)
       timing.fence = start + entry.fenceLatency;
+    uint32_t latency = entry.globalLoad ? loadLatency : entry.latency;
     if (executed)
-      for (unsigned i = 0; i < entry.numDestinations; ++i)
-        timing.ready[reg[i]] = start + entry.latency + extraCycles;
+      for (unsigned i = 0; i < entry.numDestinations; ++i) {
+        timing.ready[reg[i]] = start + latency + extraCycles;
+        if (entry.globalLoad)
+          timing.loadLatency[reg[i]] = loadLatency;
+      }
     reg += entry.numDestinations;
     for (unsigned i = 0; i < entry.numPlacedLoads; ++i)
       timing.ready[reg[i]] =
-          std::max(timing.ready[reg[i]], start + globalLoadLatency);
+          std::max(timing.ready[reg[i]], start + timing.loadLatency[reg[i]]);
     return start;
   }
 
@@ -148,8 +169,8 @@ private:
     /// A memory fence (membar, fence): what it delays every later
     /// instruction by.
     uint32_t fenceLatency = 0;
-    /// atom or red on global memory.
-    bool globalAtomic = false;
+    /// atom or red on global memory; a global load (ld, not atom).
+    bool globalAtomic = false, globalLoad = false;
     /// cp.async.wait_group: the newest committed groups it leaves pending.
     uint32_t keepGroups = 0;
     uint32_t latency = 0;
@@ -167,6 +188,29 @@ private:
     return ready;
   }
 
+  /// The first cycle from `cycle` on at which `sectors` more fit in the
+  /// warp's loads in flight: the loads complete by then leave.
+  uint64_t makeRoom(WarpTiming &timing, uint64_t cycle,
+                    uint64_t sectors) const {
+    auto &loads = timing.loadsInFlight;
+    for (;;) {
+      for (size_t i = 0; i < loads.size();)
+        if (loads[i].first <= cycle) {
+          timing.sectorsInFlight -= loads[i].second;
+          loads[i] = loads.back();
+          loads.pop_back();
+        } else {
+          ++i;
+        }
+      if (loads.empty() ||
+          timing.sectorsInFlight + sectors <= maxSectorsInFlight)
+        return cycle;
+      uint64_t next = loads.front().first;
+      for (const auto &load : loads)
+        next = std::min(next, load.first);
+      cycle = next;
+    }
+  }
   /// The first cycle from `cycle` on with no instruction issued; takes it.
   /// A cycle before the busy window is forgotten and taken as free.
   static uint64_t takeCycle(WarpTiming &timing, uint64_t cycle) {
@@ -191,7 +235,9 @@ private:
   std::vector<Entry> entries;
   std::vector<uint32_t> registers;
   size_t numRegisters = 0, window = 1;
-  unsigned globalLoadLatency = 0, barrierLatency = 0;
+  unsigned globalLoadLatency = 0, barrierLatency = 0, l2HitLatency = 0;
+  /// warpBytesInFlight in sectors (0: no limit).
+  uint64_t maxSectorsInFlight = 0;
 };
 
 } // namespace flashdecode::emu

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace flashdecode::emu {
@@ -114,6 +115,11 @@ struct CtaState {
   uint64_t sharedBankConflicts = 0;
   /// The global sectors loaded, over all the CTAs this state has run.
   SectorFootprint loadFootprint;
+  /// The global sectors this CTA has loaded, and whether the last global
+  /// load (or cp.async) read only such sectors: an L2 hit for the latency
+  /// model, as the CTA's own earlier read brought them into L2.
+  std::unordered_set<uint64_t> sectorsLoadedByCta;
+  bool lastLoadReread = false;
 };
 
 /// A lane mask as errors print it: 0x and 8 hex digits.

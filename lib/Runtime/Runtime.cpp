@@ -98,6 +98,19 @@ std::string Device::getName() const {
   return name;
 }
 
+double Device::getPeakDramBytesPerSecond() const {
+  int kiloHertz = 0, bits = 0;
+  check(driver,
+        driver.cuDeviceGetAttribute(&kiloHertz, kDeviceAttributeMemoryClockRate,
+                                    device),
+        "reading the memory clock");
+  check(driver,
+        driver.cuDeviceGetAttribute(&bits, kDeviceAttributeGlobalMemoryBusWidth,
+                                    device),
+        "reading the memory bus width");
+  return 2.0 * kiloHertz * 1e3 * bits / 8;
+}
+
 //===----------------------------------------------------------------------===//
 // DeviceBuffer
 //===----------------------------------------------------------------------===//

@@ -68,7 +68,8 @@ public:
         int64_t tokensPerSplit)
       : device(device), driver(device.getDriverApi()),
         kernelRoot(std::move(kernelRoot)), quick(quick), emulator(emulator),
-        tokensPerSplit(tokensPerSplit), deviceName(device.getName()) {
+        tokensPerSplit(tokensPerSplit), deviceName(device.getName()),
+        peakBandwidth(device.getPeakDramBytesPerSecond()) {
     // A CSV field: no commas.
     std::replace(deviceName.begin(), deviceName.end(), ',', ' ');
     check(driver, driver.cuStreamCreate(&stream, kStreamNonBlocking),
@@ -220,19 +221,24 @@ private:
     if (csv) {
       // The fewest bytes the call must move: K and V once (1 byte per
       // element in fp8 caches) and their scales, q read and the output
-      // written once (f16 or bf16); the roofline fraction is their time at the
-      // reference bandwidth over the call's time.
+      // written once (f16 or bf16); the roofline fraction is their time at
+      // the datasheet's bandwidth over the call's time, the copy fraction
+      // at the achievable one (a device copy's; fdemu: its model's).
       size_t rowBytes = size_t(2) * batch * model.numQueryHeads * model.headDim;
       size_t bytes =
           kvBytes + model.getScaleBytes(manifest, batch, length) + 2 * rowBytes;
-      std::fprintf(csv, ",%s,%s,%lld,%lld,%lld,%s,%lld,%zu,%.4f,%s,%s",
-                   deviceName.c_str(), timing.modeled ? "true" : "false",
-                   static_cast<long long>(model.numQueryHeads),
-                   static_cast<long long>(model.numKVHeads),
-                   static_cast<long long>(model.headDim),
-                   manifest.dtype.c_str(), static_cast<long long>(pageSize),
-                   bytes, bytes / (us * 1e-6) / copyBandwidth,
-                   manifest.kvDtype.c_str(), manifest.kvScale.c_str());
+      std::fprintf(
+          csv, ",%s,%s,%lld,%lld,%lld,%s,%lld,%zu,%.4f,%s,%s",
+          deviceName.c_str(), timing.modeled ? "true" : "false",
+          static_cast<long long>(model.numQueryHeads),
+          static_cast<long long>(model.numKVHeads),
+          static_cast<long long>(model.headDim), manifest.dtype.c_str(),
+          static_cast<long long>(pageSize), bytes,
+          peakBandwidth > 0 ? bytes / (us * 1e-6) / peakBandwidth : -1.0,
+          manifest.kvDtype.c_str(), manifest.kvScale.c_str());
+      double graph = timing.graphStepMicroseconds;
+      std::fprintf(csv, ",%.4f,%.3f", bytes / (us * 1e-6) / copyBandwidth,
+                   graph < 0 ? -1.0 : graph / kLayers);
     }
     // A run stopped at its time limit still leaves the rows it finished.
     if (csv) {
@@ -356,6 +362,8 @@ private:
   CUstream stream = nullptr;
   std::unique_ptr<EventTimer> timer;
   double copyBandwidth = 1;
+  /// The datasheet's DRAM bandwidth (roofline_fraction).
+  double peakBandwidth = 0;
   // Auto-split dense times by (config, batch, length), for the paged rows.
   std::map<std::tuple<std::string, int64_t, int64_t>, double> denseMicroseconds;
   InstructionMixTable instructionMix;
@@ -533,7 +541,8 @@ int main(int argc, char **argv) {
                  "tb_per_s,pct_copy_bw,max_rel_err,step32_eager_us,"
                  "step32_graph_us,source,bound,device,modeled,num_q_heads,"
                  "num_kv_heads,head_dim,dtype,page_size,bytes,"
-                 "roofline_fraction,kv_dtype,kv_scale\n",
+                 "roofline_fraction,kv_dtype,kv_scale,copy_fraction,"
+                 "graph_us_per_layer\n",
                  csv);
     bool grid = shapes.empty();
     if (grid)

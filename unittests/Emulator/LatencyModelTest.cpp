@@ -20,6 +20,7 @@
 
 #include "fd/Emulator/PerformanceModel.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <unistd.h>
 
@@ -179,9 +180,52 @@ TEST_F(EmulatorLatency, LoadsInFlightOverlapAndAChasePaysEachLatency) {
   uint64_t overlapped =
       ctaCycles(loadKernel(false), "loads", KernelArguments(words));
   // The parameter is ready after an ALU latency; then eight loads one
-  // after another, or issued on consecutive cycles; the add, then ret.
-  EXPECT_EQ(chase, model.alu + 8u * model.globalLoad + 1);
-  EXPECT_EQ(overlapped, model.alu + 7 + model.globalLoad + 1);
+  // after another, or issued on consecutive cycles; the add, then ret. The
+  // eight words are two sectors: the first load of each comes from DRAM,
+  // the other three of each read what the CTA loaded before (an L2 hit).
+  unsigned hit = model.l2Hit ? model.l2Hit : model.globalLoad;
+  EXPECT_EQ(chase, model.alu + 2u * model.globalLoad + 6u * hit + 1);
+  if (model.warpBytesInFlight == 0 || model.warpBytesInFlight >= 8 * 32) {
+    EXPECT_EQ(overlapped,
+              std::max(model.alu + 7 + hit, model.alu + model.globalLoad) + 1);
+  }
+}
+
+TEST_F(EmulatorLatency, AWarpKeepsAtMostItsBytesInFlight) {
+  // The eight independent loads fetch a sector each. Under a cap of C
+  // sectors (warpBytesInFlight; ctest runs this also with FDEMU_MODEL=
+  // warp_bytes_in_flight=64, two sectors) load k waits for load k - C to
+  // complete; without one (or C >= 8) they issue on consecutive cycles.
+  // Loads 0 and 4 start a sector (DRAM); the others reread it (L2 hits,
+  // done sooner).
+  CUdeviceptr words = upload(std::vector<uint64_t>(9, 0));
+  uint64_t cycles =
+      ctaCycles(loadKernel(false), "loads", KernelArguments(words));
+  uint64_t cap = (model.warpBytesInFlight + 31) / 32;
+  unsigned hit = model.l2Hit ? model.l2Hit : model.globalLoad;
+  std::vector<uint64_t> done;
+  uint64_t issue = 0;
+  for (uint64_t k = 0; k < 8; ++k) {
+    issue = k ? issue + 1 : model.alu;
+    auto pending = [&] {
+      return std::count_if(done.begin(), done.end(),
+                           [&](uint64_t end) { return end > issue; });
+    };
+    while (cap && static_cast<uint64_t>(pending()) >= cap) {
+      uint64_t next = ~uint64_t(0);
+      for (uint64_t end : done)
+        if (end > issue)
+          next = std::min(next, end);
+      issue = next;
+    }
+    done.push_back(issue + (k % 4 ? hit : model.globalLoad));
+  }
+  // The add reads load 7's and load 0's results.
+  EXPECT_EQ(cycles, std::max(done[7], done[0]) + 1)
+      << "warpBytesInFlight " << model.warpBytesInFlight;
+  if (cap == 2) {
+    EXPECT_GT(cycles, model.alu + 7 + 2u * model.globalLoad + 1);
+  }
 }
 
 /// A load, `filler` independent adds and the load's use, after the adds or
@@ -451,8 +495,9 @@ TEST(EmulatorLatencyTerm, ResidentCtasShareTheSMsLatency) {
   counters.residentCtasPerSM = 4;
   double cycleMicroseconds = 1 / (gpu.clockGHz * 1e3);
   // One CTA: its whole latency. Eight CTAs (four resident at a time): a
-  // quarter of their sum. Two: half.
-  const std::pair<int, double> cases[] = {{1, 1.0}, {8, 0.25}, {2, 0.5}};
+  // quarter of their sum. Two: half. Five: two waves of a fifth each.
+  const std::pair<int, double> cases[] = {
+      {1, 1.0}, {8, 0.25}, {2, 0.5}, {5, 0.4}};
   for (auto [ctas, share] : cases) {
     counters.perSM[0].ctas = ctas;
     flashdecode::emu::ModeledTime time =
@@ -461,6 +506,30 @@ TEST(EmulatorLatencyTerm, ResidentCtasShareTheSMsLatency) {
     EXPECT_DOUBLE_EQ(time.microseconds, 1e6 * share * cycleMicroseconds)
         << ctas << " CTAs";
   }
+}
+
+TEST(EmulatorModelOverrides, SetNamedConstantsAndRejectOthers) {
+  flashdecode::emu::GpuModel gpu = *flashdecode::emu::findGpuModel("h200");
+  EXPECT_EQ(flashdecode::emu::applyModelOverrides(
+                gpu, "dram_bytes_per_second=4e12,global_load=700,"
+                     "warp_bytes_in_flight=2048,graph_node_us=1.5"),
+            "");
+  EXPECT_DOUBLE_EQ(gpu.dramBytesPerSecond, 4e12);
+  EXPECT_EQ(gpu.latencyModel.globalLoad, 700u);
+  EXPECT_EQ(gpu.latencyModel.warpBytesInFlight, 2048u);
+  EXPECT_DOUBLE_EQ(gpu.graphNodeMicroseconds, 1.5);
+  const std::pair<const char *, const char *> rejected[] = {
+      {"dram=4e12", "is not NAME=VALUE with a NAME of clock_ghz,"},
+      {"global_load", "is not NAME=VALUE"},
+      {"global_load=12.5", "must be a whole number >= 0"},
+      {"window=0", "must be a whole number of instructions >= 1"},
+      {"dram_bytes_per_second=-1", "must be a positive number"},
+      {"dram_bytes_per_second=4e12x", "must be a positive number"},
+      {"clock_ghz=", "must be a positive number"}};
+  for (auto [spec, message] : rejected)
+    EXPECT_NE(flashdecode::emu::applyModelOverrides(gpu, spec).find(message),
+              std::string::npos)
+        << spec << ": " << flashdecode::emu::applyModelOverrides(gpu, spec);
 }
 
 } // namespace

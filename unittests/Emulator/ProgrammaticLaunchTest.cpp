@@ -192,10 +192,11 @@ TEST(ProgrammaticLaunchModel, DependentsLaunchWhenTheLastWaveStarts) {
   ModeledTime oneWave = modelLaunch(latencyBound(4, 4, gpu), gpu);
   EXPECT_NEAR(oneWave.microseconds, 1.0, 1e-9);
   EXPECT_NEAR(oneWave.triggerMicroseconds, 0.0, 1e-9);
-  // Three waves (ten CTAs, four at a time): the last starts after two.
+  // Three waves (ten CTAs, four at a time, whole waves: 3 us): the last
+  // starts after two.
   ModeledTime threeWaves = modelLaunch(latencyBound(10, 10, gpu), gpu);
-  EXPECT_NEAR(threeWaves.microseconds, 2.5, 1e-9);
-  EXPECT_NEAR(threeWaves.triggerMicroseconds, 2.5 * 2 / 3, 1e-9);
+  EXPECT_NEAR(threeWaves.microseconds, 3.0, 1e-9);
+  EXPECT_NEAR(threeWaves.triggerMicroseconds, 3.0 * 2 / 3, 1e-9);
   // A CTA that never triggers releases its dependents when it exits.
   ModeledTime partly = modelLaunch(latencyBound(4, 3, gpu), gpu);
   EXPECT_NEAR(partly.triggerMicroseconds, partly.microseconds, 1e-12);

@@ -178,6 +178,26 @@ TEST_P(RuntimeGPUFusedMerge, EveryLaunchLeavesTheCountersZero) {
   }
 }
 
+TEST(RuntimeDevice, DatasheetBandwidthFromTheMemoryClockAndBus) {
+  // fd-bench's roofline_fraction: two transfers per memory clock over the
+  // bus width. fdemu's H200 reports its datasheet's 4.8 TB/s (6144 bits at
+  // 3.125 GHz), its A100 2.039 TB/s; a GPU, its own.
+  std::unique_ptr<Device> device;
+  try {
+    device = std::make_unique<Device>();
+  } catch (const CudaError &error) {
+    GTEST_SKIP() << "no GPU: " << error.what();
+  }
+  double peak = device->getPeakDramBytesPerSecond();
+  std::string name = device->getName();
+  if (name == "fdemu (emulated H200)")
+    EXPECT_NEAR(peak, 4.8e12, 4.8e12 * 1e-6);
+  else if (name == "fdemu (emulated A100)")
+    EXPECT_NEAR(peak, 2.039e12, 2.039e12 * 1e-6);
+  else
+    EXPECT_GT(peak, 1e11) << name;
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPU,
                          testing::Values("gqa_f16", "gqa_bf16", "gqa_hnd",
                                          "spec4", "mqa_tiles", "gqa8_d96_spec4",

@@ -105,7 +105,9 @@ typedef struct FdemuStreamClock {
 int fdemuScheduleLaunch(FdemuStreamClock *clock, const FdemuCounters *counters,
                         int fromGraph, int programmatic);
 /* Launch overheads the model adds: per eager launch, per graph node (us);
- * and the emulated GPU's DRAM bandwidth (bytes/s). */
+ * and the DRAM bandwidth the model streams at (bytes/s): the achievable
+ * one, a device copy's (the datasheet's is the memory clock and bus width
+ * cuDeviceGetAttribute reports). */
 void fdemuGetModelConstants(double *eagerLaunchMicroseconds,
                             double *graphNodeMicroseconds,
                             double *dramBytesPerSecond);

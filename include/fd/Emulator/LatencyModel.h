@@ -34,6 +34,9 @@ struct LatencyModel {
   unsigned sharedLoad = 0;
   /// ld.global (and generic, local): the DRAM latency under load.
   unsigned globalLoad = 0;
+  /// A global load or cp.async whose sectors its CTA loaded before: an L2
+  /// hit (0: as globalLoad).
+  unsigned l2Hit = 0;
   /// bar.sync: from the last warp's arrival to every warp's next issue.
   unsigned barrier = 0;
   /// mma.sync: from its issue until its accumulators can be read.
@@ -46,6 +49,10 @@ struct LatencyModel {
   /// keeps loads near their use to save registers.
   unsigned window = 1;
   unsigned loadLead = 0;
+  /// Bytes of global loads (and cp.async copies) one warp keeps in flight
+  /// at most: a load that would pass it issues once enough of the earlier
+  /// ones have completed (Little's law per warp). 0: no limit.
+  unsigned warpBytesInFlight = 0;
 };
 
 /// What one SM has for the CTAs it holds at once.

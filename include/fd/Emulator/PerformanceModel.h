@@ -29,7 +29,13 @@ struct GpuModel {
   int computeMajor = 9, computeMinor = 0;
   unsigned numSMs = 132;
   double clockGHz = 1.98;
+  /// What DRAM delivers to a streaming kernel: the bandwidth a device copy
+  /// measures (the model's DRAM term), and the datasheet's (fd-bench's
+  /// roofline_fraction).
   double dramBytesPerSecond = 4.8e12;
+  double peakDramBytesPerSecond = 4.8e12;
+  /// The DRAM bus, bits: with the peak, the memory clock fdemu reports.
+  int memoryBusBits = 6144;
   size_t memoryBytes = 0;
   int l2Bytes = 0;
   /// Per SM per clock, in warp instructions (lanes per clock / 32).
@@ -57,8 +63,17 @@ struct GpuModel {
   double graphNodeMicroseconds = 1.0;
 };
 
-/// The emulated GPU: FDEMU_GPU=h200 (default) or a100.
+/// The emulated GPU: FDEMU_GPU=h200 (default) or a100, with the constants
+/// FDEMU_MODEL names set (applyModelOverrides). A GPU or override that is
+/// not one fdemu knows leaves the H200 as it is; getGpuModelError says why.
 const GpuModel &getGpuModel();
+/// Why FDEMU_GPU or FDEMU_MODEL was not taken ("" when both were): cuInit
+/// fails with it.
+const std::string &getGpuModelError();
+/// Sets the constants of `spec`, "NAME=VALUE,..." (docs/Emulator.md lists
+/// the names), on `gpu`. Returns "" or what was wrong and what is accepted;
+/// on an error `gpu` may be partly changed.
+std::string applyModelOverrides(GpuModel &gpu, const std::string &spec);
 /// A model by name ("h200", "a100"), or null.
 const GpuModel *findGpuModel(const std::string &name);
 

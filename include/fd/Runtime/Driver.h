@@ -39,6 +39,9 @@ constexpr int kStreamCaptureModeThreadLocal = 1;
 constexpr int kDeviceAttributeMultiprocessorCount = 16;
 constexpr int kDeviceAttributeComputeCapabilityMajor = 75;
 constexpr int kDeviceAttributeComputeCapabilityMinor = 76;
+/// kHz and bits: the DRAM's datasheet bandwidth (Device).
+constexpr int kDeviceAttributeMemoryClockRate = 36;
+constexpr int kDeviceAttributeGlobalMemoryBusWidth = 37;
 constexpr unsigned kStreamNonBlocking = 1;
 constexpr int kPointerAttributeDeviceOrdinal =
     9; // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL

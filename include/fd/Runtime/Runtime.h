@@ -46,6 +46,9 @@ public:
   void makeCurrent() const;
   int getMultiprocessorCount() const;
   std::string getName() const;
+  /// The DRAM's datasheet bandwidth, bytes/s: two transfers per memory
+  /// clock over the bus width (0 when the driver reports neither).
+  double getPeakDramBytesPerSecond() const;
   /// Compute capability, e.g. {9, 0} for an H100/H200, {8, 0} for an A100.
   std::pair<int, int> getComputeCapability() const;
   int getOrdinal() const { return device; }
