@@ -15,6 +15,7 @@ CtaRunner::CtaRunner(const LaunchRequest &request, DeviceMemory &memory,
   cta.request = &request;
   cta.kernel = &kernel;
   cta.memory = &memory;
+  cta.tracksRereads = timeline.tellsRereadsApart();
   cta.sharedBytes = getSharedBytes(request);
   size_t shared = cta.sharedBytes;
   cta.shared.resize(shared);

@@ -64,6 +64,8 @@ struct AccessCounter {
   uint64_t distinctLoadSectors(CtaState &cta) {
     uint64_t distinct = distinctSectors();
     cta.loadFootprint.add(sectors, distinct);
+    if (!cta.tracksRereads)
+      return distinct;
     bool reread = distinct > 0;
     for (uint64_t i = 0; i < distinct; ++i)
       reread &= !cta.sectorsLoadedByCta.insert(sectors[i]).second;

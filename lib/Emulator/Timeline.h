@@ -108,12 +108,15 @@ public:
     }
     if (entry.asyncCopy >= AsyncCopy::Wait)
       earliest = std::max(earliest, completeCopies(timing, entry.keepGroups));
-    if (loadSectors && maxSectorsInFlight)
+    // Only loads into registers: ptxas's register allocation is what limits
+    // them. A cp.async lands in shared memory, outside that limit.
+    bool capped = entry.globalLoad && loadSectors && maxSectorsInFlight;
+    if (capped)
       earliest = std::max(earliest, makeRoom(timing, earliest, loadSectors));
     uint64_t start = takeCycle(timing, earliest);
     uint32_t loadLatency =
         reread && l2HitLatency ? l2HitLatency : globalLoadLatency;
-    if (loadSectors && maxSectorsInFlight) {
+    if (capped) {
       timing.loadsInFlight.push_back({start + loadLatency, loadSectors});
       timing.sectorsInFlight += loadSectors;
     }
@@ -142,6 +145,9 @@ public:
     return start;
   }
 
+  /// Whether a load's latency depends on its CTA having loaded its sectors
+  /// before (issue's `reread`).
+  bool tellsRereadsApart() const { return l2HitLatency != 0; }
   /// A released bar.sync: every warp with live lanes issues next after the
   /// last one's arrival plus the barrier's latency.
   void releaseBarrier(std::vector<WarpState> &warps) const;

@@ -120,6 +120,9 @@ struct CtaState {
   /// model, as the CTA's own earlier read brought them into L2.
   std::unordered_set<uint64_t> sectorsLoadedByCta;
   bool lastLoadReread = false;
+  /// Whether the latency model tells rereads apart (an L2 hit's latency is
+  /// set): the set above is kept only then.
+  bool tracksRereads = false;
 };
 
 /// A lane mask as errors print it: 0x and 8 hex digits.

@@ -49,9 +49,10 @@ struct LatencyModel {
   /// keeps loads near their use to save registers.
   unsigned window = 1;
   unsigned loadLead = 0;
-  /// Bytes of global loads (and cp.async copies) one warp keeps in flight
-  /// at most: a load that would pass it issues once enough of the earlier
-  /// ones have completed (Little's law per warp). 0: no limit.
+  /// Bytes of global loads into registers one warp keeps in flight at most:
+  /// a load that would pass it issues once enough of the earlier ones have
+  /// completed (Little's law per warp). cp.async copies, which land in
+  /// shared memory, are not limited. 0: no limit.
   unsigned warpBytesInFlight = 0;
 };
 
