@@ -142,6 +142,16 @@ FDEMU_API int fdemuScheduleLaunch(FdemuStreamClock *clock,
   return 0;
 }
 
+FDEMU_API int fdemuScheduleSubmission(FdemuStreamClock *clock) {
+  if (!clock)
+    return kInvalidValue;
+  StreamClock stream{clock->now, clock->dependentsFrom};
+  scheduleSubmission(stream, getGpuModel());
+  clock->now = stream.now;
+  clock->dependentsFrom = stream.dependentsFrom;
+  return 0;
+}
+
 FDEMU_API void fdemuGetModelConstants(double *eagerLaunchMicroseconds,
                                       double *graphNodeMicroseconds,
                                       double *dramBytesPerSecond) {

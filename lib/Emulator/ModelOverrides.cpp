@@ -41,6 +41,7 @@ const std::vector<NamedConstant> &getNamedConstants() {
       real("tensor_per_clock", &GpuModel::tensorPerClock),
       real("eager_launch_us", &GpuModel::eagerLaunchMicroseconds),
       real("graph_node_us", &GpuModel::graphNodeMicroseconds),
+      real("submission_us", &GpuModel::submissionMicroseconds),
       cycles("alu", &LatencyModel::alu),
       cycles("conversion", &LatencyModel::conversion),
       cycles("special_function", &LatencyModel::specialFunction),

@@ -230,6 +230,11 @@ void scheduleKernel(StreamClock &clock, const ModeledTime &time,
   clock.dependentsFrom = start + time.triggerMicroseconds;
 }
 
+void scheduleSubmission(StreamClock &clock, const GpuModel &gpu) {
+  clock.now += gpu.submissionMicroseconds;
+  clock.dependentsFrom = clock.now;
+}
+
 void scheduleTransfer(StreamClock &clock, double microseconds) {
   clock.now += microseconds;
   clock.dependentsFrom = clock.now;

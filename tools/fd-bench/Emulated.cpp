@@ -36,6 +36,7 @@ std::unique_ptr<Emulator> Emulator::detect() {
   find(emulator->getLaunchCounters, "fdemuGetLaunchCounters");
   find(emulator->modelTime, "fdemuModelTime");
   find(emulator->scheduleLaunch, "fdemuScheduleLaunch");
+  find(emulator->scheduleSubmission, "fdemuScheduleSubmission");
   void (*getModelConstants)(double *, double *, double *) = nullptr;
   find(getModelConstants, "fdemuGetModelConstants");
   getModelConstants(nullptr, nullptr, &emulator->dramBytesPerSecond);
@@ -194,8 +195,11 @@ Timing Emulator::model(const Device &device, CUstream stream,
   // kernel the plan launches programmatically (the manifest's
   // programmatic_launch, unless FD_PROGRAMMATIC_LAUNCH=0) overlaps its
   // launch with the kernel before it, in the call and across layers.
+  // Each timed from an idle stream, as the GPU measurements are.
   auto schedule = [&](int calls, bool fromGraph) {
     FdemuStreamClock clock{0, 0};
+    if (scheduleSubmission(&clock))
+      throw std::runtime_error("fdemu: could not schedule a submission");
     for (int call = 0; call < calls; ++call)
       for (size_t i = 0; i < modeled.size(); ++i)
         if (scheduleLaunch(&clock, &modeled[i], fromGraph,

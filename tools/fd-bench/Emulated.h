@@ -74,6 +74,7 @@ private:
   int (*modelTime)(const FdemuCounters *, double *, const char **) = nullptr;
   int (*scheduleLaunch)(FdemuStreamClock *, const FdemuCounters *, int,
                         int) = nullptr;
+  int (*scheduleSubmission)(FdemuStreamClock *) = nullptr;
   double dramBytesPerSecond = 0;
   double threadInstructions = 0, interpreterSeconds = 0;
   std::mt19937 random{std::random_device{}()};

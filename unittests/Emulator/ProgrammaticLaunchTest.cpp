@@ -24,6 +24,7 @@ using flashdecode::emu::LaunchCounters;
 using flashdecode::emu::ModeledTime;
 using flashdecode::emu::modelLaunch;
 using flashdecode::emu::scheduleKernel;
+using flashdecode::emu::scheduleSubmission;
 using flashdecode::emu::scheduleTransfer;
 using flashdecode::emu::StreamClock;
 
@@ -351,6 +352,23 @@ TEST_F(EmulatorProgrammaticLaunch, AGraphReplayStartsAfterTheWorkBeforeIt) {
   driver->cuGraphExecDestroy(exec);
   driver->cuGraphDestroy(graph);
   driver->cuStreamDestroy_v2(stream);
+}
+
+TEST(StreamClockModel, ASubmissionDelaysAnIdleStreamsFirstKernel) {
+  // The submission latency comes once, before the first kernel; the
+  // kernels behind it pay only their launch overheads.
+  const GpuModel &gpu = *findGpuModel("h200");
+  ModeledTime kernel;
+  kernel.microseconds = 5;
+  StreamClock clock;
+  scheduleSubmission(clock, gpu);
+  EXPECT_DOUBLE_EQ(clock.now, gpu.submissionMicroseconds);
+  EXPECT_DOUBLE_EQ(clock.dependentsFrom, gpu.submissionMicroseconds);
+  scheduleKernel(clock, kernel, gpu.eagerLaunchMicroseconds, false, gpu);
+  scheduleKernel(clock, kernel, gpu.eagerLaunchMicroseconds, false, gpu);
+  EXPECT_DOUBLE_EQ(clock.now, gpu.submissionMicroseconds +
+                                  2 * (gpu.eagerLaunchMicroseconds + 5));
+  EXPECT_GT(gpu.submissionMicroseconds, 0);
 }
 
 } // namespace

@@ -104,6 +104,10 @@ typedef struct FdemuStreamClock {
  * success. Start a graph replay with dependentsFrom = now. */
 int fdemuScheduleLaunch(FdemuStreamClock *clock, const FdemuCounters *counters,
                         int fromGraph, int programmatic);
+/* Advances `clock` by the latency of submitting work to an idle stream
+ * (before the first launch of a call or a graph replay timed from idle, as
+ * fd-bench's GPU measurements are). 0 on success. */
+int fdemuScheduleSubmission(FdemuStreamClock *clock);
 /* Launch overheads the model adds: per eager launch, per graph node (us);
  * and the DRAM bandwidth the model streams at (bytes/s): the achievable
  * one, a device copy's (the datasheet's is the memory clock and bus width

@@ -57,10 +57,14 @@ struct GpuModel {
   /// The latency term's inputs.
   LatencyModel latencyModel;
   SmResources smResources;
-  /// Host-side cost per kernel launched eagerly, and per kernel node of a
-  /// replayed graph, in microseconds.
-  double eagerLaunchMicroseconds = 3.0;
+  /// Cost per kernel launched eagerly behind other work, and per kernel node
+  /// of a replayed graph, in microseconds; and what a launch (or a graph's)
+  /// onto an idle stream waits besides, from the host's call to its start
+  /// (docs/Emulator.md: eager from the H200's eager and graph steps, the
+  /// submission from its single calls; the node is assumed).
+  double eagerLaunchMicroseconds = 2.33;
   double graphNodeMicroseconds = 1.0;
+  double submissionMicroseconds = 3.47;
 };
 
 /// The emulated GPU: FDEMU_GPU=h200 (default) or a100, with the constants
@@ -114,6 +118,10 @@ void scheduleKernel(StreamClock &clock, const ModeledTime &time,
                     double overheadMicroseconds, bool programmatic,
                     const GpuModel &gpu);
 
+/// The host submits work to an idle stream: its first launch, eager or a
+/// graph's, starts the submission latency later (what a call timed by
+/// events on an idle GPU pays before its first kernel).
+void scheduleSubmission(StreamClock &clock, const GpuModel &gpu);
 /// Advances `clock` past `microseconds` of work that is not a kernel (a
 /// copy or memset): nothing overlaps it.
 void scheduleTransfer(StreamClock &clock, double microseconds);
