@@ -56,6 +56,10 @@ test: build
 	total=$$(grep -oE 'tests failed out of [0-9]+' ctest.log | grep -oE '[0-9]+$$'); \
 	failed=$$(grep -oE '[0-9]+ tests failed out of' ctest.log | grep -oE '^[0-9]+'); \
 	skipped=$$(grep -cE '^[[:space:]]*[0-9]+ - .*\(Skipped\)$$' ctest.log); \
+	echo "The 15 slowest tests:"; \
+	awk '/Test +#[0-9]+: / { for (i = 1; i < NF; i++) if ($$i ~ /^#[0-9]+:$$/) { \
+	  printf "%9.2f s  %s\n", $$(NF - 1), $$(i + 1); break } }' ctest.log | \
+	  sort -rn | head -15; \
 	echo "test: $$(( $${total:-0} - $${failed:-0} - skipped )) passed, $${failed:-0} failed, $$skipped skipped"; \
 	exit $$status
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import flashdecode
-from reference import Inputs, attention, check_against_reference, page_pool
+from reference import (Inputs, attention, check_against_reference, decode,
+                       page_pool)
 
 # As test_numerics.py: the output's largest error relative to its largest
 # magnitude, and the lse's absolute/relative error.
@@ -96,14 +97,72 @@ def test_more_splits_than_windowed_keys(num_splits):
 @pytest.mark.parametrize("cap", [1.0, 5.0, 30.0])
 def test_soft_cap_of_scores_far_beyond_it(dtype, cap):
     """q scaled up so that |scores| >> cap: the capped scores crowd at +-cap,
-    which uncapped attention would never give."""
+    which uncapped attention would never give. The scores are dot products
+    of terms ~200 that cancel to ~cap: their float32 rounding, not the
+    path, sets the error where a score sits on the cap's slope, so the
+    tolerance adds the bound soft_cap_rounding_bound derives."""
     inputs = Inputs(dtype, (3, 8, 64), (3, 150, 2, 64), q_magnitude=200.0)
     lens = inputs.lengths(1, 77, 150)
-    q, k, _ = inputs.exact
+    q, k, v = inputs.exact
     scores = np.einsum("bhd,bnhd->bhn", q[:, ::4], k) / 8.0
     assert np.abs(scores).max() > 10 * cap  # far beyond the cap
+    bound = soft_cap_rounding_bound(q, k, lens, cap)
     for num_splits in (1, 4):
-        run(inputs, lens, num_splits=num_splits, cap=cap)
+        out, lse = flashdecode.decode_attention(
+            *inputs.stored, lens, num_splits=num_splits, logits_soft_cap=cap,
+            return_lse=True,
+            dtype="bfloat16" if dtype == "bfloat16" else None)
+        expected, expected_lse = attention(q, k, v, lens, logits_soft_cap=cap)
+        context = (f"seed={inputs.seed} dtype={dtype} cap={cap} "
+                   f"splits={num_splits}")
+        # Per row: the output within TOLERANCE of its largest magnitude plus
+        # twice the bound times the largest |v| (each probability moves by
+        # at most its own score's error and the row's mean one), the lse
+        # within LSE_TOLERANCE plus the bound.
+        actual = decode(out, dtype)
+        assert np.isfinite(actual).all(), context
+        rows = np.abs(actual - expected).max(-1)
+        allowed = (TOLERANCE[dtype] * np.abs(expected).max()
+                   + 2 * bound * np.abs(v).max())
+        assert (rows <= allowed).all(), (
+            f"row errors {rows[rows > allowed]} over {allowed[rows > allowed]}"
+            f": {context}")
+        lse_error = np.abs(lse - expected_lse)
+        lse_allowed = LSE_TOLERANCE * (1 + np.abs(expected_lse)) + bound
+        assert (lse_error <= lse_allowed).all(), (
+            f"lse errors {lse_error[lse_error > lse_allowed]} over "
+            f"{lse_allowed[lse_error > lse_allowed]}: {context}")
+
+
+def soft_cap_rounding_bound(q, k, lens, cap):
+    """[B, Hq]: how far float32 scores can move each row's capped lse, to
+    first order. A dot product of D terms rounds by at most gamma_D =
+    D u / (1 - D u) times the sum of the terms' magnitudes (Higham,
+    "Accuracy and Stability of Numerical Algorithms", 3.1; u = 2^-24), the
+    scale by u |s|; capping multiplies an error by its slope, sech^2(s /
+    cap) <= 1, and tanh adds a few ulp of cap (8 u cap here); the lse moves
+    by the scores' errors weighted by their probabilities (d lse / d c_n =
+    p_n). Scores at the cap have no slope: their errors vanish."""
+    unit = 2.0 ** -24
+    head_dim = q.shape[-1]
+    gamma = head_dim * unit / (1 - head_dim * unit)
+    group = q.shape[1] // k.shape[2]
+    keys = np.repeat(k, group, axis=2)
+    scale = 1 / np.sqrt(head_dim)
+    scores = np.einsum("bhd,bnhd->bhn", q, keys) * scale
+    magnitudes = np.einsum("bhd,bnhd->bhn", np.abs(q), np.abs(keys)) * scale
+    slope = 1 - np.tanh(scores / cap) ** 2
+    errors = (slope * (gamma * magnitudes + unit * np.abs(scores))
+              + 8 * unit * cap)
+    capped = cap * np.tanh(scores / cap)
+    bound = np.zeros(q.shape[:2])
+    for b, length in enumerate(lens):
+        if length:
+            row = capped[b, :, :length]
+            p = np.exp(row - row.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            bound[b] = (p * errors[b, :, :length]).sum(-1)
+    return bound
 
 
 def test_soft_cap_with_a_scale_and_small_scores():
