@@ -23,9 +23,10 @@ def check(out, lse, expected, expected_lse, dtype, context):
                             TOLERANCE[dtype], LSE_TOLERANCE, context)
 
 
-def run(inputs, lens, *, kv_layout="NHD", num_splits=None, scale=None,
-        window=None, cap=None):
-    """decode_attention(backend="cpu") against the reference."""
+def compute(inputs, lens, *, kv_layout="NHD", num_splits=None, scale=None,
+            window=None, cap=None):
+    """decode_attention(backend="cpu") and the reference: (out, lse,
+    expected, expected_lse, context)."""
     q, k, v = inputs.stored
     dtype = inputs.dtype
     out, lse = flashdecode.decode_attention(
@@ -36,10 +37,17 @@ def run(inputs, lens, *, kv_layout="NHD", num_splits=None, scale=None,
     expected, expected_lse = attention(
         *inputs.exact, lens, kv_layout=kv_layout, scale=scale,
         window_left=window, logits_soft_cap=cap)
-    check(out, lse, expected, expected_lse, dtype,
-          f"seed={inputs.seed} dtype={dtype} layout={kv_layout} "
-          f"lens={lens.tolist()} window={window} cap={cap} "
-          f"splits={num_splits} scale={scale}")
+    context = (f"seed={inputs.seed} dtype={dtype} layout={kv_layout} "
+               f"lens={lens.tolist()} window={window} cap={cap} "
+               f"splits={num_splits} scale={scale}")
+    return out, lse, expected, expected_lse, context
+
+
+def run(inputs, lens, **options):
+    """decode_attention(backend="cpu") against the reference."""
+    out, lse, expected, expected_lse, context = compute(inputs, lens,
+                                                        **options)
+    check(out, lse, expected, expected_lse, inputs.dtype, context)
     return out
 
 
@@ -108,13 +116,8 @@ def test_soft_cap_of_scores_far_beyond_it(dtype, cap):
     assert np.abs(scores).max() > 10 * cap  # far beyond the cap
     bound = soft_cap_rounding_bound(q, k, lens, cap)
     for num_splits in (1, 4):
-        out, lse = flashdecode.decode_attention(
-            *inputs.stored, lens, num_splits=num_splits, logits_soft_cap=cap,
-            return_lse=True,
-            dtype="bfloat16" if dtype == "bfloat16" else None)
-        expected, expected_lse = attention(q, k, v, lens, logits_soft_cap=cap)
-        context = (f"seed={inputs.seed} dtype={dtype} cap={cap} "
-                   f"splits={num_splits}")
+        out, lse, expected, expected_lse, context = compute(
+            inputs, lens, num_splits=num_splits, cap=cap)
         # Per row: the output within TOLERANCE of its largest magnitude plus
         # twice the bound times the largest |v| (each probability moves by
         # at most its own score's error and the row's mean one), the lse

@@ -178,16 +178,15 @@ TEST_P(RuntimeGPUFusedMerge, EveryLaunchLeavesTheCountersZero) {
   }
 }
 
-TEST(RuntimeDevice, DatasheetBandwidthFromTheMemoryClockAndBus) {
+class RuntimeDevice : public testing::Test, public KernelOnGPU {};
+
+TEST_F(RuntimeDevice, DatasheetBandwidthFromTheMemoryClockAndBus) {
   // fd-bench's roofline_fraction: two transfers per memory clock over the
   // bus width. fdemu's H200 reports its datasheet's 4.8 TB/s (6144 bits at
   // 3.125 GHz), its A100 2.039 TB/s; a GPU, its own.
-  std::unique_ptr<Device> device;
-  try {
-    device = std::make_unique<Device>();
-  } catch (const CudaError &error) {
-    GTEST_SKIP() << "no GPU: " << error.what();
-  }
+  openDevice();
+  if (IsSkipped())
+    return;
   double peak = device->getPeakDramBytesPerSecond();
   std::string name = device->getName();
   if (name == "fdemu (emulated H200)")
