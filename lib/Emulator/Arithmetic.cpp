@@ -173,49 +173,7 @@ bool executeArithmetic(const Instruction &inst, WarpState &warp,
   }
   if (isFloat(inst.type))
     return executeFloat(inst, warp, mask);
-  switch (inst.opcode) {
-  case Opcode::Add:
-  case Opcode::Sub:
-  case Opcode::Mul:
-  case Opcode::Mad:
-  case Opcode::Div:
-  case Opcode::Rem:
-  case Opcode::Min:
-  case Opcode::Max:
-  case Opcode::Abs:
-  case Opcode::Neg:
-  case Opcode::And:
-  case Opcode::Or:
-  case Opcode::Xor:
-  case Opcode::Not:
-  case Opcode::CNot:
-  case Opcode::Shl:
-  case Opcode::Shr:
-  case Opcode::Bfe:
-  case Opcode::Popc:
-  case Opcode::Clz:
-  case Opcode::Brev: {
-    unsigned bytes = inst.wide ? 2 * getTypeSize(inst.type)
-                     : inst.opcode == Opcode::Popc || inst.opcode == Opcode::Clz
-                         ? 4
-                         : getTypeSize(inst.type);
-    forEachLane(mask, [&](int lane) {
-      uint64_t result = integerOperation(
-          inst, readOperand(warp, inst.operands[1], lane),
-          readOperand(warp, inst.operands[2], lane),
-          inst.opcode == Opcode::Mad ? readOperand(warp, inst.operands[3], lane)
-          : inst.opcode == Opcode::Bfe
-              ? readOperand(warp, inst.operands[3], lane)
-              : 0);
-      writeDestination(warp, inst, lane,
-                       inst.type == Type::Pred ? result
-                                               : truncateTo(result, bytes));
-    });
-    return true;
-  }
-  default:
-    return false;
-  }
+  return executeInteger(inst, warp, mask);
 }
 
 std::string checkArithmeticImplemented(const Instruction &inst) {

@@ -31,10 +31,10 @@ bool executeFloat(const Instruction &inst, WarpState &warp, uint32_t mask);
 bool compareFloat(Compare compare, double x, double y);
 bool compareInteger(Compare compare, uint64_t x, uint64_t y, Type type);
 
-/// One lane's integer or bitwise result of `inst` on x, y (and z: mad's
-/// addend, bfe's length).
-uint64_t integerOperation(const Instruction &inst, uint64_t x, uint64_t y,
-                          uint64_t z);
+/// add, sub, mul, mad, div, rem, min, max, abs, neg, the bitwise and bit
+/// counting instructions on integer (or predicate) types for the lanes of
+/// `mask`; false for an opcode it does not handle.
+bool executeInteger(const Instruction &inst, WarpState &warp, uint32_t mask);
 /// prmt's default mode: bytes of {b, a} selected by `selector`'s nibbles.
 uint64_t permute(uint64_t a, uint64_t b, uint64_t selector);
 

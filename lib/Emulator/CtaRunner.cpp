@@ -44,6 +44,7 @@ void CtaRunner::run(uint64_t linear) {
   cta.triggeredDependents = false;
   cta.workAtLastGlobalAtomic.reset();
   cta.sectorsLoadedByCta.clear();
+  cta.lastAllocation = nullptr;
   smId = linear % request.numSMs;
   linearCta = linear;
   tracing =

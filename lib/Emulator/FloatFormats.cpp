@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 namespace flashdecode::emu {
 
@@ -49,8 +50,45 @@ double roundToInteger(double value, Rounding rounding, bool negative) {
 
 } // namespace
 
+namespace {
+
+/// Round to nearest even of a value whose result is a normal number of
+/// `format`, on the bits: the double's 53-bit significand loses its low
+/// 52 - mantissaBits bits, a carry out of the significand moving the
+/// exponent up. Empty where the result would be subnormal, infinite or NaN.
+std::optional<uint64_t> roundNormalToNearest(double value,
+                                             const Format &format) {
+  uint64_t bits = doubleToBits(value);
+  int exponent = static_cast<int>(bits >> 52 & 0x7FF) - 1023;
+  if (exponent < format.minExponent || exponent > format.maxExponent)
+    return std::nullopt;
+  int dropped = 52 - format.mantissaBits;
+  uint64_t significand = (bits & ((uint64_t(1) << 52) - 1)) | uint64_t(1) << 52;
+  uint64_t kept = significand >> dropped;
+  uint64_t rest = significand & ((uint64_t(1) << dropped) - 1);
+  uint64_t half = uint64_t(1) << (dropped - 1);
+  if (rest > half || (rest == half && (kept & 1)))
+    ++kept;
+  if (kept >> (format.mantissaBits + 1)) {
+    kept >>= 1;
+    if (++exponent > format.maxExponent)
+      return std::nullopt;
+  }
+  int totalBits = 1 + format.exponentBits + format.mantissaBits;
+  uint64_t sign = (bits >> 63) << (totalBits - 1);
+  uint64_t biased = exponent + ((1 << (format.exponentBits - 1)) - 1);
+  return sign | biased << format.mantissaBits |
+         (kept & ((uint64_t(1) << format.mantissaBits) - 1));
+}
+
+} // namespace
+
 uint64_t roundToFormat(double value, Type type, Rounding rounding) {
   Format format = getFormat(type);
+  // Most conversions: to nearest, to a normal result.
+  if (rounding == Rounding::None || rounding == Rounding::Rn)
+    if (std::optional<uint64_t> bits = roundNormalToNearest(value, format))
+      return *bits;
   int totalBits = 1 + format.exponentBits + format.mantissaBits;
   uint64_t signBit = uint64_t(1) << (totalBits - 1);
   uint64_t infinity = ((uint64_t(1) << format.exponentBits) - 1)
@@ -100,13 +138,16 @@ uint64_t roundToFormat(double value, Type type, Rounding rounding) {
 double halfBitsToDouble(uint16_t bits) {
   double sign = bits & 0x8000 ? -1.0 : 1.0;
   int exponent = (bits >> 10) & 0x1F;
-  int fraction = bits & 0x3FF;
+  uint64_t fraction = bits & 0x3FF;
   if (exponent == 0x1F)
     return fraction ? std::numeric_limits<double>::quiet_NaN()
                     : sign * std::numeric_limits<double>::infinity();
   if (exponent == 0)
-    return sign * std::ldexp(fraction, -24);
-  return sign * std::ldexp(fraction + 1024, exponent - 25);
+    return sign * (static_cast<double>(fraction) * 0x1p-24);
+  // A normal half is a normal double: rebias the exponent, widen the
+  // fraction.
+  return bitsToDouble(uint64_t(bits & 0x8000) << 48 |
+                      uint64_t(exponent - 15 + 1023) << 52 | fraction << 42);
 }
 
 double float8BitsToDouble(uint8_t bits, Type pairType) {

@@ -57,8 +57,6 @@ bool compareInteger(Compare compare, uint64_t x, uint64_t y, Type type) {
   }
 }
 
-/// f16/bf16 (and their x2 forms) and f64 arithmetic through double.
-
 namespace {
 
 unsigned __int128 widen(uint64_t value, unsigned bytes, bool isSignedType) {
@@ -68,105 +66,184 @@ unsigned __int128 widen(uint64_t value, unsigned bytes, bool isSignedType) {
              : static_cast<unsigned __int128>(truncateTo(value, bytes));
 }
 
+/// Writes `operation(a, b, c)` of the lanes of `mask` (c: the third source
+/// where the instruction has one, else 0), truncated to `resultBytes`
+/// unless a predicate. Each opcode picks its operation once per warp
+/// instruction, not per lane.
+template <typename Operation>
+void forEachLaneResult(const Instruction &inst, WarpState &warp, uint32_t mask,
+                       unsigned resultBytes, Operation operation) {
+  const Operand &a = inst.operands[1], &b = inst.operands[2],
+                &c = inst.operands[3];
+  bool hasThird = inst.opcode == Opcode::Mad || inst.opcode == Opcode::Bfe;
+  bool predicate = inst.type == Type::Pred;
+  forEachLane(mask, [&](int lane) {
+    uint64_t result =
+        operation(readOperand(warp, a, lane), readOperand(warp, b, lane),
+                  hasThird ? readOperand(warp, c, lane) : 0);
+    writeDestination(warp, inst, lane,
+                     predicate ? result : truncateTo(result, resultBytes));
+  });
+}
+
 } // namespace
 
-uint64_t integerOperation(const Instruction &inst, uint64_t x, uint64_t y,
-                          uint64_t z) {
+bool executeInteger(const Instruction &inst, WarpState &warp, uint32_t mask) {
   unsigned bytes = getTypeSize(inst.type);
   unsigned bits = bytes * 8;
   bool sign = isSigned(inst.type);
-  int64_t sx = signExtend(x, bytes), sy = signExtend(y, bytes);
-  uint64_t ux = truncateTo(x, bytes), uy = truncateTo(y, bytes);
+  bool predicate = inst.type == Type::Pred;
+  auto lanes = [&](auto operation) {
+    forEachLaneResult(inst, warp, mask, bytes, operation);
+    return true;
+  };
+  auto sx = [=](uint64_t x) { return signExtend(x, bytes); };
+  auto ux = [=](uint64_t x) { return truncateTo(x, bytes); };
   switch (inst.opcode) {
   case Opcode::Add:
   case Opcode::Sub: {
-    if (inst.saturate && sign) {
-      __int128 wide =
-          inst.opcode == Opcode::Add ? __int128(sx) + sy : __int128(sx) - sy;
-      __int128 high = (__int128(1) << (bits - 1)) - 1, low = -high - 1;
-      return static_cast<uint64_t>(wide > high  ? high
-                                   : wide < low ? low
-                                                : wide);
-    }
-    return inst.opcode == Opcode::Add ? x + y : x - y;
+    bool add = inst.opcode == Opcode::Add;
+    if (inst.saturate && sign)
+      return lanes([=](uint64_t x, uint64_t y, uint64_t) {
+        __int128 wide = add ? __int128(sx(x)) + sx(y) : __int128(sx(x)) - sx(y);
+        __int128 high = (__int128(1) << (bits - 1)) - 1, low = -high - 1;
+        return static_cast<uint64_t>(wide > high  ? high
+                                     : wide < low ? low
+                                                  : wide);
+      });
+    if (add)
+      return lanes([](uint64_t x, uint64_t y, uint64_t) { return x + y; });
+    return lanes([](uint64_t x, uint64_t y, uint64_t) { return x - y; });
   }
   case Opcode::Mul:
   case Opcode::Mad: {
-    unsigned __int128 product = widen(x, bytes, sign) * widen(y, bytes, sign);
+    // .wide: the product's low 2 x bits (the result type is twice as wide);
+    // .hi: its high bits; .lo: its low bits. Mad adds c (0 for mul).
+    unsigned shift = inst.high && !inst.wide ? bits : 0;
     if (inst.wide)
-      return static_cast<uint64_t>(product) + z;
-    if (inst.high)
-      return static_cast<uint64_t>(product >> bits) + z;
-    return static_cast<uint64_t>(product) + z;
+      bytes = 2 * bytes;
+    return lanes([=](uint64_t x, uint64_t y, uint64_t z) {
+      unsigned __int128 product =
+          widen(x, bits / 8, sign) * widen(y, bits / 8, sign);
+      return static_cast<uint64_t>(product >> shift) + z;
+    });
   }
   case Opcode::Div:
-    if (uy == 0)
-      return ~0ull;
-    if (sign)
-      return sy == -1 ? static_cast<uint64_t>(-sx) : sx / sy;
-    return ux / uy;
+    return lanes([=](uint64_t x, uint64_t y, uint64_t) -> uint64_t {
+      if (ux(y) == 0)
+        return ~0ull;
+      if (sign)
+        return sx(y) == -1 ? static_cast<uint64_t>(-sx(x)) : sx(x) / sx(y);
+      return ux(x) / ux(y);
+    });
   case Opcode::Rem:
-    if (uy == 0)
-      return x;
-    if (sign)
-      return sy == -1 ? 0 : sx % sy;
-    return ux % uy;
+    return lanes([=](uint64_t x, uint64_t y, uint64_t) -> uint64_t {
+      if (ux(y) == 0)
+        return x;
+      if (sign)
+        return sx(y) == -1 ? 0 : sx(x) % sx(y);
+      return ux(x) % ux(y);
+    });
   case Opcode::Min:
-    return sign ? (sx < sy ? sx : sy) : (ux < uy ? ux : uy);
-  case Opcode::Max:
-    return sign ? (sx > sy ? sx : sy) : (ux > uy ? ux : uy);
-  case Opcode::Abs:
-    return sx < 0 ? -static_cast<uint64_t>(sx) : sx;
-  case Opcode::Neg:
-    return -x;
-  case Opcode::And:
-    return inst.type == Type::Pred ? (x && y) : x & y;
-  case Opcode::Or:
-    return inst.type == Type::Pred ? (x || y) : x | y;
-  case Opcode::Xor:
-    return inst.type == Type::Pred ? (!x != !y) : x ^ y;
-  case Opcode::Not:
-    return inst.type == Type::Pred ? !x : ~x;
-  case Opcode::CNot:
-    return ux == 0;
-  case Opcode::Shl:
-    return truncateTo(y, 4) >= bits ? 0 : x << truncateTo(y, 4);
-  case Opcode::Shr: {
-    uint64_t amount = truncateTo(y, 4);
     if (sign)
-      return amount >= bits ? (sx < 0 ? ~0ull : 0) : sx >> amount;
-    return amount >= bits ? 0 : ux >> amount;
-  }
-  case Opcode::Bfe: {
+      return lanes([=](uint64_t x, uint64_t y, uint64_t) -> uint64_t {
+        return std::min(sx(x), sx(y));
+      });
+    return lanes([=](uint64_t x, uint64_t y, uint64_t) {
+      return std::min(ux(x), ux(y));
+    });
+  case Opcode::Max:
+    if (sign)
+      return lanes([=](uint64_t x, uint64_t y, uint64_t) -> uint64_t {
+        return std::max(sx(x), sx(y));
+      });
+    return lanes([=](uint64_t x, uint64_t y, uint64_t) {
+      return std::max(ux(x), ux(y));
+    });
+  case Opcode::Abs:
+    return lanes([=](uint64_t x, uint64_t, uint64_t) -> uint64_t {
+      return sx(x) < 0 ? -static_cast<uint64_t>(sx(x)) : sx(x);
+    });
+  case Opcode::Neg:
+    return lanes([](uint64_t x, uint64_t, uint64_t) { return -x; });
+  case Opcode::And:
+    if (predicate)
+      return lanes(
+          [](uint64_t x, uint64_t y, uint64_t) -> uint64_t { return x && y; });
+    return lanes([](uint64_t x, uint64_t y, uint64_t) { return x & y; });
+  case Opcode::Or:
+    if (predicate)
+      return lanes(
+          [](uint64_t x, uint64_t y, uint64_t) -> uint64_t { return x || y; });
+    return lanes([](uint64_t x, uint64_t y, uint64_t) { return x | y; });
+  case Opcode::Xor:
+    if (predicate)
+      return lanes([](uint64_t x, uint64_t y, uint64_t) -> uint64_t {
+        return !x != !y;
+      });
+    return lanes([](uint64_t x, uint64_t y, uint64_t) { return x ^ y; });
+  case Opcode::Not:
+    if (predicate)
+      return lanes(
+          [](uint64_t x, uint64_t, uint64_t) -> uint64_t { return !x; });
+    return lanes([](uint64_t x, uint64_t, uint64_t) { return ~x; });
+  case Opcode::CNot:
+    return lanes(
+        [=](uint64_t x, uint64_t, uint64_t) -> uint64_t { return ux(x) == 0; });
+  case Opcode::Shl:
+    return lanes([=](uint64_t x, uint64_t y, uint64_t) -> uint64_t {
+      uint64_t amount = truncateTo(y, 4);
+      return amount >= bits ? 0 : x << amount;
+    });
+  case Opcode::Shr:
+    if (sign)
+      return lanes([=](uint64_t x, uint64_t y, uint64_t) -> uint64_t {
+        uint64_t amount = truncateTo(y, 4);
+        return amount >= bits ? (sx(x) < 0 ? ~0ull : 0) : sx(x) >> amount;
+      });
+    return lanes([=](uint64_t x, uint64_t y, uint64_t) -> uint64_t {
+      uint64_t amount = truncateTo(y, 4);
+      return amount >= bits ? 0 : ux(x) >> amount;
+    });
+  case Opcode::Bfe:
     // Bit i is a[position + i] while i < length and position + i is inside
     // the type; every other bit is the field's sign (0 when unsigned), so
     // a field reaching past the top is sign-filled from there.
-    unsigned position = y & 0xFF, length = z & 0xFF;
-    if (length == 0)
-      return 0;
-    unsigned kept = position >= bits ? 0 : std::min(length, bits - position);
-    uint64_t field = 0;
-    if (kept >= 64)
-      field = ux;
-    else if (kept > 0)
-      field = (ux >> position) & ((uint64_t(1) << kept) - 1);
-    unsigned top = std::min(position + length - 1, bits - 1);
-    if (sign && kept < 64 && ((ux >> top) & 1))
-      field |= ~0ull << kept;
-    return field;
-  }
+    return lanes([=](uint64_t x, uint64_t y, uint64_t z) -> uint64_t {
+      unsigned position = y & 0xFF, length = z & 0xFF;
+      if (length == 0)
+        return 0;
+      unsigned kept = position >= bits ? 0 : std::min(length, bits - position);
+      uint64_t field = 0;
+      if (kept >= 64)
+        field = ux(x);
+      else if (kept > 0)
+        field = (ux(x) >> position) & ((uint64_t(1) << kept) - 1);
+      unsigned top = std::min(position + length - 1, bits - 1);
+      if (sign && kept < 64 && ((ux(x) >> top) & 1))
+        field |= ~0ull << kept;
+      return field;
+    });
   case Opcode::Popc:
-    return __builtin_popcountll(ux);
+    bytes = 4;
+    return lanes([=](uint64_t x, uint64_t, uint64_t) -> uint64_t {
+      return __builtin_popcountll(truncateTo(x, bits / 8));
+    });
   case Opcode::Clz:
-    return ux == 0 ? bits : __builtin_clzll(ux) - (64 - bits);
-  case Opcode::Brev: {
-    uint64_t reversed = 0;
-    for (unsigned i = 0; i < bits; ++i)
-      reversed |= ((ux >> i) & 1) << (bits - 1 - i);
-    return reversed;
-  }
+    bytes = 4;
+    return lanes([=](uint64_t x, uint64_t, uint64_t) -> uint64_t {
+      uint64_t value = truncateTo(x, bits / 8);
+      return value == 0 ? bits : __builtin_clzll(value) - (64 - bits);
+    });
+  case Opcode::Brev:
+    return lanes([=](uint64_t x, uint64_t, uint64_t) {
+      uint64_t reversed = 0;
+      for (unsigned i = 0; i < bits; ++i)
+        reversed |= ((ux(x) >> i) & 1) << (bits - 1 - i);
+      return reversed;
+    });
   default:
-    return 0;
+    return false;
   }
 }
 

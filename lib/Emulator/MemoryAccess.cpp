@@ -132,7 +132,11 @@ Target resolve(StateSpace space, WarpState &warp, int lane, uint64_t address,
               "programmatic stream serialization: the kernel before it on "
               "the stream may still be writing",
           lane};
-    Allocation *allocation = cta.memory->find(address, bytes);
+    // The lanes of a warp, and its instructions one after another, mostly
+    // access one allocation: try the last one found before the search.
+    Allocation *allocation = cta.lastAllocation;
+    if (!allocation || !allocation->contains(address, bytes))
+      allocation = cta.lastAllocation = cta.memory->find(address, bytes);
     if (!allocation)
       throw ExecutionError{kIllegalAddress,
                            std::to_string(bytes) + "-byte access at " +
@@ -155,17 +159,18 @@ void checkAndRecord(const Target &target, unsigned bytes, Access access,
   if (target.space == StateSpace::Global) {
     uint8_t *initialized = target.allocation->initialized.get() + target.offset;
     if (!isWrite)
-      for (unsigned i = 0; i < bytes; ++i)
-        if (!initialized[i])
-          throw ExecutionError{
-              kLaunchFailed,
-              "initcheck: " + std::to_string(bytes) + "-byte load at " +
-                  hexAddress(address) + " reads byte " +
-                  std::to_string(target.offset + i) + " of the allocation at " +
-                  hexAddress(target.allocation->base) + " (" +
-                  std::to_string(target.allocation->size) +
-                  " bytes), which nothing has written since cuMemAlloc",
-              lane};
+      if (const void *unwritten = std::memchr(initialized, 0, bytes)) {
+        unsigned i = static_cast<const uint8_t *>(unwritten) - initialized;
+        throw ExecutionError{
+            kLaunchFailed,
+            "initcheck: " + std::to_string(bytes) + "-byte load at " +
+                hexAddress(address) + " reads byte " +
+                std::to_string(target.offset + i) + " of the allocation at " +
+                hexAddress(target.allocation->base) + " (" +
+                std::to_string(target.allocation->size) +
+                " bytes), which nothing has written since cuMemAlloc",
+            lane};
+      }
     if (access != Access::Read)
       std::memset(initialized, 1, bytes);
     return;
@@ -274,14 +279,13 @@ void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
     }
     if (isAtomic) {
       checkAndRecord(target, bytes, Access::Atomic, warp, lane, address);
-      uint64_t old = 0;
-      std::memcpy(&old, target.bytes, bytes);
+      uint64_t old = loadValue(target.bytes, bytes);
       uint64_t updated =
           atomicResult(inst, old, readOperand(warp, data, lane),
                        inst.atomicOp == AtomicOp::Cas
                            ? readOperand(warp, inst.operands[3], lane)
                            : 0);
-      std::memcpy(target.bytes, &updated, bytes);
+      storeValue(target.bytes, updated, bytes);
       if (inst.opcode == Opcode::Atom &&
           inst.operands[0].registers[0] != kNoRegister)
         warp.reg(inst.operands[0].registers[0], lane) = old;
@@ -294,8 +298,7 @@ void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
                                                         : data.registers[0];
       uint8_t *bytesAt = target.bytes + i * element;
       if (isLoad) {
-        uint64_t value = 0;
-        std::memcpy(&value, bytesAt, element);
+        uint64_t value = loadValue(bytesAt, element);
         if (reg != kNoRegister)
           warp.reg(reg, lane) =
               isSigned(inst.type)
@@ -309,7 +312,7 @@ void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
           value = warp.reg(reg, lane);
         else // an immediate element of a vector
           value = data.elementValues[i];
-        std::memcpy(bytesAt, &value, element);
+        storeValue(bytesAt, value, element);
       }
     }
   });

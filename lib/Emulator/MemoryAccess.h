@@ -12,6 +12,7 @@
 #include "WarpState.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace flashdecode::emu {
 
@@ -29,6 +30,52 @@ struct Target {
 /// is not aligned to `alignment` or outside its memory.
 Target resolve(StateSpace space, WarpState &warp, int lane, uint64_t address,
                unsigned bytes, unsigned alignment);
+
+/// The little-endian value of the `bytes` (1, 2, 4 or 8) at `from`, read
+/// at its width: a memcpy of a variable size into a zeroed word stalls
+/// the load that follows it (store forwarding fails).
+inline uint64_t loadValue(const uint8_t *from, unsigned bytes) {
+  switch (bytes) {
+  case 1:
+    return *from;
+  case 2: {
+    uint16_t value;
+    std::memcpy(&value, from, 2);
+    return value;
+  }
+  case 4: {
+    uint32_t value;
+    std::memcpy(&value, from, 4);
+    return value;
+  }
+  default: {
+    uint64_t value;
+    std::memcpy(&value, from, 8);
+    return value;
+  }
+  }
+}
+
+/// Stores the low `bytes` (1, 2, 4 or 8) of `value` at `to`.
+inline void storeValue(uint8_t *to, uint64_t value, unsigned bytes) {
+  switch (bytes) {
+  case 1:
+    *to = static_cast<uint8_t>(value);
+    return;
+  case 2: {
+    uint16_t narrow = static_cast<uint16_t>(value);
+    std::memcpy(to, &narrow, 2);
+    return;
+  }
+  case 4: {
+    uint32_t narrow = static_cast<uint32_t>(value);
+    std::memcpy(to, &narrow, 4);
+    return;
+  }
+  default:
+    std::memcpy(to, &value, 8);
+  }
+}
 
 enum class Access { Read, Write, Atomic };
 
@@ -55,7 +102,9 @@ struct AccessCounter {
         sectors[numSectors++] = sector;
   }
   uint64_t distinctSectors() {
-    std::sort(sectors, sectors + numSectors);
+    // A coalesced access lists its sectors in order already.
+    if (!std::is_sorted(sectors, sectors + numSectors))
+      std::sort(sectors, sectors + numSectors);
     return std::unique(sectors, sectors + numSectors) - sectors;
   }
   /// distinctSectors() of a load, also added to the launch's load footprint
@@ -87,7 +136,8 @@ struct AccessCounter {
             words[numWords++] = sharedAddresses[lane] / 4 + word;
       if (!numWords)
         continue;
-      std::sort(words, words + numWords);
+      if (!std::is_sorted(words, words + numWords))
+        std::sort(words, words + numWords);
       numWords = std::unique(words, words + numWords) - words;
       unsigned perBank[32] = {};
       unsigned worst = 0;

@@ -17,50 +17,6 @@
 
 namespace flashdecode::emu {
 
-unsigned getTypeSize(Type type) {
-  switch (type) {
-  case Type::None:
-    return 0;
-  case Type::Pred:
-  case Type::B8:
-  case Type::U8:
-  case Type::S8:
-    return 1;
-  case Type::B16:
-  case Type::U16:
-  case Type::S16:
-  case Type::F16:
-  case Type::BF16:
-  case Type::E4M3x2:
-  case Type::E5M2x2:
-    return 2;
-  case Type::B32:
-  case Type::U32:
-  case Type::S32:
-  case Type::F32:
-  case Type::F16x2:
-  case Type::BF16x2:
-    return 4;
-  case Type::B64:
-  case Type::U64:
-  case Type::S64:
-  case Type::F64:
-    return 8;
-  }
-  return 0;
-}
-
-bool isSigned(Type type) {
-  return type == Type::S8 || type == Type::S16 || type == Type::S32 ||
-         type == Type::S64;
-}
-
-bool isFloat(Type type) {
-  return type == Type::F16 || type == Type::F16x2 || type == Type::BF16 ||
-         type == Type::BF16x2 || type == Type::F32 || type == Type::F64 ||
-         type == Type::E4M3x2 || type == Type::E5M2x2;
-}
-
 static const std::unordered_map<std::string, Type> &typeNames() {
   static const std::unordered_map<std::string, Type> names = {
       {"pred", Type::Pred}, {"b8", Type::B8},         {"b16", Type::B16},

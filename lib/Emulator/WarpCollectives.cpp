@@ -11,7 +11,6 @@
 
 #include "WarpState.h"
 
-
 namespace flashdecode::emu {
 namespace {
 

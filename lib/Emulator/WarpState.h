@@ -123,6 +123,9 @@ struct CtaState {
   /// Whether the latency model tells rereads apart (an L2 hit's latency is
   /// set): the set above is kept only then.
   bool tracksRereads = false;
+  /// The allocation the last global access found (no allocation changes
+  /// during a launch; reset per CTA).
+  Allocation *lastAllocation = nullptr;
 };
 
 /// A lane mask as errors print it: 0x and 8 hex digits.
