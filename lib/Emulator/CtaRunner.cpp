@@ -25,6 +25,8 @@ CtaRunner::CtaRunner(const LaunchRequest &request, DeviceMemory &memory,
   cta.lastWriter.resize(shared);
   cta.lastReader.resize(shared);
   threads = request.block[0] * request.block[1] * request.block[2];
+  if (request.coverage)
+    coverage.assign(kernel.code.size(), 0);
   cta.warps.resize((threads + kWarpSize - 1) / kWarpSize);
   for (WarpState &warp : cta.warps) {
     warp.registers.resize(static_cast<size_t>(kernel.numRegisters) * kWarpSize);
@@ -214,6 +216,9 @@ void CtaRunner::runWarp(WarpState &warp) {
           active |= 1u << lane;
       });
     }
+    if (!coverage.empty())
+      coverage[pc] |= (active ? kReachedGuardTrue : 0) |
+                      (active != mask ? kReachedGuardFalse : 0);
     uint64_t wavefronts = cta.counts.sharedWavefronts;
     uint64_t loadSectors = cta.counts.globalLoadSectors;
     cta.lastLoadReread = false;

@@ -40,6 +40,9 @@ public:
   static uint32_t getSharedBytes(const LaunchRequest &request);
 
   CtaState cta;
+  /// The CTAs' coverage of the kernel's instructions (LaunchRequest::coverage),
+  /// when the launch records it; empty otherwise.
+  std::vector<uint8_t> coverage;
 
 private:
   void startWarp(WarpState &warp, uint32_t index);

@@ -128,6 +128,10 @@ public:
   rt::CUstream_st &stream(rt::CUstream stream) {
     return stream ? *stream : defaultStream;
   }
+  /// FDEMU_COVERAGE=FILE: the coverage a launch of `kernel` adds to, kept
+  /// per kernel (name and code) and appended to FILE at exit
+  /// (DriverCoverage.cpp); null when unset.
+  std::vector<uint8_t> *coverageOf(std::shared_ptr<const Kernel> kernel);
   /// Runs (or, on a capturing stream, records) `operation`.
   rt::CUresult submit(rt::CUstream_st &stream, rt::Operation operation,
                       bool fromGraph);

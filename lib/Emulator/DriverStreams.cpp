@@ -143,6 +143,7 @@ static CUresult enqueueLaunch(CUfunction function, unsigned gridX,
   launch.traceCta = tracedCta();
   if (launch.traceCta >= 0)
     launch.traceStream = stderr;
+  launch.coverage = driver.coverageOf(function->kernel);
   launch.latencyModel = gpu.latencyModel;
   launch.smResources = gpu.smResources;
   launch.mmaProductsPerSum = gpu.mmaProductsPerSum;

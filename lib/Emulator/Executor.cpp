@@ -111,6 +111,8 @@ LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
     counters.globalStoreBytes += runner.cta.globalStoreBytes;
     counters.sharedBankConflicts += runner.cta.sharedBankConflicts;
     loadFootprint.merge(runner.cta.loadFootprint);
+    for (size_t i = 0; i < runner.coverage.size(); ++i)
+      (*request.coverage)[i] |= runner.coverage[i];
   };
   std::vector<std::thread> pool;
   for (unsigned i = 1; i < workers; ++i)

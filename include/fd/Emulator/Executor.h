@@ -109,7 +109,15 @@ struct LaunchRequest {
   /// cycle (the latency model's timeline); -1: none.
   int64_t traceCta = -1;
   std::FILE *traceStream = nullptr;
+  /// FDEMU_COVERAGE: one entry per instruction of the kernel, to which the
+  /// launch ORs kReachedGuardTrue when some lane executed it with its guard
+  /// true (bra: took it) and kReachedGuardFalse when some lane reached it
+  /// with its guard false (bra: fell through); null: not recorded.
+  std::vector<uint8_t> *coverage = nullptr;
 };
+
+constexpr uint8_t kReachedGuardTrue = 1;
+constexpr uint8_t kReachedGuardFalse = 2;
 
 struct LaunchResult {
   /// A CUresult: 0, or the error a GPU would give (700 illegal address,
