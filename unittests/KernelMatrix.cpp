@@ -4,6 +4,8 @@
 
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <utility>
 
@@ -272,11 +274,29 @@ void PrintTo(const MatrixConfig &config, std::ostream *os) {
   *os << describe(config);
 }
 
+int64_t getMatrixMaxKVHeads() {
+  const char *value = std::getenv("FD_MATRIX_MAX_KV_HEADS");
+  if (!value || !*value)
+    return 2;
+  char *end = nullptr;
+  long long heads = std::strtoll(value, &end, 10);
+  if (*end != '\0' || heads < 1) {
+    std::fprintf(stderr,
+                 "FD_MATRIX_MAX_KV_HEADS='%s' is not a positive integer\n",
+                 value);
+    std::exit(2);
+  }
+  return heads;
+}
+
 KernelConfig toKernelConfig(const MatrixConfig &matrixConfig) {
   KernelConfig config;
   config.headDim = matrixConfig.headDim;
-  config.numQueryHeads = std::lcm<int64_t>(32, matrixConfig.groupSize);
-  config.numKVHeads = config.numQueryHeads / matrixConfig.groupSize;
+  static const int64_t maxKVHeads = getMatrixMaxKVHeads();
+  config.numKVHeads = std::min(
+      std::lcm<int64_t>(32, matrixConfig.groupSize) / matrixConfig.groupSize,
+      maxKVHeads);
+  config.numQueryHeads = config.numKVHeads * matrixConfig.groupSize;
   config.queryLength = matrixConfig.queryLength;
   config.elementType = matrixConfig.type;
   config.cacheLayout = matrixConfig.layout;

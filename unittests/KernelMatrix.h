@@ -27,7 +27,7 @@ namespace flashdecode::test {
 struct MatrixConfig {
   ElementType type;
   int64_t headDim;
-  /// Hq / Hkv, with Hq = lcm(32, Hq / Hkv): 32 for powers of two.
+  /// Hq / Hkv (the heads: toKernelConfig).
   int64_t groupSize;
   int64_t queryLength;
   /// 0: dense.
@@ -64,8 +64,13 @@ std::string describe(const MatrixConfig &config);
 /// gtest prints the configuration in test listings by its name.
 void PrintTo(const MatrixConfig &config, std::ostream *os);
 
-/// What fd-compile compiles for `config`: Hq = lcm(32, Hq / Hkv), 4 splits,
-/// with the lse.
+/// What fd-compile compiles for `config`: 4 splits, with the lse, and
+/// Hkv = min(lcm(32, G) / G, FD_MATRIX_MAX_KV_HEADS) heads of G = Hq / Hkv
+/// query heads each. FD_MATRIX_MAX_KV_HEADS is 2 by default: two KV heads
+/// run every path of the kernels that 32 run (for every configuration, the
+/// same instructions and guards each way on fdemu,
+/// tools/compare_matrix_coverage.sh) in a sixteenth of the CTAs; 32 gives
+/// Hq = lcm(32, G), the heads the matrix had before (bench/RESULTS.md).
 KernelConfig toKernelConfig(const MatrixConfig &config);
 
 /// Every configuration of the matrix, part by part.
