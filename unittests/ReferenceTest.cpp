@@ -2,6 +2,7 @@
 
 #include "APFloatOracle.h"
 #include "ReferenceProblems.h"
+#include "TestInputs.h"
 
 #include "fd/Reference/Reference.h"
 
@@ -17,6 +18,7 @@ using flashdecode::test::apfloatBits;
 using flashdecode::test::apfloatValue;
 using flashdecode::test::fillNormal;
 using flashdecode::test::sameFloat;
+using flashdecode::test::Seeded;
 using flashdecode::test::singleHead;
 
 namespace {
@@ -32,8 +34,11 @@ TEST(Reference, DecodesEvery16BitPattern) {
   }
 }
 
-TEST(Reference, RoundsFloatsToNearestEven) {
-  std::mt19937 random(std::random_device{}());
+/// Random bit patterns from FD_TEST_SEED or a fresh seed (TestInputs.h).
+class ReferenceRounding : public testing::Test, protected Seeded {};
+
+TEST_F(ReferenceRounding, RoundsFloatsToNearestEven) {
+  SCOPED_TRACE(seedNote());
   std::uniform_int_distribution<uint32_t> anyBits;
   std::vector<float> values = {0.0f,
                                -0.0f,
