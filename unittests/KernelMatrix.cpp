@@ -293,9 +293,9 @@ KernelConfig toKernelConfig(const MatrixConfig &matrixConfig) {
   KernelConfig config;
   config.headDim = matrixConfig.headDim;
   static const int64_t maxKVHeads = getMatrixMaxKVHeads();
-  config.numKVHeads = std::min(
-      std::lcm<int64_t>(32, matrixConfig.groupSize) / matrixConfig.groupSize,
-      maxKVHeads);
+  config.numKVHeads = std::min(std::lcm<int64_t>(32, matrixConfig.groupSize) /
+                                   matrixConfig.groupSize,
+                               maxKVHeads);
   config.numQueryHeads = config.numKVHeads * matrixConfig.groupSize;
   config.queryLength = matrixConfig.queryLength;
   config.elementType = matrixConfig.type;
@@ -315,6 +315,17 @@ KernelConfig toKernelConfig(const MatrixConfig &matrixConfig) {
   config.kvScaleGranularity = matrixConfig.kvScale;
   config.fusedMerge = matrixConfig.fusedMerge;
   return config;
+}
+
+llvm::Expected<CompiledKernels>
+compileMatrixConfig(const MatrixConfig &config) {
+  CompileOptions options;
+  options.useMemoryCache = false;
+  options.cacheDirectory = FD_MATRIX_CACHE_DIR;
+  auto kernels = compile(toKernelConfig(config), options);
+  if (!kernels)
+    return kernels.takeError();
+  return **kernels;
 }
 
 std::vector<MatrixConfig> getKernelMatrix() {

@@ -73,6 +73,14 @@ void PrintTo(const MatrixConfig &config, std::ostream *os);
 /// Hq = lcm(32, G), the heads the matrix had before (bench/RESULTS.md).
 KernelConfig toKernelConfig(const MatrixConfig &config);
 
+/// The kernels of `config`, compiled once for both matrix tests: through
+/// the JIT's disk cache in the build tree (FD_MATRIX_CACHE_DIR; the key holds
+/// the compiler's source hash), so whichever of PTXAssemblyTest and
+/// KernelMatrixOnGPUTest runs a configuration second reads what the first
+/// compiled (the cache hands out the same bytes or recompiles:
+/// KernelCacheTest, KernelCacheProcessesTest).
+llvm::Expected<CompiledKernels> compileMatrixConfig(const MatrixConfig &config);
+
 /// Every configuration of the matrix, part by part.
 std::vector<MatrixConfig> getKernelMatrix();
 

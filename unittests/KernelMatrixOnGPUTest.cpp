@@ -1,8 +1,8 @@
 //===- KernelMatrixOnGPUTest.cpp - Every matrix kernel on a GPU -----------===//
 //
 // Compiles every configuration of the kernel matrix (KernelMatrix.h: what
-// PTXAssemblyTest assembles) in process and runs it on a GPU — in `make
-// test` on fdemu, whose every launch is checked for out-of-bounds,
+// PTXAssemblyTest assembles, compiled once for both) and runs it on a GPU —
+// in `make test` on fdemu, whose every launch is checked for out-of-bounds,
 // uninitialized and racy accesses — against the float64 reference on fresh
 // random inputs (FD_TEST_SEED=N repeats a run): sequences of an odd length
 // the chunks do not divide, of none, one key and fewer keys than splits,
@@ -33,8 +33,7 @@ protected:
     openDevice();
     if (IsSkipped())
       return;
-    llvm::Expected<CompiledKernels> kernels =
-        compileUncached(toKernelConfig(GetParam()));
+    llvm::Expected<CompiledKernels> kernels = compileMatrixConfig(GetParam());
     ASSERT_TRUE(static_cast<bool>(kernels))
         << llvm::toString(kernels.takeError());
     bundle.manifest = Manifest::parse(kernels->manifest);

@@ -28,8 +28,7 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
   std::optional<std::string> ptxas = findPtxas();
   if (!ptxas)
     GTEST_SKIP() << "ptxas not found (/usr/local/cuda/bin/ptxas or PATH)";
-  llvm::Expected<CompiledKernels> kernels =
-      compileUncached(toKernelConfig(GetParam()));
+  llvm::Expected<CompiledKernels> kernels = compileMatrixConfig(GetParam());
   ASSERT_TRUE(static_cast<bool>(kernels))
       << llvm::toString(kernels.takeError());
   // The manifest's shared memory, read from the IR's workgroup buffers,
