@@ -21,6 +21,7 @@ test=$build/unittests/KernelMatrixOnGPUTest
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export FD_CUDA_DRIVER=$build/lib/libfdemu.so FDEMU_PTXAS= FDEMU_THREADS=1
+unset FD_MATRIX_MAX_KV_HEADS # "default": the matrix's own
 export MAX_KV_HEADS=${MAX_KV_HEADS:-32} work test
 
 compare_one() {
@@ -28,15 +29,11 @@ compare_one() {
   dir=$work/$(echo "$name" | tr '/' '_')
   mkdir -p "$dir"
   for heads in default "$MAX_KV_HEADS"; do
-    if [ "$heads" = default ]; then
-      env -u FD_MATRIX_MAX_KV_HEADS FDEMU_COVERAGE="$dir/$heads" \
-        "$test" --gtest_filter="$name" > "$dir/$heads.log" 2>&1 ||
-        { echo "FAILED $name at default heads"; return; }
-    else
-      FD_MATRIX_MAX_KV_HEADS=$heads FDEMU_COVERAGE="$dir/$heads" \
-        "$test" --gtest_filter="$name" > "$dir/$heads.log" 2>&1 ||
-        { echo "FAILED $name at $heads KV heads"; return; }
-    fi
+    setting=()
+    [ "$heads" = default ] || setting=(FD_MATRIX_MAX_KV_HEADS="$heads")
+    env "${setting[@]}" FDEMU_COVERAGE="$dir/$heads" \
+      "$test" --gtest_filter="$name" > "$dir/$heads.log" 2>&1 ||
+      { echo "FAILED $name at $heads KV heads"; return; }
     # Per kernel its guarded instructions in order (branches included),
     # each with its opcode and flags, and how many instructions never ran:
     # the heads are constants of the PTX, whose arithmetic on them differs

@@ -274,7 +274,8 @@ void PrintTo(const MatrixConfig &config, std::ostream *os) {
   *os << describe(config);
 }
 
-int64_t getMatrixMaxKVHeads() {
+/// FD_MATRIX_MAX_KV_HEADS, 2 when unset (toKernelConfig).
+static int64_t getMatrixMaxKVHeads() {
   const char *value = std::getenv("FD_MATRIX_MAX_KV_HEADS");
   if (!value || !*value)
     return 2;

@@ -93,10 +93,13 @@ bool executeInteger(const Instruction &inst, WarpState &warp, uint32_t mask) {
   unsigned bits = bytes * 8;
   bool sign = isSigned(inst.type);
   bool predicate = inst.type == Type::Pred;
-  auto lanes = [&](auto operation) {
-    forEachLaneResult(inst, warp, mask, bytes, operation);
+  // Results as wide as the type, or `resultBytes` (mul/mad .wide: twice
+  // that; popc, clz: 4).
+  auto lanesTo = [&](unsigned resultBytes, auto operation) {
+    forEachLaneResult(inst, warp, mask, resultBytes, operation);
     return true;
   };
+  auto lanes = [&](auto operation) { return lanesTo(bytes, operation); };
   auto sx = [=](uint64_t x) { return signExtend(x, bytes); };
   auto ux = [=](uint64_t x) { return truncateTo(x, bytes); };
   switch (inst.opcode) {
@@ -120,11 +123,9 @@ bool executeInteger(const Instruction &inst, WarpState &warp, uint32_t mask) {
     // .wide: the product's low 2 x bits (the result type is twice as wide);
     // .hi: its high bits; .lo: its low bits. Mad adds c (0 for mul).
     unsigned shift = inst.high && !inst.wide ? bits : 0;
-    if (inst.wide)
-      bytes = 2 * bytes;
-    return lanes([=](uint64_t x, uint64_t y, uint64_t z) {
-      unsigned __int128 product =
-          widen(x, bits / 8, sign) * widen(y, bits / 8, sign);
+    unsigned resultBytes = inst.wide ? 2 * bytes : bytes;
+    return lanesTo(resultBytes, [=](uint64_t x, uint64_t y, uint64_t z) {
+      unsigned __int128 product = widen(x, bytes, sign) * widen(y, bytes, sign);
       return static_cast<uint64_t>(product >> shift) + z;
     });
   }
@@ -225,15 +226,12 @@ bool executeInteger(const Instruction &inst, WarpState &warp, uint32_t mask) {
       return field;
     });
   case Opcode::Popc:
-    bytes = 4;
-    return lanes([=](uint64_t x, uint64_t, uint64_t) -> uint64_t {
-      return __builtin_popcountll(truncateTo(x, bits / 8));
+    return lanesTo(4, [=](uint64_t x, uint64_t, uint64_t) -> uint64_t {
+      return __builtin_popcountll(ux(x));
     });
   case Opcode::Clz:
-    bytes = 4;
-    return lanes([=](uint64_t x, uint64_t, uint64_t) -> uint64_t {
-      uint64_t value = truncateTo(x, bits / 8);
-      return value == 0 ? bits : __builtin_clzll(value) - (64 - bits);
+    return lanesTo(4, [=](uint64_t x, uint64_t, uint64_t) -> uint64_t {
+      return ux(x) == 0 ? bits : __builtin_clzll(ux(x)) - (64 - bits);
     });
   case Opcode::Brev:
     return lanes([=](uint64_t x, uint64_t, uint64_t) {
