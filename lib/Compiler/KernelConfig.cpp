@@ -1,7 +1,6 @@
 //===- KernelConfig.cpp - What a compiled attention kernel is for ---------===//
 
 #include "fd/Compiler/KernelConfig.h"
-#include "fd/Conversion/FDToGPU/FDToGPU.h"
 
 #include <cmath>
 #include <cstdio>
@@ -50,13 +49,14 @@ std::string KernelConfig::validate() const {
       batch, numKVHeads, maxLength, getPlannerOptions(), /*wordSeparator=*/'_');
   if (!planner.empty())
     return planner;
-  int minimumPTX = mlir::fd::getMinimumPTXVersion(arch);
-  if (minimumPTX == 0)
-    return "arch '" + arch +
-           "' is not supported: expected sm_80, sm_86, sm_89, sm_90 or sm_90a";
-  if (ptxVersion < minimumPTX)
+  const Chip *chip = findChip(arch);
+  if (!chip)
+    return "arch '" + arch + "' is not supported: expected " +
+           getChipNameList();
+  if (ptxVersion < chip->minimumPTXVersion)
     return "ptx_version " + std::to_string(ptxVersion) + " is too old for " +
-           arch + ": expected at least " + std::to_string(minimumPTX);
+           arch + ": expected at least " +
+           std::to_string(chip->minimumPTXVersion);
   return "";
 }
 

@@ -1,6 +1,7 @@
 //===- Runtime.cpp - Devices, buffers, modules and decode plans ----------===//
 
 #include "fd/Runtime/Runtime.h"
+#include "fd/Planning/Chip.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -59,14 +60,13 @@ std::pair<int, int> Device::getComputeCapability() const {
 }
 
 std::string getTargetForComputeCapability(int major, int minor) {
-  if (major < 8)
+  const Chip *chip = getChipForComputeCapability(major, minor);
+  if (!chip)
     throw std::invalid_argument(
         "compute capability " + std::to_string(major) + "." +
-        std::to_string(minor) +
-        " is not supported: the kernels need sm_80 or newer");
-  if (major == 8)
-    return minor >= 9 ? "sm_89" : minor >= 6 ? "sm_86" : "sm_80";
-  return "sm_90";
+        std::to_string(minor) + " is not supported: the kernels need " +
+        std::string(getChips().front().name) + " or newer");
+  return std::string(chip->name);
 }
 
 std::optional<int> getDeviceOfPointer(const DriverApi &driver,
@@ -83,12 +83,8 @@ std::optional<int> getDeviceOfPointer(const DriverApi &driver,
 }
 
 bool canLoadTarget(const std::string &target, int major, int minor) {
-  if (target.rfind("sm_", 0) != 0)
-    return false;
-  int version = std::atoi(target.c_str() + 3);
-  bool specific = !target.empty() && target.back() == 'a';
-  return specific ? version == major * 10 + minor
-                  : version <= major * 10 + minor;
+  const Chip *chip = findChip(target);
+  return chip && canRunOn(*chip, major, minor);
 }
 
 std::string Device::getName() const {

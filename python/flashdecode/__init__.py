@@ -44,10 +44,11 @@ __all__ = ["compile", "plan_splits", "decode_attention", "Kernel", "Decoder",
 CudaError = _native.CudaError
 
 
-def plan_splits(batch, num_kv_heads, max_len, sm_count=132, *,
-                blocks_per_sm=None, min_chunk_length=None, max_splits=None,
-                num_q_heads=None, head_dim=None, query_len=1, kv_dtype=None,
-                fused_merge=False, dtype=None):
+def plan_splits(batch, num_kv_heads, max_len,
+                sm_count=_native.DEFAULT_SM_COUNT, *, blocks_per_sm=None,
+                min_chunk_length=None, max_splits=None, num_q_heads=None,
+                head_dim=None, query_len=1, kv_dtype=None, fused_merge=False,
+                dtype=None):
     """The split count fd-split-kv chooses for this problem (same function).
 
     blocks_per_sm (4), min_chunk_length (128), max_splits (512): the
@@ -90,9 +91,10 @@ class Kernel:
 
 
 def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
-            num_splits="auto", kv_layout="NHD", arch="sm_90", batch=1,
-            max_len=4096, *, query_len=1, scale=None, return_lse=False,
-            sm_count=132, blocks_per_sm=None, min_chunk_length=None,
+            num_splits="auto", kv_layout="NHD", arch=_native.DEFAULT_ARCH,
+            batch=1, max_len=4096, *, query_len=1, scale=None,
+            return_lse=False, sm_count=_native.DEFAULT_SM_COUNT,
+            blocks_per_sm=None, min_chunk_length=None,
             max_splits=None, window_left=None, logits_soft_cap=None,
             with_sinks=False, with_alibi=False, with_query_lens=False,
             kv_dtype=None, kv_scale=None, fused_merge=False):

@@ -86,7 +86,8 @@ def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
             problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
             problem.query_len, _DTYPES[dtype], problem.layout,
             problem.page_size, splits, split_kv, scale, return_lse,
-            planned[0], planned[1], 132, "sm_90", **planner,
+            planned[0], planned[1], _native.DEFAULT_SM_COUNT,
+            _native.DEFAULT_ARCH, **planner,
             window_left=window_left, logits_soft_cap=logits_soft_cap,
             **flags, **kv_options))
         _cpu_kernels[key] = kernel

@@ -443,7 +443,8 @@ def _fused_max_splits(head_dim, num_q_heads, num_kv_heads, query_len, dtype,
     planner's max_splits (the compiler's cap for num_splits="auto")."""
     return _native.KernelConfig(
         head_dim, num_q_heads, num_kv_heads, query_len, _DTYPES[dtype], "NHD",
-        0, 0, True, None, False, 1, 4096, 132, "sm_90", **dict(planner),
+        0, 0, True, None, False, 1, 4096, _native.DEFAULT_SM_COUNT,
+        _native.DEFAULT_ARCH, **dict(planner),
         with_alibi=with_alibi, fused_merge=True,
         **_fp8.config_options(kv_format, granularity)).automatic_max_splits()
 

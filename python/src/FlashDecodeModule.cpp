@@ -13,6 +13,7 @@
 #include "fd/Compiler/CPUAttentionKernel.h"
 #include "fd/Compiler/Compile.h"
 #include "fd/Dialect/FD/Utils/AttentionUtils.h"
+#include "fd/Planning/Chip.h"
 #include "fd/Planning/SplitPlanner.h"
 
 #include <pybind11/stl.h>
@@ -251,6 +252,10 @@ void *flashdecode::python::checkedData(const py::array &array, size_t bytes,
 
 PYBIND11_MODULE(_flashdecode, module) {
   module.doc() = "Native part of flashdecode; use the flashdecode package.";
+  // The chip table's default target (fd/Planning/Chip.h), which every
+  // interface compiles for when none is named.
+  module.attr("DEFAULT_ARCH") = std::string(kDefaultChipName);
+  module.attr("DEFAULT_SM_COUNT") = getDefaultChip().defaultSMCount;
 
   module.def(
       "attended_length",

@@ -4,6 +4,7 @@
 #define FD_COMPILER_KERNELCONFIG_H
 
 #include "fd/Dialect/FD/IR/FDEnums.h"
+#include "fd/Planning/Chip.h"
 #include "fd/Planning/SplitPlanner.h"
 
 #include <cstdint>
@@ -76,13 +77,13 @@ struct KernelConfig {
   bool fusedMerge = false;
   int64_t batch = 1;
   int64_t maxLength = 4096;
-  int64_t smCount = 132;
+  int64_t smCount = getDefaultChip().defaultSMCount;
   /// The split planner's other knobs (fd/Planning/SplitPlanner.h).
   int64_t blocksPerSM = 4;
   int64_t minChunkLength = 128;
   int64_t maxSplits = 512;
   /// GPU target of the PTX: sm_80, sm_86, sm_89, sm_90, sm_90a.
-  std::string arch = "sm_90";
+  std::string arch = std::string(kDefaultChipName);
   /// PTX ISA version times ten; at least what `arch` needs (78 for sm_90).
   int ptxVersion = 80;
 

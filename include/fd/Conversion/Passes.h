@@ -5,6 +5,7 @@
 
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Conversion/FDToLoops/FDToLoops.h"
+#include "fd/Planning/Chip.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::fd {

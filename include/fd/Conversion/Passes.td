@@ -74,11 +74,12 @@ def ConvertFDToGPU : Pass<"convert-fd-to-gpu", "ModuleOp"> {
     unsplit kernel).
   }];
   let options = [
-    Option<"chip", "chip", "std::string", /*default=*/"\"sm_80\"",
+    Option<"chip", "chip", "std::string",
+           /*default=*/"std::string(::flashdecode::kDefaultChipName)",
            "The GPU the kernels are for (sm_80, sm_86, sm_89, sm_90, "
-           "sm_90a): decides how fp8 caches are decoded and whether the "
-           "kernels take part in programmatic dependent launch (sm_90+); "
-           "the default is the form every chip runs">,
+           "sm_90a; default sm_90, fd/Planning/Chip.h's): decides how fp8 "
+           "caches are decoded and whether the kernels take part in "
+           "programmatic dependent launch (sm_90+)">,
     Option<"fuseMerge", "fuse-merge", "bool", /*default=*/"false",
            "Merge in the partial kernel: the last block of each (sequence, "
            "KV head) to finish merges its rows (counted in a zeroed i32 "
@@ -103,7 +104,8 @@ def FDCheckNVVMTarget : Pass<"fd-check-nvvm-target", "ModuleOp"> {
     NVPTX backend later).
   }];
   let options = [
-    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+    Option<"chip", "chip", "std::string",
+           /*default=*/"std::string(::flashdecode::kDefaultChipName)",
            "Target GPU">,
     Option<"ptxVersion", "ptx-version", "int", /*default=*/"80",
            "PTX ISA version times ten">

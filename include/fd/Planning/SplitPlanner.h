@@ -10,6 +10,7 @@
 #ifndef FD_PLANNING_SPLITPLANNER_H
 #define FD_PLANNING_SPLITPLANNER_H
 
+#include "fd/Planning/Chip.h"
 #include "fd/Planning/KernelChoice.h"
 
 #include <cstdint>
@@ -18,8 +19,9 @@
 namespace flashdecode {
 
 struct SplitPlannerOptions {
-  /// Streaming multiprocessors of the target (H100/H200 SXM: 132).
-  int64_t smCount = 132;
+  /// Streaming multiprocessors of the target (the default chip's: an
+  /// H100/H200 SXM's 132).
+  int64_t smCount = getDefaultChip().defaultSMCount;
   /// Partial-kernel blocks one SM runs at once: a wave holds smCount *
   /// blocksPerSM blocks. One 128-thread block alone on an SM is
   /// latency-bound, far below the SM's share of HBM bandwidth: measured on

@@ -59,17 +59,18 @@ private:
   CUcontext context = nullptr;
 };
 
-/// The PTX target to compile for a GPU of compute capability major.minor:
-/// sm_80 for 8.0, sm_86 for 8.6 and 8.7, sm_89 for 8.9, sm_90 for 9.x, and
-/// for newer GPUs sm_90 too (PTX is forward-compatible: the driver JIT
-/// compiles it for the newer GPU). Throws std::invalid_argument below 8.0,
-/// which the kernels do not support.
+/// The PTX target to compile for a GPU of compute capability major.minor
+/// (getChipForComputeCapability, fd/Planning/Chip.h): sm_80 for 8.0, sm_86
+/// for 8.6 and 8.7, sm_89 for 8.9, sm_90 for 9.x, and for newer GPUs sm_90
+/// too (PTX is forward-compatible: the driver JIT compiles it for the newer
+/// GPU). Throws std::invalid_argument below 8.0, which the kernels do not
+/// support.
 std::string getTargetForComputeCapability(int major, int minor);
 
 /// Whether a GPU of compute capability major.minor can load PTX compiled
-/// for `target` ("sm_80", "sm_90a", ...): the target's version must not
-/// exceed the GPU's, and an architecture-specific target ("a") loads only on
-/// exactly its GPU.
+/// for `target` ("sm_80", "sm_90a", ...; false for a target the chip table
+/// does not have): the target's version must not exceed the GPU's, and an
+/// architecture-specific target ("a") loads only on exactly its GPU.
 bool canLoadTarget(const std::string &target, int major, int minor);
 
 /// The ordinal of the device whose memory `address` points into (the

@@ -1,6 +1,7 @@
 //===- CheckNVVMTargetPass.cpp - The fd-check-nvvm-target pass ------------===//
 
 #include "fd/Conversion/Passes.h"
+#include "fd/Planning/Chip.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -22,20 +23,18 @@ struct FDCheckNVVMTargetPass
   void runOnOperation() override {
     // Reported at the module's location, without printing the module.
     Location loc = getOperation().getLoc();
-    std::string target = chip;
-    int version = ptxVersion;
-    int minimum = getMinimumPTXVersion(target);
-    if (minimum == 0) {
-      emitError(loc)
-          << "fd-lower-to-ptx: chip '" << target
-          << "' is not supported: expected sm_80, sm_86, sm_89, sm_90 or "
-             "sm_90a";
+    const ::flashdecode::Chip *target = ::flashdecode::findChip(chip);
+    if (!target) {
+      emitError(loc) << "fd-lower-to-ptx: chip '" << chip
+                     << "' is not supported: expected "
+                     << ::flashdecode::getChipNameList();
       return signalPassFailure();
     }
-    if (version < minimum) {
+    int version = ptxVersion;
+    if (version < target->minimumPTXVersion) {
       emitError(loc) << "fd-lower-to-ptx: ptx-version " << version
-                     << " is too old for " << target << ": expected at least "
-                     << minimum;
+                     << " is too old for " << chip << ": expected at least "
+                     << target->minimumPTXVersion;
       return signalPassFailure();
     }
   }

@@ -3,6 +3,7 @@
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Conversion/Passes.h"
 #include "fd/Dialect/FD/IR/FD.h"
+#include "fd/Planning/Chip.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -28,11 +29,11 @@ struct ConvertFDToGPUPass
   using Base::Base;
 
   void runOnOperation() override {
-    if (!getMinimumPTXVersion(chip)) {
-      getOperation().emitError()
-          << "convert-fd-to-gpu: chip '" << chip
-          << "' is not supported: expected sm_80, sm_86, sm_89, sm_90 or "
-             "sm_90a";
+    const ::flashdecode::Chip *gpu = ::flashdecode::findChip(chip);
+    if (!gpu) {
+      getOperation().emitError() << "convert-fd-to-gpu: chip '" << chip
+                                 << "' is not supported: expected "
+                                 << ::flashdecode::getChipNameList();
       return signalPassFailure();
     }
     // The patterns' preconditions first, each failure reported on its op,
@@ -56,7 +57,7 @@ struct ConvertFDToGPUPass
     target.addIllegalDialect<FDDialect>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(&getContext());
-    populateFDToGPUConversionPatterns(patterns, chip, fuseMerge);
+    populateFDToGPUConversionPatterns(patterns, *gpu, fuseMerge);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       return signalPassFailure();
@@ -64,7 +65,7 @@ struct ConvertFDToGPUPass
     // (one per value, at the top of each region) and drop what is unused, so
     // that the IR reads as it reaches the NVVM lowering.
     (void)applyPatternsGreedily(getOperation(), FrozenRewritePatternSet());
-    if (hasGridDependencyControl(chip))
+    if (gpu->hasGridDependencyControl)
       getOperation().walk(addGridDependencyControl);
   }
 

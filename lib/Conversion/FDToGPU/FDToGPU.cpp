@@ -14,33 +14,12 @@
 #include "fd/Dialect/FD/IR/FD.h"
 #include "fd/Planning/KernelChoice.h"
 
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 
 using namespace mlir;
 using namespace mlir::fd;
-
-int mlir::fd::getMinimumPTXVersion(llvm::StringRef chip) {
-  return llvm::StringSwitch<int>(chip)
-      .Case("sm_80", 70)
-      .Case("sm_86", 71)
-      .Case("sm_89", 78)
-      .Case("sm_90", 78)
-      .Case("sm_90a", 78)
-      .Default(0);
-}
-
-bool mlir::fd::hasFloat8Conversions(llvm::StringRef chip) {
-  // sm_89 has them too, but from PTX ISA 8.1 only: it keeps the bit
-  // operations and the 7.8 every other kernel needs there.
-  return chip == "sm_90" || chip == "sm_90a";
-}
-
-bool mlir::fd::hasGridDependencyControl(llvm::StringRef chip) {
-  return chip == "sm_90" || chip == "sm_90a";
-}
 
 PartialKernelLayout
 PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
@@ -88,9 +67,9 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
   return layout;
 }
 
-void mlir::fd::populateFDToGPUConversionPatterns(RewritePatternSet &patterns,
-                                                 llvm::StringRef chip,
-                                                 bool fuseMerge) {
+void mlir::fd::populateFDToGPUConversionPatterns(
+    RewritePatternSet &patterns, const ::flashdecode::Chip &chip,
+    bool fuseMerge) {
   detail::populatePartialAttentionToGPUPatterns(patterns, chip, fuseMerge);
   detail::populateMergeToGPUPatterns(patterns);
 }

@@ -12,6 +12,7 @@
 #include "PopulatePatterns.h"
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Dialect/FD/IR/FD.h"
+#include "fd/Planning/Chip.h"
 #include "fd/Planning/KernelChoice.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -25,8 +26,9 @@ using namespace mlir::fd::detail;
 namespace {
 
 struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
-  PartialAttentionToGPU(MLIRContext *context, StringRef chip, bool fuseMerge)
-      : OpRewritePattern(context), chip(chip.str()), fuseMerge(fuseMerge) {}
+  PartialAttentionToGPU(MLIRContext *context, const ::flashdecode::Chip &chip,
+                        bool fuseMerge)
+      : OpRewritePattern(context), chip(chip), fuseMerge(fuseMerge) {}
 
   LogicalResult matchAndRewrite(PartialAttentionOp op,
                                 PatternRewriter &rewriter) const override {
@@ -37,7 +39,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
         cast<MemRefType>(op.getQuery().getType()).getElementType();
     CacheElements cache{
         cast<MemRefType>(op.getKeyCache().getType()).getElementType(),
-        hasFloat8Conversions(chip)};
+        chip.hasFloat8Conversions};
     PartialKernelLayout layout = getPartialKernelLayout(op);
 
     MergeOp merge = fuseMerge ? findMergeOfPartials(op) : nullptr;
@@ -130,7 +132,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       // K's and V's) where ptxas fits them: with three blocks' registers,
       // and with four at D = 64 on sm_90. Elsewhere ptxas 13.0 spills with
       // more than two held (sm_90, D = 128: 20 bytes with all eight).
-      bool hopper = chip == "sm_90" || chip == "sm_90a";
+      bool hopper = chip.computeCapability >= 90;
       if (!tight && (!hopper || geometry.headDim > 64))
         heldQuerySteps = 2;
     }
@@ -156,7 +158,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     return success();
   }
 
-  std::string chip;
+  const ::flashdecode::Chip &chip;
   bool fuseMerge;
 };
 
@@ -450,7 +452,8 @@ SmallVector<Value> PartialKernelBuilder::pack(ArrayRef<RowState> states) {
 }
 
 void mlir::fd::detail::populatePartialAttentionToGPUPatterns(
-    RewritePatternSet &patterns, StringRef chip, bool fuseMerge) {
+    RewritePatternSet &patterns, const ::flashdecode::Chip &chip,
+    bool fuseMerge) {
   patterns.add<PartialAttentionToGPU>(patterns.getContext(), chip, fuseMerge);
 }
 

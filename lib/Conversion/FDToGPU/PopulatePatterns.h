@@ -10,6 +10,10 @@
 
 #include "llvm/ADT/StringRef.h"
 
+namespace flashdecode {
+struct Chip;
+} // namespace flashdecode
+
 namespace mlir {
 class RewritePatternSet;
 } // namespace mlir
@@ -19,7 +23,7 @@ namespace mlir::fd::detail {
 /// fd.partial_attention -> the partial kernel + its launch, for `chip`;
 /// with `fuseMerge`, the fd.merge of its partials joins the kernel.
 void populatePartialAttentionToGPUPatterns(RewritePatternSet &patterns,
-                                           llvm::StringRef chip,
+                                           const ::flashdecode::Chip &chip,
                                            bool fuseMerge);
 
 /// fd.merge -> the merge kernel + its launch.

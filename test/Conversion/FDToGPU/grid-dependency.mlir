@@ -2,7 +2,9 @@
 // RUN: fd-opt %s -fd-split-kv="num-splits=3" -convert-fd-to-gpu=chip=sm_90a | FileCheck %s
 // RUN: fd-opt %s -fd-split-kv="num-splits=3" -convert-fd-to-gpu="chip=sm_90 fuse-merge=1" | FileCheck %s --check-prefix=FUSED
 // RUN: fd-opt %s -fd-split-kv="num-splits=3" -convert-fd-to-gpu=chip=sm_89 | FileCheck %s --check-prefix=OLDER
-// RUN: fd-opt %s -fd-split-kv="num-splits=3" -convert-fd-to-gpu | FileCheck %s --check-prefix=OLDER
+// RUN: fd-opt %s -fd-split-kv="num-splits=3" -convert-fd-to-gpu=chip=sm_80 | FileCheck %s --check-prefix=OLDER
+// The default chip (sm_90) takes part.
+// RUN: fd-opt %s -fd-split-kv="num-splits=3" -convert-fd-to-gpu | FileCheck %s
 
 // Programmatic dependent launch on sm_90: each kernel first waits for the
 // grid before it on the stream (which may have written anything it reads),

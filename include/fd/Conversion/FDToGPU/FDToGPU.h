@@ -9,6 +9,10 @@
 
 #include <cstdint>
 
+namespace flashdecode {
+struct Chip;
+} // namespace flashdecode
+
 namespace mlir {
 class MLIRContext;
 class Operation;
@@ -139,18 +143,6 @@ struct PartialKernelLayout {
   }
 };
 
-/// The lowest PTX ISA version (times ten) the kernels need on `chip`, or 0
-/// when they are not built for it (sm_80, sm_86, sm_89, sm_90, sm_90a).
-int getMinimumPTXVersion(llvm::StringRef chip);
-
-/// Whether the kernels for `chip` convert a pair of fp8 values to f16 in one
-/// instruction (`cvt.rn.f16x2.e4m3x2` / `e5m2x2`: sm_90, sm_90a).
-bool hasFloat8Conversions(llvm::StringRef chip);
-
-/// Whether the kernels for `chip` take part in programmatic dependent
-/// launch (griddepcontrol: sm_90, sm_90a).
-bool hasGridDependencyControl(llvm::StringRef chip);
-
 /// Patterns replacing fd.partial_attention and fd.merge with launches of GPU
 /// kernels, each in a `gpu.module` of its own name in the enclosing module:
 ///   partial: grid (S, Hkv * row tiles, B), block (128); args (q, k, v,
@@ -159,11 +151,11 @@ bool hasGridDependencyControl(llvm::StringRef chip);
 ///   merge:   grid (Hq, Lq, B), block (D); args (partial_output,
 ///            partial_lse, output[, lse]: !llvm.ptr<1>)
 /// The memrefs must be contiguous (identity layout). The kernels run on
-/// `chip` (getMinimumPTXVersion's) and later GPUs.
+/// `chip` (fd/Planning/Chip.h) and the GPUs it runs on.
 /// With `fuseMerge` the partial kernel merges (FusedMerge.cpp) and no merge
 /// kernel is made.
 void populateFDToGPUConversionPatterns(RewritePatternSet &patterns,
-                                       llvm::StringRef chip = "sm_80",
+                                       const ::flashdecode::Chip &chip,
                                        bool fuseMerge = false);
 
 /// Why the patterns above cannot lower `op` (an fd op), or an empty string

@@ -12,6 +12,7 @@
 
 #include "fd/Dialect/FD/Pipelines/LowerToPTXStage.h"
 #include "fd/Dialect/FD/Transforms/Passes.h"
+#include "fd/Planning/Chip.h"
 
 #include "mlir/Pass/PassOptions.h"
 
@@ -26,10 +27,11 @@ namespace mlir::fd {
 
 /// Options of the `fd-lower-to-ptx` pipeline.
 struct LowerToPTXOptions : PassPipelineOptions<LowerToPTXOptions> {
-  Option<std::string> chip{*this, "chip",
-                           llvm::cl::desc("Target GPU: sm_80, sm_86, sm_89, "
-                                          "sm_90 or sm_90a"),
-                           llvm::cl::init("sm_90")};
+  Option<std::string> chip{
+      *this, "chip",
+      llvm::cl::desc("Target GPU: sm_80, sm_86, sm_89, "
+                     "sm_90 or sm_90a"),
+      llvm::cl::init(std::string(::flashdecode::kDefaultChipName))};
   Option<int> ptxVersion{
       *this, "ptx-version",
       llvm::cl::desc("PTX ISA version times ten (78 = 7.8); at least 78 for "
@@ -38,9 +40,9 @@ struct LowerToPTXOptions : PassPipelineOptions<LowerToPTXOptions> {
   Option<int64_t> numSplits{*this, "num-splits",
                             llvm::cl::desc("fd-split-kv num-splits"),
                             llvm::cl::init(0)};
-  Option<int64_t> smCount{*this, "sm-count",
-                          llvm::cl::desc("fd-split-kv sm-count"),
-                          llvm::cl::init(132)};
+  Option<int64_t> smCount{
+      *this, "sm-count", llvm::cl::desc("fd-split-kv sm-count"),
+      llvm::cl::init(::flashdecode::getDefaultChip().defaultSMCount)};
   Option<int64_t> blocksPerSM{*this, "blocks-per-sm",
                               llvm::cl::desc("fd-split-kv blocks-per-sm"),
                               llvm::cl::init(4)};
@@ -66,7 +68,7 @@ struct LowerToPTXOptions : PassPipelineOptions<LowerToPTXOptions> {
 /// The GPU a PTX pipeline compiles for, and whether its kernels merge in
 /// the partial kernel (convert-fd-to-gpu's fuse-merge).
 struct PTXTarget {
-  std::string chip = "sm_90";
+  std::string chip = std::string(::flashdecode::kDefaultChipName);
   int ptxVersion = 80;
   bool fuseMerge = false;
 };

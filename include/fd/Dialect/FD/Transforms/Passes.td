@@ -54,7 +54,8 @@ def FDSplitKV : Pass<"fd-split-kv", "ModuleOp"> {
   let options = [
     Option<"numSplits", "num-splits", "int64_t", /*default=*/"0",
            "Number of KV splits; 0 chooses automatically">,
-    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
+    Option<"smCount", "sm-count", "int64_t",
+           /*default=*/"::flashdecode::getDefaultChip().defaultSMCount",
            "Streaming multiprocessors of the target, for the automatic "
            "choice">,
     Option<"blocksPerSM", "blocks-per-sm", "int64_t", /*default=*/"4",
