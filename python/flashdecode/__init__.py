@@ -29,9 +29,9 @@ and ``k_scale=`` / ``v_scale=``; ``quantize_kv`` makes them.
 import json
 
 from . import _flashdecode as _native
-from ._common import (_check_flag, _check_scale, _check_soft_cap,
-                      _check_window, _dtype_code, _planner_options,
-                      _split_options, _split_workload)
+from ._common import (_check_flag, _check_page_size, _check_scale,
+                      _check_soft_cap, _check_window, _dtype_code,
+                      _planner_options, _split_options, _split_workload)
 from ._cpu import _decode_cpu
 from ._fp8 import check_compile_options as _check_fp8_options
 from ._fp8 import quantize_kv
@@ -97,7 +97,7 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
             blocks_per_sm=None, min_chunk_length=None,
             max_splits=None, window_left=None, logits_soft_cap=None,
             with_sinks=False, with_alibi=False, with_query_lens=False,
-            kv_dtype=None, kv_scale=None, fused_merge=False):
+            kv_dtype=None, kv_scale=None, fused_merge=False, page_size=None):
     """Compiles the GPU kernels of one configuration (through the JIT cache).
 
     No device is involved, so ``arch`` and ``sm_count`` default to an H200's;
@@ -127,7 +127,11 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
     other parameters the kernel takes the merge's "output" ("lse" and
     "sinks" when compiled with them) and a "merge_counters" parameter
     (int32 [batch, num_kv_heads], zeroed once, left zero by every launch)
-    and manifest["config"]["fused_merge"] is true."""
+    and manifest["config"]["fused_merge"] is true.
+    page_size=N (a power of two from 1 to 256) compiles for paged caches
+    of N positions a page (decode_attention's block_table): the partial
+    kernel takes "block_table" and "num_pages" after "max_len", and
+    manifest["config"]["page_size"] is N; None (the default) is dense."""
     splits, split_kv = _split_options(num_splits)
     window_left = _check_window(window_left)
     logits_soft_cap = _check_soft_cap(logits_soft_cap)
@@ -137,8 +141,8 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
     kv_options = _check_fp8_options(kv_dtype, kv_scale)
     ptx, manifest, chosen = _native.compile(_native.KernelConfig(
         head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),
-        kv_layout, 0, splits, split_kv, scale, return_lse, batch, max_len,
-        sm_count, arch,
+        kv_layout, _check_page_size(page_size), splits, split_kv, scale,
+        return_lse, batch, max_len, sm_count, arch,
         **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
         window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
         **kv_options))

@@ -141,6 +141,19 @@ def _check_soft_cap(logits_soft_cap):
     return cap
 
 
+def _check_page_size(page_size):
+    """compile()'s page_size: None (dense: 0 for the config) or an int,
+    whose range the config's validation states."""
+    if page_size is None:
+        return 0
+    if isinstance(page_size, bool) or \
+            not isinstance(page_size, numbers.Integral) or page_size < 1:
+        raise ValueError(
+            "page_size must be None (dense caches) or a power of two from 1 "
+            f"to 256, got {page_size!r}")
+    return int(page_size)
+
+
 def _check_flag(name, value):
     """compile()'s with_sinks, with_alibi, with_query_lens, fused_merge:
     True or False."""

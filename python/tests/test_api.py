@@ -28,6 +28,45 @@ def test_compile_returns_ptx_and_manifest():
     assert ".target sm_80" in fixed.ptx["fd_merge"]
 
 
+@pytest.mark.parametrize("page_size", [1, 16, np.int64(256)])
+def test_compile_for_paged_caches_is_fd_compiles_page_size(tmp_path,
+                                                           page_size):
+    """compile(page_size=N): the paged kernels, byte for byte those of
+    fd-compile --page-size N; the partial kernel reads the block table."""
+    kernel = flashdecode.compile(128, 32, 8, num_splits=4, kv_layout="HND",
+                                 page_size=page_size)
+    assert kernel.manifest["config"]["page_size"] == page_size
+    params = [p["name"] for p in kernel.manifest["kernels"][0]["params"]]
+    after = params[params.index("max_len") + 1:]
+    assert after[:2] == ["block_table", "num_pages"]
+    subprocess.run(
+        [os.path.join(BUILD, "bin", "fd-compile"), "--head-dim", "128",
+         "--num-q-heads", "32", "--num-kv-heads", "8", "--num-splits", "4",
+         "--kv-layout", "HND", "--page-size", str(page_size), "-o",
+         str(tmp_path)], capture_output=True, check=True)
+    assert set(kernel.ptx) == {"fd_partial_attention", "fd_merge"}
+    for name, ptx in kernel.ptx.items():
+        assert (tmp_path / f"{name}.ptx").read_text() == ptx, name
+    dense = flashdecode.compile(128, 32, 8, num_splits=4, kv_layout="HND")
+    assert dense.manifest["config"]["page_size"] == 0
+    assert "block_table" not in [
+        p["name"] for p in dense.manifest["kernels"][0]["params"]]
+    assert dense.ptx["fd_partial_attention"] != \
+        kernel.ptx["fd_partial_attention"]
+
+
+@pytest.mark.parametrize("page_size,words", [
+    (0, "page_size must be None"), (-16, "page_size must be None"),
+    (True, "page_size must be None"), (16.0, "page_size must be None"),
+    ("16", "page_size must be None"),
+    (3, r"page_size 3 is not supported: expected 0 \(dense\) or a power of "
+        "two from 1 to 256"),
+    (512, "page_size 512 is not supported")])
+def test_compile_with_a_bad_page_size_names_it(page_size, words):
+    with pytest.raises(ValueError, match=words):
+        flashdecode.compile(128, 32, 8, page_size=page_size)
+
+
 @pytest.mark.parametrize("batch,kv_heads,max_len", [
     (1, 8, 32768), (4, 1, 4096), (16, 8, 131072), (140, 1, 32768), (1, 32, 512)])
 def test_plan_splits_agrees_with_fd_opt(tmp_path, batch, kv_heads, max_len):
