@@ -1,6 +1,7 @@
 //===- KernelConfig.cpp - What a compiled attention kernel is for ---------===//
 
 #include "fd/Compiler/KernelConfig.h"
+#include "fd/Planning/Limits.h"
 
 #include <cmath>
 #include <cstdio>
@@ -9,9 +10,9 @@ namespace flashdecode {
 
 std::string KernelConfig::validate() const {
   auto text = [](int64_t value) { return std::to_string(value); };
-  if (headDim < 32 || headDim > 256 || headDim % 8 != 0)
-    return "head_dim " + text(headDim) +
-           " is not supported: expected a multiple of 8 in [32, 256]";
+  if (!isSupportedHeadDim(headDim))
+    return "head_dim " + text(headDim) + " is not supported: expected a " +
+           describeSupportedHeadDims();
   if (numQueryHeads < 1)
     return "num_q_heads must be >= 1, got " + text(numQueryHeads);
   if (numKVHeads < 1)
@@ -19,13 +20,14 @@ std::string KernelConfig::validate() const {
   if (numQueryHeads % numKVHeads != 0)
     return "num_q_heads (" + text(numQueryHeads) +
            ") must be a multiple of num_kv_heads (" + text(numKVHeads) + ")";
-  if (queryLength < 1 || queryLength > 8)
+  if (queryLength < 1 || queryLength > kMaxDecodeQueryLength)
     return "query_len " + text(queryLength) +
-           " is not supported: expected 1 to 8 query tokens per sequence";
-  if (pageSize < 0 || pageSize > 256 || (pageSize & (pageSize - 1)) != 0)
+           " is not supported: expected 1 to " + text(kMaxDecodeQueryLength) +
+           " query tokens per sequence";
+  if (pageSize != 0 && !isSupportedPageSize(pageSize))
     return "page_size " + text(pageSize) +
-           " is not supported: expected 0 (dense) or a power of two from 1 "
-           "to 256";
+           " is not supported: expected 0 (dense) or a " +
+           describeSupportedPageSizes();
   if (numSplits < 0)
     return "num_splits must be >= 0 (0 = auto), got " + text(numSplits);
   if (chunkLength < 0)

@@ -5,8 +5,14 @@ buffers (sinks, ALiBi slopes, query lengths)."""
 import math
 import numbers
 
+from . import _flashdecode as _native
+
 _DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
-_MAX_QUERY_LEN = 8
+# The shapes the kernels are built for: the compiler's (fd/Planning/Limits.h).
+_MAX_QUERY_LEN = _native.MAX_DECODE_QUERY_LEN
+_HEAD_DIMS = (f"a multiple of {_native.HEAD_DIM_MULTIPLE} in "
+              f"[{_native.MIN_HEAD_DIM}, {_native.MAX_HEAD_DIM}]")
+_PAGE_SIZES = f"a power of two from 1 to {_native.MAX_PAGE_SIZE}"
 
 
 def _dtype_code(dtype):
@@ -66,20 +72,22 @@ class _Problem:
             if len(table_shape) != 2 or table_shape[0] != self.batch:
                 raise ValueError(f"block_table must be [B, max_pages] with B = "
                                  f"{self.batch}, got shape {tuple(table_shape)}")
-            if positions < 1 or positions > 256 or positions & (positions - 1):
+            if positions < 1 or positions > _native.MAX_PAGE_SIZE or \
+                    positions & (positions - 1):
                 raise ValueError(f"page size {positions} (the caches' "
                                  f"{'second' if kv_layout == 'NHD' else 'third'}"
-                                 " dimension) is not supported: expected a "
-                                 "power of two from 1 to 256")
+                                 " dimension) is not supported: expected "
+                                 f"{_PAGE_SIZES}")
             self.page_size, self.num_pages = positions, kb
             self.max_pages = table_shape[1]
             self.max_len = self.max_pages * positions
         if kd != self.head_dim:
             raise ValueError(f"k_cache head dim {kd} must equal q head dim "
                              f"{self.head_dim}")
-        if not (32 <= self.head_dim <= 256 and self.head_dim % 8 == 0):
+        if not (_native.MIN_HEAD_DIM <= self.head_dim <= _native.MAX_HEAD_DIM
+                and self.head_dim % _native.HEAD_DIM_MULTIPLE == 0):
             raise ValueError(f"head dim {self.head_dim} is not supported: "
-                             "expected a multiple of 8 in [32, 256]")
+                             f"expected {_HEAD_DIMS}")
         if self.num_kv_heads < 1 or self.num_q_heads % self.num_kv_heads:
             raise ValueError(
                 f"q heads ({self.num_q_heads}) must be a multiple of k_cache "
@@ -149,8 +157,8 @@ def _check_page_size(page_size):
     if isinstance(page_size, bool) or \
             not isinstance(page_size, numbers.Integral) or page_size < 1:
         raise ValueError(
-            "page_size must be None (dense caches) or a power of two from 1 "
-            f"to 256, got {page_size!r}")
+            f"page_size must be None (dense caches) or {_PAGE_SIZES}, got "
+            f"{page_size!r}")
     return int(page_size)
 
 

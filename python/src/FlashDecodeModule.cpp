@@ -14,6 +14,7 @@
 #include "fd/Compiler/Compile.h"
 #include "fd/Dialect/FD/Utils/AttentionUtils.h"
 #include "fd/Planning/Chip.h"
+#include "fd/Planning/Limits.h"
 #include "fd/Planning/SplitPlanner.h"
 
 #include <pybind11/stl.h>
@@ -256,6 +257,12 @@ PYBIND11_MODULE(_flashdecode, module) {
   // interface compiles for when none is named.
   module.attr("DEFAULT_ARCH") = std::string(kDefaultChipName);
   module.attr("DEFAULT_SM_COUNT") = getDefaultChip().defaultSMCount;
+  // The shapes the kernels are built for (fd/Planning/Limits.h).
+  module.attr("MIN_HEAD_DIM") = kMinHeadDim;
+  module.attr("MAX_HEAD_DIM") = kMaxHeadDim;
+  module.attr("HEAD_DIM_MULTIPLE") = kHeadDimMultiple;
+  module.attr("MAX_PAGE_SIZE") = kMaxPageSize;
+  module.attr("MAX_DECODE_QUERY_LEN") = kMaxDecodeQueryLength;
 
   module.def(
       "attended_length",

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fd/Planning/Limits.h"
 #include "fd/Planning/SplitPlanner.h"
 
 #include <algorithm>
@@ -210,9 +211,11 @@ int main(int argc, char **argv) {
                 "num-q-heads a multiple of num-kv-heads; got " +
                 std::to_string(queryHeads) + " and " + std::to_string(headDim) +
                 " over " + std::to_string(kvHeads) + " KV heads";
-    else if (queryLength < 1 || queryLength > 8)
-      invalid =
-          "--query-len must be 1 to 8, got " + std::to_string(queryLength);
+    else if (queryLength < 1 ||
+             queryLength > flashdecode::kMaxDecodeQueryLength)
+      invalid = "--query-len must be 1 to " +
+                std::to_string(flashdecode::kMaxDecodeQueryLength) + ", got " +
+                std::to_string(queryLength);
     else if (table)
       invalid = "--table plans its own heads (Hq = 32, D = 128): drop "
                 "--num-q-heads and --head-dim";

@@ -12,10 +12,6 @@
 using namespace mlir;
 using namespace mlir::fd;
 
-bool mlir::fd::isSupportedHeadDim(int64_t headDim) {
-  return headDim >= 32 && headDim <= 256 && headDim % 8 == 0;
-}
-
 //===----------------------------------------------------------------------===//
 // Shared verification helpers
 //===----------------------------------------------------------------------===//
@@ -190,8 +186,8 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
   if (!isSupportedHeadDim(geometry.headDim))
     return op->emitOpError()
            << "'query' head dim " << formatShape({geometry.headDim})
-           << " is not supported: expected a static multiple of 8 in "
-              "[32, 256]";
+           << " is not supported: expected a static "
+           << ::flashdecode::describeSupportedHeadDims();
   if (ShapedType::isDynamic(geometry.numQueryHeads) ||
       geometry.numQueryHeads < 1)
     return op->emitOpError("'query' head count (Hq) must be static and >= 1");
@@ -229,12 +225,13 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
   int64_t queryBatch = queryType.getShape()[0];
   if (blockTable) {
     int64_t pageSize = geometry.pageSize;
-    if (ShapedType::isDynamic(pageSize) || !llvm::isPowerOf2_64(pageSize) ||
-        pageSize > kMaxPageSize)
+    if (ShapedType::isDynamic(pageSize) ||
+        !::flashdecode::isSupportedPageSize(pageSize))
       return op->emitOpError()
              << "paged 'key_cache' page size " << formatShape({pageSize})
-             << " is not supported: expected a static power of two from 1 to "
-             << kMaxPageSize << " in the layout " << layoutShape;
+             << " is not supported: expected a static "
+             << ::flashdecode::describeSupportedPageSizes() << " in the layout "
+             << layoutShape;
     int64_t tableBatch = memrefType(blockTable).getShape()[0];
     if (!dimsAgree(tableBatch, queryBatch))
       return op->emitOpError()
@@ -453,8 +450,8 @@ LogicalResult MergeOp::verify() {
   if (!isSupportedHeadDim(geometry.headDim))
     return emitOpError() << "'partial_output' head dim "
                          << formatShape({geometry.headDim})
-                         << " is not supported: expected a static multiple of "
-                            "8 in [32, 256]";
+                         << " is not supported: expected a static "
+                         << ::flashdecode::describeSupportedHeadDims();
 
   Type f32 = Float32Type::get(getContext());
   if (failed(verifyOperandShape(*this, getPartialLse(), "partial_lse",

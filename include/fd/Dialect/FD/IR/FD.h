@@ -3,6 +3,8 @@
 #ifndef FD_DIALECT_FD_IR_FD_H
 #define FD_DIALECT_FD_IR_FD_H
 
+#include "fd/Planning/Limits.h"
+
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
@@ -84,14 +86,10 @@ AttentionRules getAttentionRules(Value query, IntegerAttr windowLeft,
 /// The softmax scale: `scale`, or 1/sqrt(D) of `query` when it is null.
 float getEffectiveScale(FloatAttr scale, Value query);
 
-/// Head dimensions the dialect accepts: multiples of 8 in [32, 256].
-bool isSupportedHeadDim(int64_t headDim);
-
-/// Page sizes of paged caches: powers of two up to this.
-constexpr int64_t kMaxPageSize = 256;
-
-/// The largest query length that `fd-split-kv` treats as decode-shaped.
-constexpr int64_t kMaxDecodeQueryLength = 8;
+// The head dims, page sizes and decode query lengths the dialect accepts
+// are fd/Planning/Limits.h's.
+using ::flashdecode::isSupportedHeadDim;
+using ::flashdecode::kMaxDecodeQueryLength;
 
 } // namespace mlir::fd
 

@@ -1,0 +1,41 @@
+//===- Limits.h - The shapes the kernels are built for ----------*- C++ -*-===//
+//
+// The head dims, page sizes and query lengths flashdecode compiles, stated
+// once in standard C++: the dialect's verifiers, fd-split-kv, the JIT's
+// KernelConfig, the tools and the Python module read them, and their error
+// messages name the accepted values through the descriptions below.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_PLANNING_LIMITS_H
+#define FD_PLANNING_LIMITS_H
+
+#include <cstdint>
+#include <string>
+
+namespace flashdecode {
+
+/// Head dims: multiples of kHeadDimMultiple (16-byte rows of 16-bit
+/// elements) in [kMinHeadDim, kMaxHeadDim].
+inline constexpr int64_t kMinHeadDim = 32;
+inline constexpr int64_t kMaxHeadDim = 256;
+inline constexpr int64_t kHeadDimMultiple = 8;
+
+/// Page sizes of paged caches: powers of two up to this.
+inline constexpr int64_t kMaxPageSize = 256;
+
+/// The most query tokens per sequence that are decode-shaped (fd-split-kv
+/// rewrites them; the kernels hold that many rows per head).
+inline constexpr int64_t kMaxDecodeQueryLength = 8;
+
+bool isSupportedHeadDim(int64_t headDim);
+bool isSupportedPageSize(int64_t pageSize);
+
+/// "multiple of 8 in [32, 256]", for messages ("expected a ...").
+std::string describeSupportedHeadDims();
+/// "power of two from 1 to 256", likewise.
+std::string describeSupportedPageSizes();
+
+} // namespace flashdecode
+
+#endif // FD_PLANNING_LIMITS_H

@@ -1,0 +1,28 @@
+//===- LimitsTest.cpp - The shapes the kernels are built for --------------===//
+
+#include "fd/Planning/Limits.h"
+
+#include <gtest/gtest.h>
+
+using namespace flashdecode;
+
+namespace {
+
+TEST(Limits, HeadDimsAreMultiplesOfEightFrom32To256) {
+  for (int64_t headDim : {32, 40, 64, 96, 128, 200, 256})
+    EXPECT_TRUE(isSupportedHeadDim(headDim)) << headDim;
+  for (int64_t headDim : {0, 8, 24, 36, 100, 255, 264, 512, -32})
+    EXPECT_FALSE(isSupportedHeadDim(headDim)) << headDim;
+  EXPECT_EQ(describeSupportedHeadDims(), "multiple of 8 in [32, 256]");
+}
+
+TEST(Limits, PageSizesArePowersOfTwoUpTo256) {
+  for (int64_t pageSize : {1, 2, 16, 64, 256})
+    EXPECT_TRUE(isSupportedPageSize(pageSize)) << pageSize;
+  for (int64_t pageSize : {0, 3, 24, 255, 512, -16})
+    EXPECT_FALSE(isSupportedPageSize(pageSize)) << pageSize;
+  EXPECT_EQ(describeSupportedPageSizes(), "power of two from 1 to 256");
+  EXPECT_EQ(kMaxDecodeQueryLength, 8);
+}
+
+} // namespace
