@@ -15,9 +15,12 @@ mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelConfig &config) {
   split.smCount = planner.smCount;
   split.blocksPerSM = planner.blocksPerSM;
   split.minChunkLength = planner.minChunkLength;
-  // With a fused merge, no more than it can merge, and planned with its
-  // serial tail (the CPU path, which ignores the flag, then splits alike).
-  split.maxSplits = getAutomaticMaxSplits(config);
+  // An automatic count with a fused merge: no more than it can merge, and
+  // planned with its serial tail (the CPU path, which ignores the flag,
+  // then splits alike). A fixed count the merge cannot take is the
+  // lowering's error, which says how many it can.
+  split.maxSplits =
+      config.numSplits ? config.maxSplits : getAutomaticMaxSplits(config);
   split.fusedMerge = config.fusedMerge;
   return split;
 }

@@ -67,6 +67,21 @@ def test_compile_with_a_bad_page_size_names_it(page_size, words):
         flashdecode.compile(128, 32, 8, page_size=page_size)
 
 
+def test_a_split_count_over_max_splits_is_refused():
+    """As fd-compile and fd-split-kv refuse it: never clamped."""
+    words = (r"num_splits 600 is over max_splits \(512\): at most max_splits "
+             r"splits \(raise max_splits to allow more\)")
+    with pytest.raises(ValueError, match=words):
+        flashdecode.compile(128, 32, 8, num_splits=600)
+    q = np.ones((1, 8, 64), np.float32)
+    k = np.ones((1, 16, 2, 64), np.float32)
+    with pytest.raises(ValueError, match="num_splits 600 is over max_splits"):
+        flashdecode.decode_attention(q, k, k, np.array([16], np.int32),
+                                     num_splits=600)
+    assert flashdecode.compile(128, 32, 8, num_splits=600,
+                               max_splits=600).num_splits == 600
+
+
 @pytest.mark.parametrize("batch,kv_heads,max_len", [
     (1, 8, 32768), (4, 1, 4096), (16, 8, 131072), (140, 1, 32768), (1, 32, 512)])
 def test_plan_splits_agrees_with_fd_opt(tmp_path, batch, kv_heads, max_len):

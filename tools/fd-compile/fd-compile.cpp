@@ -290,8 +290,8 @@ cl::opt<int, /*ExternalStorage=*/true, IntegerParser<int>>
 // The flags that say what to do with the config.
 cl::opt<Stage, /*ExternalStorage=*/false, ChoiceParser<Stage>> emit(
     "emit",
-    cl::desc("print the IR after a stage, or the PTX, to stdout\ninstead of "
-             "writing DIR"),
+    cl::desc("print the IR after a stage, or the PTX, to stdout (to\nthe "
+             "file -o names, when given) instead of writing DIR"),
     cl::values(clEnumValN(Stage::Input, "fd", "the fd.attention input"),
                clEnumValN(Stage::Split, "split", "after fd-split-kv"),
                clEnumValN(Stage::GPU, "gpu", "after convert-fd-to-gpu"),
@@ -303,7 +303,8 @@ cl::opt<bool> noCache("no-cache",
                       fdCompileFlag);
 cl::opt<std::string>
     outputDirectory("o",
-                    cl::desc("output directory for the PTX and the manifest"),
+                    cl::desc("output directory for the PTX and the manifest;\n"
+                             "with --emit, the file for the stage"),
                     cl::value_desc("DIR"), fdCompileFlag);
 
 /// "--arch, ..., -o, --with-lse, ..., --help": the flags that take a value in
@@ -359,6 +360,11 @@ int main(int argc, char **argv) {
     if (option->getNumOccurrences() && !llvm::is_contained(getFlags(), option))
       exitWithUnknownFlag(getSpelling(*option));
 
+  // As compile(kv_scale=) in Python: a scale granularity means nothing
+  // without the fp8 cache it scales.
+  if (kvScale.getNumOccurrences() && !config.hasFloat8Cache())
+    exitWithUsageError("--kv-scale is only for fp8 caches: give --kv-dtype "
+                       "e4m3 or e5m2 with it");
   std::string invalid = config.validate();
   if (!invalid.empty())
     exitWithUsageError(invalid);
@@ -370,7 +376,24 @@ int main(int argc, char **argv) {
                    << "\n";
       return 1;
     }
-    llvm::outs() << *text;
+    if (outputDirectory.empty()) {
+      llvm::outs() << *text;
+      return 0;
+    }
+    // With -o, the stage goes to that file instead of stdout.
+    std::error_code error;
+    llvm::raw_fd_ostream stream(outputDirectory, error);
+    if (!error) {
+      stream << *text;
+      stream.close();
+      error = stream.error();
+      stream.clear_error();
+    }
+    if (error) {
+      llvm::errs() << "fd-compile: cannot write '" << outputDirectory
+                   << "': " << error.message() << "\n";
+      return 1;
+    }
     return 0;
   }
   if (outputDirectory.empty())

@@ -75,9 +75,19 @@ void mlir::fd::populateFDToGPUConversionPatterns(
 }
 
 std::string mlir::fd::getReasonNotLowerableToGPU(Operation *op) {
-  if (isa<AttentionOp>(op))
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    // fd-split-kv leaves prefill-shaped ops alone: advice to split would
+    // fail the same way.
+    int64_t queryLength = attention.getGeometry().queryLength;
+    if (queryLength > kMaxDecodeQueryLength)
+      return "convert-fd-to-gpu: " + std::to_string(queryLength) +
+             " query tokens per sequence is prefill-shaped: the GPU kernels "
+             "take 1 to " +
+             std::to_string(kMaxDecodeQueryLength) +
+             " (decode and speculative queries)";
     return "convert-fd-to-gpu: split it first with fd-split-kv (num-splits=1 "
            "for the unsplit kernel)";
+  }
   // The kernels address every buffer as a dense row-major array.
   for (Value operand : op->getOperands())
     if (auto type = dyn_cast<MemRefType>(operand.getType());

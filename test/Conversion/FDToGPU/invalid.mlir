@@ -11,6 +11,15 @@ func.func @unsplit(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<
 
 // -----
 
+// fd-split-kv leaves Lq > 8 alone: no advice to split it.
+func.func @prefill(%q: memref<1x9x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %o: memref<1x9x8x64xf16>) {
+  // expected-error @below {{convert-fd-to-gpu: 9 query tokens per sequence is prefill-shaped: the GPU kernels take 1 to 8 (decode and speculative queries)}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x9x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x9x8x64xf16>
+  return
+}
+
+// -----
+
 func.func @strided(%po: memref<1x8x4x64xf32, strided<[4096, 512, 64, 1]>>, %pl: memref<1x8x4xf32>, %o: memref<1x8x64xf16>) {
   // expected-error @below {{convert-fd-to-gpu: operands must be contiguous memrefs (identity layout)}}
   fd.merge %po, %pl into %o : memref<1x8x4x64xf32, strided<[4096, 512, 64, 1]>>, memref<1x8x4xf32> into memref<1x8x64xf16>
