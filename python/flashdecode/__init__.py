@@ -159,9 +159,15 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                      v_scale=None, fused_merge=False):
     """softmax(scale * q k^T) v over each sequence's first seq_lens[b] keys.
 
-    num_splits: None/"auto" (the planner's choice) or a positive count;
-    blocks_per_sm, min_chunk_length, max_splits: the planner's knobs (see
-    plan_splits; None keeps the default).
+    seq_lens: int32 [B], each in [0, max_len] (max_len: the caches' length,
+    or max_pages * page_size when paged). backend="cpu" raises ValueError
+    for a length outside; on the GPU, where lengths live in device memory
+    and may change between calls and replays, the kernels clamp each into
+    [0, max_len] and report nothing (a bookkeeping bug then reads the whole
+    cache or none of it).
+    num_splits: None/"auto" (the planner's choice) or a positive count of
+    at most max_splits; blocks_per_sm, min_chunk_length, max_splits: the
+    planner's knobs (see plan_splits; None keeps the default).
     block_table: int32 [B, max_pages]; when given, the caches are page pools
     [num_pages, page_size, Hkv, D] (NHD) or [num_pages, Hkv, page_size, D]
     (HND) and position j of sequence b is slot j % page_size of page

@@ -298,6 +298,11 @@ class Decoder:
         ...                      # write new lengths into seq_lens in place
         decoder.replay()         # one launch, no re-capture
 
+    ``seq_lens`` (int32 ``[B]``) and ``query_lens`` are read by the kernels
+    at every run() and replay(), which clamp each length into ``[0,
+    max_len]`` (``[0, Lq]`` for query lengths) and report nothing: check
+    them where they are written.
+
     The Decoder keeps its arrays (DeviceArray, PyTorch CUDA tensors,
     __cuda_array_interface__ objects) alive; they must keep their addresses,
     so rebinding means a new Decoder. All must be on one GPU (``device``),
