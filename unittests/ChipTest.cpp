@@ -32,19 +32,26 @@ TEST(Chip, LooksUpEveryTargetByName) {
 }
 
 TEST(Chip, ChoosesTheNewestGenericTargetADeviceRuns) {
-  auto nameFor = [](int major, int minor) -> std::string {
-    const Chip *chip = getChipForComputeCapability(major, minor);
-    return chip ? std::string(chip->name) : "none";
-  };
-  EXPECT_EQ(nameFor(7, 5), "none");
-  EXPECT_EQ(nameFor(8, 0), "sm_80");
-  EXPECT_EQ(nameFor(8, 6), "sm_86");
-  EXPECT_EQ(nameFor(8, 7), "sm_86");
-  EXPECT_EQ(nameFor(8, 9), "sm_89");
-  EXPECT_EQ(nameFor(9, 0), "sm_90");
-  // Newer GPUs run sm_90's PTX, compiled forward by their driver.
-  EXPECT_EQ(nameFor(10, 0), "sm_90");
-  EXPECT_EQ(nameFor(12, 0), "sm_90");
+  // The runtime's table of examples is RuntimeTest's (Targets.*); here the
+  // rule itself, over every capability from 7.0 to 12.9.
+  for (int major = 7; major <= 12; ++major)
+    for (int minor = 0; minor <= 9; ++minor) {
+      SCOPED_TRACE(std::to_string(major) + "." + std::to_string(minor));
+      const Chip *chosen = getChipForComputeCapability(major, minor);
+      int runnable = 0;
+      for (const Chip &chip : getChips())
+        if (!chip.architectureSpecific && canRunOn(chip, major, minor)) {
+          ++runnable;
+          ASSERT_NE(chosen, nullptr);
+          EXPECT_LE(chip.computeCapability, chosen->computeCapability);
+        }
+      EXPECT_EQ(chosen == nullptr, runnable == 0);
+      if (chosen) {
+        EXPECT_FALSE(chosen->architectureSpecific);
+        EXPECT_TRUE(canRunOn(*chosen, major, minor));
+      }
+      EXPECT_EQ(chosen == nullptr, major < 8);
+    }
 }
 
 TEST(Chip, ArchitectureSpecificTargetsRunOnTheirOwnGPUOnly) {
