@@ -97,44 +97,25 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     gpu::GPUFuncOp kernel =
         createKernel(op, "fd_partial_attention", parameters, workgroupBuffers,
                      /*blockSize=*/{}, rewriter);
-    // The tensor-core kernel fits 128 registers (four blocks per SM, the
-    // split planner's default wave) where ptxas would take a few more:
-    // say so, as __launch_bounds__(128, 4) does. With a paged cache the
-    // page lookups do not fit beside the fragments in 128 (ptxas spills a
-    // few bytes in some configurations), nor do the query rows' windows
-    // beside the soft-cap (8 bytes at MHA, Lq = 8 on sm_80), nor, at D =
-    // 128, the rows' windows or query lengths beside q's held k-steps (4 to
-    // 16 bytes at Hq / Hkv = 2 and 4, Lq > 1, on both arches), nor the ALiBi
-    // slopes and positions of a lane's rows: three blocks, 168 registers.
-    // So do 16-row tiles at D = 128 (MQA), to hold all of q's fragments:
-    // read from workgroup memory, they made two blocks shared-memory-bound.
     int64_t heldQuerySteps = geometry.headDim / 16;
     kernel->setAttr(kKernelMathUnitsAttrName,
                     rewriter.getStringAttr(layout.tensorCores ? "tensor_cores"
                                                               : "cuda_cores"));
     if (layout.tensorCores) {
       AttentionRules rules = op.getRules();
-      bool rowsMasked = rules.rowsDiffer() &&
-                        (rules.windowLeft || rules.perSequenceQueryLengths);
-      bool tight =
-          geometry.isPaged() || op.getAlibiSlopes() ||
-          (rules.rowsDiffer() && rules.windowLeft && rules.logitsSoftCap) ||
-          (rowsMasked && geometry.headDim == 128) ||
-          (layout.rowTile == ::flashdecode::kTensorCoreTileRows &&
-           geometry.headDim == 128);
+      ::flashdecode::PartialKernelFeatures features;
+      features.paged = geometry.isPaged();
+      features.window = rules.windowLeft.has_value();
+      features.softCap = rules.logitsSoftCap.has_value();
+      features.queryLens = rules.perSequenceQueryLengths;
+      ::flashdecode::TensorCoreResidency residency =
+          ::flashdecode::getTensorCoreResidency(layout, features, chip);
       kernel->setAttr(
           NVVM::NVVMDialect::getMaxntidAttrName(),
           rewriter.getDenseI32ArrayAttr({PartialKernelLayout::kThreads, 1, 1}));
       kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                      rewriter.getI32IntegerAttr(tight ? 3 : 4));
-      // q's fragments all stay in registers through the token loop (else
-      // they are read from workgroup memory every step: as much traffic as
-      // K's and V's) where ptxas fits them: with three blocks' registers,
-      // and with four at D = 64 on sm_90. Elsewhere ptxas 13.0 spills with
-      // more than two held (sm_90, D = 128: 20 bytes with all eight).
-      bool hopper = chip.computeCapability >= 90;
-      if (!tight && (!hopper || geometry.headDim > 64))
-        heldQuerySteps = 2;
+                      rewriter.getI32IntegerAttr(residency.minBlocksPerSM));
+      heldQuerySteps = residency.heldQuerySteps;
     }
     {
       OpBuilder::InsertionGuard guard(rewriter);

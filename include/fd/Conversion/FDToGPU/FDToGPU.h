@@ -3,6 +3,8 @@
 #ifndef FD_CONVERSION_FDTOGPU_FDTOGPU_H
 #define FD_CONVERSION_FDTOGPU_FDTOGPU_H
 
+#include "fd/Planning/PartialKernelLayout.h"
+
 #include "llvm/ADT/StringRef.h"
 
 #include <string>
@@ -45,103 +47,9 @@ constexpr llvm::StringLiteral kKernelMathUnitsAttrName = "fd.math_units";
 constexpr llvm::StringLiteral kProgrammaticLaunchAttrName =
     "fd.programmatic_launch";
 
-/// How the partial-attention kernel maps one (sequence, KV head, chunk) onto
-/// a thread block; a pure function of the head dim, the query's and the
-/// cache's element sizes, the group size (Hq / Hkv) and the query length Lq.
-///
-/// A row of `headDim` cache elements is `vectorsPerRow` vectors of
-/// `vectorWidth` elements: 16 bytes each, or 8 where a row is not a whole
-/// number of 16-byte vectors (fp8 rows whose head dim is not a multiple of
-/// 16; their rows start only 8-byte aligned).
-/// `lanesPerToken` lanes (the next power of two, at most 32) read one key (or
-/// value) row together, each `vectorsPerLane` vectors, so a warp reads
-/// `tokensPerWarp` rows per step with coalesced 16-byte loads; when the
-/// vector count is not a power of two the lanes past the row idle. `unroll`
-/// steps of loads are issued before any is used. A KV head's `rows` query
-/// rows (group size x Lq) are `numRowTiles` tiles of `rowTile` (the last
-/// may hold padding rows), as many rows per tile as the register budget
-/// holds, each tile a block of its own streaming the chunk. With Lq > 1
-/// (`causal`) the last Lq - 1 keys of a sequence stream first, in a loop of
-/// their own with a per-row mask.
-///
-/// With `tensorCores` (flashdecode::choosesTensorCores: f16/bf16 queries, D
-/// of 64 or 128, at least two rows) the block instead computes a tile of up to
-/// 16 rows with mma.sync: each warp takes 8 keys per step (tokensPerWarp),
-/// loads their K and V rows straight into mma fragments (docs/KernelABI.md,
-/// "Tensor-core tiles"; an fp8 cache decoded to the query's type on the
-/// way) and keeps the tile's scores, softmax state and
-/// output accumulator in registers, within 128 of them (four blocks per
-/// SM); `vectorsPerLane`, `lanesPerToken` and `unroll` then do not apply.
-struct PartialKernelLayout {
-  static constexpr int64_t kWarps = 4;
-  static constexpr int64_t kThreads = kWarps * 32;
-  /// 16-byte vectors of keys and of values a lane has in flight.
-  static constexpr int64_t kVectorsInFlight = 4;
-  /// Registers a thread may give to the rows of a tile (`registersPerRow`
-  /// each), of ptxas's 255; the rest hold the loads in flight (32), the
-  /// converted key and value elements, addresses and the paging state.
-  /// Calibrated against ptxas 13.0, which takes all 255 registers for most
-  /// multi-row tiles and there spills a few bytes in some configurations
-  /// even where 200 would do (8-row f16 tiles at D = 144 spill uncapped,
-  /// not with --maxrregcount 200); f32 tiles of 13 rows spill at D = 96.
-  /// PTXAssemblyTest's sweep fails on any spill.
-  static constexpr int64_t kRowRegisterBudget = 176;
-  /// Taken from the budget when the rows take more than one tile: sized
-  /// when a block looped over its tiles (the loop kept the chunk bounds and
-  /// the tile's first row live through the token loop; f16 tiles of 8 rows
-  /// then spilled in some configurations, MQA at D = 144 with pages of 16);
-  /// kept now that each tile is a block, so tile sizes, and the spill-free
-  /// ptxas sweep, stay as they were.
-  static constexpr int64_t kRowTileLoopRegisters = 22;
-  /// Tensor cores: the steps of K and V in workgroup memory at once (the
-  /// step being computed and the one being copied: cp.async). Two fit the
-  /// 48 KB of static shared memory a block may have at D = 128.
-  static constexpr int64_t kKeyValueStages = 2;
-
-  int64_t headDim;
-  /// Whether rows carry an ALiBi slope and position.
-  bool alibi = false;
-  int64_t vectorWidth;
-  int64_t vectorsPerRow;
-  int64_t lanesPerToken;
-  int64_t vectorsPerLane;
-  int64_t unroll;
-  int64_t tokensPerWarp;
-  int64_t rows;
-  bool causal;
-  int64_t rowTile;
-  int64_t numRowTiles;
-  bool tensorCores;
-  /// Tensor cores: per lane and step, the slots of `slotBytes` (16, fp8 8)
-  /// its K and V vectors take in a stage (D / 32 each), then with an fp8
-  /// cache two for the per-token scales of its two keys (K's, V's).
-  int64_t stageSlots = 0, slotBytes = 0;
-
-  /// With `withAlibi` each row of a CUDA-core tile also keeps its ALiBi
-  /// slope and position. `cacheElementBytes` is 1 for fp8 caches, else the
-  /// query's `elementBytes`.
-  static PartialKernelLayout get(int64_t headDim, int64_t elementBytes,
-                                 int64_t cacheElementBytes, int64_t groupSize,
-                                 int64_t queryLength, bool withAlibi = false);
-  /// Keys the block reads per step: one per token group of each warp.
-  int64_t tokensPerStep() const { return kWarps * tokensPerWarp; }
-  /// Tensor cores: the bytes of one stage of K and V, for every lane.
-  int64_t stageBytes() const { return kThreads * stageSlots * slotBytes; }
-  /// Head-dim elements each lane accumulates.
-  int64_t dimsPerLane() const { return vectorsPerLane * vectorWidth; }
-  /// Registers one row of a tile holds through the token loop: its running
-  /// max and sum, its accumulator slice, its query slice (read from
-  /// workgroup memory once per unrolled step and kept for all of it) and
-  /// its score for each token of the step (and with ALiBi its slope and
-  /// position).
-  int64_t registersPerRow() const {
-    return 2 + 2 * dimsPerLane() + unroll + (alibi ? 2 : 0);
-  }
-  /// Whether some lanes' last vector lies past the end of the row.
-  bool hasIdleLanes() const {
-    return lanesPerToken * vectorsPerLane != vectorsPerRow;
-  }
-};
+/// The partial kernel's layout, as the planners see it
+/// (fd/Planning/PartialKernelLayout.h).
+using ::flashdecode::PartialKernelLayout;
 
 /// Patterns replacing fd.partial_attention and fd.merge with launches of GPU
 /// kernels, each in a `gpu.module` of its own name in the enclosing module:
