@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "fd/Compiler/Compile.h"
+#include "fd/Planning/Chip.h"
+#include "fd/Planning/Limits.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -21,6 +23,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -159,9 +162,22 @@ using ChoiceFlag = cl::opt<T, /*ExternalStorage=*/true, ChoiceParser<T>>;
 // descriptions are wrapped to fit 80 columns in --help.
 KernelConfig config;
 
+/// A description built from the limits, the chip table and the config's
+/// defaults (so that --help never restates them by hand), kept for as long
+/// as llvm::cl holds its text.
+const char *describe(std::string text) {
+  static std::deque<std::string> texts;
+  return texts.emplace_back(std::move(text)).c_str();
+}
+
+std::string defaultOf(int64_t value) {
+  return "(default " + std::to_string(value) + ")";
+}
+
 IntegerFlag headDim("head-dim",
-                    cl::desc("head dimension, a multiple of 8 in [32, 256]\n"
-                             "(default 128)"),
+                    cl::desc(describe("head dimension, a " +
+                                      describeSupportedHeadDims() + "\n" +
+                                      defaultOf(config.headDim))),
                     cl::location(config.headDim), fdCompileFlag);
 IntegerFlag numQueryHeads("num-q-heads", cl::desc("query heads (default 32)"),
                           cl::location(config.numQueryHeads), fdCompileFlag);
@@ -169,10 +185,12 @@ IntegerFlag numKVHeads("num-kv-heads",
                        cl::desc("KV heads; must divide --num-q-heads (default "
                                 "8)"),
                        cl::location(config.numKVHeads), fdCompileFlag);
-IntegerFlag queryLength("query-len",
-                        cl::desc("query tokens per sequence, 1 to 8 (default "
-                                 "1)"),
-                        cl::location(config.queryLength), fdCompileFlag);
+IntegerFlag
+    queryLength("query-len",
+                cl::desc(describe("query tokens per sequence, 1 to " +
+                                  std::to_string(kMaxDecodeQueryLength) + " " +
+                                  defaultOf(config.queryLength))),
+                cl::location(config.queryLength), fdCompileFlag);
 ChoiceFlag<ElementType>
     elementType("dtype", cl::desc("element type (default f16)"),
                 cl::values(clEnumValN(ElementType::F16, "f16", ""),
@@ -197,11 +215,13 @@ ChoiceFlag<KVScaleGranularity>
                        clEnumValN(KVScaleGranularity::TokenHead, "token-head",
                                   "the cache's shape without D")),
             cl::location(config.kvScaleGranularity), fdCompileFlag);
-IntegerFlag pageSize("page-size",
-                     cl::desc("paged caches: pages of N positions (a power "
-                              "of two\nup to 256) read through a block table; "
-                              "0 for dense\n(default 0)"),
-                     cl::location(config.pageSize), fdCompileFlag);
+IntegerFlag
+    pageSize("page-size",
+             cl::desc(describe("paged caches: pages of N positions\n(a " +
+                               describeSupportedPageSizes() +
+                               ") read through a block\ntable; 0 for dense " +
+                               defaultOf(config.pageSize))),
+             cl::location(config.pageSize), fdCompileFlag);
 cl::opt<int64_t, /*ExternalStorage=*/true, SplitCountParser>
     numSplits("num-splits",
               cl::desc("auto, planned for --batch, --max-len, --sm-count,\n"
@@ -222,21 +242,25 @@ IntegerFlag maxLength("max-len",
                                "(default 4096)"),
                       cl::location(config.maxLength), fdCompileFlag);
 IntegerFlag smCount("sm-count",
-                    cl::desc("SMs --num-splits auto plans for (default 132)"),
+                    cl::desc(describe("SMs --num-splits auto plans for " +
+                                      defaultOf(config.smCount))),
                     cl::location(config.smCount), fdCompileFlag);
-IntegerFlag
-    blocksPerSM("blocks-per-sm",
-                cl::desc("blocks per SM in one wave of the --num-splits "
-                         "auto\nplan (default 4)"),
-                cl::location(config.blocksPerSM), fdCompileFlag);
-IntegerFlag minChunkLength("min-chunk-length",
-                           cl::desc("shortest chunk the --num-splits auto plan "
-                                    "makes, in\ntokens (default 128)"),
-                           cl::location(config.minChunkLength), fdCompileFlag);
-IntegerFlag maxSplits("max-splits",
-                      cl::desc("most splits the --num-splits auto plan makes\n"
-                               "(default 512)"),
-                      cl::location(config.maxSplits), fdCompileFlag);
+IntegerFlag blocksPerSM("blocks-per-sm",
+                        cl::desc(describe("blocks per SM in one wave of the "
+                                          "--num-splits auto\nplan " +
+                                          defaultOf(config.blocksPerSM))),
+                        cl::location(config.blocksPerSM), fdCompileFlag);
+IntegerFlag minChunkLength(
+    "min-chunk-length",
+    cl::desc(describe("shortest chunk the --num-splits auto plan "
+                      "makes, in\ntokens " +
+                      defaultOf(config.minChunkLength))),
+    cl::location(config.minChunkLength), fdCompileFlag);
+IntegerFlag maxSplits(
+    "max-splits",
+    cl::desc(describe("most splits the --num-splits auto plan makes\n" +
+                      defaultOf(config.maxSplits))),
+    cl::location(config.maxSplits), fdCompileFlag);
 NumberFlag scale("scale", cl::desc("softmax scale (default 1/sqrt(head dim))"),
                  cl::value_desc("X"), cl::location(config.scale),
                  fdCompileFlag);
@@ -278,10 +302,10 @@ SwitchFlag fusedMerge(
              "finished blocks in int32\n[batch, num_kv_heads] (param "
              "\"merge_counters\"),\nzeroed once and left zero by every launch"),
     cl::location(config.fusedMerge), fdCompileFlag);
-cl::opt<std::string, /*ExternalStorage=*/true>
-    arch("arch",
-         cl::desc("sm_80, sm_86, sm_89, sm_90 or sm_90a (default sm_90)"),
-         cl::value_desc("A"), cl::location(config.arch), fdCompileFlag);
+cl::opt<std::string, /*ExternalStorage=*/true> arch(
+    "arch",
+    cl::desc(describe(getChipNameList() + " (default " + config.arch + ")")),
+    cl::value_desc("A"), cl::location(config.arch), fdCompileFlag);
 cl::opt<int, /*ExternalStorage=*/true, IntegerParser<int>>
     ptxVersion("ptx-version",
                cl::desc("PTX ISA version times ten, e.g. 80 (default 80)"),
