@@ -51,13 +51,9 @@ std::string KernelConfig::validate() const {
       batch, numKVHeads, maxLength, getPlannerOptions(), /*wordSeparator=*/'_');
   if (!planner.empty())
     return planner;
-  // A count past the planner's cap is a workspace no plan would make (S
-  // partials a row): refused, not clamped, as fd-split-kv refuses it.
-  if (numSplits > maxSplits)
-    return "num_splits " + text(numSplits) + " is over max_splits (" +
-           text(maxSplits) +
-           "): at most max_splits splits (raise max_splits "
-           "to allow more)";
+  std::string fixed = validateFixedSplitCount(numSplits, maxSplits, '_');
+  if (!fixed.empty())
+    return fixed;
   const Chip *chip = findChip(arch);
   if (!chip)
     return "arch '" + arch + "' is not supported: expected " +

@@ -81,7 +81,11 @@ const Chip *findChip(std::string_view name) {
   return nullptr;
 }
 
-const Chip &getDefaultChip() { return *findChip(kDefaultChipName); }
+const Chip &getDefaultChip() {
+  // Read by the default initializers of the config and option structs.
+  static const Chip &chip = *findChip(kDefaultChipName);
+  return chip;
+}
 
 std::string getChipNameList() {
   const std::vector<Chip> &chips = getChips();

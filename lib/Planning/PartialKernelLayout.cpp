@@ -1,6 +1,7 @@
 //===- PartialKernelLayout.cpp - The partial kernel's tiling --------------===//
 
 #include "fd/Planning/PartialKernelLayout.h"
+#include "IntegerMath.h"
 #include "fd/Planning/Chip.h"
 #include "fd/Planning/KernelChoice.h"
 
@@ -8,20 +9,8 @@
 
 namespace flashdecode {
 
-namespace {
-
-int64_t divideCeil(int64_t numerator, int64_t denominator) {
-  return (numerator + denominator - 1) / denominator;
-}
-
-int64_t powerOf2Ceil(int64_t value) {
-  int64_t power = 1;
-  while (power < value)
-    power *= 2;
-  return power;
-}
-
-} // namespace
+using detail::ceilDiv;
+using detail::powerOf2Ceil;
 
 PartialKernelLayout
 PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
@@ -37,8 +26,7 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
   // holds at most two vectors (head dims are at most 256).
   layout.lanesPerToken =
       std::min<int64_t>(32, powerOf2Ceil(layout.vectorsPerRow));
-  layout.vectorsPerLane =
-      divideCeil(layout.vectorsPerRow, layout.lanesPerToken);
+  layout.vectorsPerLane = ceilDiv(layout.vectorsPerRow, layout.lanesPerToken);
   layout.unroll =
       std::max<int64_t>(1, kVectorsInFlight / layout.vectorsPerLane);
   layout.tokensPerWarp = 32 / layout.lanesPerToken;
@@ -47,8 +35,8 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
   layout.tensorCores = choosesTensorCores(elementBytes, headDim, layout.rows);
   if (layout.tensorCores) {
     layout.tokensPerWarp = 8;
-    layout.numRowTiles = divideCeil(layout.rows, kTensorCoreTileRows);
-    layout.rowTile = divideCeil(layout.rows, layout.numRowTiles);
+    layout.numRowTiles = ceilDiv(layout.rows, kTensorCoreTileRows);
+    layout.rowTile = ceilDiv(layout.rows, layout.numRowTiles);
     bool float8 = cacheElementBytes == 1;
     layout.slotBytes = float8 ? 8 : 16;
     layout.stageSlots = headDim / 16 + (float8 ? 2 : 0);
@@ -62,8 +50,8 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
     maxRowTile =
         (kRowRegisterBudget - kRowTileLoopRegisters) / layout.registersPerRow();
   maxRowTile = std::max<int64_t>(1, maxRowTile);
-  layout.numRowTiles = divideCeil(layout.rows, maxRowTile);
-  layout.rowTile = divideCeil(layout.rows, layout.numRowTiles);
+  layout.numRowTiles = ceilDiv(layout.rows, maxRowTile);
+  layout.rowTile = ceilDiv(layout.rows, layout.numRowTiles);
   return layout;
 }
 

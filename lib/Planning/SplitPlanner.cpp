@@ -1,6 +1,7 @@
 //===- SplitPlanner.cpp - Choosing the number of KV splits ----------------===//
 
 #include "fd/Planning/SplitPlanner.h"
+#include "IntegerMath.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,9 +9,7 @@
 
 namespace flashdecode {
 
-static int64_t ceilDiv(int64_t numerator, int64_t denominator) {
-  return (numerator + denominator - 1) / denominator;
-}
+using detail::ceilDiv;
 
 SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
                          int64_t numSplits, const SplitPlannerOptions &options,
@@ -123,6 +122,17 @@ std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
   if (options.smBytesInFlight < 1)
     return positive("sm-bytes-in-flight", options.smBytesInFlight);
   return "";
+}
+
+std::string validateFixedSplitCount(int64_t numSplits, int64_t maxSplits,
+                                    char wordSeparator) {
+  if (numSplits <= maxSplits)
+    return "";
+  std::string splits = spell("num-splits", wordSeparator);
+  std::string cap = spell("max-splits", wordSeparator);
+  return splits + " " + std::to_string(numSplits) + " is over " + cap + " (" +
+         std::to_string(maxSplits) + "): at most " + cap + " splits (raise " +
+         cap + " to allow more)";
 }
 
 std::string validateSplitWorkload(const SplitWorkload &workload,

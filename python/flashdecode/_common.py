@@ -10,9 +10,8 @@ from . import _flashdecode as _native
 _DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 # The shapes the kernels are built for: the compiler's (fd/Planning/Limits.h).
 _MAX_QUERY_LEN = _native.MAX_DECODE_QUERY_LEN
-_HEAD_DIMS = (f"a multiple of {_native.HEAD_DIM_MULTIPLE} in "
-              f"[{_native.MIN_HEAD_DIM}, {_native.MAX_HEAD_DIM}]")
-_PAGE_SIZES = f"a power of two from 1 to {_native.MAX_PAGE_SIZE}"
+_HEAD_DIMS = "a " + _native.SUPPORTED_HEAD_DIMS
+_PAGE_SIZES = "a " + _native.SUPPORTED_PAGE_SIZES
 
 
 def _dtype_code(dtype):
@@ -72,8 +71,7 @@ class _Problem:
             if len(table_shape) != 2 or table_shape[0] != self.batch:
                 raise ValueError(f"block_table must be [B, max_pages] with B = "
                                  f"{self.batch}, got shape {tuple(table_shape)}")
-            if positions < 1 or positions > _native.MAX_PAGE_SIZE or \
-                    positions & (positions - 1):
+            if not _native.is_supported_page_size(positions):
                 raise ValueError(f"page size {positions} (the caches' "
                                  f"{'second' if kv_layout == 'NHD' else 'third'}"
                                  " dimension) is not supported: expected "
@@ -84,8 +82,7 @@ class _Problem:
         if kd != self.head_dim:
             raise ValueError(f"k_cache head dim {kd} must equal q head dim "
                              f"{self.head_dim}")
-        if not (_native.MIN_HEAD_DIM <= self.head_dim <= _native.MAX_HEAD_DIM
-                and self.head_dim % _native.HEAD_DIM_MULTIPLE == 0):
+        if not _native.is_supported_head_dim(self.head_dim):
             raise ValueError(f"head dim {self.head_dim} is not supported: "
                              f"expected {_HEAD_DIMS}")
         if self.num_kv_heads < 1 or self.num_q_heads % self.num_kv_heads:

@@ -257,11 +257,13 @@ PYBIND11_MODULE(_flashdecode, module) {
   // interface compiles for when none is named.
   module.attr("DEFAULT_ARCH") = std::string(kDefaultChipName);
   module.attr("DEFAULT_SM_COUNT") = getDefaultChip().defaultSMCount;
-  // The shapes the kernels are built for (fd/Planning/Limits.h).
-  module.attr("MIN_HEAD_DIM") = kMinHeadDim;
-  module.attr("MAX_HEAD_DIM") = kMaxHeadDim;
-  module.attr("HEAD_DIM_MULTIPLE") = kHeadDimMultiple;
-  module.attr("MAX_PAGE_SIZE") = kMaxPageSize;
+  // The shapes the kernels are built for (fd/Planning/Limits.h): the
+  // rules and the words that name them.
+  module.def("is_supported_head_dim", &isSupportedHeadDim, py::arg("head_dim"));
+  module.def("is_supported_page_size", &isSupportedPageSize,
+             py::arg("page_size"));
+  module.attr("SUPPORTED_HEAD_DIMS") = describeSupportedHeadDims();
+  module.attr("SUPPORTED_PAGE_SIZES") = describeSupportedPageSizes();
   module.attr("MAX_DECODE_QUERY_LEN") = kMaxDecodeQueryLength;
 
   module.def(

@@ -12,7 +12,7 @@
 // NEG: error: 'fd.attention' op fd-split-kv: 'num-splits' must be >= 0 (0 = automatic), got -2
 // SM: error: 'fd.attention' op fd-split-kv: sm-count must be >= 1, got 0
 // A fixed count past the planner's cap is refused, not clamped.
-// OVER: error: 'fd.attention' op fd-split-kv: 'num-splits' 600 is over 'max-splits' (512): at most max-splits splits (raise max-splits to allow more)
+// OVER: error: 'fd.attention' op fd-split-kv: num-splits 600 is over max-splits (512): at most max-splits splits (raise max-splits to allow more)
 
 func.func @dynamic_with_hints(%q: memref<?x32x128xf16>, %k: memref<?x?x8x128xf16>,
                               %v: memref<?x?x8x128xf16>, %lens: memref<?xi32>,

@@ -195,6 +195,13 @@ std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
                                        const SplitPlannerOptions &options,
                                        char wordSeparator = '-');
 
+/// An empty string when a fixed split count (`numSplits` >= 1) is within the
+/// planner's cap, otherwise the sentence that refuses it (never clamped: S
+/// partials a row is a workspace no plan would make), names spelled as for
+/// validateSplitPlannerInputs.
+std::string validateFixedSplitCount(int64_t numSplits, int64_t maxSplits,
+                                    char wordSeparator = '-');
+
 /// An empty string when a known workload is valid (rows, head dim and tokens
 /// per step >= 1, KV element bytes 1, 2 or 4, query element bytes 2 or 4),
 /// otherwise a sentence naming the input as validateSplitPlannerInputs does.

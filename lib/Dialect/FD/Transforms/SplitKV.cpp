@@ -82,11 +82,10 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
     return fail("'chunk-length' must be >= 0 (0 = follow the sequence "
                 "length), got " +
                 Twine(options.chunkLength));
-  if (options.numSplits > options.maxSplits)
-    return fail("'num-splits' " + Twine(options.numSplits) +
-                " is over 'max-splits' (" + Twine(options.maxSplits) +
-                "): at most max-splits splits (raise max-splits to allow "
-                "more)");
+  if (std::string fixed = ::flashdecode::validateFixedSplitCount(
+          options.numSplits, options.maxSplits);
+      !fixed.empty())
+    return fail(fixed);
   if (options.numSplits > 0)
     return options.numSplits;
 
