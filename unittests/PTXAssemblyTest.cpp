@@ -1,14 +1,17 @@
 //===- PTXAssemblyTest.cpp - ptxas accepts every PTX we emit --------------===//
 //
 // Compiles every configuration of the kernel matrix (KernelMatrix.h) and
-// assembles each kernel with `ptxas -v`: it must assemble with no spills.
-// Prints registers and shared memory per kernel. Skips with a reason when
-// ptxas is not installed.
+// assembles each kernel with `ptxas -v`: it must assemble with no spills,
+// and the partial kernel must be what its schedule (fd/Planning/KernelPlan.h)
+// says: registers within the schedule's budget, the launch bounds the split
+// planner counts on, the schedule's shared memory. Prints registers and
+// shared memory per kernel. Skips with a reason when ptxas is not installed.
 //
 //===----------------------------------------------------------------------===//
 
 #include "KernelMatrix.h"
 
+#include "fd/Planning/SplitPlanner.h"
 #include "fd/TestSupport/Ptxas.h"
 
 #include "llvm/Support/JSON.h"
@@ -40,6 +43,11 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
   const llvm::json::Array *entries =
       manifest->getAsObject()->getArray("kernels");
   ASSERT_TRUE(entries && entries->size() == kernels->ptx.size());
+  KernelConfig config = toKernelConfig(GetParam());
+  const Chip *chip = findChip(config.arch);
+  ASSERT_NE(chip, nullptr) << config.arch;
+  KernelProblem problem = config.getKernelProblem();
+  KernelSchedule schedule = planKernel(problem, *chip);
   for (const auto &[entry, kernel] : llvm::zip(*entries, kernels->ptx)) {
     const auto &[name, ptx] = kernel;
     auto report = assembleWithPtxas(*ptxas, ptx, GetParam().arch);
@@ -52,6 +60,27 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
               report->sharedMemoryBytes)
         << name << ":\n"
         << report->log;
+    if (name == "fd_partial_attention") {
+      EXPECT_LE(report->registers, schedule.getRegisterBudget(*chip))
+          << name << ": " << schedule.minBlocksPerSM << " blocks per SM";
+      EXPECT_EQ(schedule.getSharedMemoryBytes(
+                    config.fusedMerge ? kernels->numSplits : 0),
+                report->sharedMemoryBytes)
+          << name;
+      // The launch bounds ptxas was given are the ones the split planner
+      // fills its waves with.
+      size_t bound = ptx.find(".minnctapersm");
+      if (schedule.minBlocksPerSM == 0) {
+        EXPECT_EQ(bound, std::string::npos) << name;
+      } else {
+        EXPECT_NE(ptx.find(".minnctapersm " +
+                           std::to_string(schedule.minBlocksPerSM)),
+                  std::string::npos)
+            << name;
+      }
+      EXPECT_EQ(getSplitWorkload(problem, schedule).blocksPerSM,
+                schedule.minBlocksPerSM);
+    }
     std::printf("%s %s: %lld registers, %lld bytes shared memory\n",
                 testing::UnitTest::GetInstance()->current_test_info()->name(),
                 name.c_str(), static_cast<long long>(report->registers),

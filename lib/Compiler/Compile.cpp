@@ -26,17 +26,12 @@ using namespace mlir;
 namespace flashdecode {
 
 int64_t getAutomaticMaxSplits(const KernelConfig &config) {
-  if (!config.fusedMerge)
-    return config.maxSplits;
-  MLIRContext context(MLIRContext::Threading::DISABLED);
-  context.loadDialect<gpu::GPUDialect>();
-  int64_t elementBytes = getElementTypeSize(config.elementType);
-  mlir::fd::PartialKernelLayout layout = mlir::fd::PartialKernelLayout::get(
-      config.headDim, elementBytes, config.hasFloat8Cache() ? 1 : elementBytes,
-      config.numQueryHeads / config.numKVHeads, config.queryLength,
-      config.withAlibi);
-  return std::clamp<int64_t>(
-      mlir::fd::getMostFusedMergeSplits(layout, &context), 1, config.maxSplits);
+  // The workgroup memory that bounds the fused merge is the same on every
+  // chip: an unknown arch (validate() reports it) plans on the default.
+  const Chip *chip = findChip(config.arch);
+  return getAutomaticSplitCap(
+      planKernel(config.getKernelProblem(), chip ? *chip : getDefaultChip()),
+      config.maxSplits, config.fusedMerge);
 }
 
 const char *getCompilerVersion() { return "flashdecode 0.2.20 (MLIR 22)"; }

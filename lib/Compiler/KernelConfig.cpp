@@ -65,6 +65,21 @@ std::string KernelConfig::validate() const {
   return "";
 }
 
+KernelProblem KernelConfig::getKernelProblem() const {
+  KernelProblem problem;
+  problem.headDim = headDim;
+  problem.queryElementBytes = getElementTypeSize(elementType);
+  problem.cacheElementBytes = hasFloat8Cache() ? 1 : problem.queryElementBytes;
+  problem.groupSize = numQueryHeads / numKVHeads;
+  problem.queryLength = queryLength;
+  problem.alibi = withAlibi;
+  problem.features.paged = pageSize > 0;
+  problem.features.window = windowLeft > 0;
+  problem.features.softCap = logitsSoftCap.has_value();
+  problem.features.queryLens = withQueryLens;
+  return problem;
+}
+
 SplitPlannerOptions KernelConfig::getPlannerOptions() const {
   SplitPlannerOptions options;
   options.smCount = smCount;

@@ -2,6 +2,7 @@
 
 #include "fd/Compiler/SplitKVOptions.h"
 #include "fd/Compiler/Compile.h"
+#include "fd/Dialect/FD/Utils/AttentionUtils.h"
 
 namespace flashdecode {
 
@@ -15,14 +16,41 @@ mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelConfig &config) {
   split.smCount = planner.smCount;
   split.blocksPerSM = planner.blocksPerSM;
   split.minChunkLength = planner.minChunkLength;
-  // An automatic count with a fused merge: no more than it can merge, and
-  // planned with its serial tail (the CPU path, which ignores the flag,
-  // then splits alike). A fixed count the merge cannot take is the
-  // lowering's error, which says how many it can.
-  split.maxSplits =
-      config.numSplits ? config.maxSplits : getAutomaticMaxSplits(config);
+  split.maxSplits = planner.maxSplits;
+  split.chip = config.arch;
+  // fd-split-kv plans an automatic count with a fused merge's serial tail
+  // and within what it can merge (the CPU path, which ignores the flag,
+  // then splits alike).
   split.fusedMerge = config.fusedMerge;
   return split;
+}
+
+int64_t resolveNumSplits(const KernelConfig &config) {
+  if (!config.splitKV)
+    return 1;
+  if (config.numSplits > 0)
+    return config.numSplits;
+  mlir::fd::FDSplitKVOptions split = getSplitKVOptions(config);
+  // The module's batch and cache length are the config's (or planned for
+  // it, where dynamic); its rules bound the keys a sequence attends to.
+  mlir::fd::AttentionRules rules;
+  rules.queryLength = config.queryLength;
+  if (config.windowLeft > 0)
+    rules.windowLeft = config.windowLeft;
+  int64_t attended = mlir::fd::getAttendedLength(config.maxLength, rules);
+  const Chip *chip = findChip(config.arch);
+  KernelProblem problem = config.getKernelProblem();
+  KernelSchedule schedule =
+      planKernel(problem, chip ? *chip : getDefaultChip());
+  SplitPlannerOptions planner = mlir::fd::getSplitPlannerOptions(split);
+  planner.maxSplits =
+      getAutomaticSplitCap(schedule, config.maxSplits, config.fusedMerge);
+  if (config.chunkLength > 0)
+    return getChunkedSplitCount(attended, config.chunkLength,
+                                planner.maxSplits);
+  return planNumSplits(config.batch, config.numKVHeads, attended, planner,
+                       getSplitWorkload(problem, schedule, config.fusedMerge))
+      .numSplits;
 }
 
 } // namespace flashdecode

@@ -2,7 +2,6 @@
 
 #include "fd/Planning/PartialKernelLayout.h"
 #include "IntegerMath.h"
-#include "fd/Planning/Chip.h"
 #include "fd/Planning/KernelChoice.h"
 
 #include <algorithm>
@@ -53,40 +52,6 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
   layout.numRowTiles = ceilDiv(layout.rows, maxRowTile);
   layout.rowTile = ceilDiv(layout.rows, layout.numRowTiles);
   return layout;
-}
-
-TensorCoreResidency
-getTensorCoreResidency(const PartialKernelLayout &layout,
-                       const PartialKernelFeatures &features,
-                       const Chip &chip) {
-  // The tensor-core kernel fits 128 registers (four blocks per SM, the
-  // split planner's default wave) where ptxas would take a few more:
-  // say so, as __launch_bounds__(128, 4) does. With a paged cache the
-  // page lookups do not fit beside the fragments in 128 (ptxas spills a
-  // few bytes in some configurations), nor do the query rows' windows
-  // beside the soft-cap (8 bytes at MHA, Lq = 8 on sm_80), nor, at D =
-  // 128, the rows' windows or query lengths beside q's held k-steps (4 to
-  // 16 bytes at Hq / Hkv = 2 and 4, Lq > 1, on both arches), nor the ALiBi
-  // slopes and positions of a lane's rows: three blocks, 168 registers.
-  // So do 16-row tiles at D = 128 (MQA), to hold all of q's fragments:
-  // read from workgroup memory, they made two blocks shared-memory-bound.
-  bool rowsMasked = layout.causal && (features.window || features.queryLens);
-  bool tight = features.paged || layout.alibi ||
-               (layout.causal && features.window && features.softCap) ||
-               (rowsMasked && layout.headDim == 128) ||
-               (layout.rowTile == kTensorCoreTileRows && layout.headDim == 128);
-  TensorCoreResidency residency;
-  residency.minBlocksPerSM = tight ? 3 : 4;
-  // q's fragments all stay in registers through the token loop (else
-  // they are read from workgroup memory every step: as much traffic as
-  // K's and V's) where ptxas fits them: with three blocks' registers,
-  // and with four at D = 64 on sm_90. Elsewhere ptxas 13.0 spills with
-  // more than two held (sm_90, D = 128: 20 bytes with all eight).
-  residency.heldQuerySteps = layout.headDim / 16;
-  bool hopper = chip.computeCapability >= 90;
-  if (!tight && (!hopper || layout.headDim > 64))
-    residency.heldQuerySteps = 2;
-  return residency;
 }
 
 } // namespace flashdecode

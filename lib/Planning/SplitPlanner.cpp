@@ -11,6 +11,21 @@ namespace flashdecode {
 
 using detail::ceilDiv;
 
+SplitWorkload getSplitWorkload(const KernelProblem &problem,
+                               const KernelSchedule &schedule,
+                               bool fusedMerge) {
+  SplitWorkload workload;
+  workload.rowsPerKVHead = problem.getRowsPerKVHead();
+  workload.headDim = problem.headDim;
+  workload.kvElementBytes = problem.cacheElementBytes;
+  workload.queryElementBytes = problem.queryElementBytes;
+  workload.tokensPerStep = schedule.getTokensPerStep();
+  workload.rowsPerTile = schedule.getRowsPerTile();
+  workload.blocksPerSM = schedule.minBlocksPerSM;
+  workload.fusedMerge = fusedMerge;
+  return workload;
+}
+
 SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
                          int64_t numSplits, const SplitPlannerOptions &options,
                          const SplitWorkload &workload) {
@@ -19,7 +34,10 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
   // A known workload's rows take a block per row tile.
   int64_t rowTiles = workload.isKnown() ? workload.getRowTiles() : 1;
   plan.blocks = batch * numKVHeads * numSplits * rowTiles;
-  int64_t slots = options.smCount * options.blocksPerSM;
+  int64_t blocksPerSM = options.blocksPerSM;
+  if (workload.isKnown() && workload.blocksPerSM > 0)
+    blocksPerSM = std::min(blocksPerSM, workload.blocksPerSM);
+  int64_t slots = options.smCount * blocksPerSM;
   plan.waves = ceilDiv(plan.blocks, slots);
   plan.waveEfficiency = static_cast<double>(plan.blocks) /
                         static_cast<double>(plan.waves * slots);
@@ -150,6 +168,10 @@ std::string validateSplitWorkload(const SplitWorkload &workload,
     return positive("tokens-per-step", workload.tokensPerStep);
   if (workload.rowsPerTile < 1)
     return positive("rows-per-tile", workload.rowsPerTile);
+  if (workload.blocksPerSM < 0)
+    return spell("blocks-per-sm", wordSeparator) +
+           " of the kernel's launch bounds must be >= 0 (0 = none), got " +
+           std::to_string(workload.blocksPerSM);
   if (workload.kvElementBytes != 1 && workload.kvElementBytes != 2 &&
       workload.kvElementBytes != 4)
     return spell("kv-element-bytes", wordSeparator) +
@@ -184,6 +206,18 @@ SplitPlan planNumSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
       return plan;
   }
   return best;
+}
+
+int64_t getAutomaticSplitCap(const KernelSchedule &schedule, int64_t maxSplits,
+                             bool fusedMerge) {
+  if (!fusedMerge)
+    return maxSplits;
+  return std::clamp<int64_t>(schedule.getMostFusedMergeSplits(), 1, maxSplits);
+}
+
+int64_t getChunkedSplitCount(int64_t maxLength, int64_t chunkLength,
+                             int64_t maxSplits) {
+  return std::clamp<int64_t>(ceilDiv(maxLength, chunkLength), 1, maxSplits);
 }
 
 std::string describeSplitPlan(const SplitPlan &plan) {

@@ -27,11 +27,12 @@ and ``k_scale=`` / ``v_scale=``; ``quantize_kv`` makes them.
 """
 
 import json
+import numbers
 
 from . import _flashdecode as _native
 from ._common import (_check_flag, _check_page_size, _check_scale,
                       _check_soft_cap, _check_window, _dtype_code,
-                      _planner_options, _split_options, _split_workload)
+                      _planner_options, _split_options, _kernel_problem)
 from ._cpu import _decode_cpu
 from ._fp8 import check_compile_options as _check_fp8_options
 from ._fp8 import quantize_kv
@@ -48,8 +49,13 @@ def plan_splits(batch, num_kv_heads, max_len,
                 sm_count=_native.DEFAULT_SM_COUNT, *, blocks_per_sm=None,
                 min_chunk_length=None, max_splits=None, num_q_heads=None,
                 head_dim=None, query_len=1, kv_dtype=None, fused_merge=False,
-                dtype=None):
-    """The split count fd-split-kv chooses for this problem (same function).
+                dtype=None, page_size=None, window_left=None,
+                logits_soft_cap=None, with_alibi=False, with_query_lens=False,
+                arch=_native.DEFAULT_ARCH):
+    """Without num_q_heads and head_dim: the wave model alone, not compile().
+
+    The split count fd-split-kv chooses for this problem (the same function):
+    with the kernel's work given, what compile() plans for it.
 
     blocks_per_sm (4), min_chunk_length (128), max_splits (512): the
     planner's knobs (docs/SplitHeuristic.md); None keeps the default.
@@ -63,12 +69,36 @@ def plan_splits(batch, num_kv_heads, max_len,
     the wave model alone. fused_merge (with them) plans for kernels
     compiled with fused_merge=True: their merge's serial tail grows with
     the split count (max_splits is not narrowed here: compile() keeps it
-    within what the fused merge can merge)."""
+    within what the fused merge can merge). page_size, window_left,
+    logits_soft_cap, with_alibi, with_query_lens and arch (with the work)
+    are compile()'s: they choose the kernel's schedule (its row tiles, keys
+    per step and launch bounds, fd/Planning/KernelPlan.h), and a window
+    bounds the keys a sequence attends to, as for compile()."""
+    work = _kernel_problem(num_kv_heads, num_q_heads, head_dim, query_len,
+                           kv_dtype, fused_merge, dtype)
+    window = _check_window(window_left)
+    features = {"page_size": page_size, "window_left": window_left,
+                "logits_soft_cap": logits_soft_cap, "with_alibi": with_alibi,
+                "with_query_lens": with_query_lens}
+    if not work:
+        given = [name for name, value in features.items()
+                 if value not in (None, False)]
+        if given:
+            raise ValueError(f"{', '.join(given)} describe the kernel's "
+                             f"work: pass num_q_heads and head_dim with them")
+        return _native.plan_splits(
+            batch, num_kv_heads, max_len, sm_count,
+            **_planner_options(blocks_per_sm, min_chunk_length, max_splits))
+    for name in ("with_alibi", "with_query_lens"):
+        _check_flag(name, features[name])
+    if window and isinstance(max_len, numbers.Integral) and max_len >= 0:
+        max_len = _native.attended_length(max_len, work["query_len"], window)
     return _native.plan_splits(
         batch, num_kv_heads, max_len, sm_count,
         **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
-        **_split_workload(num_kv_heads, num_q_heads, head_dim, query_len,
-                          kv_dtype, fused_merge, dtype))
+        **work, paged=_check_page_size(page_size) > 0, window=window > 0,
+        soft_cap=_check_soft_cap(logits_soft_cap) is not None,
+        alibi=with_alibi, query_lens=with_query_lens, arch=arch)
 
 
 class Kernel:

@@ -213,12 +213,13 @@ def _dtype_name(dtype):
     return getattr(dtype, "name", dtype)
 
 
-def _split_workload(num_kv_heads, num_q_heads, head_dim, query_len,
+def _kernel_problem(num_kv_heads, num_q_heads, head_dim, query_len,
                     kv_dtype, fused_merge=False, dtype=None):
-    """plan_splits' description of the kernel's work as the planner's
-    keywords: none without num_q_heads and head_dim; ValueError naming the
-    argument for a bad one. dtype is the queries' (None: the caches', or
-    float16 beside an fp8 cache)."""
+    """The problem whose partial kernel plan_splits plans for, as the native
+    planner's keywords (it works out the kernel's schedule and workload):
+    none without num_q_heads and head_dim; ValueError naming the argument
+    for a bad one. dtype is the queries' (None: the caches', or float16
+    beside an fp8 cache)."""
     _check_flag("fused_merge", fused_merge)
     if num_q_heads is None and head_dim is None:
         if kv_dtype is not None or dtype is not None or query_len != 1 or \
@@ -251,9 +252,8 @@ def _split_workload(num_kv_heads, num_q_heads, head_dim, query_len,
         if query_bytes is None:
             raise ValueError(f"dtype must be one of "
                              f"{sorted(_QUERY_ELEMENT_BYTES)}, got {dtype!r}")
-    return {"rows_per_kv_head":
-            counts["num_q_heads"] // counts["num_kv_heads"] *
-            counts["query_len"],
+    return {"group_size": counts["num_q_heads"] // counts["num_kv_heads"],
+            "query_len": counts["query_len"],
             "head_dim": counts["head_dim"],
             "kv_element_bytes": kv_bytes,
             "query_element_bytes": query_bytes,

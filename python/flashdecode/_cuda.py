@@ -3,7 +3,6 @@ tensors, __cuda_array_interface__ objects) on the GPU that holds them, with
 kernels compiled for its compute capability and loaded once per
 configuration and GPU."""
 
-import functools
 import math
 
 import numpy as np
@@ -13,7 +12,7 @@ from . import _fp8
 from ._common import (_BUFFERS, _DTYPES, _Problem, _buffer_flags,
                       _buffer_shape_error, _check_flag, _check_scale,
                       _check_soft_cap, _check_window, _planner_options,
-                      _split_options, _split_workload)
+                      _split_options)
 from .device_array import DeviceArray
 
 
@@ -441,19 +440,6 @@ def _launch_scale(scale, kind, granularity, count):
     return _native.StagedScale(source=scale.pointer, count=repeat)
 
 
-@functools.lru_cache(maxsize=None)
-def _fused_max_splits(head_dim, num_q_heads, num_kv_heads, query_len, dtype,
-                      kv_format, granularity, with_alibi, planner):
-    """The most splits a fused merge of these heads merges, within the
-    planner's max_splits (the compiler's cap for num_splits="auto")."""
-    return _native.KernelConfig(
-        head_dim, num_q_heads, num_kv_heads, query_len, _DTYPES[dtype], "NHD",
-        0, 0, True, None, False, 1, 4096, _native.DEFAULT_SM_COUNT,
-        _native.DEFAULT_ARCH, **dict(planner),
-        with_alibi=with_alibi, fused_merge=True,
-        **_fp8.config_options(kv_format, granularity)).automatic_max_splits()
-
-
 def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                  return_lse, dtype, block_table, arch, out, lse, stream,
                  planner, window_left=0, logits_soft_cap=None, kv_dtype=None,
@@ -493,39 +479,29 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     elif return_lse:
         lse, lse_pointer = _new_output(q, problem.lse_shape(), "float32",
                                        device)
-    if splits == 0:
-        # The planner's choice for this batch and the keys a sequence
-        # attends to (as fd-split-kv plans), so that batches that split
-        # alike share one kernel; no more than a fused merge can merge.
-        if fused_merge:
-            planner = dict(planner, max_splits=_fused_max_splits(
-                problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
-                problem.query_len, qa.dtype, kv_format, granularity,
-                flags.get("with_alibi", False),
-                tuple(sorted(planner.items()))))
-        splits = _native.plan_splits(
-            problem.batch, problem.num_kv_heads,
-            _native.attended_length(problem.max_len, problem.query_len,
-                                    window_left),
-            sm_count, **planner,
-            **_split_workload(problem.num_kv_heads, problem.num_q_heads,
-                              problem.head_dim, problem.query_len,
-                              kv_format or qa.dtype, fused_merge, qa.dtype))
     if arch is None:
         arch = target
+    def config(num_splits, batch, max_len, **knobs):
+        return _native.KernelConfig(
+            problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
+            problem.query_len, _DTYPES[qa.dtype], kv_layout,
+            problem.page_size, num_splits, True, scale, return_lse, batch,
+            max_len, sm_count, arch, **knobs, window_left=window_left,
+            logits_soft_cap=logits_soft_cap, **flags,
+            **_fp8.config_options(kv_format, granularity))
+
+    if splits == 0:
+        # What the compiler plans for this batch and cache length, so that
+        # batches that split alike share one kernel.
+        splits = config(0, problem.batch, problem.max_len,
+                        **planner).resolve_num_splits()
     key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
            problem.query_len, qa.dtype, kv_layout, problem.page_size, splits,
            scale, return_lse, window_left, logits_soft_cap) + \
         tuple(sorted(flags.items())) + (kv_format, granularity, arch, device)
     launcher = _cuda_launchers.get(key)
     if launcher is None:
-        launcher = _native.cuda_launcher(_native.KernelConfig(
-            problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
-            problem.query_len, _DTYPES[qa.dtype], kv_layout,
-            problem.page_size, splits, True, scale, return_lse, 1, 4096,
-            sm_count, arch, window_left=window_left,
-            logits_soft_cap=logits_soft_cap, **flags,
-            **_fp8.config_options(kv_format, granularity)), device)
+        launcher = _native.cuda_launcher(config(splits, 1, 4096), device)
         _cuda_launchers[key] = launcher
     if stream is None:
         stream = _torch_stream(device) if any(

@@ -12,6 +12,7 @@
 
 #include "fd/Compiler/CPUAttentionKernel.h"
 #include "fd/Compiler/Compile.h"
+#include "fd/Compiler/SplitKVOptions.h"
 #include "fd/Dialect/FD/Utils/AttentionUtils.h"
 #include "fd/Planning/Chip.h"
 #include "fd/Planning/Limits.h"
@@ -284,37 +285,55 @@ PYBIND11_MODULE(_flashdecode, module) {
       "plan_splits",
       [](int64_t batch, int64_t numKVHeads, int64_t maxLength, int64_t smCount,
          int64_t blocksPerSM, int64_t minChunkLength, int64_t maxSplits,
-         int64_t rowsPerKVHead, int64_t headDim, int64_t kvElementBytes,
-         int64_t queryElementBytes, bool fusedMerge) {
+         int64_t groupSize, int64_t queryLength, int64_t headDim,
+         int64_t kvElementBytes, int64_t queryElementBytes, bool fusedMerge,
+         bool paged, bool window, bool softCap, bool alibi, bool queryLens,
+         const std::string &arch) {
         SplitPlannerOptions options;
         options.smCount = smCount;
         options.blocksPerSM = blocksPerSM;
         options.minChunkLength = minChunkLength;
         options.maxSplits = maxSplits;
-        SplitWorkload workload;
-        workload.rowsPerKVHead = rowsPerKVHead;
-        workload.headDim = headDim;
-        workload.kvElementBytes = kvElementBytes;
-        workload.queryElementBytes = queryElementBytes;
-        workload.fusedMerge = fusedMerge;
         std::string invalid = validateSplitPlannerInputs(
             batch, numKVHeads, maxLength, options, /*wordSeparator=*/'_');
-        if (invalid.empty())
+        const Chip *chip = findChip(arch);
+        if (invalid.empty() && !chip)
+          invalid = "arch '" + arch + "' is not supported: expected " +
+                    getChipNameList();
+        SplitWorkload workload;
+        if (invalid.empty() && headDim > 0) {
+          KernelProblem problem;
+          problem.headDim = headDim;
+          problem.queryElementBytes = queryElementBytes;
+          problem.cacheElementBytes = kvElementBytes;
+          problem.groupSize = groupSize;
+          problem.queryLength = queryLength;
+          problem.alibi = alibi;
+          problem.features = {paged, window, softCap, queryLens};
+          workload =
+              getSplitWorkload(problem, planKernel(problem, *chip), fusedMerge);
           invalid = validateSplitWorkload(workload, /*wordSeparator=*/'_');
+        }
         if (!invalid.empty())
           throw py::value_error(invalid);
         return planNumSplits(batch, numKVHeads, maxLength, options, workload)
             .numSplits;
       },
+      "The split count fd-split-kv plans for the partial kernel of this "
+      "problem on `arch` (head_dim 0: the wave model alone).",
       py::arg("batch"), py::arg("num_kv_heads"), py::arg("max_len"),
       py::arg("sm_count") = SplitPlannerOptions().smCount,
       py::arg("blocks_per_sm") = SplitPlannerOptions().blocksPerSM,
       py::arg("min_chunk_length") = SplitPlannerOptions().minChunkLength,
       py::arg("max_splits") = SplitPlannerOptions().maxSplits, py::kw_only(),
-      py::arg("rows_per_kv_head") = 0, py::arg("head_dim") = 0,
+      py::arg("group_size") = 1, py::arg("query_len") = 1,
+      py::arg("head_dim") = 0,
       py::arg("kv_element_bytes") = SplitWorkload().kvElementBytes,
       py::arg("query_element_bytes") = SplitWorkload().queryElementBytes,
-      py::arg("fused_merge") = false);
+      py::arg("fused_merge") = false, py::arg("paged") = false,
+      py::arg("window") = false, py::arg("soft_cap") = false,
+      py::arg("alibi") = false, py::arg("query_lens") = false,
+      py::arg("arch") = std::string(kDefaultChipName));
 
   // One configuration object, validated once, serves compile(), the CPU
   // kernels and the GPU plans.
@@ -323,7 +342,11 @@ PYBIND11_MODULE(_flashdecode, module) {
       .def("__repr__", &KernelConfig::toString)
       .def("automatic_max_splits", &getAutomaticMaxSplits,
            "The most splits num_splits=auto makes: max_splits, and with a "
-           "fused merge no more than it can merge.");
+           "fused merge no more than it can merge.")
+      .def("resolve_num_splits", &resolveNumSplits,
+           "The split count the JIT compiles this config with: num_splits, "
+           "or what num_splits=auto plans (fd-split-kv's choice for the "
+           "config's module).");
 
   module.def(
       "compile",

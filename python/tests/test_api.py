@@ -102,6 +102,114 @@ def test_plan_splits_agrees_with_fd_opt(tmp_path, batch, kv_heads, max_len):
                                    head_dim=128) == printed
 
 
+_SCHEDULE_FEATURES = [
+    {}, {"page_size": 16}, {"window_left": 1000}, {"with_alibi": True},
+    {"query_len": 4, "with_query_lens": True},
+    {"query_len": 2, "window_left": 512, "logits_soft_cap": 30.0},
+    {"dtype": "float32"}, {"dtype": "float32", "with_alibi": True},
+    {"fused_merge": True}]
+
+
+@pytest.mark.parametrize("features", _SCHEDULE_FEATURES)
+@pytest.mark.parametrize("kv_heads,batch,max_len", [
+    (1, 1, 32768), (8, 3, 5000), (32, 16, 4096)])
+def test_every_plan_sees_the_kernels_schedule(features, kv_heads, batch,
+                                               max_len):
+    """compile() (fd-split-kv on the IR), plan_splits (the problem's
+    schedule from Python's arguments) and the config's resolve_num_splits
+    (what decode_attention and Decoder plan on a GPU) agree where the
+    kernel's schedule differs: paged caches, ALiBi and MQA's 16-row tiles
+    launch 3 blocks per SM, f32 tiles hold fewer rows (fewer still with
+    ALiBi's slope and position a row: MQA in f32 at B=1, L=32k plans 123
+    splits with it, 164 without)."""
+    features = dict(features)
+    query_len = features.pop("query_len", 1)
+    dtype = features.pop("dtype", "float16")
+    compiled = flashdecode.compile(128, 32, kv_heads, dtype=dtype,
+                                   batch=batch, max_len=max_len,
+                                   query_len=query_len, **features)
+    planned = flashdecode.plan_splits(
+        batch, kv_heads, max_len, num_q_heads=32, head_dim=128,
+        query_len=query_len, dtype=dtype, kv_dtype=dtype, **features)
+    config = flashdecode._native.KernelConfig(
+        128, 32, kv_heads, query_len, flashdecode._dtype_code(dtype), "NHD",
+        features.get("page_size", 0), 0, True, None, False, batch, max_len,
+        flashdecode._native.DEFAULT_SM_COUNT, flashdecode._native.DEFAULT_ARCH,
+        window_left=features.get("window_left", 0),
+        logits_soft_cap=features.get("logits_soft_cap"),
+        with_alibi=features.get("with_alibi", False),
+        with_query_lens=features.get("with_query_lens", False),
+        fused_merge=features.get("fused_merge", False))
+    assert compiled.num_splits == planned == config.resolve_num_splits(), \
+        (compiled.num_splits, planned, config.resolve_num_splits())
+
+
+def _unescape_mlir_string(text):
+    """An MLIR string literal's contents: a backslash escapes a backslash
+    or two hex digits."""
+    return re.sub(r"\\([0-9A-Fa-f]{2}|\\)",
+                  lambda m: "\\" if m.group(1) == "\\"
+                  else chr(int(m.group(1), 16)), text)
+
+
+@pytest.mark.parametrize("flags,options", [
+    (["--num-kv-heads", "8", "--batch", "1", "--max-len", "32768"],
+     "batch=1 max-len=32768"),
+    (["--num-kv-heads", "1", "--batch", "1", "--max-len", "131072",
+      "--fused-merge"], "batch=1 max-len=131072 fuse-merge=true"),
+    (["--num-kv-heads", "8", "--batch", "4", "--max-len", "4096",
+      "--page-size", "16", "--dtype", "bf16", "--fused-merge"],
+     "batch=4 max-len=4096 fuse-merge=true"),
+    (["--num-kv-heads", "32", "--batch", "2", "--max-len", "5000",
+      "--dtype", "f32", "--num-splits", "3", "--arch", "sm_80",
+      "--ptx-version", "78"],
+     "num-splits=3 chip=sm_80 ptx-version=78"),
+])
+def test_fd_opt_lower_to_ptx_is_fd_compile(tmp_path, flags, options):
+    """fd-opt --fd-lower-to-ptx on fd-compile's fd.attention plans the
+    split count (fused merge and its cap included) and emits the PTX
+    fd-compile does, byte for byte."""
+    tool = lambda name: os.path.join(BUILD, "bin", name)
+    common = ["--head-dim", "128", "--num-q-heads", "32"] + flags
+    ir = tmp_path / "attention.mlir"
+    subprocess.run([tool("fd-compile"), "--emit", "fd", "-o", str(ir)] +
+                   common, check=True)
+    out = tmp_path / "out"
+    subprocess.run([tool("fd-compile"), "--no-cache", "-o", str(out)] +
+                   common, check=True, capture_output=True)
+    lowered = subprocess.run(
+        [tool("fd-opt"), str(ir), f"--fd-lower-to-ptx={options}"],
+        check=True, capture_output=True, text=True).stdout
+    binaries = dict(re.findall(
+        r'gpu\.binary @(\w+)\s*\[#gpu\.object<.*?assembly = '
+        r'"((?:[^"\\]|\\.)*)"',
+        lowered))
+    compiled = {path.stem: path.read_text()
+                for path in out.glob("*.ptx")}
+    assert sorted(binaries) == sorted(compiled)
+    for name, text in compiled.items():
+        assert _unescape_mlir_string(binaries[name]) == text, name
+
+
+def test_plan_splits_says_it_is_the_wave_model_without_the_work():
+    assert "the wave model alone" in \
+        flashdecode.plan_splits.__doc__.splitlines()[0]
+    assert flashdecode.plan_splits(1, 8, 32768) == 63
+    assert flashdecode.compile(128, 32, 8, max_len=32768).num_splits == 22
+
+
+def test_plan_splits_features_need_the_work():
+    with pytest.raises(ValueError, match="page_size, with_alibi describe "
+                       "the kernel's work: pass num_q_heads and head_dim"):
+        flashdecode.plan_splits(1, 8, 4096, page_size=16, with_alibi=True)
+    with pytest.raises(ValueError, match="with_alibi must be True or False"):
+        flashdecode.plan_splits(1, 8, 4096, num_q_heads=32, head_dim=128,
+                                with_alibi=1)
+    with pytest.raises(ValueError, match="arch 'sm_70' is not supported"):
+        flashdecode.plan_splits(1, 8, 4096, num_q_heads=32, head_dim=128,
+                                arch="sm_70")
+
+
 def test_planner_knobs_reach_the_plan_and_the_manifest():
     # One block per SM per wave is the classic plan: 16 splits at B=1 L=32k.
     assert flashdecode.plan_splits(1, 8, 32768) == 63
@@ -145,14 +253,16 @@ def test_plan_splits_with_the_kernels_work():
                 **kwargs), (kwargs, heads, batch, max_len)
     # MQA at B=1, L=32k: its tensor-core blocks' fixed cost against their
     # pace, 94 splits; with f32 queries (CUDA cores, a token per
-    # token-time) as many as the chunks allow, 256 of 128 keys.
+    # token-time) one wave of the kernel's row tiles: 5 tiles of 7 rows
+    # over an f16 cache, 98 splits; 8 tiles of 4 over an fp8 cache (its
+    # rows hold 16 elements a lane), 63.
     assert flashdecode.plan_splits(1, 1, 32768, num_q_heads=32,
                                    head_dim=128) == 94
     assert flashdecode.plan_splits(1, 1, 32768, num_q_heads=32,
-                                   head_dim=128, dtype="float32") == 256
+                                   head_dim=128, dtype="float32") == 98
     assert flashdecode.plan_splits(1, 1, 32768, num_q_heads=32,
                                    head_dim=128, dtype=np.dtype("float32"),
-                                   kv_dtype="float8_e4m3fn") == 256
+                                   kv_dtype="float8_e4m3fn") == 63
 
 
 @pytest.mark.parametrize("kwargs,message", [

@@ -112,11 +112,13 @@ def test_automatic_splits_stay_within_what_the_fused_merge_merges():
         .automatic_max_splits() == 256
     assert native.KernelConfig(*positional, max_splits=100, fused_merge=True) \
         .automatic_max_splits() == 100
-    assert flashdecode._cuda._fused_max_splits(
-        128, 32, 1, 1, "float16", None, "tensor", False, ()) == 256
-    assert flashdecode._cuda._fused_max_splits(
-        128, 32, 1, 1, "float16", None, "tensor", False,
-        (("max_splits", 64),)) == 64
+    # What decode_attention and Decoder plan on a GPU: the JIT's choice,
+    # within the fused merge's cap and max_splits.
+    assert native.KernelConfig(*positional).resolve_num_splits() == 87
+    assert native.KernelConfig(*positional, fused_merge=True) \
+        .resolve_num_splits() == 48
+    assert native.KernelConfig(*positional, max_splits=30, fused_merge=True) \
+        .resolve_num_splits() <= 30
 
 
 def test_plan_splits_fused_merge_needs_the_work():

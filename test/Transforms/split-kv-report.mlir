@@ -36,7 +36,7 @@ func.func @llama_decode(%q: memref<1x32x128xf16>, %k: memref<1x32768x8x128xf16>,
 func.func @mqa_decode(%q: memref<1x32x128xf16>, %k: memref<1x32768x1x128xf16>,
                       %v: memref<1x32768x1x128xf16>, %lens: memref<1xi32>,
                       %out: memref<1x32x128xf16>) {
-  // expected-remark @below {{fd-split-kv: auto: B=1 Hkv=1 Lmax=32768 -> splits=94 blocks=188 waves=1 wave-efficiency=0.36 chunk=349}}
+  // expected-remark @below {{fd-split-kv: auto: B=1 Hkv=1 Lmax=32768 -> splits=94 blocks=188 waves=1 wave-efficiency=0.47 chunk=349}}
   fd.attention %q, %k, %v, %lens into %out
       : memref<1x32x128xf16>, memref<1x32768x1x128xf16>, memref<1x32768x1x128xf16>,
         memref<1xi32> into memref<1x32x128xf16>

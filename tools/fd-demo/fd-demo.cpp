@@ -120,10 +120,11 @@ int main(int argc, char **argv) {
                << " Hq=" << kQueryHeads << " Hkv=" << kKVHeads
                << " D=" << kHeadDim << " L=" << kLength << " f16, "
                << config.smCount << " SMs\n\n";
-  // What fd-split-kv plans with: the heads' rows, D and f16 K/V.
-  SplitWorkload workload;
-  workload.rowsPerKVHead = kQueryHeads / kKVHeads;
-  workload.headDim = kHeadDim;
+  // What fd-split-kv plans with: the workload of the kernel the config
+  // gets.
+  KernelProblem kernelProblem = config.getKernelProblem();
+  SplitWorkload workload = getSplitWorkload(
+      kernelProblem, planKernel(kernelProblem, getDefaultChip()));
   SplitPlan unsplit =
       evaluateSplits(kBatch, kKVHeads, kLength, 1, {}, workload);
   SplitPlan plan = planNumSplits(kBatch, kKVHeads, kLength, {}, workload);

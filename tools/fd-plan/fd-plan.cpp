@@ -56,10 +56,11 @@ int64_t flashAttention2Splits(int64_t work, int64_t smCount, int64_t maxLength,
 /// The reference table's heads: Hq = 32 over each Hkv (MQA, Llama-3-8B's
 /// GQA-4, MHA), D = 128, f16, one query token.
 flashdecode::SplitWorkload getTableWorkload(int64_t kvHeads) {
-  flashdecode::SplitWorkload workload;
-  workload.rowsPerKVHead = 32 / kvHeads;
-  workload.headDim = 128;
-  return workload;
+  flashdecode::KernelProblem problem;
+  problem.headDim = 128;
+  problem.groupSize = 32 / kvHeads;
+  return flashdecode::getSplitWorkload(
+      problem, flashdecode::planKernel(problem, flashdecode::getDefaultChip()));
 }
 
 void printTable(const flashdecode::SplitPlannerOptions &options) {
@@ -211,6 +212,10 @@ int main(int argc, char **argv) {
                 "num-q-heads a multiple of num-kv-heads; got " +
                 std::to_string(queryHeads) + " and " + std::to_string(headDim) +
                 " over " + std::to_string(kvHeads) + " KV heads";
+    else if (!flashdecode::isSupportedHeadDim(headDim))
+      invalid = "--head-dim must be a " +
+                flashdecode::describeSupportedHeadDims() + ", got " +
+                std::to_string(headDim);
     else if (queryLength < 1 ||
              queryLength > flashdecode::kMaxDecodeQueryLength)
       invalid = "--query-len must be 1 to " +
@@ -219,12 +224,21 @@ int main(int argc, char **argv) {
     else if (table)
       invalid = "--table plans its own heads (Hq = 32, D = 128): drop "
                 "--num-q-heads and --head-dim";
-    workload.rowsPerKVHead =
-        queryHeads / std::max<int64_t>(kvHeads, 1) * queryLength;
-    workload.headDim = headDim;
-    workload.queryElementBytes =
+    // The dense kernel's workload on the default chip, as fd-split-kv
+    // plans it.
+    flashdecode::KernelProblem problem;
+    problem.headDim = headDim;
+    problem.groupSize = queryHeads / std::max<int64_t>(kvHeads, 1);
+    problem.queryLength = queryLength;
+    problem.cacheElementBytes = workload.kvElementBytes;
+    problem.queryElementBytes =
         queryElementBytes ? queryElementBytes
                           : std::max<int64_t>(2, workload.kvElementBytes);
+    if (invalid.empty())
+      workload = flashdecode::getSplitWorkload(
+          problem,
+          flashdecode::planKernel(problem, flashdecode::getDefaultChip()),
+          workload.fusedMerge);
   } else if (invalid.empty() &&
              (queryLength != 1 || workload.kvElementBytes != 2 ||
               queryElementBytes || workload.fusedMerge)) {

@@ -5,6 +5,7 @@
 
 #include "fd/Dialect/FD/IR/FDEnums.h"
 #include "fd/Planning/Chip.h"
+#include "fd/Planning/KernelPlan.h"
 #include "fd/Planning/SplitPlanner.h"
 
 #include <cstdint>
@@ -77,11 +78,12 @@ struct KernelConfig {
   bool fusedMerge = false;
   int64_t batch = 1;
   int64_t maxLength = 4096;
-  int64_t smCount = getDefaultChip().defaultSMCount;
-  /// The split planner's other knobs (fd/Planning/SplitPlanner.h).
-  int64_t blocksPerSM = 4;
-  int64_t minChunkLength = 128;
-  int64_t maxSplits = 512;
+  /// The split planner's knobs, defaults and meaning its own
+  /// (fd/Planning/SplitPlanner.h).
+  int64_t smCount = SplitPlannerOptions().smCount;
+  int64_t blocksPerSM = SplitPlannerOptions().blocksPerSM;
+  int64_t minChunkLength = SplitPlannerOptions().minChunkLength;
+  int64_t maxSplits = SplitPlannerOptions().maxSplits;
   /// GPU target of the PTX: sm_80, sm_86, sm_89, sm_90, sm_90a.
   std::string arch = std::string(kDefaultChipName);
   /// PTX ISA version times ten; at least what `arch` needs (78 for sm_90).
@@ -93,6 +95,10 @@ struct KernelConfig {
 
   /// What the automatic split choice is planned with.
   SplitPlannerOptions getPlannerOptions() const;
+
+  /// What the partial kernel's schedule depends on (fd/Planning/KernelPlan.h),
+  /// as fd::getKernelProblem reads it off the op this config builds.
+  KernelProblem getKernelProblem() const;
 
   /// A field's value: integers, flags, names, and optional floats (the
   /// scale, absent: the default 1/sqrt(D); the soft-cap, absent: off).

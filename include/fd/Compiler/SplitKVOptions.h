@@ -12,6 +12,12 @@ namespace flashdecode {
 /// KernelConfig to the pass, for the GPU and the CPU compilations alike.
 mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelConfig &config);
 
+/// The split count the JIT compiles a valid `config` with (its manifest's
+/// num_splits): 1 without split-KV, a fixed count, or what fd-split-kv
+/// plans with getSplitKVOptions(config) for the module the config builds,
+/// worked out without building it.
+int64_t resolveNumSplits(const KernelConfig &config);
+
 } // namespace flashdecode
 
 #endif // FD_COMPILER_SPLITKVOPTIONS_H

@@ -13,8 +13,6 @@
 
 namespace flashdecode {
 
-struct Chip;
-
 /// How the partial-attention kernel maps one (sequence, KV head, chunk) onto
 /// a thread block; a pure function of the head dim, the query's and the
 /// cache's element sizes, the group size (Hq / Hkv) and the query length Lq.
@@ -112,30 +110,6 @@ struct PartialKernelLayout {
     return lanesPerToken * vectorsPerLane != vectorsPerRow;
   }
 };
-
-/// What of a partial kernel, beyond its layout, takes registers.
-struct PartialKernelFeatures {
-  bool paged = false;
-  bool window = false;
-  bool softCap = false;
-  /// Per-sequence query lengths.
-  bool queryLens = false;
-};
-
-/// How the tensor-core kernel shares an SM: the blocks its launch bounds
-/// promise ptxas (__launch_bounds__(128, minBlocksPerSM): 128 or 168
-/// registers a thread), and how many of q's 16-wide k-steps stay in
-/// registers through the token loop (the rest are read from workgroup
-/// memory every step).
-struct TensorCoreResidency {
-  int64_t minBlocksPerSM;
-  int64_t heldQuerySteps;
-};
-
-/// For a tensor-core `layout` (layout.tensorCores) on `chip`.
-TensorCoreResidency
-getTensorCoreResidency(const PartialKernelLayout &layout,
-                       const PartialKernelFeatures &features, const Chip &chip);
 
 } // namespace flashdecode
 

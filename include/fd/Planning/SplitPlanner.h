@@ -12,6 +12,7 @@
 
 #include "fd/Planning/Chip.h"
 #include "fd/Planning/KernelChoice.h"
+#include "fd/Planning/KernelPlan.h"
 
 #include <cstdint>
 #include <string>
@@ -91,14 +92,19 @@ struct SplitWorkload {
   /// Bytes of one query element: 2 (f16, bf16) or 4 (f32). An fp8 cache
   /// is decoded to the queries' type, so it does not say which.
   int64_t queryElementBytes = 2;
-  /// Keys a block takes per step (4 warps x 8 keys on tensor cores): a
-  /// chunk costs whole steps.
+  /// Keys a block takes per step: a chunk costs whole steps. The
+  /// kernel's (KernelSchedule::getTokensPerStep) in getSplitWorkload; a
+  /// hand-made workload assumes a tensor-core block's 4 warps x 8 keys.
   int64_t tokensPerStep = 32;
-  /// Query rows one block serves (a tensor-core tile of 16,
-  /// kTensorCoreTileRows): more rows take a block per tile, each
-  /// streaming the chunk. CUDA-core kernels size their tiles by registers
-  /// (fewer rows at D = 256 or in f32): the planner counts them as 16 too.
+  /// Query rows one block serves: more rows take a block per tile, each
+  /// streaming the chunk. The kernel's (KernelSchedule::getRowsPerTile:
+  /// tensor-core tiles of up to 16, CUDA-core tiles as many rows as their
+  /// registers hold) in getSplitWorkload; a hand-made workload assumes 16.
   int64_t rowsPerTile = 16;
+  /// The blocks per SM the kernel's launch bounds promise
+  /// (KernelSchedule::minBlocksPerSM): a wave holds no more than that many
+  /// per SM however many SplitPlannerOptions::blocksPerSM says; 0, no bound.
+  int64_t blocksPerSM = 0;
   /// Whether the partial kernel merges (fd-compile --fused-merge): then the
   /// last block of each sequence and KV head reads every split's partial
   /// rows after the others finish, a tail that grows with the split count,
@@ -133,13 +139,21 @@ struct SplitWorkload {
   }
 };
 
+/// The workload of `problem`'s partial kernel as `schedule` builds it: its
+/// rows, tiles, keys per step and launch bounds (`fusedMerge`: the kernel
+/// merges too). What fd-split-kv, the JIT, fd-plan and Python plan with.
+SplitWorkload getSplitWorkload(const KernelProblem &problem,
+                               const KernelSchedule &schedule,
+                               bool fusedMerge = false);
+
 /// A split count and what it does on the machine.
 struct SplitPlan {
   int64_t numSplits = 1;
   /// Thread blocks of the partial kernel: batch * kvHeads * numSplits, times
   /// the row tiles of a known workload.
   int64_t blocks = 0;
-  /// ceil(blocks / (smCount * blocksPerSM)).
+  /// ceil(blocks / (smCount * blocksPerSM)), blocksPerSM no more than the
+  /// workload's launch bounds allow.
   int64_t waves = 0;
   /// blocks / (waves * smCount * blocksPerSM): how full the waves are.
   double waveEfficiency = 0.0;
@@ -185,6 +199,17 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
 SplitPlan planNumSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
                         const SplitPlannerOptions &options = {},
                         const SplitWorkload &workload = {});
+
+/// The most splits an automatic count may take for a kernel of `schedule`:
+/// `maxSplits`, and with a fused merge no more than it can merge (at least
+/// 1; KernelSchedule::getMostFusedMergeSplits).
+int64_t getAutomaticSplitCap(const KernelSchedule &schedule, int64_t maxSplits,
+                             bool fusedMerge);
+
+/// The split count of chunks of `chunkLength` tokens (>= 1) over
+/// `maxLength`: ceil(maxLength / chunkLength) within 1 .. maxSplits.
+int64_t getChunkedSplitCount(int64_t maxLength, int64_t chunkLength,
+                             int64_t maxSplits);
 
 /// An empty string when the inputs are valid, otherwise a sentence naming the
 /// offending input and what is accepted. Names are written with

@@ -44,7 +44,7 @@ struct ConvertFDToGPUPass
         return;
       std::string reason = getReasonNotLowerableToGPU(op);
       if (reason.empty() && fuseMerge)
-        reason = getReasonMergeNotFusable(op);
+        reason = getReasonMergeNotFusable(op, *gpu);
       if (!reason.empty()) {
         op->emitOpError(reason);
         lowerable = false;

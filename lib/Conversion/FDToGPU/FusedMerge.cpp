@@ -33,17 +33,6 @@ constexpr int64_t kFusedSplitsPerIteration = 16;
 /// partial): head dims are multiples of 8.
 constexpr int64_t kFusedSliceWidth = 4;
 
-/// What static shared memory a kernel may have (48 KB: more needs dynamic
-/// shared memory and an opt-in).
-constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
-
-int64_t getSharedBytes(ArrayRef<MemRefType> buffers) {
-  int64_t bytes = 0;
-  for (MemRefType type : buffers)
-    bytes += type.getNumElements() * type.getElementTypeBitWidth() / 8;
-  return bytes;
-}
-
 } // namespace
 
 MergeOp mlir::fd::detail::findMergeOfPartials(PartialAttentionOp op) {
@@ -77,35 +66,27 @@ Value mlir::fd::detail::addFusedMergeParameters(OpBuilder &b, Location loc,
   return counters;
 }
 
-int64_t mlir::fd::getMostFusedMergeSplits(const PartialKernelLayout &layout,
-                                          MLIRContext *context) {
-  // A row's weights are a multiple of 4 (MergeBuffers::getWeightsPerRow).
-  SmallVector<MemRefType> ownBuffers =
-      getPartialKernelWorkgroupBuffers(layout, 0, context);
-  int64_t floats =
-      std::max(ownBuffers[kWarpAccumulatorsBuffer].getNumElements(),
-               (kMaxStaticSharedBytes - getSharedBytes(ownBuffers)) / 4);
-  return floats / layout.rows / 4 * 4;
-}
-
-std::string mlir::fd::getReasonMergeNotFusable(Operation *op) {
+std::string
+mlir::fd::getReasonMergeNotFusable(Operation *op,
+                                   const ::flashdecode::Chip &chip) {
   auto partial = dyn_cast<PartialAttentionOp>(op);
   if (!partial)
     return "";
   // The fused merge keeps its rows' split weights in workgroup memory: in
   // the warps' accumulators, or in a buffer of their own, which must leave
   // the kernel within the static limit.
-  int64_t bytes =
-      getSharedBytes(getPartialKernelWorkgroupBuffers(partial, true));
-  if (bytes <= kMaxStaticSharedBytes)
+  ::flashdecode::KernelSchedule schedule =
+      getPartialKernelSchedule(partial, chip);
+  int64_t bytes = schedule.getSharedMemoryBytes(partial.getNumSplits());
+  if (bytes <= ::flashdecode::kMaxStaticSharedMemoryBytes)
     return "";
-  PartialKernelLayout layout = getPartialKernelLayout(partial);
-  int64_t most = getMostFusedMergeSplits(layout, op->getContext());
+  int64_t most = schedule.getMostFusedMergeSplits();
   return ("convert-fd-to-gpu: fuse-merge: the merge's weights (" +
-          Twine(layout.rows) + " rows x " + Twine(partial.getNumSplits()) +
+          Twine(schedule.layout.rows) + " rows x " +
+          Twine(partial.getNumSplits()) +
           " splits) take the partial kernel to " + Twine(bytes) +
           " bytes of static shared memory, over " +
-          Twine(kMaxStaticSharedBytes) + "; " +
+          Twine(::flashdecode::kMaxStaticSharedMemoryBytes) + "; " +
           (most > 0 ? "use at most " + Twine(most) + " splits, or "
                     : Twine("use ")) +
           "the merge kernel (no fuse-merge)")

@@ -14,8 +14,7 @@
 #define FD_LIB_CONVERSION_FDTOGPU_MERGEROWS_H
 
 #include "KernelBuilder.h"
-
-#include "llvm/Support/MathExtras.h"
+#include "fd/Planning/KernelPlan.h"
 
 namespace mlir::fd::detail {
 
@@ -29,12 +28,11 @@ struct MergeBuffers {
   int64_t numSplits, headDim;
   Type outputElement;
 
-  /// A row's weights in `weights`: its splits' and zeros to a multiple of
-  /// 4. LLVM reads consecutive weights 16 bytes at a time: so each row
-  /// starts 16-byte aligned, and the tail of its last vector, read but
-  /// never used, is written.
+  /// A row's weights in `weights` (fd/Planning/KernelPlan.h): LLVM reads
+  /// consecutive weights 16 bytes at a time, and the tail of a row's last
+  /// vector, read but never used, is written.
   static int64_t getWeightsPerRow(int64_t numSplits) {
-    return llvm::alignTo(numSplits, 4);
+    return ::flashdecode::getMergeWeightsPerRow(numSplits);
   }
 };
 

@@ -40,11 +40,13 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     CacheElements cache{
         cast<MemRefType>(op.getKeyCache().getType()).getElementType(),
         chip.hasFloat8Conversions};
-    PartialKernelLayout layout = getPartialKernelLayout(op);
+    ::flashdecode::KernelSchedule schedule = getPartialKernelSchedule(op, chip);
+    const PartialKernelLayout &layout = schedule.layout;
 
     MergeOp merge = fuseMerge ? findMergeOfPartials(op) : nullptr;
     SmallVector<Type> workgroupBuffers(llvm::map_range(
-        getPartialKernelWorkgroupBuffers(op, static_cast<bool>(merge)),
+        getPartialKernelWorkgroupBuffers(
+            schedule, merge ? op.getNumSplits() : 0, op.getContext()),
         [](MemRefType type) -> Type { return type; }));
     // The parameters (docs/KernelABI.md) and what the launch passes.
     Location loc = op.getLoc();
@@ -97,30 +99,21 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     gpu::GPUFuncOp kernel =
         createKernel(op, "fd_partial_attention", parameters, workgroupBuffers,
                      /*blockSize=*/{}, rewriter);
-    int64_t heldQuerySteps = geometry.headDim / 16;
     kernel->setAttr(kKernelMathUnitsAttrName,
-                    rewriter.getStringAttr(layout.tensorCores ? "tensor_cores"
-                                                              : "cuda_cores"));
-    if (layout.tensorCores) {
-      AttentionRules rules = op.getRules();
-      ::flashdecode::PartialKernelFeatures features;
-      features.paged = geometry.isPaged();
-      features.window = rules.windowLeft.has_value();
-      features.softCap = rules.logitsSoftCap.has_value();
-      features.queryLens = rules.perSequenceQueryLengths;
-      ::flashdecode::TensorCoreResidency residency =
-          ::flashdecode::getTensorCoreResidency(layout, features, chip);
-      kernel->setAttr(
-          NVVM::NVVMDialect::getMaxntidAttrName(),
-          rewriter.getDenseI32ArrayAttr({PartialKernelLayout::kThreads, 1, 1}));
+                    rewriter.getStringAttr(schedule.usesTensorCores()
+                                               ? "tensor_cores"
+                                               : "cuda_cores"));
+    if (schedule.minBlocksPerSM) {
+      kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+                      rewriter.getDenseI32ArrayAttr(
+                          {static_cast<int32_t>(schedule.threads), 1, 1}));
       kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                      rewriter.getI32IntegerAttr(residency.minBlocksPerSM));
-      heldQuerySteps = residency.heldQuerySteps;
+                      rewriter.getI32IntegerAttr(schedule.minBlocksPerSM));
     }
     {
       OpBuilder::InsertionGuard guard(rewriter);
-      PartialKernelBuilder(kernel, op, geometry, layout, elementType, cache,
-                           heldQuerySteps, rewriter)
+      PartialKernelBuilder(kernel, op, geometry, schedule, elementType, cache,
+                           rewriter)
           .build(merge);
     }
 
@@ -130,7 +123,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
                  {{host.index(op.getNumSplits()), "num_splits"},
                   {host.index(geometry.numKVHeads * layout.numRowTiles)},
                   {batch, "batch"}},
-                 {PartialKernelLayout::kThreads, 1, 1}, parameters);
+                 {schedule.threads, 1, 1}, parameters);
     if (merge) {
       memref::DeallocOp::create(rewriter, loc, counters);
       rewriter.eraseOp(merge);
@@ -147,11 +140,11 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
 
 PartialKernelBuilder::PartialKernelBuilder(
     gpu::GPUFuncOp kernel, PartialAttentionOp op,
-    const AttentionGeometry &geometry, const PartialKernelLayout &layout,
-    Type elementType, const CacheElements &cache, int64_t heldQuerySteps,
-    PatternRewriter &rewriter)
-    : kernel(kernel), op(op), heldQuerySteps(heldQuerySteps),
-      geometry(geometry), rules(op.getRules()), layout(layout),
+    const AttentionGeometry &geometry,
+    const ::flashdecode::KernelSchedule &schedule, Type elementType,
+    const CacheElements &cache, PatternRewriter &rewriter)
+    : kernel(kernel), op(op), schedule(schedule), geometry(geometry),
+      rules(op.getRules()), layout(this->schedule.layout),
       elementType(elementType), cache(cache),
       rewriter(rewriter), e{rewriter, kernel.getLoc()} {
   Block &entry = kernel.getBody().front();
@@ -438,53 +431,23 @@ void mlir::fd::detail::populatePartialAttentionToGPUPatterns(
   patterns.add<PartialAttentionToGPU>(patterns.getContext(), chip, fuseMerge);
 }
 
-PartialKernelLayout
-mlir::fd::detail::getPartialKernelLayout(PartialAttentionOp op) {
-  AttentionGeometry geometry = op.getGeometry();
-  Type elementType = cast<MemRefType>(op.getQuery().getType()).getElementType();
-  Type cacheType =
-      cast<MemRefType>(op.getKeyCache().getType()).getElementType();
-  return PartialKernelLayout::get(
-      geometry.headDim, elementType.getIntOrFloatBitWidth() / 8,
-      cacheType.getIntOrFloatBitWidth() / 8, geometry.groupSize(),
-      geometry.queryLength, static_cast<bool>(op.getAlibiSlopes()));
-}
-
-SmallVector<MemRefType>
-mlir::fd::detail::getPartialKernelWorkgroupBuffers(PartialAttentionOp op,
-                                                   bool withFusedMerge) {
-  return getPartialKernelWorkgroupBuffers(
-      getPartialKernelLayout(op), withFusedMerge ? op.getNumSplits() : 0,
-      op.getContext());
+::flashdecode::KernelSchedule
+mlir::fd::detail::getPartialKernelSchedule(PartialAttentionOp op,
+                                           const ::flashdecode::Chip &chip) {
+  return ::flashdecode::planKernel(getKernelProblem(op), chip);
 }
 
 SmallVector<MemRefType> mlir::fd::detail::getPartialKernelWorkgroupBuffers(
-    const PartialKernelLayout &layout, int64_t fusedMergeSplits,
+    const ::flashdecode::KernelSchedule &schedule, int64_t fusedMergeSplits,
     MLIRContext *context) {
   auto workgroup = gpu::AddressSpaceAttr::get(
       context, gpu::GPUDialect::getWorkgroupAddressSpace());
   Type f32 = Float32Type::get(context);
-  auto buffer = [&](ArrayRef<int64_t> shape, Type type) {
-    return MemRefType::get(shape, type, nullptr, workgroup);
-  };
-  // A tensor-core tile's K/V stages take the accumulators' place (they are
-  // free until the token loop ends): as many rows as they need.
-  const int64_t rowBytes = PartialKernelLayout::kWarps * layout.headDim * 4;
-  const int64_t accumulatorRows = std::max<int64_t>(
-      layout.rowTile, llvm::divideCeil(PartialKernelLayout::kKeyValueStages *
-                                           layout.stageBytes(),
-                                       rowBytes));
-  SmallVector<MemRefType> buffers = {
-      layout.tensorCores
-          ? buffer({layout.headDim / 16, 32, 4}, IntegerType::get(context, 32))
-          : buffer({layout.rowTile, layout.headDim}, f32),
-      buffer({PartialKernelLayout::kWarps, accumulatorRows, layout.headDim},
-             f32),
-      buffer({PartialKernelLayout::kWarps, layout.rowTile, 2}, f32)};
-  int64_t weights =
-      layout.rows * MergeBuffers::getWeightsPerRow(fusedMergeSplits);
-  if (fusedMergeSplits &&
-      weights > buffers[kWarpAccumulatorsBuffer].getNumElements())
-    buffers.push_back(buffer({weights}, f32));
+  Type i32 = IntegerType::get(context, 32);
+  SmallVector<MemRefType> buffers;
+  for (const ::flashdecode::WorkgroupBuffer &buffer :
+       schedule.getWorkgroupBuffers(fusedMergeSplits))
+    buffers.push_back(MemRefType::get(buffer.shape, buffer.integer ? i32 : f32,
+                                      nullptr, workgroup));
   return buffers;
 }

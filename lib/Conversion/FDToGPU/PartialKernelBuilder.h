@@ -22,38 +22,32 @@
 #include "KernelBuilder.h"
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Dialect/FD/IR/FD.h"
+#include "fd/Planning/KernelPlan.h"
 
 namespace mlir::fd::detail {
 
-/// The partial kernel's workgroup buffers, in order
-/// (getPartialKernelWorkgroupBuffers).
-enum PartialKernelBuffer : unsigned {
-  kQueryBuffer,
-  kWarpAccumulatorsBuffer,
-  kWarpMaxSumBuffer,
-  /// Only with a fused merge whose weights outgrow the accumulators.
-  kMergeWeightsBuffer,
-};
+/// The partial kernel's workgroup buffers, in order (fd/Planning/KernelPlan.h).
+using ::flashdecode::kMergeWeightsBuffer;
+using ::flashdecode::kQueryBuffer;
+using ::flashdecode::kWarpAccumulatorsBuffer;
+using ::flashdecode::kWarpMaxSumBuffer;
 
 /// Tensor cores: a lane's 16-byte K or V vector (8-byte with an fp8
 /// cache): 8 elements, 4 mma words of element pairs.
 constexpr int64_t kFragmentWordsPerVector = 4;
 constexpr int64_t kFragmentElementsPerVector = 8;
 
-/// The layout of `op`'s kernel (the fp8 decoding does not change it).
-PartialKernelLayout getPartialKernelLayout(PartialAttentionOp op);
+/// The schedule of `op`'s kernel on `chip` (the fp8 decoding does not change
+/// it).
+::flashdecode::KernelSchedule
+getPartialKernelSchedule(PartialAttentionOp op,
+                         const ::flashdecode::Chip &chip);
 
-/// The kernel's workgroup buffers: the query tile (f32 rows on CUDA cores,
-/// the lanes' mma words per k-step and lane, 4 each, on tensor cores), the
-/// warps' accumulators and their max and sum per row; with a fused merge
-/// whose weights (MergeRows.h) do not fit in the accumulators, free once
-/// the chunk is done, a buffer of their own.
-SmallVector<MemRefType> getPartialKernelWorkgroupBuffers(PartialAttentionOp op,
-                                                         bool withFusedMerge);
-/// The same for a kernel of `layout` whose fused merge (when
-/// `fusedMergeSplits` is not 0) merges that many splits.
+/// The workgroup buffers of a kernel of `schedule`
+/// (KernelSchedule::getWorkgroupBuffers) as memrefs in workgroup memory, for
+/// a fused merge of `fusedMergeSplits` splits (0: none).
 SmallVector<MemRefType>
-getPartialKernelWorkgroupBuffers(const PartialKernelLayout &layout,
+getPartialKernelWorkgroupBuffers(const ::flashdecode::KernelSchedule &schedule,
                                  int64_t fusedMergeSplits,
                                  MLIRContext *context);
 
@@ -75,13 +69,11 @@ struct AlibiRow {
 
 class PartialKernelBuilder {
 public:
-  /// `heldQuerySteps`: tensor cores, the k-steps whose q fragments stay in
-  /// registers through the token loop (the others are read from workgroup
-  /// memory per step).
+  /// Builds `op`'s kernel as `schedule` says.
   PartialKernelBuilder(gpu::GPUFuncOp kernel, PartialAttentionOp op,
                        const AttentionGeometry &geometry,
-                       const PartialKernelLayout &layout, Type elementType,
-                       const CacheElements &cache, int64_t heldQuerySteps,
+                       const ::flashdecode::KernelSchedule &schedule,
+                       Type elementType, const CacheElements &cache,
                        PatternRewriter &rewriter);
 
   /// The whole body: the block's row tile, the fused merge of `merge` when
@@ -203,10 +195,11 @@ private:
 
   gpu::GPUFuncOp kernel;
   PartialAttentionOp op;
-  int64_t heldQuerySteps;
+  ::flashdecode::KernelSchedule schedule;
   AttentionGeometry geometry;
   AttentionRules rules;
-  PartialKernelLayout layout;
+  /// schedule.layout.
+  const PartialKernelLayout &layout;
   Type elementType;
   CacheElements cache;
   PatternRewriter &rewriter;

@@ -92,8 +92,8 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   };
 
   // K and V reach registers through workgroup memory: each lane copies its
-  // own vectors (cp.async) into one of kKeyValueStages stages and reads
-  // them back when their step comes. K of step i + 2 is copied as soon as
+  // own vectors (cp.async) into one of the schedule's keyValueStages stages and
+  // reads them back when their step comes. K of step i + 2 is copied as soon as
   // step i's S is computed (its K slots are free then), V of step i + 1 at
   // the top of step i (step i - 1's P V freed its V slots), and each is
   // waited for just before its first read: a step and a half of lead each,
@@ -224,7 +224,8 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
     return words;
   };
   SmallVector<SmallVector<Value>> heldQueryWords;
-  for (int64_t step = 0; step < std::min(kSteps, heldQuerySteps); ++step)
+  for (int64_t step = 0; step < std::min(kSteps, schedule.heldQuerySteps);
+       ++step)
     heldQueryWords.push_back(queryFragment(step));
   // The keys the lane's two rows (g and g + 8) see, within the chunk. As
   // i32 (positions fit: max_len is an i32): one register each, not two,
@@ -263,9 +264,8 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
                                                  e.sub(stepStart, chunk.begin),
                                                  e.index(tokensPerStep));
         auto stageOf = [&](Value index) {
-          return arith::RemUIOp::create(
-              rewriter, e.loc, index,
-              e.index(PartialKernelLayout::kKeyValueStages));
+          return arith::RemUIOp::create(rewriter, e.loc, index,
+                                        e.index(schedule.keyValueStages));
         };
         // The next step's V (the entries of its pages were loaded
         // kLookAheadSteps steps ago), then this step's K, issued a step and
@@ -315,7 +315,7 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
             keyWords = loadFragmentWords(slotAddress(stage, step / 2));
           int64_t word = 2 * (step % 2);
           SmallVector<Value> &chain = partialS[step % 2];
-          SmallVector<Value> queryWords = step < heldQuerySteps
+          SmallVector<Value> queryWords = step < schedule.heldQuerySteps
                                               ? heldQueryWords[step]
                                               : queryFragment(step);
           chain = mma(queryWords, {keyWords[word], keyWords[word + 1]}, chain);

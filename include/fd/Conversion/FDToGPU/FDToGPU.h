@@ -73,13 +73,8 @@ std::string getReasonNotLowerableToGPU(Operation *op);
 
 /// Why the fused merge cannot join `op` (an fd.partial_attention) when
 /// fuse-merge asks for it, or an empty string when it can (any other op).
-std::string getReasonMergeNotFusable(Operation *op);
-
-/// The most splits the fused merge of a partial kernel of `layout` merges:
-/// their weights must fit in the warps' accumulators or in the static shared
-/// memory the kernel leaves (0 when not even 4 do).
-int64_t getMostFusedMergeSplits(const PartialKernelLayout &layout,
-                                MLIRContext *context);
+std::string getReasonMergeNotFusable(Operation *op,
+                                     const ::flashdecode::Chip &chip);
 
 } // namespace mlir::fd
 

@@ -63,6 +63,8 @@ void registerFDPassesAndPipelines() {
         split.chunkLength = options.chunkLength;
         split.batchHint = options.batch;
         split.maxLengthHint = options.maxLength;
+        split.chip = options.chip;
+        split.fusedMerge = options.fuseMerge;
         buildLowerToPTXPipeline(
             pm, {options.chip, options.ptxVersion, options.fuseMerge}, split);
       });

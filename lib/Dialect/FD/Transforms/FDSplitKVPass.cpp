@@ -36,6 +36,7 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
     options.chunkLength = chunkLength;
     options.batchHint = batchHint;
     options.maxLengthHint = maxLengthHint;
+    options.chip = chip;
     options.fusedMerge = fusedMerge;
     options.report = report;
     options.workspaceArgument = workspaceArgument;

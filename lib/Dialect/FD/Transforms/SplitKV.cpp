@@ -51,20 +51,20 @@ mlir::fd::getSplitPlannerOptions(const FDSplitKVOptions &options) {
   return planner;
 }
 
+/// The schedule of `op`'s partial kernel on `options.chip` (an unknown
+/// chip, which resolveNumSplits refuses, plans for the default).
+static ::flashdecode::KernelSchedule
+getPartialKernelSchedule(AttentionOp op, const FDSplitKVOptions &options) {
+  const ::flashdecode::Chip *chip = ::flashdecode::findChip(options.chip);
+  return ::flashdecode::planKernel(
+      getKernelProblem(op), chip ? *chip : ::flashdecode::getDefaultChip());
+}
+
 ::flashdecode::SplitWorkload
 mlir::fd::getSplitWorkload(AttentionOp op, const FDSplitKVOptions &options) {
-  AttentionGeometry geometry = op.getGeometry();
-  ::flashdecode::SplitWorkload workload;
-  workload.rowsPerKVHead = geometry.groupSize() * geometry.queryLength;
-  workload.headDim = geometry.headDim;
-  auto elementBytes = [](Value value) {
-    Type element = cast<ShapedType>(value.getType()).getElementType();
-    return (element.getIntOrFloatBitWidth() + 7) / 8;
-  };
-  workload.kvElementBytes = elementBytes(op.getKeyCache());
-  workload.queryElementBytes = elementBytes(op.getQuery());
-  workload.fusedMerge = options.fusedMerge;
-  return workload;
+  return ::flashdecode::getSplitWorkload(getKernelProblem(op),
+                                         getPartialKernelSchedule(op, options),
+                                         options.fusedMerge);
 }
 
 FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
@@ -88,6 +88,9 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
     return fail(fixed);
   if (options.numSplits > 0)
     return options.numSplits;
+  if (!::flashdecode::findChip(options.chip))
+    return fail("chip '" + options.chip + "' is not supported: expected " +
+                ::flashdecode::getChipNameList());
 
   AttentionGeometry geometry = op.getGeometry();
   FailureOr<int64_t> batch = 1;
@@ -110,12 +113,18 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
   if (failed(maxLength))
     return failure();
   *maxLength = getAttendedLength(*maxLength, rules);
+  // An automatic count with a fused merge: no more than it can merge (a
+  // fixed count it cannot take is the lowering's error, which says how
+  // many it can).
+  ::flashdecode::KernelSchedule schedule =
+      getPartialKernelSchedule(op, options);
   if (options.chunkLength > 0) {
     if (options.maxSplits < 1)
       return fail("'max-splits' must be >= 1, got " + Twine(options.maxSplits));
-    int64_t numSplits =
-        (*maxLength + options.chunkLength - 1) / options.chunkLength;
-    return std::clamp<int64_t>(numSplits, 1, options.maxSplits);
+    return ::flashdecode::getChunkedSplitCount(
+        *maxLength, options.chunkLength,
+        ::flashdecode::getAutomaticSplitCap(schedule, options.maxSplits,
+                                            options.fusedMerge));
   }
 
   ::flashdecode::SplitPlannerOptions plannerOptions =
@@ -124,9 +133,12 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
       *batch, geometry.numKVHeads, *maxLength, plannerOptions);
   if (!invalid.empty())
     return fail(invalid);
-  return ::flashdecode::planNumSplits(*batch, geometry.numKVHeads, *maxLength,
-                                      plannerOptions,
-                                      getSplitWorkload(op, options))
+  plannerOptions.maxSplits = ::flashdecode::getAutomaticSplitCap(
+      schedule, options.maxSplits, options.fusedMerge);
+  return ::flashdecode::planNumSplits(
+             *batch, geometry.numKVHeads, *maxLength, plannerOptions,
+             ::flashdecode::getSplitWorkload(getKernelProblem(op), schedule,
+                                             options.fusedMerge))
       .numSplits;
 }
 

@@ -42,16 +42,16 @@ struct LowerToPTXOptions : PassPipelineOptions<LowerToPTXOptions> {
                             llvm::cl::init(0)};
   Option<int64_t> smCount{
       *this, "sm-count", llvm::cl::desc("fd-split-kv sm-count"),
-      llvm::cl::init(::flashdecode::getDefaultChip().defaultSMCount)};
-  Option<int64_t> blocksPerSM{*this, "blocks-per-sm",
-                              llvm::cl::desc("fd-split-kv blocks-per-sm"),
-                              llvm::cl::init(4)};
-  Option<int64_t> minChunkLength{*this, "min-chunk-length",
-                                 llvm::cl::desc("fd-split-kv min-chunk-length"),
-                                 llvm::cl::init(128)};
-  Option<int64_t> maxSplits{*this, "max-splits",
-                            llvm::cl::desc("fd-split-kv max-splits"),
-                            llvm::cl::init(512)};
+      llvm::cl::init(::flashdecode::SplitPlannerOptions().smCount)};
+  Option<int64_t> blocksPerSM{
+      *this, "blocks-per-sm", llvm::cl::desc("fd-split-kv blocks-per-sm"),
+      llvm::cl::init(::flashdecode::SplitPlannerOptions().blocksPerSM)};
+  Option<int64_t> minChunkLength{
+      *this, "min-chunk-length", llvm::cl::desc("fd-split-kv min-chunk-length"),
+      llvm::cl::init(::flashdecode::SplitPlannerOptions().minChunkLength)};
+  Option<int64_t> maxSplits{
+      *this, "max-splits", llvm::cl::desc("fd-split-kv max-splits"),
+      llvm::cl::init(::flashdecode::SplitPlannerOptions().maxSplits)};
   Option<int64_t> chunkLength{*this, "chunk-length",
                               llvm::cl::desc("fd-split-kv chunk-length"),
                               llvm::cl::init(0)};

@@ -21,9 +21,10 @@ namespace mlir::fd {
 ::flashdecode::SplitPlannerOptions
 getSplitPlannerOptions(const FDSplitKVOptions &options);
 
-/// What one partial-kernel block of `op` reads and writes, for the split
-/// planner's DRAM term: its query rows (group x Lq), head dim and the bytes
-/// of a cached element; and whether `options` plan for a fused merge.
+/// The workload of `op`'s partial kernel as it is built for `options.chip`
+/// (::flashdecode::getSplitWorkload; an unknown chip, which resolveNumSplits
+/// refuses, plans for the default), and whether `options` plan for a fused
+/// merge.
 ::flashdecode::SplitWorkload getSplitWorkload(AttentionOp op,
                                               const FDSplitKVOptions &options);
 

@@ -55,22 +55,30 @@ def FDSplitKV : Pass<"fd-split-kv", "ModuleOp"> {
     Option<"numSplits", "num-splits", "int64_t", /*default=*/"0",
            "Number of KV splits; 0 chooses automatically">,
     Option<"smCount", "sm-count", "int64_t",
-           /*default=*/"::flashdecode::getDefaultChip().defaultSMCount",
+           /*default=*/"::flashdecode::SplitPlannerOptions().smCount",
            "Streaming multiprocessors of the target, for the automatic "
            "choice">,
-    Option<"blocksPerSM", "blocks-per-sm", "int64_t", /*default=*/"4",
+    Option<"blocksPerSM", "blocks-per-sm", "int64_t",
+           /*default=*/"::flashdecode::SplitPlannerOptions().blocksPerSM",
            "Partial-kernel blocks one SM runs at once, for the automatic "
            "choice (a wave is sm-count * blocks-per-sm blocks)">,
-    Option<"minChunkLength", "min-chunk-length", "int64_t", /*default=*/"128",
+    Option<"minChunkLength", "min-chunk-length", "int64_t",
+           /*default=*/"::flashdecode::SplitPlannerOptions().minChunkLength",
            "Shortest chunk the automatic choice makes, in tokens">,
-    Option<"maxSplits", "max-splits", "int64_t", /*default=*/"512",
-           "Largest split count the automatic choice makes">,
+    Option<"maxSplits", "max-splits", "int64_t",
+           /*default=*/"::flashdecode::SplitPlannerOptions().maxSplits",
+           "Largest split count the automatic choice makes (with fused-merge "
+           "no more than the fused merge can merge)">,
     Option<"chunkLength", "chunk-length", "int64_t", /*default=*/"0",
            "Fixed chunk length in tokens (0: each sequence's length / S)">,
     Option<"batchHint", "batch", "int64_t", /*default=*/"0",
            "Batch size to plan for when the batch dimension is dynamic">,
     Option<"maxLengthHint", "max-len", "int64_t", /*default=*/"0",
            "Cache length to plan for when the cache length is dynamic">,
+    Option<"chip", "chip", "std::string",
+           /*default=*/"std::string(::flashdecode::kDefaultChipName)",
+           "The target whose partial kernel the automatic choice plans for "
+           "(its schedule's row tiles, keys per step and launch bounds)">,
     Option<"fusedMerge", "fused-merge", "bool", /*default=*/"false",
            "Plan for a merge fused into the partial kernel "
            "(convert-fd-to-gpu fuse-merge): the last block of each sequence "

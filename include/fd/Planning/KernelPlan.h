@@ -1,0 +1,134 @@
+//===- KernelPlan.h - The partial kernel's schedule, chosen once -*- C++
+//-*-===//
+//
+// What the partial-attention kernel of a problem is on a chip: its form
+// (CUDA cores or tensor cores), tiling, launch bounds, what it keeps in
+// registers and its workgroup memory. Standard C++ so that the split
+// planner (which paces and counts the kernel's blocks), the GPU lowering
+// (which builds exactly this schedule), the JIT and Python read one
+// definition instead of working it out again.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_PLANNING_KERNELPLAN_H
+#define FD_PLANNING_KERNELPLAN_H
+
+#include "fd/Planning/Chip.h"
+#include "fd/Planning/PartialKernelLayout.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace flashdecode {
+
+/// What of a partial kernel, beyond its layout, takes registers.
+struct PartialKernelFeatures {
+  bool paged = false;
+  bool window = false;
+  bool softCap = false;
+  /// Per-sequence query lengths.
+  bool queryLens = false;
+};
+
+/// What of an attention problem its partial kernel's schedule depends on.
+struct KernelProblem {
+  int64_t headDim = 0;
+  /// 2 (f16, bf16) or 4 (f32).
+  int64_t queryElementBytes = 2;
+  /// The cache's: 1 (fp8, decoded to the queries' type), 2 or 4.
+  int64_t cacheElementBytes = 2;
+  /// Hq / Hkv.
+  int64_t groupSize = 1;
+  int64_t queryLength = 1;
+  bool alibi = false;
+  PartialKernelFeatures features;
+
+  /// Query rows per KV head: groupSize x queryLength.
+  int64_t getRowsPerKVHead() const { return groupSize * queryLength; }
+};
+
+enum class KernelForm { CudaCores, TensorCores };
+
+/// One of the partial kernel's workgroup (shared) memory buffers: 4-byte
+/// elements, f32 or (a tensor-core tile's q fragments) i32 mma words.
+struct WorkgroupBuffer {
+  std::vector<int64_t> shape;
+  bool integer = false;
+
+  int64_t getNumElements() const;
+  int64_t getBytes() const { return getNumElements() * 4; }
+};
+
+/// The partial kernel's workgroup buffers, in the order the kernel declares
+/// them (and the lowering numbers them).
+enum PartialKernelBuffer : unsigned {
+  /// The query tile: f32 rows on CUDA cores; on tensor cores each lane's
+  /// mma words per k-step, 4 each.
+  kQueryBuffer,
+  /// The warps' accumulators (on tensor cores also the K/V stages, free
+  /// until the token loop ends).
+  kWarpAccumulatorsBuffer,
+  /// The warps' running max and sum per row.
+  kWarpMaxSumBuffer,
+  /// Only with a fused merge whose weights outgrow the accumulators.
+  kMergeWeightsBuffer,
+};
+
+/// Static shared memory a kernel may declare without an opt-in: 48 KiB on
+/// every target (more needs dynamic shared memory).
+inline constexpr int64_t kMaxStaticSharedMemoryBytes = 48 * 1024;
+
+/// A row's merge weights in workgroup memory: its splits', padded with zeros
+/// to a multiple of 4, so that each row starts 16-byte aligned for the
+/// vector loads that read them.
+int64_t getMergeWeightsPerRow(int64_t numSplits);
+
+/// How the partial kernel of a problem runs on a chip.
+struct KernelSchedule {
+  PartialKernelLayout layout;
+  KernelForm form = KernelForm::CudaCores;
+  /// Threads of a block.
+  int64_t threads = PartialKernelLayout::kThreads;
+  /// The blocks per SM the launch bounds promise ptxas
+  /// (`__launch_bounds__(threads, minBlocksPerSM)`), which caps its
+  /// registers at the register file over that many blocks; 0: no launch
+  /// bounds (the CUDA-core kernel: ptxas takes the registers it wants, up
+  /// to 255).
+  int64_t minBlocksPerSM = 0;
+  /// Tensor cores: q's 16-wide k-steps whose fragments stay in registers
+  /// through the token loop (the rest are read from workgroup memory each
+  /// step); the CUDA-core kernel holds its query slice per row instead.
+  int64_t heldQuerySteps = 0;
+  /// Tensor cores: the steps of K and V in workgroup memory at once (cp.async
+  /// copies the next while the block computes this one); 0 on CUDA cores.
+  int64_t keyValueStages = 0;
+
+  bool usesTensorCores() const { return form == KernelForm::TensorCores; }
+  /// Query rows one block computes.
+  int64_t getRowsPerTile() const { return layout.rowTile; }
+  /// Blocks per (sequence, KV head, split): each streams the chunk.
+  int64_t getNumRowTiles() const { return layout.numRowTiles; }
+  /// Keys the block takes per step: a chunk costs whole steps.
+  int64_t getTokensPerStep() const { return layout.tokensPerStep(); }
+  /// Registers a thread may take: the register file over minBlocksPerSM
+  /// blocks, in ptxas's allocation unit, at most `chip`'s per-thread limit.
+  int64_t getRegisterBudget(const Chip &chip) const;
+
+  /// The workgroup buffers (PartialKernelBuffer) of this kernel when it
+  /// merges `fusedMergeSplits` splits itself (0: no fused merge).
+  std::vector<WorkgroupBuffer>
+  getWorkgroupBuffers(int64_t fusedMergeSplits = 0) const;
+  /// Their bytes, each buffer 16-byte aligned as the kernel declares them.
+  int64_t getSharedMemoryBytes(int64_t fusedMergeSplits = 0) const;
+  /// The most splits a fused merge in this kernel merges: their weights fit
+  /// in the warps' accumulators or in the static shared memory the kernel
+  /// leaves (0 when not even 4 do).
+  int64_t getMostFusedMergeSplits() const;
+};
+
+/// The schedule of `problem`'s partial kernel on `chip`.
+KernelSchedule planKernel(const KernelProblem &problem, const Chip &chip);
+
+} // namespace flashdecode
+
+#endif // FD_PLANNING_KERNELPLAN_H
