@@ -166,6 +166,16 @@ void DeviceBuffer::upload(const void *data, size_t bytes) {
         "copying to the device");
 }
 
+void copyToHost(const Device &device, CUstream stream, CUdeviceptr address,
+                void *data, size_t bytes) {
+  const DriverApi &driver = device.getDriverApi();
+  device.makeCurrent();
+  check(driver, driver.cuStreamSynchronize(stream),
+        "waiting for the stream before a copy from the device");
+  check(driver, driver.cuMemcpyDtoH(data, address, bytes),
+        "copying from the device");
+}
+
 void DeviceBuffer::download(void *data, size_t bytes) const {
   if (bytes > size)
     throw std::invalid_argument("download of " + std::to_string(bytes) +

@@ -186,7 +186,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                      min_chunk_length=None, max_splits=None, window_left=None,
                      logits_soft_cap=None, sinks=None, alibi_slopes=None,
                      query_lens=None, kv_dtype=None, k_scale=None,
-                     v_scale=None, fused_merge=False):
+                     v_scale=None, fused_merge=False, check_lengths=False):
     """softmax(scale * q k^T) v over each sequence's first seq_lens[b] keys.
 
     seq_lens: int32 [B], each in [0, max_len] (max_len: the caches' length,
@@ -194,7 +194,10 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     for a length outside; on the GPU, where lengths live in device memory
     and may change between calls and replays, the kernels clamp each into
     [0, max_len] and report nothing (a bookkeeping bug then reads the whole
-    cache or none of it).
+    cache or none of it), unless check_lengths=True: the call then reads
+    seq_lens (and query_lens) back before launching, once the stream's
+    queued work is done (a synchronization), and raises ValueError naming
+    the first entry outside. The CPU backend always checks.
     num_splits: None/"auto" (the planner's choice) or a positive count of
     at most max_splits; blocks_per_sm, min_chunk_length, max_splits: the
     planner's knobs (see plan_splits; None keeps the default).
@@ -293,6 +296,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     fp8 = {"kv_dtype": kv_dtype, "k_scale": k_scale, "v_scale": v_scale}
     planner = _planner_options(blocks_per_sm, min_chunk_length, max_splits)
     fused_merge = _check_flag("fused_merge", fused_merge)
+    check_lengths = _check_flag("check_lengths", check_lengths)
     if backend == "cpu":
         for name, value in (("arch", arch), ("out", out), ("lse", lse),
                             ("stream", stream)):
@@ -305,5 +309,6 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
         return _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale,
                             kv_layout, return_lse, dtype, block_table, arch,
                             out, lse, stream, planner, **masking, **fp8,
-                            fused_merge=fused_merge)
+                            fused_merge=fused_merge,
+                            check_lengths=check_lengths)
     raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")

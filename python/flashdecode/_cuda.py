@@ -284,6 +284,28 @@ def _new_output(like, shape, dtype, device):
     return array, array._address
 
 
+def _check_device_lengths(problem, seq_lens, query_lens, device, stream):
+    """check_lengths=True: the lengths at device addresses ``seq_lens`` and
+    ``query_lens`` (0: none), read back once ``stream``'s queued work is done
+    (None: the legacy default stream, which waits for blocking streams'),
+    each in [0, max_len] ([0, Lq]), or a ValueError naming the first entry
+    outside."""
+    for name, address, bound, what in (
+            ("seq_lens", seq_lens, problem.max_len, "the cache length"),
+            ("query_lens", query_lens, problem.query_len,
+             "at most the query tokens of q")):
+        if not address:
+            continue
+        values = _native.read_int32(address, problem.batch, device,
+                                    stream or 0)
+        bad = np.flatnonzero((values < 0) | (values > bound))
+        if bad.size:
+            first = int(bad[0])
+            raise ValueError(
+                f"{name}[{first}] = {int(values[first])} is outside [0, "
+                f"{bound}] ({what}; check_lengths=True read it back)")
+
+
 def _torch_stream(device):
     import torch
     return torch.cuda.current_stream(device).cuda_stream
@@ -300,7 +322,10 @@ class Decoder:
     ``seq_lens`` (int32 ``[B]``) and ``query_lens`` are read by the kernels
     at every run() and replay(), which clamp each length into ``[0,
     max_len]`` (``[0, Lq]`` for query lengths) and report nothing: check
-    them where they are written.
+    them where they are written, or pass ``check_lengths=True``: run() and
+    replay() then read them back first (waiting for the stream's queued
+    work: a synchronization per step) and raise a ValueError naming the
+    first entry outside, launching nothing.
 
     The Decoder keeps its arrays (DeviceArray, PyTorch CUDA tensors,
     __cuda_array_interface__ objects) alive; they must keep their addresses,
@@ -338,8 +363,9 @@ class Decoder:
                  min_chunk_length=None, max_splits=None, window_left=None,
                  logits_soft_cap=None, sinks=None, alibi_slopes=None,
                  query_lens=None, kv_dtype=None, k_scale=None, v_scale=None,
-                 fused_merge=False):
+                 fused_merge=False, check_lengths=False):
         fused_merge = _check_flag("fused_merge", fused_merge)
+        self.check_lengths = _check_flag("check_lengths", check_lengths)
         window_left = _check_window(window_left)
         logits_soft_cap = _check_soft_cap(logits_soft_cap)
         problem, arrays, kv_format = _check_cuda_inputs(
@@ -405,6 +431,8 @@ class Decoder:
             **pointers)
         self.num_splits = self._plan.num_splits
         self.arch = self._plan.arch
+        self._problem = problem
+        self._lengths = (la.pointer, pointers["query_lens"])
 
     def _stream(self, stream):
         """The stream handle to use; None is the plan's own stream."""
@@ -412,14 +440,27 @@ class Decoder:
             return _torch_stream(self.device)
         return stream
 
+    def _check_lengths(self, stream):
+        if self.check_lengths:
+            _check_device_lengths(self._problem, *self._lengths, self.device,
+                                  stream)
+
     def run(self, stream=None):
-        self._plan.launch(self._stream(stream))
+        """One decode step on ``stream`` (see the class docstring)."""
+        stream = self._stream(stream)
+        self._check_lengths(stream)
+        self._plan.launch(stream)
 
     def capture(self, stream=None):
+        """Records the step into a CUDA graph (lengths are not read: a
+        capture only records; replay() checks them)."""
         self._plan.capture(self._stream(stream))
 
     def replay(self, stream=None):
-        self._plan.replay(self._stream(stream))
+        """Launches the graph capture() recorded."""
+        stream = self._stream(stream)
+        self._check_lengths(stream)
+        self._plan.replay(stream)
 
 
 # (configuration, device) -> the process's loaded kernels for it.
@@ -443,7 +484,8 @@ def _launch_scale(scale, kind, granularity, count):
 def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                  return_lse, dtype, block_table, arch, out, lse, stream,
                  planner, window_left=0, logits_soft_cap=None, kv_dtype=None,
-                 k_scale=None, v_scale=None, fused_merge=False, **buffers):
+                 k_scale=None, v_scale=None, fused_merge=False,
+                 check_lengths=False, **buffers):
     """``buffers``: sinks, alibi_slopes, query_lens (None or device
     arrays). kv_dtype, k_scale, v_scale: fp8 caches (see _fp8)."""
     problem, arrays, kv_format = _check_cuda_inputs(
@@ -506,6 +548,9 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     if stream is None:
         stream = _torch_stream(device) if any(
             _is_torch(x) for x in (q, k_cache, v_cache, seq_lens)) else 0
+    if check_lengths:
+        _check_device_lengths(problem, arrays[3].pointer,
+                              pointers["query_lens"], device, stream)
     launcher.launch(qa.pointer, arrays[1].pointer, arrays[2].pointer,
                     arrays[3].pointer, out_pointer, lse_pointer,
                     arrays[4].pointer if block_table is not None else 0,

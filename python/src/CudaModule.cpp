@@ -381,6 +381,20 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
       .def_property_readonly("num_splits", &CudaLauncher::numSplits)
       .def_property_readonly("arch", &CudaLauncher::getArch)
       .def_property_readonly("launch_count", &CudaLauncher::getLaunchCount);
+  module.def(
+      "read_int32",
+      [](uintptr_t address, size_t count, int ordinal, uintptr_t stream) {
+        py::array_t<int32_t> host(static_cast<py::ssize_t>(count));
+        if (count)
+          rt::copyToHost(getDevice(ordinal),
+                         reinterpret_cast<rt::CUstream>(stream), address,
+                         host.mutable_data(), count * sizeof(int32_t));
+        return host;
+      },
+      "count int32 values at a device address, read once the work queued on "
+      "`stream` (0: the legacy default stream) is done.",
+      py::arg("address"), py::arg("count"), py::arg("device"),
+      py::arg("stream"));
   module.def("cuda_launcher", &getLauncher, py::arg("config"),
              py::arg("device"), py::return_value_policy::reference);
   module.def(

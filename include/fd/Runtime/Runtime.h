@@ -80,6 +80,13 @@ bool canLoadTarget(const std::string &target, int major, int minor);
 std::optional<int> getDeviceOfPointer(const DriverApi &driver,
                                       CUdeviceptr address);
 
+/// Copies `bytes` at `address` (device memory of `device`) to `data` once
+/// the work queued on `stream` is done (the legacy default stream when
+/// null, which waits for every blocking stream's): a synchronization, for
+/// checks that must read what the kernels are about to read.
+void copyToHost(const Device &device, CUstream stream, CUdeviceptr address,
+                void *data, size_t bytes);
+
 /// Device memory, freed with the object.
 class DeviceBuffer {
 public:
