@@ -26,12 +26,8 @@ using namespace mlir;
 namespace flashdecode {
 
 int64_t getAutomaticMaxSplits(const KernelConfig &config) {
-  // The workgroup memory that bounds the fused merge is the same on every
-  // chip: an unknown arch (validate() reports it) plans on the default.
-  const Chip *chip = findChip(config.arch);
-  return getAutomaticSplitCap(
-      planKernel(config.getKernelProblem(), chip ? *chip : getDefaultChip()),
-      config.maxSplits, config.fusedMerge);
+  return getAutomaticSplitCap(config.getKernelSchedule(), config.maxSplits,
+                              config.fusedMerge);
 }
 
 const char *getCompilerVersion() { return "flashdecode 0.2.20 (MLIR 22)"; }

@@ -80,6 +80,11 @@ KernelProblem KernelConfig::getKernelProblem() const {
   return problem;
 }
 
+KernelSchedule KernelConfig::getKernelSchedule() const {
+  const Chip *chip = findChip(arch);
+  return planKernel(getKernelProblem(), chip ? *chip : getDefaultChip());
+}
+
 SplitPlannerOptions KernelConfig::getPlannerOptions() const {
   SplitPlannerOptions options;
   options.smCount = smCount;

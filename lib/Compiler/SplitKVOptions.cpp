@@ -30,7 +30,6 @@ int64_t resolveNumSplits(const KernelConfig &config) {
     return 1;
   if (config.numSplits > 0)
     return config.numSplits;
-  mlir::fd::FDSplitKVOptions split = getSplitKVOptions(config);
   // The module's batch and cache length are the config's (or planned for
   // it, where dynamic); its rules bound the keys a sequence attends to.
   mlir::fd::AttentionRules rules;
@@ -38,18 +37,15 @@ int64_t resolveNumSplits(const KernelConfig &config) {
   if (config.windowLeft > 0)
     rules.windowLeft = config.windowLeft;
   int64_t attended = mlir::fd::getAttendedLength(config.maxLength, rules);
-  const Chip *chip = findChip(config.arch);
-  KernelProblem problem = config.getKernelProblem();
-  KernelSchedule schedule =
-      planKernel(problem, chip ? *chip : getDefaultChip());
-  SplitPlannerOptions planner = mlir::fd::getSplitPlannerOptions(split);
-  planner.maxSplits =
-      getAutomaticSplitCap(schedule, config.maxSplits, config.fusedMerge);
+  SplitPlannerOptions planner = config.getPlannerOptions();
+  planner.maxSplits = getAutomaticMaxSplits(config);
   if (config.chunkLength > 0)
     return getChunkedSplitCount(attended, config.chunkLength,
                                 planner.maxSplits);
   return planNumSplits(config.batch, config.numKVHeads, attended, planner,
-                       getSplitWorkload(problem, schedule, config.fusedMerge))
+                       getSplitWorkload(config.getKernelProblem(),
+                                        config.getKernelSchedule(),
+                                        config.fusedMerge))
       .numSplits;
 }
 

@@ -99,6 +99,10 @@ struct KernelConfig {
   /// What the partial kernel's schedule depends on (fd/Planning/KernelPlan.h),
   /// as fd::getKernelProblem reads it off the op this config builds.
   KernelProblem getKernelProblem() const;
+  /// planKernel of that problem on `arch` (an unknown arch, which validate()
+  /// reports, on the default chip: the schedule's tiles, workgroup memory
+  /// and launch bounds do not depend on the chip).
+  KernelSchedule getKernelSchedule() const;
 
   /// A field's value: integers, flags, names, and optional floats (the
   /// scale, absent: the default 1/sqrt(D); the soft-cap, absent: off).

@@ -1,5 +1,4 @@
-//===- KernelPlan.h - The partial kernel's schedule, chosen once -*- C++
-//-*-===//
+//===- KernelPlan.h - The partial kernel's schedule ------------*- C++ -*-===//
 //
 // What the partial-attention kernel of a problem is on a chip: its form
 // (CUDA cores or tensor cores), tiling, launch bounds, what it keeps in
