@@ -51,6 +51,24 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 "$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 4 \
   --num-kv-heads 4 --dtype bf16 --num-splits 3 --page-size 16 --with-lse \
   -o "$dir/mha_paged16" >/dev/null
+# Schedules written by hand (--schedule; docs/KernelABI.md, "Schedules"),
+# not the planner's: MQA D=64 (16 rows) as two tiles of 8 with three K/V
+# stages, 2 of q's k-steps held, 3 blocks per SM (planned: one tile, two
+# stages, all four held, 4 blocks); paged GQA-8 D=64 with Lq = 2 (16 rows)
+# as tiles of 6, 6 and 4 with four stages; GQA-4 bf16 D=128 on CUDA cores
+# in tiles of one row (planned: tensor cores).
+"$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 16 \
+  --num-kv-heads 1 --dtype f16 --num-splits 5 --with-lse \
+  --schedule "form = tensor_cores, rows_per_tile = 8, row_tiles = 2, threads = 128, min_blocks_per_sm = 3, held_query_steps = 2, stages = 3" \
+  -o "$dir/hand_mqa_d64_stages3" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 64 --num-q-heads 16 \
+  --num-kv-heads 2 --dtype bf16 --num-splits 3 --query-len 2 --page-size 16 \
+  --with-lse \
+  --schedule "form = tensor_cores, rows_per_tile = 6, row_tiles = 3, threads = 128, min_blocks_per_sm = 2, held_query_steps = 1, stages = 4" \
+  -o "$dir/hand_paged_gqa8_d64_stages4" >/dev/null
+"$compile" $common --dtype bf16 --num-splits 4 --with-lse \
+  --schedule "form = cuda_cores, rows_per_tile = 1, row_tiles = 4, threads = 128" \
+  -o "$dir/hand_gqa4_cuda_cores" >/dev/null
 # Sliding window (--window-left) and logit soft-capping (--logits-soft-cap),
 # RuntimeGPUFeaturesTest's. Tensor cores: GQA f16 D=128 with W = 100 (Lq =
 # 1 and 4) and W = 3 < Lq = 4; MQA bf16 with W = 50; GQA D=64 soft-capped;

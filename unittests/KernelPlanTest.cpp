@@ -159,4 +159,110 @@ TEST(KernelPlan, TheSplitPlannersWorkloadIsTheSchedules) {
   EXPECT_EQ(evaluateSplits(1, 1, 32768, 147, onePerSM, workload).waves, 3);
 }
 
+TEST(KernelPlan, EveryPlannedScheduleIsValidAndRoundTrips) {
+  // Every problem the dialect accepts, on every chip: what planKernel
+  // chooses passes the verifier's rules (fd-split-kv attaches it) and
+  // survives its text form (the manifest, fd-compile --schedule).
+  int checked = 0;
+  for (const Chip &chip : getChips())
+    for (int64_t bytes : {2, 4})
+      for (int64_t headDim = 32; headDim <= 256; headDim += 8)
+        for (int64_t groupSize : {1, 2, 4, 6, 8, 16, 32, 64})
+          for (int64_t queryLength : {1, 3, 8})
+            for (int features = 0; features < 4; ++features) {
+              KernelProblem problem =
+                  makeProblem(headDim, groupSize, queryLength, bytes);
+              problem.cacheElementBytes = features == 3 ? 1 : bytes;
+              problem.alibi = features == 1;
+              problem.features.paged = features >= 2;
+              problem.features.window = problem.features.softCap =
+                  features == 2;
+              KernelSchedule schedule = planKernel(problem, chip);
+              ScheduleChoice choice = schedule.getChoice();
+              ASSERT_EQ(getReasonScheduleInvalid(problem, choice), "")
+                  << chip.name << " D=" << headDim << " group=" << groupSize
+                  << " Lq=" << queryLength << " bytes=" << bytes
+                  << " features=" << features;
+              std::string error;
+              std::optional<ScheduleChoice> parsed =
+                  parseScheduleChoice(formatScheduleChoice(choice), error);
+              ASSERT_TRUE(parsed) << error;
+              EXPECT_EQ(*parsed, choice);
+              // The schedule rebuilt from its choice is the planned one.
+              KernelSchedule rebuilt = getKernelSchedule(problem, choice);
+              EXPECT_EQ(rebuilt.getSharedMemoryBytes(),
+                        schedule.getSharedMemoryBytes());
+              EXPECT_EQ(rebuilt.getTokensPerStep(),
+                        schedule.getTokensPerStep());
+              ++checked;
+            }
+  EXPECT_EQ(checked, 5 * 2 * 29 * 8 * 3 * 4);
+}
+
+TEST(KernelPlan, AHandWrittenScheduleSetsTheLayout) {
+  KernelProblem problem = makeProblem(64, 16);
+  ScheduleChoice choice;
+  choice.form = KernelForm::TensorCores;
+  choice.rowsPerTile = 8;
+  choice.rowTiles = 2;
+  choice.minBlocksPerSM = 3;
+  choice.heldQuerySteps = 2;
+  choice.keyValueStages = 3;
+  ASSERT_EQ(getReasonScheduleInvalid(problem, choice), "");
+  KernelSchedule schedule = getKernelSchedule(problem, choice);
+  EXPECT_TRUE(schedule.layout.tensorCores);
+  EXPECT_EQ(schedule.getRowsPerTile(), 8);
+  EXPECT_EQ(schedule.getNumRowTiles(), 2);
+  EXPECT_EQ(schedule.getTokensPerStep(), 32);
+  // Three stages of 8 KiB take 24 of the accumulators' 1 KiB rows.
+  EXPECT_EQ(schedule.getWorkgroupBuffers()[kWarpAccumulatorsBuffer].shape,
+            (std::vector<int64_t>{4, 24, 64}));
+  EXPECT_EQ(schedule.getChoice(), choice);
+  // The same rows on CUDA cores: the layout's vectors, no stages.
+  choice = ScheduleChoice();
+  choice.rowsPerTile = 4;
+  choice.rowTiles = 4;
+  schedule = getKernelSchedule(problem, choice);
+  EXPECT_FALSE(schedule.layout.tensorCores);
+  EXPECT_EQ(schedule.layout.lanesPerToken, 8);
+  EXPECT_EQ(schedule.getTokensPerStep(), 16);
+}
+
+TEST(KernelPlan, ScheduleTextNamesWhatIsWrong) {
+  std::string error;
+  std::optional<ScheduleChoice> choice = parseScheduleChoice(
+      "#fd.schedule<form = tensor_cores, rows_per_tile = 8, row_tiles = 2, "
+      "threads = 128, stages = 3>",
+      error);
+  ASSERT_TRUE(choice) << error;
+  EXPECT_EQ(choice->keyValueStages, 3);
+  EXPECT_EQ(choice->minBlocksPerSM, 0);
+  EXPECT_EQ(formatScheduleChoice(*choice),
+            "form = tensor_cores, rows_per_tile = 8, row_tiles = 2, threads = "
+            "128, min_blocks_per_sm = 0, held_query_steps = 0, stages = 3");
+  auto failure = [&](const char *text) {
+    std::string message;
+    EXPECT_FALSE(parseScheduleChoice(text, message)) << text;
+    return message;
+  };
+  EXPECT_EQ(failure("form=cuda_cores,rows_per_tile=1,row_tiles=1"),
+            "the schedule has no threads: it needs form, rows_per_tile, "
+            "row_tiles and threads (min_blocks_per_sm, held_query_steps and "
+            "stages default to 0)");
+  EXPECT_EQ(failure("form=wgmma,rows_per_tile=1,row_tiles=1,threads=128"),
+            "form = wgmma is not a kernel form: expected cuda_cores or "
+            "tensor_cores");
+  EXPECT_EQ(failure("form=cuda_cores,rows=1"),
+            "unknown schedule field 'rows': expected form, rows_per_tile, "
+            "row_tiles, threads, min_blocks_per_sm, held_query_steps, stages");
+  EXPECT_EQ(failure("form=cuda_cores,threads=12x"),
+            "threads = 12x is not an integer");
+  EXPECT_EQ(failure("form=cuda_cores,threads=128,threads=128"),
+            "schedule field 'threads' is given twice");
+  EXPECT_EQ(failure("form cuda_cores"),
+            "'form cuda_cores' is not 'name = value'");
+  EXPECT_EQ(failure("#fd.schedule<form=cuda_cores"),
+            "a schedule that opens with '#fd.schedule<' must close with '>'");
+}
+
 } // namespace

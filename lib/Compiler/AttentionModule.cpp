@@ -127,7 +127,9 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   mlir::fd::AttentionOp::create(
       builder, loc, arguments[0], arguments[1], arguments[2], arguments[3],
       blockTable, alibiSlopes, queryLens, kScale, vScale, arguments[4], lse,
-      sinks, layout, scale, window, softCap);
+      sinks, layout, scale, window, softCap,
+      config.schedule ? mlir::fd::ScheduleAttr::get(&context, *config.schedule)
+                      : mlir::fd::ScheduleAttr());
   func::ReturnOp::create(builder, loc);
   return module;
 }

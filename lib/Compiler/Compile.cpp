@@ -209,6 +209,7 @@ llvm::Expected<llvm::json::Array> readKernelABI(ModuleOp module) {
 
 /// The manifest: everything the runtime needs to allocate and launch.
 std::string buildManifest(const KernelConfig &config, int64_t numSplits,
+                          std::optional<ScheduleChoice> schedule,
                           llvm::json::Array kernels) {
   int64_t rows = config.queryLength * config.numQueryHeads;
   int64_t workspacePerSequence = getWorkspaceBytes(
@@ -244,6 +245,17 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits,
            {"merge_counter_bytes_per_sequence",
             config.fusedMerge ? config.numKVHeads * 4 : 0}}},
       {"kernels", std::move(kernels)}};
+  // The partial kernel's schedule as the lowering built it: #fd.schedule's
+  // fields (docs/KernelABI.md, "Schedules").
+  if (schedule)
+    manifest["schedule"] = llvm::json::Object{
+        {"form", std::string(getKernelFormName(schedule->form))},
+        {"rows_per_tile", schedule->rowsPerTile},
+        {"row_tiles", schedule->rowTiles},
+        {"threads", schedule->threads},
+        {"min_blocks_per_sm", schedule->minBlocksPerSM},
+        {"held_query_steps", schedule->heldQuerySteps},
+        {"stages", schedule->keyValueStages}};
   std::string text;
   llvm::raw_string_ostream stream(text);
   stream << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)));
@@ -260,8 +272,10 @@ llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config) {
   if (llvm::Error error = compilation.run(Stage::Split, Stage::Split))
     return std::move(error);
   CompiledKernels result;
+  std::optional<ScheduleChoice> schedule;
   compilation.getModule().walk([&](mlir::fd::PartialAttentionOp op) {
     result.numSplits = op.getNumSplits();
+    schedule = op.getScheduleAttr().getChoice();
   });
   // The ABI as the lowering built it, then on to PTX.
   if (llvm::Error error = compilation.run(Stage::GPU, Stage::GPU))
@@ -276,7 +290,7 @@ llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config) {
     return ptx.takeError();
   result.ptx = std::move(*ptx);
   result.manifest =
-      buildManifest(config, result.numSplits, std::move(*kernels));
+      buildManifest(config, result.numSplits, schedule, std::move(*kernels));
   return result;
 }
 

@@ -62,6 +62,14 @@ std::string KernelConfig::validate() const {
     return "ptx_version " + std::to_string(ptxVersion) + " is too old for " +
            arch + ": expected at least " +
            std::to_string(chip->minimumPTXVersion);
+  if (schedule) {
+    if (!splitKV)
+      return "schedule is the split partial kernel's: it needs split_kv";
+    std::string reason =
+        getReasonScheduleInvalid(getKernelProblem(), *schedule);
+    if (!reason.empty())
+      return "schedule: " + reason;
+  }
   return "";
 }
 
@@ -81,6 +89,8 @@ KernelProblem KernelConfig::getKernelProblem() const {
 }
 
 KernelSchedule KernelConfig::getKernelSchedule() const {
+  if (schedule)
+    return flashdecode::getKernelSchedule(getKernelProblem(), *schedule);
   const Chip *chip = findChip(arch);
   return planKernel(getKernelProblem(), chip ? *chip : getDefaultChip());
 }
@@ -116,6 +126,8 @@ void KernelConfig::forEachField(
   visit("kv_dtype", getKVCacheTypeName(*this));
   visit("kv_scale", std::string(getKVScaleName(*this)));
   visit("fused_merge", fusedMerge);
+  visit("requested_schedule",
+        schedule ? formatScheduleChoice(*schedule) : std::string());
   visit("planned_batch", batch);
   visit("planned_max_len", maxLength);
   visit("sm_count", smCount);

@@ -5,10 +5,30 @@
 #include "fd/Planning/KernelChoice.h"
 
 #include <algorithm>
+#include <sstream>
 
 namespace flashdecode {
 
 using detail::ceilDiv;
+
+std::string_view getKernelFormName(KernelForm form) {
+  return form == KernelForm::TensorCores ? "tensor_cores" : "cuda_cores";
+}
+
+std::optional<KernelForm> findKernelForm(std::string_view name) {
+  for (KernelForm form : {KernelForm::CudaCores, KernelForm::TensorCores})
+    if (name == getKernelFormName(form))
+      return form;
+  return std::nullopt;
+}
+
+bool ScheduleChoice::operator==(const ScheduleChoice &other) const {
+  return form == other.form && rowsPerTile == other.rowsPerTile &&
+         rowTiles == other.rowTiles && threads == other.threads &&
+         minBlocksPerSM == other.minBlocksPerSM &&
+         heldQuerySteps == other.heldQuerySteps &&
+         keyValueStages == other.keyValueStages;
+}
 
 int64_t WorkgroupBuffer::getNumElements() const {
   int64_t elements = 1;
@@ -70,6 +90,132 @@ int64_t KernelSchedule::getMostFusedMergeSplits() const {
   return floats / layout.rows / 4 * 4;
 }
 
+int64_t KernelSchedule::getLeastLoopRegisters() const {
+  if (!usesTensorCores()) {
+    // PartialKernelLayout::kRowRegisterBudget leaves the rest of 255 to
+    // these and the converted elements.
+    constexpr int64_t kLoadsInFlight = 32;
+    return layout.rowTile * layout.registersPerRow() + kLoadsInFlight;
+  }
+  // Per lane: 2 rows' max and sum, D / 8 output tiles of 4, 4 words per
+  // held k-step of q; per step S's two mma chains (8) and K's words (4).
+  return 4 + 4 * (layout.headDim / 8) + 4 * heldQuerySteps + 8 + 4;
+}
+
+ScheduleChoice KernelSchedule::getChoice() const {
+  return {form,           layout.rowTile, layout.numRowTiles, threads,
+          minBlocksPerSM, heldQuerySteps, keyValueStages};
+}
+
+KernelSchedule getKernelSchedule(const KernelProblem &problem,
+                                 const ScheduleChoice &choice) {
+  KernelSchedule schedule;
+  schedule.layout = PartialKernelLayout::get(
+      problem.headDim, problem.queryElementBytes, problem.cacheElementBytes,
+      problem.groupSize, problem.queryLength, problem.alibi,
+      choice.form == KernelForm::TensorCores);
+  schedule.layout.rowTile = choice.rowsPerTile;
+  schedule.layout.numRowTiles = choice.rowTiles;
+  schedule.form = choice.form;
+  schedule.threads = choice.threads;
+  schedule.minBlocksPerSM = choice.minBlocksPerSM;
+  schedule.heldQuerySteps = choice.heldQuerySteps;
+  schedule.keyValueStages = choice.keyValueStages;
+  return schedule;
+}
+
+/// Why `choice`'s form, tiling and per-form fields cannot serve `problem`.
+static std::string getReasonTilingInvalid(const KernelProblem &problem,
+                                          const ScheduleChoice &choice) {
+  std::ostringstream os;
+  const bool tensorCores = choice.form == KernelForm::TensorCores;
+  const int64_t rows = problem.getRowsPerKVHead();
+  if (choice.threads != PartialKernelLayout::kThreads) {
+    os << "threads = " << choice.threads
+       << " is not supported: the kernels are built for "
+       << PartialKernelLayout::kThreads << " (4 warps)";
+  } else if (tensorCores &&
+             (problem.queryElementBytes != 2 ||
+              (problem.headDim != 64 && problem.headDim != 128))) {
+    os << "form = tensor_cores needs f16 or bf16 queries and a head dim of 64 "
+          "or 128 (mma.sync's fragments), got "
+       << problem.queryElementBytes * 8 << "-bit queries at head dim "
+       << problem.headDim;
+  } else if (choice.rowsPerTile < 1 ||
+             (tensorCores && choice.rowsPerTile > kTensorCoreTileRows)) {
+    os << "rows_per_tile = " << choice.rowsPerTile << " is out of range: "
+       << (tensorCores ? "1 to 16 (an mma tile's rows) for form = tensor_cores"
+                       : "at least 1");
+  } else if (choice.rowTiles < 1 ||
+             choice.rowsPerTile * choice.rowTiles < rows) {
+    os << "rows_per_tile = " << choice.rowsPerTile
+       << " x row_tiles = " << choice.rowTiles << " do not cover the " << rows
+       << " query rows of a KV head (group size " << problem.groupSize
+       << " x Lq " << problem.queryLength << ")";
+  } else if ((choice.rowTiles - 1) * choice.rowsPerTile >= rows) {
+    os << "row_tiles = " << choice.rowTiles
+       << " leaves a tile without rows: " << rows << " rows in tiles of "
+       << choice.rowsPerTile << " take " << ceilDiv(rows, choice.rowsPerTile);
+  } else if (!tensorCores && (choice.keyValueStages || choice.heldQuerySteps)) {
+    os << (choice.keyValueStages ? "stages = " : "held_query_steps = ")
+       << (choice.keyValueStages ? choice.keyValueStages
+                                 : choice.heldQuerySteps)
+       << " applies to form = tensor_cores only: expected 0 for form = "
+          "cuda_cores";
+  } else if (tensorCores && choice.keyValueStages < 2) {
+    os << "stages = " << choice.keyValueStages
+       << " is too few: the K/V pipeline copies the next step while the block "
+          "computes this one, so it needs at least 2";
+  } else if (tensorCores && (choice.heldQuerySteps < 0 ||
+                             choice.heldQuerySteps > problem.headDim / 16)) {
+    os << "held_query_steps = " << choice.heldQuerySteps
+       << " is out of range: 0 to " << problem.headDim / 16
+       << " (q's 16-wide k-steps at head dim " << problem.headDim << ")";
+  }
+  return os.str();
+}
+
+std::string getReasonScheduleInvalid(const KernelProblem &problem,
+                                     const ScheduleChoice &choice) {
+  std::string tiling = getReasonTilingInvalid(problem, choice);
+  if (!tiling.empty())
+    return tiling;
+  KernelSchedule schedule = getKernelSchedule(problem, choice);
+  std::ostringstream os;
+  for (const Chip &chip : getChips()) {
+    int64_t mostBlocks = std::min<int64_t>(
+        chip.maxBlocksPerSM, chip.maxWarpsPerSM * 32 / choice.threads);
+    if (choice.minBlocksPerSM < 0 || choice.minBlocksPerSM > mostBlocks) {
+      os << "min_blocks_per_sm = " << choice.minBlocksPerSM
+         << " is out of range: 0 (no launch bounds) to " << mostBlocks
+         << " blocks of " << choice.threads << " threads (what " << chip.name
+         << " holds per SM)";
+      return os.str();
+    }
+  }
+  for (const Chip &chip : getChips()) {
+    int64_t budget = schedule.getRegisterBudget(chip);
+    int64_t least = schedule.getLeastLoopRegisters();
+    if (least > budget) {
+      os << (choice.minBlocksPerSM ? "min_blocks_per_sm = "
+                                   : "rows_per_tile = ")
+         << (choice.minBlocksPerSM ? choice.minBlocksPerSM
+                                   : choice.rowsPerTile)
+         << " leaves " << budget << " registers a thread on " << chip.name
+         << ", fewer than the " << least << " its token loop holds at least";
+      return os.str();
+    }
+  }
+  int64_t sharedMemory = schedule.getSharedMemoryBytes();
+  if (sharedMemory > kMaxStaticSharedMemoryBytes)
+    os << "stages = " << choice.keyValueStages
+       << ", rows_per_tile = " << choice.rowsPerTile
+       << ": the kernel's workgroup memory is " << sharedMemory
+       << " bytes, more than the " << kMaxStaticSharedMemoryBytes
+       << " a block declares statically";
+  return os.str();
+}
+
 /// The tensor-core kernel's launch bounds and held q fragments.
 static void planTensorCoreResidency(const KernelProblem &problem,
                                     const Chip &chip,
@@ -104,15 +250,36 @@ static void planTensorCoreResidency(const KernelProblem &problem,
     schedule.heldQuerySteps = 2;
 }
 
+/// The most rows of a CUDA-core tile within the register budget.
+static int64_t getMostCudaCoreTileRows(const PartialKernelLayout &layout) {
+  int64_t rowTile =
+      PartialKernelLayout::kRowRegisterBudget / layout.registersPerRow();
+  if (layout.rows > rowTile)
+    rowTile = (PartialKernelLayout::kRowRegisterBudget -
+               PartialKernelLayout::kRowTileLoopRegisters) /
+              layout.registersPerRow();
+  return std::max<int64_t>(1, rowTile);
+}
+
 KernelSchedule planKernel(const KernelProblem &problem, const Chip &chip) {
-  KernelSchedule schedule;
-  schedule.layout = PartialKernelLayout::get(
-      problem.headDim, problem.queryElementBytes, problem.cacheElementBytes,
-      problem.groupSize, problem.queryLength, problem.alibi);
-  if (!schedule.layout.tensorCores)
-    return schedule;
-  schedule.form = KernelForm::TensorCores;
-  schedule.keyValueStages = PartialKernelLayout::kKeyValueStages;
+  ScheduleChoice choice;
+  const int64_t rows = problem.getRowsPerKVHead();
+  bool tensorCores =
+      choosesTensorCores(problem.queryElementBytes, problem.headDim, rows);
+  // As few tiles as the rows allow (each streams the chunk again), of equal
+  // size: 16 rows, at most 7 per tile, are three tiles of 6, not 7 + 7 + 2
+  // (fewer registers and less shared memory per tile).
+  int64_t mostRows = kTensorCoreTileRows;
+  if (!tensorCores)
+    mostRows =
+        getMostCudaCoreTileRows(getKernelSchedule(problem, choice).layout);
+  choice.rowTiles = ceilDiv(rows, mostRows);
+  choice.rowsPerTile = ceilDiv(rows, choice.rowTiles);
+  if (!tensorCores)
+    return getKernelSchedule(problem, choice);
+  choice.form = KernelForm::TensorCores;
+  choice.keyValueStages = PartialKernelLayout::kKeyValueStages;
+  KernelSchedule schedule = getKernelSchedule(problem, choice);
   planTensorCoreResidency(problem, chip, schedule);
   return schedule;
 }

@@ -2,7 +2,6 @@
 
 #include "fd/Planning/PartialKernelLayout.h"
 #include "IntegerMath.h"
-#include "fd/Planning/KernelChoice.h"
 
 #include <algorithm>
 
@@ -11,10 +10,9 @@ namespace flashdecode {
 using detail::ceilDiv;
 using detail::powerOf2Ceil;
 
-PartialKernelLayout
-PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
-                         int64_t cacheElementBytes, int64_t groupSize,
-                         int64_t queryLength, bool withAlibi) {
+PartialKernelLayout PartialKernelLayout::get(
+    int64_t headDim, int64_t elementBytes, int64_t cacheElementBytes,
+    int64_t groupSize, int64_t queryLength, bool withAlibi, bool tensorCores) {
   PartialKernelLayout layout;
   layout.headDim = headDim;
   layout.alibi = withAlibi;
@@ -31,26 +29,15 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
   layout.tokensPerWarp = 32 / layout.lanesPerToken;
   layout.rows = groupSize * queryLength;
   layout.causal = queryLength > 1;
-  layout.tensorCores = choosesTensorCores(elementBytes, headDim, layout.rows);
-  if (layout.tensorCores) {
+  layout.rowTile = layout.rows;
+  layout.numRowTiles = 1;
+  layout.tensorCores = tensorCores;
+  if (tensorCores) {
     layout.tokensPerWarp = 8;
-    layout.numRowTiles = ceilDiv(layout.rows, kTensorCoreTileRows);
-    layout.rowTile = ceilDiv(layout.rows, layout.numRowTiles);
     bool float8 = cacheElementBytes == 1;
     layout.slotBytes = float8 ? 8 : 16;
     layout.stageSlots = headDim / 16 + (float8 ? 2 : 0);
-    return layout;
   }
-  // As few tiles as the register budget allows (each streams the chunk
-  // again), of equal size: 16 rows, at most 7 per tile, are three tiles of
-  // 6, not 7 + 7 + 2 (fewer registers and less shared memory per tile).
-  int64_t maxRowTile = kRowRegisterBudget / layout.registersPerRow();
-  if (layout.rows > maxRowTile)
-    maxRowTile =
-        (kRowRegisterBudget - kRowTileLoopRegisters) / layout.registersPerRow();
-  maxRowTile = std::max<int64_t>(1, maxRowTile);
-  layout.numRowTiles = ceilDiv(layout.rows, maxRowTile);
-  layout.rowTile = ceilDiv(layout.rows, layout.numRowTiles);
   return layout;
 }
 

@@ -127,7 +127,8 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
             blocks_per_sm=None, min_chunk_length=None,
             max_splits=None, window_left=None, logits_soft_cap=None,
             with_sinks=False, with_alibi=False, with_query_lens=False,
-            kv_dtype=None, kv_scale=None, fused_merge=False, page_size=None):
+            kv_dtype=None, kv_scale=None, fused_merge=False, page_size=None,
+            schedule=None):
     """Compiles the GPU kernels of one configuration (through the JIT cache).
 
     No device is involved, so ``arch`` and ``sm_count`` default to an H200's;
@@ -161,7 +162,16 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
     page_size=N (a power of two from 1 to 256) compiles for paged caches
     of N positions a page (decode_attention's block_table): the partial
     kernel takes "block_table" and "num_pages" after "max_len", and
-    manifest["config"]["page_size"] is N; None (the default) is dense."""
+    manifest["config"]["page_size"] is N; None (the default) is dense.
+    schedule="form = tensor_cores, rows_per_tile = 8, row_tiles = 2,
+    threads = 128, ..." builds the partial kernel to that schedule instead
+    of the planner's (fd-compile --schedule's text, #fd.schedule's fields:
+    docs/KernelABI.md, "Schedules"); one that is malformed or cannot work
+    is a ValueError naming the field. manifest["schedule"] is the kernel's
+    (the planner's, or this one)."""
+    if schedule is not None and not isinstance(schedule, str):
+        raise TypeError("schedule must be a string (#fd.schedule's fields) "
+                        f"or None, got {type(schedule).__name__}")
     splits, split_kv = _split_options(num_splits)
     window_left = _check_window(window_left)
     logits_soft_cap = _check_soft_cap(logits_soft_cap)
@@ -175,7 +185,7 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
         return_lse, batch, max_len, sm_count, arch,
         **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
         window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
-        **kv_options))
+        **kv_options, schedule=schedule or ""))
     return Kernel(ptx, manifest, chosen)
 
 

@@ -70,7 +70,7 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
                         int64_t windowLeft, std::optional<float> logitsSoftCap,
                         bool withSinks, bool withAlibi, bool withQueryLens,
                         const std::string &kvDtype, const std::string &kvScale,
-                        bool fusedMerge) {
+                        bool fusedMerge, const std::string &schedule) {
   KernelConfig config;
   config.headDim = headDim;
   config.numQueryHeads = numQueryHeads;
@@ -101,6 +101,12 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
   config.kvCacheType = parseKVCacheType(kvDtype);
   config.kvScaleGranularity = parseKVScaleGranularity(kvScale);
   config.fusedMerge = fusedMerge;
+  if (!schedule.empty()) {
+    std::string error;
+    config.schedule = parseScheduleChoice(schedule, error);
+    if (!config.schedule)
+      throw py::value_error("schedule: " + error);
+  }
   std::string invalid = config.validate();
   if (!invalid.empty())
     throw py::value_error(invalid);
@@ -122,7 +128,8 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
       py::arg("with_alibi") = KernelConfig().withAlibi,                        \
       py::arg("with_query_lens") = KernelConfig().withQueryLens,               \
       py::arg("kv_dtype") = "", py::arg("kv_scale") = "tensor",                \
-      py::arg("fused_merge") = KernelConfig().fusedMerge
+      py::arg("fused_merge") = KernelConfig().fusedMerge,                      \
+      py::arg("schedule") = ""
 
 /// The data of an optional C-contiguous buffer of `count` T (float or
 /// int32_t) that the kernel reads exactly when `reads`: required then (the

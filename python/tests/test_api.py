@@ -55,6 +55,53 @@ def test_compile_for_paged_caches_is_fd_compiles_page_size(tmp_path,
         kernel.ptx["fd_partial_attention"]
 
 
+HAND_SCHEDULE = ("form = tensor_cores, rows_per_tile = 8, row_tiles = 2, "
+                 "threads = 128, min_blocks_per_sm = 3, held_query_steps = 2, "
+                 "stages = 3")
+
+
+def test_compile_with_a_schedule_is_fd_compiles_schedule(tmp_path):
+    """compile(schedule=...): the kernel built to a hand-written schedule,
+    byte for byte fd-compile --schedule's; the manifest records it, and
+    without one the planner's."""
+    kernel = flashdecode.compile(64, 16, 1, num_splits=4,
+                                 schedule=HAND_SCHEDULE)
+    assert kernel.manifest["schedule"] == {
+        "form": "tensor_cores", "rows_per_tile": 8, "row_tiles": 2,
+        "threads": 128, "min_blocks_per_sm": 3, "held_query_steps": 2,
+        "stages": 3}
+    assert kernel.manifest["config"]["requested_schedule"] == HAND_SCHEDULE
+    assert kernel.manifest["kernels"][0]["grid"][1] == 2
+    assert ".minnctapersm 3" in kernel.ptx["fd_partial_attention"]
+    subprocess.run(
+        [os.path.join(BUILD, "bin", "fd-compile"), "--head-dim", "64",
+         "--num-q-heads", "16", "--num-kv-heads", "1", "--num-splits", "4",
+         "--schedule", HAND_SCHEDULE, "-o", str(tmp_path)],
+        capture_output=True, check=True)
+    for name, ptx in kernel.ptx.items():
+        assert (tmp_path / f"{name}.ptx").read_text() == ptx, name
+    planned = flashdecode.compile(64, 16, 1, num_splits=4)
+    assert planned.manifest["schedule"]["rows_per_tile"] == 16
+    assert planned.manifest["schedule"]["stages"] == 2
+    assert planned.manifest["config"]["requested_schedule"] == ""
+    assert planned.ptx != kernel.ptx
+
+
+@pytest.mark.parametrize("schedule,error,words", [
+    ("form = tensor_cores, rows_per_tile = 8", ValueError,
+     "schedule: the schedule has no row_tiles"),
+    ("form = tensor_cores, rows_per_tile = 8, row_tiles = 1, threads = 128, "
+     "stages = 2", ValueError,
+     r"schedule: rows_per_tile = 8 x row_tiles = 1 do not cover the 16 query "
+     r"rows of a KV head \(group size 16 x Lq 1\)"),
+    ("form = cuda_cores, rows_per_tile = 16, row_tiles = 1, threads = 256",
+     ValueError, "schedule: threads = 256 is not supported"),
+    (8, TypeError, "schedule must be a string")])
+def test_compile_with_a_bad_schedule_names_it(schedule, error, words):
+    with pytest.raises(error, match=words):
+        flashdecode.compile(64, 16, 1, num_splits=4, schedule=schedule)
+
+
 @pytest.mark.parametrize("page_size,words", [
     (0, "page_size must be None"), (-16, "page_size must be None"),
     (True, "page_size must be None"), (16.0, "page_size must be None"),

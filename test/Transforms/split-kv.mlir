@@ -16,7 +16,7 @@
 // CHECK:      %[[WS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<363264xi8>
 // CHECK-NEXT: %[[PO:.*]] = memref.view %[[WS]][%[[C0]]][] : memref<363264xi8> to memref<1x32x22x128xf32>
 // CHECK-NEXT: %[[PL:.*]] = memref.view %[[WS]][%[[OFF]]][] : memref<363264xi8> to memref<1x32x22xf32>
-// CHECK-NEXT: fd.partial_attention %[[Q]], %[[K]], %[[V]], %[[L]] into %[[PO]], %[[PL]] :
+// CHECK-NEXT: fd.partial_attention %[[Q]], %[[K]], %[[V]], %[[L]] into %[[PO]], %[[PL]] {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 4, row_tiles = 1, threads = 128, min_blocks_per_sm = 4, held_query_steps = 2, stages = 2>} :
 // CHECK-NEXT: fd.merge %[[PO]], %[[PL]] into %[[O]], %[[LSE]] :
 // CHECK-NEXT: memref.dealloc %[[WS]]
 // CHECK-NOT:  fd.attention
@@ -27,7 +27,7 @@
 // ONE: fd.merge
 
 // CHUNK-LABEL: func @llama_decode
-// CHUNK: fd.partial_attention {{.*}} {chunk_length = 512 : i64} : {{.*}} into memref<1x32x4x128xf32>, memref<1x32x4xf32>
+// CHUNK: fd.partial_attention {{.*}} {chunk_length = 512 : i64, schedule = #fd.schedule<{{[^>]+}}>} : {{.*}} into memref<1x32x4x128xf32>, memref<1x32x4xf32>
 func.func @llama_decode(%q: memref<1x32x128xf16>, %k: memref<1x32768x8x128xf16>,
                         %v: memref<1x32768x8x128xf16>, %lens: memref<1xi32>,
                         %out: memref<1x32x128xf16>, %lse: memref<1x32xf32>) {
@@ -43,7 +43,7 @@ func.func @llama_decode(%q: memref<1x32x128xf16>, %k: memref<1x32768x8x128xf16>,
 // absent lse carry over.
 
 // CHECK-LABEL: func @full_grid_hnd
-// CHECK: fd.partial_attention {{.*}} {kv_layout = #fd.kv_layout<HND>, scale = 2.500000e-01 : f32} : {{.*}} into memref<128x8x1x64xf32>, memref<128x8x1xf32>
+// CHECK: fd.partial_attention {{.*}} {kv_layout = #fd.kv_layout<HND>, scale = 2.500000e-01 : f32, schedule = #fd.schedule<{{[^>]+}}>} : {{.*}} into memref<128x8x1x64xf32>, memref<128x8x1xf32>
 // CHECK: fd.merge {{.*}} : memref<128x8x1x64xf32>, memref<128x8x1xf32> into memref<128x8x64xbf16>
 // CHECK-NOT: fd.attention
 func.func @full_grid_hnd(%q: memref<128x8x64xbf16>, %k: memref<128x8x4096x64xbf16>,
@@ -95,7 +95,7 @@ func.func @prefill(%q: memref<1x16x8x64xf16>, %k: memref<1x4096x8x64xf16>,
 // 64. The window and the soft-cap carry over.
 
 // CHECK-LABEL: func @sliding_window
-// CHECK: fd.partial_attention {{.*}} {logits_soft_cap = 5.000000e+01 : f32, window_left = 128 : i64} : {{.*}} into memref<1x64x1x64xf32>, memref<1x64x1xf32>
+// CHECK: fd.partial_attention {{.*}} {logits_soft_cap = 5.000000e+01 : f32, schedule = #fd.schedule<{{[^>]+}}>, window_left = 128 : i64} : {{.*}} into memref<1x64x1x64xf32>, memref<1x64x1xf32>
 // CHECK: fd.merge
 func.func @sliding_window(%q: memref<1x64x64xf16>, %k: memref<1x32768x8x64xf16>,
                           %v: memref<1x32768x8x64xf16>, %lens: memref<1xi32>,
@@ -112,7 +112,7 @@ func.func @sliding_window(%q: memref<1x64x64xf16>, %k: memref<1x32768x8x64xf16>,
 // window's keys.
 
 // CHECK-LABEL: func @window_dynamic_length
-// CHECK: fd.partial_attention {{.*}} {window_left = 4096 : i64} : {{.*}} into memref<1x32x{{[0-9]+}}x128xf32>
+// CHECK: fd.partial_attention {{.*}} {schedule = #fd.schedule<{{[^>]+}}>, window_left = 4096 : i64} : {{.*}} into memref<1x32x{{[0-9]+}}x128xf32>
 func.func @window_dynamic_length(%q: memref<1x32x128xf16>, %k: memref<1x?x8x128xf16>,
                                  %v: memref<1x?x8x128xf16>, %lens: memref<1xi32>,
                                  %out: memref<1x32x128xf16>) {
@@ -169,7 +169,7 @@ func.func @alibi(%q: memref<1x16x64xf16>, %k: memref<1x2048x16x64xf16>,
 
 // CHECK-LABEL: func @query_lens
 // CHECK-SAME: %[[A:[a-z0-9]+]]: memref<8xf32>, %[[QL:[a-z0-9]+]]: memref<2xi32>, %[[S:[a-z0-9]+]]: memref<8xf32>
-// CHECK: fd.partial_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} alibi_slopes %[[A]] : memref<8xf32> query_lens %[[QL]] : memref<2xi32> into %{{.*}}, %{{.*}} {window_left = 64 : i64} : {{.*}} into memref<2x4x8x{{[0-9]+}}x64xf32>
+// CHECK: fd.partial_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} alibi_slopes %[[A]] : memref<8xf32> query_lens %[[QL]] : memref<2xi32> into %{{.*}}, %{{.*}} {schedule = #fd.schedule<{{[^>]+}}>, window_left = 64 : i64} : {{.*}} into memref<2x4x8x{{[0-9]+}}x64xf32>
 // CHECK: fd.merge %{{.*}}, %{{.*}} sinks %[[S]] : memref<8xf32> query_lens %[[QL]] : memref<2xi32> into
 // CHECK-NOT: fd.attention
 
@@ -178,7 +178,7 @@ func.func @alibi(%q: memref<1x16x64xf16>, %k: memref<1x2048x16x64xf16>,
 // ONE: fd.merge {{.*}} query_lens
 
 // CHUNK-LABEL: func @query_lens
-// CHUNK: fd.partial_attention {{.*}} query_lens {{.*}} {chunk_length = 512 : i64, window_left = 64 : i64}
+// CHUNK: fd.partial_attention {{.*}} query_lens {{.*}} {chunk_length = 512 : i64, schedule = #fd.schedule<{{[^>]+}}>, window_left = 64 : i64}
 // CHUNK: fd.merge {{.*}} query_lens
 func.func @query_lens(%q: memref<2x4x8x64xf16>, %k: memref<2x4096x2x64xf16>,
                       %v: memref<2x4096x2x64xf16>, %lens: memref<2xi32>,

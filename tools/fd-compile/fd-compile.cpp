@@ -302,6 +302,16 @@ SwitchFlag fusedMerge(
              "finished blocks in int32\n[batch, num_kv_heads] (param "
              "\"merge_counters\"),\nzeroed once and left zero by every launch"),
     cl::location(config.fusedMerge), fdCompileFlag);
+/// Parsed into config.schedule once the flags are read (llvm::cl has no
+/// parser for a struct).
+cl::opt<std::string> schedule(
+    "schedule",
+    cl::desc("the partial kernel's schedule by hand, as #fd.schedule\nspells "
+             "it: \"form = tensor_cores, rows_per_tile = 8,\nrow_tiles = 2, "
+             "threads = 128, min_blocks_per_sm = 3,\nheld_query_steps = 2, "
+             "stages = 3\" (docs/KernelABI.md,\n\"Schedules\"; default: "
+             "the planner's for --arch)"),
+    cl::value_desc("S"), fdCompileFlag);
 cl::opt<std::string, /*ExternalStorage=*/true> arch(
     "arch",
     cl::desc(describe(getChipNameList() + " (default " + config.arch + ")")),
@@ -389,6 +399,12 @@ int main(int argc, char **argv) {
   if (kvScale.getNumOccurrences() && !config.hasFloat8Cache())
     exitWithUsageError("--kv-scale is only for fp8 caches: give --kv-dtype "
                        "e4m3 or e5m2 with it");
+  if (schedule.getNumOccurrences()) {
+    std::string error;
+    config.schedule = parseScheduleChoice(schedule, error);
+    if (!config.schedule)
+      exitWithUsageError("--schedule: " + error);
+  }
   std::string invalid = config.validate();
   if (!invalid.empty())
     exitWithUsageError(invalid);

@@ -205,6 +205,14 @@ INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPU,
 INSTANTIATE_TEST_SUITE_P(Kernels, RuntimeGPUPaged,
                          testing::Values("paged16", "paged_spec",
                                          "mha_paged16"));
+// Schedules written by hand (fd-compile --schedule, bench/test_kernels.sh):
+// other row tiles, K/V stages, held q fragments and launch bounds than the
+// planner's, and the other kernel form.
+INSTANTIATE_TEST_SUITE_P(HandSchedule, RuntimeGPU,
+                         testing::Values("hand_mqa_d64_stages3",
+                                         "hand_gqa4_cuda_cores"));
+INSTANTIATE_TEST_SUITE_P(HandSchedule, RuntimeGPUPaged,
+                         testing::Values("hand_paged_gqa8_d64_stages4"));
 // The fused merge: the partial kernel merges (bench/test_kernels.sh).
 INSTANTIATE_TEST_SUITE_P(FusedMerge, RuntimeGPU,
                          testing::Values("fused_gqa_f16", "fused_mqa_tiles",

@@ -76,6 +76,10 @@ struct KernelConfig {
   /// counter per (sequence, KV head) (docs/KernelABI.md). The CPU path
   /// ignores it.
   bool fusedMerge = false;
+  /// The partial kernel's schedule written by hand (docs/KernelABI.md,
+  /// "Schedules"); absent: planKernel's on `arch`. Part of what the kernel
+  /// is: the split count is planned with it.
+  std::optional<ScheduleChoice> schedule;
   int64_t batch = 1;
   int64_t maxLength = 4096;
   /// The split planner's knobs, defaults and meaning its own
@@ -99,9 +103,8 @@ struct KernelConfig {
   /// What the partial kernel's schedule depends on (fd/Planning/KernelPlan.h),
   /// as fd::getKernelProblem reads it off the op this config builds.
   KernelProblem getKernelProblem() const;
-  /// planKernel of that problem on `arch` (an unknown arch, which validate()
-  /// reports, on the default chip: the schedule's tiles, workgroup memory
-  /// and launch bounds do not depend on the chip).
+  /// `schedule`, else planKernel of that problem on `arch` (an unknown arch,
+  /// which validate() reports, on the default chip).
   KernelSchedule getKernelSchedule() const;
 
   /// A field's value: integers, flags, names, and optional floats (the

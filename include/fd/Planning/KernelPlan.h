@@ -16,6 +16,9 @@
 #include "fd/Planning/PartialKernelLayout.h"
 
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace flashdecode {
@@ -47,6 +50,34 @@ struct KernelProblem {
 };
 
 enum class KernelForm { CudaCores, TensorCores };
+
+/// The form's name in #fd.schedule and the manifest: "cuda_cores",
+/// "tensor_cores".
+std::string_view getKernelFormName(KernelForm form);
+/// The form named `name`, or nothing.
+std::optional<KernelForm> findKernelForm(std::string_view name);
+
+/// What a schedule chooses, as `#fd.schedule` spells it (one field each, in
+/// this order): the rest of a KernelSchedule follows from these and the
+/// problem. planKernel chooses them; a test or a user may write them by
+/// hand (getReasonScheduleInvalid says which cannot work).
+struct ScheduleChoice {
+  KernelForm form = KernelForm::CudaCores;
+  /// Query rows one block computes, and blocks per (sequence, KV head,
+  /// split) to cover a KV head's rows.
+  int64_t rowsPerTile = 1;
+  int64_t rowTiles = 1;
+  int64_t threads = PartialKernelLayout::kThreads;
+  /// KernelSchedule's fields of the same names.
+  int64_t minBlocksPerSM = 0;
+  int64_t heldQuerySteps = 0;
+  int64_t keyValueStages = 0;
+
+  bool operator==(const ScheduleChoice &other) const;
+  bool operator!=(const ScheduleChoice &other) const {
+    return !(*this == other);
+  }
+};
 
 /// One of the partial kernel's workgroup (shared) memory buffers: 4-byte
 /// elements, f32 or (a tensor-core tile's q fragments) i32 mma words.
@@ -123,7 +154,38 @@ struct KernelSchedule {
   /// in the warps' accumulators or in the static shared memory the kernel
   /// leaves (0 when not even 4 do).
   int64_t getMostFusedMergeSplits() const;
+  /// The fewest registers a thread holds through the token loop: a
+  /// CUDA-core tile's rows (registersPerRow each) and the loads in flight; a
+  /// tensor-core tile's softmax state, output accumulator and held q
+  /// fragments and a step's scores and K words. ptxas may need more (the
+  /// planner's choices are checked against it); a schedule whose budget is
+  /// below this cannot work.
+  int64_t getLeastLoopRegisters() const;
+
+  ScheduleChoice getChoice() const;
 };
+
+/// The schedule `choice` makes of `problem`'s kernel: its layout follows
+/// from the form and the row tiling. Unchecked (getReasonScheduleInvalid).
+KernelSchedule getKernelSchedule(const KernelProblem &problem,
+                                 const ScheduleChoice &choice);
+
+/// Why `choice` cannot work for `problem` on some target: a sentence naming
+/// the field (as #fd.schedule spells it) and what it accepts; empty when it
+/// can.
+std::string getReasonScheduleInvalid(const KernelProblem &problem,
+                                     const ScheduleChoice &choice);
+
+/// `choice` as #fd.schedule's body spells it: "form = tensor_cores,
+/// rows_per_tile = 16, row_tiles = 1, threads = 128, min_blocks_per_sm = 4,
+/// held_query_steps = 2, stages = 2".
+std::string formatScheduleChoice(const ScheduleChoice &choice);
+/// The schedule `text` spells: that body (or the whole `#fd.schedule<...>`),
+/// `name = value` pairs in any order and spacing, min_blocks_per_sm,
+/// held_query_steps and stages 0 when left out. Otherwise nothing, with
+/// `error` naming what is wrong.
+std::optional<ScheduleChoice> parseScheduleChoice(std::string_view text,
+                                                  std::string &error);
 
 /// The schedule of `problem`'s partial kernel on `chip`.
 KernelSchedule planKernel(const KernelProblem &problem, const Chip &chip);

@@ -14,8 +14,8 @@
 namespace flashdecode {
 
 /// How the partial-attention kernel maps one (sequence, KV head, chunk) onto
-/// a thread block; a pure function of the head dim, the query's and the
-/// cache's element sizes, the group size (Hq / Hkv) and the query length Lq.
+/// a thread block, given its form and row tiling (KernelSchedule chooses
+/// them).
 ///
 /// A row of `headDim` cache elements is `vectorsPerRow` vectors of
 /// `vectorWidth` elements: 16 bytes each, or 8 where a row is not a whole
@@ -27,19 +27,17 @@ namespace flashdecode {
 /// vector count is not a power of two the lanes past the row idle. `unroll`
 /// steps of loads are issued before any is used. A KV head's `rows` query
 /// rows (group size x Lq) are `numRowTiles` tiles of `rowTile` (the last
-/// may hold padding rows), as many rows per tile as the register budget
-/// holds, each tile a block of its own streaming the chunk. With Lq > 1
-/// (`causal`) the last Lq - 1 keys of a sequence stream first, in a loop of
-/// their own with a per-row mask.
+/// may hold padding rows), each tile a block of its own streaming the
+/// chunk. With Lq > 1 (`causal`) the last Lq - 1 keys of a sequence stream
+/// first, in a loop of their own with a per-row mask.
 ///
-/// With `tensorCores` (flashdecode::choosesTensorCores: f16/bf16 queries, D
-/// of 64 or 128, at least two rows) the block instead computes a tile of up to
-/// 16 rows with mma.sync: each warp takes 8 keys per step (tokensPerWarp),
-/// loads their K and V rows straight into mma fragments (docs/KernelABI.md,
-/// "Tensor-core tiles"; an fp8 cache decoded to the query's type on the
-/// way) and keeps the tile's scores, softmax state and
-/// output accumulator in registers, within 128 of them (four blocks per
-/// SM); `vectorsPerLane`, `lanesPerToken` and `unroll` then do not apply.
+/// With `tensorCores` (f16/bf16 queries, D of 64 or 128) the block instead
+/// computes a tile of up to 16 rows with mma.sync: each warp takes 8 keys
+/// per step (tokensPerWarp), loads their K and V rows straight into mma
+/// fragments (docs/KernelABI.md, "Tensor-core tiles"; an fp8 cache decoded
+/// to the query's type on the way) and keeps the tile's scores, softmax
+/// state and output accumulator in registers; `vectorsPerLane`,
+/// `lanesPerToken` and `unroll` then do not apply.
 struct PartialKernelLayout {
   static constexpr int64_t kWarps = 4;
   static constexpr int64_t kThreads = kWarps * 32;
@@ -61,9 +59,10 @@ struct PartialKernelLayout {
   /// kept now that each tile is a block, so tile sizes, and the spill-free
   /// ptxas sweep, stay as they were.
   static constexpr int64_t kRowTileLoopRegisters = 22;
-  /// Tensor cores: the steps of K and V in workgroup memory at once (the
-  /// step being computed and the one being copied: cp.async). Two fit the
-  /// 48 KB of static shared memory a block may have at D = 128.
+  /// Tensor cores: the steps of K and V in workgroup memory at once that
+  /// planKernel chooses (the step being computed and the one being copied:
+  /// cp.async). Two fit the 48 KB of static shared memory a block may have
+  /// at D = 128.
   static constexpr int64_t kKeyValueStages = 2;
 
   int64_t headDim;
@@ -85,12 +84,15 @@ struct PartialKernelLayout {
   /// cache two for the per-token scales of its two keys (K's, V's).
   int64_t stageSlots = 0, slotBytes = 0;
 
-  /// With `withAlibi` each row of a CUDA-core tile also keeps its ALiBi
-  /// slope and position. `cacheElementBytes` is 1 for fp8 caches, else the
-  /// query's `elementBytes`.
+  /// The layout of a kernel of the given form whose rows are one tile (the
+  /// caller sets rowTile and numRowTiles). With `withAlibi` each row of a
+  /// CUDA-core tile also keeps its ALiBi slope and position.
+  /// `cacheElementBytes` is 1 for fp8 caches, else the query's
+  /// `elementBytes`.
   static PartialKernelLayout get(int64_t headDim, int64_t elementBytes,
                                  int64_t cacheElementBytes, int64_t groupSize,
-                                 int64_t queryLength, bool withAlibi = false);
+                                 int64_t queryLength, bool withAlibi = false,
+                                 bool tensorCores = false);
   /// Keys the block reads per step: one per token group of each warp.
   int64_t tokensPerStep() const { return kWarps * tokensPerWarp; }
   /// Tensor cores: the bytes of one stage of K and V, for every lane.

@@ -44,7 +44,7 @@ struct ConvertFDToGPUPass
         return;
       std::string reason = getReasonNotLowerableToGPU(op);
       if (reason.empty() && fuseMerge)
-        reason = getReasonMergeNotFusable(op, *gpu);
+        reason = getReasonMergeNotFusable(op);
       if (!reason.empty()) {
         op->emitOpError(reason);
         lowerable = false;

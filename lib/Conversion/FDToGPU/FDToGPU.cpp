@@ -37,6 +37,12 @@ std::string mlir::fd::getReasonNotLowerableToGPU(Operation *op) {
     return "convert-fd-to-gpu: split it first with fd-split-kv (num-splits=1 "
            "for the unsplit kernel)";
   }
+  auto partial = dyn_cast<PartialAttentionOp>(op);
+  if (partial && !partial.getScheduleAttr())
+    return "convert-fd-to-gpu: the op has no #fd.schedule (its kernel's "
+           "tiling and launch bounds): fd-split-kv attaches the one it planned "
+           "with, fd-schedule-kernels the planner's to split IR written by "
+           "hand";
   // The kernels address every buffer as a dense row-major array.
   for (Value operand : op->getOperands())
     if (auto type = dyn_cast<MemRefType>(operand.getType());

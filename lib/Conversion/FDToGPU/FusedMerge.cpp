@@ -66,17 +66,14 @@ Value mlir::fd::detail::addFusedMergeParameters(OpBuilder &b, Location loc,
   return counters;
 }
 
-std::string
-mlir::fd::getReasonMergeNotFusable(Operation *op,
-                                   const ::flashdecode::Chip &chip) {
+std::string mlir::fd::getReasonMergeNotFusable(Operation *op) {
   auto partial = dyn_cast<PartialAttentionOp>(op);
   if (!partial)
     return "";
   // The fused merge keeps its rows' split weights in workgroup memory: in
   // the warps' accumulators, or in a buffer of their own, which must leave
   // the kernel within the static limit.
-  ::flashdecode::KernelSchedule schedule =
-      getPartialKernelSchedule(partial, chip);
+  ::flashdecode::KernelSchedule schedule = getPartialKernelSchedule(partial);
   int64_t bytes = schedule.getSharedMemoryBytes(partial.getNumSplits());
   if (bytes <= ::flashdecode::kMaxStaticSharedMemoryBytes)
     return "";

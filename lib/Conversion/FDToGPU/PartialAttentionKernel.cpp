@@ -40,7 +40,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     CacheElements cache{
         cast<MemRefType>(op.getKeyCache().getType()).getElementType(),
         chip.hasFloat8Conversions};
-    ::flashdecode::KernelSchedule schedule = getPartialKernelSchedule(op, chip);
+    ::flashdecode::KernelSchedule schedule = getPartialKernelSchedule(op);
     const PartialKernelLayout &layout = schedule.layout;
 
     MergeOp merge = fuseMerge ? findMergeOfPartials(op) : nullptr;
@@ -432,9 +432,9 @@ void mlir::fd::detail::populatePartialAttentionToGPUPatterns(
 }
 
 ::flashdecode::KernelSchedule
-mlir::fd::detail::getPartialKernelSchedule(PartialAttentionOp op,
-                                           const ::flashdecode::Chip &chip) {
-  return ::flashdecode::planKernel(getKernelProblem(op), chip);
+mlir::fd::detail::getPartialKernelSchedule(PartialAttentionOp op) {
+  return ::flashdecode::getKernelSchedule(getKernelProblem(op),
+                                          op.getScheduleAttr().getChoice());
 }
 
 SmallVector<MemRefType> mlir::fd::detail::getPartialKernelWorkgroupBuffers(

@@ -37,11 +37,9 @@ using ::flashdecode::kWarpMaxSumBuffer;
 constexpr int64_t kFragmentWordsPerVector = 4;
 constexpr int64_t kFragmentElementsPerVector = 8;
 
-/// The schedule of `op`'s kernel on `chip` (the fp8 decoding does not change
-/// it).
-::flashdecode::KernelSchedule
-getPartialKernelSchedule(PartialAttentionOp op,
-                         const ::flashdecode::Chip &chip);
+/// The schedule of `op`'s kernel: its #fd.schedule (getReasonNotLowerableToGPU
+/// refuses an op without one).
+::flashdecode::KernelSchedule getPartialKernelSchedule(PartialAttentionOp op);
 
 /// The workgroup buffers of a kernel of `schedule`
 /// (KernelSchedule::getWorkgroupBuffers) as memrefs in workgroup memory, for
@@ -81,6 +79,9 @@ public:
   void build(MergeOp merge = nullptr);
 
 private:
+  /// The tensor-core tile's K/V stages read the builder's state.
+  friend class KeyValuePipeline;
+
   /// The row tile starting at row `firstRow` against the chunk, and its
   /// partials written.
   void computeRowTile(Value firstRow);
@@ -180,6 +181,27 @@ private:
   /// unclipped (buildVisibleKeys), or {null, the chunk's end} when every row
   /// sees the whole chunk (one query token).
   KeyRange visibleKeys(Value firstRow, Value tileRow);
+  /// What the lane's two rows of a tensor-core tile (g and g + 8) see of
+  /// the chunk: their ends as i32 (with a window also the chunk's end, each
+  /// row's start recomputed per step from its end), and their ALiBi.
+  struct TensorCoreRows {
+    bool windowed = false;
+    Value ends[2], chunkEnd;
+    AlibiRow alibi[2];
+  };
+  TensorCoreRows getTensorCoreRows(Value firstRow);
+  /// A step's scores S (row g + 8 (i / 2), key 2p + i % 2; `first` the
+  /// warp's first key, `pairKey` 2p) times the pair's `scoreScales`,
+  /// shaped and with ALiBi, -inf where the row may not see the key.
+  SmallVector<Value> maskTensorCoreScores(Value first, Value pairKey,
+                                          ArrayRef<Value> s,
+                                          ArrayRef<Value> scoreScales,
+                                          const TensorCoreRows &rows);
+  /// The token loop's results (each row's max, the lane's share of its sum,
+  /// the output accumulator): the sums over the row's four lanes, then the
+  /// warp's state per row, as publishWarpStates leaves it (padding rows are
+  /// not published).
+  void publishTensorCoreStates(ValueRange loopResults);
   /// A scaled score (base 2) as the softmax takes it: soft-capped when the
   /// rules say so.
   Value shapeScore(Value score);

@@ -1,4 +1,4 @@
-// RUN: fd-opt %s -split-input-file -convert-fd-to-gpu=chip=sm_80 | FileCheck %s
+// RUN: fd-opt %s -split-input-file -fd-schedule-kernels=chip=sm_80 -convert-fd-to-gpu=chip=sm_80 | FileCheck %s
 
 // ALiBi on tensor cores: the partial kernel takes the slopes last, reads
 // each lane row's slope once (in base 2: times log2 e) and adds

@@ -1,4 +1,4 @@
-// RUN: fd-opt %s -split-input-file -fd-split-kv=num-splits=4 -convert-fd-to-gpu=chip=sm_80 | FileCheck %s
+// RUN: fd-opt %s -split-input-file -fd-split-kv="num-splits=4 chip=sm_80" -convert-fd-to-gpu=chip=sm_80 | FileCheck %s
 
 // MHA (Hq = Hkv = 8), D = 64, f16, on CUDA cores: a lane group of 8 lanes
 // reads one 128-byte row with one 16-byte load per lane, 4 rows per warp.

@@ -1,5 +1,5 @@
-// RUN: fd-opt %s -split-input-file -convert-fd-to-gpu=chip=sm_90 | FileCheck %s --check-prefixes=CHECK,CVT
-// RUN: fd-opt %s -split-input-file -convert-fd-to-gpu=chip=sm_80 | FileCheck %s --check-prefixes=CHECK,BITS
+// RUN: fd-opt %s -split-input-file -fd-schedule-kernels=chip=sm_90 -convert-fd-to-gpu=chip=sm_90 | FileCheck %s --check-prefixes=CHECK,CVT
+// RUN: fd-opt %s -split-input-file -fd-schedule-kernels=chip=sm_80 -convert-fd-to-gpu=chip=sm_80 | FileCheck %s --check-prefixes=CHECK,BITS
 
 // FP8 caches on the GPU: the partial kernel takes k_scale and v_scale after
 // its other parameters and decodes the cache to f16 pairs, with cvt on

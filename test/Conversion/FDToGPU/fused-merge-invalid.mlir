@@ -1,4 +1,4 @@
-// RUN: fd-opt %s -fd-split-kv="num-splits=128" -convert-fd-to-gpu="chip=sm_80 fuse-merge=1" -verify-diagnostics
+// RUN: fd-opt %s -fd-split-kv="num-splits=128 chip=sm_80" -convert-fd-to-gpu="chip=sm_80 fuse-merge=1" -verify-diagnostics
 
 // 256 rows (MQA f32, D = 256, Lq = 8) x 128 splits of weights would take the
 // partial kernel past 48 KB of static shared memory: an error naming the

@@ -1,4 +1,4 @@
-// RUN: fd-opt %s -fd-split-kv="num-splits=48" -convert-fd-to-gpu="chip=sm_80 fuse-merge=1" | FileCheck %s
+// RUN: fd-opt %s -fd-split-kv="num-splits=48 chip=sm_80" -convert-fd-to-gpu="chip=sm_80 fuse-merge=1" | FileCheck %s
 
 // MQA f32 at D = 64 with Lq = 2: 64 rows x 48 splits of weights outgrow the
 // warps' accumulators (4 x 11 x 64 floats): the kernel gets a fourth

@@ -1,4 +1,4 @@
-// RUN: fd-opt %s -split-input-file -fd-split-kv="num-splits=3" -convert-fd-to-gpu="chip=sm_80 fuse-merge=1" -verify-diagnostics | FileCheck %s
+// RUN: fd-opt %s -split-input-file -fd-split-kv="num-splits=3 chip=sm_80" -convert-fd-to-gpu="chip=sm_80 fuse-merge=1" -verify-diagnostics | FileCheck %s
 
 // fuse-merge: one kernel. The host allocates the counters (int32 [B, Hkv]),
 // zeroes them before the launch and frees them after; the kernel takes the

@@ -1,8 +1,8 @@
-// RUN: fd-opt %s -fd-split-kv="num-splits=3" -convert-fd-to-gpu=chip=sm_90 | FileCheck %s
-// RUN: fd-opt %s -fd-split-kv="num-splits=3" -convert-fd-to-gpu=chip=sm_90a | FileCheck %s
-// RUN: fd-opt %s -fd-split-kv="num-splits=3" -convert-fd-to-gpu="chip=sm_90 fuse-merge=1" | FileCheck %s --check-prefix=FUSED
-// RUN: fd-opt %s -fd-split-kv="num-splits=3" -convert-fd-to-gpu=chip=sm_89 | FileCheck %s --check-prefix=OLDER
-// RUN: fd-opt %s -fd-split-kv="num-splits=3" -convert-fd-to-gpu=chip=sm_80 | FileCheck %s --check-prefix=OLDER
+// RUN: fd-opt %s -fd-split-kv="num-splits=3 chip=sm_90" -convert-fd-to-gpu=chip=sm_90 | FileCheck %s
+// RUN: fd-opt %s -fd-split-kv="num-splits=3 chip=sm_90a" -convert-fd-to-gpu=chip=sm_90a | FileCheck %s
+// RUN: fd-opt %s -fd-split-kv="num-splits=3 chip=sm_90" -convert-fd-to-gpu="chip=sm_90 fuse-merge=1" | FileCheck %s --check-prefix=FUSED
+// RUN: fd-opt %s -fd-split-kv="num-splits=3 chip=sm_89" -convert-fd-to-gpu=chip=sm_89 | FileCheck %s --check-prefix=OLDER
+// RUN: fd-opt %s -fd-split-kv="num-splits=3 chip=sm_80" -convert-fd-to-gpu=chip=sm_80 | FileCheck %s --check-prefix=OLDER
 // The default chip (sm_90) takes part.
 // RUN: fd-opt %s -fd-split-kv="num-splits=3" -convert-fd-to-gpu | FileCheck %s
 

@@ -1,5 +1,5 @@
-// RUN: fd-opt %s -split-input-file -convert-fd-to-gpu=chip=sm_80 -verify-diagnostics
-// RUN: not fd-opt %s -split-input-file -convert-fd-to-gpu=chip=sm_70 2>&1 | FileCheck %s --check-prefix=CHIP
+// RUN: fd-opt %s -split-input-file -fd-schedule-kernels=chip=sm_80 -convert-fd-to-gpu=chip=sm_80 -verify-diagnostics
+// RUN: not fd-opt %s -split-input-file -fd-schedule-kernels -convert-fd-to-gpu=chip=sm_70 2>&1 | FileCheck %s --check-prefix=CHIP
 
 // CHIP: error: convert-fd-to-gpu: chip 'sm_70' is not supported: expected sm_80, sm_86, sm_89, sm_90 or sm_90a
 

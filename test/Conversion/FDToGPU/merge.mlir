@@ -1,4 +1,4 @@
-// RUN: fd-opt %s -split-input-file -convert-fd-to-gpu=chip=sm_80 | FileCheck %s
+// RUN: fd-opt %s -split-input-file -fd-schedule-kernels=chip=sm_80 -convert-fd-to-gpu=chip=sm_80 | FileCheck %s
 
 // The merge in two steps. Each lane (thread id mod 32) loads the lses of
 // splits lane and lane + 32 (the second clamped to split 62 and -inf past

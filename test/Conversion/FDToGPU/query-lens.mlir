@@ -1,4 +1,4 @@
-// RUN: fd-opt %s -split-input-file -convert-fd-to-gpu=chip=sm_80 | FileCheck %s
+// RUN: fd-opt %s -split-input-file -fd-schedule-kernels=chip=sm_80 -convert-fd-to-gpu=chip=sm_80 | FileCheck %s
 
 // Per-sequence query lengths on tensor cores: the partial kernel takes
 // them last, reads its sequence's entry (blockIdx.z) once and clamps it to

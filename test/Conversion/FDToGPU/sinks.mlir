@@ -1,4 +1,4 @@
-// RUN: fd-opt %s -convert-fd-to-gpu=chip=sm_80 | FileCheck %s
+// RUN: fd-opt %s -fd-schedule-kernels=chip=sm_80 -convert-fd-to-gpu=chip=sm_80 | FileCheck %s
 
 // Attention sinks on the GPU: only the merge kernel reads them (one more
 // parameter, after the lse). Its warps load the row's sink after the lses

@@ -1,4 +1,4 @@
-// RUN: fd-opt %s -split-input-file -convert-fd-to-gpu=chip=sm_80 | FileCheck %s
+// RUN: fd-opt %s -split-input-file -fd-schedule-kernels=chip=sm_80 -convert-fd-to-gpu=chip=sm_80 | FileCheck %s
 
 // A sliding window with one query token: the chunks start at the window
 // (max(0, len - W)), so no key needs a mask; the soft-cap shapes each score

@@ -430,3 +430,121 @@ func.func @fp8_query(%q: memref<1x8x64xf8E4M3FN>, %k: memref<1x?x2x64xf8E4M3FN>,
   fd.attention %q, %k, %v, %l k_scale %s : memref<1xf32> v_scale %s : memref<1xf32> into %o : memref<1x8x64xf8E4M3FN>, memref<1x?x2x64xf8E4M3FN>, memref<1x?x2x64xf8E4M3FN>, memref<1xi32> into memref<1x8x64xf16>
   return
 }
+// -----
+
+// A schedule the kernel cannot run: each field's rule, named.
+func.func @schedule_threads(%q: memref<1x16x64xf16>, %k: memref<1x?x1x64xf16>, %v: memref<1x?x1x64xf16>, %l: memref<1xi32>, %po: memref<1x16x4x64xf32>, %pl: memref<1x16x4xf32>) {
+  // expected-error @below {{schedule: threads = 256 is not supported: the kernels are built for 128 (4 warps)}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 16, row_tiles = 1, threads = 256, min_blocks_per_sm = 4, held_query_steps = 4, stages = 2>} : memref<1x16x64xf16>, memref<1x?x1x64xf16>, memref<1x?x1x64xf16>, memref<1xi32> into memref<1x16x4x64xf32>, memref<1x16x4xf32>
+  return
+}
+
+// -----
+
+func.func @schedule_form_f32(%q: memref<1x16x64xf32>, %k: memref<1x?x1x64xf32>, %v: memref<1x?x1x64xf32>, %l: memref<1xi32>, %po: memref<1x16x4x64xf32>, %pl: memref<1x16x4xf32>) {
+  // expected-error @below {{schedule: form = tensor_cores needs f16 or bf16 queries and a head dim of 64 or 128 (mma.sync's fragments), got 32-bit queries at head dim 64}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 16, row_tiles = 1, threads = 128, stages = 2>} : memref<1x16x64xf32>, memref<1x?x1x64xf32>, memref<1x?x1x64xf32>, memref<1xi32> into memref<1x16x4x64xf32>, memref<1x16x4xf32>
+  return
+}
+
+// -----
+
+func.func @schedule_form_head_dim(%q: memref<1x16x96xf16>, %k: memref<1x?x1x96xf16>, %v: memref<1x?x1x96xf16>, %l: memref<1xi32>, %o: memref<1x16x96xf16>) {
+  // expected-error @below {{schedule: form = tensor_cores needs f16 or bf16 queries and a head dim of 64 or 128 (mma.sync's fragments), got 16-bit queries at head dim 96}}
+  fd.attention %q, %k, %v, %l into %o {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 16, row_tiles = 1, threads = 128, stages = 2>} : memref<1x16x96xf16>, memref<1x?x1x96xf16>, memref<1x?x1x96xf16>, memref<1xi32> into memref<1x16x96xf16>
+  return
+}
+
+// -----
+
+func.func @schedule_tile_over_mma(%q: memref<1x32x64xf16>, %k: memref<1x?x1x64xf16>, %v: memref<1x?x1x64xf16>, %l: memref<1xi32>, %po: memref<1x32x4x64xf32>, %pl: memref<1x32x4xf32>) {
+  // expected-error @below {{schedule: rows_per_tile = 32 is out of range: 1 to 16 (an mma tile's rows) for form = tensor_cores}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 32, row_tiles = 1, threads = 128, stages = 2>} : memref<1x32x64xf16>, memref<1x?x1x64xf16>, memref<1x?x1x64xf16>, memref<1xi32> into memref<1x32x4x64xf32>, memref<1x32x4xf32>
+  return
+}
+
+// -----
+
+func.func @schedule_rows_uncovered(%q: memref<1x4x16x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>, %l: memref<1xi32>, %po: memref<1x4x16x4x64xf32>, %pl: memref<1x4x16x4xf32>) {
+  // expected-error @below {{schedule: rows_per_tile = 8 x row_tiles = 3 do not cover the 32 query rows of a KV head (group size 8 x Lq 4)}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 8, row_tiles = 3, threads = 128, stages = 2>} : memref<1x4x16x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<1x4x16x4x64xf32>, memref<1x4x16x4xf32>
+  return
+}
+
+// -----
+
+func.func @schedule_empty_tile(%q: memref<1x16x64xf16>, %k: memref<1x?x1x64xf16>, %v: memref<1x?x1x64xf16>, %l: memref<1xi32>, %po: memref<1x16x4x64xf32>, %pl: memref<1x16x4xf32>) {
+  // expected-error @below {{schedule: row_tiles = 3 leaves a tile without rows: 16 rows in tiles of 8 take 2}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 8, row_tiles = 3, threads = 128, stages = 2>} : memref<1x16x64xf16>, memref<1x?x1x64xf16>, memref<1x?x1x64xf16>, memref<1xi32> into memref<1x16x4x64xf32>, memref<1x16x4xf32>
+  return
+}
+
+// -----
+
+func.func @schedule_stages_on_cuda_cores(%q: memref<1x16x64xf32>, %k: memref<1x?x1x64xf32>, %v: memref<1x?x1x64xf32>, %l: memref<1xi32>, %po: memref<1x16x4x64xf32>, %pl: memref<1x16x4xf32>) {
+  // expected-error @below {{schedule: stages = 2 applies to form = tensor_cores only: expected 0 for form = cuda_cores}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = cuda_cores, rows_per_tile = 4, row_tiles = 4, threads = 128, stages = 2>} : memref<1x16x64xf32>, memref<1x?x1x64xf32>, memref<1x?x1x64xf32>, memref<1xi32> into memref<1x16x4x64xf32>, memref<1x16x4xf32>
+  return
+}
+
+// -----
+
+func.func @schedule_one_stage(%q: memref<1x16x64xf16>, %k: memref<1x?x1x64xf16>, %v: memref<1x?x1x64xf16>, %l: memref<1xi32>, %po: memref<1x16x4x64xf32>, %pl: memref<1x16x4xf32>) {
+  // expected-error @below {{schedule: stages = 1 is too few: the K/V pipeline copies the next step while the block computes this one, so it needs at least 2}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 16, row_tiles = 1, threads = 128, stages = 1>} : memref<1x16x64xf16>, memref<1x?x1x64xf16>, memref<1x?x1x64xf16>, memref<1xi32> into memref<1x16x4x64xf32>, memref<1x16x4xf32>
+  return
+}
+
+// -----
+
+func.func @schedule_held_steps(%q: memref<1x16x64xf16>, %k: memref<1x?x1x64xf16>, %v: memref<1x?x1x64xf16>, %l: memref<1xi32>, %po: memref<1x16x4x64xf32>, %pl: memref<1x16x4xf32>) {
+  // expected-error @below {{schedule: held_query_steps = 5 is out of range: 0 to 4 (q's 16-wide k-steps at head dim 64)}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 16, row_tiles = 1, threads = 128, held_query_steps = 5, stages = 2>} : memref<1x16x64xf16>, memref<1x?x1x64xf16>, memref<1x?x1x64xf16>, memref<1xi32> into memref<1x16x4x64xf32>, memref<1x16x4xf32>
+  return
+}
+
+// -----
+
+func.func @schedule_blocks_per_sm(%q: memref<1x16x64xf16>, %k: memref<1x?x1x64xf16>, %v: memref<1x?x1x64xf16>, %l: memref<1xi32>, %po: memref<1x16x4x64xf32>, %pl: memref<1x16x4xf32>) {
+  // expected-error @below {{schedule: min_blocks_per_sm = 16 is out of range: 0 (no launch bounds) to 12 blocks of 128 threads (what sm_86 holds per SM)}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 16, row_tiles = 1, threads = 128, min_blocks_per_sm = 16, stages = 2>} : memref<1x16x64xf16>, memref<1x?x1x64xf16>, memref<1x?x1x64xf16>, memref<1xi32> into memref<1x16x4x64xf32>, memref<1x16x4xf32>
+  return
+}
+
+// -----
+
+// D = 128 on tensor cores: 64 accumulator registers a lane, 32 more for all
+// of q's fragments, 12 a step; 8 blocks per SM leave 64.
+func.func @schedule_registers(%q: memref<1x16x128xf16>, %k: memref<1x?x1x128xf16>, %v: memref<1x?x1x128xf16>, %l: memref<1xi32>, %po: memref<1x16x4x128xf32>, %pl: memref<1x16x4xf32>) {
+  // expected-error @below {{schedule: min_blocks_per_sm = 8 leaves 64 registers a thread on sm_80, fewer than the 112 its token loop holds at least}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 16, row_tiles = 1, threads = 128, min_blocks_per_sm = 8, held_query_steps = 8, stages = 2>} : memref<1x16x128xf16>, memref<1x?x1x128xf16>, memref<1x?x1x128xf16>, memref<1xi32> into memref<1x16x4x128xf32>, memref<1x16x4xf32>
+  return
+}
+
+// -----
+
+// A CUDA-core tile of 16 rows at D = 128 (22 registers a row).
+func.func @schedule_cuda_core_rows(%q: memref<1x16x128xf16>, %k: memref<1x?x1x128xf16>, %v: memref<1x?x1x128xf16>, %l: memref<1xi32>, %po: memref<1x16x4x128xf32>, %pl: memref<1x16x4xf32>) {
+  // expected-error @below {{schedule: rows_per_tile = 16 leaves 255 registers a thread on sm_80, fewer than the 384 its token loop holds at least}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = cuda_cores, rows_per_tile = 16, row_tiles = 1, threads = 128>} : memref<1x16x128xf16>, memref<1x?x1x128xf16>, memref<1x?x1x128xf16>, memref<1xi32> into memref<1x16x4x128xf32>, memref<1x16x4xf32>
+  return
+}
+
+// -----
+
+// Three stages of K and V at D = 128 are 48 KiB: with q's fragments and the
+// warps' states more than a block declares.
+func.func @schedule_shared_memory(%q: memref<1x16x128xf16>, %k: memref<1x?x1x128xf16>, %v: memref<1x?x1x128xf16>, %l: memref<1xi32>, %po: memref<1x16x4x128xf32>, %pl: memref<1x16x4xf32>) {
+  // expected-error @below {{schedule: stages = 3, rows_per_tile = 16: the kernel's workgroup memory is 53760 bytes, more than the 49152 a block declares statically}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 16, row_tiles = 1, threads = 128, min_blocks_per_sm = 3, held_query_steps = 8, stages = 3>} : memref<1x16x128xf16>, memref<1x?x1x128xf16>, memref<1x?x1x128xf16>, memref<1xi32> into memref<1x16x4x128xf32>, memref<1x16x4xf32>
+  return
+}
+
+// -----
+
+func.func @schedule_unknown_form(%q: memref<1x16x64xf16>, %k: memref<1x?x1x64xf16>, %v: memref<1x?x1x64xf16>, %l: memref<1xi32>, %po: memref<1x16x4x64xf32>, %pl: memref<1x16x4xf32>) {
+  // expected-error @below {{unknown kernel form 'wgmma': expected cuda_cores or tensor_cores}}
+  // expected-error @below {{failed to parse FD_ScheduleAttr parameter 'form'}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = wgmma, rows_per_tile = 16, row_tiles = 1, threads = 128>} : memref<1x16x64xf16>, memref<1x?x1x64xf16>, memref<1x?x1x64xf16>, memref<1xi32> into memref<1x16x4x64xf32>, memref<1x16x4xf32>
+  return
+}

@@ -73,8 +73,7 @@ std::string getReasonNotLowerableToGPU(Operation *op);
 
 /// Why the fused merge cannot join `op` (an fd.partial_attention) when
 /// fuse-merge asks for it, or an empty string when it can (any other op).
-std::string getReasonMergeNotFusable(Operation *op,
-                                     const ::flashdecode::Chip &chip);
+std::string getReasonMergeNotFusable(Operation *op);
 
 } // namespace mlir::fd
 

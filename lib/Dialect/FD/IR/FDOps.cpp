@@ -368,9 +368,10 @@ LogicalResult AttentionOp::verify() {
     return failure();
   if (failed(verifySinks(*this, getSinks(), *geometry)) ||
       failed(verifyAlibiSlopes(*this, getAlibiSlopes(), *geometry)) ||
-      failed(verifyQueryLens(*this, getQueryLens(), *geometry)))
+      failed(verifyQueryLens(*this, getQueryLens(), *geometry)) ||
+      failed(verifyLse(*this, getLse(), *geometry)))
     return failure();
-  return verifyLse(*this, getLse(), *geometry);
+  return verifySchedule(*this);
 }
 
 //===----------------------------------------------------------------------===//
@@ -415,9 +416,10 @@ LogicalResult PartialAttentionOp::verify() {
                                 rowShape(*geometry, {*numSplits}), f32,
                                 "[B, (Lq,) Hq, S]")))
     return failure();
-  if (failed(verifyAlibiSlopes(*this, getAlibiSlopes(), *geometry)))
+  if (failed(verifyAlibiSlopes(*this, getAlibiSlopes(), *geometry)) ||
+      failed(verifyQueryLens(*this, getQueryLens(), *geometry)))
     return failure();
-  return verifyQueryLens(*this, getQueryLens(), *geometry);
+  return verifySchedule(*this);
 }
 
 //===----------------------------------------------------------------------===//

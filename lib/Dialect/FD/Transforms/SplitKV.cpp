@@ -51,13 +51,14 @@ mlir::fd::getSplitPlannerOptions(const FDSplitKVOptions &options) {
   return planner;
 }
 
-/// The schedule of `op`'s partial kernel on `options.chip` (an unknown
-/// chip, which resolveNumSplits refuses, plans for the default).
+/// The schedule of `op`'s partial kernel: its own, else the planner's on
+/// `options.chip` (an unknown chip, which resolveNumSplits refuses, plans
+/// for the default).
 static ::flashdecode::KernelSchedule
 getPartialKernelSchedule(AttentionOp op, const FDSplitKVOptions &options) {
   const ::flashdecode::Chip *chip = ::flashdecode::findChip(options.chip);
-  return ::flashdecode::planKernel(
-      getKernelProblem(op), chip ? *chip : ::flashdecode::getDefaultChip());
+  return getOrPlanKernelSchedule(op, chip ? *chip
+                                          : ::flashdecode::getDefaultChip());
 }
 
 ::flashdecode::SplitWorkload
@@ -232,12 +233,18 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
         options.chunkLength > 0
             ? rewriter.getI64IntegerAttr(options.chunkLength)
             : IntegerAttr();
+    // The partial kernel's schedule, the one the split count was planned
+    // with: the lowering builds it.
+    auto schedule =
+        ScheduleAttr::get(rewriter.getContext(),
+                          getPartialKernelSchedule(op, options).getChoice());
     PartialAttentionOp::create(
         rewriter, loc, op.getQuery(), op.getKeyCache(), op.getValueCache(),
         op.getSeqLens(), op.getBlockTable(), op.getAlibiSlopes(),
         op.getQueryLens(), op.getKScale(), op.getVScale(), partialOutput,
         partialLse, op.getKvLayoutAttr(), op.getScaleAttr(),
-        op.getWindowLeftAttr(), op.getLogitsSoftCapAttr(), chunkLength);
+        op.getWindowLeftAttr(), op.getLogitsSoftCapAttr(), schedule,
+        chunkLength);
     // The sinks join the softmax once, in the merge, not per chunk; the
     // merge writes the padding rows the partial attention leaves alone.
     MergeOp::create(rewriter, loc, partialOutput, partialLse, op.getOutput(),

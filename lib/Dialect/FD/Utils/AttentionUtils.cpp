@@ -113,28 +113,6 @@ int64_t mlir::fd::getAttendedLength(int64_t maxLength,
   return std::min(maxLength, *rules.windowLeft + rules.queryLength - 1);
 }
 
-::flashdecode::KernelProblem
-mlir::fd::getKernelProblem(AttentionOpInterface op) {
-  AttentionGeometry geometry = op.getGeometry();
-  AttentionRules rules = op.getRules();
-  auto elementBytes = [](Value value) -> int64_t {
-    Type element = cast<ShapedType>(value.getType()).getElementType();
-    return (element.getIntOrFloatBitWidth() + 7) / 8;
-  };
-  ::flashdecode::KernelProblem problem;
-  problem.headDim = geometry.headDim;
-  problem.queryElementBytes = elementBytes(op.getQuery());
-  problem.cacheElementBytes = elementBytes(op.getKeyCache());
-  problem.groupSize = geometry.groupSize();
-  problem.queryLength = geometry.queryLength;
-  problem.alibi = static_cast<bool>(op.getAlibiSlopes());
-  problem.features.paged = geometry.isPaged();
-  problem.features.window = rules.windowLeft.has_value();
-  problem.features.softCap = rules.logitsSoftCap.has_value();
-  problem.features.queryLens = rules.perSequenceQueryLengths;
-  return problem;
-}
-
 Value mlir::fd::buildSoftCap(OpBuilder &b, Location loc, Value score, float cap,
                              function_ref<Value(Value)> exp2) {
   auto constant = [&](double value) -> Value {

@@ -3,11 +3,13 @@
 #ifndef FD_DIALECT_FD_IR_FD_H
 #define FD_DIALECT_FD_IR_FD_H
 
+#include "fd/Planning/KernelPlan.h"
 #include "fd/Planning/Limits.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -16,6 +18,11 @@
 #include "fd/Dialect/FD/IR/FDOpsDialect.h.inc"
 
 #include "fd/Dialect/FD/IR/FDEnums.h"
+
+namespace mlir::fd {
+/// Parses a KernelForm's name (#fd.schedule's `form`).
+FailureOr<::flashdecode::KernelForm> parseKernelForm(AsmParser &parser);
+} // namespace mlir::fd
 
 #define GET_ATTRDEF_CLASSES
 #include "fd/Dialect/FD/IR/FDAttrs.h.inc"
@@ -94,6 +101,22 @@ using ::flashdecode::kMaxDecodeQueryLength;
 } // namespace mlir::fd
 
 #include "fd/Dialect/FD/IR/FDInterfaces.h.inc"
+
+namespace mlir::fd {
+/// What of `op`'s attention its partial kernel's schedule depends on
+/// (fd/Planning/KernelPlan.h): element sizes, head dim, group, query length
+/// and the features that cost registers.
+::flashdecode::KernelProblem getKernelProblem(AttentionOpInterface op);
+
+/// `op`'s schedule: its `schedule` attribute, else the planner's on `chip`.
+::flashdecode::KernelSchedule
+getOrPlanKernelSchedule(AttentionOpInterface op,
+                        const ::flashdecode::Chip &chip);
+
+/// Fails, with the verifier's message naming the field, unless `op`'s
+/// `schedule` (if any) can work for its attention.
+LogicalResult verifySchedule(AttentionOpInterface op);
+} // namespace mlir::fd
 
 #define GET_OP_CLASSES
 #include "fd/Dialect/FD/IR/FDOps.h.inc"

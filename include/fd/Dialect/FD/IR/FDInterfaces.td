@@ -46,6 +46,9 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
     InterfaceMethod<"The `logits_soft_cap` attribute, null when absent.",
       "::mlir::FloatAttr", "getLogitsSoftCapAttr">,
     InterfaceMethod<[{
+        The `schedule` attribute (the partial kernel's), null when absent.
+      }], "::mlir::fd::ScheduleAttr", "getScheduleAttr">,
+    InterfaceMethod<[{
         The masking and score rules the lowerings apply
         (fd/Dialect/FD/Utils/AttentionUtils.h).
       }],

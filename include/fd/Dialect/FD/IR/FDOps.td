@@ -3,7 +3,7 @@
 #ifndef FD_DIALECT_FD_IR_FDOPS_TD
 #define FD_DIALECT_FD_IR_FDOPS_TD
 
-include "fd/Dialect/FD/IR/FDDialect.td"
+include "fd/Dialect/FD/IR/FDAttrs.td"
 include "fd/Dialect/FD/IR/FDInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -56,7 +56,8 @@ defvar FD_AttentionAttrs = (ins
   DefaultValuedAttr<FD_KVLayoutAttr, "::mlir::fd::KVLayout::NHD">:$kv_layout,
   OptionalAttr<F32Attr>:$scale,
   OptionalAttr<I64Attr>:$window_left,
-  OptionalAttr<F32Attr>:$logits_soft_cap
+  OptionalAttr<F32Attr>:$logits_soft_cap,
+  OptionalAttr<FD_ScheduleAttr>:$schedule
 );
 
 
@@ -219,6 +220,12 @@ def FD_PartialAttentionOp : FD_Op<"partial_attention",
     does not depend on the other sequences of the batch or on `S`.
 
     Chunk boundaries need not align with pages of a paged cache.
+
+    The optional `schedule` (`#fd.schedule`) is how its GPU kernel runs
+    (docs/KernelABI.md, "Schedules"): `fd-split-kv` attaches the one it
+    planned the split count with, `convert-fd-to-gpu` builds it and needs
+    it. On `fd.attention` it is the schedule `fd-split-kv` gives the
+    partial attention it makes. The CPU lowering ignores it.
 
     Operands beyond those of `fd.attention`:
     - `partial_output`: `[B, Hq, S, D]` or `[B, Lq, Hq, S, D]` f32.

@@ -97,4 +97,22 @@ def FDSplitKV : Pass<"fd-split-kv", "ModuleOp"> {
 }
 
 
+def FDScheduleKernels : Pass<"fd-schedule-kernels", "ModuleOp"> {
+  let summary = "Attach the planner's #fd.schedule to each "
+                "fd.partial_attention without one";
+  let description = [{
+    `convert-fd-to-gpu` builds the partial kernel its op's `#fd.schedule`
+    names (docs/KernelABI.md, "Schedules") and chooses none itself.
+    `fd-split-kv` attaches the schedule it planned the split count with;
+    this pass attaches the planner's (`planKernel` on `chip`) to every
+    `fd.partial_attention` that has none, for split IR written by hand or
+    by another compiler. Ops with a schedule keep it.
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string",
+           /*default=*/"std::string(::flashdecode::kDefaultChipName)",
+           "The target the schedules are planned for">
+  ];
+}
+
 #endif // FD_DIALECT_FD_TRANSFORMS_PASSES_TD

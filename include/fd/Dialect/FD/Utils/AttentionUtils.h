@@ -14,7 +14,6 @@
 #define FD_DIALECT_FD_UTILS_ATTENTIONUTILS_H
 
 #include "fd/Dialect/FD/IR/FD.h"
-#include "fd/Planning/KernelPlan.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -94,11 +93,6 @@ KeyRange buildVisibleKeys(OpBuilder &b, Location loc,
 /// the split count is planned for): the cache length, or with a window
 /// min(maxLength, W + Lq - 1).
 int64_t getAttendedLength(int64_t maxLength, const AttentionRules &rules);
-
-/// What of `op`'s attention its partial kernel's schedule depends on
-/// (fd/Planning/KernelPlan.h): element sizes, head dim, group, query length
-/// and the features that cost registers.
-::flashdecode::KernelProblem getKernelProblem(AttentionOpInterface op);
 
 /// Logit soft-capping: cap * tanh(score / cap), with `score` and `cap` in
 /// the same unit (natural or base-2 logits) and tanh(y) = 1 - 2 / (e^2y + 1),

@@ -1,0 +1,74 @@
+//===- FDAttrs.td - Flash-Decoding dialect attributes ------*- tablegen -*-===//
+//
+// The partial kernel's schedule (fd/Planning/KernelPlan.h), as the IR
+// carries it from fd-split-kv (or a hand-written test) to the GPU lowering.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_DIALECT_FD_IR_FDATTRS_TD
+#define FD_DIALECT_FD_IR_FDATTRS_TD
+
+include "fd/Dialect/FD/IR/FDDialect.td"
+
+def FD_KernelFormParameter
+    : AttrParameter<"::flashdecode::KernelForm",
+                    "the partial kernel's form: cuda_cores or tensor_cores"> {
+  let parser = "::mlir::fd::parseKernelForm($_parser)";
+  let printer = "$_printer << "
+                "::llvm::StringRef(::flashdecode::getKernelFormName($_self))";
+}
+
+def FD_ScheduleAttr : AttrDef<FD_Dialect, "Schedule"> {
+  let mnemonic = "schedule";
+  let summary = "how the partial-attention kernel runs: form, row tiles, "
+                "launch bounds, held q fragments, K/V stages";
+  let description = [{
+    The schedule of the GPU kernel that computes an `fd.partial_attention`
+    (docs/KernelABI.md, "Schedules"). `fd-split-kv` attaches the planner's
+    (and plans the split count with its tiles and occupancy) unless the
+    `fd.attention` it rewrites carries one; `fd-schedule-kernels` attaches
+    the planner's to a hand-written `fd.partial_attention` without one;
+    `convert-fd-to-gpu` builds exactly this schedule and chooses nothing.
+
+    - `form`: `cuda_cores` or `tensor_cores` (mma.sync: f16/bf16 queries, head
+      dim 64 or 128).
+    - `rows_per_tile`, `row_tiles`: a KV head's query rows (group size x
+      Lq) in `row_tiles` blocks of `rows_per_tile` rows (the last may hold
+      padding rows; at most 16 on tensor cores).
+    - `threads`: of a block; 128.
+    - `min_blocks_per_sm`: the launch bounds' blocks per SM (the registers a
+      thread may take are the register file over them); 0, no launch
+      bounds.
+    - `held_query_steps`: tensor cores, q's 16-wide k-steps whose fragments
+      stay in registers through the token loop (the others are read from
+      workgroup memory each step).
+    - `stages`: tensor cores, the steps of K and V in workgroup memory at
+      once (cp.async copies ahead while the block computes); at least 2.
+
+    The verifier of the op that carries it refuses a schedule that cannot
+    work on some target: rows that do not cover the group, a form the
+    dtype or head dim does not have, registers over the file for the
+    launch bounds, workgroup memory over the 48 KiB a block declares.
+
+    Example: `#fd.schedule<form = tensor_cores, rows_per_tile = 8,
+    row_tiles = 2, threads = 128, min_blocks_per_sm = 4,
+    held_query_steps = 2, stages = 3>`.
+  }];
+  let parameters = (ins
+    FD_KernelFormParameter:$form,
+    "int64_t":$rows_per_tile,
+    "int64_t":$row_tiles,
+    "int64_t":$threads,
+    DefaultValuedParameter<"int64_t", "0">:$min_blocks_per_sm,
+    DefaultValuedParameter<"int64_t", "0">:$held_query_steps,
+    DefaultValuedParameter<"int64_t", "0">:$stages
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let extraClassDeclaration = [{
+    ::flashdecode::ScheduleChoice getChoice() const;
+    static ScheduleAttr get(::mlir::MLIRContext *context,
+                            const ::flashdecode::ScheduleChoice &choice);
+  }];
+}
+
+#endif // FD_DIALECT_FD_IR_FDATTRS_TD
