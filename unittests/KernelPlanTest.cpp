@@ -157,6 +157,23 @@ TEST(KernelPlan, TheSplitPlannersWorkloadIsTheSchedules) {
   SplitPlannerOptions onePerSM;
   onePerSM.blocksPerSM = 1;
   EXPECT_EQ(evaluateSplits(1, 1, 32768, 147, onePerSM, workload).waves, 3);
+  // The form and the stages are the schedule's too: written by hand, CUDA
+  // cores where the planner takes tensor cores, or three stages (two steps
+  // of keys in flight, not one).
+  EXPECT_TRUE(workload.usesTensorCores());
+  EXPECT_EQ(workload.keyValueStages, 2);
+  ScheduleChoice choice = schedule.getChoice();
+  choice.keyValueStages = 3;
+  SplitWorkload staged =
+      getSplitWorkload(problem, getKernelSchedule(problem, choice), false);
+  EXPECT_DOUBLE_EQ(staged.getStepBytes(), 2 * workload.getStepBytes());
+  choice = ScheduleChoice();
+  choice.rowsPerTile = 4;
+  choice.rowTiles = 8;
+  SplitWorkload cudaCores =
+      getSplitWorkload(problem, getKernelSchedule(problem, choice), false);
+  EXPECT_FALSE(cudaCores.usesTensorCores());
+  EXPECT_EQ(cudaCores.getRowTiles(), 8);
 }
 
 TEST(KernelPlan, EveryPlannedScheduleIsValidAndRoundTrips) {
@@ -261,8 +278,42 @@ TEST(KernelPlan, ScheduleTextNamesWhatIsWrong) {
             "schedule field 'threads' is given twice");
   EXPECT_EQ(failure("form cuda_cores"),
             "'form cuda_cores' is not 'name = value'");
+  EXPECT_EQ(failure("form=cuda_cores,rows_per_tile=1,row_tiles=1,threads=128,"),
+            "the schedule has an empty field (a comma too many?)");
+  EXPECT_EQ(failure("  "), "the schedule is empty: it needs form, "
+                           "rows_per_tile, row_tiles and threads");
+  EXPECT_EQ(failure("form=cuda_cores,threads=99999999999999999999"),
+            "threads = 99999999999999999999 is out of range");
   EXPECT_EQ(failure("#fd.schedule<form=cuda_cores"),
             "a schedule that opens with '#fd.schedule<' must close with '>'");
+}
+
+TEST(KernelPlan, HugeHandWrittenFieldsAreRefusedNotWrapped) {
+  // Fields far past any limit are refused before the sizes they multiply
+  // into could overflow.
+  KernelProblem problem = makeProblem(128, 16);
+  ScheduleChoice choice;
+  choice.form = KernelForm::TensorCores;
+  choice.rowsPerTile = 16;
+  choice.keyValueStages = int64_t(1) << 50;
+  EXPECT_EQ(getReasonScheduleInvalid(problem, choice),
+            "stages = 1125899906842624: stages of 16384 bytes take more than "
+            "the 49152 bytes a block declares statically");
+  choice.keyValueStages = 2;
+  choice.rowTiles = int64_t(1) << 60;
+  EXPECT_EQ(getReasonScheduleInvalid(problem, choice),
+            "row_tiles = 1152921504606846976 leaves a tile without rows: 16 "
+            "rows in tiles of 16 take 1");
+  choice = ScheduleChoice();
+  choice.rowsPerTile = int64_t(1) << 60;
+  EXPECT_EQ(getReasonScheduleInvalid(problem, choice),
+            "rows_per_tile = 1152921504606846976 is out of range: 1 to 16 "
+            "(the 16 query rows of a KV head)");
+  choice.rowsPerTile = 16;
+  choice.minBlocksPerSM = -1;
+  EXPECT_EQ(getReasonScheduleInvalid(problem, choice),
+            "min_blocks_per_sm = -1 is out of range: 0 (no launch bounds) to "
+            "12 blocks of 128 threads (what sm_86 holds per SM)");
 }
 
 } // namespace

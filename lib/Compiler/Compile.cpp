@@ -247,15 +247,14 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits,
       {"kernels", std::move(kernels)}};
   // The partial kernel's schedule as the lowering built it: #fd.schedule's
   // fields (docs/KernelABI.md, "Schedules").
-  if (schedule)
-    manifest["schedule"] = llvm::json::Object{
-        {"form", std::string(getKernelFormName(schedule->form))},
-        {"rows_per_tile", schedule->rowsPerTile},
-        {"row_tiles", schedule->rowTiles},
-        {"threads", schedule->threads},
-        {"min_blocks_per_sm", schedule->minBlocksPerSM},
-        {"held_query_steps", schedule->heldQuerySteps},
-        {"stages", schedule->keyValueStages}};
+  if (schedule) {
+    llvm::json::Object fields{
+        {"form", std::string(getKernelFormName(schedule->form))}};
+    forEachScheduleField(*schedule, [&](const char *name, int64_t value) {
+      fields[name] = value;
+    });
+    manifest["schedule"] = std::move(fields);
+  }
   std::string text;
   llvm::raw_string_ostream stream(text);
   stream << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)));

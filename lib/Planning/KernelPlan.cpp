@@ -141,21 +141,22 @@ static std::string getReasonTilingInvalid(const KernelProblem &problem,
           "or 128 (mma.sync's fragments), got "
        << problem.queryElementBytes * 8 << "-bit queries at head dim "
        << problem.headDim;
-  } else if (choice.rowsPerTile < 1 ||
-             (tensorCores && choice.rowsPerTile > kTensorCoreTileRows)) {
-    os << "rows_per_tile = " << choice.rowsPerTile << " is out of range: "
-       << (tensorCores ? "1 to 16 (an mma tile's rows) for form = tensor_cores"
-                       : "at least 1");
-  } else if (choice.rowTiles < 1 ||
-             choice.rowsPerTile * choice.rowTiles < rows) {
+  } else if (int64_t most =
+                 tensorCores ? std::min(rows, kTensorCoreTileRows) : rows;
+             choice.rowsPerTile < 1 || choice.rowsPerTile > most) {
+    os << "rows_per_tile = " << choice.rowsPerTile << " is out of range: 1 to "
+       << most << " (the " << rows << " query rows of a KV head"
+       << (tensorCores ? ", at most an mma tile's 16" : "") << ")";
+  } else if (int64_t needed = ceilDiv(rows, choice.rowsPerTile);
+             choice.rowTiles < needed) {
     os << "rows_per_tile = " << choice.rowsPerTile
        << " x row_tiles = " << choice.rowTiles << " do not cover the " << rows
        << " query rows of a KV head (group size " << problem.groupSize
        << " x Lq " << problem.queryLength << ")";
-  } else if ((choice.rowTiles - 1) * choice.rowsPerTile >= rows) {
+  } else if (choice.rowTiles > needed) {
     os << "row_tiles = " << choice.rowTiles
        << " leaves a tile without rows: " << rows << " rows in tiles of "
-       << choice.rowsPerTile << " take " << ceilDiv(rows, choice.rowsPerTile);
+       << choice.rowsPerTile << " take " << needed;
   } else if (!tensorCores && (choice.keyValueStages || choice.heldQuerySteps)) {
     os << (choice.keyValueStages ? "stages = " : "held_query_steps = ")
        << (choice.keyValueStages ? choice.keyValueStages
@@ -182,16 +183,33 @@ std::string getReasonScheduleInvalid(const KernelProblem &problem,
     return tiling;
   KernelSchedule schedule = getKernelSchedule(problem, choice);
   std::ostringstream os;
+  // Bounded before the workgroup memory is summed: a hand-written count
+  // may be anything.
+  if (choice.keyValueStages >
+      kMaxStaticSharedMemoryBytes /
+          std::max<int64_t>(1, schedule.layout.stageBytes())) {
+    os << "stages = " << choice.keyValueStages << ": stages of "
+       << schedule.layout.stageBytes() << " bytes take more than the "
+       << kMaxStaticSharedMemoryBytes << " bytes a block declares statically";
+    return os.str();
+  }
+  // The strictest target's blocks of `threads` per SM.
+  const Chip *strictest = nullptr;
+  int64_t mostBlocks = 0;
   for (const Chip &chip : getChips()) {
-    int64_t mostBlocks = std::min<int64_t>(
+    int64_t blocks = std::min<int64_t>(
         chip.maxBlocksPerSM, chip.maxWarpsPerSM * 32 / choice.threads);
-    if (choice.minBlocksPerSM < 0 || choice.minBlocksPerSM > mostBlocks) {
-      os << "min_blocks_per_sm = " << choice.minBlocksPerSM
-         << " is out of range: 0 (no launch bounds) to " << mostBlocks
-         << " blocks of " << choice.threads << " threads (what " << chip.name
-         << " holds per SM)";
-      return os.str();
+    if (!strictest || blocks < mostBlocks) {
+      strictest = &chip;
+      mostBlocks = blocks;
     }
+  }
+  if (choice.minBlocksPerSM < 0 || choice.minBlocksPerSM > mostBlocks) {
+    os << "min_blocks_per_sm = " << choice.minBlocksPerSM
+       << " is out of range: 0 (no launch bounds) to " << mostBlocks
+       << " blocks of " << choice.threads << " threads (what "
+       << strictest->name << " holds per SM)";
+    return os.str();
   }
   for (const Chip &chip : getChips()) {
     int64_t budget = schedule.getRegisterBudget(chip);
@@ -199,8 +217,7 @@ std::string getReasonScheduleInvalid(const KernelProblem &problem,
     if (least > budget) {
       os << (choice.minBlocksPerSM ? "min_blocks_per_sm = "
                                    : "rows_per_tile = ")
-         << (choice.minBlocksPerSM ? choice.minBlocksPerSM
-                                   : choice.rowsPerTile)
+         << (choice.minBlocksPerSM ? choice.minBlocksPerSM : choice.rowsPerTile)
          << " leaves " << budget << " registers a thread on " << chip.name
          << ", fewer than the " << least << " its token loop holds at least";
       return os.str();

@@ -1,7 +1,8 @@
 //===- ScheduleText.cpp - A schedule as #fd.schedule spells it ------------===//
 //
-// The text of a ScheduleChoice, for what names one outside the IR: the
-// manifest, fd-compile --schedule, the JIT's cache key.
+// A ScheduleChoice's fields by name, and its text, for what names one
+// outside the IR: fd-compile --schedule, compile(schedule=), the JIT's cache
+// key and the manifest.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,6 +10,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <functional>
 #include <sstream>
 #include <utility>
 
@@ -37,11 +39,19 @@ std::string_view trim(std::string_view text) {
 
 } // namespace
 
+void forEachScheduleField(
+    const ScheduleChoice &choice,
+    const std::function<void(const char *name, int64_t value)> &visit) {
+  for (auto [name, field] : kIntegerFields)
+    visit(name, choice.*field);
+}
+
 std::string formatScheduleChoice(const ScheduleChoice &choice) {
   std::ostringstream os;
   os << "form = " << getKernelFormName(choice.form);
-  for (auto [name, field] : kIntegerFields)
-    os << ", " << name << " = " << choice.*field;
+  forEachScheduleField(choice, [&](const char *name, int64_t value) {
+    os << ", " << name << " = " << value;
+  });
   return os.str();
 }
 
@@ -57,15 +67,25 @@ std::optional<ScheduleChoice> parseScheduleChoice(std::string_view text,
     text = text.substr(kPrefix.size(), text.size() - kPrefix.size() - 1);
   }
   ScheduleChoice choice;
-  std::string_view fields =
-      "form, rows_per_tile, row_tiles, threads, min_blocks_per_sm, "
-      "held_query_steps, stages";
+  std::string fields = "form";
+  for (auto [name, field] : kIntegerFields)
+    fields += std::string(", ") + name;
   bool seen[1 + std::size(kIntegerFields)] = {};
-  while (!trim(text).empty()) {
+  if (trim(text).empty()) {
+    error = "the schedule is empty: it needs form, rows_per_tile, row_tiles "
+            "and threads";
+    return std::nullopt;
+  }
+  for (bool more = true; more;) {
     size_t comma = text.find(',');
     std::string_view pair = trim(text.substr(0, comma));
-    text = comma == std::string_view::npos ? std::string_view()
-                                           : text.substr(comma + 1);
+    more = comma != std::string_view::npos;
+    if (more)
+      text = text.substr(comma + 1);
+    if (pair.empty()) {
+      error = "the schedule has an empty field (a comma too many?)";
+      return std::nullopt;
+    }
     size_t equals = pair.find('=');
     std::string_view name = trim(pair.substr(0, equals));
     std::string_view value =
@@ -104,8 +124,9 @@ std::optional<ScheduleChoice> parseScheduleChoice(std::string_view text,
     auto [end, status] =
         std::from_chars(value.data(), value.data() + value.size(), number);
     if (status != std::errc() || end != value.data() + value.size()) {
-      error =
-          std::string(name) + " = " + std::string(value) + " is not an integer";
+      error = std::string(name) + " = " + std::string(value) +
+              (status == std::errc::result_out_of_range ? " is out of range"
+                                                        : " is not an integer");
       return std::nullopt;
     }
     choice.*kIntegerFields[index - 1].second = number;

@@ -22,6 +22,8 @@ SplitWorkload getSplitWorkload(const KernelProblem &problem,
   workload.tokensPerStep = schedule.getTokensPerStep();
   workload.rowsPerTile = schedule.getRowsPerTile();
   workload.blocksPerSM = schedule.minBlocksPerSM;
+  workload.form = schedule.form;
+  workload.keyValueStages = schedule.keyValueStages;
   workload.fusedMerge = fusedMerge;
   return workload;
 }

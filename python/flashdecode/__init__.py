@@ -185,7 +185,7 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
         return_lse, batch, max_len, sm_count, arch,
         **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
         window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
-        **kv_options, schedule=schedule or ""))
+        **kv_options, schedule=schedule))
     return Kernel(ptx, manifest, chosen)
 
 

@@ -59,18 +59,16 @@ KVScaleGranularity parseKVScaleGranularity(const std::string &name) {
                         "'");
 }
 
-KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
-                        int64_t numKVHeads, int64_t queryLength,
-                        const std::string &dtype, const std::string &kvLayout,
-                        int64_t pageSize, int64_t numSplits, bool splitKV,
-                        std::optional<float> scale, bool withLse, int64_t batch,
-                        int64_t maxLength, int64_t smCount,
-                        const std::string &arch, int64_t blocksPerSM,
-                        int64_t minChunkLength, int64_t maxSplits,
-                        int64_t windowLeft, std::optional<float> logitsSoftCap,
-                        bool withSinks, bool withAlibi, bool withQueryLens,
-                        const std::string &kvDtype, const std::string &kvScale,
-                        bool fusedMerge, const std::string &schedule) {
+KernelConfig makeConfig(
+    int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
+    int64_t queryLength, const std::string &dtype, const std::string &kvLayout,
+    int64_t pageSize, int64_t numSplits, bool splitKV,
+    std::optional<float> scale, bool withLse, int64_t batch, int64_t maxLength,
+    int64_t smCount, const std::string &arch, int64_t blocksPerSM,
+    int64_t minChunkLength, int64_t maxSplits, int64_t windowLeft,
+    std::optional<float> logitsSoftCap, bool withSinks, bool withAlibi,
+    bool withQueryLens, const std::string &kvDtype, const std::string &kvScale,
+    bool fusedMerge, const std::optional<std::string> &schedule) {
   KernelConfig config;
   config.headDim = headDim;
   config.numQueryHeads = numQueryHeads;
@@ -101,9 +99,9 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
   config.kvCacheType = parseKVCacheType(kvDtype);
   config.kvScaleGranularity = parseKVScaleGranularity(kvScale);
   config.fusedMerge = fusedMerge;
-  if (!schedule.empty()) {
+  if (schedule) {
     std::string error;
-    config.schedule = parseScheduleChoice(schedule, error);
+    config.schedule = parseScheduleChoice(*schedule, error);
     if (!config.schedule)
       throw py::value_error("schedule: " + error);
   }
@@ -129,7 +127,7 @@ KernelConfig makeConfig(int64_t headDim, int64_t numQueryHeads,
       py::arg("with_query_lens") = KernelConfig().withQueryLens,               \
       py::arg("kv_dtype") = "", py::arg("kv_scale") = "tensor",                \
       py::arg("fused_merge") = KernelConfig().fusedMerge,                      \
-      py::arg("schedule") = ""
+      py::arg("schedule") = py::none()
 
 /// The data of an optional C-contiguous buffer of `count` T (float or
 /// int32_t) that the kernel reads exactly when `reads`: required then (the

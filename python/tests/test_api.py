@@ -96,6 +96,7 @@ def test_compile_with_a_schedule_is_fd_compiles_schedule(tmp_path):
      r"rows of a KV head \(group size 16 x Lq 1\)"),
     ("form = cuda_cores, rows_per_tile = 16, row_tiles = 1, threads = 256",
      ValueError, "schedule: threads = 256 is not supported"),
+    ("", ValueError, "schedule: the schedule is empty"),
     (8, TypeError, "schedule must be a string")])
 def test_compile_with_a_bad_schedule_names_it(schedule, error, words):
     with pytest.raises(error, match=words):

@@ -40,10 +40,14 @@ def ConvertFDToGPU : Pass<"convert-fd-to-gpu", "ModuleOp"> {
     becomes a `gpu.container_module`. Kernels take raw global pointers and the cache
     length, the ABI the runtime fills from the manifest.
 
-    Partial kernel, grid `(S, Hkv * T, B)`, 128 threads: one block serves a
-    tile of the query rows (query heads of the KV head's group times `Lq`)
-    of one chunk; rows past a tile's capacity take T tiles, blocks that
-    stream the same chunk side by side (the second read is an L2 hit).
+    Partial kernel, grid `(S, Hkv * T, B)`, 128 threads, built as the op's
+    `#fd.schedule` says (its form, row tiles, launch bounds, held q
+    fragments and K/V stages; docs/KernelABI.md, "Schedules"): the pass
+    chooses none and refuses an op without one (`fd-split-kv` attaches the
+    schedule it planned with, `fd-schedule-kernels` the planner's). One
+    block serves a tile of the query rows (query heads of the KV head's
+    group times `Lq`) of one chunk; the T tiles of a KV head are blocks
+    that stream the same chunk side by side (the second read is an L2 hit).
     Lanes read key and value rows with coalesced 16-byte loads, several
     token steps in flight; q.k is reduced with `gpu.shuffle`; an online
     softmax (base 2, scores prescaled by `scale * log2 e`) runs in registers

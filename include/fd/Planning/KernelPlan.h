@@ -16,6 +16,7 @@
 #include "fd/Planning/PartialKernelLayout.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -130,7 +131,8 @@ struct KernelSchedule {
   /// step); the CUDA-core kernel holds its query slice per row instead.
   int64_t heldQuerySteps = 0;
   /// Tensor cores: the steps of K and V in workgroup memory at once (cp.async
-  /// copies the next while the block computes this one); 0 on CUDA cores.
+  /// copies the ones after the step the block computes into the others); 0
+  /// on CUDA cores.
   int64_t keyValueStages = 0;
 
   bool usesTensorCores() const { return form == KernelForm::TensorCores; }
@@ -176,6 +178,11 @@ KernelSchedule getKernelSchedule(const KernelProblem &problem,
 std::string getReasonScheduleInvalid(const KernelProblem &problem,
                                      const ScheduleChoice &choice);
 
+/// Visits `choice`'s integer fields under #fd.schedule's names, in its
+/// order (rows_per_tile .. stages; `form` is getKernelFormName's).
+void forEachScheduleField(
+    const ScheduleChoice &choice,
+    const std::function<void(const char *name, int64_t value)> &visit);
 /// `choice` as #fd.schedule's body spells it: "form = tensor_cores,
 /// rows_per_tile = 16, row_tiles = 1, threads = 128, min_blocks_per_sm = 4,
 /// held_query_steps = 2, stages = 2".

@@ -14,7 +14,9 @@
 #include "fd/Planning/KernelChoice.h"
 #include "fd/Planning/KernelPlan.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace flashdecode {
@@ -51,9 +53,10 @@ struct SplitPlannerOptions {
   int64_t tensorCoreBlockOverheadTokens = 28;
   /// Bytes an SM must have in flight to draw its share of DRAM bandwidth
   /// (Little's law: ~4.8 TB/s x ~600 ns of loaded latency over 132 SMs).
-  /// A tensor-core block has one step of keys in flight (its cp.async
-  /// pipeline copies the next step while it computes this one), so a plan
-  /// of few such blocks streams the cache at a fraction of the DRAM rate.
+  /// A tensor-core block has S - 1 steps of keys in flight (its cp.async
+  /// pipeline copies that far ahead of the step it computes: one with the
+  /// planner's two stages), so a plan of few such blocks streams the cache
+  /// at a fraction of the DRAM rate.
   /// fdemu's latency model, with a 600-cycle unloaded load, does not see
   /// this; the H200 measurements it was fitted to needed four CUDA-core
   /// blocks per SM (the token-time above).
@@ -105,6 +108,12 @@ struct SplitWorkload {
   /// (KernelSchedule::minBlocksPerSM): a wave holds no more than that many
   /// per SM however many SplitPlannerOptions::blocksPerSM says; 0, no bound.
   int64_t blocksPerSM = 0;
+  /// The kernel's form (KernelSchedule::form) in getSplitWorkload; absent
+  /// in a hand-made workload, which takes choosesTensorCores' choice.
+  std::optional<KernelForm> form;
+  /// Tensor cores: the K/V stages (KernelSchedule::keyValueStages); a
+  /// block has S - 1 steps of keys in flight.
+  int64_t keyValueStages = PartialKernelLayout::kKeyValueStages;
   /// Whether the partial kernel merges (fd-compile --fused-merge): then the
   /// last block of each sequence and KV head reads every split's partial
   /// rows after the others finish, a tail that grows with the split count,
@@ -115,17 +124,22 @@ struct SplitWorkload {
   /// Whether the partial kernel runs the rows on tensor cores, whose blocks
   /// stream at SplitPlannerOptions::tensorCoreKeysPerTokenTime.
   bool usesTensorCores() const {
-    return isKnown() &&
-           choosesTensorCores(queryElementBytes, headDim, rowsPerKVHead);
+    if (!isKnown())
+      return false;
+    if (form)
+      return *form == KernelForm::TensorCores;
+    return choosesTensorCores(queryElementBytes, headDim, rowsPerKVHead);
   }
   /// K and V of one token of one KV head.
   double getTokenBytes() const {
     return 2.0 * static_cast<double>(headDim) *
            static_cast<double>(kvElementBytes);
   }
-  /// What a tensor-core block has in flight: one step of K and V.
+  /// What a tensor-core block has in flight: S - 1 steps of K and V (its
+  /// cp.async copies run that far ahead of the step it computes).
   double getStepBytes() const {
-    return static_cast<double>(tokensPerStep) * getTokenBytes();
+    return static_cast<double>(tokensPerStep) * getTokenBytes() *
+           static_cast<double>(std::max<int64_t>(1, keyValueStages - 1));
   }
   /// Blocks per (sequence, KV head, split): ceil(rows / rowsPerTile).
   int64_t getRowTiles() const {

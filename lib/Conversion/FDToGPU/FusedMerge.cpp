@@ -68,7 +68,9 @@ Value mlir::fd::detail::addFusedMergeParameters(OpBuilder &b, Location loc,
 
 std::string mlir::fd::getReasonMergeNotFusable(Operation *op) {
   auto partial = dyn_cast<PartialAttentionOp>(op);
-  if (!partial)
+  // Without a schedule there is no kernel to fuse into
+  // (getReasonNotLowerableToGPU says so).
+  if (!partial || !partial.getScheduleAttr())
     return "";
   // The fused merge keeps its rows' split weights in workgroup memory: in
   // the warps' accumulators, or in a buffer of their own, which must leave

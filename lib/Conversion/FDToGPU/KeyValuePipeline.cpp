@@ -171,7 +171,9 @@ SmallVector<Value> KeyValuePipeline::start() {
                        .slice(step * kEntriesPerStep, kEntriesPerStep));
   };
   // K(0), V(0), .., V(S - 2), then K(S - 1): the order the loop's waits
-  // count on.
+  // count on. The steps' first keys and step 0's pages are built before
+  // any copy, as the two-stage pipeline built them: two stages keep their
+  // instruction order (and PTX) byte for byte.
   SmallVector<Value> pages = stepPages(0);
   SmallVector<Value> stepFirsts = {firstOfChunk};
   for (int64_t step = 1; step < stages; ++step)

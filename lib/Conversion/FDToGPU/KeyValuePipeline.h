@@ -1,5 +1,4 @@
-//===- KeyValuePipeline.h - Tensor cores: K and V through stages -*- C++
-//-*-===//
+//===- KeyValuePipeline.h - Tensor cores: K and V in stages -----*- C++ -*-===//
 //
 // The tensor-core tile's K and V reach registers through workgroup memory:
 // each lane copies its own vectors (cp.async) into one of the schedule's

@@ -100,9 +100,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
         createKernel(op, "fd_partial_attention", parameters, workgroupBuffers,
                      /*blockSize=*/{}, rewriter);
     kernel->setAttr(kKernelMathUnitsAttrName,
-                    rewriter.getStringAttr(schedule.usesTensorCores()
-                                               ? "tensor_cores"
-                                               : "cuda_cores"));
+                    rewriter.getStringAttr(StringRef(
+                        ::flashdecode::getKernelFormName(schedule.form))));
     if (schedule.minBlocksPerSM) {
       kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
                       rewriter.getDenseI32ArrayAttr(

@@ -197,6 +197,15 @@ private:
                                           ArrayRef<Value> s,
                                           ArrayRef<Value> scoreScales,
                                           const TensorCoreRows &rows);
+  /// One step of a tensor-core tile's online softmax for the lane's rows
+  /// g and g + 8: each row's new max (over its four lanes), its sum (the
+  /// lane's share), the factor its state is rescaled by, and the scores'
+  /// weights (`scores` as maskTensorCoreScores orders them).
+  struct TensorCoreSoftmaxStep {
+    Value max[2], sum[2], rescale[2], weights[4];
+  };
+  TensorCoreSoftmaxStep stepTensorCoreSoftmax(ValueRange carried,
+                                              ArrayRef<Value> scores);
   /// The token loop's results (each row's max, the lane's share of its sum,
   /// the output accumulator): the sums over the row's four lanes, then the
   /// warp's state per row, as publishWarpStates leaves it (padding rows are

@@ -137,38 +137,20 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
         SmallVector<Value> scores =
             maskTensorCoreScores(first, pairKey, s, pairScoreScales, rows);
 
-        // The online softmax per row: the step's max over the 4 lanes of
-        // the row, one rescale, each score's exp once.
         SmallVector<Value> next(carried.begin(), carried.end());
-        Value rescale[2], weights[4];
+        TensorCoreSoftmaxStep softmax = stepTensorCoreSoftmax(carried, scores);
         for (int64_t r = 0; r < 2; ++r) {
-          Value tileMax = carried[r];
-          for (int64_t i = 0; i < 2; ++i)
-            tileMax = arith::MaximumFOp::create(rewriter, e.loc, tileMax,
-                                                scores[2 * r + i]);
-          for (int64_t offset : {1, 2})
-            tileMax = arith::MaximumFOp::create(rewriter, e.loc, tileMax,
-                                                e.shuffleXor(tileMax, offset));
-          // A NaN score propagates through the max. Nothing visible yet:
-          // weights 0 (2^(-inf - -inf) would be NaN).
-          Value empty = e.isNegInf(tileMax);
-          rescale[r] = buildRescale(e, carried[r], tileMax);
-          Value sum = e.mul(carried[2 + r], rescale[r]);
-          for (int64_t i = 0; i < 2; ++i) {
-            weights[2 * r + i] = e.select(
-                empty, e.f32(0.0), e.exp2(e.sub(scores[2 * r + i], tileMax)));
-            sum = e.add(sum, weights[2 * r + i]);
-          }
-          next[r] = tileMax;
-          next[2 + r] = sum;
+          next[r] = softmax.max[r];
+          next[2 + r] = softmax.sum[r];
         }
+        ArrayRef<Value> rescale = softmax.rescale, weights = softmax.weights;
 
         // O = O * rescale + P V with m16n8k8: P's A fragment (rows g, g + 8
         // at keys 2p, 2p+1) is S's accumulator layout, rounded to the
         // element type (after a per-token value scale, times
         // cache.probabilityFactor(): it weighs the key's value, not the
-        // sum); B is V at keys 2p, 2p+1 of column g, copied a step and a
-        // half ago.
+        // sum); B is V at keys 2p, 2p+1 of column g, copied (stages - 1) steps
+        // and a half ago.
         pipeline.waitForValues();
         if (valueScales) {
           Value valuePair = LLVM::LoadOp::create(
@@ -213,6 +195,36 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
 
   pipeline.drain();
   publishTensorCoreStates(stream.getResults());
+}
+
+PartialKernelBuilder::TensorCoreSoftmaxStep
+PartialKernelBuilder::stepTensorCoreSoftmax(ValueRange carried,
+                                            ArrayRef<Value> scores) {
+  // The online softmax per row: the step's max over the 4 lanes of the
+  // row, one rescale, each score's exp once.
+  TensorCoreSoftmaxStep step;
+  for (int64_t r = 0; r < 2; ++r) {
+    Value tileMax = carried[r];
+    for (int64_t i = 0; i < 2; ++i)
+      tileMax = arith::MaximumFOp::create(rewriter, e.loc, tileMax,
+                                          scores[2 * r + i]);
+    for (int64_t offset : {1, 2})
+      tileMax = arith::MaximumFOp::create(rewriter, e.loc, tileMax,
+                                          e.shuffleXor(tileMax, offset));
+    // A NaN score propagates through the max. Nothing visible yet: weights
+    // 0 (2^(-inf - -inf) would be NaN).
+    Value empty = e.isNegInf(tileMax);
+    step.rescale[r] = buildRescale(e, carried[r], tileMax);
+    Value sum = e.mul(carried[2 + r], step.rescale[r]);
+    for (int64_t i = 0; i < 2; ++i) {
+      step.weights[2 * r + i] = e.select(
+          empty, e.f32(0.0), e.exp2(e.sub(scores[2 * r + i], tileMax)));
+      sum = e.add(sum, step.weights[2 * r + i]);
+    }
+    step.max[r] = tileMax;
+    step.sum[r] = sum;
+  }
+  return step;
 }
 
 PartialKernelBuilder::TensorCoreRows

@@ -3,13 +3,15 @@
 
 // The lowering builds the schedule the op carries, chosen by nobody but its
 // writer. MQA at D = 64 with 16 rows, f16 (bench/test_kernels.sh compiles
-// the same kernel with fd-compile --schedule; RuntimeGPUScheduleTest runs
-// it): the planner would make one tile of 16 rows, two K/V stages, all of
-// q's fragments held, four blocks per SM (PLANNED); this schedule makes two
-// tiles of 8 (two blocks per KV head: the grid's y), three stages in
-// workgroup memory (24 rows of accumulators' room: 3 x 8 KiB over 1 KiB
-// rows), waits that leave 2 x 3 - 1 = 5 copy groups in flight, held q
-// fragments of 2 k-steps and launch bounds of 3 blocks per SM.
+// the same kernel with fd-compile --schedule; RuntimeGPUTest's
+// HandSchedule suite runs it): the planner would make one tile of 16 rows,
+// two K/V stages, all of q's fragments held, four blocks per SM (@planned,
+// which fd-schedule-kernels schedules; ops with a schedule keep theirs);
+// this schedule makes two tiles of 8 (two blocks per KV head: the grid's
+// y), three stages in workgroup memory (24 rows of accumulators' room: 3 x
+// 8 KiB over 1 KiB rows), waits that leave 2 x 3 - 1 = 5 copy groups in
+// flight, held q fragments of 2 k-steps and launch bounds of 3 blocks per
+// SM.
 
 // CHECK-LABEL: func.func @hand_written
 // CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in (%c4, %c2, %{{.*}}) threads in (%c128, %c1, %c1)

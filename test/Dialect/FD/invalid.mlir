@@ -458,7 +458,7 @@ func.func @schedule_form_head_dim(%q: memref<1x16x96xf16>, %k: memref<1x?x1x96xf
 // -----
 
 func.func @schedule_tile_over_mma(%q: memref<1x32x64xf16>, %k: memref<1x?x1x64xf16>, %v: memref<1x?x1x64xf16>, %l: memref<1xi32>, %po: memref<1x32x4x64xf32>, %pl: memref<1x32x4xf32>) {
-  // expected-error @below {{schedule: rows_per_tile = 32 is out of range: 1 to 16 (an mma tile's rows) for form = tensor_cores}}
+  // expected-error @below {{schedule: rows_per_tile = 32 is out of range: 1 to 16 (the 32 query rows of a KV head, at most an mma tile's 16)}}
   fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 32, row_tiles = 1, threads = 128, stages = 2>} : memref<1x32x64xf16>, memref<1x?x1x64xf16>, memref<1x?x1x64xf16>, memref<1xi32> into memref<1x32x4x64xf32>, memref<1x32x4xf32>
   return
 }

@@ -52,8 +52,8 @@ mlir::fd::getSplitPlannerOptions(const FDSplitKVOptions &options) {
 }
 
 /// The schedule of `op`'s partial kernel: its own, else the planner's on
-/// `options.chip` (an unknown chip, which resolveNumSplits refuses, plans
-/// for the default).
+/// `options.chip` (an unknown chip, which resolveNumSplits refuses before
+/// anything is rewritten, plans for the default).
 static ::flashdecode::KernelSchedule
 getPartialKernelSchedule(AttentionOp op, const FDSplitKVOptions &options) {
   const ::flashdecode::Chip *chip = ::flashdecode::findChip(options.chip);
@@ -87,11 +87,12 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
           options.numSplits, options.maxSplits);
       !fixed.empty())
     return fail(fixed);
-  if (options.numSplits > 0)
-    return options.numSplits;
+  // The chip plans the schedule the partial op carries, whatever the count.
   if (!::flashdecode::findChip(options.chip))
     return fail("chip '" + options.chip + "' is not supported: expected " +
                 ::flashdecode::getChipNameList());
+  if (options.numSplits > 0)
+    return options.numSplits;
 
   AttentionGeometry geometry = op.getGeometry();
   FailureOr<int64_t> batch = 1;
