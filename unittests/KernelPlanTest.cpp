@@ -141,7 +141,7 @@ TEST(KernelPlan, TheSplitPlannersWorkloadIsTheSchedules) {
   KernelProblem problem = makeProblem(128, 32);
   problem.cacheElementBytes = 1;
   KernelSchedule schedule = planKernel(problem, sm90());
-  SplitWorkload workload = getSplitWorkload(problem, schedule, true);
+  SplitWorkload workload = getSplitWorkload(problem, schedule, sm90(), true);
   EXPECT_EQ(workload.rowsPerKVHead, 32);
   EXPECT_EQ(workload.headDim, 128);
   EXPECT_EQ(workload.kvElementBytes, 1);
@@ -164,16 +164,48 @@ TEST(KernelPlan, TheSplitPlannersWorkloadIsTheSchedules) {
   EXPECT_EQ(workload.keyValueStages, 2);
   ScheduleChoice choice = schedule.getChoice();
   choice.keyValueStages = 3;
-  SplitWorkload staged =
-      getSplitWorkload(problem, getKernelSchedule(problem, choice), false);
+  SplitWorkload staged = getSplitWorkload(
+      problem, getKernelSchedule(problem, choice), sm90(), false);
   EXPECT_DOUBLE_EQ(staged.getStepBytes(), 2 * workload.getStepBytes());
   choice = ScheduleChoice();
   choice.rowsPerTile = 4;
   choice.rowTiles = 8;
-  SplitWorkload cudaCores =
-      getSplitWorkload(problem, getKernelSchedule(problem, choice), false);
+  SplitWorkload cudaCores = getSplitWorkload(
+      problem, getKernelSchedule(problem, choice), sm90(), false);
   EXPECT_FALSE(cudaCores.usesTensorCores());
   EXPECT_EQ(cudaCores.getRowTiles(), 8);
+}
+
+TEST(KernelPlan, SharedMemoryBoundsTheResidentBlocks) {
+  // A D = 128 tensor-core block declares 36,992 bytes: sm_86 and sm_89
+  // (100 KiB an SM, 1 KiB more reserved a block) hold 2, sm_80 (164 KiB)
+  // and sm_90 (228 KiB) the launch bounds' 4.
+  KernelProblem llama = makeProblem(128, 4);
+  for (const char *name : {"sm_80", "sm_86", "sm_89", "sm_90"}) {
+    const Chip &chip = *findChip(name);
+    KernelSchedule schedule = planKernel(llama, chip);
+    ASSERT_EQ(schedule.getSharedMemoryBytes(), 36992) << name;
+    bool small = chip.sharedMemoryBytesPerSM == 100 * 1024;
+    EXPECT_EQ(schedule.getResidentBlocks(chip), small ? 2 : 4) << name;
+    EXPECT_EQ(getSplitWorkload(llama, schedule, chip).blocksPerSM,
+              small ? 2 : 4)
+        << name;
+  }
+  // D = 64 blocks (18,560 bytes) fit the launch bounds everywhere; a
+  // CUDA-core block without launch bounds is bounded by the SM's warps (16
+  // blocks of 4) or its shared memory.
+  KernelProblem small = makeProblem(64, 4);
+  EXPECT_EQ(planKernel(small, *findChip("sm_86"))
+                .getResidentBlocks(*findChip("sm_86")),
+            4);
+  KernelProblem mha = makeProblem(128, 1);
+  KernelSchedule cudaCores = planKernel(mha, sm90());
+  ASSERT_EQ(cudaCores.minBlocksPerSM, 0);
+  EXPECT_EQ(cudaCores.getResidentBlocks(sm90()), 16);
+  KernelProblem wide = makeProblem(256, 8, 1, 4);
+  KernelSchedule f32 = planKernel(wide, sm90());
+  EXPECT_EQ(f32.getResidentBlocks(*findChip("sm_86")),
+            100 * 1024 / (f32.getSharedMemoryBytes() + 1024));
 }
 
 TEST(KernelPlan, EveryPlannedScheduleIsValidAndRoundTrips) {

@@ -78,8 +78,12 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
                   std::string::npos)
             << name;
       }
-      EXPECT_EQ(getSplitWorkload(problem, schedule).blocksPerSM,
-                schedule.minBlocksPerSM);
+      // On these chips (sm_80, sm_90) the tensor-core kernels' shared
+      // memory holds as many.
+      if (schedule.minBlocksPerSM)
+        EXPECT_EQ(getSplitWorkload(problem, schedule, *chip).blocksPerSM,
+                  schedule.minBlocksPerSM)
+            << name;
     }
     std::printf("%s %s: %lld registers, %lld bytes shared memory\n",
                 testing::UnitTest::GetInstance()->current_test_info()->name(),

@@ -88,11 +88,15 @@ KernelProblem KernelConfig::getKernelProblem() const {
   return problem;
 }
 
+const Chip &KernelConfig::getChip() const {
+  const Chip *chip = findChip(arch);
+  return chip ? *chip : getDefaultChip();
+}
+
 KernelSchedule KernelConfig::getKernelSchedule() const {
   if (schedule)
     return flashdecode::getKernelSchedule(getKernelProblem(), *schedule);
-  const Chip *chip = findChip(arch);
-  return planKernel(getKernelProblem(), chip ? *chip : getDefaultChip());
+  return planKernel(getKernelProblem(), getChip());
 }
 
 SplitPlannerOptions KernelConfig::getPlannerOptions() const {

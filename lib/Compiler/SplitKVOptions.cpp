@@ -45,7 +45,7 @@ int64_t resolveNumSplits(const KernelConfig &config) {
   return planNumSplits(config.batch, config.numKVHeads, attended, planner,
                        getSplitWorkload(config.getKernelProblem(),
                                         config.getKernelSchedule(),
-                                        config.fusedMerge))
+                                        config.getChip(), config.fusedMerge))
       .numSplits;
 }
 

@@ -49,6 +49,16 @@ int64_t KernelSchedule::getRegisterBudget(const Chip &chip) const {
   return std::min<int64_t>(perThread, chip.maxRegistersPerThread);
 }
 
+int64_t KernelSchedule::getResidentBlocks(const Chip &chip) const {
+  int64_t blocks =
+      std::min<int64_t>(chip.maxBlocksPerSM, chip.maxWarpsPerSM * 32 / threads);
+  if (minBlocksPerSM > 0)
+    blocks = std::min(blocks, minBlocksPerSM);
+  return std::min(blocks,
+                  chip.sharedMemoryBytesPerSM /
+                      (getSharedMemoryBytes() + kReservedSharedMemoryPerBlock));
+}
+
 std::vector<WorkgroupBuffer>
 KernelSchedule::getWorkgroupBuffers(int64_t fusedMergeSplits) const {
   constexpr int64_t kWarps = PartialKernelLayout::kWarps;

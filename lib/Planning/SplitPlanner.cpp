@@ -12,7 +12,7 @@ namespace flashdecode {
 using detail::ceilDiv;
 
 SplitWorkload getSplitWorkload(const KernelProblem &problem,
-                               const KernelSchedule &schedule,
+                               const KernelSchedule &schedule, const Chip &chip,
                                bool fusedMerge) {
   SplitWorkload workload;
   workload.rowsPerKVHead = problem.getRowsPerKVHead();
@@ -21,7 +21,7 @@ SplitWorkload getSplitWorkload(const KernelProblem &problem,
   workload.queryElementBytes = problem.queryElementBytes;
   workload.tokensPerStep = schedule.getTokensPerStep();
   workload.rowsPerTile = schedule.getRowsPerTile();
-  workload.blocksPerSM = schedule.minBlocksPerSM;
+  workload.blocksPerSM = schedule.getResidentBlocks(chip);
   workload.form = schedule.form;
   workload.keyValueStages = schedule.keyValueStages;
   workload.fusedMerge = fusedMerge;

@@ -315,8 +315,8 @@ PYBIND11_MODULE(_flashdecode, module) {
           problem.queryLength = queryLength;
           problem.alibi = alibi;
           problem.features = {paged, window, softCap, queryLens};
-          workload =
-              getSplitWorkload(problem, planKernel(problem, *chip), fusedMerge);
+          workload = getSplitWorkload(problem, planKernel(problem, *chip),
+                                      *chip, fusedMerge);
           invalid = validateSplitWorkload(workload, /*wordSeparator=*/'_');
         }
         if (!invalid.empty())

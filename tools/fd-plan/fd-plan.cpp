@@ -59,8 +59,9 @@ flashdecode::SplitWorkload getTableWorkload(int64_t kvHeads) {
   flashdecode::KernelProblem problem;
   problem.headDim = 128;
   problem.groupSize = 32 / kvHeads;
+  const flashdecode::Chip &chip = flashdecode::getDefaultChip();
   return flashdecode::getSplitWorkload(
-      problem, flashdecode::planKernel(problem, flashdecode::getDefaultChip()));
+      problem, flashdecode::planKernel(problem, chip), chip);
 }
 
 void printTable(const flashdecode::SplitPlannerOptions &options) {
@@ -238,7 +239,7 @@ int main(int argc, char **argv) {
       workload = flashdecode::getSplitWorkload(
           problem,
           flashdecode::planKernel(problem, flashdecode::getDefaultChip()),
-          workload.fusedMerge);
+          flashdecode::getDefaultChip(), workload.fusedMerge);
   } else if (invalid.empty() &&
              (queryLength != 1 || workload.kvElementBytes != 2 ||
               queryElementBytes || workload.fusedMerge)) {

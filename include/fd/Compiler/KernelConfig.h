@@ -106,6 +106,9 @@ struct KernelConfig {
   /// `schedule`, else planKernel of that problem on `arch` (an unknown arch,
   /// which validate() reports, on the default chip).
   KernelSchedule getKernelSchedule() const;
+  /// The chip of `arch` (an unknown arch, which validate() reports: the
+  /// default).
+  const Chip &getChip() const;
 
   /// A field's value: integers, flags, names, and optional floats (the
   /// scale, absent: the default 1/sqrt(D); the soft-cap, absent: off).

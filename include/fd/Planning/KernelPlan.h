@@ -108,6 +108,9 @@ enum PartialKernelBuffer : unsigned {
 /// Static shared memory a kernel may declare without an opt-in: 48 KiB on
 /// every target (more needs dynamic shared memory).
 inline constexpr int64_t kMaxStaticSharedMemoryBytes = 48 * 1024;
+/// Shared memory the driver reserves for each resident block besides the
+/// kernel's own (CUDA C++ Programming Guide, compute capabilities 8.0 on).
+inline constexpr int64_t kReservedSharedMemoryPerBlock = 1024;
 
 /// A row's merge weights in workgroup memory: its splits', padded with zeros
 /// to a multiple of 4, so that each row starts 16-byte aligned for the
@@ -145,6 +148,12 @@ struct KernelSchedule {
   /// Registers a thread may take: the register file over minBlocksPerSM
   /// blocks, in ptxas's allocation unit, at most `chip`'s per-thread limit.
   int64_t getRegisterBudget(const Chip &chip) const;
+  /// The blocks of this kernel one SM of `chip` holds at once: no more than
+  /// its launch bounds promise (registers for no more), its shared memory
+  /// allows (its own, a fused merge's weights buffer aside, and the
+  /// driver's reserve each) and the SM's blocks and warps allow. What the
+  /// split planner's waves hold.
+  int64_t getResidentBlocks(const Chip &chip) const;
 
   /// The workgroup buffers (PartialKernelBuffer) of this kernel when it
   /// merges `fusedMergeSplits` splits itself (0: no fused merge).

@@ -104,9 +104,10 @@ struct SplitWorkload {
   /// tensor-core tiles of up to 16, CUDA-core tiles as many rows as their
   /// registers hold) in getSplitWorkload; a hand-made workload assumes 16.
   int64_t rowsPerTile = 16;
-  /// The blocks per SM the kernel's launch bounds promise
-  /// (KernelSchedule::minBlocksPerSM): a wave holds no more than that many
-  /// per SM however many SplitPlannerOptions::blocksPerSM says; 0, no bound.
+  /// The blocks of the kernel an SM holds (KernelSchedule::getResidentBlocks:
+  /// its launch bounds, shared memory and the SM's limits): a wave holds no
+  /// more than that many per SM however many SplitPlannerOptions::blocksPerSM
+  /// says; 0, no bound.
   int64_t blocksPerSM = 0;
   /// The kernel's form (KernelSchedule::form) in getSplitWorkload; absent
   /// in a hand-made workload, which takes choosesTensorCores' choice.
@@ -153,11 +154,12 @@ struct SplitWorkload {
   }
 };
 
-/// The workload of `problem`'s partial kernel as `schedule` builds it: its
-/// rows, tiles, keys per step and launch bounds (`fusedMerge`: the kernel
-/// merges too). What fd-split-kv, the JIT, fd-plan and Python plan with.
+/// The workload of `problem`'s partial kernel as `schedule` builds it on
+/// `chip`: its rows, tiles, keys per step, form, stages and resident
+/// blocks (`fusedMerge`: the kernel merges too). What fd-split-kv, the JIT,
+/// fd-plan and Python plan with.
 SplitWorkload getSplitWorkload(const KernelProblem &problem,
-                               const KernelSchedule &schedule,
+                               const KernelSchedule &schedule, const Chip &chip,
                                bool fusedMerge = false);
 
 /// A split count and what it does on the machine.

@@ -51,21 +51,26 @@ mlir::fd::getSplitPlannerOptions(const FDSplitKVOptions &options) {
   return planner;
 }
 
+/// The chip `options` plan for (an unknown one, which resolveNumSplits
+/// refuses before anything is rewritten, plans as the default).
+static const ::flashdecode::Chip &
+getPlanningChip(const FDSplitKVOptions &options) {
+  const ::flashdecode::Chip *chip = ::flashdecode::findChip(options.chip);
+  return chip ? *chip : ::flashdecode::getDefaultChip();
+}
+
 /// The schedule of `op`'s partial kernel: its own, else the planner's on
-/// `options.chip` (an unknown chip, which resolveNumSplits refuses before
-/// anything is rewritten, plans for the default).
+/// the planning chip.
 static ::flashdecode::KernelSchedule
 getPartialKernelSchedule(AttentionOp op, const FDSplitKVOptions &options) {
-  const ::flashdecode::Chip *chip = ::flashdecode::findChip(options.chip);
-  return getOrPlanKernelSchedule(op, chip ? *chip
-                                          : ::flashdecode::getDefaultChip());
+  return getOrPlanKernelSchedule(op, getPlanningChip(options));
 }
 
 ::flashdecode::SplitWorkload
 mlir::fd::getSplitWorkload(AttentionOp op, const FDSplitKVOptions &options) {
-  return ::flashdecode::getSplitWorkload(getKernelProblem(op),
-                                         getPartialKernelSchedule(op, options),
-                                         options.fusedMerge);
+  return ::flashdecode::getSplitWorkload(
+      getKernelProblem(op), getPartialKernelSchedule(op, options),
+      getPlanningChip(options), options.fusedMerge);
 }
 
 FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
@@ -140,6 +145,7 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
   return ::flashdecode::planNumSplits(
              *batch, geometry.numKVHeads, *maxLength, plannerOptions,
              ::flashdecode::getSplitWorkload(getKernelProblem(op), schedule,
+                                             getPlanningChip(options),
                                              options.fusedMerge))
       .numSplits;
 }
