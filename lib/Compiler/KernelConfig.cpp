@@ -88,10 +88,7 @@ KernelProblem KernelConfig::getKernelProblem() const {
   return problem;
 }
 
-const Chip &KernelConfig::getChip() const {
-  const Chip *chip = findChip(arch);
-  return chip ? *chip : getDefaultChip();
-}
+const Chip &KernelConfig::getChip() const { return findChipOrDefault(arch); }
 
 KernelSchedule KernelConfig::getKernelSchedule() const {
   if (schedule)

@@ -87,6 +87,11 @@ const Chip &getDefaultChip() {
   return chip;
 }
 
+const Chip &findChipOrDefault(std::string_view name) {
+  const Chip *chip = findChip(name);
+  return chip ? *chip : getDefaultChip();
+}
+
 std::string getChipNameList() {
   const std::vector<Chip> &chips = getChips();
   std::string list;

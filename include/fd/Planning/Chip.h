@@ -65,6 +65,9 @@ const Chip *findChip(std::string_view name);
 
 /// findChip(kDefaultChipName).
 const Chip &getDefaultChip();
+/// The target named `name`, or the default for a name the table lacks
+/// (for planning before the caller's own check reports the name).
+const Chip &findChipOrDefault(std::string_view name);
 
 /// The targets' names for an error message: "sm_80, sm_86, sm_89, sm_90
 /// or sm_90a".

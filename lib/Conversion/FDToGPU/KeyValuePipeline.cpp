@@ -243,8 +243,6 @@ void KeyValuePipeline::waitForHalfStep() {
                                    static_cast<int32_t>(2 * stages - 1));
 }
 
-void KeyValuePipeline::waitForValues() { waitForHalfStep(); }
-
 void KeyValuePipeline::drain() {
   NVVM::CpAsyncWaitGroupOp::create(b.rewriter, b.e.loc, 0);
   gpu::BarrierOp::create(b.rewriter, b.e.loc);

@@ -56,8 +56,9 @@ public:
   /// Once this step's K is read: copies K of step i + S into its slots.
   void copyKeysAhead(Value stepStart, Value first, Value stage,
                      ValueRange entries);
-  /// Before this step's V is read.
-  void waitForValues();
+  /// Waits for the half step read next (this step's K at its top, its V
+  /// before P V): the 2S - 1 newest groups stay in flight.
+  void waitForHalfStep();
   /// After the loop: the last (empty) copies drain and every warp is past
   /// its last read of the stages, before the accumulators take their place.
   void drain();
@@ -87,9 +88,6 @@ private:
   SmallVector<Value> toPages(ValueRange entries);
   Value slotAddress(Value stage, int64_t slot);
   Value stageOf(Value index);
-  /// Waits for the half step read next: the 2S - 1 newest groups stay in
-  /// flight.
-  void waitForHalfStep();
   /// Copies the K (with the pair's key scales) or, `ofValues`, the V (with
   /// their value scales) of the step whose warp starts at `first` into
   /// `stage`, reading nothing unless `live` (the step is in the chunk), and

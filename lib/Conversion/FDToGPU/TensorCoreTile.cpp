@@ -151,7 +151,7 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
         // cache.probabilityFactor(): it weighs the key's value, not the
         // sum); B is V at keys 2p, 2p+1 of column g, copied (stages - 1) steps
         // and a half ago.
-        pipeline.waitForValues();
+        pipeline.waitForHalfStep();
         if (valueScales) {
           Value valuePair = LLVM::LoadOp::create(
               rewriter, e.loc, pairType, pipeline.tokenScales(stage, true), 8);

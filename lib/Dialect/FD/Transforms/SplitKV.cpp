@@ -55,8 +55,7 @@ mlir::fd::getSplitPlannerOptions(const FDSplitKVOptions &options) {
 /// refuses before anything is rewritten, plans as the default).
 static const ::flashdecode::Chip &
 getPlanningChip(const FDSplitKVOptions &options) {
-  const ::flashdecode::Chip *chip = ::flashdecode::findChip(options.chip);
-  return chip ? *chip : ::flashdecode::getDefaultChip();
+  return ::flashdecode::findChipOrDefault(options.chip);
 }
 
 /// The schedule of `op`'s partial kernel: its own, else the planner's on
