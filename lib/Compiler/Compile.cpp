@@ -47,10 +47,7 @@ public:
   explicit Compilation(const KernelConfig &config)
       : context(makeRegistry(), MLIRContext::Threading::DISABLED),
         diagnostics(context), module(buildAttentionModule(context, config)),
-        split(getSplitKVOptions(config)) {
-    target.chip = config.arch;
-    target.ptxVersion = config.ptxVersion;
-    target.fuseMerge = config.fusedMerge;
+        split(getSplitKVOptions(config)), ptxVersion(config.ptxVersion) {
     // fd.attention always goes through fd-split-kv on the GPU: num-splits=1
     // is the unsplit kernel.
     if (!config.splitKV)
@@ -60,7 +57,7 @@ public:
   /// Runs the stages first..last on the module.
   llvm::Error run(Stage first, Stage last) {
     PassManager pm(&context);
-    mlir::fd::buildLowerToPTXPipeline(pm, target, split, first, last);
+    mlir::fd::buildLowerToPTXPipeline(pm, split, ptxVersion, first, last);
     if (failed(pm.run(*module)))
       return diagnostics.failure("fd-lower-to-ptx");
     return llvm::Error::success();
@@ -78,8 +75,8 @@ private:
   MLIRContext context;
   DiagnosticCollector diagnostics;
   OwningOpRef<ModuleOp> module;
-  mlir::fd::PTXTarget target;
   mlir::fd::FDSplitKVOptions split;
+  int ptxVersion;
 };
 
 std::string printIR(ModuleOp module) {

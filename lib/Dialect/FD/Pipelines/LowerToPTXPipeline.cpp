@@ -13,24 +13,23 @@
 
 namespace mlir::fd {
 
-void buildLowerToPTXPipeline(OpPassManager &pm, const PTXTarget &target,
-                             const FDSplitKVOptions &split,
-                             LowerToPTXStage firstStage,
+void buildLowerToPTXPipeline(OpPassManager &pm, const FDSplitKVOptions &split,
+                             int ptxVersion, LowerToPTXStage firstStage,
                              LowerToPTXStage lastStage) {
   auto runs = [&](LowerToPTXStage stage) {
     return firstStage <= stage && stage <= lastStage;
   };
   if (runs(LowerToPTXStage::Split)) {
     FDCheckNVVMTargetOptions check;
-    check.chip = target.chip;
-    check.ptxVersion = target.ptxVersion;
+    check.chip = split.chip;
+    check.ptxVersion = ptxVersion;
     pm.addPass(createFDCheckNVVMTarget(check));
     pm.addPass(createFDSplitKV(split));
   }
   if (runs(LowerToPTXStage::GPU)) {
     ConvertFDToGPUOptions kernels;
-    kernels.chip = target.chip;
-    kernels.fuseMerge = target.fuseMerge;
+    kernels.chip = split.chip;
+    kernels.fuseMerge = split.fusedMerge;
     pm.addPass(createConvertFDToGPU(kernels));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
@@ -45,8 +44,8 @@ void buildLowerToPTXPipeline(OpPassManager &pm, const PTXTarget &target,
   }
   if (runs(LowerToPTXStage::PTX)) {
     GpuNVVMAttachTargetOptions attach;
-    attach.chip = target.chip;
-    attach.features = "+ptx" + std::to_string(target.ptxVersion);
+    attach.chip = split.chip;
+    attach.features = "+ptx" + std::to_string(ptxVersion);
     attach.optLevel = 3;
     pm.addPass(createGpuNVVMAttachTarget(attach));
     GpuModuleToBinaryPassOptions binary;

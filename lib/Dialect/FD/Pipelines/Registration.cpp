@@ -54,19 +54,8 @@ void registerFDPassesAndPipelines() {
       "Split fd.attention, lower it to GPU kernels and emit PTX "
       "(gpu.binary, format=isa)",
       [](OpPassManager &pm, const LowerToPTXOptions &options) {
-        FDSplitKVOptions split;
-        split.numSplits = options.numSplits;
-        split.smCount = options.smCount;
-        split.blocksPerSM = options.blocksPerSM;
-        split.minChunkLength = options.minChunkLength;
-        split.maxSplits = options.maxSplits;
-        split.chunkLength = options.chunkLength;
-        split.batchHint = options.batch;
-        split.maxLengthHint = options.maxLength;
-        split.chip = options.chip;
-        split.fusedMerge = options.fuseMerge;
-        buildLowerToPTXPipeline(
-            pm, {options.chip, options.ptxVersion, options.fuseMerge}, split);
+        buildLowerToPTXPipeline(pm, readSplitKVOptions(options),
+                                options.ptxVersion);
       });
 }
 

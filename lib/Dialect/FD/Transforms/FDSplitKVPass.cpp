@@ -25,19 +25,12 @@ namespace {
 
 struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
   using Base::Base;
+  // The generated options are protected members.
+  template <typename OptionHolder>
+  friend FDSplitKVOptions mlir::fd::readSplitKVOptions(const OptionHolder &);
 
   void runOnOperation() override {
-    FDSplitKVOptions options;
-    options.numSplits = numSplits;
-    options.smCount = smCount;
-    options.blocksPerSM = blocksPerSM;
-    options.minChunkLength = minChunkLength;
-    options.maxSplits = maxSplits;
-    options.chunkLength = chunkLength;
-    options.batchHint = batchHint;
-    options.maxLengthHint = maxLengthHint;
-    options.chip = chip;
-    options.fusedMerge = fusedMerge;
+    FDSplitKVOptions options = readSplitKVOptions(*this);
     options.report = report;
     options.workspaceArgument = workspaceArgument;
 

@@ -25,13 +25,15 @@ class OpPassManager;
 
 namespace mlir::fd {
 
-/// Options of the `fd-lower-to-ptx` pipeline.
+/// Options of the `fd-lower-to-ptx` pipeline: the target's, and
+/// fd-split-kv's planning options under the pass's names and member names
+/// with the pass's defaults (read with readSplitKVOptions). `chip` and
+/// `fuse-merge` also choose the kernels convert-fd-to-gpu builds.
 struct LowerToPTXOptions : PassPipelineOptions<LowerToPTXOptions> {
-  Option<std::string> chip{
-      *this, "chip",
-      llvm::cl::desc("Target GPU: sm_80, sm_86, sm_89, "
-                     "sm_90 or sm_90a"),
-      llvm::cl::init(std::string(::flashdecode::kDefaultChipName))};
+  Option<std::string> chip{*this, "chip",
+                           llvm::cl::desc("Target GPU: sm_80, sm_86, sm_89, "
+                                          "sm_90 or sm_90a"),
+                           llvm::cl::init(FDSplitKVOptions().chip)};
   Option<int> ptxVersion{
       *this, "ptx-version",
       llvm::cl::desc("PTX ISA version times ten (78 = 7.8); at least 78 for "
@@ -39,45 +41,42 @@ struct LowerToPTXOptions : PassPipelineOptions<LowerToPTXOptions> {
       llvm::cl::init(80)};
   Option<int64_t> numSplits{*this, "num-splits",
                             llvm::cl::desc("fd-split-kv num-splits"),
-                            llvm::cl::init(0)};
-  Option<int64_t> smCount{
-      *this, "sm-count", llvm::cl::desc("fd-split-kv sm-count"),
-      llvm::cl::init(::flashdecode::SplitPlannerOptions().smCount)};
-  Option<int64_t> blocksPerSM{
-      *this, "blocks-per-sm", llvm::cl::desc("fd-split-kv blocks-per-sm"),
-      llvm::cl::init(::flashdecode::SplitPlannerOptions().blocksPerSM)};
+                            llvm::cl::init(FDSplitKVOptions().numSplits)};
+  Option<int64_t> smCount{*this, "sm-count",
+                          llvm::cl::desc("fd-split-kv sm-count"),
+                          llvm::cl::init(FDSplitKVOptions().smCount)};
+  Option<int64_t> blocksPerSM{*this, "blocks-per-sm",
+                              llvm::cl::desc("fd-split-kv blocks-per-sm"),
+                              llvm::cl::init(FDSplitKVOptions().blocksPerSM)};
   Option<int64_t> minChunkLength{
       *this, "min-chunk-length", llvm::cl::desc("fd-split-kv min-chunk-length"),
-      llvm::cl::init(::flashdecode::SplitPlannerOptions().minChunkLength)};
-  Option<int64_t> maxSplits{
-      *this, "max-splits", llvm::cl::desc("fd-split-kv max-splits"),
-      llvm::cl::init(::flashdecode::SplitPlannerOptions().maxSplits)};
+      llvm::cl::init(FDSplitKVOptions().minChunkLength)};
+  Option<int64_t> maxSplits{*this, "max-splits",
+                            llvm::cl::desc("fd-split-kv max-splits"),
+                            llvm::cl::init(FDSplitKVOptions().maxSplits)};
   Option<int64_t> chunkLength{*this, "chunk-length",
                               llvm::cl::desc("fd-split-kv chunk-length"),
-                              llvm::cl::init(0)};
-  Option<int64_t> batch{*this, "batch", llvm::cl::desc("fd-split-kv batch"),
-                        llvm::cl::init(0)};
-  Option<int64_t> maxLength{*this, "max-len",
-                            llvm::cl::desc("fd-split-kv max-len"),
-                            llvm::cl::init(0)};
-  Option<bool> fuseMerge{*this, "fuse-merge",
-                         llvm::cl::desc("convert-fd-to-gpu fuse-merge"),
-                         llvm::cl::init(false)};
+                              llvm::cl::init(FDSplitKVOptions().chunkLength)};
+  Option<int64_t> batchHint{*this, "batch", llvm::cl::desc("fd-split-kv batch"),
+                            llvm::cl::init(FDSplitKVOptions().batchHint)};
+  Option<int64_t> maxLengthHint{
+      *this, "max-len", llvm::cl::desc("fd-split-kv max-len"),
+      llvm::cl::init(FDSplitKVOptions().maxLengthHint)};
+  Option<bool> fusedMerge{
+      *this, "fuse-merge",
+      llvm::cl::desc("convert-fd-to-gpu fuse-merge (and fd-split-kv "
+                     "fused-merge)"),
+      llvm::cl::init(FDSplitKVOptions().fusedMerge)};
 };
 
-/// The GPU a PTX pipeline compiles for, and whether its kernels merge in
-/// the partial kernel (convert-fd-to-gpu's fuse-merge).
-struct PTXTarget {
-  std::string chip = std::string(::flashdecode::kDefaultChipName);
-  int ptxVersion = 80;
-  bool fuseMerge = false;
-};
-
-/// fd ops -> split (with `split`) -> GPU kernels -> NVVM -> PTX for
-/// `target`: the passes of the stages `firstStage` to `lastStage`.
-/// Registered as `fd-lower-to-ptx`.
+/// fd ops -> split (with `split`) -> GPU kernels -> NVVM -> PTX of
+/// `ptxVersion`: the passes of the stages `firstStage` to `lastStage`. The
+/// kernels are built for the chip the split is planned for
+/// (`split.chip`), with the merge fused into the partial kernel when it is
+/// planned so (`split.fusedMerge`): one source for both. Registered as
+/// `fd-lower-to-ptx`.
 void buildLowerToPTXPipeline(
-    OpPassManager &pm, const PTXTarget &target, const FDSplitKVOptions &split,
+    OpPassManager &pm, const FDSplitKVOptions &split, int ptxVersion,
     LowerToPTXStage firstStage = LowerToPTXStage::Split,
     LowerToPTXStage lastStage = LowerToPTXStage::PTX);
 

@@ -16,6 +16,26 @@ namespace mlir::fd {
 #define GEN_PASS_DECL
 #include "fd/Dialect/FD/Transforms/Passes.h.inc"
 
+/// fd-split-kv's planning options as `holder` declares them, under the
+/// pass's own member names: the pass and fd-lower-to-ptx's options both
+/// read theirs through this one mapping (a holder without one of them does
+/// not compile). `report` and `workspaceArgument` stay the pass's own.
+template <typename OptionHolder>
+FDSplitKVOptions readSplitKVOptions(const OptionHolder &holder) {
+  FDSplitKVOptions options;
+  options.numSplits = holder.numSplits;
+  options.smCount = holder.smCount;
+  options.blocksPerSM = holder.blocksPerSM;
+  options.minChunkLength = holder.minChunkLength;
+  options.maxSplits = holder.maxSplits;
+  options.chunkLength = holder.chunkLength;
+  options.batchHint = holder.batchHint;
+  options.maxLengthHint = holder.maxLengthHint;
+  options.chip = holder.chip;
+  options.fusedMerge = holder.fusedMerge;
+  return options;
+}
+
 /// What the split planner is asked with `options`: the one mapping from
 /// the pass's options to the planner's.
 ::flashdecode::SplitPlannerOptions
