@@ -37,7 +37,8 @@ import sys
 import tempfile
 import time
 
-# Forwards cuLaunchKernel to the next library (libfdemu.so, linked in), or
+# Forwards cuLaunchKernel and cuLaunchKernelEx to the next library
+# (libfdemu.so, linked in), or
 # returns success at once when told to skip kernels, and adds up the
 # nanoseconds it took; every other symbol resolves to libfdemu.so through
 # this library's dependency.
@@ -62,6 +63,24 @@ int cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
   int result = skipKernels ? 0
                            : next(function, gx, gy, gz, bx, by, bz, shared,
                                   stream, params, extra);
+  clock_gettime(CLOCK_MONOTONIC, &end);
+  spentNanoseconds += (end.tv_sec - start.tv_sec) * 1000000000ull +
+                      end.tv_nsec - start.tv_nsec;
+  ++launches;
+  return result;
+}
+
+/* sm_90 kernels launch overlapped with the grid before them
+   (programmatic dependent launch): timed alike. */
+typedef int (*LaunchEx)(const void *, void *, void **, void **);
+int cuLaunchKernelEx(const void *config, void *function, void **params,
+                     void **extra) {
+  static LaunchEx next;
+  if (!next)
+    next = (LaunchEx)dlsym(RTLD_NEXT, "cuLaunchKernelEx");
+  struct timespec start, end;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  int result = skipKernels ? 0 : next(config, function, params, extra);
   clock_gettime(CLOCK_MONOTONIC, &end);
   spentNanoseconds += (end.tv_sec - start.tv_sec) * 1000000000ull +
                       end.tv_nsec - start.tv_nsec;

@@ -4,6 +4,8 @@
 #include "fd/Compiler/Compile.h"
 #include "fd/Dialect/FD/Utils/AttentionUtils.h"
 
+#include <algorithm>
+
 namespace flashdecode {
 
 mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelConfig &config) {
@@ -47,6 +49,19 @@ int64_t resolveNumSplits(const KernelConfig &config) {
                                         config.getKernelSchedule(),
                                         config.getChip(), config.fusedMerge))
       .numSplits;
+}
+
+KernelConfig resolveKernelConfig(const KernelConfig &request) {
+  KernelConfig resolved = request;
+  resolved.numSplits = resolveNumSplits(request);
+  KernelConfig defaults;
+  resolved.batch = defaults.batch;
+  resolved.maxLength = defaults.maxLength;
+  resolved.smCount = defaults.smCount;
+  resolved.blocksPerSM = defaults.blocksPerSM;
+  resolved.minChunkLength = defaults.minChunkLength;
+  resolved.maxSplits = std::max(defaults.maxSplits, resolved.numSplits);
+  return resolved;
 }
 
 } // namespace flashdecode

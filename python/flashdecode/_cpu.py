@@ -67,31 +67,19 @@ def _scale_array(scale, name):
     return scale
 
 
-_cpu_kernels = {}
-
-
 def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
                 window_left, logits_soft_cap, flags, kv_options):
+    """The process's kernels for this call: the native cache plans an
+    automatic split count for the batch and cache length and keys the
+    kernels by what it resolves to."""
     splits, split_kv = _split_options(num_splits)
-    # An automatic split count depends on the batch and cache length.
-    planned = (problem.batch, problem.max_len) if splits == 0 else (1, 4096)
-    key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
-           problem.query_len, dtype, problem.layout, problem.page_size, splits,
-           split_kv, scale, return_lse, window_left, logits_soft_cap) + \
-        tuple(sorted(flags.items())) + planned + \
-        tuple(sorted(planner.items())) + tuple(sorted(kv_options.items()))
-    kernel = _cpu_kernels.get(key)
-    if kernel is None:
-        kernel = _native.CPUKernel(_native.KernelConfig(
-            problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
-            problem.query_len, _DTYPES[dtype], problem.layout,
-            problem.page_size, splits, split_kv, scale, return_lse,
-            planned[0], planned[1], _native.DEFAULT_SM_COUNT,
-            _native.DEFAULT_ARCH, **planner,
-            window_left=window_left, logits_soft_cap=logits_soft_cap,
-            **flags, **kv_options))
-        _cpu_kernels[key] = kernel
-    return kernel
+    return _native.cpu_kernel(_native.KernelConfig(
+        problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
+        problem.query_len, _DTYPES[dtype], problem.layout, problem.page_size,
+        splits, split_kv, scale, return_lse, problem.batch, problem.max_len,
+        _native.DEFAULT_SM_COUNT, _native.DEFAULT_ARCH, **planner,
+        window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
+        **kv_options))
 
 
 def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,

@@ -463,10 +463,6 @@ class Decoder:
         self._plan.replay(stream)
 
 
-# (configuration, device) -> the process's loaded kernels for it.
-_cuda_launchers = {}
-
-
 def _launch_scale(scale, kind, granularity, count):
     """A checked k_scale / v_scale (a float or a _CudaArray) as
     CudaLauncher.launch takes it: the array's address when the kernel reads
@@ -521,30 +517,16 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     elif return_lse:
         lse, lse_pointer = _new_output(q, problem.lse_shape(), "float32",
                                        device)
-    if arch is None:
-        arch = target
-    def config(num_splits, batch, max_len, **knobs):
-        return _native.KernelConfig(
-            problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
-            problem.query_len, _DTYPES[qa.dtype], kv_layout,
-            problem.page_size, num_splits, True, scale, return_lse, batch,
-            max_len, sm_count, arch, **knobs, window_left=window_left,
-            logits_soft_cap=logits_soft_cap, **flags,
-            **_fp8.config_options(kv_format, granularity))
-
-    if splits == 0:
-        # What the compiler plans for this batch and cache length, so that
-        # batches that split alike share one kernel.
-        splits = config(0, problem.batch, problem.max_len,
-                        **planner).resolve_num_splits()
-    key = (problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
-           problem.query_len, qa.dtype, kv_layout, problem.page_size, splits,
-           scale, return_lse, window_left, logits_soft_cap) + \
-        tuple(sorted(flags.items())) + (kv_format, granularity, arch, device)
-    launcher = _cuda_launchers.get(key)
-    if launcher is None:
-        launcher = _native.cuda_launcher(config(splits, 1, 4096), device)
-        _cuda_launchers[key] = launcher
+    # The native launcher plans an automatic split count for this batch and
+    # cache length and keys its kernels by what it resolves to, so batches
+    # that split alike share them.
+    launcher = _native.cuda_launcher(_native.KernelConfig(
+        problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
+        problem.query_len, _DTYPES[qa.dtype], kv_layout, problem.page_size,
+        splits, True, scale, return_lse, problem.batch, problem.max_len,
+        sm_count, target if arch is None else arch, **planner,
+        window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
+        **_fp8.config_options(kv_format, granularity)), device)
     if stream is None:
         stream = _torch_stream(device) if any(
             _is_torch(x) for x in (q, k_cache, v_cache, seq_lens)) else 0

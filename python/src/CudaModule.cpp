@@ -10,6 +10,7 @@
 #include "FlashDecodeModule.h"
 
 #include "fd/Compiler/Compile.h"
+#include "fd/Compiler/SplitKVOptions.h"
 #include "fd/Runtime/Runtime.h"
 
 #include <pybind11/stl.h>
@@ -89,9 +90,11 @@ private:
   rt::DeviceBuffer buffer;
 };
 
+/// The kernels `request` resolves to (resolveKernelConfig: one compilation
+/// for every request that plans them, whatever batch each planned for).
 std::shared_ptr<const CompiledKernels>
-compileOrThrow(const KernelConfig &config) {
-  auto kernels = compile(config);
+compileOrThrow(const KernelConfig &request) {
+  auto kernels = compile(resolveKernelConfig(request));
   if (!kernels)
     throw std::runtime_error(llvm::toString(kernels.takeError()));
   return *kernels;
@@ -232,9 +235,10 @@ void stageScale(const rt::DriverApi &driver, const StagedScale &scale,
 /// live in the device's staging buffer for that stream, grown alike.
 class CudaLauncher {
 public:
-  CudaLauncher(const KernelConfig &config, OpenDevice &open)
-      : open(open), bundle(toBundle(*compileOrThrow(config))),
-        arch(config.arch) {}
+  /// `config`: a resolved config (resolveKernelConfig).
+  CudaLauncher(const KernelConfig &config, int ordinal, OpenDevice &open)
+      : open(open), bundle(toBundle(*compileOrThrow(config))), config(config),
+        ordinal(ordinal) {}
 
   void launch(uintptr_t query, uintptr_t keys, uintptr_t values,
               uintptr_t lengths, uintptr_t output, uintptr_t lse,
@@ -266,7 +270,9 @@ public:
   }
 
   int64_t numSplits() const { return bundle.manifest.numSplits; }
-  const std::string &getArch() const { return arch; }
+  const std::string &getArch() const { return config.arch; }
+  const KernelConfig &getConfig() const { return config; }
+  int getDevice() const { return ordinal; }
   int64_t getLaunchCount() const { return launchCount; }
 
 private:
@@ -300,22 +306,33 @@ private:
 
   OpenDevice &open;
   rt::KernelBundle bundle;
-  std::string arch;
+  KernelConfig config;
+  int ordinal;
   std::unique_ptr<rt::DecodePlan> plan;
   int64_t launchCount = 0;
 };
 
-/// The launcher of `config` on GPU `ordinal`, made on first use and kept
-/// for the process (see getOpenDevice).
-CudaLauncher &getLauncher(const KernelConfig &config, int ordinal) {
-  static auto *launchers = new std::map<std::pair<std::string, int>,
-                                        std::unique_ptr<CudaLauncher>>();
+/// The process's launchers, by resolved config and GPU (see
+/// getOpenDevice).
+using LauncherMap =
+    std::map<std::pair<std::string, int>, std::unique_ptr<CudaLauncher>>;
+LauncherMap &getLaunchers() {
+  static auto *launchers = new LauncherMap();
+  return *launchers;
+}
+
+/// The launcher of the kernels `request` resolves to on GPU `ordinal`, made
+/// on first use and kept for the process: requests that plan the same
+/// kernels share one, whatever batch and length each planned for.
+CudaLauncher &getLauncher(const KernelConfig &request, int ordinal) {
+  KernelConfig config = resolveKernelConfig(request);
   std::pair<std::string, int> key{config.toString(), ordinal};
-  auto found = launchers->find(key);
-  if (found == launchers->end())
+  LauncherMap &launchers = getLaunchers();
+  auto found = launchers.find(key);
+  if (found == launchers.end())
     found = launchers
-                ->emplace(key, std::make_unique<CudaLauncher>(
-                                   config, getOpenDevice(ordinal)))
+                .emplace(key, std::make_unique<CudaLauncher>(
+                                  config, ordinal, getOpenDevice(ordinal)))
                 .first;
   return *found->second;
 }
@@ -380,7 +397,10 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
            py::arg("v_scale") = uintptr_t(0))
       .def_property_readonly("num_splits", &CudaLauncher::numSplits)
       .def_property_readonly("arch", &CudaLauncher::getArch)
-      .def_property_readonly("launch_count", &CudaLauncher::getLaunchCount);
+      .def_property_readonly("launch_count", &CudaLauncher::getLaunchCount)
+      .def_property_readonly("config", &CudaLauncher::getConfig,
+                             "The resolved config (resolveKernelConfig).")
+      .def_property_readonly("device", &CudaLauncher::getDevice);
   module.def(
       "read_int32",
       [](uintptr_t address, size_t count, int ordinal, uintptr_t stream) {
@@ -395,8 +415,22 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
       "`stream` (0: the legacy default stream) is done.",
       py::arg("address"), py::arg("count"), py::arg("device"),
       py::arg("stream"));
-  module.def("cuda_launcher", &getLauncher, py::arg("config"),
-             py::arg("device"), py::return_value_policy::reference);
+  module.def("cuda_launcher", &getLauncher,
+             "The process's launcher of the kernels `config` resolves to "
+             "(its split count planned for the config's batch and max_len) "
+             "on `device`.",
+             py::arg("config"), py::arg("device"),
+             py::return_value_policy::reference);
+  module.def(
+      "cuda_launchers",
+      [] {
+        std::vector<CudaLauncher *> all;
+        for (auto &[key, launcher] : getLaunchers())
+          all.push_back(launcher.get());
+        return all;
+      },
+      "The launchers made so far, in the order of their resolved configs.",
+      py::return_value_policy::reference);
   module.def(
       "cuda_workspace_bytes",
       [](int ordinal, uintptr_t stream) {

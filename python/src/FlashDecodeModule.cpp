@@ -20,7 +20,10 @@
 
 #include <pybind11/stl.h>
 
+#include <map>
+#include <memory>
 #include <type_traits>
+#include <variant>
 
 namespace py = pybind11;
 using namespace flashdecode;
@@ -244,6 +247,29 @@ private:
   std::unique_ptr<CPUAttentionKernel> kernel;
 };
 
+/// The process's CPU kernels of what `request` resolves to
+/// (resolveKernelConfig), made on first use: requests that plan the same
+/// kernels share one, whatever batch and length each planned for.
+PyCPUKernel &getCPUKernel(const KernelConfig &request) {
+  static auto *kernels =
+      new std::map<std::string, std::unique_ptr<PyCPUKernel>>();
+  KernelConfig config = resolveKernelConfig(request);
+  std::unique_ptr<PyCPUKernel> &kernel = (*kernels)[config.toString()];
+  if (!kernel)
+    kernel = std::make_unique<PyCPUKernel>(config);
+  return *kernel;
+}
+
+/// A config's fields under their manifest names (KernelConfig::forEachField).
+py::dict getConfigFields(const KernelConfig &config) {
+  py::dict fields;
+  config.forEachField([&](const char *name,
+                          const KernelConfig::FieldValue &value) {
+    std::visit([&](const auto &held) { fields[name] = py::cast(held); }, value);
+  });
+  return fields;
+}
+
 } // namespace
 
 void *flashdecode::python::checkedData(const py::array &array, size_t bytes,
@@ -345,9 +371,17 @@ PYBIND11_MODULE(_flashdecode, module) {
   py::class_<KernelConfig>(module, "KernelConfig")
       .def(py::init(&makeConfig), FD_CONFIG_ARGS)
       .def("__repr__", &KernelConfig::toString)
+      .def_property_readonly("fields", &getConfigFields,
+                             "Every field under its manifest name.")
       .def("automatic_max_splits", &getAutomaticMaxSplits,
            "The most splits num_splits=auto makes: max_splits, and with a "
            "fused merge no more than it can merge.")
+      .def("resolve", &resolveKernelConfig,
+           "The kernels this config asks for, apart from how their split "
+           "count was planned: num_splits resolved, the planning hints "
+           "(batch, max_len, sm_count, blocks_per_sm, min_chunk_length, "
+           "max_splits) at their defaults. Configs that plan the same "
+           "kernels resolve alike.")
       .def("resolve_num_splits", &resolveNumSplits,
            "The split count the JIT compiles this config with: num_splits, "
            "or what num_splits=auto plans (fd-split-kv's choice for the "
@@ -386,6 +420,10 @@ PYBIND11_MODULE(_flashdecode, module) {
            py::arg("query_lens") = std::nullopt,
            py::arg("k_scale") = std::nullopt, py::arg("v_scale") = std::nullopt)
       .def_property_readonly("num_splits", &PyCPUKernel::numSplits);
+  module.def("cpu_kernel", &getCPUKernel,
+             "The process's CPU kernels of what `config` resolves to (its "
+             "split count planned for the config's batch and max_len).",
+             py::arg("config"), py::return_value_policy::reference);
 
   flashdecode::python::defineCudaBindings(module);
 }

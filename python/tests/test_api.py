@@ -258,6 +258,42 @@ def test_plan_splits_features_need_the_work():
                                 arch="sm_70")
 
 
+def _request(batch, max_len, num_splits=0, **knobs):
+    """An MQA request (D = 64, 8 query heads) planned for this batch."""
+    return flashdecode._native.KernelConfig(
+        64, 8, 1, 1, "f16", "NHD", 0, num_splits, True, None, False, batch,
+        max_len, flashdecode._native.DEFAULT_SM_COUNT,
+        flashdecode._native.DEFAULT_ARCH, **knobs)
+
+
+def test_requests_that_plan_alike_resolve_to_one_kernel():
+    """resolve() is what a kernel is: the planned count made fixed, the
+    planning hints at their defaults; the process's CPU kernels (and GPU
+    launchers) are keyed by it, whatever batch a request planned for."""
+    native = flashdecode._native
+    small, other = _request(3, 3000), _request(4, 3000)
+    assert small.resolve_num_splits() == other.resolve_num_splits()
+    assert repr(small) != repr(other)
+    assert repr(small.resolve()) == repr(other.resolve())
+    fields = small.resolve().fields
+    assert fields["requested_num_splits"] == small.resolve_num_splits() > 1
+    assert (fields["planned_batch"], fields["planned_max_len"],
+            fields["blocks_per_sm"], fields["max_splits"]) == (1, 4096, 4, 512)
+    # A knob that changes the plan changes the kernel; one that does not,
+    # does not.
+    assert small.resolve_num_splits() != _request(
+        3, 3000, max_splits=8).resolve_num_splits()
+    assert repr(_request(3, 3000, num_splits=5).resolve()) == repr(
+        _request(9, 100, num_splits=5, max_splits=64).resolve())
+    # A fixed count over the default cap keeps a cap that admits it.
+    assert _request(1, 8192, num_splits=600,
+                    max_splits=1000).resolve().fields["max_splits"] == 600
+    kernel = native.cpu_kernel(small)
+    assert native.cpu_kernel(other) is kernel
+    assert kernel.num_splits == small.resolve_num_splits()
+    assert native.cpu_kernel(_request(64, 3000)) is not kernel
+
+
 def test_planner_knobs_reach_the_plan_and_the_manifest():
     # One block per SM per wave is the classic plan: 16 splits at B=1 L=32k.
     assert flashdecode.plan_splits(1, 8, 32768) == 63

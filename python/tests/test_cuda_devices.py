@@ -37,6 +37,21 @@ def on_fdemu():
     return os.environ.get("FD_CUDA_DRIVER", "").endswith("libfdemu.so")
 
 
+def _fields(launcher, *names):
+    """Fields of a launcher's resolved config (manifest names)."""
+    fields = launcher.config.fields
+    return tuple(fields[name] for name in names)
+
+
+def _launcher_key(launcher):
+    """What the process keys a launcher by: its resolved config and GPU."""
+    return repr(launcher.config), launcher.device
+
+
+def _launcher_keys():
+    return {_launcher_key(launcher) for launcher in native.cuda_launchers()}
+
+
 def small_problem(rng, batch=2, heads=(8, 2), head_dim=64, length=40):
     num_q_heads, num_kv_heads = heads
     (q, k, v), _ = random_inputs(rng, "float16",
@@ -90,11 +105,12 @@ def test_default_device_compiles_for_sm_90():
     arrays = device_arrays(q, k, v, lens)
     out = flashdecode.decode_attention(*arrays, backend="cuda", num_splits=2)
     assert_close(out, flashdecode.decode_attention(q, k, v, lens))
-    # The cache key: (D, Hq, Hkv, Lq, dtype, layout, page size, splits,
-    # scale, lse, arch, device).
-    used = [(key[-2], launcher.arch)
-            for key, launcher in flashdecode._cuda._cuda_launchers.items()
-            if key[:10] == (64, 4, 4, 1, "float16", "NHD", 0, 2, None, False)]
+    # The launchers' resolved configs name the arch they were compiled for.
+    used = [(launcher.config.fields["arch"], launcher.arch)
+            for launcher in native.cuda_launchers()
+            if _fields(launcher, "head_dim", "num_q_heads", "num_kv_heads",
+                       "query_len", "dtype", "requested_num_splits") ==
+            (64, 4, 4, 1, "f16", 2)]
     assert used == [("sm_90", "sm_90")]
     decoder = flashdecode.Decoder(*arrays, DeviceArray.empty(q.shape,
                                                              "float16"))
@@ -109,8 +125,9 @@ def test_explicit_arch_overrides_the_device():
     out = flashdecode.decode_attention(*arrays, backend="cuda", arch="sm_80",
                                        num_splits=3)
     assert_close(out, flashdecode.decode_attention(q, k, v, lens))
-    assert any(key[-2] == "sm_80" and launcher.arch == "sm_80"
-               for key, launcher in flashdecode._cuda._cuda_launchers.items())
+    assert any(launcher.config.fields["arch"] == "sm_80" and
+               launcher.arch == "sm_80"
+               for launcher in native.cuda_launchers())
     decoder = flashdecode.Decoder(*arrays, DeviceArray.empty(q.shape,
                                                              "float16"),
                                   arch="sm_80")
@@ -139,7 +156,7 @@ A100_SCRIPT = textwrap.dedent("""
     result["error"] = float(np.abs(out.numpy().astype(np.float32) - expected)
                             .max() / np.abs(expected).max())
     result["launcher_archs"] = sorted(
-        launcher.arch for launcher in flashdecode._cuda._cuda_launchers.values())
+        launcher.arch for launcher in native.cuda_launchers())
     out = DeviceArray.empty(q.shape, "float16")
     decoder = flashdecode.Decoder(*arrays, out)
     decoder.run()
@@ -365,7 +382,7 @@ def test_calls_reuse_the_kernels_and_the_streams_workspace():
     rng = np.random.default_rng()
     stream = create_stream()
     assert native.cuda_workspace_bytes(0, stream) == 0
-    before = dict(flashdecode._cuda._cuda_launchers)
+    before = _launcher_keys()
     # A configuration no other test uses (D=40, 3 q heads per KV head).
     heads, head_dim, splits = (6, 2), 40, 3
     for step, batch in enumerate([2, 2, 5, 1, 3]):
@@ -377,10 +394,10 @@ def test_calls_reuse_the_kernels_and_the_streams_workspace():
         largest = 2 if step < 2 else 5
         assert native.cuda_workspace_bytes(0, stream) == workspace_bytes(
             largest, heads[0], splits, head_dim), f"step {step}"
-    added = {key: launcher for key, launcher in
-             flashdecode._cuda._cuda_launchers.items() if key not in before}
+    added = [launcher for launcher in native.cuda_launchers()
+             if _launcher_key(launcher) not in before]
     assert len(added) == 1
-    (launcher,) = added.values()
+    (launcher,) = added
     assert launcher.launch_count == 5 and launcher.num_splits == splits
 
 
@@ -388,7 +405,7 @@ def test_batches_that_plan_alike_share_one_kernel():
     """Automatic splits are planned per call; the kernel is keyed by the
     planned count, not by the batch."""
     rng = np.random.default_rng()
-    before = set(flashdecode._cuda._cuda_launchers)
+    before = _launcher_keys()
     for batch in (3, 4):
         q, k, v, lens = small_problem(rng, batch, (5, 1), 56, length=30)
         out = flashdecode.decode_attention(*device_arrays(q, k, v, lens),
@@ -397,7 +414,12 @@ def test_batches_that_plan_alike_share_one_kernel():
     work = {"num_q_heads": 5, "head_dim": 56}
     assert flashdecode.plan_splits(3, 1, 30, **work) == \
         flashdecode.plan_splits(4, 1, 30, **work)
-    assert len(set(flashdecode._cuda._cuda_launchers) - before) == 1
+    added = [launcher for launcher in native.cuda_launchers()
+             if _launcher_key(launcher) not in before]
+    assert len(added) == 1
+    # Keyed by the resolved config: a fixed count, the hints at defaults.
+    assert _fields(added[0], "requested_num_splits", "planned_batch",
+                   "planned_max_len") == (added[0].num_splits, 1, 4096)
 
 
 def test_outputs_can_be_given():

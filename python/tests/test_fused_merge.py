@@ -155,11 +155,11 @@ HEADS = {"f16-gqa-tensor-cores": ("float16", 8, 2),
 
 
 def fused_launches():
-    """Launches of the per-call path's fused launchers so far (their cache
-    key holds the config's flags)."""
-    return sum(launcher.launch_count for key, launcher in
-               flashdecode._cuda._cuda_launchers.items()
-               if ("fused_merge", True) in key)
+    """Launches of the per-call path's fused launchers so far (their
+    resolved configs hold the flags)."""
+    return sum(launcher.launch_count
+               for launcher in flashdecode._flashdecode.cuda_launchers()
+               if launcher.config.fields["fused_merge"])
 
 
 def kernel_launches(action):
@@ -354,15 +354,16 @@ def test_fused_decoder_plans_with_the_merge_tail():
     expected, expected_lse = attention(*inputs.exact, lens)
     check_device(out, lse, expected, expected_lse, "float16", lens,
                  f"fused, {fused} automatic splits")
-    # decode_attention's per-call planning alike: its launcher cache is
-    # keyed by the split count (8th) and the flags.
+    # decode_attention's per-call planning alike: its launchers are keyed
+    # by the resolved config (the planned count, the flags).
     per_call = flashdecode.decode_attention(
         q, k, v, DeviceArray.from_numpy(lens), backend="cuda",
         return_lse=True, fused_merge=True)
     check_device(*per_call, expected, expected_lse, "float16", lens,
                  "fused, per call")
-    assert any(key[7] == fused and ("fused_merge", True) in key
-               for key in flashdecode._cuda._cuda_launchers)
+    assert any(launcher.config.fields["requested_num_splits"] == fused and
+               launcher.config.fields["fused_merge"]
+               for launcher in flashdecode._flashdecode.cuda_launchers())
 
 
 @on_the_device

@@ -18,6 +18,16 @@ mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelConfig &config);
 /// worked out without building it.
 int64_t resolveNumSplits(const KernelConfig &config);
 
+/// The kernels a valid `request` asks for, apart from how their split count
+/// was planned: `request` with resolveNumSplits(request) as its fixed count
+/// and its planning hints (batch, maxLength, smCount, blocksPerSM,
+/// minChunkLength) at KernelConfig's defaults, maxSplits too unless the
+/// count is over it (then the count). Requests that plan the same kernels
+/// resolve to equal configs (equal toString()), whatever batch and length
+/// each planned for: the key under which the runtime's users compile and
+/// share kernels (Python's decode_attention and Decoder).
+KernelConfig resolveKernelConfig(const KernelConfig &request);
+
 } // namespace flashdecode
 
 #endif // FD_COMPILER_SPLITKVOPTIONS_H
