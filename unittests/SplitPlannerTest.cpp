@@ -1,6 +1,7 @@
 //===- SplitPlannerTest.cpp - The automatic split choice ------------------===//
 
 #include "fd/Planning/SplitPlanner.h"
+#include "fd/Planning/WorkspaceLayout.h"
 
 #include <gtest/gtest.h>
 
@@ -420,10 +421,19 @@ TEST(SplitPlanner, ValidatesItsInputs) {
             "sm-bytes-in-flight must be >= 1, got -1");
 }
 
-TEST(SplitPlanner, WorkspaceBytes) {
-  // B * Lq * Hq * S * (D + 1) * 4.
-  EXPECT_EQ(getWorkspaceBytes(1, 1, 32, 16, 128), 32 * 16 * 129 * 4);
-  EXPECT_EQ(getWorkspaceBytes(3, 2, 8, 5, 64), 3 * 2 * 8 * 5 * 65 * 4);
+TEST(WorkspaceLayout, PartialsThenLogSumExpsThenCounters) {
+  // B * Lq * Hq * S * (D_v + 1) * 4: the outputs [B, Lq, Hq, S, D_v], then
+  // the log-sum-exps [B, Lq, Hq, S].
+  WorkspaceLayout single = WorkspaceLayout::get(1, 32, 8, 16, 128, false);
+  EXPECT_EQ(single.getBytes(1), 32 * 16 * 129 * 4);
+  EXPECT_EQ(single.getPartialLseOffset(1), 32 * 16 * 128 * 4);
+  EXPECT_EQ(single.getMergeCounterBytes(7), 0);
+  WorkspaceLayout fused = WorkspaceLayout::get(2, 8, 2, 5, 64, true);
+  EXPECT_EQ(fused.getBytes(3), 3 * 2 * 8 * 5 * 65 * 4);
+  EXPECT_EQ(fused.getPartialLseOffset(3), 3 * 2 * 8 * 5 * 64 * 4);
+  EXPECT_EQ(fused.getBytesPerSequence(), 2 * 8 * 5 * 65 * 4);
+  // One int32 counter per (sequence, KV head).
+  EXPECT_EQ(fused.getMergeCounterBytes(3), 3 * 2 * 4);
 }
 
 TEST(SplitPlanner, DescribesAPlan) {

@@ -9,6 +9,7 @@
 #include "fd/Dialect/FD/IR/FD.h"
 #include "fd/Dialect/FD/Pipelines/Passes.h"
 #include "fd/Planning/SplitPlanner.h"
+#include "fd/Planning/WorkspaceLayout.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -208,9 +209,10 @@ llvm::Expected<llvm::json::Array> readKernelABI(ModuleOp module) {
 std::string buildManifest(const KernelConfig &config, int64_t numSplits,
                           std::optional<ScheduleChoice> schedule,
                           llvm::json::Array kernels) {
-  int64_t rows = config.queryLength * config.numQueryHeads;
-  int64_t workspacePerSequence = getWorkspaceBytes(
-      1, config.queryLength, config.numQueryHeads, numSplits, config.headDim);
+  WorkspaceLayout workspace = WorkspaceLayout::get(
+      config.queryLength, config.numQueryHeads, config.numKVHeads, numSplits,
+      config.headDim, config.fusedMerge);
+  int64_t workspacePerSequence = workspace.getBytesPerSequence();
 
   llvm::json::Object configJson;
   config.forEachField(
@@ -236,11 +238,9 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits,
            {"formula", "batch * " + std::to_string(workspacePerSequence)},
            {"partial_output_offset", 0},
            {"partial_lse_offset_per_sequence",
-            rows * numSplits * config.headDim * 4},
-           // A fused merge's counters: a buffer of their own, zeroed once
-           // (docs/KernelABI.md).
+            workspace.getPartialLseOffset(1)},
            {"merge_counter_bytes_per_sequence",
-            config.fusedMerge ? config.numKVHeads * 4 : 0}}},
+            workspace.mergeCounterBytesPerSequence}}},
       {"kernels", std::move(kernels)}};
   // The partial kernel's schedule as the lowering built it: #fd.schedule's
   // fields (docs/KernelABI.md, "Schedules").

@@ -234,11 +234,4 @@ std::string describeSplitPlan(const SplitPlan &plan) {
   return text;
 }
 
-int64_t getWorkspaceBytes(int64_t batch, int64_t queryLength,
-                          int64_t numQueryHeads, int64_t numSplits,
-                          int64_t headDim) {
-  return batch * queryLength * numQueryHeads * numSplits * (headDim + 1) *
-         static_cast<int64_t>(sizeof(float));
-}
-
 } // namespace flashdecode

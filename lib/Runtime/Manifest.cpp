@@ -150,14 +150,21 @@ Manifest Manifest::parse(const std::string &text) {
   manifest.withLse = withLse.boolean;
   manifest.numSplits = integer(root, "num_splits");
   const json::Value &workspace = member(root, "workspace", "");
-  manifest.workspaceBytesPerSequence =
+  // The partial outputs fill the workspace up to the log-sum-exps.
+  int64_t bytesPerSequence =
       integer(workspace, "bytes_per_sequence", "workspace.");
-  manifest.partialLseOffsetPerSequence =
+  int64_t lseOffset =
       integer(workspace, "partial_lse_offset_per_sequence", "workspace.");
+  if (lseOffset < 0 || lseOffset > bytesPerSequence)
+    missing("workspace.partial_lse_offset_per_sequence",
+            "an integer from 0 to workspace.bytes_per_sequence");
+  manifest.workspace.partialOutputBytesPerSequence = lseOffset;
+  manifest.workspace.partialLseBytesPerSequence = bytesPerSequence - lseOffset;
   if (workspace.find("merge_counter_bytes_per_sequence"))
-    manifest.mergeCounterBytesPerSequence =
+    manifest.workspace.mergeCounterBytesPerSequence =
         integer(workspace, "merge_counter_bytes_per_sequence", "workspace.");
-  if (manifest.fusedMerge && manifest.mergeCounterBytesPerSequence <= 0)
+  if (manifest.fusedMerge &&
+      manifest.workspace.mergeCounterBytesPerSequence <= 0)
     missing("workspace.merge_counter_bytes_per_sequence",
             "a positive integer with config.fused_merge");
 

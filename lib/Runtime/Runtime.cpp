@@ -407,7 +407,7 @@ void DecodePlan::bind() {
                        /*zeroed=*/false);
   requireAligned("workspace", partialOutput);
   CUdeviceptr partialLse =
-      partialOutput + buffers.batch * manifest.partialLseOffsetPerSequence;
+      partialOutput + manifest.workspace.getPartialLseOffset(buffers.batch);
   // A fused merge's counters: the caller's, or the plan's own, zeroed once
   // (each launch leaves them zero).
   CUdeviceptr counters = buffers.mergeCounters;

@@ -14,6 +14,7 @@
 #include "fd/Compiler/Compile.h"
 #include "fd/Dialect/FD/Pipelines/Passes.h"
 #include "fd/Planning/SplitPlanner.h"
+#include "fd/Planning/WorkspaceLayout.h"
 #include "fd/Reference/Reference.h"
 #include "fd/TestSupport/Ptxas.h"
 
@@ -137,8 +138,9 @@ int main(int argc, char **argv) {
                << (workload.usesTensorCores() ? "tensor-core" : "CUDA-core")
                << " blocks, enough bytes in flight for DRAM's rate, fewer "
                   "partials than more would write; workspace "
-               << getWorkspaceBytes(kBatch, 1, kQueryHeads, plan.numSplits,
-                                    kHeadDim)
+               << WorkspaceLayout::get(1, kQueryHeads, kKVHeads, plan.numSplits,
+                                       kHeadDim, config.fusedMerge)
+                      .getBytes(kBatch)
                << " bytes\n\n";
 
   {

@@ -73,7 +73,7 @@ std::string parseError(const std::string &json) {
 TEST(FusedMergeManifest, ReadsTheFlagAndTheCounterBytes) {
   Manifest manifest = Manifest::parse(kFusedManifest);
   EXPECT_TRUE(manifest.fusedMerge);
-  EXPECT_EQ(manifest.mergeCounterBytesPerSequence, 8);
+  EXPECT_EQ(manifest.workspace.mergeCounterBytesPerSequence, 8);
   EXPECT_EQ(manifest.getMergeCounterBytes(1), 8);
   EXPECT_EQ(manifest.getMergeCounterBytes(5), 40);
   // The workspace is the unfused one's.
@@ -91,7 +91,7 @@ TEST(FusedMergeManifest, OlderManifestsHaveNoCounters) {
   // Without either field (manifests that predate the fused merge).
   Manifest old = Manifest::parse(kManifest);
   EXPECT_FALSE(old.fusedMerge);
-  EXPECT_EQ(old.mergeCounterBytesPerSequence, 0);
+  EXPECT_EQ(old.workspace.mergeCounterBytesPerSequence, 0);
   EXPECT_EQ(old.getMergeCounterBytes(7), 0);
   // As fd-compile writes them now without --fused-merge.
   std::string unfused = kManifest;
@@ -102,7 +102,7 @@ TEST(FusedMergeManifest, OlderManifestsHaveNoCounters) {
                "\"partial_lse_offset_per_sequence\"");
   Manifest current = Manifest::parse(unfused);
   EXPECT_FALSE(current.fusedMerge);
-  EXPECT_EQ(current.mergeCounterBytesPerSequence, 0);
+  EXPECT_EQ(current.workspace.mergeCounterBytesPerSequence, 0);
   EXPECT_EQ(current.kernels.size(), 2u);
 }
 

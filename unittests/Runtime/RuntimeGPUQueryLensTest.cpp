@@ -234,7 +234,7 @@ TEST_P(RuntimeGPUQueryLens, ThePartialKernelWritesNoPaddingRow) {
 
   workspace.download(bytes.data(), bytes.size());
   // [rows, splits, D] partial outputs, then [rows, splits] lse, in f32.
-  const size_t lseStart = batch * manifest.partialLseOffsetPerSequence;
+  const size_t lseStart = manifest.workspace.getPartialLseOffset(batch);
   auto holdsPattern = [&](size_t begin, size_t size) {
     return std::all_of(bytes.begin() + begin, bytes.begin() + begin + size,
                        [&](uint8_t byte) { return byte == pattern; });

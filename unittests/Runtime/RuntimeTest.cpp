@@ -49,7 +49,7 @@ TEST(Manifest, SizesTheWorkspace) {
   // B * Lq * Hq * S * (D + 1) * 4.
   EXPECT_EQ(manifest.getWorkspaceBytes(1), 8 * 4 * 65 * 4);
   EXPECT_EQ(manifest.getWorkspaceBytes(5), 5 * 8 * 4 * 65 * 4);
-  EXPECT_EQ(manifest.partialLseOffsetPerSequence, 8 * 4 * 64 * 4);
+  EXPECT_EQ(manifest.workspace.getPartialLseOffset(1), 8 * 4 * 64 * 4);
 }
 
 TEST(Manifest, NamesWhatIsWrong) {

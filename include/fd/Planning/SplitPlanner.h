@@ -253,13 +253,6 @@ std::string validateSplitWorkload(const SplitWorkload &workload,
 /// A one-line account of a plan: splits, blocks, waves, efficiency, chunk.
 std::string describeSplitPlan(const SplitPlan &plan);
 
-/// Bytes of the split-KV workspace: the f32 partial outputs
-/// [B, Lq, Hq, S, D] followed by the f32 partial log-sum-exps [B, Lq, Hq, S],
-/// that is B * Lq * Hq * S * (D + 1) * 4.
-int64_t getWorkspaceBytes(int64_t batch, int64_t queryLength,
-                          int64_t numQueryHeads, int64_t numSplits,
-                          int64_t headDim);
-
 } // namespace flashdecode
 
 #endif // FD_PLANNING_SPLITPLANNER_H

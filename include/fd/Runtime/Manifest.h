@@ -3,6 +3,8 @@
 #ifndef FD_RUNTIME_MANIFEST_H
 #define FD_RUNTIME_MANIFEST_H
 
+#include "fd/Planning/WorkspaceLayout.h"
+
 #include <array>
 #include <cstdint>
 #include <map>
@@ -80,13 +82,11 @@ struct Manifest {
   bool withQueryLens = false;
   bool withLse = false;
   int64_t numSplits = 0;
-  int64_t workspaceBytesPerSequence = 0;
-  int64_t partialLseOffsetPerSequence = 0;
   /// Whether the partial kernel merges (config.fused_merge): it then counts
   /// finished blocks in `merge_counters`, int32 [batch, num_kv_heads].
   bool fusedMerge = false;
-  /// Bytes of those counters per sequence (0 without a fused merge).
-  int64_t mergeCounterBytesPerSequence = 0;
+  /// The workspace and, with a fused merge, its counters ("workspace").
+  WorkspaceLayout workspace;
   /// In launch order.
   std::vector<KernelSpec> kernels;
 
@@ -94,10 +94,10 @@ struct Manifest {
   static Manifest parse(const std::string &json);
 
   int64_t getWorkspaceBytes(int64_t batch) const {
-    return batch * workspaceBytesPerSequence;
+    return workspace.getBytes(batch);
   }
   int64_t getMergeCounterBytes(int64_t batch) const {
-    return batch * mergeCounterBytesPerSequence;
+    return workspace.getMergeCounterBytes(batch);
   }
   /// Bytes of one q/output element (2 for f16/bf16, 4 for f32).
   int64_t getElementBytes() const { return dtype == "f32" ? 4 : 2; }

@@ -138,21 +138,17 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
     // Its serial tail is in the plan's cost.
     if (options.fusedMerge)
       remark << " fused-merge";
+    ::flashdecode::WorkspaceLayout workspace =
+        getWorkspaceLayout(geometry, splits, options.fusedMerge);
     if (batch > 0 && maxLength > 0) {
       ::flashdecode::SplitPlan plan = ::flashdecode::evaluateSplits(
           batch, geometry.numKVHeads, maxLength, splits, plannerOptions,
           getSplitWorkload(op, options));
       remark << " -> " << ::flashdecode::describeSplitPlan(plan)
-             << " workspace="
-             << ::flashdecode::getWorkspaceBytes(batch, geometry.queryLength,
-                                                 geometry.numQueryHeads, splits,
-                                                 geometry.headDim)
-             << "B";
+             << " workspace=" << workspace.getBytes(batch) << "B";
     } else {
-      remark << " -> splits=" << splits << " workspace="
-             << ::flashdecode::getWorkspaceBytes(1, geometry.queryLength,
-                                                 geometry.numQueryHeads, splits,
-                                                 geometry.headDim)
+      remark << " -> splits=" << splits
+             << " workspace=" << workspace.getBytesPerSequence()
              << "B per sequence";
     }
   }

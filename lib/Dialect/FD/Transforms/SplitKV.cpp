@@ -65,6 +65,14 @@ getPartialKernelSchedule(AttentionOp op, const FDSplitKVOptions &options) {
   return getOrPlanKernelSchedule(op, getPlanningChip(options));
 }
 
+::flashdecode::WorkspaceLayout
+mlir::fd::getWorkspaceLayout(const AttentionGeometry &geometry,
+                             int64_t numSplits, bool fusedMerge) {
+  return ::flashdecode::WorkspaceLayout::get(
+      geometry.queryLength, geometry.numQueryHeads, geometry.numKVHeads,
+      numSplits, geometry.headDim, fusedMerge);
+}
+
 ::flashdecode::SplitWorkload
 mlir::fd::getSplitWorkload(AttentionOp op, const FDSplitKVOptions &options) {
   return ::flashdecode::getSplitWorkload(
@@ -189,13 +197,8 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
     auto partialOutputType = MemRefType::get(outputShape, f32);
     auto partialLseType = MemRefType::get(lseShape, f32);
 
-    // Bytes per sequence of each part of the workspace.
-    int64_t rowsPerSequence =
-        geometry.queryLength * geometry.numQueryHeads * *numSplits;
-    int64_t outputBytesPerSequence = rowsPerSequence * geometry.headDim * 4;
-    int64_t workspaceBytesPerSequence = ::flashdecode::getWorkspaceBytes(
-        1, geometry.queryLength, geometry.numQueryHeads, *numSplits,
-        geometry.headDim);
+    ::flashdecode::WorkspaceLayout layout =
+        getWorkspaceLayout(geometry, *numSplits, options.fusedMerge);
 
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
     SmallVector<Value> dynamicBatch;
@@ -212,23 +215,22 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
             arith::ConstantIndexOp::create(rewriter, loc, bytesPerSequence);
         return arith::MulIOp::create(rewriter, loc, batch, perSequence);
       };
-      lseOffset = scaled(outputBytesPerSequence);
+      lseOffset = scaled(layout.partialOutputBytesPerSequence);
       if (!workspace)
         workspace = memref::AllocOp::create(
             rewriter, loc,
             MemRefType::get({ShapedType::kDynamic}, rewriter.getI8Type()),
-            ValueRange{scaled(workspaceBytesPerSequence)},
+            ValueRange{scaled(layout.getBytesPerSequence())},
             rewriter.getI64IntegerAttr(64));
     } else {
       int64_t batch = queryType.getShape()[0];
       if (!workspace)
         workspace = memref::AllocOp::create(
             rewriter, loc,
-            MemRefType::get({batch * workspaceBytesPerSequence},
-                            rewriter.getI8Type()),
+            MemRefType::get({layout.getBytes(batch)}, rewriter.getI8Type()),
             ValueRange{}, rewriter.getI64IntegerAttr(64));
       lseOffset = arith::ConstantIndexOp::create(
-          rewriter, loc, batch * outputBytesPerSequence);
+          rewriter, loc, layout.getPartialLseOffset(batch));
     }
     Value partialOutput = memref::ViewOp::create(
         rewriter, loc, partialOutputType, workspace, zero, dynamicBatch);

@@ -5,6 +5,7 @@
 
 #include "fd/Dialect/FD/IR/FD.h"
 #include "fd/Planning/SplitPlanner.h"
+#include "fd/Planning/WorkspaceLayout.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir {
@@ -40,6 +41,12 @@ FDSplitKVOptions readSplitKVOptions(const OptionHolder &holder) {
 /// the pass's options to the planner's.
 ::flashdecode::SplitPlannerOptions
 getSplitPlannerOptions(const FDSplitKVOptions &options);
+
+/// The workspace of an op of `geometry` split `numSplits` ways (with the
+/// merge fused into the partial kernel when `fusedMerge`).
+::flashdecode::WorkspaceLayout
+getWorkspaceLayout(const AttentionGeometry &geometry, int64_t numSplits,
+                   bool fusedMerge);
 
 /// The workload of `op`'s partial kernel as it is built for `options.chip`
 /// (::flashdecode::getSplitWorkload; an unknown chip, which resolveNumSplits
