@@ -71,6 +71,13 @@ TEST(Manifest, NamesWhatIsWrong) {
   EXPECT_EQ(message("{\"compiler_version\": 1"),
             "manifest: invalid JSON at offset 22: expected '}'");
   EXPECT_EQ(message("[]"), "manifest: '(root)' must be an object");
+  std::string lseOutside = kManifest;
+  lseOutside.replace(lseOutside.find("\"partial_lse_offset_per_sequence\": "
+                                     "8192"),
+                     39, "\"partial_lse_offset_per_sequence\": 8324");
+  EXPECT_EQ(message(lseOutside),
+            "manifest: 'workspace.partial_lse_offset_per_sequence' must be an "
+            "integer from 0 to workspace.bytes_per_sequence");
 }
 
 TEST(Manifest, ReadsTheCachesElementTypeAndScales) {
