@@ -16,6 +16,19 @@ TEST(Limits, HeadDimsAreMultiplesOfEightFrom32To256) {
   EXPECT_EQ(describeSupportedHeadDims(), "multiple of 8 in [32, 256]");
 }
 
+TEST(Limits, KeyDimsReach576AndValueDims512) {
+  for (int64_t headDim : {32, 264, 512, 576})
+    EXPECT_TRUE(isSupportedKeyHeadDim(headDim)) << headDim;
+  for (int64_t headDim : {24, 580, 584, 640})
+    EXPECT_FALSE(isSupportedKeyHeadDim(headDim)) << headDim;
+  for (int64_t headDim : {32, 264, 512})
+    EXPECT_TRUE(isSupportedValueHeadDim(headDim)) << headDim;
+  for (int64_t headDim : {24, 516, 520, 576})
+    EXPECT_FALSE(isSupportedValueHeadDim(headDim)) << headDim;
+  EXPECT_EQ(describeSupportedKeyHeadDims(), "multiple of 8 in [32, 576]");
+  EXPECT_EQ(describeSupportedValueHeadDims(), "multiple of 8 in [32, 512]");
+}
+
 TEST(Limits, PageSizesArePowersOfTwoUpTo256) {
   for (int64_t pageSize : {1, 2, 16, 64, 256})
     EXPECT_TRUE(isSupportedPageSize(pageSize)) << pageSize;

@@ -3,6 +3,7 @@
 #include "fd/Planning/KernelPlan.h"
 #include "IntegerMath.h"
 #include "fd/Planning/KernelChoice.h"
+#include "fd/Planning/Limits.h"
 
 #include <algorithm>
 #include <sstream>
@@ -186,8 +187,28 @@ static std::string getReasonTilingInvalid(const KernelProblem &problem,
   return os.str();
 }
 
+std::string getReasonNoPartialKernel(const KernelProblem &problem) {
+  std::ostringstream os;
+  if (problem.valuesFromKeys)
+    os << "values read from the key cache (no value cache)";
+  else if (problem.getValueHeadDim() != problem.headDim)
+    os << "a value head dim of " << problem.getValueHeadDim()
+       << " beside a key head dim of " << problem.headDim;
+  else if (!isSupportedHeadDim(problem.headDim))
+    os << "head dim " << problem.headDim;
+  else
+    return "";
+  os << ": the GPU kernels take one head dim for queries, keys and values, a "
+     << describeSupportedHeadDims() << ", with a value cache of its own (the "
+     << "CPU lowering takes the rest)";
+  return os.str();
+}
+
 std::string getReasonScheduleInvalid(const KernelProblem &problem,
                                      const ScheduleChoice &choice) {
+  std::string kernel = getReasonNoPartialKernel(problem);
+  if (!kernel.empty())
+    return kernel;
   std::string tiling = getReasonTilingInvalid(problem, choice);
   if (!tiling.empty())
     return tiling;

@@ -4,9 +4,30 @@
 
 namespace flashdecode {
 
-bool isSupportedHeadDim(int64_t headDim) {
-  return headDim >= kMinHeadDim && headDim <= kMaxHeadDim &&
+namespace {
+
+bool isHeadDimUpTo(int64_t headDim, int64_t largest) {
+  return headDim >= kMinHeadDim && headDim <= largest &&
          headDim % kHeadDimMultiple == 0;
+}
+
+std::string describeHeadDimsUpTo(int64_t largest) {
+  return "multiple of " + std::to_string(kHeadDimMultiple) + " in [" +
+         std::to_string(kMinHeadDim) + ", " + std::to_string(largest) + "]";
+}
+
+} // namespace
+
+bool isSupportedHeadDim(int64_t headDim) {
+  return isHeadDimUpTo(headDim, kMaxHeadDim);
+}
+
+bool isSupportedKeyHeadDim(int64_t headDim) {
+  return isHeadDimUpTo(headDim, kMaxKeyHeadDim);
+}
+
+bool isSupportedValueHeadDim(int64_t headDim) {
+  return isHeadDimUpTo(headDim, kMaxValueHeadDim);
 }
 
 bool isSupportedPageSize(int64_t pageSize) {
@@ -15,8 +36,15 @@ bool isSupportedPageSize(int64_t pageSize) {
 }
 
 std::string describeSupportedHeadDims() {
-  return "multiple of " + std::to_string(kHeadDimMultiple) + " in [" +
-         std::to_string(kMinHeadDim) + ", " + std::to_string(kMaxHeadDim) + "]";
+  return describeHeadDimsUpTo(kMaxHeadDim);
+}
+
+std::string describeSupportedKeyHeadDims() {
+  return describeHeadDimsUpTo(kMaxKeyHeadDim);
+}
+
+std::string describeSupportedValueHeadDims() {
+  return describeHeadDimsUpTo(kMaxValueHeadDim);
 }
 
 std::string describeSupportedPageSizes() {

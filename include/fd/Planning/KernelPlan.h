@@ -35,7 +35,13 @@ struct PartialKernelFeatures {
 
 /// What of an attention problem its partial kernel's schedule depends on.
 struct KernelProblem {
+  /// D, the queries' and keys'.
   int64_t headDim = 0;
+  /// D_v, the values' and outputs'; 0: headDim.
+  int64_t valueHeadDim = 0;
+  /// Whether the values are the first D_v columns of the key cache (no
+  /// value cache of their own; MLA).
+  bool valuesFromKeys = false;
   /// 2 (f16, bf16) or 4 (f32).
   int64_t queryElementBytes = 2;
   /// The cache's: 1 (fp8, decoded to the queries' type), 2 or 4.
@@ -48,7 +54,16 @@ struct KernelProblem {
 
   /// Query rows per KV head: groupSize x queryLength.
   int64_t getRowsPerKVHead() const { return groupSize * queryLength; }
+  int64_t getValueHeadDim() const {
+    return valueHeadDim ? valueHeadDim : headDim;
+  }
 };
+
+/// Why the GPU partial kernel cannot be built for `problem` (a sentence
+/// naming the head dims or the missing value cache and what it takes), or
+/// "" when it can: today one head dim D = D_v in [32, 256] and a value
+/// cache of its own. The dialect and the CPU lowering take more.
+std::string getReasonNoPartialKernel(const KernelProblem &problem);
 
 enum class KernelForm { CudaCores, TensorCores };
 

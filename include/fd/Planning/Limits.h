@@ -15,11 +15,19 @@
 
 namespace flashdecode {
 
-/// Head dims: multiples of kHeadDimMultiple (16-byte rows of 16-bit
-/// elements) in [kMinHeadDim, kMaxHeadDim].
+/// Head dims the GPU kernels are built for (one D for queries, keys and
+/// values): multiples of kHeadDimMultiple (16-byte rows of 16-bit elements)
+/// in [kMinHeadDim, kMaxHeadDim].
 inline constexpr int64_t kMinHeadDim = 32;
 inline constexpr int64_t kMaxHeadDim = 256;
 inline constexpr int64_t kHeadDimMultiple = 8;
+
+/// Head dims the dialect and the CPU lowering take, keys (and queries) and
+/// values apart: multiples of kHeadDimMultiple from kMinHeadDim to these.
+/// MLA's absorbed decode: 576-wide keys (512 latent + 64 rope), 512-wide
+/// values; Gemma 4's global layers: 512.
+inline constexpr int64_t kMaxKeyHeadDim = 576;
+inline constexpr int64_t kMaxValueHeadDim = 512;
 
 /// Page sizes of paged caches: powers of two up to this.
 inline constexpr int64_t kMaxPageSize = 256;
@@ -29,10 +37,15 @@ inline constexpr int64_t kMaxPageSize = 256;
 inline constexpr int64_t kMaxDecodeQueryLength = 8;
 
 bool isSupportedHeadDim(int64_t headDim);
+bool isSupportedKeyHeadDim(int64_t headDim);
+bool isSupportedValueHeadDim(int64_t headDim);
 bool isSupportedPageSize(int64_t pageSize);
 
 /// "multiple of 8 in [32, 256]", for messages ("expected a ...").
 std::string describeSupportedHeadDims();
+/// "multiple of 8 in [32, 576]" and "... [32, 512]", likewise.
+std::string describeSupportedKeyHeadDims();
+std::string describeSupportedValueHeadDims();
 /// "power of two from 1 to 256", likewise.
 std::string describeSupportedPageSizes();
 

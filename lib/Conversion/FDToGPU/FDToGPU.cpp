@@ -38,6 +38,18 @@ std::string mlir::fd::getReasonNotLowerableToGPU(Operation *op) {
            "for the unsplit kernel)";
   }
   auto partial = dyn_cast<PartialAttentionOp>(op);
+  if (partial) {
+    std::string kernel =
+        ::flashdecode::getReasonNoPartialKernel(getKernelProblem(partial));
+    if (!kernel.empty())
+      return "convert-fd-to-gpu: " + kernel;
+  }
+  if (auto merge = dyn_cast<MergeOp>(op);
+      merge && !isSupportedHeadDim(merge.getGeometry().headDim))
+    return "convert-fd-to-gpu: the merge kernel takes head dims that are a " +
+           ::flashdecode::describeSupportedHeadDims() + ", got " +
+           std::to_string(merge.getGeometry().headDim) +
+           " (the CPU lowering takes the rest)";
   if (partial && !partial.getScheduleAttr())
     return "convert-fd-to-gpu: the op has no #fd.schedule (its kernel's "
            "tiling and launch bounds): fd-split-kv attaches the one it planned "

@@ -40,8 +40,10 @@ SmallVector<Value> withDim(ArrayRef<Value> row, Value dim) {
 }
 
 /// Operands and indices of one row: a (sequence, query token, query head).
+/// `values` is the value cache, or the key cache whose first D_v columns
+/// are the values.
 struct RowOperands {
-  Value query, keyCache, valueCache;
+  Value query, keyCache, values;
   Value batch, token, head, kvHead;
   /// With ALiBi: the head's slope and the query token's position; else null.
   Value alibiSlope, position;
@@ -73,7 +75,7 @@ Value loadCacheElement(OpBuilder &b, Location loc, Value cache,
 }
 
 /// Streams keys [begin, end) of one row with an online softmax: `accumulator`
-/// (memref<Dxf32>) receives sum_j exp(s_j - max) * v_j and the returned state
+/// (memref<D_vxf32>) receives sum_j exp(s_j - max) * v_j and the returned state
 /// the final max and sum. Scores are scaled, then soft-capped and biased
 /// (ALiBi) if the rules say so.
 SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
@@ -85,9 +87,10 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
   Value zeroIndex = indexConstant(b, loc, 0);
   Value one = indexConstant(b, loc, 1);
   Value headDim = indexConstant(b, loc, indexing.geometry.headDim);
+  Value valueHeadDim = indexConstant(b, loc, indexing.geometry.valueHeadDim);
   Value zero = f32Constant(b, loc, 0.0f);
 
-  scf::ForOp::create(b, loc, zeroIndex, headDim, one, ValueRange{},
+  scf::ForOp::create(b, loc, zeroIndex, valueHeadDim, one, ValueRange{},
                      [&](OpBuilder &b, Location loc, Value dim, ValueRange) {
                        memref::StoreOp::create(b, loc, zero, accumulator, dim);
                        scf::YieldOp::create(b, loc);
@@ -100,8 +103,10 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
             b, loc, row.keyCache, row.batch, position, row.kvHead);
         Value kScale =
             row.kScale ? loadKVScale(b, loc, row.kScale, cacheRow) : Value();
-        Value vScale =
-            row.vScale ? loadKVScale(b, loc, row.vScale, cacheRow) : Value();
+        // Values read from the key cache are scaled as its keys are.
+        Value vScale = row.values == row.keyCache ? kScale
+                       : row.vScale ? loadKVScale(b, loc, row.vScale, cacheRow)
+                                    : Value();
         auto dotLoop = scf::ForOp::create(
             b, loc, zeroIndex, headDim, one, ValueRange{zero},
             [&](OpBuilder &b, Location loc, Value dim, ValueRange partial) {
@@ -132,9 +137,9 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
         Value weight = math::ExpOp::create(
             b, loc, arith::SubFOp::create(b, loc, score, newMax));
         scf::ForOp::create(
-            b, loc, zeroIndex, headDim, one, ValueRange{},
+            b, loc, zeroIndex, valueHeadDim, one, ValueRange{},
             [&](OpBuilder &b, Location loc, Value dim, ValueRange) {
-              Value v = loadCacheElement(b, loc, row.valueCache,
+              Value v = loadCacheElement(b, loc, row.values,
                                          withDim(cacheRow, dim), vScale);
               Value previous = memref::LoadOp::create(b, loc, accumulator, dim);
               Value updated = arith::AddFOp::create(
@@ -167,7 +172,8 @@ SoftmaxState initialState(OpBuilder &b, Location loc, Value sinks, Value head,
                     b, loc, arith::SubFOp::create(b, loc, sink, shift))};
 }
 
-/// Writes accumulator * scale to `output` at row indices + [d], for every d.
+/// Writes accumulator * scale to `output` at row indices + [d], for every d
+/// below `headDim` (D_v).
 void storeScaledRow(OpBuilder &b, Location loc, Value accumulator,
                     Value scaleFactor, Value output, ArrayRef<Value> rowIndices,
                     int64_t headDim) {
@@ -237,7 +243,7 @@ void buildRowNest(OpBuilder &b, AttentionOpInterface op,
       [&](OpBuilder &b, Location loc, ValueRange ivs) {
         RowOperands row{op.getQuery(),
                         op.getKeyCache(),
-                        op.getValueCache(),
+                        op.getValueSource(),
                         ivs[0],
                         ivs[2],
                         ivs[3],
@@ -267,9 +273,9 @@ struct AttentionOpLowering : OpConversionPattern<AttentionOp> {
                   ConversionPatternRewriter &rewriter) const override {
     AttentionIndexing indexing{op.getGeometry(), op.getKvLayout(),
                                op.getBlockTable()};
-    int64_t headDim = indexing.geometry.headDim;
+    int64_t valueHeadDim = indexing.geometry.valueHeadDim;
     Value accumulator = allocateScratch(
-        rewriter, op, MemRefType::get({headDim}, rewriter.getF32Type()));
+        rewriter, op, MemRefType::get({valueHeadDim}, rewriter.getF32Type()));
     Value scale = f32Constant(rewriter, op.getLoc(), op.getEffectiveScale());
     AttentionRules rules = op.getRules();
     buildRowNest(
@@ -287,7 +293,7 @@ struct AttentionOpLowering : OpConversionPattern<AttentionOp> {
           SmallVector<Value> rowIndices =
               indexing.row(row.batch, row.token, row.head);
           storeScaledRow(b, loc, accumulator, reciprocalOrZero(b, loc, state),
-                         op.getOutput(), rowIndices, headDim);
+                         op.getOutput(), rowIndices, valueHeadDim);
           if (op.getLse())
             memref::StoreOp::create(b, loc, logSumExp(b, loc, state),
                                     op.getLse(), rowIndices);
@@ -305,10 +311,10 @@ struct PartialAttentionOpLowering : OpConversionPattern<PartialAttentionOp> {
                   ConversionPatternRewriter &rewriter) const override {
     AttentionIndexing indexing{op.getGeometry(), op.getKvLayout(),
                                op.getBlockTable()};
-    int64_t headDim = indexing.geometry.headDim;
+    int64_t valueHeadDim = indexing.geometry.valueHeadDim;
     int64_t numSplits = op.getNumSplits();
     Value accumulator = allocateScratch(
-        rewriter, op, MemRefType::get({headDim}, rewriter.getF32Type()));
+        rewriter, op, MemRefType::get({valueHeadDim}, rewriter.getF32Type()));
     Value scale = f32Constant(rewriter, op.getLoc(), op.getEffectiveScale());
     std::optional<int64_t> fixedChunk = op.getChunkLength();
     AttentionRules rules = op.getRules();
@@ -335,7 +341,7 @@ struct PartialAttentionOpLowering : OpConversionPattern<PartialAttentionOp> {
           SmallVector<Value> rowIndices =
               indexing.row(row.batch, row.token, row.head, {split});
           storeScaledRow(b, loc, accumulator, reciprocalOrZero(b, loc, state),
-                         op.getPartialOutput(), rowIndices, headDim);
+                         op.getPartialOutput(), rowIndices, valueHeadDim);
           memref::StoreOp::create(b, loc, logSumExp(b, loc, state),
                                   op.getPartialLse(), rowIndices);
         });

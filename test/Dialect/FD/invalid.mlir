@@ -17,7 +17,7 @@ func.func @value_type_differs(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, 
 // -----
 
 func.func @head_dim_100(%q: memref<1x8x100xf16>, %k: memref<1x?x8x100xf16>, %v: memref<1x?x8x100xf16>, %l: memref<1xi32>, %o: memref<1x8x100xf16>) {
-  // expected-error @below {{'query' head dim [100] is not supported: expected a static multiple of 8 in [32, 256]}}
+  // expected-error @below {{'query' head dim [100] is not supported: expected a static multiple of 8 in [32, 576]}}
   fd.attention %q, %k, %v, %l into %o : memref<1x8x100xf16>, memref<1x?x8x100xf16>, memref<1x?x8x100xf16>, memref<1xi32> into memref<1x8x100xf16>
   return
 }
@@ -25,16 +25,16 @@ func.func @head_dim_100(%q: memref<1x8x100xf16>, %k: memref<1x?x8x100xf16>, %v: 
 // -----
 
 func.func @head_dim_dynamic(%q: memref<1x8x?xf16>, %k: memref<1x?x8x?xf16>, %v: memref<1x?x8x?xf16>, %l: memref<1xi32>, %o: memref<1x8x?xf16>) {
-  // expected-error @below {{'query' head dim [?] is not supported: expected a static multiple of 8 in [32, 256]}}
+  // expected-error @below {{'query' head dim [?] is not supported: expected a static multiple of 8 in [32, 576]}}
   fd.attention %q, %k, %v, %l into %o : memref<1x8x?xf16>, memref<1x?x8x?xf16>, memref<1x?x8x?xf16>, memref<1xi32> into memref<1x8x?xf16>
   return
 }
 
 // -----
 
-func.func @head_dim_512(%q: memref<1x8x512xf16>, %k: memref<1x?x8x512xf16>, %v: memref<1x?x8x512xf16>, %l: memref<1xi32>, %o: memref<1x8x512xf16>) {
-  // expected-error @below {{'query' head dim [512] is not supported}}
-  fd.attention %q, %k, %v, %l into %o : memref<1x8x512xf16>, memref<1x?x8x512xf16>, memref<1x?x8x512xf16>, memref<1xi32> into memref<1x8x512xf16>
+func.func @head_dim_584(%q: memref<1x8x584xf16>, %k: memref<1x?x8x584xf16>, %v: memref<1x?x8x512xf16>, %l: memref<1xi32>, %o: memref<1x8x512xf16>) {
+  // expected-error @below {{'query' head dim [584] is not supported}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x584xf16>, memref<1x?x8x584xf16>, memref<1x?x8x512xf16>, memref<1xi32> into memref<1x8x512xf16>
   return
 }
 
@@ -57,7 +57,7 @@ func.func @dynamic_query_length(%q: memref<1x?x8x64xf16>, %k: memref<1x?x8x64xf1
 // -----
 
 func.func @caches_differ(%q: memref<1x8x64xf16>, %k: memref<1x16x8x64xf16>, %v: memref<1x32x8x64xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf16>) {
-  // expected-error @below {{'value_cache' shape [1, 32, 8, 64] must match 'key_cache' shape [1, 16, 8, 64]}}
+  // expected-error @below {{'value_cache' shape [1, 32, 8, 64] must be the 'key_cache' shape with the value head dim (D_v, of 'output') last: [1, 16, 8, 64]}}
   fd.attention %q, %k, %v, %l into %o : memref<1x8x64xf16>, memref<1x16x8x64xf16>, memref<1x32x8x64xf16>, memref<1xi32> into memref<1x8x64xf16>
   return
 }
@@ -114,7 +114,7 @@ func.func @lengths_mismatch(%q: memref<2x8x64xf16>, %k: memref<2x?x8x64xf16>, %v
 // -----
 
 func.func @output_shape(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf32>) {
-  // expected-error @below {{'output' must be shaped like 'query' [1, 8, 64] of 'f16', got 'memref<1x8x64xf32>'}}
+  // expected-error @below {{'output' must be shaped like 'query' with D_v last, [1, 8, 64] of 'f16', got 'memref<1x8x64xf32>'}}
   fd.attention %q, %k, %v, %l into %o : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x8x64xf32>
   return
 }
@@ -162,7 +162,7 @@ func.func @partial_dynamic_splits(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf1
 // -----
 
 func.func @partial_output_shape(%q: memref<1x8x64xf16>, %k: memref<1x?x8x64xf16>, %v: memref<1x?x8x64xf16>, %l: memref<1xi32>, %po: memref<1x4x4x64xf32>, %pl: memref<1x8x4xf32>) {
-  // expected-error @below {{'partial_output' must be [B, (Lq,) Hq, S, D] [1, 8, 4, 64] of 'f32', got 'memref<1x4x4x64xf32>'}}
+  // expected-error @below {{'partial_output' must be [B, (Lq,) Hq, S, D_v] [1, 8, 4, 64] of 'f32', got 'memref<1x4x4x64xf32>'}}
   fd.partial_attention %q, %k, %v, %l into %po, %pl : memref<1x8x64xf16>, memref<1x?x8x64xf16>, memref<1x?x8x64xf16>, memref<1xi32> into memref<1x4x4x64xf32>, memref<1x8x4xf32>
   return
 }
@@ -202,7 +202,7 @@ func.func @merge_output_shape(%po: memref<1x8x4x64xf32>, %pl: memref<1x8x4xf32>,
 // -----
 
 func.func @merge_head_dim(%po: memref<1x8x4x12xf32>, %pl: memref<1x8x4xf32>, %o: memref<1x8x12xf16>) {
-  // expected-error @below {{'partial_output' head dim [12] is not supported: expected a static multiple of 8 in [32, 256]}}
+  // expected-error @below {{'partial_output' head dim [12] is not supported: expected a static multiple of 8 in [32, 512]}}
   fd.merge %po, %pl into %o : memref<1x8x4x12xf32>, memref<1x8x4xf32> into memref<1x8x12xf16>
   return
 }
@@ -546,5 +546,53 @@ func.func @schedule_unknown_form(%q: memref<1x16x64xf16>, %k: memref<1x?x1x64xf1
   // expected-error @below {{unknown kernel form 'wgmma': expected cuda_cores or tensor_cores}}
   // expected-error @below {{failed to parse FD_ScheduleAttr parameter 'form'}}
   fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = wgmma, rows_per_tile = 16, row_tiles = 1, threads = 128>} : memref<1x16x64xf16>, memref<1x?x1x64xf16>, memref<1x?x1x64xf16>, memref<1xi32> into memref<1x16x4x64xf32>, memref<1x16x4xf32>
+  return
+}
+
+// -----
+
+func.func @value_head_dim_520(%q: memref<1x8x576xf16>, %k: memref<1x?x1x576xf16>, %v: memref<1x?x1x520xf16>, %l: memref<1xi32>, %o: memref<1x8x520xf16>) {
+  // expected-error @below {{'output' head dim (D_v) [520] is not supported: expected a static multiple of 8 in [32, 512]}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x576xf16>, memref<1x?x1x576xf16>, memref<1x?x1x520xf16>, memref<1xi32> into memref<1x8x520xf16>
+  return
+}
+
+// -----
+
+func.func @value_cache_head_dim(%q: memref<1x8x576xf16>, %k: memref<1x?x1x576xf16>, %v: memref<1x?x1x576xf16>, %l: memref<1xi32>, %o: memref<1x8x512xf16>) {
+  // expected-error @below {{'value_cache' shape [1, ?, 1, 576] must be the 'key_cache' shape with the value head dim (D_v, of 'output') last: [1, ?, 1, 512]}}
+  fd.attention %q, %k, %v, %l into %o : memref<1x8x576xf16>, memref<1x?x1x576xf16>, memref<1x?x1x576xf16>, memref<1xi32> into memref<1x8x512xf16>
+  return
+}
+
+// -----
+
+func.func @latent_values_wider_than_keys(%q: memref<1x8x128xf16>, %kv: memref<1x?x1x128xf16>, %l: memref<1xi32>, %o: memref<1x8x256xf16>) {
+  // expected-error @below {{without 'value_cache' the values are the first D_v columns of 'key_cache': D_v (256, of 'output') must be at most its head dim 128}}
+  fd.attention %q, %kv, %l into %o : memref<1x8x128xf16>, memref<1x?x1x128xf16>, memref<1xi32> into memref<1x8x256xf16>
+  return
+}
+
+// -----
+
+func.func @latent_partial_output(%q: memref<1x16x576xbf16>, %kv: memref<1x?x1x576xbf16>, %l: memref<1xi32>, %po: memref<1x16x4x576xf32>, %pl: memref<1x16x4xf32>) {
+  // expected-error @below {{'partial_output' head dim (D_v) [576] is not supported: expected a static multiple of 8 in [32, 512]}}
+  fd.partial_attention %q, %kv, %l into %po, %pl : memref<1x16x576xbf16>, memref<1x?x1x576xbf16>, memref<1xi32> into memref<1x16x4x576xf32>, memref<1x16x4xf32>
+  return
+}
+
+// -----
+
+func.func @latent_v_scale(%q: memref<1x16x576xbf16>, %kv: memref<1x?x1x576xf8E4M3FN>, %l: memref<1xi32>, %s: memref<1xf32>, %o: memref<1x16x512xbf16>) {
+  // expected-error @below {{'v_scale' must be absent without 'value_cache': the values are the first D_v columns of 'key_cache', scaled by 'k_scale'}}
+  fd.attention %q, %kv, %l k_scale %s : memref<1xf32> v_scale %s : memref<1xf32> into %o : memref<1x16x576xbf16>, memref<1x?x1x576xf8E4M3FN>, memref<1xi32> into memref<1x16x512xbf16>
+  return
+}
+
+// -----
+
+func.func @latent_needs_k_scale(%q: memref<1x16x576xbf16>, %kv: memref<1x?x1x576xf8E4M3FN>, %l: memref<1xi32>, %o: memref<1x16x512xbf16>) {
+  // expected-error @below {{an fp8 'key_cache' ('f8E4M3FN') needs 'k_scale'}}
+  fd.attention %q, %kv, %l into %o : memref<1x16x576xbf16>, memref<1x?x1x576xf8E4M3FN>, memref<1xi32> into memref<1x16x512xbf16>
   return
 }

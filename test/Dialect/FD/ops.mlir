@@ -150,3 +150,35 @@ func.func @query_lens_static_batch(%q: memref<2x8x64xf32>, %k: memref<2x?x8x64xf
         memref<2xi32> into memref<2x8x64xf32>
   return
 }
+
+// MLA's absorbed decode: one latent cache of 576 columns, the values its
+// first 512 (no value cache), paged, fp8 with a per-token k_scale.
+// CHECK-LABEL: func @latent_paged_fp8
+// CHECK-SAME: (%[[Q:.*]]: memref<?x2x16x576xbf16>, %[[KV:.*]]: memref<?x64x1x576xf8E4M3FN>, %[[L:.*]]: memref<?xi32>, %[[T:.*]]: memref<?x?xi32>, %[[S:.*]]: memref<?x64x1xf32>, %[[O:.*]]: memref<?x2x16x512xbf16>, %[[LSE:.*]]: memref<?x2x16xf32>)
+func.func @latent_paged_fp8(%q: memref<?x2x16x576xbf16>,
+                            %kv: memref<?x64x1x576xf8E4M3FN>,
+                            %lens: memref<?xi32>, %table: memref<?x?xi32>,
+                            %scale: memref<?x64x1xf32>,
+                            %out: memref<?x2x16x512xbf16>,
+                            %lse: memref<?x2x16xf32>) {
+  // CHECK: fd.attention %[[Q]], %[[KV]], %[[L]] block_table %[[T]] : memref<?x?xi32> k_scale %[[S]] : memref<?x64x1xf32> into %[[O]], %[[LSE]] {scale = 0.0721687824 : f32} :
+  // CHECK-SAME: memref<?x2x16x576xbf16>, memref<?x64x1x576xf8E4M3FN>, memref<?xi32> into memref<?x2x16x512xbf16>, memref<?x2x16xf32>
+  fd.attention %q, %kv, %lens block_table %table : memref<?x?xi32>
+      k_scale %scale : memref<?x64x1xf32> into %out, %lse {scale = 0.0721687824 : f32}
+      : memref<?x2x16x576xbf16>, memref<?x64x1x576xf8E4M3FN>, memref<?xi32>
+        into memref<?x2x16x512xbf16>, memref<?x2x16xf32>
+  return
+}
+
+// Values apart from keys: D = 192, D_v = 128, each in its own cache.
+// CHECK-LABEL: func @value_dim_apart
+// CHECK: fd.partial_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}}, %{{.*}} :
+// CHECK-SAME: memref<1x8x192xf16>, memref<1x?x2x192xf16>, memref<1x?x2x128xf16>, memref<1xi32> into memref<1x8x4x128xf32>, memref<1x8x4xf32>
+func.func @value_dim_apart(%q: memref<1x8x192xf16>, %k: memref<1x?x2x192xf16>,
+                           %v: memref<1x?x2x128xf16>, %lens: memref<1xi32>,
+                           %po: memref<1x8x4x128xf32>, %pl: memref<1x8x4xf32>) {
+  fd.partial_attention %q, %k, %v, %lens into %po, %pl
+      : memref<1x8x192xf16>, memref<1x?x2x192xf16>, memref<1x?x2x128xf16>,
+        memref<1xi32> into memref<1x8x4x128xf32>, memref<1x8x4xf32>
+  return
+}

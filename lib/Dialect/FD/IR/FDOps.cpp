@@ -62,7 +62,8 @@ static LogicalResult verifyOperandShape(Operation *op, Value value,
 
 AttentionGeometry
 mlir::fd::computeAttentionGeometry(Value query, Value keyCache, Value seqLens,
-                                   Value blockTable, KVLayout layout) {
+                                   Value blockTable, Value output,
+                                   KVLayout layout) {
   ArrayRef<int64_t> queryShape = memrefType(query).getShape();
   ArrayRef<int64_t> cacheShape = memrefType(keyCache).getShape();
   bool isNHD = layout == KVLayout::NHD;
@@ -71,6 +72,7 @@ mlir::fd::computeAttentionGeometry(Value query, Value keyCache, Value seqLens,
   geometry.queryLength = geometry.hasQueryLengthDim ? queryShape[1] : 1;
   geometry.numQueryHeads = queryShape[queryShape.size() - 2];
   geometry.headDim = queryShape.back();
+  geometry.valueHeadDim = memrefType(output).getShape().back();
   geometry.numKVHeads = cacheShape[isNHD ? 2 : 1];
   geometry.maxLength = cacheShape[isNHD ? 1 : 2];
   SmallVector<int64_t> batchSizes = {queryShape[0],
@@ -125,13 +127,20 @@ bool mlir::fd::isPerTensorScale(Value scales) {
 static LogicalResult verifyKVScales(AttentionOpInterface op) {
   MemRefType cacheType = memrefType(op.getKeyCache());
   bool isFloat8 = isFloat8Cache(op.getKeyCache());
+  // A latent cache's values are its own columns, scaled as its keys are.
+  if (!op.getValueCache() && op.getVScale())
+    return op->emitOpError()
+           << "'v_scale' must be absent without 'value_cache': the values are "
+              "the first D_v columns of 'key_cache', scaled by 'k_scale'";
   SmallVector<int64_t> perToken(cacheType.getShape().drop_back());
   std::string accepted = "[1] (per tensor) or " + formatShape(perToken) +
                          " (per token and KV head, the cache's shape without "
                          "the head dim) of f32";
-  for (auto [name, scale] :
-       {std::pair<StringRef, Value>{"k_scale", op.getKScale()},
-        {"v_scale", op.getVScale()}}) {
+  SmallVector<std::pair<StringRef, Value>> scales = {
+      {"k_scale", op.getKScale()}};
+  if (op.getValueCache())
+    scales.push_back({"v_scale", op.getVScale()});
+  for (auto [name, scale] : scales) {
     if (!isFloat8 && scale)
       return op->emitOpError()
              << "'" << name << "' applies to fp8 caches only, but "
@@ -147,8 +156,9 @@ static LogicalResult verifyKVScales(AttentionOpInterface op) {
       return op->emitOpError() << "'" << name << "' must be " << accepted
                                << ", got " << scale.getType();
   }
-  if (isFloat8 && memrefType(op.getKScale()).getRank() !=
-                      memrefType(op.getVScale()).getRank())
+  if (isFloat8 && op.getValueCache() &&
+      memrefType(op.getKScale()).getRank() !=
+          memrefType(op.getVScale()).getRank())
     return op->emitOpError()
            << "'k_scale' and 'v_scale' must be of one granularity (both per "
               "tensor or both per token and KV head), got "
@@ -156,15 +166,47 @@ static LogicalResult verifyKVScales(AttentionOpInterface op) {
   return success();
 }
 
+/// The value cache, or its absence, against the key cache and D_v (the
+/// last dimension of `outputName`).
+static LogicalResult verifyValues(Operation *op, Value keyCache,
+                                  Value valueCache,
+                                  const AttentionGeometry &geometry,
+                                  StringRef outputName) {
+  if (!isSupportedValueHeadDim(geometry.valueHeadDim))
+    return op->emitOpError() << "'" << outputName << "' head dim (D_v) "
+                             << formatShape({geometry.valueHeadDim})
+                             << " is not supported: expected a static "
+                             << ::flashdecode::describeSupportedValueHeadDims();
+  ArrayRef<int64_t> keyShape = memrefType(keyCache).getShape();
+  if (!valueCache) {
+    if (geometry.valueHeadDim > geometry.headDim)
+      return op->emitOpError()
+             << "without 'value_cache' the values are the first D_v columns "
+                "of 'key_cache': D_v ("
+             << geometry.valueHeadDim << ", of '" << outputName
+             << "') must be at most its head dim " << geometry.headDim;
+    return success();
+  }
+  MemRefType valueType = memrefType(valueCache);
+  SmallVector<int64_t> expected(keyShape.drop_back());
+  expected.push_back(geometry.valueHeadDim);
+  if (!shapesAgree(valueType.getShape(), expected))
+    return op->emitOpError()
+           << "'value_cache' shape " << formatShape(valueType.getShape())
+           << " must be the 'key_cache' shape with the value head dim (D_v, "
+              "of '"
+           << outputName << "') last: " << formatShape(expected);
+  return success();
+}
+
 /// Verifies the query, caches and lengths of the attention ops and returns
-/// their geometry.
+/// their geometry (D_v read off `output`, named `outputName`).
 static FailureOr<AttentionGeometry>
 verifyAttentionInputs(Operation *op, Value query, Value keyCache,
                       Value valueCache, Value seqLens, Value blockTable,
-                      KVLayout layout) {
+                      Value output, StringRef outputName, KVLayout layout) {
   MemRefType queryType = memrefType(query);
   MemRefType keyType = memrefType(keyCache);
-  MemRefType valueType = memrefType(valueCache);
 
   // A 16- or 32-bit cache holds the query's type; an fp8 cache (scaled,
   // verifyKVScales) any of the query types.
@@ -175,30 +217,25 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
     return op->emitOpError()
            << "'key_cache' element type " << cacheElementType
            << " must match 'query' element type " << elementType;
-  if (valueType.getElementType() != cacheElementType)
+  if (valueCache && memrefType(valueCache).getElementType() != cacheElementType)
     return op->emitOpError()
-           << "'value_cache' element type " << valueType.getElementType()
-           << " must match " << (isFloat8 ? "'key_cache'" : "'query'")
-           << " element type " << cacheElementType;
+           << "'value_cache' element type "
+           << memrefType(valueCache).getElementType() << " must match "
+           << (isFloat8 ? "'key_cache'" : "'query'") << " element type "
+           << cacheElementType;
 
-  AttentionGeometry geometry =
-      computeAttentionGeometry(query, keyCache, seqLens, blockTable, layout);
-  if (!isSupportedHeadDim(geometry.headDim))
+  AttentionGeometry geometry = computeAttentionGeometry(
+      query, keyCache, seqLens, blockTable, output, layout);
+  if (!isSupportedKeyHeadDim(geometry.headDim))
     return op->emitOpError()
            << "'query' head dim " << formatShape({geometry.headDim})
            << " is not supported: expected a static "
-           << ::flashdecode::describeSupportedHeadDims();
+           << ::flashdecode::describeSupportedKeyHeadDims();
   if (ShapedType::isDynamic(geometry.numQueryHeads) ||
       geometry.numQueryHeads < 1)
     return op->emitOpError("'query' head count (Hq) must be static and >= 1");
   if (ShapedType::isDynamic(geometry.queryLength) || geometry.queryLength < 1)
     return op->emitOpError("'query' token count (Lq) must be static and >= 1");
-
-  if (!shapesAgree(keyType.getShape(), valueType.getShape()))
-    return op->emitOpError()
-           << "'value_cache' shape " << formatShape(valueType.getShape())
-           << " must match 'key_cache' shape "
-           << formatShape(keyType.getShape());
 
   ArrayRef<int64_t> cacheShape = keyType.getShape();
   bool isNHD = layout == KVLayout::NHD;
@@ -245,7 +282,8 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
            << formatShape({queryBatch});
   }
   if (failed(verifyPerSequenceOperand(op, seqLens, "seq_lens", "length",
-                                      geometry)))
+                                      geometry)) ||
+      failed(verifyValues(op, keyCache, valueCache, geometry, outputName)))
     return failure();
   return geometry;
 }
@@ -351,20 +389,85 @@ float mlir::fd::getEffectiveScale(FloatAttr scale, Value query) {
 }
 
 //===----------------------------------------------------------------------===//
+// The caches' operands: `%k, %v, %lens`, or `%kv, %lens` without a value cache
+//===----------------------------------------------------------------------===//
+
+/// Parses `first, second [, third]`: with three, the key cache, the value
+/// cache and the lengths; with two, the key cache and the lengths. The
+/// caches' operands and their types are spelled alike (no comma follows
+/// either list).
+template <typename Item, typename ParseItem>
+static ParseResult parseCacheList(OpAsmParser &parser, Item &keyCache,
+                                  Item &valueCache, bool &hasValueCache,
+                                  Item &seqLens, ParseItem parseItem) {
+  Item second;
+  if (parseItem(keyCache) || parser.parseComma() || parseItem(second))
+    return failure();
+  hasValueCache = succeeded(parser.parseOptionalComma());
+  if (!hasValueCache) {
+    seqLens = second;
+    return success();
+  }
+  valueCache = second;
+  return parseItem(seqLens);
+}
+
+static ParseResult
+parseCacheOperands(OpAsmParser &parser,
+                   OpAsmParser::UnresolvedOperand &keyCache,
+                   std::optional<OpAsmParser::UnresolvedOperand> &valueCache,
+                   OpAsmParser::UnresolvedOperand &seqLens) {
+  OpAsmParser::UnresolvedOperand values;
+  bool hasValueCache = false;
+  if (parseCacheList(parser, keyCache, values, hasValueCache, seqLens,
+                     [&](OpAsmParser::UnresolvedOperand &operand) {
+                       return parser.parseOperand(operand);
+                     }))
+    return failure();
+  if (hasValueCache)
+    valueCache = values;
+  return success();
+}
+
+static void printCacheOperands(OpAsmPrinter &printer, Operation *,
+                               Value keyCache, Value valueCache,
+                               Value seqLens) {
+  printer << keyCache << ", ";
+  if (valueCache)
+    printer << valueCache << ", ";
+  printer << seqLens;
+}
+
+static ParseResult parseCacheTypes(OpAsmParser &parser, Type &keyCache,
+                                   Type &valueCache, Type &seqLens) {
+  bool hasValueCache = false;
+  return parseCacheList(parser, keyCache, valueCache, hasValueCache, seqLens,
+                        [&](Type &type) { return parser.parseType(type); });
+}
+
+static void printCacheTypes(OpAsmPrinter &printer, Operation *, Type keyCache,
+                            Type valueCache, Type seqLens) {
+  printer << keyCache << ", ";
+  if (valueCache)
+    printer << valueCache << ", ";
+  printer << seqLens;
+}
+
+//===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
 LogicalResult AttentionOp::verify() {
-  FailureOr<AttentionGeometry> geometry =
-      verifyAttentionInputs(*this, getQuery(), getKeyCache(), getValueCache(),
-                            getSeqLens(), getBlockTable(), getKvLayout());
+  FailureOr<AttentionGeometry> geometry = verifyAttentionInputs(
+      *this, getQuery(), getKeyCache(), getValueCache(), getSeqLens(),
+      getBlockTable(), getOutput(), "output", getKvLayout());
   if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())) ||
       failed(verifyRules(*this)) || failed(verifyKVScales(*this)))
     return failure();
   if (failed(verifyOperandShape(*this, getOutput(), "output",
-                                rowShape(*geometry, {geometry->headDim}),
+                                rowShape(*geometry, {geometry->valueHeadDim}),
                                 memrefType(getQuery()).getElementType(),
-                                "shaped like 'query'")))
+                                "shaped like 'query' with D_v last,")))
     return failure();
   if (failed(verifySinks(*this, getSinks(), *geometry)) ||
       failed(verifyAlibiSlopes(*this, getAlibiSlopes(), *geometry)) ||
@@ -397,9 +500,9 @@ static FailureOr<int64_t> verifyNumSplits(Operation *op, Value partialOutput) {
 }
 
 LogicalResult PartialAttentionOp::verify() {
-  FailureOr<AttentionGeometry> geometry =
-      verifyAttentionInputs(*this, getQuery(), getKeyCache(), getValueCache(),
-                            getSeqLens(), getBlockTable(), getKvLayout());
+  FailureOr<AttentionGeometry> geometry = verifyAttentionInputs(
+      *this, getQuery(), getKeyCache(), getValueCache(), getSeqLens(),
+      getBlockTable(), getPartialOutput(), "partial_output", getKvLayout());
   if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())) ||
       failed(verifyRules(*this)) || failed(verifyKVScales(*this)))
     return failure();
@@ -409,8 +512,8 @@ LogicalResult PartialAttentionOp::verify() {
   Type f32 = Float32Type::get(getContext());
   if (failed(verifyOperandShape(
           *this, getPartialOutput(), "partial_output",
-          rowShape(*geometry, {*numSplits, geometry->headDim}), f32,
-          "[B, (Lq,) Hq, S, D]")))
+          rowShape(*geometry, {*numSplits, geometry->valueHeadDim}), f32,
+          "[B, (Lq,) Hq, S, D_v]")))
     return failure();
   if (failed(verifyOperandShape(*this, getPartialLse(), "partial_lse",
                                 rowShape(*geometry, {*numSplits}), f32,
@@ -440,6 +543,7 @@ AttentionGeometry MergeOp::getGeometry() {
   geometry.numQueryHeads = partialShape[partialShape.size() - 3];
   geometry.numKVHeads = 0;
   geometry.headDim = partialShape.back();
+  geometry.valueHeadDim = geometry.headDim;
   geometry.maxLength = 0;
   return geometry;
 }
@@ -449,11 +553,11 @@ LogicalResult MergeOp::verify() {
   if (failed(numSplits))
     return failure();
   AttentionGeometry geometry = getGeometry();
-  if (!isSupportedHeadDim(geometry.headDim))
+  if (!isSupportedValueHeadDim(geometry.headDim))
     return emitOpError() << "'partial_output' head dim "
                          << formatShape({geometry.headDim})
                          << " is not supported: expected a static "
-                         << ::flashdecode::describeSupportedHeadDims();
+                         << ::flashdecode::describeSupportedValueHeadDims();
 
   Type f32 = Float32Type::get(getContext());
   if (failed(verifyOperandShape(*this, getPartialLse(), "partial_lse",

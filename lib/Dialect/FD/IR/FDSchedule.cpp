@@ -52,6 +52,8 @@ mlir::fd::getKernelProblem(AttentionOpInterface op) {
   };
   ::flashdecode::KernelProblem problem;
   problem.headDim = geometry.headDim;
+  problem.valueHeadDim = geometry.valueHeadDim;
+  problem.valuesFromKeys = !op.getValueCache();
   problem.queryElementBytes = elementBytes(op.getQuery());
   problem.cacheElementBytes = elementBytes(op.getKeyCache());
   problem.groupSize = geometry.groupSize();

@@ -25,12 +25,14 @@ struct FDScheduleKernelsPass
                                  << ::flashdecode::getChipNameList();
       return signalPassFailure();
     }
+    // An op no GPU kernel builds keeps none (convert-fd-to-gpu says why).
     getOperation().walk([&](PartialAttentionOp op) {
-      if (!op.getScheduleAttr())
+      ::flashdecode::KernelProblem problem = getKernelProblem(op);
+      if (!op.getScheduleAttr() &&
+          ::flashdecode::getReasonNoPartialKernel(problem).empty())
         op.setScheduleAttr(ScheduleAttr::get(
             op.getContext(),
-            ::flashdecode::planKernel(getKernelProblem(op), *target)
-                .getChoice()));
+            ::flashdecode::planKernel(problem, *target).getChoice()));
     });
   }
 };

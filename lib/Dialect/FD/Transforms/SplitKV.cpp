@@ -59,9 +59,13 @@ getPlanningChip(const FDSplitKVOptions &options) {
 }
 
 /// The schedule of `op`'s partial kernel: its own, else the planner's on
-/// the planning chip.
-static ::flashdecode::KernelSchedule
+/// the planning chip; none when the GPU kernels cannot build it
+/// (::flashdecode::getReasonNoPartialKernel: the CPU lowering then runs it,
+/// planned by the wave model alone).
+static std::optional<::flashdecode::KernelSchedule>
 getPartialKernelSchedule(AttentionOp op, const FDSplitKVOptions &options) {
+  if (!::flashdecode::getReasonNoPartialKernel(getKernelProblem(op)).empty())
+    return std::nullopt;
   return getOrPlanKernelSchedule(op, getPlanningChip(options));
 }
 
@@ -70,14 +74,18 @@ mlir::fd::getWorkspaceLayout(const AttentionGeometry &geometry,
                              int64_t numSplits, bool fusedMerge) {
   return ::flashdecode::WorkspaceLayout::get(
       geometry.queryLength, geometry.numQueryHeads, geometry.numKVHeads,
-      numSplits, geometry.headDim, fusedMerge);
+      numSplits, geometry.valueHeadDim, fusedMerge);
 }
 
 ::flashdecode::SplitWorkload
 mlir::fd::getSplitWorkload(AttentionOp op, const FDSplitKVOptions &options) {
-  return ::flashdecode::getSplitWorkload(
-      getKernelProblem(op), getPartialKernelSchedule(op, options),
-      getPlanningChip(options), options.fusedMerge);
+  std::optional<::flashdecode::KernelSchedule> schedule =
+      getPartialKernelSchedule(op, options);
+  if (!schedule)
+    return ::flashdecode::SplitWorkload();
+  return ::flashdecode::getSplitWorkload(getKernelProblem(op), *schedule,
+                                         getPlanningChip(options),
+                                         options.fusedMerge);
 }
 
 FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
@@ -129,16 +137,17 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
   *maxLength = getAttendedLength(*maxLength, rules);
   // An automatic count with a fused merge: no more than it can merge (a
   // fixed count it cannot take is the lowering's error, which says how
-  // many it can).
-  ::flashdecode::KernelSchedule schedule =
+  // many it can). Without a GPU kernel there is no fused merge.
+  std::optional<::flashdecode::KernelSchedule> schedule =
       getPartialKernelSchedule(op, options);
+  int64_t cap = schedule ? ::flashdecode::getAutomaticSplitCap(
+                               *schedule, options.maxSplits, options.fusedMerge)
+                         : options.maxSplits;
   if (options.chunkLength > 0) {
     if (options.maxSplits < 1)
       return fail("'max-splits' must be >= 1, got " + Twine(options.maxSplits));
-    return ::flashdecode::getChunkedSplitCount(
-        *maxLength, options.chunkLength,
-        ::flashdecode::getAutomaticSplitCap(schedule, options.maxSplits,
-                                            options.fusedMerge));
+    return ::flashdecode::getChunkedSplitCount(*maxLength, options.chunkLength,
+                                               cap);
   }
 
   ::flashdecode::SplitPlannerOptions plannerOptions =
@@ -147,13 +156,10 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
       *batch, geometry.numKVHeads, *maxLength, plannerOptions);
   if (!invalid.empty())
     return fail(invalid);
-  plannerOptions.maxSplits = ::flashdecode::getAutomaticSplitCap(
-      schedule, options.maxSplits, options.fusedMerge);
-  return ::flashdecode::planNumSplits(
-             *batch, geometry.numKVHeads, *maxLength, plannerOptions,
-             ::flashdecode::getSplitWorkload(getKernelProblem(op), schedule,
-                                             getPlanningChip(options),
-                                             options.fusedMerge))
+  plannerOptions.maxSplits = cap;
+  return ::flashdecode::planNumSplits(*batch, geometry.numKVHeads, *maxLength,
+                                      plannerOptions,
+                                      getSplitWorkload(op, options))
       .numSplits;
 }
 
@@ -188,11 +194,11 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
     AttentionGeometry geometry = op.getGeometry();
     auto queryType = cast<MemRefType>(op.getQuery().getType());
 
-    // Shapes of the partials: [B, (Lq,) Hq, S, D] and [B, (Lq,) Hq, S].
+    // Shapes of the partials: [B, (Lq,) Hq, S, D_v] and [B, (Lq,) Hq, S].
     SmallVector<int64_t> lseShape(queryType.getShape().drop_back());
     lseShape.push_back(*numSplits);
     SmallVector<int64_t> outputShape(lseShape);
-    outputShape.push_back(geometry.headDim);
+    outputShape.push_back(geometry.valueHeadDim);
     Type f32 = rewriter.getF32Type();
     auto partialOutputType = MemRefType::get(outputShape, f32);
     auto partialLseType = MemRefType::get(lseShape, f32);
@@ -242,10 +248,11 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
             ? rewriter.getI64IntegerAttr(options.chunkLength)
             : IntegerAttr();
     // The partial kernel's schedule, the one the split count was planned
-    // with: the lowering builds it.
-    auto schedule =
-        ScheduleAttr::get(rewriter.getContext(),
-                          getPartialKernelSchedule(op, options).getChoice());
+    // with: the lowering builds it (none where no GPU kernel can).
+    ScheduleAttr schedule;
+    if (std::optional<::flashdecode::KernelSchedule> planned =
+            getPartialKernelSchedule(op, options))
+      schedule = ScheduleAttr::get(rewriter.getContext(), planned->getChoice());
     PartialAttentionOp::create(
         rewriter, loc, op.getQuery(), op.getKeyCache(), op.getValueCache(),
         op.getSeqLens(), op.getBlockTable(), op.getAlibiSlopes(),

@@ -37,7 +37,11 @@ struct AttentionGeometry {
   int64_t queryLength;
   int64_t numQueryHeads;
   int64_t numKVHeads;
+  /// D: the queries' and keys' head dim.
   int64_t headDim;
+  /// D_v: the values' and outputs' head dim (headDim unless they differ, as
+  /// in MLA).
+  int64_t valueHeadDim;
   int64_t maxLength;
   /// Whether queries (and outputs) carry the Lq dimension: [B, Lq, Hq, D].
   bool hasQueryLengthDim;
@@ -49,13 +53,14 @@ struct AttentionGeometry {
   int64_t groupSize() const { return numQueryHeads / numKVHeads; }
 };
 
-/// The geometry of an attention op from its inputs' types; a batch size
+/// The geometry of an attention op from its inputs' types and `output` (the
+/// output or the partial output, whose last dimension is D_v); a batch size
 /// known from any of query, (dense) caches, lengths or block table is taken.
 /// For a paged cache the positions dimension holds the page size and the
 /// cache length is max_pages * page_size.
 AttentionGeometry computeAttentionGeometry(Value query, Value keyCache,
                                            Value seqLens, Value blockTable,
-                                           KVLayout layout);
+                                           Value output, KVLayout layout);
 
 /// Whether `cache` (a memref) holds fp8 elements (f8E4M3FN or f8E5M2), which
 /// are scaled by the attention op's k_scale / v_scale.
@@ -96,6 +101,8 @@ float getEffectiveScale(FloatAttr scale, Value query);
 // The head dims, page sizes and decode query lengths the dialect accepts
 // are fd/Planning/Limits.h's.
 using ::flashdecode::isSupportedHeadDim;
+using ::flashdecode::isSupportedKeyHeadDim;
+using ::flashdecode::isSupportedValueHeadDim;
 using ::flashdecode::kMaxDecodeQueryLength;
 
 } // namespace mlir::fd

@@ -19,8 +19,22 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
       "::mlir::Value", "getQuery">,
     InterfaceMethod<"The key cache (or page pool).",
       "::mlir::Value", "getKeyCache">,
-    InterfaceMethod<"The value cache (or page pool).",
-      "::mlir::Value", "getValueCache">,
+    InterfaceMethod<[{
+        The value cache (or page pool); null when the values are the first
+        D_v columns of the key cache (MLA's latent cache).
+      }], "::mlir::Value", "getValueCache">,
+    InterfaceMethod<[{
+        Where the values are read: the value cache, or the key cache when
+        there is none.
+      }], "::mlir::Value", "getValueSource", (ins), [{}], [{
+        ::mlir::Value values = $_op.getValueCache();
+        return values ? values : $_op.getKeyCache();
+      }]>,
+    InterfaceMethod<[{
+        The output written per split or per row, whose last dimension is
+        D_v: `output` (fd.attention), `partial_output`
+        (fd.partial_attention).
+      }], "::mlir::Value", "getValueShapedOutput">,
     InterfaceMethod<"The valid length of each sequence, [B] i32.",
       "::mlir::Value", "getSeqLens">,
     InterfaceMethod<"The block table of paged caches; null when dense.",
@@ -64,7 +78,8 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
       "::mlir::fd::AttentionGeometry", "getGeometry", (ins), [{}], [{
         return ::mlir::fd::computeAttentionGeometry(
             $_op.getQuery(), $_op.getKeyCache(), $_op.getSeqLens(),
-            $_op.getBlockTable(), $_op.getKvLayout());
+            $_op.getBlockTable(), $_op.getValueShapedOutput(),
+            $_op.getKvLayout());
       }]>,
     InterfaceMethod<"The softmax scale: `scale`, or 1/sqrt(D) when absent.",
       "float", "getEffectiveScale", (ins), [{}], [{

@@ -32,8 +32,9 @@ defvar FD_AttentionInputs = (ins
   Arg<FD_QueryMemRef, "queries, [B, Hq, D] or [B, Lq, Hq, D]",
       [MemRead]>:$query,
   Arg<FD_CacheMemRef, "key cache, NHD or HND", [MemRead]>:$key_cache,
-  Arg<FD_CacheMemRef, "value cache, same shape as the key cache",
-      [MemRead]>:$value_cache,
+  Arg<Optional<FD_CacheMemRef>,
+      "value cache, the key cache's shape but for D_v; absent: the values "
+      "are the first D_v columns of the key cache", [MemRead]>:$value_cache,
   Arg<FD_LengthsMemRef, "valid cache length of each sequence, [B]",
       [MemRead]>:$seq_lens,
   Arg<Optional<FD_BlockTableMemRef>,
@@ -82,16 +83,23 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
 
     Operands:
     - `query`: `[B, Hq, D]` (one query token) or `[B, Lq, Hq, D]`.
-    - `key_cache`, `value_cache`: `[B, Lmax, Hkv, D]` when `kv_layout` is
-      `NHD` (the default), `[B, Hkv, Lmax, D]` when it is `HND`. Only the
-      first `seq_lens[b]` positions of sequence `b` are read.
+    - `key_cache`: `[B, Lmax, Hkv, D]` when `kv_layout` is `NHD` (the
+      default), `[B, Hkv, Lmax, D]` when it is `HND`. Only the first
+      `seq_lens[b]` positions of sequence `b` are read.
+    - `value_cache` (optional): the key cache's shape with `D_v` for `D`.
+      Without it the value of a token is the **first `D_v` columns of its
+      key-cache row** (MLA's latent cache, read once: `D = 576`, `D_v =
+      512`; the assembly then lists two caches' operands, `%kv, %lens`).
     - `seq_lens`: `[B]` i32, each in `[0, Lmax]`.
-    - `output`: the shape and element type of `query`.
+    - `output`: `[B, Hq, D_v]` or `[B, Lq, Hq, D_v]`, of the query's element
+      type. `D_v` may differ from `D` (MLA): `D` a multiple of 8 in
+      [32, 576], `D_v` in [32, 512] and at most `D` without a value cache.
     - `lse` (optional): `[B, Hq]` or `[B, Lq, Hq]` f32, the natural-log
       log-sum-exp of the scaled scores of each row.
 
     A row with no keys (length 0) produces an output of zeros and an `lse` of
-    `-inf`. `scale` defaults to `1/sqrt(D)`. Element types are f16, bf16 or
+    `-inf`. `scale` defaults to `1/sqrt(D)` (write it for MLA, whose scale
+    is not that of its 576-wide keys). Element types are f16, bf16 or
     f32 (the same for q, k, v and output; fp8 caches below); accumulation
     is f32.
 
@@ -167,18 +175,22 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
         "[Hq] f32", [MemRead]>:$sinks), FD_AttentionAttrs);
 
   let assemblyFormat = [{
-    $query `,` $key_cache `,` $value_cache `,` $seq_lens
+    $query `,` custom<CacheOperands>($key_cache, $value_cache, $seq_lens)
     (`block_table` $block_table^ `:` type($block_table))?
     (`alibi_slopes` $alibi_slopes^ `:` type($alibi_slopes))?
     (`query_lens` $query_lens^ `:` type($query_lens))?
     (`k_scale` $k_scale^ `:` type($k_scale))?
     (`v_scale` $v_scale^ `:` type($v_scale))?
     (`sinks` $sinks^ `:` type($sinks))? `into` $output
-    (`,` $lse^)? attr-dict `:` type($query) `,` type($key_cache) `,`
-    type($value_cache) `,` type($seq_lens) `into` type($output)
-    (`,` type($lse)^)?
+    (`,` $lse^)? attr-dict `:` type($query) `,`
+    custom<CacheTypes>(type($key_cache), type($value_cache), type($seq_lens))
+    `into` type($output) (`,` type($lse)^)?
   }];
 
+  let extraClassDeclaration = [{
+    /// `output`, whose last dimension is D_v.
+    ::mlir::Value getValueShapedOutput() { return getOutput(); }
+  }];
   let hasVerifier = 1;
 }
 
@@ -228,7 +240,7 @@ def FD_PartialAttentionOp : FD_Op<"partial_attention",
     partial attention it makes. The CPU lowering ignores it.
 
     Operands beyond those of `fd.attention`:
-    - `partial_output`: `[B, Hq, S, D]` or `[B, Lq, Hq, S, D]` f32.
+    - `partial_output`: `[B, Hq, S, D_v]` or `[B, Lq, Hq, S, D_v]` f32.
     - `partial_lse`: `[B, Hq, S]` or `[B, Lq, Hq, S]` f32.
 
     Example:
@@ -248,20 +260,22 @@ def FD_PartialAttentionOp : FD_Op<"partial_attention",
     OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>>:$chunk_length));
 
   let assemblyFormat = [{
-    $query `,` $key_cache `,` $value_cache `,` $seq_lens
+    $query `,` custom<CacheOperands>($key_cache, $value_cache, $seq_lens)
     (`block_table` $block_table^ `:` type($block_table))?
     (`alibi_slopes` $alibi_slopes^ `:` type($alibi_slopes))?
     (`query_lens` $query_lens^ `:` type($query_lens))?
     (`k_scale` $k_scale^ `:` type($k_scale))?
     (`v_scale` $v_scale^ `:` type($v_scale))? `into`
     $partial_output `,` $partial_lse attr-dict `:` type($query) `,`
-    type($key_cache) `,` type($value_cache) `,` type($seq_lens) `into`
-    type($partial_output) `,` type($partial_lse)
+    custom<CacheTypes>(type($key_cache), type($value_cache), type($seq_lens))
+    `into` type($partial_output) `,` type($partial_lse)
   }];
 
   let extraClassDeclaration = [{
     /// The number of KV splits, S.
     int64_t getNumSplits();
+    /// `partial_output`, whose last dimension is D_v.
+    ::mlir::Value getValueShapedOutput() { return getPartialOutput(); }
   }];
   let hasVerifier = 1;
 }
