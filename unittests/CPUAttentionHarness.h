@@ -36,14 +36,15 @@ inline Storage getStorage(ElementType type) {
                                     : Storage::BF16;
 }
 
-/// Quantizes `values`, a cache of `config`'s shape (rows of head_dim
+/// Quantizes `values`, a cache of `config`'s shape (rows of `rowLength`
 /// elements, in the order of the per-token scales), to its fp8 type.
 inline Float8Cache quantize(const KernelConfig &config,
-                            const std::vector<double> &values) {
+                            const std::vector<double> &values,
+                            int64_t rowLength) {
   return quantizeFloat8(values, config.kvCacheType == KVCacheType::E4M3,
                         config.kvScaleGranularity == KVScaleGranularity::Tensor
                             ? values.size()
-                            : static_cast<size_t>(config.headDim));
+                            : static_cast<size_t>(rowLength));
 }
 
 /// Random inputs (queries of deviation `queryDeviation`: scores of about 2
@@ -53,7 +54,8 @@ inline Float8Cache quantize(const KernelConfig &config,
 /// BLOOM's slopes 2^(-8 (h + 1) / Hq); with `config.withQueryLens`, query
 /// lengths cycling through Lq, 0, 1, ..., Lq - 1 (the caller may set
 /// others); with an fp8 cache, f32 caches quantized (float8Keys and
-/// float8Values).
+/// float8Values). Values have D_v elements a row; with `config.sharedKV`
+/// there are none (the kernel reads the keys' first D_v columns).
 struct Problem {
   KernelConfig config;
   int64_t batch, maxLength;
@@ -75,13 +77,14 @@ struct Problem {
         lengths(std::move(lengths)),
         query(getStorage(config.elementType), rows() * config.headDim),
         keys(getCacheStorage(config), cacheSize()),
-        values(getCacheStorage(config), cacheSize()) {
+        values(getCacheStorage(config),
+               config.sharedKV ? 0 : valueCacheSize()) {
     query.fillNormal(queryDeviation, random);
     std::normal_distribution<double> cacheValues(0.0, 1.0);
-    for (size_t i = 0; i < keys.values.size(); ++i) {
+    for (size_t i = 0; i < keys.values.size(); ++i)
       keys.set(i, cacheValues(random));
+    for (size_t i = 0; i < values.values.size(); ++i)
       values.set(i, cacheValues(random));
-    }
     if (config.withSinks) {
       std::normal_distribution<float> sinkValues(0.0f, 2.0f);
       for (int64_t h = 0; h < config.numQueryHeads; ++h)
@@ -107,8 +110,9 @@ struct Problem {
   /// Quantizes `keys` and `values` to the fp8 cache (again, after a caller
   /// changed them).
   void quantizeCaches() {
-    float8Keys = quantize(config, keys.values);
-    float8Values = quantize(config, values.values);
+    float8Keys = quantize(config, keys.values, config.headDim);
+    if (!config.sharedKV)
+      float8Values = quantize(config, values.values, config.getValueHeadDim());
   }
 
   /// Sequence b's query tokens: query_lens[b] clamped to [0, Lq], or Lq.
@@ -132,6 +136,9 @@ struct Problem {
   }
   size_t cacheSize() const {
     return batch * maxLength * config.numKVHeads * config.headDim;
+  }
+  size_t valueCacheSize() const {
+    return batch * maxLength * config.numKVHeads * config.getValueHeadDim();
   }
   /// Index of element `d` of key/value `position` of KV head `head`.
   size_t at(int64_t b, int64_t position, int64_t head, int64_t d) const {
@@ -164,6 +171,7 @@ inline void reference(const Problem &problem, std::vector<double> &output,
   reference.numQueryHeads = config.numQueryHeads;
   reference.numKVHeads = config.numKVHeads;
   reference.headDim = config.headDim;
+  reference.valueHeadDim = config.getValueHeadDim();
   reference.maxLength = problem.maxLength;
   reference.isNHD = config.cacheLayout == CacheLayout::NHD;
   reference.scale =
@@ -174,8 +182,9 @@ inline void reference(const Problem &problem, std::vector<double> &output,
   const bool isFloat8 = config.hasFloat8Cache();
   reference.keyCache = isFloat8 ? problem.float8Keys.dequantized.data()
                                 : problem.keys.values.data();
-  reference.valueCache = isFloat8 ? problem.float8Values.dequantized.data()
-                                  : problem.values.values.data();
+  reference.valueCache = config.sharedKV ? nullptr
+                         : isFloat8 ? problem.float8Values.dequantized.data()
+                                    : problem.values.values.data();
   reference.lengths = problem.lengths.data();
   std::vector<double> sinks(problem.sinks.begin(), problem.sinks.end());
   if (config.withSinks)
@@ -208,6 +217,7 @@ struct PagedCaches {
     const bool isFloat8 = config.hasFloat8Cache();
     size_t element = isFloat8 ? 1 : getElementTypeSize(config.elementType);
     size_t rowBytes = config.headDim * element;
+    size_t valueRowBytes = config.getValueHeadDim() * element;
     const uint8_t *denseKeys =
         isFloat8 ? dense.float8Keys.bytes.data() : dense.keys.bytes.data();
     const uint8_t *denseValues =
@@ -218,6 +228,7 @@ struct PagedCaches {
       keyScales = dense.float8Keys.scales;
       valueScales = dense.float8Values.scales;
     }
+    const bool withValues = !config.sharedKV;
     bool isNHD = config.cacheLayout == CacheLayout::NHD;
     pagesPerSequence = (dense.maxLength + pageSize - 1) / pageSize;
     numPages = dense.batch * pagesPerSequence - sharedPages + sparePages;
@@ -233,10 +244,13 @@ struct PagedCaches {
 
     size_t pageBytes = pageSize * config.numKVHeads * rowBytes;
     keys.assign(numPages * pageBytes, 0x55);
-    values.assign(numPages * pageBytes, 0x55);
+    if (withValues)
+      values.assign(numPages * pageSize * config.numKVHeads * valueRowBytes,
+                    0x55);
     if (perToken) {
       keyScales.assign(numPages * pageSize * config.numKVHeads, std::nanf(""));
-      valueScales = keyScales;
+      if (withValues)
+        valueScales = keyScales;
     }
     for (int64_t b = 0; b < dense.batch; ++b)
       for (int64_t j = 0; j < dense.maxLength; ++j)
@@ -250,11 +264,13 @@ struct PagedCaches {
           size_t from = dense.at(b, j, h, 0) / config.headDim;
           std::memcpy(&keys[row * rowBytes], denseKeys + from * rowBytes,
                       rowBytes);
-          std::memcpy(&values[row * rowBytes], denseValues + from * rowBytes,
-                      rowBytes);
+          if (withValues)
+            std::memcpy(&values[row * valueRowBytes],
+                        denseValues + from * valueRowBytes, valueRowBytes);
           if (perToken) {
             keyScales[row] = dense.float8Keys.scales[from];
-            valueScales[row] = dense.float8Values.scales[from];
+            if (withValues)
+              valueScales[row] = dense.float8Values.scales[from];
           }
         }
   }
@@ -274,7 +290,7 @@ inline Result run(const CPUAttentionKernel &kernel, const Problem &problem,
                   const PagedCaches *paged = nullptr) {
   const KernelConfig &config = kernel.getConfig();
   Result result{HostTensor(getStorage(config.elementType),
-                           problem.rows() * config.headDim),
+                           problem.rows() * config.getValueHeadDim()),
                 std::vector<float>(problem.rows())};
   // Poison the outputs: every element must be written.
   std::fill(result.output.bytes.begin(), result.output.bytes.end(), 0x7f);
@@ -287,13 +303,14 @@ inline Result run(const CPUAttentionKernel &kernel, const Problem &problem,
   const uint8_t *values = isFloat8 ? problem.float8Values.bytes.data()
                                    : problem.values.bytes.data();
   buffers.keyCache = paged ? paged->keys.data() : keys;
-  buffers.valueCache = paged ? paged->values.data() : values;
-  if (isFloat8) {
+  if (!config.sharedKV)
+    buffers.valueCache = paged ? paged->values.data() : values;
+  if (isFloat8)
     buffers.kScale =
         paged ? paged->keyScales.data() : problem.float8Keys.scales.data();
+  if (isFloat8 && !config.sharedKV)
     buffers.vScale =
         paged ? paged->valueScales.data() : problem.float8Values.scales.data();
-  }
   buffers.seqLens = problem.lengths.data();
   buffers.output = result.output.bytes.data();
   buffers.lse = config.withLse ? result.lse.data() : nullptr;
@@ -322,7 +339,7 @@ inline Result run(const KernelConfig &config, const Problem &problem,
   if (auto kernel = compile(config))
     return run(*kernel, problem, paged);
   return {HostTensor(getStorage(config.elementType),
-                     problem.rows() * config.headDim),
+                     problem.rows() * config.getValueHeadDim()),
           std::vector<float>(problem.rows(), std::nanf(""))};
 }
 
@@ -344,7 +361,7 @@ expectMatchesReference(const Problem &problem, const Result &result,
                        LseTolerance lseTolerance = LseTolerance::PerRow) {
   std::vector<double> expected, expectedLse;
   reference(problem, expected, expectedLse);
-  const int64_t d = problem.config.headDim;
+  const int64_t d = problem.config.getValueHeadDim();
   const bool withLse = problem.config.withLse;
   double maxError = 0.0, maxValue = 0.0, maxLseError = 0.0, maxLse = 1.0;
   int64_t worst = -1;
@@ -446,7 +463,7 @@ void expectNaNsIn(const Problem &problem, const Result &result,
                   Poisoned poisoned) {
   std::vector<double> expected, expectedLse;
   reference(problem, expected, expectedLse);
-  const int64_t d = problem.config.headDim;
+  const int64_t d = problem.config.getValueHeadDim();
   for (int64_t row = 0; row < problem.rows(); ++row) {
     bool isPoisoned = poisoned(row);
     ASSERT_EQ(std::isnan(expectedLse[row]), isPoisoned) << "row " << row;

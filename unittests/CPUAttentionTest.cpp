@@ -294,7 +294,7 @@ TEST(CPUAttentionErrors, RejectsUnsupportedConfigurations) {
   config.headDim = 100;
   EXPECT_EQ(message(config),
             "head_dim 100 is not supported: expected a multiple of 8 in "
-            "[32, 256]");
+            "[32, 576]");
   config = KernelConfig();
   config.numQueryHeads = 30;
   config.numKVHeads = 8;

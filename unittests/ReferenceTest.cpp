@@ -104,6 +104,48 @@ TEST(Reference, AttentionOfHandComputableCases) {
   EXPECT_TRUE(std::isinf(lse[1]) && lse[1] < 0);
 }
 
+TEST(Reference, ValuesOfTheirOwnWidthOrTheKeysFirstColumns) {
+  // D = 40, D_v = 32, one sequence of two keys scoring 0 and log(3)
+  // (weights 1/4, 3/4). In a value cache of its own, value row j holds
+  // 4 (j + 1) + d; read from the key cache (MLA), the values are the keys'
+  // first 32 columns, which hold 10 (j + 1) + d, the score coming from
+  // column 39 alone.
+  constexpr int64_t d = 40, dv = 32;
+  std::vector<double> query(d, 0.0), keys(2 * d, 0.0), values(2 * dv, 0.0);
+  query[d - 1] = 1.0;
+  keys[2 * d - 1] = std::log(3.0);
+  for (int64_t j = 0; j < 2; ++j)
+    for (int64_t i = 0; i < dv; ++i) {
+      keys[j * d + i] = 10.0 * (j + 1) + i;
+      values[j * dv + i] = 4.0 * (j + 1) + i;
+    }
+  int32_t lengths[] = {2};
+  AttentionProblem problem;
+  problem.batch = 1;
+  problem.numQueryHeads = 1;
+  problem.numKVHeads = 1;
+  problem.headDim = d;
+  problem.valueHeadDim = dv;
+  problem.maxLength = 2;
+  problem.scale = 1.0;
+  problem.query = query.data();
+  problem.keyCache = keys.data();
+  problem.valueCache = values.data();
+  problem.lengths = lengths;
+  std::vector<double> output, lse;
+  attention(problem, output, lse);
+  ASSERT_EQ(output.size(), static_cast<size_t>(dv));
+  for (int64_t i = 0; i < dv; ++i)
+    EXPECT_NEAR(output[i], 0.25 * (4.0 + i) + 0.75 * (8.0 + i), 1e-12) << i;
+  EXPECT_NEAR(lse[0], std::log(4.0), 1e-12);
+  problem.valueCache = nullptr;
+  attention(problem, output, lse);
+  ASSERT_EQ(output.size(), static_cast<size_t>(dv));
+  for (int64_t i = 0; i < dv; ++i)
+    EXPECT_NEAR(output[i], 0.25 * (10.0 + i) + 0.75 * (20.0 + i), 1e-12) << i;
+  EXPECT_NEAR(lse[0], std::log(4.0), 1e-12);
+}
+
 TEST(Reference, WindowOfOneIsTheValueAtTheQuerysPosition) {
   // Lq = 3 over length 5: query t sits at p = 2 + t and, with W = 1, sees
   // key p alone: its output is v[p] and its lse the score q . k[p].

@@ -62,12 +62,21 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
             : SmallVector<int64_t>{dynamic, config.numKVHeads, positions,
                                    config.headDim};
 
+  SmallVector<int64_t> outputShape(rowShape);
+  outputShape.push_back(config.getValueHeadDim());
+  SmallVector<int64_t> valueCacheShape(cacheShape);
+  valueCacheShape.back() = config.getValueHeadDim();
+
   auto queryType = MemRefType::get(queryShape, elementType);
-  auto cacheType =
-      MemRefType::get(cacheShape, getCacheElementType(context, config));
+  Type cacheElementType = getCacheElementType(context, config);
+  auto cacheType = MemRefType::get(cacheShape, cacheElementType);
   auto lengthsType = MemRefType::get({dynamic}, builder.getI32Type());
-  SmallVector<Type> argumentTypes = {queryType, cacheType, cacheType,
-                                     lengthsType, queryType};
+  // q, k, [v,] lengths, output: a shared cache has no value cache.
+  SmallVector<Type> argumentTypes = {queryType, cacheType};
+  if (!config.sharedKV)
+    argumentTypes.push_back(MemRefType::get(valueCacheShape, cacheElementType));
+  argumentTypes.append(
+      {lengthsType, MemRefType::get(outputShape, elementType)});
   if (config.withLse)
     argumentTypes.push_back(MemRefType::get(rowShape, builder.getF32Type()));
   if (config.pageSize)
@@ -88,7 +97,9 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
                           : ArrayRef<int64_t>(cacheShape).drop_back(),
                       builder.getF32Type());
   if (config.hasFloat8Cache())
-    argumentTypes.append({scaleType, scaleType});
+    argumentTypes.push_back(scaleType);
+  if (config.hasFloat8Cache() && !config.sharedKV)
+    argumentTypes.push_back(scaleType);
 
   auto function =
       func::FuncOp::create(builder, loc, kAttentionFunctionName,
@@ -107,9 +118,9 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   FloatAttr softCap = config.logitsSoftCap
                           ? builder.getF32FloatAttr(*config.logitsSoftCap)
                           : FloatAttr();
-  // After q, k, v, lengths and output: lse, block table, sinks, ALiBi
+  // q, k, [v,] lengths and output, then lse, block table, sinks, ALiBi
   // slopes, query lengths, k and v scales, each when configured.
-  ValueRange optional = arguments.drop_front(5);
+  ValueRange optional = arguments;
   auto next = [&](bool present) {
     if (!present)
       return Value();
@@ -117,17 +128,22 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
     optional = optional.drop_front();
     return argument;
   };
+  Value query = next(true);
+  Value keyCache = next(true);
+  Value valueCache = next(!config.sharedKV);
+  Value lengths = next(true);
+  Value output = next(true);
   Value lse = next(config.withLse);
   Value blockTable = next(config.pageSize != 0);
   Value sinks = next(config.withSinks);
   Value alibiSlopes = next(config.withAlibi);
   Value queryLens = next(config.withQueryLens);
   Value kScale = next(config.hasFloat8Cache());
-  Value vScale = next(config.hasFloat8Cache());
+  Value vScale = next(config.hasFloat8Cache() && !config.sharedKV);
   mlir::fd::AttentionOp::create(
-      builder, loc, arguments[0], arguments[1], arguments[2], arguments[3],
-      blockTable, alibiSlopes, queryLens, kScale, vScale, arguments[4], lse,
-      sinks, layout, scale, window, softCap,
+      builder, loc, query, keyCache, valueCache, lengths, blockTable,
+      alibiSlopes, queryLens, kScale, vScale, output, lse, sinks, layout, scale,
+      window, softCap,
       config.schedule ? mlir::fd::ScheduleAttr::get(&context, *config.schedule)
                       : mlir::fd::ScheduleAttr());
   func::ReturnOp::create(builder, loc);

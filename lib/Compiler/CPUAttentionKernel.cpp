@@ -99,10 +99,15 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
   };
   if (buffers.batch < 0 || buffers.maxLength < 0)
     return invalid("batch and maxLength must be >= 0");
-  if (!buffers.query || !buffers.keyCache || !buffers.valueCache ||
-      !buffers.seqLens || !buffers.output)
-    return invalid("query, keyCache, valueCache, seqLens and output buffers "
-                   "are required");
+  if (!buffers.query || !buffers.keyCache || !buffers.seqLens ||
+      !buffers.output)
+    return invalid("query, keyCache, seqLens and output buffers are required");
+  if (config.sharedKV && (buffers.valueCache || buffers.vScale))
+    return invalid("the kernel reads its values from the key cache "
+                   "(shared_kv): valueCache and vScale must be null");
+  if (!config.sharedKV && !buffers.valueCache)
+    return invalid("valueCache is required (the kernel was compiled without "
+                   "shared_kv)");
   if (config.withLse && !buffers.lse)
     return invalid("the kernel was compiled with an lse output: lse buffer "
                    "required");
@@ -119,7 +124,8 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
   if (config.withQueryLens && !buffers.queryLens)
     return invalid("the kernel was compiled with per-sequence query lengths: "
                    "queryLens buffer (int32 [batch]) required");
-  if (config.hasFloat8Cache() && (!buffers.kScale || !buffers.vScale))
+  if (config.hasFloat8Cache() &&
+      (!buffers.kScale || (!config.sharedKV && !buffers.vScale)))
     return invalid("the kernel reads an fp8 cache: kScale and vScale buffers "
                    "(float, per tensor or per token and KV head) required");
 
@@ -138,12 +144,19 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
           : llvm::SmallVector<int64_t>{outer, config.numKVHeads, positions,
                                        config.headDim};
 
+  llvm::SmallVector<int64_t> outputShape(rowShape);
+  outputShape.push_back(config.getValueHeadDim());
+  llvm::SmallVector<int64_t> valueCacheShape(cacheShape);
+  valueCacheShape.back() = config.getValueHeadDim();
+  // The function's arguments (AttentionModule.cpp): q, k, [v,] lengths,
+  // output, then the optional ones.
   llvm::SmallVector<llvm::SmallVector<int64_t>> descriptors = {
       makeDescriptor(buffers.query, queryShape),
-      makeDescriptor(buffers.keyCache, cacheShape),
-      makeDescriptor(buffers.valueCache, cacheShape),
-      makeDescriptor(buffers.seqLens, {buffers.batch}),
-      makeDescriptor(buffers.output, queryShape)};
+      makeDescriptor(buffers.keyCache, cacheShape)};
+  if (!config.sharedKV)
+    descriptors.push_back(makeDescriptor(buffers.valueCache, valueCacheShape));
+  descriptors.push_back(makeDescriptor(buffers.seqLens, {buffers.batch}));
+  descriptors.push_back(makeDescriptor(buffers.output, outputShape));
   if (config.withLse)
     descriptors.push_back(makeDescriptor(buffers.lse, rowShape));
   if (config.pageSize)
@@ -162,7 +175,8 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
     if (config.kvScaleGranularity == KVScaleGranularity::TokenHead)
       scaleShape.assign(cacheShape.begin(), cacheShape.end() - 1);
     descriptors.push_back(makeDescriptor(buffers.kScale, scaleShape));
-    descriptors.push_back(makeDescriptor(buffers.vScale, scaleShape));
+    if (!config.sharedKV)
+      descriptors.push_back(makeDescriptor(buffers.vScale, scaleShape));
   }
 
   // The packed interface takes the address of each argument, and each

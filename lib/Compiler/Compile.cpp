@@ -27,8 +27,11 @@ using namespace mlir;
 namespace flashdecode {
 
 int64_t getAutomaticMaxSplits(const KernelConfig &config) {
-  return getAutomaticSplitCap(config.getKernelSchedule(), config.maxSplits,
-                              config.fusedMerge);
+  std::optional<KernelSchedule> schedule = config.getKernelSchedule();
+  // Without a GPU kernel there is no fused merge to bound the count.
+  return schedule ? getAutomaticSplitCap(*schedule, config.maxSplits,
+                                         config.fusedMerge)
+                  : config.maxSplits;
 }
 
 const char *getCompilerVersion() { return "flashdecode 0.2.20 (MLIR 22)"; }
@@ -264,6 +267,9 @@ llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config) {
   std::string invalid = config.validate();
   if (!invalid.empty())
     return makeError(invalid);
+  std::string noKernel = getReasonNoPartialKernel(config.getKernelProblem());
+  if (!noKernel.empty())
+    return makeError("no GPU kernels for this configuration: " + noKernel);
   Compilation compilation(config);
   if (llvm::Error error = compilation.run(Stage::Split, Stage::Split))
     return std::move(error);

@@ -10,9 +10,23 @@ namespace flashdecode {
 
 std::string KernelConfig::validate() const {
   auto text = [](int64_t value) { return std::to_string(value); };
-  if (!isSupportedHeadDim(headDim))
+  if (!isSupportedKeyHeadDim(headDim))
     return "head_dim " + text(headDim) + " is not supported: expected a " +
-           describeSupportedHeadDims();
+           describeSupportedKeyHeadDims();
+  if (valueHeadDim != 0 && !isSupportedValueHeadDim(valueHeadDim))
+    return "v_head_dim " + text(valueHeadDim) +
+           " is not supported: expected 0 (the head dim) or a " +
+           describeSupportedValueHeadDims();
+  if (!isSupportedValueHeadDim(getValueHeadDim()))
+    return "head_dim " + text(headDim) +
+           " is the value head dim too, which is at most " +
+           text(kMaxValueHeadDim) + ": give v_head_dim, a " +
+           describeSupportedValueHeadDims();
+  if (sharedKV && getValueHeadDim() > headDim)
+    return "shared_kv reads the values from the key cache's first v_head_dim "
+           "columns: v_head_dim (" +
+           text(getValueHeadDim()) + ") must be at most head_dim (" +
+           text(headDim) + ")";
   if (numQueryHeads < 1)
     return "num_q_heads must be >= 1, got " + text(numQueryHeads);
   if (numKVHeads < 1)
@@ -76,6 +90,8 @@ std::string KernelConfig::validate() const {
 KernelProblem KernelConfig::getKernelProblem() const {
   KernelProblem problem;
   problem.headDim = headDim;
+  problem.valueHeadDim = getValueHeadDim();
+  problem.valuesFromKeys = sharedKV;
   problem.queryElementBytes = getElementTypeSize(elementType);
   problem.cacheElementBytes = hasFloat8Cache() ? 1 : problem.queryElementBytes;
   problem.groupSize = numQueryHeads / numKVHeads;
@@ -90,10 +106,13 @@ KernelProblem KernelConfig::getKernelProblem() const {
 
 const Chip &KernelConfig::getChip() const { return findChipOrDefault(arch); }
 
-KernelSchedule KernelConfig::getKernelSchedule() const {
+std::optional<KernelSchedule> KernelConfig::getKernelSchedule() const {
+  KernelProblem problem = getKernelProblem();
+  if (!getReasonNoPartialKernel(problem).empty())
+    return std::nullopt;
   if (schedule)
-    return flashdecode::getKernelSchedule(getKernelProblem(), *schedule);
-  return planKernel(getKernelProblem(), getChip());
+    return flashdecode::getKernelSchedule(problem, *schedule);
+  return planKernel(problem, getChip());
 }
 
 SplitPlannerOptions KernelConfig::getPlannerOptions() const {
@@ -108,6 +127,8 @@ SplitPlannerOptions KernelConfig::getPlannerOptions() const {
 void KernelConfig::forEachField(
     const std::function<void(const char *, const FieldValue &)> &visit) const {
   visit("head_dim", headDim);
+  visit("v_head_dim", getValueHeadDim());
+  visit("shared_kv", sharedKV);
   visit("num_q_heads", numQueryHeads);
   visit("num_kv_heads", numKVHeads);
   visit("query_len", queryLength);

@@ -44,10 +44,14 @@ int64_t resolveNumSplits(const KernelConfig &config) {
   if (config.chunkLength > 0)
     return getChunkedSplitCount(attended, config.chunkLength,
                                 planner.maxSplits);
+  // Without a GPU kernel (the CPU lowering's problems), the wave model.
+  std::optional<KernelSchedule> schedule = config.getKernelSchedule();
+  SplitWorkload workload =
+      schedule ? getSplitWorkload(config.getKernelProblem(), *schedule,
+                                  config.getChip(), config.fusedMerge)
+               : SplitWorkload();
   return planNumSplits(config.batch, config.numKVHeads, attended, planner,
-                       getSplitWorkload(config.getKernelProblem(),
-                                        config.getKernelSchedule(),
-                                        config.getChip(), config.fusedMerge))
+                       workload)
       .numSplits;
 }
 

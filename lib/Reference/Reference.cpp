@@ -69,19 +69,26 @@ float bfloat16ToFloat(uint16_t bits) {
 void attention(const AttentionProblem &problem, std::vector<double> &output,
                std::vector<double> &lse) {
   const int64_t headDim = problem.headDim;
+  const int64_t valueHeadDim =
+      problem.valueHeadDim ? problem.valueHeadDim : headDim;
   const int64_t group = problem.numQueryHeads / problem.numKVHeads;
   const int64_t rows =
       problem.batch * problem.queryLength * problem.numQueryHeads;
-  output.assign(rows * headDim, 0.0);
+  output.assign(rows * valueHeadDim, 0.0);
   lse.assign(rows, -std::numeric_limits<double>::infinity());
-  auto cacheRow = [&](const double *cache, int64_t b, int64_t position,
-                      int64_t kvHead) {
+  auto cacheRow = [&](const double *cache, int64_t rowLength, int64_t b,
+                      int64_t position, int64_t kvHead) {
     int64_t index =
         problem.isNHD
             ? (b * problem.maxLength + position) * problem.numKVHeads + kvHead
             : (b * problem.numKVHeads + kvHead) * problem.maxLength + position;
-    return cache + index * headDim;
+    return cache + index * rowLength;
   };
+  // The values' rows: their own cache's, or the key cache's first D_v
+  // columns.
+  const double *values =
+      problem.valueCache ? problem.valueCache : problem.keyCache;
+  const int64_t valueRowLength = problem.valueCache ? valueHeadDim : headDim;
 
   std::vector<double> scores;
   for (int64_t b = 0; b < problem.batch; ++b)
@@ -106,7 +113,8 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
           if (sink) {
             lse[row] = *sink;
             if (std::isnan(*sink))
-              std::fill_n(output.data() + row * headDim, headDim, *sink);
+              std::fill_n(output.data() + row * valueHeadDim, valueHeadDim,
+                          *sink);
           }
           continue;
         }
@@ -115,7 +123,7 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
         scores.assign(visible, 0.0);
         for (int64_t i = 0; i < visible; ++i) {
           const double *key =
-              cacheRow(problem.keyCache, b, first + i, h / group);
+              cacheRow(problem.keyCache, headDim, b, first + i, h / group);
           double dot = 0.0;
           for (int64_t d = 0; d < headDim; ++d)
             dot += query[d] * key[d];
@@ -132,16 +140,16 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
         if (sink)
           max = std::max(max, *sink);
         double sum = sink ? std::exp(*sink - max) : 0.0;
-        double *out = output.data() + row * headDim;
+        double *out = output.data() + row * valueHeadDim;
         for (int64_t i = 0; i < visible; ++i) {
           double weight = std::exp(scores[i] - max);
           sum += weight;
           const double *value =
-              cacheRow(problem.valueCache, b, first + i, h / group);
-          for (int64_t d = 0; d < headDim; ++d)
+              cacheRow(values, valueRowLength, b, first + i, h / group);
+          for (int64_t d = 0; d < valueHeadDim; ++d)
             out[d] += weight * value[d];
         }
-        for (int64_t d = 0; d < headDim; ++d)
+        for (int64_t d = 0; d < valueHeadDim; ++d)
           out[d] /= sum;
         lse[row] = max + std::log(sum);
       }

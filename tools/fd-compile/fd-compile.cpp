@@ -175,10 +175,19 @@ std::string defaultOf(int64_t value) {
 }
 
 IntegerFlag headDim("head-dim",
-                    cl::desc(describe("head dimension, a " +
-                                      describeSupportedHeadDims() + "\n" +
+                    cl::desc(describe("head dimension of queries and keys, a " +
+                                      describeSupportedHeadDims() +
+                                      "\n(--emit fd and split: a " +
+                                      describeSupportedKeyHeadDims() + ")\n" +
                                       defaultOf(config.headDim))),
                     cl::location(config.headDim), fdCompileFlag);
+IntegerFlag valueHeadDim(
+    "v-head-dim",
+    cl::desc(describe("head dimension of values and outputs (--emit fd\nand "
+                      "split: a " +
+                      describeSupportedValueHeadDims() +
+                      ")\n(default: the head dim, all the GPU kernels take)")),
+    cl::location(config.valueHeadDim), fdCompileFlag);
 IntegerFlag numQueryHeads("num-q-heads", cl::desc("query heads (default 32)"),
                           cl::location(config.numQueryHeads), fdCompileFlag);
 IntegerFlag numKVHeads("num-kv-heads",
@@ -302,6 +311,12 @@ SwitchFlag fusedMerge(
              "finished blocks in int32\n[batch, num_kv_heads] (param "
              "\"merge_counters\"),\nzeroed once and left zero by every launch"),
     cl::location(config.fusedMerge), fdCompileFlag);
+SwitchFlag sharedKV(
+    "shared-kv",
+    cl::desc("no value cache: the values are the key cache's\nfirst "
+             "--v-head-dim columns (MLA's latent cache),\nscaled by k_scale "
+             "(--emit fd and split; the GPU\nkernels take a value cache)"),
+    cl::location(config.sharedKV), fdCompileFlag);
 /// Parsed into config.schedule once the flags are read (llvm::cl has no
 /// parser for a struct).
 cl::opt<std::string> schedule(

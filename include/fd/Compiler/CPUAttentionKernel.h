@@ -23,8 +23,10 @@ class ExecutionEngine;
 namespace flashdecode {
 
 /// Host buffers of one call, contiguous and row-major in the shapes of
-/// fd.attention: q [B, (Lq,) Hq, D], caches [B, Lmax, Hkv, D] (NHD) or
-/// [B, Hkv, Lmax, D] (HND), seq_lens [B], out like q, lse [B, (Lq,) Hq].
+/// fd.attention: q [B, (Lq,) Hq, D], key cache [B, Lmax, Hkv, D] (NHD) or
+/// [B, Hkv, Lmax, D] (HND), value cache the same with D_v (null with
+/// shared_kv: the values are the key cache's first D_v columns), seq_lens
+/// [B], out [B, (Lq,) Hq, D_v], lse [B, (Lq,) Hq].
 /// Elements are float for f32, 16-bit patterns for f16/bf16 and bytes for
 /// fp8 caches.
 struct AttentionBuffers {
@@ -52,7 +54,8 @@ struct AttentionBuffers {
   const int32_t *queryLens = nullptr;
   /// Required when the kernel reads an fp8 cache (whose elements are then
   /// bytes): float scales of K and V, [1] per tensor or, per token and KV
-  /// head, shaped like the caches without the head dim.
+  /// head, shaped like the caches without the head dim (no vScale with
+  /// shared_kv: kScale scales the values too).
   const float *kScale = nullptr;
   const float *vScale = nullptr;
 };

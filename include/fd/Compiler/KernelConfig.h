@@ -32,7 +32,14 @@ enum class KVScaleGranularity { Tensor, TokenHead };
 /// cache length stay dynamic in the generated code; `batch` and `maxLength`
 /// only feed the automatic split choice.
 struct KernelConfig {
+  /// D, the queries' and keys'.
   int64_t headDim = 128;
+  /// D_v, the values' and outputs'; 0: headDim. The GPU kernels take
+  /// D_v = D (fd/Planning/KernelPlan.h, getReasonNoPartialKernel).
+  int64_t valueHeadDim = 0;
+  /// The values are the first D_v columns of the key cache (MLA's latent
+  /// cache): no value cache and no v_scale (k_scale scales both).
+  bool sharedKV = false;
   int64_t numQueryHeads = 32;
   int64_t numKVHeads = 8;
   /// Query tokens per sequence (1..8); 1 gives [B, Hq, D] queries, more give
@@ -104,8 +111,12 @@ struct KernelConfig {
   /// as fd::getKernelProblem reads it off the op this config builds.
   KernelProblem getKernelProblem() const;
   /// `schedule`, else planKernel of that problem on `arch` (an unknown arch,
-  /// which validate() reports, on the default chip).
-  KernelSchedule getKernelSchedule() const;
+  /// which validate() reports, on the default chip); none where no GPU
+  /// kernel builds the problem (getReasonNoPartialKernel).
+  std::optional<KernelSchedule> getKernelSchedule() const;
+  int64_t getValueHeadDim() const {
+    return valueHeadDim ? valueHeadDim : headDim;
+  }
   /// The chip of `arch` (an unknown arch, which validate() reports: the
   /// default).
   const Chip &getChip() const;

@@ -23,14 +23,17 @@ uint16_t floatToBFloat16(float value);
 float bfloat16ToFloat(uint16_t bits);
 
 /// A decode-attention problem over contiguous row-major double arrays in the
-/// shapes of fd.attention: q [B, Lq, Hq, D], caches [B, Lmax, Hkv, D] (NHD)
-/// or [B, Hkv, Lmax, D] (HND), lengths [B].
+/// shapes of fd.attention: q [B, Lq, Hq, D], key cache [B, Lmax, Hkv, D]
+/// (NHD) or [B, Hkv, Lmax, D] (HND), value cache the same with D_v for D,
+/// lengths [B].
 struct AttentionProblem {
   int64_t batch = 0;
   int64_t queryLength = 1;
   int64_t numQueryHeads = 0;
   int64_t numKVHeads = 0;
   int64_t headDim = 0;
+  /// D_v, the values' and outputs' head dim; 0: headDim.
+  int64_t valueHeadDim = 0;
   int64_t maxLength = 0;
   bool isNHD = true;
   double scale = 0.0;
@@ -54,6 +57,8 @@ struct AttentionProblem {
   const int32_t *queryLengths = nullptr;
   const double *query = nullptr;
   const double *keyCache = nullptr;
+  /// Null: the values are the first D_v columns of the key cache's rows
+  /// (MLA's latent cache).
   const double *valueCache = nullptr;
   const int32_t *lengths = nullptr;
 };
@@ -63,7 +68,7 @@ struct AttentionProblem {
 /// keys j <= p, and with a window W only j > p - W; cap(x) = c * tanh(x / c)
 /// with a soft-cap c, else x. Keys outside a row's range are never read. With
 /// sinks, exp(sink_h - max) joins each row's denominator. Rows without keys get
-/// zeros and lse = -inf (the sink with sinks). `output` gets [B, Lq, Hq, D],
+/// zeros and lse = -inf (the sink with sinks). `output` gets [B, Lq, Hq, D_v],
 /// `lse` [B, Lq, Hq] (natural log).
 void attention(const AttentionProblem &problem, std::vector<double> &output,
                std::vector<double> &lse);
