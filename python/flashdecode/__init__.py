@@ -39,8 +39,8 @@ from ._fp8 import quantize_kv
 from ._cuda import Decoder, _decode_cuda
 from .device_array import DeviceArray
 
-__all__ = ["compile", "plan_splits", "decode_attention", "Kernel", "Decoder",
-           "DeviceArray", "quantize_kv"]
+__all__ = ["compile", "plan_splits", "decode_attention", "mla_decode",
+           "Kernel", "Decoder", "DeviceArray", "quantize_kv"]
 
 CudaError = _native.CudaError
 
@@ -196,8 +196,18 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                      min_chunk_length=None, max_splits=None, window_left=None,
                      logits_soft_cap=None, sinks=None, alibi_slopes=None,
                      query_lens=None, kv_dtype=None, k_scale=None,
-                     v_scale=None, fused_merge=False, check_lengths=False):
+                     v_scale=None, fused_merge=False, check_lengths=False,
+                     v_head_dim=None):
     """softmax(scale * q k^T) v over each sequence's first seq_lens[b] keys.
+
+    v_head_dim: None (the values' head dim is q's) or D_v: v_cache is then
+    k_cache's shape with D_v last and out [B, (Lq,) Hq, D_v]; with v_cache
+    None (v_head_dim required: None there is a ValueError, never a guess)
+    the values are the first D_v columns of each k_cache row (MLA's latent
+    cache, see mla_decode), scaled by k_scale (v_scale must be None). Key
+    head dims up to 576 and D_v up to 512 run on backend="cpu"; the GPU
+    kernels take one head dim in [32, 256] with a v_cache (ValueError
+    otherwise).
 
     seq_lens: int32 [B], each in [0, max_len] (max_len: the caches' length,
     or max_pages * page_size when paged). backend="cpu" raises ValueError
@@ -314,11 +324,58 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                 raise ValueError(f"{name} is for backend='cuda'")
         return _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale,
                            kv_layout, return_lse, dtype, block_table, planner,
-                           **masking, **fp8)
+                           **masking, **fp8, v_head_dim=v_head_dim)
     if backend == "cuda":
         return _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale,
                             kv_layout, return_lse, dtype, block_table, arch,
                             out, lse, stream, planner, **masking, **fp8,
                             fused_merge=fused_merge,
-                            check_lengths=check_lengths)
+                            check_lengths=check_lengths,
+                            v_head_dim=v_head_dim)
     raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
+
+
+def mla_decode(q, kv_cache, seq_lens, *, block_table=None, head_dim_v=512,
+               scale=None, return_lse=False, backend="cpu", query_lens=None,
+               kv_dtype=None, k_scale=None, num_splits=None, dtype=None):
+    """Absorbed multi-head latent attention decode (DeepSeek-V3/R1/V3.2,
+    Kimi K2): every query head attends over one shared latent cache.
+
+    q: [B, Hq, D] or [B, Lq, Hq, D] (D = 576: 512 latent + 64 rope);
+    kv_cache: [B, Lmax, 1, D] or, with block_table [B, max_pages], pages
+    [num_pages, page_size, 1, D]; the value of a token is the first
+    head_dim_v columns of its cache row (read once, no value cache).
+    Returns out [B, (Lq,) Hq, head_dim_v], or (out, lse) with return_lse
+    (lse [B, (Lq,) Hq] float32, natural log). scale: the softmax scale,
+    default 1/sqrt(D); DeepSeek's is 1/sqrt(192) times its YaRN factor, so
+    pass it. query_lens (multi-token prediction), kv_dtype and k_scale (fp8
+    latent caches, k_scale scaling keys and values alike), num_splits and
+    dtype ("bfloat16" for uint16 bit patterns) are decode_attention's. backend="cpu" runs it; the GPU kernels for it
+    are not built yet (backend="cuda" is a ValueError). ValueError names the
+    argument: a kv_cache of more than one KV head, head_dim_v over the
+    cache's head dim, q's head dim not the cache's."""
+    shape = getattr(kv_cache, "shape", None)
+    if shape is None or len(shape) != 4:
+        raise ValueError(f"kv_cache must be [B, Lmax, 1, D] or pages "
+                         f"[num_pages, page_size, 1, D], got "
+                         f"{None if shape is None else tuple(shape)}")
+    if shape[2] != 1:
+        raise ValueError(f"kv_cache must hold one latent KV head (its third "
+                         f"dimension), got {shape[2]}")
+    if isinstance(head_dim_v, bool) or not isinstance(head_dim_v, int):
+        raise TypeError(f"head_dim_v must be an int, got {head_dim_v!r}")
+    if head_dim_v > shape[3]:
+        raise ValueError(f"head_dim_v {head_dim_v} must be at most kv_cache's "
+                         f"head dim {shape[3]}: the values are its first "
+                         f"head_dim_v columns")
+    q_dim = getattr(q, "shape", (None,))[-1]
+    if q_dim != shape[3]:
+        raise ValueError(f"q's head dim {q_dim} must equal kv_cache's "
+                         f"{shape[3]} (queries absorbed into the latent "
+                         f"space, rope columns included)")
+    return decode_attention(q, kv_cache, None, seq_lens, num_splits=num_splits,
+                            scale=scale, return_lse=return_lse,
+                            backend=backend, block_table=block_table,
+                            query_lens=query_lens, kv_dtype=kv_dtype,
+                            k_scale=k_scale, v_head_dim=head_dim_v,
+                            dtype=dtype)

@@ -11,6 +11,8 @@ _DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 # The shapes the kernels are built for: the compiler's (fd/Planning/Limits.h).
 _MAX_QUERY_LEN = _native.MAX_DECODE_QUERY_LEN
 _HEAD_DIMS = "a " + _native.SUPPORTED_HEAD_DIMS
+_KEY_HEAD_DIMS = "a " + _native.SUPPORTED_KEY_HEAD_DIMS
+_VALUE_HEAD_DIMS = "a " + _native.SUPPORTED_VALUE_HEAD_DIMS
 _PAGE_SIZES = "a " + _native.SUPPORTED_PAGE_SIZES
 
 
@@ -36,10 +38,13 @@ def _split_options(num_splits):
 class _Problem:
     """The checked shapes of one decode_attention call. With a block table
     shape the caches are page pools [num_pages, page_size, Hkv, D] (NHD) or
-    [num_pages, Hkv, page_size, D] (HND)."""
+    [num_pages, Hkv, page_size, D] (HND). The value cache is shaped alike
+    with D_v (``v_head_dim``, default D) last; without one (``v_shape``
+    None, ``v_head_dim`` given) the values are the key cache's first D_v
+    columns (MLA's latent cache)."""
 
     def __init__(self, q_shape, k_shape, v_shape, lens_shape, kv_layout,
-                 table_shape=None):
+                 table_shape=None, v_head_dim=None):
         if kv_layout not in ("NHD", "HND"):
             raise ValueError(f"kv_layout must be 'NHD' or 'HND', got {kv_layout!r}")
         if len(q_shape) not in (3, 4):
@@ -49,9 +54,23 @@ class _Problem:
             raise ValueError(
                 f"k_cache must be 4-D ({'[B, Lmax, Hkv, D]' if kv_layout == 'NHD' else '[B, Hkv, Lmax, D]'}),"
                 f" got shape {tuple(k_shape)}")
-        if tuple(v_shape) != tuple(k_shape):
-            raise ValueError(f"v_cache shape {tuple(v_shape)} must equal "
-                             f"k_cache shape {tuple(k_shape)}")
+        if v_head_dim is not None and (isinstance(v_head_dim, bool) or
+                                       not isinstance(v_head_dim, int)):
+            raise TypeError(f"v_head_dim must be an int or None, got "
+                            f"{v_head_dim!r}")
+        self.shared_kv = v_shape is None
+        if self.shared_kv and v_head_dim is None:
+            raise ValueError("v_cache is None: give v_head_dim, the values' "
+                             "head dim (they are then the first v_head_dim "
+                             "columns of k_cache)")
+        if not self.shared_kv:
+            expected = tuple(k_shape) if v_head_dim is None else \
+                tuple(k_shape[:-1]) + (v_head_dim,)
+            if tuple(v_shape) != expected:
+                last = "" if v_head_dim is None else \
+                    f" with v_head_dim {v_head_dim} last: {expected}"
+                raise ValueError(f"v_cache shape {tuple(v_shape)} must equal "
+                                 f"k_cache shape {tuple(k_shape)}{last}")
         self.q_shape = tuple(q_shape)
         self.batch = q_shape[0]
         self.has_query_len = len(q_shape) == 4
@@ -82,9 +101,20 @@ class _Problem:
         if kd != self.head_dim:
             raise ValueError(f"k_cache head dim {kd} must equal q head dim "
                              f"{self.head_dim}")
-        if not _native.is_supported_head_dim(self.head_dim):
+        if not _native.is_supported_key_head_dim(self.head_dim):
             raise ValueError(f"head dim {self.head_dim} is not supported: "
-                             f"expected {_HEAD_DIMS}")
+                             f"expected {_KEY_HEAD_DIMS}")
+        self.value_head_dim = self.head_dim if v_head_dim is None \
+            else v_head_dim
+        if not _native.is_supported_value_head_dim(self.value_head_dim):
+            raise ValueError(
+                f"v_head_dim {self.value_head_dim} is not supported: expected "
+                f"{_VALUE_HEAD_DIMS}" + ("" if v_head_dim is not None else
+                                         " (give v_head_dim)"))
+        if self.shared_kv and self.value_head_dim > self.head_dim:
+            raise ValueError(f"v_head_dim {self.value_head_dim} must be at "
+                             f"most k_cache's head dim {self.head_dim}: the "
+                             f"values are its first v_head_dim columns")
         if self.num_kv_heads < 1 or self.num_q_heads % self.num_kv_heads:
             raise ValueError(
                 f"q heads ({self.num_q_heads}) must be a multiple of k_cache "
@@ -99,6 +129,21 @@ class _Problem:
         if tuple(lens_shape) != (self.batch,):
             raise ValueError(f"seq_lens must have shape ({self.batch},), got "
                              f"{tuple(lens_shape)}")
+
+    def out_shape(self):
+        return tuple(self.q_shape[:-1]) + (self.value_head_dim,)
+
+    def gpu_refusal(self):
+        """Why backend='cuda' cannot run this problem yet, or None."""
+        if (_native.is_supported_head_dim(self.head_dim) and
+                self.value_head_dim == self.head_dim and not self.shared_kv):
+            return None
+        return (f"backend='cuda' takes one head dim for q, k_cache and "
+                f"v_cache, {_HEAD_DIMS}, with a v_cache; this call has head "
+                f"dim {self.head_dim}, v_head_dim {self.value_head_dim}"
+                + (" and no v_cache" if self.shared_kv else "") +
+                ": use backend='cpu' (the GPU kernels for it are not built "
+                "yet)")
 
     def lse_shape(self):
         if self.has_query_len:

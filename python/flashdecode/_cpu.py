@@ -79,18 +79,29 @@ def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
         splits, split_kv, scale, return_lse, problem.batch, problem.max_len,
         _native.DEFAULT_SM_COUNT, _native.DEFAULT_ARCH, **planner,
         window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
-        **kv_options))
+        **kv_options, v_head_dim=problem.value_head_dim,
+        shared_kv=problem.shared_kv))
 
 
 def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                 return_lse, dtype, block_table, planner, window_left=0,
                 logits_soft_cap=None, kv_dtype=None, k_scale=None,
-                v_scale=None, **buffers):
+                v_scale=None, v_head_dim=None, **buffers):
     """``buffers``: sinks, alibi_slopes, query_lens (None or numpy).
-    kv_dtype, k_scale, v_scale: fp8 caches (see _fp8)."""
+    kv_dtype, k_scale, v_scale: fp8 caches (see _fp8). v_cache None (with
+    v_head_dim): the values are k_cache's first v_head_dim columns, scaled
+    by k_scale."""
     if isinstance(q, np.ndarray):
         _fp8.check_query_dtype(q.dtype.name)
     found = _numpy_dtype(q, "q", dtype)
+    shared_kv = v_cache is None
+    if shared_kv:
+        if v_scale is not None:
+            raise ValueError("v_scale must be None with v_cache None: the "
+                             "values are k_cache's columns, scaled by "
+                             "k_scale")
+        # Checked as the cache the values come from.
+        v_cache, v_scale = k_cache, k_scale
     for name, array in (("k_cache", k_cache), ("v_cache", v_cache)):
         if not isinstance(array, np.ndarray):
             raise TypeError(f"{name} must be a numpy array for backend='cpu'"
@@ -111,9 +122,11 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
             raise TypeError("block_table must be a numpy int32 array")
         if not block_table.flags.c_contiguous:
             raise ValueError("block_table must be C-contiguous")
-    problem = _Problem(q.shape, k_cache.shape, v_cache.shape,
+    problem = _Problem(q.shape, k_cache.shape,
+                       None if shared_kv else v_cache.shape,
                        np.shape(seq_lens), kv_layout,
-                       None if block_table is None else block_table.shape)
+                       None if block_table is None else block_table.shape,
+                       v_head_dim)
     problem.layout = kv_layout
     if block_table is not None and block_table.size and (
             block_table.min() < 0 or block_table.max() >= problem.num_pages):
@@ -150,7 +163,9 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     kernel = _cpu_kernel(problem, found, num_splits, scale, return_lse,
                          planner, window_left, logits_soft_cap,
                          _buffer_flags(buffers), kv_options)
-    out = np.empty_like(q)
+    out = np.empty(problem.out_shape(), q.dtype)
+    if shared_kv:
+        v_cache, v_scale = None, None
     lse = np.empty(problem.lse_shape(), np.float32) if return_lse else None
     if block_table is None:
         kernel.run(q, k_cache, v_cache, seq_lens, out, lse, problem.batch,

@@ -151,9 +151,15 @@ _CACHE_DTYPES = "float32, float16 or bfloat16 (q's), or uint8 or fp8 (with " \
 
 
 def _check_cuda_inputs(q, k_cache, v_cache, seq_lens, block_table, kv_layout,
-                       dtype, kv_dtype=None):
+                       dtype, kv_dtype=None, v_head_dim=None):
     """(_Problem, [_CudaArray of q, k_cache, v_cache, seq_lens(, table)],
-    the caches' fp8 format: a kv_dtype name or None)."""
+    the caches' fp8 format: a kv_dtype name or None). ValueError for a
+    problem the GPU kernels do not take (_Problem.gpu_refusal)."""
+    if v_cache is None:
+        raise ValueError(
+            "backend='cuda' needs a v_cache: values read from k_cache "
+            "(v_cache None, MLA's latent cache) run on backend='cpu' (the GPU "
+            "kernels for them are not built yet)")
     qa = _CudaArray(q, "q")
     if qa.dtype not in _DTYPES:
         _fp8.check_query_dtype(qa.found)
@@ -174,7 +180,10 @@ def _check_cuda_inputs(q, k_cache, v_cache, seq_lens, block_table, kv_layout,
         arrays.append(table)
         table_shape = table.shape
     problem = _Problem(qa.shape, ka.shape, va.shape, la.shape, kv_layout,
-                       table_shape)
+                       table_shape, v_head_dim)
+    refusal = problem.gpu_refusal()
+    if refusal:
+        raise ValueError(refusal)
     if kv_format is None:
         for other in (ka, va):
             if other.dtype is None:
@@ -481,11 +490,12 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                  return_lse, dtype, block_table, arch, out, lse, stream,
                  planner, window_left=0, logits_soft_cap=None, kv_dtype=None,
                  k_scale=None, v_scale=None, fused_merge=False,
-                 check_lengths=False, **buffers):
+                 check_lengths=False, v_head_dim=None, **buffers):
     """``buffers``: sinks, alibi_slopes, query_lens (None or device
     arrays). kv_dtype, k_scale, v_scale: fp8 caches (see _fp8)."""
     problem, arrays, kv_format = _check_cuda_inputs(
-        q, k_cache, v_cache, seq_lens, block_table, kv_layout, dtype, kv_dtype)
+        q, k_cache, v_cache, seq_lens, block_table, kv_layout, dtype, kv_dtype,
+        v_head_dim)
     qa = arrays[0]
     splits, _ = _split_options(num_splits)
     if lse is not None and not return_lse:

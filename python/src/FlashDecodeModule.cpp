@@ -71,9 +71,12 @@ KernelConfig makeConfig(
     int64_t minChunkLength, int64_t maxSplits, int64_t windowLeft,
     std::optional<float> logitsSoftCap, bool withSinks, bool withAlibi,
     bool withQueryLens, const std::string &kvDtype, const std::string &kvScale,
-    bool fusedMerge, const std::optional<std::string> &schedule) {
+    bool fusedMerge, const std::optional<std::string> &schedule,
+    int64_t valueHeadDim, bool sharedKV) {
   KernelConfig config;
   config.headDim = headDim;
+  config.valueHeadDim = valueHeadDim;
+  config.sharedKV = sharedKV;
   config.numQueryHeads = numQueryHeads;
   config.numKVHeads = numKVHeads;
   config.queryLength = queryLength;
@@ -130,7 +133,9 @@ KernelConfig makeConfig(
       py::arg("with_query_lens") = KernelConfig().withQueryLens,               \
       py::arg("kv_dtype") = "", py::arg("kv_scale") = "tensor",                \
       py::arg("fused_merge") = KernelConfig().fusedMerge,                      \
-      py::arg("schedule") = py::none()
+      py::arg("schedule") = py::none(),                                        \
+      py::arg("v_head_dim") = KernelConfig().valueHeadDim,                     \
+      py::arg("shared_kv") = KernelConfig().sharedKV
 
 /// The data of an optional C-contiguous buffer of `count` T (float or
 /// int32_t) that the kernel reads exactly when `reads`: required then (the
@@ -172,10 +177,10 @@ public:
   /// lengths, `kScale` and `vScale` (float32, [1] or the caches' shape
   /// without the head dim) exactly when it reads fp8 caches (bytes).
   void run(const py::array &query, const py::array &keys,
-           const py::array &values, const py::array &lengths, py::array &output,
-           std::optional<py::array> lse, int64_t batch, int64_t maxLength,
-           std::optional<py::array> blockTable, int64_t numPages,
-           int64_t maxPages, std::optional<py::array> sinks,
+           const std::optional<py::array> &values, const py::array &lengths,
+           py::array &output, std::optional<py::array> lse, int64_t batch,
+           int64_t maxLength, std::optional<py::array> blockTable,
+           int64_t numPages, int64_t maxPages, std::optional<py::array> sinks,
            std::optional<py::array> alibiSlopes,
            std::optional<py::array> queryLens, std::optional<py::array> kScale,
            std::optional<py::array> vScale) {
@@ -183,19 +188,27 @@ public:
     const KernelConfig &config = kernel->getConfig();
     size_t element = getElementTypeSize(config.elementType);
     size_t rows = batch * config.queryLength * config.numQueryHeads;
-    size_t cache =
-        config.pageSize
-            ? numPages * config.pageSize * config.numKVHeads * config.headDim
-            : batch * maxLength * config.numKVHeads * config.headDim;
+    size_t cacheRows = config.pageSize
+                           ? numPages * config.pageSize * config.numKVHeads
+                           : batch * maxLength * config.numKVHeads;
+    size_t cache = cacheRows * config.headDim;
+    size_t valueHeadDim = config.getValueHeadDim();
     AttentionBuffers buffers;
     buffers.query = checkedData(query, rows * config.headDim * element, "q");
     size_t cacheElement = config.hasFloat8Cache() ? 1 : element;
     buffers.keyCache = checkedData(keys, cache * cacheElement, "k_cache");
-    buffers.valueCache = checkedData(values, cache * cacheElement, "v_cache");
+    if (config.sharedKV != !values)
+      throw py::value_error(config.sharedKV
+                                ? "this kernel reads its values from the key "
+                                  "cache: v_cache must be None"
+                                : "v_cache required");
+    if (values)
+      buffers.valueCache = checkedData(
+          *values, cacheRows * valueHeadDim * cacheElement, "v_cache");
     buffers.seqLens = static_cast<const int32_t *>(
         checkedData(lengths, batch * sizeof(int32_t), "seq_lens"));
     buffers.output =
-        checkedData(output, rows * config.headDim * element, "output");
+        checkedData(output, rows * valueHeadDim * element, "output");
     if (config.withLse) {
       if (!lse)
         throw py::value_error("this kernel writes an lse: lse required");
@@ -228,8 +241,8 @@ public:
         kScale, config.hasFloat8Cache(), scales, "k_scale", "reads fp8 caches",
         "fp8 caches", scaleSize);
     buffers.vScale = optionalBuffer<float>(
-        vScale, config.hasFloat8Cache(), scales, "v_scale", "reads fp8 caches",
-        "fp8 caches", scaleSize);
+        vScale, config.hasFloat8Cache() && !config.sharedKV, scales, "v_scale",
+        "reads fp8 value caches", "an fp8 value cache", scaleSize);
     buffers.batch = batch;
     buffers.maxLength = maxLength;
     llvm::Error error = llvm::Error::success();
@@ -292,9 +305,15 @@ PYBIND11_MODULE(_flashdecode, module) {
   // The shapes the kernels are built for (fd/Planning/Limits.h): the
   // rules and the words that name them.
   module.def("is_supported_head_dim", &isSupportedHeadDim, py::arg("head_dim"));
+  module.def("is_supported_key_head_dim", &isSupportedKeyHeadDim,
+             py::arg("head_dim"));
+  module.def("is_supported_value_head_dim", &isSupportedValueHeadDim,
+             py::arg("head_dim"));
   module.def("is_supported_page_size", &isSupportedPageSize,
              py::arg("page_size"));
   module.attr("SUPPORTED_HEAD_DIMS") = describeSupportedHeadDims();
+  module.attr("SUPPORTED_KEY_HEAD_DIMS") = describeSupportedKeyHeadDims();
+  module.attr("SUPPORTED_VALUE_HEAD_DIMS") = describeSupportedValueHeadDims();
   module.attr("SUPPORTED_PAGE_SIZES") = describeSupportedPageSizes();
   module.attr("MAX_DECODE_QUERY_LEN") = kMaxDecodeQueryLength;
 

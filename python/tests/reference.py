@@ -101,7 +101,7 @@ def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
               window_left=None, logits_soft_cap=None, sinks=None,
               alibi_slopes=None, query_lens=None):
     """(out, lse) in float64 for q [B, Hq, D] or [B, Lq, Hq, D] over dense
-    caches; window_left W, logits_soft_cap c, sinks [Hq], alibi_slopes
+    caches (v's head dim D_v may differ from D: out [.., D_v]); window_left W, logits_soft_cap c, sinks [Hq], alibi_slopes
     [Hq] and query_lens [B] as in the module's rules (None: no window, no
     cap, no sinks, no ALiBi, Lq query tokens in every sequence). With
     query_lens, sequence b's n = query_lens[b] (clamped to [0, Lq]) queries
@@ -119,7 +119,8 @@ def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
         np.asarray(sinks, np.float64).reshape(heads, 1)
     slope = None if alibi_slopes is None else \
         np.asarray(alibi_slopes, np.float64).reshape(heads, 1)
-    out = np.zeros(q.shape)
+    # The values may be narrower than the keys (D_v: MLA, values apart).
+    out = np.zeros(q.shape[:3] + (v.shape[-1],))
     lse = np.full(q.shape[:3], -np.inf)
     for b in range(batch):
         queries = query_len if query_lens is None else \
