@@ -409,6 +409,13 @@ PYBIND11_MODULE(_flashdecode, module) {
   module.def(
       "compile",
       [](const KernelConfig &config) {
+        // A valid config the GPU kernels do not build is the caller's to
+        // change, as an invalid one is.
+        std::string noKernel =
+            getReasonNoPartialKernel(config.getKernelProblem());
+        if (!noKernel.empty())
+          throw py::value_error("no GPU kernels for this configuration: " +
+                                noKernel);
         std::shared_ptr<const CompiledKernels> kernels;
         {
           py::gil_scoped_release release;

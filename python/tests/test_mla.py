@@ -153,3 +153,10 @@ def test_mla_errors_name_the_argument():
     with pytest.raises(ValueError, match="v_head_dim 520 is not supported"):
         flashdecode.decode_attention(q, latent, None, lens, v_head_dim=520,
                                      dtype="bfloat16")
+
+
+def test_compile_says_which_head_dims_the_gpu_kernels_take():
+    with pytest.raises(ValueError, match="no GPU kernels for this "
+                       "configuration: head dim 512: the GPU kernels take one "
+                       "head dim"):
+        flashdecode.compile(512, 8, 2)

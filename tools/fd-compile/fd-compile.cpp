@@ -423,6 +423,12 @@ int main(int argc, char **argv) {
   std::string invalid = config.validate();
   if (!invalid.empty())
     exitWithUsageError(invalid);
+  // A configuration the GPU kernels do not build is the caller's to change,
+  // as an invalid one is; the IR before them takes it.
+  bool buildsKernels = !emit.getNumOccurrences() || emit > Stage::Split;
+  std::string noKernel = getReasonNoPartialKernel(config.getKernelProblem());
+  if (buildsKernels && !noKernel.empty())
+    exitWithUsageError("no GPU kernels for this configuration: " + noKernel);
 
   if (emit.getNumOccurrences()) {
     llvm::Expected<std::string> text = emitStage(config, emit);
