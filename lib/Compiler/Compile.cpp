@@ -27,11 +27,8 @@ using namespace mlir;
 namespace flashdecode {
 
 int64_t getAutomaticMaxSplits(const KernelConfig &config) {
-  std::optional<KernelSchedule> schedule = config.getKernelSchedule();
-  // Without a GPU kernel there is no fused merge to bound the count.
-  return schedule ? getAutomaticSplitCap(*schedule, config.maxSplits,
-                                         config.fusedMerge)
-                  : config.maxSplits;
+  return getAutomaticSplitCap(config.getKernelSchedule(), config.maxSplits,
+                              config.fusedMerge);
 }
 
 const char *getCompilerVersion() { return "flashdecode 0.2.20 (MLIR 22)"; }
@@ -267,9 +264,9 @@ llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config) {
   std::string invalid = config.validate();
   if (!invalid.empty())
     return makeError(invalid);
-  std::string noKernel = getReasonNoPartialKernel(config.getKernelProblem());
+  std::string noKernel = config.getReasonNoGPUKernels();
   if (!noKernel.empty())
-    return makeError("no GPU kernels for this configuration: " + noKernel);
+    return makeError(noKernel);
   Compilation compilation(config);
   if (llvm::Error error = compilation.run(Stage::Split, Stage::Split))
     return std::move(error);

@@ -107,12 +107,13 @@ KernelProblem KernelConfig::getKernelProblem() const {
 const Chip &KernelConfig::getChip() const { return findChipOrDefault(arch); }
 
 std::optional<KernelSchedule> KernelConfig::getKernelSchedule() const {
-  KernelProblem problem = getKernelProblem();
-  if (!getReasonNoPartialKernel(problem).empty())
-    return std::nullopt;
-  if (schedule)
-    return flashdecode::getKernelSchedule(problem, *schedule);
-  return planKernel(problem, getChip());
+  return findPartialKernelSchedule(getKernelProblem(), schedule, getChip());
+}
+
+std::string KernelConfig::getReasonNoGPUKernels() const {
+  std::string reason = getReasonNoPartialKernel(getKernelProblem());
+  return reason.empty() ? reason
+                        : "no GPU kernels for this configuration: " + reason;
 }
 
 SplitPlannerOptions KernelConfig::getPlannerOptions() const {

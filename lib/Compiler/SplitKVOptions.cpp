@@ -1,7 +1,6 @@
 //===- SplitKVOptions.cpp - fd-split-kv's options for a config ------------===//
 
 #include "fd/Compiler/SplitKVOptions.h"
-#include "fd/Compiler/Compile.h"
 #include "fd/Dialect/FD/Utils/AttentionUtils.h"
 
 #include <algorithm>
@@ -39,19 +38,17 @@ int64_t resolveNumSplits(const KernelConfig &config) {
   if (config.windowLeft > 0)
     rules.windowLeft = config.windowLeft;
   int64_t attended = mlir::fd::getAttendedLength(config.maxLength, rules);
+  // Without a GPU kernel (the CPU lowering's problems), the wave model.
+  std::optional<KernelSchedule> schedule = config.getKernelSchedule();
   SplitPlannerOptions planner = config.getPlannerOptions();
-  planner.maxSplits = getAutomaticMaxSplits(config);
+  planner.maxSplits =
+      getAutomaticSplitCap(schedule, config.maxSplits, config.fusedMerge);
   if (config.chunkLength > 0)
     return getChunkedSplitCount(attended, config.chunkLength,
                                 planner.maxSplits);
-  // Without a GPU kernel (the CPU lowering's problems), the wave model.
-  std::optional<KernelSchedule> schedule = config.getKernelSchedule();
-  SplitWorkload workload =
-      schedule ? getSplitWorkload(config.getKernelProblem(), *schedule,
-                                  config.getChip(), config.fusedMerge)
-               : SplitWorkload();
   return planNumSplits(config.batch, config.numKVHeads, attended, planner,
-                       workload)
+                       getSplitWorkload(config.getKernelProblem(), schedule,
+                                        config.getChip(), config.fusedMerge))
       .numSplits;
 }
 

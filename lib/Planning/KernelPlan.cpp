@@ -204,6 +204,17 @@ std::string getReasonNoPartialKernel(const KernelProblem &problem) {
   return os.str();
 }
 
+std::optional<KernelSchedule>
+findPartialKernelSchedule(const KernelProblem &problem,
+                          const std::optional<ScheduleChoice> &choice,
+                          const Chip &chip) {
+  if (!getReasonNoPartialKernel(problem).empty())
+    return std::nullopt;
+  if (choice)
+    return getKernelSchedule(problem, *choice);
+  return planKernel(problem, chip);
+}
+
 std::string getReasonScheduleInvalid(const KernelProblem &problem,
                                      const ScheduleChoice &choice) {
   std::string kernel = getReasonNoPartialKernel(problem);

@@ -28,6 +28,14 @@ SplitWorkload getSplitWorkload(const KernelProblem &problem,
   return workload;
 }
 
+SplitWorkload getSplitWorkload(const KernelProblem &problem,
+                               const std::optional<KernelSchedule> &schedule,
+                               const Chip &chip, bool fusedMerge) {
+  if (!schedule)
+    return SplitWorkload();
+  return getSplitWorkload(problem, *schedule, chip, fusedMerge);
+}
+
 SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
                          int64_t numSplits, const SplitPlannerOptions &options,
                          const SplitWorkload &workload) {
@@ -210,11 +218,11 @@ SplitPlan planNumSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
   return best;
 }
 
-int64_t getAutomaticSplitCap(const KernelSchedule &schedule, int64_t maxSplits,
-                             bool fusedMerge) {
-  if (!fusedMerge)
+int64_t getAutomaticSplitCap(const std::optional<KernelSchedule> &schedule,
+                             int64_t maxSplits, bool fusedMerge) {
+  if (!fusedMerge || !schedule)
     return maxSplits;
-  return std::clamp<int64_t>(schedule.getMostFusedMergeSplits(), 1, maxSplits);
+  return std::clamp<int64_t>(schedule->getMostFusedMergeSplits(), 1, maxSplits);
 }
 
 int64_t getChunkedSplitCount(int64_t maxLength, int64_t chunkLength,

@@ -10,7 +10,6 @@ from . import _flashdecode as _native
 _DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 # The shapes the kernels are built for: the compiler's (fd/Planning/Limits.h).
 _MAX_QUERY_LEN = _native.MAX_DECODE_QUERY_LEN
-_HEAD_DIMS = "a " + _native.SUPPORTED_HEAD_DIMS
 _KEY_HEAD_DIMS = "a " + _native.SUPPORTED_KEY_HEAD_DIMS
 _VALUE_HEAD_DIMS = "a " + _native.SUPPORTED_VALUE_HEAD_DIMS
 _PAGE_SIZES = "a " + _native.SUPPORTED_PAGE_SIZES
@@ -134,16 +133,12 @@ class _Problem:
         return tuple(self.q_shape[:-1]) + (self.value_head_dim,)
 
     def gpu_refusal(self):
-        """Why backend='cuda' cannot run this problem yet, or None."""
-        if (_native.is_supported_head_dim(self.head_dim) and
-                self.value_head_dim == self.head_dim and not self.shared_kv):
-            return None
-        return (f"backend='cuda' takes one head dim for q, k_cache and "
-                f"v_cache, {_HEAD_DIMS}, with a v_cache; this call has head "
-                f"dim {self.head_dim}, v_head_dim {self.value_head_dim}"
-                + (" and no v_cache" if self.shared_kv else "") +
-                ": use backend='cpu' (the GPU kernels for it are not built "
-                "yet)")
+        """Why backend='cuda' cannot run this problem yet (the compiler's
+        rule, fd/Planning/KernelPlan.h), or None."""
+        reason = _native.reason_no_gpu_kernel(
+            self.head_dim, self.value_head_dim, self.shared_kv)
+        return f"backend='cuda' cannot run this call: {reason}; use " \
+            "backend='cpu'" if reason else None
 
     def lse_shape(self):
         if self.has_query_len:

@@ -305,6 +305,18 @@ PYBIND11_MODULE(_flashdecode, module) {
   // The shapes the kernels are built for (fd/Planning/Limits.h): the
   // rules and the words that name them.
   module.def("is_supported_head_dim", &isSupportedHeadDim, py::arg("head_dim"));
+  module.def(
+      "reason_no_gpu_kernel",
+      [](int64_t headDim, int64_t valueHeadDim, bool sharedKV) {
+        KernelProblem problem;
+        problem.headDim = headDim;
+        problem.valueHeadDim = valueHeadDim;
+        problem.valuesFromKeys = sharedKV;
+        return getReasonNoPartialKernel(problem);
+      },
+      "Why the GPU kernels do not build these head dims (values read from "
+      "the key cache with shared_kv), or ''.",
+      py::arg("head_dim"), py::arg("v_head_dim"), py::arg("shared_kv"));
   module.def("is_supported_key_head_dim", &isSupportedKeyHeadDim,
              py::arg("head_dim"));
   module.def("is_supported_value_head_dim", &isSupportedValueHeadDim,
@@ -411,11 +423,9 @@ PYBIND11_MODULE(_flashdecode, module) {
       [](const KernelConfig &config) {
         // A valid config the GPU kernels do not build is the caller's to
         // change, as an invalid one is.
-        std::string noKernel =
-            getReasonNoPartialKernel(config.getKernelProblem());
+        std::string noKernel = config.getReasonNoGPUKernels();
         if (!noKernel.empty())
-          throw py::value_error("no GPU kernels for this configuration: " +
-                                noKernel);
+          throw py::value_error(noKernel);
         std::shared_ptr<const CompiledKernels> kernels;
         {
           py::gil_scoped_release release;

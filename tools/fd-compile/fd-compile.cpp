@@ -426,9 +426,9 @@ int main(int argc, char **argv) {
   // A configuration the GPU kernels do not build is the caller's to change,
   // as an invalid one is; the IR before them takes it.
   bool buildsKernels = !emit.getNumOccurrences() || emit > Stage::Split;
-  std::string noKernel = getReasonNoPartialKernel(config.getKernelProblem());
+  std::string noKernel = config.getReasonNoGPUKernels();
   if (buildsKernels && !noKernel.empty())
-    exitWithUsageError("no GPU kernels for this configuration: " + noKernel);
+    exitWithUsageError(noKernel);
 
   if (emit.getNumOccurrences()) {
     llvm::Expected<std::string> text = emitStage(config, emit);

@@ -114,6 +114,9 @@ struct KernelConfig {
   /// which validate() reports, on the default chip); none where no GPU
   /// kernel builds the problem (getReasonNoPartialKernel).
   std::optional<KernelSchedule> getKernelSchedule() const;
+  /// "" when the GPU kernels build this configuration, else a sentence
+  /// saying why not (fd-compile's, the JIT's and Python's one message).
+  std::string getReasonNoGPUKernels() const;
   int64_t getValueHeadDim() const {
     return valueHeadDim ? valueHeadDim : headDim;
   }

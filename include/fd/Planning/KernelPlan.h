@@ -221,6 +221,14 @@ std::optional<ScheduleChoice> parseScheduleChoice(std::string_view text,
 /// The schedule of `problem`'s partial kernel on `chip`.
 KernelSchedule planKernel(const KernelProblem &problem, const Chip &chip);
 
+/// The partial kernel's schedule for `problem`: `choice` (written by hand)
+/// if given, else planKernel's on `chip`; none where no GPU kernel builds
+/// the problem (getReasonNoPartialKernel).
+std::optional<KernelSchedule>
+findPartialKernelSchedule(const KernelProblem &problem,
+                          const std::optional<ScheduleChoice> &choice,
+                          const Chip &chip);
+
 } // namespace flashdecode
 
 #endif // FD_PLANNING_KERNELPLAN_H

@@ -161,6 +161,11 @@ struct SplitWorkload {
 SplitWorkload getSplitWorkload(const KernelProblem &problem,
                                const KernelSchedule &schedule, const Chip &chip,
                                bool fusedMerge = false);
+/// The same where the problem may have no GPU kernel (no `schedule`): the
+/// unknown workload then, which plans with the wave model alone.
+SplitWorkload getSplitWorkload(const KernelProblem &problem,
+                               const std::optional<KernelSchedule> &schedule,
+                               const Chip &chip, bool fusedMerge = false);
 
 /// A split count and what it does on the machine.
 struct SplitPlan {
@@ -218,9 +223,10 @@ SplitPlan planNumSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
 
 /// The most splits an automatic count may take for a kernel of `schedule`:
 /// `maxSplits`, and with a fused merge no more than it can merge (at least
-/// 1; KernelSchedule::getMostFusedMergeSplits).
-int64_t getAutomaticSplitCap(const KernelSchedule &schedule, int64_t maxSplits,
-                             bool fusedMerge);
+/// 1; KernelSchedule::getMostFusedMergeSplits). Without a GPU kernel (no
+/// `schedule`) there is no fused merge: `maxSplits`.
+int64_t getAutomaticSplitCap(const std::optional<KernelSchedule> &schedule,
+                             int64_t maxSplits, bool fusedMerge);
 
 /// The split count of chunks of `chunkLength` tokens (>= 1) over
 /// `maxLength`: ceil(maxLength / chunkLength) within 1 .. maxSplits.

@@ -1,5 +1,6 @@
 //===- FDOps.cpp - Flash-Decoding dialect operations ----------------------===//
 
+#include "CacheOperands.h"
 #include "fd/Dialect/FD/IR/FD.h"
 
 #include "mlir/IR/Builders.h"
@@ -386,71 +387,6 @@ float mlir::fd::getEffectiveScale(FloatAttr scale, Value query) {
     return static_cast<float>(scale.getValueAsDouble());
   int64_t headDim = memrefType(query).getShape().back();
   return 1.0f / std::sqrt(static_cast<float>(headDim));
-}
-
-//===----------------------------------------------------------------------===//
-// The caches' operands: `%k, %v, %lens`, or `%kv, %lens` without a value cache
-//===----------------------------------------------------------------------===//
-
-/// Parses `first, second [, third]`: with three, the key cache, the value
-/// cache and the lengths; with two, the key cache and the lengths. The
-/// caches' operands and their types are spelled alike (no comma follows
-/// either list).
-template <typename Item, typename ParseItem>
-static ParseResult parseCacheList(OpAsmParser &parser, Item &keyCache,
-                                  Item &valueCache, bool &hasValueCache,
-                                  Item &seqLens, ParseItem parseItem) {
-  Item second;
-  if (parseItem(keyCache) || parser.parseComma() || parseItem(second))
-    return failure();
-  hasValueCache = succeeded(parser.parseOptionalComma());
-  if (!hasValueCache) {
-    seqLens = second;
-    return success();
-  }
-  valueCache = second;
-  return parseItem(seqLens);
-}
-
-static ParseResult
-parseCacheOperands(OpAsmParser &parser,
-                   OpAsmParser::UnresolvedOperand &keyCache,
-                   std::optional<OpAsmParser::UnresolvedOperand> &valueCache,
-                   OpAsmParser::UnresolvedOperand &seqLens) {
-  OpAsmParser::UnresolvedOperand values;
-  bool hasValueCache = false;
-  if (parseCacheList(parser, keyCache, values, hasValueCache, seqLens,
-                     [&](OpAsmParser::UnresolvedOperand &operand) {
-                       return parser.parseOperand(operand);
-                     }))
-    return failure();
-  if (hasValueCache)
-    valueCache = values;
-  return success();
-}
-
-static void printCacheOperands(OpAsmPrinter &printer, Operation *,
-                               Value keyCache, Value valueCache,
-                               Value seqLens) {
-  printer << keyCache << ", ";
-  if (valueCache)
-    printer << valueCache << ", ";
-  printer << seqLens;
-}
-
-static ParseResult parseCacheTypes(OpAsmParser &parser, Type &keyCache,
-                                   Type &valueCache, Type &seqLens) {
-  bool hasValueCache = false;
-  return parseCacheList(parser, keyCache, valueCache, hasValueCache, seqLens,
-                        [&](Type &type) { return parser.parseType(type); });
-}
-
-static void printCacheTypes(OpAsmPrinter &printer, Operation *, Type keyCache,
-                            Type valueCache, Type seqLens) {
-  printer << keyCache << ", ";
-  if (valueCache)
-    printer << valueCache << ", ";
-  printer << seqLens;
 }
 
 //===----------------------------------------------------------------------===//

@@ -66,13 +66,14 @@ mlir::fd::getKernelProblem(AttentionOpInterface op) {
   return problem;
 }
 
-::flashdecode::KernelSchedule
+std::optional<::flashdecode::KernelSchedule>
 mlir::fd::getOrPlanKernelSchedule(AttentionOpInterface op,
                                   const ::flashdecode::Chip &chip) {
-  ::flashdecode::KernelProblem problem = getKernelProblem(op);
+  std::optional<::flashdecode::ScheduleChoice> choice;
   if (ScheduleAttr schedule = op.getScheduleAttr())
-    return ::flashdecode::getKernelSchedule(problem, schedule.getChoice());
-  return ::flashdecode::planKernel(problem, chip);
+    choice = schedule.getChoice();
+  return ::flashdecode::findPartialKernelSchedule(getKernelProblem(op), choice,
+                                                  chip);
 }
 
 LogicalResult mlir::fd::verifySchedule(AttentionOpInterface op) {

@@ -27,12 +27,12 @@ struct FDScheduleKernelsPass
     }
     // An op no GPU kernel builds keeps none (convert-fd-to-gpu says why).
     getOperation().walk([&](PartialAttentionOp op) {
-      ::flashdecode::KernelProblem problem = getKernelProblem(op);
-      if (!op.getScheduleAttr() &&
-          ::flashdecode::getReasonNoPartialKernel(problem).empty())
-        op.setScheduleAttr(ScheduleAttr::get(
-            op.getContext(),
-            ::flashdecode::planKernel(problem, *target).getChoice()));
+      if (op.getScheduleAttr())
+        return;
+      if (std::optional<::flashdecode::KernelSchedule> planned =
+              getOrPlanKernelSchedule(op, *target))
+        op.setScheduleAttr(
+            ScheduleAttr::get(op.getContext(), planned->getChoice()));
     });
   }
 };

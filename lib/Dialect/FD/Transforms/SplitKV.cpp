@@ -59,13 +59,10 @@ getPlanningChip(const FDSplitKVOptions &options) {
 }
 
 /// The schedule of `op`'s partial kernel: its own, else the planner's on
-/// the planning chip; none when the GPU kernels cannot build it
-/// (::flashdecode::getReasonNoPartialKernel: the CPU lowering then runs it,
-/// planned by the wave model alone).
+/// the planning chip; none when the GPU kernels cannot build it (the CPU
+/// lowering then runs it, planned by the wave model alone).
 static std::optional<::flashdecode::KernelSchedule>
 getPartialKernelSchedule(AttentionOp op, const FDSplitKVOptions &options) {
-  if (!::flashdecode::getReasonNoPartialKernel(getKernelProblem(op)).empty())
-    return std::nullopt;
   return getOrPlanKernelSchedule(op, getPlanningChip(options));
 }
 
@@ -79,13 +76,9 @@ mlir::fd::getWorkspaceLayout(const AttentionGeometry &geometry,
 
 ::flashdecode::SplitWorkload
 mlir::fd::getSplitWorkload(AttentionOp op, const FDSplitKVOptions &options) {
-  std::optional<::flashdecode::KernelSchedule> schedule =
-      getPartialKernelSchedule(op, options);
-  if (!schedule)
-    return ::flashdecode::SplitWorkload();
-  return ::flashdecode::getSplitWorkload(getKernelProblem(op), *schedule,
-                                         getPlanningChip(options),
-                                         options.fusedMerge);
+  return ::flashdecode::getSplitWorkload(
+      getKernelProblem(op), getPartialKernelSchedule(op, options),
+      getPlanningChip(options), options.fusedMerge);
 }
 
 FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
@@ -140,9 +133,8 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
   // many it can). Without a GPU kernel there is no fused merge.
   std::optional<::flashdecode::KernelSchedule> schedule =
       getPartialKernelSchedule(op, options);
-  int64_t cap = schedule ? ::flashdecode::getAutomaticSplitCap(
-                               *schedule, options.maxSplits, options.fusedMerge)
-                         : options.maxSplits;
+  int64_t cap = ::flashdecode::getAutomaticSplitCap(schedule, options.maxSplits,
+                                                    options.fusedMerge);
   if (options.chunkLength > 0) {
     if (options.maxSplits < 1)
       return fail("'max-splits' must be >= 1, got " + Twine(options.maxSplits));
@@ -157,9 +149,11 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
   if (!invalid.empty())
     return fail(invalid);
   plannerOptions.maxSplits = cap;
-  return ::flashdecode::planNumSplits(*batch, geometry.numKVHeads, *maxLength,
-                                      plannerOptions,
-                                      getSplitWorkload(op, options))
+  return ::flashdecode::planNumSplits(
+             *batch, geometry.numKVHeads, *maxLength, plannerOptions,
+             ::flashdecode::getSplitWorkload(getKernelProblem(op), schedule,
+                                             getPlanningChip(options),
+                                             options.fusedMerge))
       .numSplits;
 }
 

@@ -115,8 +115,10 @@ namespace mlir::fd {
 /// and the features that cost registers.
 ::flashdecode::KernelProblem getKernelProblem(AttentionOpInterface op);
 
-/// `op`'s schedule: its `schedule` attribute, else the planner's on `chip`.
-::flashdecode::KernelSchedule
+/// `op`'s schedule: its `schedule` attribute, else the planner's on `chip`;
+/// none where no GPU kernel builds it (::flashdecode::
+/// findPartialKernelSchedule).
+std::optional<::flashdecode::KernelSchedule>
 getOrPlanKernelSchedule(AttentionOpInterface op,
                         const ::flashdecode::Chip &chip);
 
