@@ -246,11 +246,75 @@ std::vector<MatrixConfig> maskedRowsAtHeadDim128() {
   return params;
 }
 
+/// Heads wider than 256 and values apart from the keys, all on CUDA cores:
+/// MLA's absorbed decode (D 576 over a latent cache whose first 512
+/// columns are the values) at DeepSeek's 16 and 128 heads per GPU and Kimi
+/// K2's 64 (with Lq = 2: 128 rows), in bf16, f16 and f32 and over e4m3
+/// caches with either scale, dense and in pages of 1, 16 and 64, with the
+/// fused merge and every model feature on one each; Gemma 4's global
+/// layers (D = D_v = 512, values of their own) at group sizes 2 and 8 with
+/// its soft-cap and a window; and the shapes apart between them: D 192 /
+/// D_v 128 (DeepSeek's unabsorbed heads), D_v wider than D with idle value
+/// lanes (64 / 264), a latent cache read for 32 values, and MHA at D 264.
+std::vector<MatrixConfig> wideHeads() {
+  auto make = [](ElementType type, int64_t headDim, int64_t valueHeadDim,
+                 bool sharedKV, int64_t groupSize, int64_t queryLength,
+                 int64_t pageSize, CacheLayout layout, const char *arch) {
+    MatrixConfig config{type,     headDim, groupSize, queryLength,
+                        pageSize, layout,  arch};
+    config.valueHeadDim = valueHeadDim;
+    config.sharedKV = sharedKV;
+    return config;
+  };
+  const CacheLayout nhd = CacheLayout::NHD, hnd = CacheLayout::HND;
+  std::vector<MatrixConfig> params = {
+      make(ElementType::BF16, 576, 512, true, 16, 1, 64, nhd, "sm_90"),
+      make(ElementType::F16, 576, 512, true, 128, 1, 0, nhd, "sm_80"),
+      make(ElementType::BF16, 576, 512, true, 64, 2, 16, nhd, "sm_90"),
+      make(ElementType::F32, 576, 512, true, 16, 1, 0, hnd, "sm_80"),
+      make(ElementType::BF16, 512, 512, false, 8, 1, 16, nhd, "sm_90"),
+      make(ElementType::F32, 512, 512, false, 2, 3, 1, hnd, "sm_80"),
+      make(ElementType::F16, 192, 128, false, 4, 1, 1, nhd, "sm_90"),
+      make(ElementType::BF16, 64, 264, false, 8, 2, 0, hnd, "sm_80"),
+      make(ElementType::F16, 264, 264, false, 1, 8, 16, nhd, "sm_90")};
+  // fp8 latent caches, per token and per tensor.
+  MatrixConfig float8 =
+      make(ElementType::BF16, 576, 512, true, 16, 2, 1, nhd, "sm_80");
+  float8.kvCacheType = KVCacheType::E4M3;
+  float8.kvScale = KVScaleGranularity::TokenHead;
+  params.push_back(float8);
+  float8 = make(ElementType::F16, 576, 32, true, 32, 1, 16, hnd, "sm_90");
+  float8.kvCacheType = KVCacheType::E4M3;
+  params.push_back(float8);
+  MatrixConfig gemmaFloat8 =
+      make(ElementType::BF16, 512, 512, false, 2, 1, 0, nhd, "sm_90");
+  gemmaFloat8.kvCacheType = KVCacheType::E5M2;
+  gemmaFloat8.kvScale = KVScaleGranularity::TokenHead;
+  params.push_back(gemmaFloat8);
+  // The fused merge (with sinks) and every model feature.
+  MatrixConfig fused =
+      make(ElementType::BF16, 576, 512, true, 16, 1, 64, nhd, "sm_80");
+  fused.fusedMerge = fused.sinks = true;
+  params.push_back(fused);
+  MatrixConfig every =
+      make(ElementType::F16, 576, 512, true, 16, 3, 16, nhd, "sm_90");
+  every.windowAndSoftCap = every.alibi = every.sinks = every.queryLens = true;
+  params.push_back(every);
+  MatrixConfig gemma =
+      make(ElementType::BF16, 512, 512, false, 8, 2, 16, hnd, "sm_80");
+  gemma.windowAndSoftCap = gemma.queryLens = true;
+  params.push_back(gemma);
+  return params;
+}
+
 } // namespace
 
 std::string describe(const MatrixConfig &config) {
   return std::string(config.suite) + "_" + getElementTypeName(config.type) +
-         "_D" + std::to_string(config.headDim) + "_G" +
+         "_D" + std::to_string(config.headDim) +
+         (config.valueHeadDim ? "_Dv" + std::to_string(config.valueHeadDim)
+                              : std::string()) +
+         (config.sharedKV ? "_shared_kv" : "") + "_G" +
          std::to_string(config.groupSize) + "_Lq" +
          std::to_string(config.queryLength) +
          (config.pageSize ? "_page" + std::to_string(config.pageSize)
@@ -293,6 +357,8 @@ static int64_t getMatrixMaxKVHeads() {
 KernelConfig toKernelConfig(const MatrixConfig &matrixConfig) {
   KernelConfig config;
   config.headDim = matrixConfig.headDim;
+  config.valueHeadDim = matrixConfig.valueHeadDim;
+  config.sharedKV = matrixConfig.sharedKV;
   static const int64_t maxKVHeads = getMatrixMaxKVHeads();
   config.numKVHeads = std::min(std::lcm<int64_t>(32, matrixConfig.groupSize) /
                                    matrixConfig.groupSize,
@@ -344,7 +410,8 @@ std::vector<MatrixConfig> getKernelMatrix() {
       {"MaskedRows", maskedRowsAtHeadDim128()},
       // fp8 rows hold twice the elements per load: the same at every head
       // dim.
-      {"Float8HeadDims", everyHeadDim(KVCacheType::E4M3)}};
+      {"Float8HeadDims", everyHeadDim(KVCacheType::E4M3)},
+      {"WideHeads", wideHeads()}};
   std::vector<MatrixConfig> matrix;
   for (const auto &[suite, configs] : suites)
     for (MatrixConfig config : configs) {

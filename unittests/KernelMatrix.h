@@ -5,7 +5,9 @@
 // `make test`: fdemu, with its memory, race and initialization checks)
 // against the float64 reference. One list, so that both cover the same
 // configurations: every dtype, head dim, head ratio, query length, page
-// size, layout, arch, model feature, fp8 cache and the fused merge, sampled
+// size, layout, arch, model feature, fp8 cache and the fused merge, and
+// the wide heads (value dims apart, MLA's latent cache, head dims to 576),
+// sampled
 // so that every combination of any four axes appears (KernelMatrix.cpp
 // says how each part samples).
 //
@@ -55,6 +57,10 @@ struct MatrixConfig {
   bool fusedMerge = false;
   /// The matrix's part that holds it (its generator's name).
   const char *suite = "";
+  /// D_v, the values' (0: headDim), and whether the values are the keys'
+  /// first D_v columns (MLA's latent cache: no value cache).
+  int64_t valueHeadDim = 0;
+  bool sharedKV = false;
 };
 
 /// The configuration's name: its suite, dtype, D, Hq / Hkv, Lq, paging,

@@ -107,6 +107,75 @@ TEST(KernelPlan, WorkgroupMemoryOfACUDACoreTile) {
   EXPECT_EQ(schedule.getSharedMemoryBytes(), (11 * 128 * 5 + 4 * 11 * 2) * 4);
 }
 
+TEST(KernelPlan, WideHeadsTakeCUDACoreTilesWithinTheWorkgroupMemory) {
+  // MLA's latent cache: 576-wide keys, the first 512 columns the values. A
+  // row holds 24 of q's elements and 16 of the accumulator (3 key vectors
+  // of 8 a lane, 2 value vectors), 43 registers: 4 rows in one tile, 3 in
+  // each of several.
+  KernelProblem latent = makeProblem(576, 16);
+  latent.valueHeadDim = 512;
+  latent.valuesFromKeys = true;
+  KernelSchedule schedule = planKernel(latent, sm90());
+  EXPECT_FALSE(schedule.usesTensorCores());
+  EXPECT_EQ(schedule.layout.vectorsPerLane, 3);
+  EXPECT_EQ(schedule.layout.valueVectorsPerLane, 2);
+  EXPECT_EQ(schedule.layout.registersPerRow(), 43);
+  EXPECT_EQ(schedule.getRowsPerTile(), 3);
+  EXPECT_EQ(schedule.getNumRowTiles(), 6);
+  std::vector<WorkgroupBuffer> buffers = schedule.getWorkgroupBuffers();
+  EXPECT_EQ(buffers[kQueryBuffer].shape, (std::vector<int64_t>{3, 576}));
+  EXPECT_EQ(buffers[kWarpAccumulatorsBuffer].shape,
+            (std::vector<int64_t>{4, 3, 512}));
+  latent.groupSize = 4;
+  EXPECT_EQ(planKernel(latent, sm90()).getRowsPerTile(), 4);
+  // f32 rows of 512 would take 5 rows by registers (35 each), but 5 rows of
+  // query and accumulators are 51 KB: 4 fit the 48 KB a block declares.
+  KernelSchedule wide = planKernel(makeProblem(512, 8, 1, 4), sm90());
+  EXPECT_EQ(wide.layout.registersPerRow(), 35);
+  EXPECT_EQ(wide.getRowsPerTile(), 4);
+  EXPECT_LE(wide.getSharedMemoryBytes(), kMaxStaticSharedMemoryBytes);
+  // Values wider than the keys: the lanes follow the wider row.
+  KernelProblem apart = makeProblem(64, 8);
+  apart.valueHeadDim = 264;
+  KernelSchedule apartSchedule = planKernel(apart, sm80());
+  EXPECT_FALSE(apartSchedule.usesTensorCores());
+  EXPECT_EQ(apartSchedule.layout.lanesPerToken, 32);
+  EXPECT_TRUE(apartSchedule.layout.hasIdleLanes());
+  EXPECT_TRUE(apartSchedule.layout.hasIdleValueLanes());
+  EXPECT_EQ(apartSchedule.getWorkgroupBuffers()[kWarpAccumulatorsBuffer].shape,
+            (std::vector<int64_t>{4, apartSchedule.getRowsPerTile(), 264}));
+}
+
+TEST(KernelPlan, TensorCoreTilesTakeValuesOfTheirOwnAtTheKeysWidth) {
+  ScheduleChoice tensorCores{KernelForm::TensorCores, 8, 1, 128, 4, 0, 2};
+  KernelProblem apart = makeProblem(128, 8);
+  EXPECT_EQ(getReasonScheduleInvalid(apart, tensorCores), "");
+  apart.valueHeadDim = 64;
+  EXPECT_EQ(getReasonScheduleInvalid(apart, tensorCores),
+            "form = tensor_cores needs a value cache of its own at the key "
+            "head dim, got a value head dim of 64");
+  EXPECT_FALSE(planKernel(apart, sm90()).usesTensorCores());
+  KernelProblem shared = makeProblem(128, 8);
+  shared.valuesFromKeys = true;
+  EXPECT_EQ(getReasonScheduleInvalid(shared, tensorCores),
+            "form = tensor_cores needs a value cache of its own at the key "
+            "head dim, got values read from the key cache");
+  EXPECT_FALSE(planKernel(shared, sm90()).usesTensorCores());
+}
+
+TEST(KernelPlan, ALatentTokenIsReadOnce) {
+  KernelProblem latent = makeProblem(576, 16);
+  latent.valueHeadDim = 512;
+  latent.valuesFromKeys = true;
+  SplitWorkload workload =
+      getSplitWorkload(latent, planKernel(latent, sm90()), sm90());
+  EXPECT_EQ(workload.getTokenBytes(), 576 * 2);
+  EXPECT_EQ(workload.getPartialBytes(), 16 * (512 + 1) * 4);
+  latent.valuesFromKeys = false;
+  workload = getSplitWorkload(latent, planKernel(latent, sm90()), sm90());
+  EXPECT_EQ(workload.getTokenBytes(), (576 + 512) * 2);
+}
+
 TEST(KernelPlan, TensorCoreStagesTakeTheAccumulatorsPlace) {
   // Two stages of 128 lanes x 8 16-byte slots (D = 128) are 32 KB: 16 rows
   // of the warps' accumulators, more than the tile's 4.
@@ -246,6 +315,37 @@ TEST(KernelPlan, EveryPlannedScheduleIsValidAndRoundTrips) {
               ++checked;
             }
   EXPECT_EQ(checked, 5 * 2 * 29 * 8 * 3 * 4);
+}
+
+TEST(KernelPlan, EveryWideOrApartScheduleIsValid) {
+  // Key dims to 576 with values of 512 (or the key dim below it) apart, or
+  // read from the keys, and values of 264 over narrow keys.
+  int checked = 0;
+  for (const Chip &chip : getChips())
+    for (int64_t bytes : {1, 2, 4})
+      for (int64_t headDim = 32; headDim <= 576; headDim += 8)
+        for (int values = 0; values < 3; ++values)
+          for (int64_t groupSize : {1, 16, 128})
+            for (int64_t queryLength : {1, 2}) {
+              KernelProblem problem = makeProblem(
+                  headDim, groupSize, queryLength, bytes == 1 ? 2 : bytes);
+              problem.cacheElementBytes = bytes;
+              problem.valueHeadDim =
+                  values == 2 ? 264 : std::min<int64_t>(headDim, 512);
+              problem.valuesFromKeys = values == 1;
+              problem.features.paged = queryLength == 2;
+              KernelSchedule schedule = planKernel(problem, chip);
+              ASSERT_EQ(getReasonScheduleInvalid(problem, schedule.getChoice()),
+                        "")
+                  << chip.name << " D=" << headDim
+                  << " D_v=" << problem.valueHeadDim << " values=" << values
+                  << " group=" << groupSize << " Lq=" << queryLength
+                  << " bytes=" << bytes;
+              EXPECT_LE(schedule.getSharedMemoryBytes(),
+                        kMaxStaticSharedMemoryBytes);
+              ++checked;
+            }
+  EXPECT_EQ(checked, 5 * 3 * 69 * 3 * 3 * 2);
 }
 
 TEST(KernelPlan, AHandWrittenScheduleSetsTheLayout) {

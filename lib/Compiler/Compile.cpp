@@ -211,7 +211,7 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits,
                           llvm::json::Array kernels) {
   WorkspaceLayout workspace = WorkspaceLayout::get(
       config.queryLength, config.numQueryHeads, config.numKVHeads, numSplits,
-      config.headDim, config.fusedMerge);
+      config.getValueHeadDim(), config.fusedMerge);
   int64_t workspacePerSequence = workspace.getBytesPerSequence();
 
   llvm::json::Object configJson;
@@ -264,9 +264,6 @@ llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config) {
   std::string invalid = config.validate();
   if (!invalid.empty())
     return makeError(invalid);
-  std::string noKernel = config.getReasonNoGPUKernels();
-  if (!noKernel.empty())
-    return makeError(noKernel);
   Compilation compilation(config);
   if (llvm::Error error = compilation.run(Stage::Split, Stage::Split))
     return std::move(error);

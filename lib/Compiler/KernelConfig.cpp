@@ -106,14 +106,8 @@ KernelProblem KernelConfig::getKernelProblem() const {
 
 const Chip &KernelConfig::getChip() const { return findChipOrDefault(arch); }
 
-std::optional<KernelSchedule> KernelConfig::getKernelSchedule() const {
+KernelSchedule KernelConfig::getKernelSchedule() const {
   return findPartialKernelSchedule(getKernelProblem(), schedule, getChip());
-}
-
-std::string KernelConfig::getReasonNoGPUKernels() const {
-  std::string reason = getReasonNoPartialKernel(getKernelProblem());
-  return reason.empty() ? reason
-                        : "no GPU kernels for this configuration: " + reason;
 }
 
 SplitPlannerOptions KernelConfig::getPlannerOptions() const {

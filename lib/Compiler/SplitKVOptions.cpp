@@ -38,8 +38,7 @@ int64_t resolveNumSplits(const KernelConfig &config) {
   if (config.windowLeft > 0)
     rules.windowLeft = config.windowLeft;
   int64_t attended = mlir::fd::getAttendedLength(config.maxLength, rules);
-  // Without a GPU kernel (the CPU lowering's problems), the wave model.
-  std::optional<KernelSchedule> schedule = config.getKernelSchedule();
+  KernelSchedule schedule = config.getKernelSchedule();
   SplitPlannerOptions planner = config.getPlannerOptions();
   planner.maxSplits =
       getAutomaticSplitCap(schedule, config.maxSplits, config.fusedMerge);

@@ -63,16 +63,16 @@ int64_t KernelSchedule::getResidentBlocks(const Chip &chip) const {
 std::vector<WorkgroupBuffer>
 KernelSchedule::getWorkgroupBuffers(int64_t fusedMergeSplits) const {
   constexpr int64_t kWarps = PartialKernelLayout::kWarps;
-  const int64_t headDim = layout.headDim;
+  const int64_t headDim = layout.headDim, valueHeadDim = layout.valueHeadDim;
   // A tensor-core tile's K/V stages take the accumulators' place: as many
   // rows as they need.
-  const int64_t rowBytes = kWarps * headDim * 4;
+  const int64_t rowBytes = kWarps * valueHeadDim * 4;
   const int64_t accumulatorRows = std::max<int64_t>(
       layout.rowTile, ceilDiv(keyValueStages * layout.stageBytes(), rowBytes));
   std::vector<WorkgroupBuffer> buffers = {
       usesTensorCores() ? WorkgroupBuffer{{headDim / 16, 32, 4}, true}
                         : WorkgroupBuffer{{layout.rowTile, headDim}, false},
-      WorkgroupBuffer{{kWarps, accumulatorRows, headDim}, false},
+      WorkgroupBuffer{{kWarps, accumulatorRows, valueHeadDim}, false},
       WorkgroupBuffer{{kWarps, layout.rowTile, 2}, false}};
   // A fused merge keeps its rows' weights in the accumulators, free once
   // the chunk is done, or where they do not fit in a buffer of their own.
@@ -124,7 +124,8 @@ KernelSchedule getKernelSchedule(const KernelProblem &problem,
   schedule.layout = PartialKernelLayout::get(
       problem.headDim, problem.queryElementBytes, problem.cacheElementBytes,
       problem.groupSize, problem.queryLength, problem.alibi,
-      choice.form == KernelForm::TensorCores);
+      choice.form == KernelForm::TensorCores, problem.getValueHeadDim(),
+      problem.valuesFromKeys);
   schedule.layout.rowTile = choice.rowsPerTile;
   schedule.layout.numRowTiles = choice.rowTiles;
   schedule.form = choice.form;
@@ -133,6 +134,13 @@ KernelSchedule getKernelSchedule(const KernelProblem &problem,
   schedule.heldQuerySteps = choice.heldQuerySteps;
   schedule.keyValueStages = choice.keyValueStages;
   return schedule;
+}
+
+/// Whether `problem`'s values are what a tensor-core tile takes: a value
+/// cache of their own, as wide as the keys.
+static bool hasTensorCoreValues(const KernelProblem &problem) {
+  return !problem.valuesFromKeys &&
+         problem.getValueHeadDim() == problem.headDim;
 }
 
 /// Why `choice`'s form, tiling and per-form fields cannot serve `problem`.
@@ -152,6 +160,13 @@ static std::string getReasonTilingInvalid(const KernelProblem &problem,
           "or 128 (mma.sync's fragments), got "
        << problem.queryElementBytes * 8 << "-bit queries at head dim "
        << problem.headDim;
+  } else if (tensorCores && !hasTensorCoreValues(problem)) {
+    os << "form = tensor_cores needs a value cache of its own at the key head "
+          "dim, got "
+       << (problem.valuesFromKeys
+               ? "values read from the key cache"
+               : "a value head dim of " +
+                     std::to_string(problem.getValueHeadDim()));
   } else if (int64_t most =
                  tensorCores ? std::min(rows, kTensorCoreTileRows) : rows;
              choice.rowsPerTile < 1 || choice.rowsPerTile > most) {
@@ -187,29 +202,10 @@ static std::string getReasonTilingInvalid(const KernelProblem &problem,
   return os.str();
 }
 
-std::string getReasonNoPartialKernel(const KernelProblem &problem) {
-  std::ostringstream os;
-  if (problem.valuesFromKeys)
-    os << "values read from the key cache (no value cache)";
-  else if (problem.getValueHeadDim() != problem.headDim)
-    os << "a value head dim of " << problem.getValueHeadDim()
-       << " beside a key head dim of " << problem.headDim;
-  else if (!isSupportedHeadDim(problem.headDim))
-    os << "head dim " << problem.headDim;
-  else
-    return "";
-  os << ": the GPU kernels take one head dim for queries, keys and values, a "
-     << describeSupportedHeadDims() << ", with a value cache of its own (the "
-     << "CPU lowering takes the rest)";
-  return os.str();
-}
-
-std::optional<KernelSchedule>
+KernelSchedule
 findPartialKernelSchedule(const KernelProblem &problem,
                           const std::optional<ScheduleChoice> &choice,
                           const Chip &chip) {
-  if (!getReasonNoPartialKernel(problem).empty())
-    return std::nullopt;
   if (choice)
     return getKernelSchedule(problem, *choice);
   return planKernel(problem, chip);
@@ -217,9 +213,6 @@ findPartialKernelSchedule(const KernelProblem &problem,
 
 std::string getReasonScheduleInvalid(const KernelProblem &problem,
                                      const ScheduleChoice &choice) {
-  std::string kernel = getReasonNoPartialKernel(problem);
-  if (!kernel.empty())
-    return kernel;
   std::string tiling = getReasonTilingInvalid(problem, choice);
   if (!tiling.empty())
     return tiling;
@@ -309,14 +302,23 @@ static void planTensorCoreResidency(const KernelProblem &problem,
     schedule.heldQuerySteps = 2;
 }
 
-/// The most rows of a CUDA-core tile within the register budget.
-static int64_t getMostCudaCoreTileRows(const PartialKernelLayout &layout) {
+/// The most rows of a CUDA-core tile within the register budget and the
+/// static workgroup memory (which bounds only rows of 512-wide values).
+static int64_t getMostCudaCoreTileRows(const KernelProblem &problem,
+                                       ScheduleChoice choice) {
+  const PartialKernelLayout layout = getKernelSchedule(problem, choice).layout;
   int64_t rowTile =
       PartialKernelLayout::kRowRegisterBudget / layout.registersPerRow();
   if (layout.rows > rowTile)
     rowTile = (PartialKernelLayout::kRowRegisterBudget -
                PartialKernelLayout::kRowTileLoopRegisters) /
               layout.registersPerRow();
+  for (; rowTile > 1; --rowTile) {
+    choice.rowsPerTile = rowTile;
+    if (getKernelSchedule(problem, choice).getSharedMemoryBytes() <=
+        kMaxStaticSharedMemoryBytes)
+      break;
+  }
   return std::max<int64_t>(1, rowTile);
 }
 
@@ -324,14 +326,14 @@ KernelSchedule planKernel(const KernelProblem &problem, const Chip &chip) {
   ScheduleChoice choice;
   const int64_t rows = problem.getRowsPerKVHead();
   bool tensorCores =
-      choosesTensorCores(problem.queryElementBytes, problem.headDim, rows);
+      choosesTensorCores(problem.queryElementBytes, problem.headDim, rows) &&
+      hasTensorCoreValues(problem);
   // As few tiles as the rows allow (each streams the chunk again), of equal
   // size: 16 rows, at most 7 per tile, are three tiles of 6, not 7 + 7 + 2
   // (fewer registers and less shared memory per tile).
   int64_t mostRows = kTensorCoreTileRows;
   if (!tensorCores)
-    mostRows =
-        getMostCudaCoreTileRows(getKernelSchedule(problem, choice).layout);
+    mostRows = getMostCudaCoreTileRows(problem, choice);
   choice.rowTiles = ceilDiv(rows, mostRows);
   choice.rowsPerTile = ceilDiv(rows, choice.rowTiles);
   if (!tensorCores)

@@ -18,10 +18,6 @@ std::string describeHeadDimsUpTo(int64_t largest) {
 
 } // namespace
 
-bool isSupportedHeadDim(int64_t headDim) {
-  return isHeadDimUpTo(headDim, kMaxHeadDim);
-}
-
 bool isSupportedKeyHeadDim(int64_t headDim) {
   return isHeadDimUpTo(headDim, kMaxKeyHeadDim);
 }
@@ -33,10 +29,6 @@ bool isSupportedValueHeadDim(int64_t headDim) {
 bool isSupportedPageSize(int64_t pageSize) {
   return pageSize >= 1 && pageSize <= kMaxPageSize &&
          (pageSize & (pageSize - 1)) == 0;
-}
-
-std::string describeSupportedHeadDims() {
-  return describeHeadDimsUpTo(kMaxHeadDim);
 }
 
 std::string describeSupportedKeyHeadDims() {

@@ -10,22 +10,36 @@ namespace flashdecode {
 using detail::ceilDiv;
 using detail::powerOf2Ceil;
 
-PartialKernelLayout PartialKernelLayout::get(
-    int64_t headDim, int64_t elementBytes, int64_t cacheElementBytes,
-    int64_t groupSize, int64_t queryLength, bool withAlibi, bool tensorCores) {
+PartialKernelLayout
+PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
+                         int64_t cacheElementBytes, int64_t groupSize,
+                         int64_t queryLength, bool withAlibi, bool tensorCores,
+                         int64_t valueHeadDim, bool valuesFromKeys) {
   PartialKernelLayout layout;
   layout.headDim = headDim;
+  layout.valueHeadDim = valueHeadDim ? valueHeadDim : headDim;
+  layout.valuesFromKeys = valuesFromKeys;
   layout.alibi = withAlibi;
-  int64_t vectorBytes = headDim * cacheElementBytes % 16 == 0 ? 16 : 8;
+  auto isWhole16 = [&](int64_t dims) {
+    return dims * cacheElementBytes % 16 == 0;
+  };
+  int64_t vectorBytes =
+      isWhole16(headDim) && isWhole16(layout.valueHeadDim) ? 16 : 8;
   layout.vectorWidth = vectorBytes / cacheElementBytes;
   layout.vectorsPerRow = headDim / layout.vectorWidth;
+  layout.valueVectorsPerRow = layout.valueHeadDim / layout.vectorWidth;
   // A power of two so token groups tile the warp; enough lanes that each
-  // holds at most two vectors (head dims are at most 256).
-  layout.lanesPerToken =
-      std::min<int64_t>(32, powerOf2Ceil(layout.vectorsPerRow));
+  // holds at most two vectors of a row up to 256 wide (three of a 576-wide
+  // bf16 key row).
+  layout.lanesPerToken = std::min<int64_t>(
+      32,
+      powerOf2Ceil(std::max(layout.vectorsPerRow, layout.valueVectorsPerRow)));
   layout.vectorsPerLane = ceilDiv(layout.vectorsPerRow, layout.lanesPerToken);
-  layout.unroll =
-      std::max<int64_t>(1, kVectorsInFlight / layout.vectorsPerLane);
+  layout.valueVectorsPerLane =
+      ceilDiv(layout.valueVectorsPerRow, layout.lanesPerToken);
+  layout.unroll = std::max<int64_t>(
+      1, kVectorsInFlight /
+             std::max(layout.vectorsPerLane, layout.valueVectorsPerLane));
   layout.tokensPerWarp = 32 / layout.lanesPerToken;
   layout.rows = groupSize * queryLength;
   layout.causal = queryLength > 1;

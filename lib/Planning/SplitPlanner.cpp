@@ -17,6 +17,8 @@ SplitWorkload getSplitWorkload(const KernelProblem &problem,
   SplitWorkload workload;
   workload.rowsPerKVHead = problem.getRowsPerKVHead();
   workload.headDim = problem.headDim;
+  workload.valueHeadDim = problem.getValueHeadDim();
+  workload.valuesFromKeys = problem.valuesFromKeys;
   workload.kvElementBytes = problem.cacheElementBytes;
   workload.queryElementBytes = problem.queryElementBytes;
   workload.tokensPerStep = schedule.getTokensPerStep();
@@ -26,14 +28,6 @@ SplitWorkload getSplitWorkload(const KernelProblem &problem,
   workload.keyValueStages = schedule.keyValueStages;
   workload.fusedMerge = fusedMerge;
   return workload;
-}
-
-SplitWorkload getSplitWorkload(const KernelProblem &problem,
-                               const std::optional<KernelSchedule> &schedule,
-                               const Chip &chip, bool fusedMerge) {
-  if (!schedule)
-    return SplitWorkload();
-  return getSplitWorkload(problem, *schedule, chip, fusedMerge);
 }
 
 SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
@@ -218,11 +212,11 @@ SplitPlan planNumSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
   return best;
 }
 
-int64_t getAutomaticSplitCap(const std::optional<KernelSchedule> &schedule,
-                             int64_t maxSplits, bool fusedMerge) {
-  if (!fusedMerge || !schedule)
+int64_t getAutomaticSplitCap(const KernelSchedule &schedule, int64_t maxSplits,
+                             bool fusedMerge) {
+  if (!fusedMerge)
     return maxSplits;
-  return std::clamp<int64_t>(schedule->getMostFusedMergeSplits(), 1, maxSplits);
+  return std::clamp<int64_t>(schedule.getMostFusedMergeSplits(), 1, maxSplits);
 }
 
 int64_t getChunkedSplitCount(int64_t maxLength, int64_t chunkLength,

@@ -103,6 +103,14 @@ Manifest Manifest::parse(const std::string &text) {
   manifest.compilerVersion = string(root, "compiler_version");
   const json::Value &config = member(root, "config", "");
   manifest.headDim = integer(config, "head_dim", "config.");
+  manifest.valueHeadDim = manifest.headDim;
+  if (config.find("v_head_dim"))
+    manifest.valueHeadDim = integer(config, "v_head_dim", "config.");
+  optionalFlag(config, "shared_kv", "config.", manifest.sharedKV);
+  if (manifest.sharedKV && manifest.valueHeadDim > manifest.headDim)
+    missing("config.v_head_dim",
+            "at most config.head_dim with config.shared_kv (the values are "
+            "the keys' first v_head_dim columns)");
   manifest.numQueryHeads = integer(config, "num_q_heads", "config.");
   manifest.numKVHeads = integer(config, "num_kv_heads", "config.");
   manifest.queryLength = integer(config, "query_len", "config.");

@@ -311,10 +311,14 @@ void DecodePlan::bind() {
   if (buffers.maxLength < 1 || buffers.maxLength > INT32_MAX)
     fail("maxLength must be in [1, 2^31), got " +
          std::to_string(buffers.maxLength));
-  if (!buffers.query || !buffers.keyCache || !buffers.valueCache ||
-      !buffers.seqLens || !buffers.output)
-    fail("query, keyCache, valueCache, seqLens and output must be device "
-         "addresses");
+  if (!buffers.query || !buffers.keyCache || !buffers.seqLens ||
+      !buffers.output)
+    fail("query, keyCache, seqLens and output must be device addresses");
+  if (manifest.sharedKV ? buffers.valueCache != 0 : !buffers.valueCache)
+    fail(manifest.sharedKV
+             ? "the kernels read the values from the key cache's first "
+               "v_head_dim columns (config.shared_kv): valueCache must be 0"
+             : "valueCache must be a device address");
   if ((manifest.pageSize != 0) != (buffers.blockTable != 0))
     fail(manifest.pageSize
              ? "the kernels read paged caches: blockTable required"
@@ -375,9 +379,13 @@ void DecodePlan::bind() {
   requireFeatureBuffer("kScale", buffers.kScale, manifest.hasFloat8Cache(),
                        "read fp8 caches", "fp8 caches", "float", scaleShape,
                        "the partial kernel reads");
-  requireFeatureBuffer("vScale", buffers.vScale, manifest.hasFloat8Cache(),
-                       "read fp8 caches", "fp8 caches", "float", scaleShape,
-                       "the partial kernel reads");
+  if (manifest.sharedKV && buffers.vScale)
+    fail("the values are the key cache's (config.shared_kv), scaled by "
+         "kScale: vScale must be 0");
+  if (!manifest.sharedKV)
+    requireFeatureBuffer("vScale", buffers.vScale, manifest.hasFloat8Cache(),
+                         "read fp8 caches", "fp8 caches", "float", scaleShape,
+                         "the partial kernel reads");
 
   // The kernels move 16 bytes per access: a misaligned base (a view that
   // starts inside a buffer) would fault on the GPU, so say so here.

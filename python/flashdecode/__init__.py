@@ -128,7 +128,7 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
             max_splits=None, window_left=None, logits_soft_cap=None,
             with_sinks=False, with_alibi=False, with_query_lens=False,
             kv_dtype=None, kv_scale=None, fused_merge=False, page_size=None,
-            schedule=None):
+            schedule=None, v_head_dim=None, shared_kv=False):
     """Compiles the GPU kernels of one configuration (through the JIT cache).
 
     No device is involved, so ``arch`` and ``sm_count`` default to an H200's;
@@ -168,7 +168,11 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
     of the planner's (fd-compile --schedule's text, #fd.schedule's fields:
     docs/KernelABI.md, "Schedules"); one that is malformed or cannot work
     is a ValueError naming the field. manifest["schedule"] is the kernel's
-    (the planner's, or this one)."""
+    (the planner's, or this one). v_head_dim=N compiles for values (and
+    outputs) of N elements (None: head_dim), shared_kv=True for values read
+    from the key cache's first v_head_dim columns (MLA's latent cache): the
+    partial kernel then takes no "value_cache" (nor "v_scale"), and
+    manifest["config"] has "v_head_dim" and "shared_kv"."""
     if schedule is not None and not isinstance(schedule, str):
         raise TypeError("schedule must be a string (#fd.schedule's fields) "
                         f"or None, got {type(schedule).__name__}")
@@ -179,13 +183,19 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
         ("with_sinks", with_sinks), ("with_alibi", with_alibi),
         ("with_query_lens", with_query_lens), ("fused_merge", fused_merge))}
     kv_options = _check_fp8_options(kv_dtype, kv_scale)
+    if v_head_dim is not None and (isinstance(v_head_dim, bool) or
+                                   not isinstance(v_head_dim, int)):
+        raise TypeError(f"v_head_dim must be an int or None, got "
+                        f"{v_head_dim!r}")
+    shared_kv = _check_flag("shared_kv", shared_kv)
     ptx, manifest, chosen = _native.compile(_native.KernelConfig(
         head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),
         kv_layout, _check_page_size(page_size), splits, split_kv, scale,
         return_lse, batch, max_len, sm_count, arch,
         **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
         window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
-        **kv_options, schedule=schedule))
+        **kv_options, schedule=schedule, v_head_dim=v_head_dim or 0,
+        shared_kv=shared_kv))
     return Kernel(ptx, manifest, chosen)
 
 
@@ -350,9 +360,10 @@ def mla_decode(q, kv_cache, seq_lens, *, block_table=None, head_dim_v=512,
     default 1/sqrt(D); DeepSeek's is 1/sqrt(192) times its YaRN factor, so
     pass it. query_lens (multi-token prediction), kv_dtype and k_scale (fp8
     latent caches, k_scale scaling keys and values alike), num_splits and
-    dtype ("bfloat16" for uint16 bit patterns) are decode_attention's. backend="cpu" runs it; the GPU kernels for it
-    are not built yet (backend="cuda" is a ValueError). ValueError names the
-    argument: a kv_cache of more than one KV head, head_dim_v over the
+    dtype ("bfloat16" for uint16 bit patterns) are decode_attention's, as
+    is backend ("cpu" or "cuda"; Decoder(q, kv_cache, None, seq_lens, out,
+    v_head_dim=head_dim_v) captures it for graph replays). ValueError names
+    the argument: a kv_cache of more than one KV head, head_dim_v over the
     cache's head dim, q's head dim not the cache's."""
     shape = getattr(kv_cache, "shape", None)
     if shape is None or len(shape) != 4:

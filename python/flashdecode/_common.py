@@ -132,14 +132,6 @@ class _Problem:
     def out_shape(self):
         return tuple(self.q_shape[:-1]) + (self.value_head_dim,)
 
-    def gpu_refusal(self):
-        """Why backend='cuda' cannot run this problem yet (the compiler's
-        rule, fd/Planning/KernelPlan.h), or None."""
-        reason = _native.reason_no_gpu_kernel(
-            self.head_dim, self.value_head_dim, self.shared_kv)
-        return f"backend='cuda' cannot run this call: {reason}; use " \
-            "backend='cpu'" if reason else None
-
     def lse_shape(self):
         if self.has_query_len:
             return (self.batch, self.query_len, self.num_q_heads)

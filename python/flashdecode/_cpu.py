@@ -96,12 +96,9 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     found = _numpy_dtype(q, "q", dtype)
     shared_kv = v_cache is None
     if shared_kv:
-        if v_scale is not None:
-            raise ValueError("v_scale must be None with v_cache None: the "
-                             "values are k_cache's columns, scaled by "
-                             "k_scale")
         # Checked as the cache the values come from.
-        v_cache, v_scale = k_cache, k_scale
+        v_cache = k_cache
+        v_scale = _fp8.shared_value_scale(k_scale, v_scale)
     for name, array in (("k_cache", k_cache), ("v_cache", v_cache)):
         if not isinstance(array, np.ndarray):
             raise TypeError(f"{name} must be a numpy array for backend='cpu'"

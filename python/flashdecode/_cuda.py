@@ -153,13 +153,9 @@ _CACHE_DTYPES = "float32, float16 or bfloat16 (q's), or uint8 or fp8 (with " \
 def _check_cuda_inputs(q, k_cache, v_cache, seq_lens, block_table, kv_layout,
                        dtype, kv_dtype=None, v_head_dim=None):
     """(_Problem, [_CudaArray of q, k_cache, v_cache, seq_lens(, table)],
-    the caches' fp8 format: a kv_dtype name or None). ValueError for a
-    problem the GPU kernels do not take (_Problem.gpu_refusal)."""
-    if v_cache is None:
-        raise ValueError(
-            "backend='cuda' needs a v_cache: values read from k_cache "
-            "(v_cache None, MLA's latent cache) run on backend='cpu' (the GPU "
-            "kernels for them are not built yet)")
+    the caches' fp8 format: a kv_dtype name or None). With v_cache None
+    (v_head_dim given: the values are k_cache's first v_head_dim columns)
+    k_cache stands in for v_cache in the list; _value_pointer is then 0."""
     qa = _CudaArray(q, "q")
     if qa.dtype not in _DTYPES:
         _fp8.check_query_dtype(qa.found)
@@ -167,7 +163,8 @@ def _check_cuda_inputs(q, k_cache, v_cache, seq_lens, block_table, kv_layout,
     if dtype is not None and dtype != qa.dtype:
         raise TypeError(f"q is {qa.dtype} but dtype={dtype!r} was given")
     ka = _CudaArray(k_cache, "k_cache", expected=_CACHE_DTYPES, strict=False)
-    va = _CudaArray(v_cache, "v_cache", expected=_CACHE_DTYPES, strict=False)
+    va = ka if v_cache is None else _CudaArray(
+        v_cache, "v_cache", expected=_CACHE_DTYPES, strict=False)
     kv_format = _fp8.kv_format(ka.found, va.found, kv_dtype)
     # Lengths are read one int32 at a time.
     la = _CudaArray(seq_lens, "seq_lens", alignment=4)
@@ -179,11 +176,9 @@ def _check_cuda_inputs(q, k_cache, v_cache, seq_lens, block_table, kv_layout,
             raise TypeError("block_table must be int32")
         arrays.append(table)
         table_shape = table.shape
-    problem = _Problem(qa.shape, ka.shape, va.shape, la.shape, kv_layout,
-                       table_shape, v_head_dim)
-    refusal = problem.gpu_refusal()
-    if refusal:
-        raise ValueError(refusal)
+    problem = _Problem(qa.shape, ka.shape,
+                       None if v_cache is None else va.shape, la.shape,
+                       kv_layout, table_shape, v_head_dim)
     if kv_format is None:
         for other in (ka, va):
             if other.dtype is None:
@@ -194,6 +189,12 @@ def _check_cuda_inputs(q, k_cache, v_cache, seq_lens, block_table, kv_layout,
     if la.dtype != "int32":
         raise TypeError("seq_lens must be int32")
     return problem, arrays, kv_format
+
+
+def _value_pointer(problem, arrays):
+    """The value cache's address for the kernels: 0 where the values are
+    the key cache's (_check_cuda_inputs)."""
+    return 0 if problem.shared_kv else arrays[2].pointer
 
 
 def _scale_array(scale, name):
@@ -214,11 +215,14 @@ def _scale_array(scale, name):
     return _read_by_element(scale, name, "float32")
 
 
-def _check_cuda_scales(kv_format, k_scale, v_scale, arrays):
+def _check_cuda_scales(kv_format, k_scale, v_scale, arrays, problem):
     """_fp8.check_scales over device arrays: ([(k_scale, its granularity),
     (v_scale, its granularity)], the kernel's granularity, the number of
     scales per token and KV head), each scale a float or a _CudaArray
-    (also appended to ``arrays``, for the common device)."""
+    (also appended to ``arrays``, for the common device). Values read from
+    the key cache take k_scale for both (the caller binds no v_scale)."""
+    if problem.shared_kv:
+        v_scale = _fp8.shared_value_scale(k_scale, v_scale)
     if kv_format is None and k_scale is None and v_scale is None:
         return [], "tensor", 0  # the per-call path without fp8
     cache_shape = arrays[1].shape
@@ -229,13 +233,14 @@ def _check_cuda_scales(kv_format, k_scale, v_scale, arrays):
     return scales, granularity, math.prod(cache_shape[:-1])
 
 
-def _check_out(out, q):
+def _check_out(out, q, problem):
     array = _CudaArray(out, "out")
     if array.dtype != q.dtype:
         raise TypeError(f"out dtype {array.dtype} must match q ({q.dtype})")
-    if array.shape != q.shape:
-        raise ValueError(f"out shape {array.shape} must equal q shape "
-                         f"{q.shape}")
+    if array.shape != problem.out_shape():
+        raise ValueError(f"out shape {array.shape} must be "
+                         f"{problem.out_shape()} (q's with the values' head "
+                         f"dim last)")
     return array
 
 
@@ -364,6 +369,10 @@ class Decoder:
     no re-capture), a float is copied to device memory the Decoder owns.
     A per-tensor scale beside a per-token one must be a float (broadcast
     once): a per-tensor device array there is a ValueError.
+    ``v_head_dim``: as for decode_attention. ``v_cache=None`` with
+    ``v_head_dim`` decodes over MLA's latent cache (its first v_head_dim
+    columns are the values, scaled by ``k_scale``; ``v_scale`` must be
+    None); ``out`` is ``[B, (Lq,) Hq, v_head_dim]``.
     """
 
     def __init__(self, q, k_cache, v_cache, seq_lens, out, lse=None, *,
@@ -372,16 +381,16 @@ class Decoder:
                  min_chunk_length=None, max_splits=None, window_left=None,
                  logits_soft_cap=None, sinks=None, alibi_slopes=None,
                  query_lens=None, kv_dtype=None, k_scale=None, v_scale=None,
-                 fused_merge=False, check_lengths=False):
+                 fused_merge=False, check_lengths=False, v_head_dim=None):
         fused_merge = _check_flag("fused_merge", fused_merge)
         self.check_lengths = _check_flag("check_lengths", check_lengths)
         window_left = _check_window(window_left)
         logits_soft_cap = _check_soft_cap(logits_soft_cap)
         problem, arrays, kv_format = _check_cuda_inputs(
             q, k_cache, v_cache, seq_lens, block_table, kv_layout, None,
-            kv_dtype)
-        qa, ka, va, la = arrays[:4]
-        oa = _check_out(out, qa)
+            kv_dtype, v_head_dim)
+        qa, ka, _, la = arrays[:4]
+        oa = _check_out(out, qa, problem)
         arrays.append(oa)
         lse_pointer = 0
         if lse is not None:
@@ -391,7 +400,7 @@ class Decoder:
                    "query_lens": query_lens}
         pointers = _check_buffers(buffers, problem, arrays)
         scales, granularity, _ = _check_cuda_scales(
-            kv_format, k_scale, v_scale, arrays)
+            kv_format, k_scale, v_scale, arrays, problem)
         for name, (value, kind) in zip(("k_scale", "v_scale"), scales):
             if isinstance(value, _CudaArray) and kind != granularity:
                 raise ValueError(
@@ -414,6 +423,8 @@ class Decoder:
                 pointers[name] = owned[-1]._address
             else:
                 pointers[name] = value.pointer
+        if problem.shared_kv and scales:
+            pointers["v_scale"] = 0
         self._keep_alive = (q, k_cache, v_cache, seq_lens, out, lse,
                             block_table, sinks, alibi_slopes, query_lens,
                             k_scale, v_scale, owned)
@@ -431,10 +442,12 @@ class Decoder:
             **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
             window_left=window_left, logits_soft_cap=logits_soft_cap,
             **_buffer_flags(buffers), fused_merge=fused_merge,
-            **_fp8.config_options(kv_format, granularity))
+            **_fp8.config_options(kv_format, granularity),
+            v_head_dim=problem.value_head_dim, shared_kv=problem.shared_kv)
         table = arrays[4].pointer if block_table is not None else 0
         self._plan = _native.CudaPlan(
-            config, self.device, qa.pointer, ka.pointer, va.pointer,
+            config, self.device, qa.pointer, ka.pointer,
+            _value_pointer(problem, arrays),
             la.pointer, oa.pointer, lse_pointer, table,
             problem.num_pages if block_table is not None else 0,
             **pointers)
@@ -507,18 +520,21 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     pointers = _check_buffers(buffers, problem, arrays)
     flags = dict(_buffer_flags(buffers), fused_merge=fused_merge)
     scales, granularity, count = _check_cuda_scales(
-        kv_format, k_scale, v_scale, arrays)
+        kv_format, k_scale, v_scale, arrays, problem)
     for name, (value, kind) in zip(("k_scale", "v_scale"), scales):
         pointers[name] = _launch_scale(value, kind, granularity, count)
+    if problem.shared_kv and scales:
+        pointers["v_scale"] = 0
     inputs = len(arrays)
     if out is not None:
-        arrays.append(_check_out(out, qa))
+        arrays.append(_check_out(out, qa, problem))
     if lse is not None:
         arrays.append(_check_lse(lse, problem))
     device = _common_device(arrays)
     target, sm_count = _device_info(device)
     if out is None:
-        out, out_pointer = _new_output(q, qa.shape, qa.dtype, device)
+        out, out_pointer = _new_output(q, problem.out_shape(), qa.dtype,
+                                       device)
     else:
         out_pointer = arrays[inputs].pointer
     lse_pointer = 0
@@ -536,14 +552,17 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
         splits, True, scale, return_lse, problem.batch, problem.max_len,
         sm_count, target if arch is None else arch, **planner,
         window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
-        **_fp8.config_options(kv_format, granularity)), device)
+        **_fp8.config_options(kv_format, granularity),
+        v_head_dim=problem.value_head_dim, shared_kv=problem.shared_kv),
+        device)
     if stream is None:
         stream = _torch_stream(device) if any(
             _is_torch(x) for x in (q, k_cache, v_cache, seq_lens)) else 0
     if check_lengths:
         _check_device_lengths(problem, arrays[3].pointer,
                               pointers["query_lens"], device, stream)
-    launcher.launch(qa.pointer, arrays[1].pointer, arrays[2].pointer,
+    launcher.launch(qa.pointer, arrays[1].pointer,
+                    _value_pointer(problem, arrays),
                     arrays[3].pointer, out_pointer, lse_pointer,
                     arrays[4].pointer if block_table is not None else 0,
                     problem.num_pages if block_table is not None else 0,

@@ -159,6 +159,15 @@ def _cache_format(name, dtype_name, kv_dtype):
     return None
 
 
+def shared_value_scale(k_scale, v_scale):
+    """The values' scale where they are the key cache's columns (v_cache
+    None): k_scale's; a v_scale given is a ValueError."""
+    if v_scale is not None:
+        raise ValueError("v_scale must be None with v_cache None: the values "
+                         "are k_cache's columns, scaled by k_scale")
+    return k_scale
+
+
 def kv_format(k_dtype_name, v_dtype_name, kv_dtype):
     """The caches' fp8 format (a kv_dtype name), or None when they hold q's
     dtype; ValueError naming the argument for a mix."""

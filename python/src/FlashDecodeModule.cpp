@@ -304,26 +304,17 @@ PYBIND11_MODULE(_flashdecode, module) {
   module.attr("DEFAULT_SM_COUNT") = getDefaultChip().defaultSMCount;
   // The shapes the kernels are built for (fd/Planning/Limits.h): the
   // rules and the words that name them.
-  module.def("is_supported_head_dim", &isSupportedHeadDim, py::arg("head_dim"));
-  module.def(
-      "reason_no_gpu_kernel",
-      [](int64_t headDim, int64_t valueHeadDim, bool sharedKV) {
-        KernelProblem problem;
-        problem.headDim = headDim;
-        problem.valueHeadDim = valueHeadDim;
-        problem.valuesFromKeys = sharedKV;
-        return getReasonNoPartialKernel(problem);
-      },
-      "Why the GPU kernels do not build these head dims (values read from "
-      "the key cache with shared_kv), or ''.",
-      py::arg("head_dim"), py::arg("v_head_dim"), py::arg("shared_kv"));
+  // A head dim is the queries' and keys' (is_supported_head_dim, as before
+  // the value dims came apart).
+  module.def("is_supported_head_dim", &isSupportedKeyHeadDim,
+             py::arg("head_dim"));
   module.def("is_supported_key_head_dim", &isSupportedKeyHeadDim,
              py::arg("head_dim"));
   module.def("is_supported_value_head_dim", &isSupportedValueHeadDim,
              py::arg("head_dim"));
   module.def("is_supported_page_size", &isSupportedPageSize,
              py::arg("page_size"));
-  module.attr("SUPPORTED_HEAD_DIMS") = describeSupportedHeadDims();
+  module.attr("SUPPORTED_HEAD_DIMS") = describeSupportedKeyHeadDims();
   module.attr("SUPPORTED_KEY_HEAD_DIMS") = describeSupportedKeyHeadDims();
   module.attr("SUPPORTED_VALUE_HEAD_DIMS") = describeSupportedValueHeadDims();
   module.attr("SUPPORTED_PAGE_SIZES") = describeSupportedPageSizes();
@@ -421,11 +412,6 @@ PYBIND11_MODULE(_flashdecode, module) {
   module.def(
       "compile",
       [](const KernelConfig &config) {
-        // A valid config the GPU kernels do not build is the caller's to
-        // change, as an invalid one is.
-        std::string noKernel = config.getReasonNoGPUKernels();
-        if (!noKernel.empty())
-          throw py::value_error(noKernel);
         std::shared_ptr<const CompiledKernels> kernels;
         {
           py::gil_scoped_release release;

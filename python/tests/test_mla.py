@@ -147,16 +147,27 @@ def test_mla_errors_name_the_argument():
                        "None"):
         flashdecode.decode_attention(q, latent, None, lens, v_head_dim=512,
                                      v_scale=1.0, dtype="bfloat16")
-    with pytest.raises(ValueError, match="backend='cuda' needs a v_cache"):
-        flashdecode.mla_decode(q, latent, lens, backend="cuda",
-                               dtype="bfloat16")
     with pytest.raises(ValueError, match="v_head_dim 520 is not supported"):
         flashdecode.decode_attention(q, latent, None, lens, v_head_dim=520,
                                      dtype="bfloat16")
 
 
-def test_compile_says_which_head_dims_the_gpu_kernels_take():
-    with pytest.raises(ValueError, match="no GPU kernels for this "
-                       "configuration: head dim 512: the GPU kernels take one "
-                       "head dim"):
-        flashdecode.compile(512, 8, 2)
+def test_compile_builds_the_latent_kernels():
+    """MLA's kernels take no value cache nor v_scale; Gemma 4's 512-wide
+    heads compile as any other."""
+    kernel = flashdecode.compile(576, 16, 1, "bfloat16", 4, v_head_dim=512,
+                                 shared_kv=True, kv_dtype="float8_e4m3fn")
+    config = kernel.manifest["config"]
+    assert config["shared_kv"] is True and config["v_head_dim"] == 512
+    partial = next(spec for spec in kernel.manifest["kernels"]
+                   if spec["name"] == "fd_partial_attention")
+    names = [param["name"] for param in partial["params"]]
+    assert "value_cache" not in names and "v_scale" not in names
+    assert "k_scale" in names
+    wide = flashdecode.compile(512, 8, 2, num_splits=4)
+    assert wide.manifest["config"]["v_head_dim"] == 512
+    with pytest.raises(ValueError, match="shared_kv reads the values from "
+                       "the key cache's first v_head_dim columns"):
+        flashdecode.compile(128, 8, 2, v_head_dim=256, shared_kv=True)
+    with pytest.raises(TypeError, match="v_head_dim must be an int"):
+        flashdecode.compile(128, 8, 2, v_head_dim=1.5)

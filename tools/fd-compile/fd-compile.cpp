@@ -176,18 +176,15 @@ std::string defaultOf(int64_t value) {
 
 IntegerFlag headDim("head-dim",
                     cl::desc(describe("head dimension of queries and keys, a " +
-                                      describeSupportedHeadDims() +
-                                      "\n(--emit fd and split: a " +
-                                      describeSupportedKeyHeadDims() + ")\n" +
+                                      describeSupportedKeyHeadDims() + "\n" +
                                       defaultOf(config.headDim))),
                     cl::location(config.headDim), fdCompileFlag);
-IntegerFlag valueHeadDim(
-    "v-head-dim",
-    cl::desc(describe("head dimension of values and outputs (--emit fd\nand "
-                      "split: a " +
-                      describeSupportedValueHeadDims() +
-                      ")\n(default: the head dim, all the GPU kernels take)")),
-    cl::location(config.valueHeadDim), fdCompileFlag);
+IntegerFlag
+    valueHeadDim("v-head-dim",
+                 cl::desc(describe("head dimension of values and outputs, a " +
+                                   describeSupportedValueHeadDims() +
+                                   "\n(default: the head dim)")),
+                 cl::location(config.valueHeadDim), fdCompileFlag);
 IntegerFlag numQueryHeads("num-q-heads", cl::desc("query heads (default 32)"),
                           cl::location(config.numQueryHeads), fdCompileFlag);
 IntegerFlag numKVHeads("num-kv-heads",
@@ -423,13 +420,6 @@ int main(int argc, char **argv) {
   std::string invalid = config.validate();
   if (!invalid.empty())
     exitWithUsageError(invalid);
-  // A configuration the GPU kernels do not build is the caller's to change,
-  // as an invalid one is; the IR before them takes it.
-  bool buildsKernels = !emit.getNumOccurrences() || emit > Stage::Split;
-  std::string noKernel = config.getReasonNoGPUKernels();
-  if (buildsKernels && !noKernel.empty())
-    exitWithUsageError(noKernel);
-
   if (emit.getNumOccurrences()) {
     llvm::Expected<std::string> text = emitStage(config, emit);
     if (!text) {

@@ -125,7 +125,7 @@ int main(int argc, char **argv) {
   // gets.
   KernelProblem kernelProblem = config.getKernelProblem();
   SplitWorkload workload = getSplitWorkload(
-      kernelProblem, *config.getKernelSchedule(), config.getChip());
+      kernelProblem, config.getKernelSchedule(), config.getChip());
   SplitPlan unsplit =
       evaluateSplits(kBatch, kKVHeads, kLength, 1, {}, workload);
   SplitPlan plan = planNumSplits(kBatch, kKVHeads, kLength, {}, workload);

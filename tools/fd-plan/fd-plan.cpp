@@ -213,9 +213,9 @@ int main(int argc, char **argv) {
                 "num-q-heads a multiple of num-kv-heads; got " +
                 std::to_string(queryHeads) + " and " + std::to_string(headDim) +
                 " over " + std::to_string(kvHeads) + " KV heads";
-    else if (!flashdecode::isSupportedHeadDim(headDim))
+    else if (!flashdecode::isSupportedKeyHeadDim(headDim))
       invalid = "--head-dim must be a " +
-                flashdecode::describeSupportedHeadDims() + ", got " +
+                flashdecode::describeSupportedKeyHeadDims() + ", got " +
                 std::to_string(headDim);
     else if (queryLength < 1 ||
              queryLength > flashdecode::kMaxDecodeQueryLength)

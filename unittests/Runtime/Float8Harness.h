@@ -45,10 +45,13 @@ protected:
   /// Quantizes `cache` as a user would (quantizeFloat8): its bytes become
   /// the fp8 bytes the kernels read (one per element), its values the
   /// dequantized ones the reference reads.
-  QuantizedCache quantizeInPlace(HostTensor &cache) const {
+  /// `rowLength`: the cache's head dim (0: the keys').
+  QuantizedCache quantizeInPlace(HostTensor &cache,
+                                 int64_t rowLength = 0) const {
     Float8Cache float8 = quantizeFloat8(
         cache.values, isE4M3(),
-        isPerToken() ? static_cast<size_t>(bundle.manifest.headDim)
+        isPerToken() ? static_cast<size_t>(rowLength ? rowLength
+                                                     : bundle.manifest.headDim)
                      : cache.values.size());
     QuantizedCache quantized{{}, float8.scales};
     for (uint8_t byte : float8.bytes)
@@ -79,16 +82,19 @@ protected:
     return result;
   }
 
-  /// The device buffers of both caches' scales.
+  /// The device buffers of both caches' scales (of the keys' alone where
+  /// the values are the keys').
   struct ScaleBuffers {
-    rt::DeviceBuffer keys, values;
+    rt::DeviceBuffer keys;
+    std::optional<rt::DeviceBuffer> values;
 
     void upload(const QuantizedCache &keyCache,
                 const QuantizedCache &valueCache) {
       keys.upload(keyCache.scales.data(),
                   keyCache.scales.size() * sizeof(float));
-      values.upload(valueCache.scales.data(),
-                    valueCache.scales.size() * sizeof(float));
+      if (values)
+        values->upload(valueCache.scales.data(),
+                       valueCache.scales.size() * sizeof(float));
     }
   };
 
@@ -96,7 +102,9 @@ protected:
                             const QuantizedCache &valueCache) const {
     ScaleBuffers buffers{
         rt::DeviceBuffer(*device, keyCache.scales.size() * sizeof(float)),
-        rt::DeviceBuffer(*device, valueCache.scales.size() * sizeof(float))};
+        std::nullopt};
+    if (!bundle.manifest.sharedKV)
+      buffers.values.emplace(*device, valueCache.scales.size() * sizeof(float));
     buffers.upload(keyCache, valueCache);
     return buffers;
   }
@@ -104,7 +112,7 @@ protected:
   static rt::DecodeBuffers withScales(rt::DecodeBuffers buffers,
                                       const ScaleBuffers &scales) {
     buffers.kScale = scales.keys.getAddress();
-    buffers.vScale = scales.values.getAddress();
+    buffers.vScale = scales.values ? scales.values->getAddress() : 0;
     return buffers;
   }
 
@@ -119,7 +127,9 @@ protected:
   /// place and uploads their scales.
   template <typename Inputs> Float8Caches quantizeCaches(Inputs &inputs) {
     QuantizedCache keys = quantizeInPlace(inputs.keys);
-    QuantizedCache values = quantizeInPlace(inputs.values);
+    QuantizedCache values;
+    if (!bundle.manifest.sharedKV)
+      values = quantizeInPlace(inputs.values, bundle.manifest.valueHeadDim);
     ScaleBuffers scales = uploadScales(keys, values);
     return {std::move(keys), std::move(values), std::move(scales)};
   }
@@ -129,7 +139,9 @@ protected:
   template <typename Inputs>
   void rescaleRandomly(Inputs &inputs, Float8Caches &caches) {
     rescale(inputs.keys, caches.keys, randomlyScaled(caches.keys.scales));
-    rescale(inputs.values, caches.values, randomlyScaled(caches.values.scales));
+    if (!bundle.manifest.sharedKV)
+      rescale(inputs.values, caches.values,
+              randomlyScaled(caches.values.scales));
     caches.scales.upload(caches.keys, caches.values);
   }
 };

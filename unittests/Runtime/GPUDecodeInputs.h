@@ -70,19 +70,29 @@ struct FeatureInputs {
 };
 
 /// Random inputs of a decode over dense caches of `batch` sequences of
-/// `maxLength` positions, in the manifest's dtype and layout.
+/// `maxLength` positions, in the manifest's dtype and layout: keys of `dim`
+/// elements, values of `valueDim` (none, `values` empty, where they are the
+/// keys' first columns: Manifest::sharedKV).
 struct DenseInputs {
   int64_t batch, maxLength, heads, dim;
   bool isNHD;
   HostTensor query, keys, values;
   FeatureInputs features;
+  int64_t valueDim = dim;
 
-  /// Index of element `d` of key/value `j` of sequence `b`, KV head `h`.
+  /// Index of element `d` of key `j` of sequence `b`, KV head `h`.
   size_t at(int64_t b, int64_t j, int64_t h, int64_t d) const {
-    return (isNHD ? (b * maxLength + j) * heads + h
-                  : (b * heads + h) * maxLength + j) *
-               dim +
-           d;
+    return row(b, j, h) * dim + d;
+  }
+  /// Index of element `d` of value `j` of sequence `b`, KV head `h`.
+  size_t valueAt(int64_t b, int64_t j, int64_t h, int64_t d) const {
+    return row(b, j, h) * valueDim + d;
+  }
+
+private:
+  size_t row(int64_t b, int64_t j, int64_t h) const {
+    return isNHD ? (b * maxLength + j) * heads + h
+                 : (b * heads + h) * maxLength + j;
   }
 };
 
@@ -98,11 +108,14 @@ struct PagedInputs {
   int64_t getMaxLength() const { return maxPages * pageSize; }
 };
 
-/// A decode's device buffers: the query and caches it reads, the output, lse
-/// and lengths of its `batch` sequences and, with paged caches, the block
-/// table; one buffer per feature input the kernels read.
+/// A decode's device buffers: the query and caches it reads (no value cache
+/// where the values are the keys'), the output, lse and lengths of its
+/// `batch` sequences and, with paged caches, the block table; one buffer per
+/// feature input the kernels read.
 struct DeviceDecode {
-  rt::DeviceBuffer query, keys, values, output, lse, lengths;
+  rt::DeviceBuffer query, keys;
+  std::optional<rt::DeviceBuffer> values;
+  rt::DeviceBuffer output, lse, lengths;
   int64_t batch, maxLength;
   std::optional<rt::DeviceBuffer> table;
   int64_t numPages = 0;
@@ -111,7 +124,7 @@ struct DeviceDecode {
   rt::DecodeBuffers getBuffers() const {
     rt::DecodeBuffers buffers{query.getAddress(),
                               keys.getAddress(),
-                              values.getAddress(),
+                              values ? values->getAddress() : 0,
                               lengths.getAddress(),
                               output.getAddress(),
                               lse.getAddress(),
@@ -172,7 +185,8 @@ struct DeviceDecode {
 
 /// The float64 reference of `manifest`'s kernels (their window and
 /// soft-cap) with `features` over caches of `maxLength` positions (NHD when
-/// `isNHD`, else HND).
+/// `isNHD`, else HND); `values` is ignored with Manifest::sharedKV (the
+/// keys' first D_v columns are the values).
 inline void referenceAttention(
     const rt::Manifest &manifest, const HostTensor &query,
     const std::vector<double> &keys, const std::vector<double> &values,
@@ -185,6 +199,7 @@ inline void referenceAttention(
   problem.numQueryHeads = manifest.numQueryHeads;
   problem.numKVHeads = manifest.numKVHeads;
   problem.headDim = manifest.headDim;
+  problem.valueHeadDim = manifest.valueHeadDim;
   problem.maxLength = maxLength;
   problem.isNHD = isNHD;
   problem.scale = 1.0 / std::sqrt(static_cast<double>(manifest.headDim));
@@ -192,7 +207,7 @@ inline void referenceAttention(
   problem.logitsSoftCap = manifest.logitsSoftCap;
   problem.query = query.values.data();
   problem.keyCache = keys.data();
-  problem.valueCache = values.data();
+  problem.valueCache = manifest.sharedKV ? nullptr : values.data();
   problem.lengths = lengths.data();
   const std::vector<double> sinks(features.sinks.begin(), features.sinks.end());
   if (!sinks.empty())
@@ -207,33 +222,38 @@ inline void referenceAttention(
 }
 
 /// The logical NHD caches block table `table` makes of `inputs`' pools
-/// (`heads` KV heads of `dim` elements, the pools in layout NHD when
-/// `isNHD`): entries clamp into the pool, as the kernels do
-/// (docs/KernelABI.md); pages that were never uploaded hold NaN.
+/// (`heads` KV heads of `dim` key and `valueDim` value elements, the pools
+/// in layout NHD when `isNHD`; no values when `inputs` has none): entries
+/// clamp into the pool, as the kernels do (docs/KernelABI.md); pages that
+/// were never uploaded hold NaN.
 inline void gatherPages(const PagedInputs &inputs,
                         const std::vector<int32_t> &table, int64_t heads,
-                        int64_t dim, bool isNHD, std::vector<double> &keys,
+                        int64_t dim, int64_t valueDim, bool isNHD,
+                        std::vector<double> &keys,
                         std::vector<double> &values) {
   const int64_t pageSize = inputs.pageSize, maxPages = inputs.maxPages;
   const int64_t maxLength = inputs.getMaxLength();
+  const bool hasValues = !inputs.values.values.empty();
   keys.assign(inputs.batch * maxLength * heads * dim, 0.0);
-  values.assign(keys.size(), 0.0);
+  values.assign(hasValues ? inputs.batch * maxLength * heads * valueDim : 0,
+                0.0);
   for (int64_t b = 0; b < inputs.batch; ++b)
     for (int64_t j = 0; j < maxLength; ++j)
       for (int64_t h = 0; h < heads; ++h) {
         int64_t page = std::clamp<int64_t>(table[b * maxPages + j / pageSize],
                                            0, inputs.numPages - 1);
         int64_t slot = j % pageSize;
-        int64_t from = (isNHD ? (page * pageSize + slot) * heads + h
-                              : (page * heads + h) * pageSize + slot) *
-                       dim;
-        int64_t to = ((b * maxLength + j) * heads + h) * dim;
+        int64_t from = isNHD ? (page * pageSize + slot) * heads + h
+                             : (page * heads + h) * pageSize + slot;
+        int64_t to = (b * maxLength + j) * heads + h;
         bool written = page < inputs.writtenPages;
-        for (int64_t d = 0; d < dim; ++d) {
-          keys[to + d] = written ? inputs.keys.values[from + d] : std::nan("");
-          values[to + d] =
-              written ? inputs.values.values[from + d] : std::nan("");
-        }
+        for (int64_t d = 0; d < dim; ++d)
+          keys[to * dim + d] =
+              written ? inputs.keys.values[from * dim + d] : std::nan("");
+        for (int64_t d = 0; hasValues && d < valueDim; ++d)
+          values[to * valueDim + d] =
+              written ? inputs.values.values[from * valueDim + d]
+                      : std::nan("");
       }
 }
 

@@ -103,6 +103,12 @@ protected:
   int64_t rowsOf(int64_t batch) const {
     return batch * bundle.manifest.queryLength * bundle.manifest.numQueryHeads;
   }
+  /// The elements of a value cache of `cacheRows` rows: none where the
+  /// values are the keys' (Manifest::sharedKV).
+  size_t valueElementsOf(size_t cacheRows) const {
+    return bundle.manifest.sharedKV ? 0
+                                    : cacheRows * bundle.manifest.valueHeadDim;
+  }
   bool isNHD() const { return bundle.manifest.kvLayout == "NHD"; }
 
   /// Sinks of deviation 2 for every query head when the manifest has them;
@@ -157,7 +163,8 @@ protected:
     const int64_t heads = manifest.numKVHeads, dim = manifest.headDim;
     HostTensor query = randomTensor(rowsOf(batch) * dim, queryDeviation);
     HostTensor keys = randomTensor(batch * maxLength * heads * dim, 1.0);
-    HostTensor values = randomTensor(keys.values.size(), 1.0);
+    HostTensor values =
+        randomTensor(valueElementsOf(batch * maxLength * heads), 1.0);
     return {batch,
             maxLength,
             heads,
@@ -166,7 +173,8 @@ protected:
             std::move(query),
             std::move(keys),
             std::move(values),
-            defaultFeatures(batch)};
+            defaultFeatures(batch),
+            manifest.valueHeadDim};
   }
 
   /// Sequences of at least `minLength` positions, 5 spare pages and, past
@@ -179,12 +187,11 @@ protected:
     const int64_t maxPages = (minLength + pageSize - 1) / pageSize;
     const int64_t writtenPages = batch * maxPages + 5;
     const int64_t numPages = writtenPages + unwrittenPages;
-    const size_t poolSize =
-        numPages * pageSize * manifest.numKVHeads * manifest.headDim;
+    const size_t poolRows = numPages * pageSize * manifest.numKVHeads;
     HostTensor query =
         randomTensor(rowsOf(batch) * manifest.headDim, queryDeviation);
-    HostTensor keys = randomTensor(poolSize, 1.0);
-    HostTensor values = randomTensor(poolSize, 1.0);
+    HostTensor keys = randomTensor(poolRows * manifest.headDim, 1.0);
+    HostTensor values = randomTensor(valueElementsOf(poolRows), 1.0);
     return {batch,           pageSize,          maxPages,
             numPages,        writtenPages,      std::move(query),
             std::move(keys), std::move(values), defaultFeatures(batch)};
@@ -197,19 +204,17 @@ protected:
   DeviceDecode upload(const DenseInputs &inputs,
                       std::optional<int64_t> writtenSequences = {}) const {
     // The sequence is the outermost dimension in both layouts.
-    size_t sequenceBytes = inputs.keys.bytes.size() / inputs.batch;
+    const int64_t written = writtenSequences.value_or(inputs.batch);
     return upload(inputs.query, inputs.keys, inputs.values, inputs.features,
-                  inputs.batch, inputs.maxLength,
-                  writtenSequences.value_or(inputs.batch) * sequenceBytes);
+                  inputs.batch, inputs.maxLength, written, inputs.batch);
   }
 
   /// Copies the query and the written pages of the pools to the device, and
   /// allocates the block table, output, lse and lengths.
   DeviceDecode upload(const PagedInputs &inputs) const {
-    size_t pageBytes = inputs.keys.bytes.size() / inputs.numPages;
     DeviceDecode decode = upload(
         inputs.query, inputs.keys, inputs.values, inputs.features, inputs.batch,
-        inputs.getMaxLength(), inputs.writtenPages * pageBytes);
+        inputs.getMaxLength(), inputs.writtenPages, inputs.numPages);
     decode.table.emplace(*device,
                          inputs.batch * inputs.maxPages * sizeof(int32_t));
     decode.numPages = inputs.numPages;
@@ -242,7 +247,8 @@ protected:
                  std::vector<double> &expectedLse) const {
     std::vector<double> keys, values;
     gatherPages(inputs, table, bundle.manifest.numKVHeads,
-                bundle.manifest.headDim, isNHD(), keys, values);
+                bundle.manifest.headDim, bundle.manifest.valueHeadDim, isNHD(),
+                keys, values);
     referenceAttention(bundle.manifest, inputs.query, keys, values,
                        inputs.features, live, inputs.getMaxLength(),
                        /*isNHD=*/true, expected, expectedLse);
@@ -252,7 +258,7 @@ protected:
   Result download(const DeviceDecode &decode) const {
     int64_t rows = rowsOf(decode.batch);
     Result result{HostTensor(getStorage(bundle.manifest.dtype),
-                             rows * bundle.manifest.headDim),
+                             rows * bundle.manifest.valueHeadDim),
                   std::vector<float>(rows)};
     decode.output.download(result.output.bytes.data(),
                            result.output.bytes.size());
@@ -268,7 +274,8 @@ protected:
   void expectMatches(const DeviceDecode &decode,
                      const std::vector<double> &expected,
                      const std::vector<double> &expectedLse) const {
-    const int64_t dim = bundle.manifest.headDim, rows = rowsOf(decode.batch);
+    const int64_t dim = bundle.manifest.valueHeadDim;
+    const int64_t rows = rowsOf(decode.batch);
     Result written = download(decode);
     const HostTensor &result = written.output;
     const std::vector<float> &resultLse = written.lse;
@@ -361,24 +368,31 @@ protected:
   std::string directory;
 
 private:
-  /// Copies the query and the caches (of each, its first `cacheBytes`
-  /// bytes: the rest stays unwritten) and the feature inputs to the device,
-  /// and allocates the output, lse and lengths of `batch` sequences.
+  /// Copies the query and the caches (of each, its first `written` of
+  /// `parts` sequences or pages: the rest stays unwritten; no value cache
+  /// when `values` is empty) and the feature inputs to the device, and
+  /// allocates the output, lse and lengths of `batch` sequences.
   DeviceDecode upload(const HostTensor &query, const HostTensor &keys,
                       const HostTensor &values, const FeatureInputs &features,
-                      int64_t batch, int64_t maxLength,
-                      size_t cacheBytes) const {
+                      int64_t batch, int64_t maxLength, int64_t written,
+                      int64_t parts) const {
     auto copy = [&](const HostTensor &tensor, size_t bytes) {
       rt::DeviceBuffer buffer(*device, tensor.bytes.size());
       buffer.upload(tensor.bytes.data(), bytes);
       return buffer;
     };
+    auto copyWritten = [&](const HostTensor &tensor) {
+      return copy(tensor, tensor.bytes.size() / parts * written);
+    };
     int64_t rows = rowsOf(batch);
+    std::optional<rt::DeviceBuffer> valueBuffer;
+    if (!values.bytes.empty())
+      valueBuffer.emplace(copyWritten(values));
     DeviceDecode decode{
         copy(query, query.bytes.size()),
-        copy(keys, cacheBytes),
-        copy(values, cacheBytes),
-        rt::DeviceBuffer(*device, rows * bundle.manifest.headDim *
+        copyWritten(keys),
+        std::move(valueBuffer),
+        rt::DeviceBuffer(*device, rows * bundle.manifest.valueHeadDim *
                                       query.getElementSize()),
         rt::DeviceBuffer(*device, rows * sizeof(float)),
         rt::DeviceBuffer(*device, batch * sizeof(int32_t)),

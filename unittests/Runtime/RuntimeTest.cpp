@@ -227,8 +227,49 @@ TEST_F(FakeRuntime, PlanRejectsBadBuffers) {
     FAIL() << "no error";
   } catch (const std::invalid_argument &error) {
     EXPECT_EQ(std::string(error.what()),
-              "DecodePlan: query, keyCache, valueCache, seqLens and output "
-              "must be device addresses");
+              "DecodePlan: query, keyCache, seqLens and output must be "
+              "device addresses");
+  }
+}
+
+// MLA's latent cache (config.shared_kv): the values are the key cache's
+// first v_head_dim columns, so the partial kernel takes no value cache, and
+// a plan given one says so rather than ignore it.
+TEST_F(FakeRuntime, SharedKVKernelsTakeNoValueCache) {
+  std::string shared = kManifest;
+  replaceFirst(shared, "\"head_dim\": 64,",
+               "\"head_dim\": 64, \"shared_kv\": true, \"v_head_dim\": 32,");
+  replaceFirst(shared, "{\"name\": \"value_cache\", \"type\": \"ptr\"},\n", "");
+  bundle.manifest = Manifest::parse(shared);
+  EXPECT_TRUE(bundle.manifest.sharedKV);
+  EXPECT_EQ(bundle.manifest.valueHeadDim, 32);
+  EXPECT_EQ(planError(*device, bundle, buffers),
+            "DecodePlan: the kernels read the values from the key cache's "
+            "first v_head_dim columns (config.shared_kv): valueCache must be "
+            "0");
+  state.partialParamCount = 6;
+  DecodeBuffers latent = buffers;
+  latent.valueCache = 0;
+  DecodePlan plan(*device, bundle, latent);
+  plan.launch(stream);
+  ASSERT_EQ(state.launches.size(), 2u);
+  const std::vector<uint64_t> &partial = state.launches[0].arguments;
+  ASSERT_EQ(partial.size(), 6u);
+  EXPECT_EQ(partial[1], latent.keyCache);
+  EXPECT_EQ(partial[2], latent.seqLens);
+  // Without shared_kv a value cache is required.
+  bundle.manifest = Manifest::parse(kManifest);
+  EXPECT_EQ(planError(*device, bundle, latent),
+            "DecodePlan: valueCache must be a device address");
+  // A latent cache's values are at most its rows.
+  replaceFirst(shared, "\"v_head_dim\": 32", "\"v_head_dim\": 72");
+  try {
+    Manifest::parse(shared);
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument &error) {
+    EXPECT_NE(std::string(error.what()).find("config.v_head_dim"),
+              std::string::npos)
+        << error.what();
   }
 }
 

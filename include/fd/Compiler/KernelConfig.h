@@ -34,8 +34,7 @@ enum class KVScaleGranularity { Tensor, TokenHead };
 struct KernelConfig {
   /// D, the queries' and keys'.
   int64_t headDim = 128;
-  /// D_v, the values' and outputs'; 0: headDim. The GPU kernels take
-  /// D_v = D (fd/Planning/KernelPlan.h, getReasonNoPartialKernel).
+  /// D_v, the values' and outputs'; 0: headDim.
   int64_t valueHeadDim = 0;
   /// The values are the first D_v columns of the key cache (MLA's latent
   /// cache): no value cache and no v_scale (k_scale scales both).
@@ -111,12 +110,8 @@ struct KernelConfig {
   /// as fd::getKernelProblem reads it off the op this config builds.
   KernelProblem getKernelProblem() const;
   /// `schedule`, else planKernel of that problem on `arch` (an unknown arch,
-  /// which validate() reports, on the default chip); none where no GPU
-  /// kernel builds the problem (getReasonNoPartialKernel).
-  std::optional<KernelSchedule> getKernelSchedule() const;
-  /// "" when the GPU kernels build this configuration, else a sentence
-  /// saying why not (fd-compile's, the JIT's and Python's one message).
-  std::string getReasonNoGPUKernels() const;
+  /// which validate() reports, on the default chip).
+  KernelSchedule getKernelSchedule() const;
   int64_t getValueHeadDim() const {
     return valueHeadDim ? valueHeadDim : headDim;
   }

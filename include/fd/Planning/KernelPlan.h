@@ -59,12 +59,6 @@ struct KernelProblem {
   }
 };
 
-/// Why the GPU partial kernel cannot be built for `problem` (a sentence
-/// naming the head dims or the missing value cache and what it takes), or
-/// "" when it can: today one head dim D = D_v in [32, 256] and a value
-/// cache of its own. The dialect and the CPU lowering take more.
-std::string getReasonNoPartialKernel(const KernelProblem &problem);
-
 enum class KernelForm { CudaCores, TensorCores };
 
 /// The form's name in #fd.schedule and the manifest: "cuda_cores",
@@ -222,9 +216,8 @@ std::optional<ScheduleChoice> parseScheduleChoice(std::string_view text,
 KernelSchedule planKernel(const KernelProblem &problem, const Chip &chip);
 
 /// The partial kernel's schedule for `problem`: `choice` (written by hand)
-/// if given, else planKernel's on `chip`; none where no GPU kernel builds
-/// the problem (getReasonNoPartialKernel).
-std::optional<KernelSchedule>
+/// if given, else planKernel's on `chip`.
+KernelSchedule
 findPartialKernelSchedule(const KernelProblem &problem,
                           const std::optional<ScheduleChoice> &choice,
                           const Chip &chip);

@@ -15,17 +15,12 @@
 
 namespace flashdecode {
 
-/// Head dims the GPU kernels are built for (one D for queries, keys and
-/// values): multiples of kHeadDimMultiple (16-byte rows of 16-bit elements)
-/// in [kMinHeadDim, kMaxHeadDim].
+/// Head dims the kernels are built for, keys (and queries) and values
+/// apart: multiples of kHeadDimMultiple (16-byte rows of 16-bit elements)
+/// from kMinHeadDim to these. MLA's absorbed decode: 576-wide keys (512
+/// latent + 64 rope), 512-wide values; Gemma 4's global layers: 512.
 inline constexpr int64_t kMinHeadDim = 32;
-inline constexpr int64_t kMaxHeadDim = 256;
 inline constexpr int64_t kHeadDimMultiple = 8;
-
-/// Head dims the dialect and the CPU lowering take, keys (and queries) and
-/// values apart: multiples of kHeadDimMultiple from kMinHeadDim to these.
-/// MLA's absorbed decode: 576-wide keys (512 latent + 64 rope), 512-wide
-/// values; Gemma 4's global layers: 512.
 inline constexpr int64_t kMaxKeyHeadDim = 576;
 inline constexpr int64_t kMaxValueHeadDim = 512;
 
@@ -36,14 +31,12 @@ inline constexpr int64_t kMaxPageSize = 256;
 /// rewrites them; the kernels hold that many rows per head).
 inline constexpr int64_t kMaxDecodeQueryLength = 8;
 
-bool isSupportedHeadDim(int64_t headDim);
 bool isSupportedKeyHeadDim(int64_t headDim);
 bool isSupportedValueHeadDim(int64_t headDim);
 bool isSupportedPageSize(int64_t pageSize);
 
-/// "multiple of 8 in [32, 256]", for messages ("expected a ...").
-std::string describeSupportedHeadDims();
-/// "multiple of 8 in [32, 576]" and "... [32, 512]", likewise.
+/// "multiple of 8 in [32, 576]" and "... [32, 512]", for messages
+/// ("expected a ...").
 std::string describeSupportedKeyHeadDims();
 std::string describeSupportedValueHeadDims();
 /// "power of two from 1 to 256", likewise.

@@ -17,15 +17,20 @@ namespace flashdecode {
 /// a thread block, given its form and row tiling (KernelSchedule chooses
 /// them).
 ///
-/// A row of `headDim` cache elements is `vectorsPerRow` vectors of
-/// `vectorWidth` elements: 16 bytes each, or 8 where a row is not a whole
-/// number of 16-byte vectors (fp8 rows whose head dim is not a multiple of
-/// 16; their rows start only 8-byte aligned).
-/// `lanesPerToken` lanes (the next power of two, at most 32) read one key (or
-/// value) row together, each `vectorsPerLane` vectors, so a warp reads
-/// `tokensPerWarp` rows per step with coalesced 16-byte loads; when the
-/// vector count is not a power of two the lanes past the row idle. `unroll`
-/// steps of loads are issued before any is used. A KV head's `rows` query
+/// A key row of `headDim` cache elements is `vectorsPerRow` vectors of
+/// `vectorWidth` elements: 16 bytes each, or 8 where a key or value row is
+/// not a whole number of 16-byte vectors (fp8 rows whose head dim is not a
+/// multiple of 16; their rows start only 8-byte aligned); a value row of
+/// `valueHeadDim` elements is `valueVectorsPerRow` of them.
+/// `lanesPerToken` lanes (the next power of two, at most 32) read one key
+/// row and one value row together, each `vectorsPerLane` key vectors and
+/// `valueVectorsPerLane` value vectors, vector v of a lane being the same
+/// piece of both rows, so a warp reads `tokensPerWarp` rows per step with
+/// coalesced 16-byte loads; when a vector count is not a power of two the
+/// lanes past the row idle. With `valuesFromKeys` (MLA's latent cache) a
+/// value row is its key row's first valueHeadDim elements: the lane's key
+/// vectors, read once, are its value vectors too. `unroll` steps of loads
+/// are issued before any is used. A KV head's `rows` query
 /// rows (group size x Lq) are `numRowTiles` tiles of `rowTile` (the last
 /// may hold padding rows), each tile a block of its own streaming the
 /// chunk. With Lq > 1 (`causal`) the last Lq - 1 keys of a sequence stream
@@ -66,12 +71,15 @@ struct PartialKernelLayout {
   static constexpr int64_t kKeyValueStages = 2;
 
   int64_t headDim;
+  /// D_v, the values' and the partials' (headDim on tensor cores).
+  int64_t valueHeadDim;
+  bool valuesFromKeys = false;
   /// Whether rows carry an ALiBi slope and position.
   bool alibi = false;
   int64_t vectorWidth;
-  int64_t vectorsPerRow;
+  int64_t vectorsPerRow, valueVectorsPerRow;
   int64_t lanesPerToken;
-  int64_t vectorsPerLane;
+  int64_t vectorsPerLane, valueVectorsPerLane;
   int64_t unroll;
   int64_t tokensPerWarp;
   int64_t rows;
@@ -88,28 +96,36 @@ struct PartialKernelLayout {
   /// caller sets rowTile and numRowTiles). With `withAlibi` each row of a
   /// CUDA-core tile also keeps its ALiBi slope and position.
   /// `cacheElementBytes` is 1 for fp8 caches, else the query's
-  /// `elementBytes`.
+  /// `elementBytes`. `valueHeadDim` 0 is `headDim`.
   static PartialKernelLayout get(int64_t headDim, int64_t elementBytes,
                                  int64_t cacheElementBytes, int64_t groupSize,
                                  int64_t queryLength, bool withAlibi = false,
-                                 bool tensorCores = false);
+                                 bool tensorCores = false,
+                                 int64_t valueHeadDim = 0,
+                                 bool valuesFromKeys = false);
   /// Keys the block reads per step: one per token group of each warp.
   int64_t tokensPerStep() const { return kWarps * tokensPerWarp; }
   /// Tensor cores: the bytes of one stage of K and V, for every lane.
   int64_t stageBytes() const { return kThreads * stageSlots * slotBytes; }
-  /// Head-dim elements each lane accumulates.
+  /// Key (and query) elements of each lane's slice.
   int64_t dimsPerLane() const { return vectorsPerLane * vectorWidth; }
+  /// Value elements each lane accumulates.
+  int64_t valueDimsPerLane() const { return valueVectorsPerLane * vectorWidth; }
   /// Registers one row of a tile holds through the token loop: its running
   /// max and sum, its accumulator slice, its query slice (read from
   /// workgroup memory once per unrolled step and kept for all of it) and
   /// its score for each token of the step (and with ALiBi its slope and
   /// position).
   int64_t registersPerRow() const {
-    return 2 + 2 * dimsPerLane() + unroll + (alibi ? 2 : 0);
+    return 2 + dimsPerLane() + valueDimsPerLane() + unroll + (alibi ? 2 : 0);
   }
-  /// Whether some lanes' last vector lies past the end of the row.
+  /// Whether some lanes' last key vector lies past the end of the row.
   bool hasIdleLanes() const {
     return lanesPerToken * vectorsPerLane != vectorsPerRow;
+  }
+  /// Whether some lanes' last value vector lies past the end of the row.
+  bool hasIdleValueLanes() const {
+    return lanesPerToken * valueVectorsPerLane != valueVectorsPerRow;
   }
 };
 

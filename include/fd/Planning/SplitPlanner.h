@@ -90,6 +90,10 @@ struct SplitWorkload {
   /// length.
   int64_t rowsPerKVHead = 0;
   int64_t headDim = 0;
+  /// D_v, the values' and the partials' (0: headDim), and whether the
+  /// values are the keys' first D_v columns, read with them.
+  int64_t valueHeadDim = 0;
+  bool valuesFromKeys = false;
   /// Bytes of one cached K or V element: 2 (f16, bf16), 1 (fp8), 4 (f32).
   int64_t kvElementBytes = 2;
   /// Bytes of one query element: 2 (f16, bf16) or 4 (f32). An fp8 cache
@@ -131,10 +135,13 @@ struct SplitWorkload {
       return *form == KernelForm::TensorCores;
     return choosesTensorCores(queryElementBytes, headDim, rowsPerKVHead);
   }
+  int64_t getValueHeadDim() const {
+    return valueHeadDim ? valueHeadDim : headDim;
+  }
   /// K and V of one token of one KV head.
   double getTokenBytes() const {
-    return 2.0 * static_cast<double>(headDim) *
-           static_cast<double>(kvElementBytes);
+    int64_t elements = headDim + (valuesFromKeys ? 0 : getValueHeadDim());
+    return static_cast<double>(elements) * static_cast<double>(kvElementBytes);
   }
   /// What a tensor-core block has in flight: S - 1 steps of K and V (its
   /// cp.async copies run that far ahead of the step it computes).
@@ -150,7 +157,7 @@ struct SplitWorkload {
   /// read once by the merge.
   double getPartialBytes() const {
     return static_cast<double>(rowsPerKVHead) *
-           static_cast<double>(headDim + 1) * 4.0;
+           static_cast<double>(getValueHeadDim() + 1) * 4.0;
   }
 };
 
@@ -161,11 +168,6 @@ struct SplitWorkload {
 SplitWorkload getSplitWorkload(const KernelProblem &problem,
                                const KernelSchedule &schedule, const Chip &chip,
                                bool fusedMerge = false);
-/// The same where the problem may have no GPU kernel (no `schedule`): the
-/// unknown workload then, which plans with the wave model alone.
-SplitWorkload getSplitWorkload(const KernelProblem &problem,
-                               const std::optional<KernelSchedule> &schedule,
-                               const Chip &chip, bool fusedMerge = false);
 
 /// A split count and what it does on the machine.
 struct SplitPlan {
@@ -223,10 +225,9 @@ SplitPlan planNumSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
 
 /// The most splits an automatic count may take for a kernel of `schedule`:
 /// `maxSplits`, and with a fused merge no more than it can merge (at least
-/// 1; KernelSchedule::getMostFusedMergeSplits). Without a GPU kernel (no
-/// `schedule`) there is no fused merge: `maxSplits`.
-int64_t getAutomaticSplitCap(const std::optional<KernelSchedule> &schedule,
-                             int64_t maxSplits, bool fusedMerge);
+/// 1; KernelSchedule::getMostFusedMergeSplits).
+int64_t getAutomaticSplitCap(const KernelSchedule &schedule, int64_t maxSplits,
+                             bool fusedMerge);
 
 /// The split count of chunks of `chunkLength` tokens (>= 1) over
 /// `maxLength`: ceil(maxLength / chunkLength) within 1 .. maxSplits.

@@ -50,7 +50,14 @@ struct KernelSpec {
 /// manifest.json (docs/KernelABI.md).
 struct Manifest {
   std::string compilerVersion;
+  /// D, the queries' and keys'.
   int64_t headDim = 0;
+  /// D_v, the values' and the output's (config.v_head_dim; manifests that
+  /// predate it: headDim).
+  int64_t valueHeadDim = 0;
+  /// Whether the values are the key cache's first D_v columns
+  /// (config.shared_kv, MLA's latent cache): no value cache, no v_scale.
+  bool sharedKV = false;
   int64_t numQueryHeads = 0;
   int64_t numKVHeads = 0;
   int64_t queryLength = 1;
@@ -102,7 +109,7 @@ struct Manifest {
   /// Bytes of one q/output element (2 for f16/bf16, 4 for f32).
   int64_t getElementBytes() const { return dtype == "f32" ? 4 : 2; }
   /// Whether the caches hold fp8 (kvDtype "e4m3" or "e5m2"): the partial
-  /// kernel then reads k_scale and v_scale.
+  /// kernel then reads k_scale and (with a value cache) v_scale.
   bool hasFloat8Cache() const { return kvDtype == "e4m3" || kvDtype == "e5m2"; }
   /// Whether an fp8 cache has a scale per token and KV head (else one per
   /// tensor).

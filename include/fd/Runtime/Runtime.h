@@ -138,6 +138,8 @@ constexpr uint64_t kBufferAlignment = 16;
 struct DecodeBuffers {
   CUdeviceptr query = 0;
   CUdeviceptr keyCache = 0;
+  /// 0 exactly when the values are the key cache's first v_head_dim
+  /// columns (Manifest::sharedKV, MLA's latent cache).
   CUdeviceptr valueCache = 0;
   /// int32 [batch] in device memory; may change between launches/replays.
   CUdeviceptr seqLens = 0;
@@ -174,7 +176,8 @@ struct DecodeBuffers {
   /// num_kv_heads, maxLength], paged NHD [numPages, page_size,
   /// num_kv_heads], paged HND [numPages, num_kv_heads, page_size]); read by
   /// the partial kernel at every launch (so they may change between
-  /// replays).
+  /// replays). vScale is 0 with Manifest::sharedKV: kScale scales the
+  /// latent cache's rows, values included.
   CUdeviceptr kScale = 0, vScale = 0;
   /// A workspace of at least Manifest::getWorkspaceBytes(batch) bytes that
   /// the caller owns and keeps alive while launches may use it (e.g. one per

@@ -35,10 +35,10 @@ void PartialKernelBuilder::publishWarpStates(ArrayRef<RowState> states) {
   OpBuilder::InsertionGuard publishGuard(rewriter);
   rewriter.setInsertionPointToStart(publish.thenBlock());
   for (int64_t r = 0; r < layout.rowTile; ++r) {
-    for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
+    for (int64_t v = 0; v < layout.valueVectorsPerLane; ++v) {
       OpBuilder::InsertionGuard vectorGuard(rewriter);
-      if (layout.hasIdleLanes()) {
-        auto inRow = scf::IfOp::create(rewriter, e.loc, vectorIsInRow[v],
+      if (layout.hasIdleValueLanes()) {
+        auto inRow = scf::IfOp::create(rewriter, e.loc, valueVectorIsInRow[v],
                                        /*withElseRegion=*/false);
         rewriter.setInsertionPointToStart(inRow.thenBlock());
       }
@@ -46,7 +46,7 @@ void PartialKernelBuilder::publishWarpStates(ArrayRef<RowState> states) {
            ++i)
         memref::StoreOp::create(rewriter, e.loc, states[r].accumulator[i],
                                 warpAccumulators,
-                                ValueRange{warp, e.index(r), laneDim(i)});
+                                ValueRange{warp, e.index(r), laneValueDim(i)});
     }
     memref::StoreOp::create(rewriter, e.loc, states[r].max, warpMaxSum,
                             ValueRange{warp, e.index(r), e.index(0)});
@@ -61,7 +61,7 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
   // output scale), so that an element costs one multiply-add per warp
   // rather than the rescales and a division per element (the merge's
   // weights, MergeRows.cpp, are made the same way).
-  const int64_t headDim = geometry.headDim;
+  const int64_t valueHeadDim = geometry.valueHeadDim;
   constexpr int64_t kWarps = PartialKernelLayout::kWarps;
   auto outputRowOf = [&](Value row) {
     return e.add(
@@ -113,7 +113,7 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
       });
   gpu::BarrierOp::create(rewriter, e.loc);
 
-  forEachTileElement([&](Value row, Value dim) {
+  forEachElement(layout.rowTile, valueHeadDim, [&](Value row, Value dim) {
     Value normalized = e.f32(0.0);
     Value column = accumulatorColumn(row, dim);
     for (int64_t w = 0; w < kWarps; ++w) {
@@ -127,7 +127,7 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
     }
     ifRealRow(row, [&] {
       e.store(normalized, partialOutput,
-              e.add(e.mul(outputRowOf(row), e.index(headDim)), dim));
+              e.add(e.mul(outputRowOf(row), e.index(valueHeadDim)), dim));
     });
   });
 }

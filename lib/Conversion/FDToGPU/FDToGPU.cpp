@@ -37,20 +37,8 @@ std::string mlir::fd::getReasonNotLowerableToGPU(Operation *op) {
     return "convert-fd-to-gpu: split it first with fd-split-kv (num-splits=1 "
            "for the unsplit kernel)";
   }
-  auto partial = dyn_cast<PartialAttentionOp>(op);
-  if (partial) {
-    std::string kernel =
-        ::flashdecode::getReasonNoPartialKernel(getKernelProblem(partial));
-    if (!kernel.empty())
-      return "convert-fd-to-gpu: " + kernel;
-  }
-  if (auto merge = dyn_cast<MergeOp>(op);
-      merge && !isSupportedHeadDim(merge.getGeometry().headDim))
-    return "convert-fd-to-gpu: the merge kernel takes head dims that are a " +
-           ::flashdecode::describeSupportedHeadDims() + ", got " +
-           std::to_string(merge.getGeometry().headDim) +
-           " (the CPU lowering takes the rest)";
-  if (partial && !partial.getScheduleAttr())
+  if (auto partial = dyn_cast<PartialAttentionOp>(op);
+      partial && !partial.getScheduleAttr())
     return "convert-fd-to-gpu: the op has no #fd.schedule (its kernel's "
            "tiling and launch bounds): fd-split-kv attaches the one it planned "
            "with, fd-schedule-kernels the planner's to split IR written by "

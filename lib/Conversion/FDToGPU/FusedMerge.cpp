@@ -176,7 +176,7 @@ void PartialKernelBuilder::mergeIfLast(MergeOp merge) {
       getKernelArgument(kernel, "sinks"),
       mergeWeights,
       op.getNumSplits(),
-      geometry.headDim,
+      geometry.valueHeadDim,
       cast<MemRefType>(merge.getOutput().getType()).getElementType()};
   // A padding token's rows get zeros and lse -inf, as the merge kernel
   // gives them.
@@ -195,7 +195,7 @@ void PartialKernelBuilder::mergeIfLast(MergeOp merge) {
                                lane, blockRow);
             });
   gpu::BarrierOp::create(rewriter, e.loc);
-  forEachElement(layout.rows, geometry.headDim / kFusedSliceWidth,
+  forEachElement(layout.rows, geometry.valueHeadDim / kFusedSliceWidth,
                  [&](Value blockRow, Value sliceInRow) {
                    WeightedSum(e, buffers, queryRow(blockRow),
                                e.mul(sliceInRow, e.index(kFusedSliceWidth)),

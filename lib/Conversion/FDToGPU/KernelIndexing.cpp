@@ -58,6 +58,12 @@ Value PartialKernelBuilder::laneDim(int64_t element) {
                e.index(element % layout.vectorWidth));
 }
 
+Value PartialKernelBuilder::laneValueDim(int64_t element) {
+  return e.add(e.mul(valueVectorIndices[element / layout.vectorWidth],
+                     e.index(layout.vectorWidth)),
+               e.index(element % layout.vectorWidth));
+}
+
 Value PartialKernelBuilder::cacheRow(Value token, Value page) {
   bool isNHD = op.getKvLayout() == KVLayout::NHD;
   Value heads = e.index(geometry.numKVHeads);

@@ -1,7 +1,8 @@
 //===- MergeKernel.cpp - fd.merge to a kernel -----------------------------===//
 //
 // One block per (query head, query token, sequence), one thread per output
-// element: the exact log-sum-exp merge of the split partials.
+// element (two in rows over 256): the exact log-sum-exp merge of the split
+// partials.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +32,12 @@ namespace {
 /// (ptxas, no spills): such plans have few rows, so few blocks.
 constexpr int64_t kSplitsPerIteration = 128;
 
+/// The widest row a thread per element merges: 512 threads could hold 128
+/// registers each, fewer than kSplitsPerIteration's loads take, so wider
+/// rows (D_v to 512) take two elements a thread and half the splits per
+/// iteration, the same registers.
+constexpr int64_t kMostThreads = 256;
+
 struct MergeToGPU : OpRewritePattern<MergeOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -40,6 +47,8 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       return failure();
     AttentionGeometry geometry = op.getGeometry();
     int64_t headDim = geometry.headDim;
+    const int64_t width = headDim > kMostThreads ? 2 : 1;
+    const int32_t threads = static_cast<int32_t>(headDim / width);
     int64_t numSplits = op.getNumSplits();
     int64_t queryHeads = geometry.numQueryHeads;
     int64_t queryLength = geometry.queryLength;
@@ -66,13 +75,14 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
         op, "fd_merge", parameters,
         {MemRefType::get({MergeBuffers::getWeightsPerRow(numSplits)},
                          rewriter.getF32Type(), nullptr, workgroup)},
-        {static_cast<int32_t>(headDim), 1, 1}, rewriter);
+        {threads, 1, 1}, rewriter);
     {
       OpBuilder::InsertionGuard guard(rewriter);
       Block &entry = kernel.getBody().front();
       rewriter.setInsertionPointToStart(&entry);
       KernelEmitter e{rewriter, kernel.getLoc()};
-      Value dim = gpu::ThreadIdOp::create(rewriter, e.loc, gpu::Dimension::x);
+      Value thread =
+          gpu::ThreadIdOp::create(rewriter, e.loc, gpu::Dimension::x);
       Value head = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::x);
       Value token = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::y);
       Value batch = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::z);
@@ -110,20 +120,21 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       // multiple of 32 has a partial last warp, whose shuffles would read
       // lanes that do not exist: there warp 0 weighs alone.
       Value zero = e.index(0);
-      WeightedSum sum(e, buffers, row, dim, /*width=*/1, isQuery,
-                      kSplitsPerIteration);
-      if (headDim % 32 == 0) {
-        Value lane = arith::RemUIOp::create(rewriter, e.loc, dim, e.index(32));
+      WeightedSum sum(e, buffers, row, e.mul(thread, e.index(width)), width,
+                      isQuery, kSplitsPerIteration / width);
+      if (threads % 32 == 0) {
+        Value lane =
+            arith::RemUIOp::create(rewriter, e.loc, thread, e.index(32));
         SmallVector<Value> lses = loadMergeLses(e, buffers, row, isQuery, lane);
         sum.preloadFirstIteration();
         emitMergeWeights(e, buffers, row, head, isQuery, lane, zero,
-                         e.lessThan(dim, e.index(32)), lses);
+                         e.lessThan(thread, e.index(32)), lses);
       } else {
         sum.preloadFirstIteration();
         auto ifFirstWarp = scf::IfOp::create(
-            rewriter, e.loc, e.lessThan(dim, e.index(32)), false);
+            rewriter, e.loc, e.lessThan(thread, e.index(32)), false);
         rewriter.setInsertionPointToStart(ifFirstWarp.thenBlock());
-        emitMergeWeights(e, buffers, row, head, isQuery, dim, zero);
+        emitMergeWeights(e, buffers, row, head, isQuery, thread, zero);
         rewriter.setInsertionPointAfter(ifFirstWarp);
       }
       gpu::BarrierOp::create(rewriter, e.loc);
@@ -136,7 +147,7 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
     launchKernel(
         rewriter, loc, kernel,
         {{e.index(queryHeads)}, {e.index(queryLength)}, {batch, "batch"}},
-        {headDim, 1, 1}, parameters);
+        {threads, 1, 1}, parameters);
     rewriter.eraseOp(op);
     return success();
   }

@@ -65,7 +65,7 @@ SmallVector<Value> loadMergeLses(KernelEmitter &e, const MergeBuffers &buffers,
 /// (`isQuery` false; null: always a query), whose partials are not read.
 /// `splitsPerIteration` partials are loaded per iteration before any is
 /// used. The first element's alignment must be a multiple of width * 4
-/// bytes (width 1 or 4).
+/// bytes (width 1, 2 or 4).
 class WeightedSum {
 public:
   WeightedSum(KernelEmitter &e, const MergeBuffers &buffers, Value row,

@@ -52,6 +52,7 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     Location loc = op.getLoc();
     KernelEmitter host{rewriter, loc};
     KernelParameters parameters;
+    // Values read from the keys take no value cache.
     for (auto [name, memref] :
          {std::pair<StringRef, Value>{"query", op.getQuery()},
           {"key_cache", op.getKeyCache()},
@@ -59,7 +60,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
           {"seq_lens", op.getSeqLens()},
           {"partial_output", op.getPartialOutput()},
           {"partial_lse", op.getPartialLse()}})
-      parameters.addPointer(rewriter, loc, name, memref);
+      if (memref)
+        parameters.addPointer(rewriter, loc, name, memref);
     // The cache length: Lmax, or max_pages * page_size for a paged cache.
     unsigned lengthDim = op.getKvLayout() == KVLayout::NHD ? 1 : 2;
     Value maxLength =
@@ -87,7 +89,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     // An fp8 cache's scales: per tensor or per token and KV head.
     if (op.getKScale()) {
       parameters.addPointer(rewriter, loc, "k_scale", op.getKScale());
-      parameters.addPointer(rewriter, loc, "v_scale", op.getVScale());
+      if (op.getValueCache())
+        parameters.addPointer(rewriter, loc, "v_scale", op.getVScale());
     }
     // A fused merge: the merge's outputs and the counters (FusedMerge.cpp).
     Value counters =
@@ -197,7 +200,8 @@ PartialKernelBuilder::PartialKernelBuilder(
   // nothing more; per token, the loop loads and applies them
   // (loadTokenScale).
   if (Value kScale = getKernelArgument(kernel, "k_scale")) {
-    Value vScale = getKernelArgument(kernel, "v_scale");
+    // Values read from the keys are scaled as the keys are.
+    Value vScale = values ? getKernelArgument(kernel, "v_scale") : kScale;
     Type f32 = rewriter.getF32Type();
     if (isPerTensorScale(op.getKScale())) {
       queryScale = e.mul(queryScale, e.load(f32, kScale, f32, e.index(0), 4));
@@ -242,14 +246,28 @@ void PartialKernelBuilder::setUpTokenGroups() {
   // lanes of a group read consecutive 16-byte pieces of a row.
   // With idle lanes, a vector past the row is read at the row's last
   // vector (clamped) and masked out of every sum, and never published.
-  for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
-    Value index = e.add(laneInGroup, e.index(v * lanes));
-    if (layout.hasIdleLanes()) {
-      vectorIsInRow.push_back(e.lessThan(index, e.index(layout.vectorsPerRow)));
-      index = e.min(index, e.index(layout.vectorsPerRow - 1));
+  // Value vector v is the same piece of the value row (with values from
+  // the keys, the lane's key vector v itself).
+  auto slice = [&](int64_t vectors, int64_t vectorsPerRow, bool idle,
+                   SmallVector<Value> &indices, SmallVector<Value> &inRow) {
+    for (int64_t v = 0; v < vectors; ++v) {
+      Value index = e.add(laneInGroup, e.index(v * lanes));
+      if (idle) {
+        inRow.push_back(e.lessThan(index, e.index(vectorsPerRow)));
+        index = e.min(index, e.index(vectorsPerRow - 1));
+      }
+      indices.push_back(index);
     }
-    vectorIndices.push_back(index);
+  };
+  slice(layout.vectorsPerLane, layout.vectorsPerRow, layout.hasIdleLanes(),
+        vectorIndices, vectorIsInRow);
+  if (layout.valueVectorsPerRow == layout.vectorsPerRow) {
+    valueVectorIndices = vectorIndices;
+    valueVectorIsInRow = vectorIsInRow;
+    return;
   }
+  slice(layout.valueVectorsPerLane, layout.valueVectorsPerRow,
+        layout.hasIdleValueLanes(), valueVectorIndices, valueVectorIsInRow);
 }
 
 Value PartialKernelBuilder::shapeScore(Value score) {
@@ -392,7 +410,7 @@ SmallVector<Value> PartialKernelBuilder::initialState() {
   for (int64_t r = 0; r < layout.rowTile; ++r) {
     initial.push_back(e.negInf());
     initial.push_back(e.f32(0.0));
-    initial.append(layout.dimsPerLane(), e.f32(0.0));
+    initial.append(layout.valueDimsPerLane(), e.f32(0.0));
   }
   // A paged cache also carries the last block-table entry read: a thread
   // reads a page's index once per page, not once per token.
@@ -404,7 +422,7 @@ SmallVector<Value> PartialKernelBuilder::initialState() {
 }
 
 SmallVector<RowState> PartialKernelBuilder::unpack(ValueRange flat) {
-  const int64_t stateSize = 2 + layout.dimsPerLane();
+  const int64_t stateSize = 2 + layout.valueDimsPerLane();
   SmallVector<RowState> states;
   for (int64_t r = 0; r < layout.rowTile; ++r) {
     ValueRange slice = flat.slice(r * stateSize, stateSize);

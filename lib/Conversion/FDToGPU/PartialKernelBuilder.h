@@ -86,10 +86,12 @@ private:
   /// partials written.
   void computeRowTile(Value firstRow);
   /// CUDA cores: the lane's token group, its place in the group and its
-  /// vectors of the head dim.
+  /// vectors of the key and value rows.
   void setUpTokenGroups();
-  /// Element `element` of the lane's slice of the head dim, as an index.
+  /// Element `element` of the lane's slice of the key head dim, as an index.
   Value laneDim(int64_t element);
+  /// Element `element` of the lane's slice of the value head dim.
+  Value laneValueDim(int64_t element);
   /// The row of `token` in a dense cache, or of slot token % page_size of
   /// `page` in a paged one: its index among the cache's rows of D elements,
   /// and of its per-token scale.
@@ -132,7 +134,7 @@ private:
   /// block's threads striding over them.
   void forEachElement(int64_t rows, int64_t columns,
                       function_ref<void(Value row, Value column)> body);
-  /// forEachElement over a row tile (rowTile x head dim).
+  /// forEachElement over a row tile's queries (rowTile x head dim).
   void forEachTileElement(function_ref<void(Value row, Value dim)> body) {
     forEachElement(layout.rowTile, geometry.headDim, body);
   }
@@ -236,7 +238,8 @@ private:
   PatternRewriter &rewriter;
   KernelEmitter e;
 
-  // The kernel's arguments and workgroup buffers.
+  // The kernel's arguments and workgroup buffers (`values` null when they
+  // are the keys' first D_v columns).
   Value query, keys, values, seqLens, partialOutput, partialLse, maxLength;
   Value blockTable, tableRow, numPages;
   /// ALiBi: the slopes' pointer (null without), and on CUDA cores each row
@@ -249,9 +252,10 @@ private:
   /// CUDA cores: the lane's token group and place in it, and its first
   /// token within each step of the layout's tokensPerStep() tokens.
   Value tokenGroup, laneInGroup, tokenInStep;
-  /// Per vector of the lane's slice: its index in the row, and (with idle
-  /// lanes) whether it lies in the row.
+  /// Per vector of the lane's slice of a key row: its index in the row, and
+  /// (with idle lanes) whether it lies in the row; the same of a value row.
   SmallVector<Value> vectorIndices, vectorIsInRow;
+  SmallVector<Value> valueVectorIndices, valueVectorIsInRow;
   ChunkBounds chunk;
   /// Tensor cores: where a lane's values sit in an mma fragment: row
   /// `fragmentRow` (and + 8), column pair `fragmentPair` (lane / 4 and

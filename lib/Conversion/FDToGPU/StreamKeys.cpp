@@ -69,18 +69,36 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
       cachedPage = page;
     }
     Value row = cacheRow(clamped, page);
-    Value offset = e.mul(row, e.index(geometry.headDim));
+    // Vector v of the key row, then of the value row: the loads of a step
+    // alternate between the caches.
+    Value keyOffset = e.mul(row, e.index(geometry.headDim));
+    Value valueOffset = geometry.valueHeadDim == geometry.headDim
+                            ? keyOffset
+                            : e.mul(row, e.index(geometry.valueHeadDim));
     if (keyScales) {
       tokenKeyScales.push_back(loadTokenScale(keyScales, row));
-      tokenValueScales.push_back(loadTokenScale(valueScales, row));
+      tokenValueScales.push_back(values ? loadTokenScale(valueScales, row)
+                                        : tokenKeyScales.back());
     }
+    auto vectorAt = [&](Value offset, Value index) {
+      return e.add(offset, e.mul(index, e.index(layout.vectorWidth)));
+    };
     keyVectors.emplace_back();
     valueVectors.emplace_back();
-    for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
-      Value vectorOffset =
-          e.add(offset, e.mul(vectorIndices[v], e.index(layout.vectorWidth)));
-      keyVectors.back().push_back(loadCacheVector(keys, vectorOffset));
-      valueVectors.back().push_back(loadCacheVector(values, vectorOffset));
+    for (int64_t v = 0;
+         v < std::max(layout.vectorsPerLane, layout.valueVectorsPerLane); ++v) {
+      Value keyAt;
+      if (v < layout.vectorsPerLane) {
+        keyAt = vectorAt(keyOffset, vectorIndices[v]);
+        keyVectors.back().push_back(loadCacheVector(keys, keyAt));
+      }
+      if (!values || v >= layout.valueVectorsPerLane)
+        continue;
+      Value valueAt = keyAt && valueOffset == keyOffset &&
+                              valueVectorIndices[v] == vectorIndices[v]
+                          ? keyAt
+                          : vectorAt(valueOffset, valueVectorIndices[v]);
+      valueVectors.back().push_back(loadCacheVector(values, valueAt));
     }
   }
   // The step's keys as one tile: every (step, row) score first, as
@@ -88,15 +106,26 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
   // one max and one rescale per row for the whole tile, each score's exp
   // computed once.
   SmallVector<SmallVector<Value>> keyElements(unroll), valueElements(unroll);
-  for (int64_t u = 0; u < unroll; ++u)
-    for (int64_t v = 0; v < layout.vectorsPerLane; ++v) {
-      for (Value key : cacheVectorToF32(keyVectors[u][v]))
-        keyElements[u].push_back(
-            layout.hasIdleLanes() ? e.select(vectorIsInRow[v], key, e.f32(0.0))
-                                  : key);
-      llvm::append_range(valueElements[u],
-                         cacheVectorToF32(valueVectors[u][v]));
+  for (int64_t u = 0; u < unroll; ++u) {
+    for (int64_t v = 0;
+         v < std::max(layout.vectorsPerLane, layout.valueVectorsPerLane); ++v) {
+      if (v < layout.vectorsPerLane)
+        for (Value key : cacheVectorToF32(keyVectors[u][v]))
+          keyElements[u].push_back(
+              layout.hasIdleLanes()
+                  ? e.select(vectorIsInRow[v], key, e.f32(0.0))
+                  : key);
+      if (values && v < layout.valueVectorsPerLane)
+        llvm::append_range(valueElements[u],
+                           cacheVectorToF32(valueVectors[u][v]));
     }
+    // Values read from the keys are the lane's first key vectors, converted
+    // once.
+    if (!values)
+      valueElements[u].assign(keyElements[u].begin(),
+                              keyElements[u].begin() +
+                                  layout.valueDimsPerLane());
+  }
   SmallVector<SmallVector<Value>> scores(
       tileRows, SmallVector<Value>(unroll, e.f32(0.0)));
   for (int64_t r = 0; r < tileRows; ++r)
@@ -157,7 +186,7 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
     if (valueScales)
       for (int64_t u = 0; u < unroll; ++u)
         valueWeights[u] = e.mul(weights[u], tokenValueScales[u]);
-    for (int64_t i = 0; i < layout.dimsPerLane(); ++i) {
+    for (int64_t i = 0; i < layout.valueDimsPerLane(); ++i) {
       Value accumulator = e.mul(state.accumulator[i], rescale);
       for (int64_t u = 0; u < unroll; ++u)
         accumulator = e.fma(valueWeights[u], valueElements[u][i], accumulator);

@@ -66,7 +66,7 @@ mlir::fd::getKernelProblem(AttentionOpInterface op) {
   return problem;
 }
 
-std::optional<::flashdecode::KernelSchedule>
+::flashdecode::KernelSchedule
 mlir::fd::getOrPlanKernelSchedule(AttentionOpInterface op,
                                   const ::flashdecode::Chip &chip) {
   std::optional<::flashdecode::ScheduleChoice> choice;

@@ -25,14 +25,10 @@ struct FDScheduleKernelsPass
                                  << ::flashdecode::getChipNameList();
       return signalPassFailure();
     }
-    // An op no GPU kernel builds keeps none (convert-fd-to-gpu says why).
     getOperation().walk([&](PartialAttentionOp op) {
-      if (op.getScheduleAttr())
-        return;
-      if (std::optional<::flashdecode::KernelSchedule> planned =
-              getOrPlanKernelSchedule(op, *target))
-        op.setScheduleAttr(
-            ScheduleAttr::get(op.getContext(), planned->getChoice()));
+      if (!op.getScheduleAttr())
+        op.setScheduleAttr(ScheduleAttr::get(
+            op.getContext(), getOrPlanKernelSchedule(op, *target).getChoice()));
     });
   }
 };

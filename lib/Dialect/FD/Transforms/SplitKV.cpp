@@ -59,9 +59,8 @@ getPlanningChip(const FDSplitKVOptions &options) {
 }
 
 /// The schedule of `op`'s partial kernel: its own, else the planner's on
-/// the planning chip; none when the GPU kernels cannot build it (the CPU
-/// lowering then runs it, planned by the wave model alone).
-static std::optional<::flashdecode::KernelSchedule>
+/// the planning chip.
+static ::flashdecode::KernelSchedule
 getPartialKernelSchedule(AttentionOp op, const FDSplitKVOptions &options) {
   return getOrPlanKernelSchedule(op, getPlanningChip(options));
 }
@@ -130,8 +129,8 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
   *maxLength = getAttendedLength(*maxLength, rules);
   // An automatic count with a fused merge: no more than it can merge (a
   // fixed count it cannot take is the lowering's error, which says how
-  // many it can). Without a GPU kernel there is no fused merge.
-  std::optional<::flashdecode::KernelSchedule> schedule =
+  // many it can).
+  ::flashdecode::KernelSchedule schedule =
       getPartialKernelSchedule(op, options);
   int64_t cap = ::flashdecode::getAutomaticSplitCap(schedule, options.maxSplits,
                                                     options.fusedMerge);
@@ -242,11 +241,10 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
             ? rewriter.getI64IntegerAttr(options.chunkLength)
             : IntegerAttr();
     // The partial kernel's schedule, the one the split count was planned
-    // with: the lowering builds it (none where no GPU kernel can).
-    ScheduleAttr schedule;
-    if (std::optional<::flashdecode::KernelSchedule> planned =
-            getPartialKernelSchedule(op, options))
-      schedule = ScheduleAttr::get(rewriter.getContext(), planned->getChoice());
+    // with: the lowering builds it.
+    auto schedule =
+        ScheduleAttr::get(rewriter.getContext(),
+                          getPartialKernelSchedule(op, options).getChoice());
     PartialAttentionOp::create(
         rewriter, loc, op.getQuery(), op.getKeyCache(), op.getValueCache(),
         op.getSeqLens(), op.getBlockTable(), op.getAlibiSlopes(),

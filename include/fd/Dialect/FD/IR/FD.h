@@ -100,7 +100,6 @@ float getEffectiveScale(FloatAttr scale, Value query);
 
 // The head dims, page sizes and decode query lengths the dialect accepts
 // are fd/Planning/Limits.h's.
-using ::flashdecode::isSupportedHeadDim;
 using ::flashdecode::isSupportedKeyHeadDim;
 using ::flashdecode::isSupportedValueHeadDim;
 using ::flashdecode::kMaxDecodeQueryLength;
@@ -115,10 +114,9 @@ namespace mlir::fd {
 /// and the features that cost registers.
 ::flashdecode::KernelProblem getKernelProblem(AttentionOpInterface op);
 
-/// `op`'s schedule: its `schedule` attribute, else the planner's on `chip`;
-/// none where no GPU kernel builds it (::flashdecode::
-/// findPartialKernelSchedule).
-std::optional<::flashdecode::KernelSchedule>
+/// `op`'s schedule: its `schedule` attribute, else the planner's on `chip`
+/// (::flashdecode::findPartialKernelSchedule).
+::flashdecode::KernelSchedule
 getOrPlanKernelSchedule(AttentionOpInterface op,
                         const ::flashdecode::Chip &chip);
 

@@ -22,7 +22,7 @@ def FDSplitKV : Pass<"fd-split-kv", "ModuleOp"> {
     ```
 
     The workspace is one byte buffer of
-    `B * Lq * Hq * S * (D + 1) * 4` bytes: the partial outputs at offset 0,
+    `B * Lq * Hq * S * (D_v + 1) * 4` bytes: the partial outputs at offset 0,
     the partial log-sum-exps at offset `B * Lq * Hq * S * D * 4`. Making it
     one explicit allocation lets a caller (the runtime, a serving engine)
     allocate it once and keep its address fixed for CUDA-graph replay.

@@ -1,0 +1,49 @@
+// RUN: fd-opt %s -split-input-file -fd-schedule-kernels=chip=sm_90 -convert-fd-to-gpu=chip=sm_90 | FileCheck %s
+
+// MLA's absorbed decode on CUDA cores: keys 576 wide, the values the latent
+// cache's first 512 columns. The partial kernel takes no value cache; its
+// query tile holds 576 columns and its warps' accumulators 512; the merge
+// writes each 512-wide row two elements a thread (256 threads).
+
+// CHECK-LABEL: func.func @latent
+// CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in ({{.*}}) threads in (%c128{{.*}}) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : i32)
+// CHECK: gpu.launch_func @fd_merge::@fd_merge {{.*}} threads in (%c256,
+// CHECK: gpu.func @fd_partial_attention({{.*}}) workgroup(%{{.*}} : memref<3x576xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<4x3x512xf32, #gpu.address_space<workgroup>>
+// CHECK-SAME: fd.params = ["query", "key_cache", "seq_lens", "partial_output", "partial_lse", "max_len"]
+// CHECK: gpu.func @fd_merge
+// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// CHECK: llvm.load {{.*}} -> vector<2xf32>
+// CHECK: llvm.store {{.*}} : vector<2xbf16>, !llvm.ptr<1>
+func.func @latent(%q: memref<2x16x576xbf16>, %kv: memref<2x?x1x576xbf16>,
+                  %lens: memref<2xi32>, %po: memref<2x16x4x512xf32>,
+                  %pl: memref<2x16x4xf32>, %out: memref<2x16x512xbf16>) {
+  fd.partial_attention %q, %kv, %lens into %po, %pl
+      : memref<2x16x576xbf16>, memref<2x?x1x576xbf16>, memref<2xi32>
+        into memref<2x16x4x512xf32>, memref<2x16x4xf32>
+  fd.merge %po, %pl into %out : memref<2x16x4x512xf32>, memref<2x16x4xf32>
+      into memref<2x16x512xbf16>
+  return
+}
+
+// -----
+
+// Values apart from keys: D 192 / D_v 128. The value cache is read with a
+// row stride of 128 and the partials are 128 wide.
+
+// CHECK-LABEL: func.func @apart
+// CHECK: gpu.func @fd_partial_attention({{.*}}) workgroup(%{{.*}} : memref<4x192xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<4x4x128xf32, #gpu.address_space<workgroup>>
+// CHECK-SAME: fd.params = ["query", "key_cache", "value_cache", "seq_lens", "partial_output", "partial_lse", "max_len"]
+// CHECK: arith.muli %{{.*}}, %c128 : index
+// CHECK: gpu.func @fd_merge
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+func.func @apart(%q: memref<2x8x192xf16>, %k: memref<2x?x2x192xf16>,
+                 %v: memref<2x?x2x128xf16>, %lens: memref<2xi32>,
+                 %po: memref<2x8x4x128xf32>, %pl: memref<2x8x4xf32>,
+                 %out: memref<2x8x128xf16>) {
+  fd.partial_attention %q, %k, %v, %lens into %po, %pl
+      : memref<2x8x192xf16>, memref<2x?x2x192xf16>, memref<2x?x2x128xf16>,
+        memref<2xi32> into memref<2x8x4x128xf32>, memref<2x8x4xf32>
+  fd.merge %po, %pl into %out : memref<2x8x4x128xf32>, memref<2x8x4xf32>
+      into memref<2x8x128xf16>
+  return
+}
