@@ -238,9 +238,11 @@ def _check_out(out, q, problem):
     if array.dtype != q.dtype:
         raise TypeError(f"out dtype {array.dtype} must match q ({q.dtype})")
     if array.shape != problem.out_shape():
-        raise ValueError(f"out shape {array.shape} must be "
-                         f"{problem.out_shape()} (q's with the values' head "
-                         f"dim last)")
+        apart = "" if problem.value_head_dim == problem.head_dim else \
+            f" with the values' head dim {problem.value_head_dim} last: " \
+            f"{problem.out_shape()}"
+        raise ValueError(f"out shape {array.shape} must equal q shape "
+                         f"{q.shape}{apart}")
     return array
 
 

@@ -233,8 +233,9 @@ def test_errors_name_the_argument():
                        "None"):
         flashdecode.decode_attention(q, latent, None, lens, v_head_dim=512,
                                      v_scale=1.0, backend="cuda")
-    with pytest.raises(ValueError, match=r"out shape \(1, 16, 576\) must be "
-                       r"\(1, 16, 512\)"):
+    with pytest.raises(ValueError, match=r"out shape \(1, 16, 576\) must equal "
+                       r"q shape \(1, 16, 576\) with the values' head dim "
+                       r"512 last: \(1, 16, 512\)"):
         flashdecode.decode_attention(
             q, latent, None, lens, v_head_dim=512, backend="cuda",
             out=DeviceArray.empty((1, 16, 576), "bfloat16"))
