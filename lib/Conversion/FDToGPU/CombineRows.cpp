@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "PartialKernelBuilder.h"
+#include "CudaCoreTileBuilder.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "llvm/Support/MathExtras.h"
@@ -16,7 +16,7 @@ using namespace mlir;
 using namespace mlir::fd;
 using namespace mlir::fd::detail;
 
-void PartialKernelBuilder::combineLaneGroups(SmallVector<RowState> &states) {
+void CudaCoreTileBuilder::combineLaneGroups(SmallVector<RowState> &states) {
   // Shuffles across the group bits of the lane id.
   for (int64_t offset = layout.lanesPerToken; offset < 32; offset *= 2)
     for (RowState &state : states) {
@@ -28,7 +28,7 @@ void PartialKernelBuilder::combineLaneGroups(SmallVector<RowState> &states) {
     }
 }
 
-void PartialKernelBuilder::publishWarpStates(ArrayRef<RowState> states) {
+void CudaCoreTileBuilder::publishWarpStates(ArrayRef<RowState> states) {
   Value firstGroup = e.equal(tokenGroup, e.index(0));
   auto publish = scf::IfOp::create(rewriter, e.loc, firstGroup,
                                    /*withElseRegion=*/false);

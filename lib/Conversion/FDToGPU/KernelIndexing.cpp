@@ -2,7 +2,7 @@
 //
 // The partial kernel's addressing: the head, token and q row of a block's
 // row, whether a tile row is one of the block's rows, a row's ALiBi slope
-// and position; a lane's head dims, a key's cache row (through the block
+// and position; a key's cache row (through the block
 // table for paged caches, whose entries may be loaded ahead of their
 // clamping) and its per-token scale.
 //
@@ -50,18 +50,6 @@ Value PartialKernelBuilder::queryRow(Value row) {
 
 Value PartialKernelBuilder::isRealRow(Value firstRow, Value tileRow) {
   return e.lessThan(e.add(firstRow, tileRow), realRows);
-}
-
-Value PartialKernelBuilder::laneDim(int64_t element) {
-  return e.add(e.mul(vectorIndices[element / layout.vectorWidth],
-                     e.index(layout.vectorWidth)),
-               e.index(element % layout.vectorWidth));
-}
-
-Value PartialKernelBuilder::laneValueDim(int64_t element) {
-  return e.add(e.mul(valueVectorIndices[element / layout.vectorWidth],
-                     e.index(layout.vectorWidth)),
-               e.index(element % layout.vectorWidth));
 }
 
 Value PartialKernelBuilder::cacheRow(Value token, Value page) {

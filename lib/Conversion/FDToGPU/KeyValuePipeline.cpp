@@ -1,7 +1,7 @@
 //===- KeyValuePipeline.cpp - Tensor cores: K and V through stages --------===//
 
 #include "KeyValuePipeline.h"
-#include "PartialKernelBuilder.h"
+#include "TensorCoreTileBuilder.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
@@ -15,7 +15,7 @@ constexpr int64_t kEntriesPerStep = 3;
 /// and i + S (K).
 constexpr int64_t kCarriedSteps = 2;
 
-KeyValuePipeline::KeyValuePipeline(PartialKernelBuilder &builder)
+KeyValuePipeline::KeyValuePipeline(TensorCoreTileBuilder &builder)
     : b(builder), stages(b.schedule.keyValueStages),
       tokensPerStep(b.layout.tokensPerStep()),
       keySlots(b.geometry.headDim / 32), valueSlots(b.geometry.headDim / 64),

@@ -30,13 +30,14 @@
 
 namespace mlir::fd::detail {
 
-class PartialKernelBuilder;
+class TensorCoreTileBuilder;
 
 class KeyValuePipeline {
 public:
   /// The lane's positions in a step and its stage addresses, emitted at
-  /// `builder`'s insertion point (streamTensorCoreTile's start).
-  explicit KeyValuePipeline(PartialKernelBuilder &builder);
+  /// `builder`'s insertion point (the tile stream's start,
+  /// TensorCoreTileBuilder::streamRowTile).
+  explicit KeyValuePipeline(TensorCoreTileBuilder &builder);
 
   /// Before the token loop (before q is staged, under its latency): the
   /// copies of the first S - 1 steps and K of step S - 1. Returns the page
@@ -95,7 +96,7 @@ private:
   void copyHalfStep(bool ofValues, Value first, ArrayRef<Value> pages,
                     Value stage, Value live);
 
-  PartialKernelBuilder &b;
+  TensorCoreTileBuilder &b;
   const int64_t stages, tokensPerStep, keySlots, valueSlots, scaleSlot;
   Value lastToken, warpBase, pairKey, laneStages, keyLane, valueLane;
 };

@@ -7,9 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaCoreTileBuilder.h"
 #include "MergeRows.h"
-#include "PartialKernelBuilder.h"
 #include "PopulatePatterns.h"
+#include "TensorCoreTileBuilder.h"
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Dialect/FD/IR/FD.h"
 #include "fd/Planning/Chip.h"
@@ -114,9 +115,9 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     }
     {
       OpBuilder::InsertionGuard guard(rewriter);
-      PartialKernelBuilder(kernel, op, geometry, schedule, elementType, cache,
-                           rewriter)
-          .build(merge);
+      createPartialKernelBuilder(kernel, op, geometry, schedule, elementType,
+                                 cache, rewriter)
+          ->build(merge);
     }
 
     // The launch: grid (S, Hkv * row tiles, B).
@@ -148,7 +149,9 @@ PartialKernelBuilder::PartialKernelBuilder(
     : kernel(kernel), op(op), schedule(schedule), geometry(geometry),
       rules(op.getRules()), layout(this->schedule.layout),
       elementType(elementType), cache(cache),
-      rewriter(rewriter), e{rewriter, kernel.getLoc()} {
+      rewriter(rewriter), e{rewriter, kernel.getLoc()} {}
+
+void PartialKernelBuilder::setUp() {
   Block &entry = kernel.getBody().front();
   rewriter.setInsertionPointToStart(&entry);
   query = getKernelArgument(kernel, "query");
@@ -160,8 +163,6 @@ PartialKernelBuilder::PartialKernelBuilder(
   maxLength =
       arith::IndexCastOp::create(rewriter, e.loc, rewriter.getIndexType(),
                                  getKernelArgument(kernel, "max_len"));
-  (layout.tensorCores ? queryFragments : queryTile) =
-      kernel.getWorkgroupAttributions()[kQueryBuffer];
   warpAccumulators = kernel.getWorkgroupAttributions()[kWarpAccumulatorsBuffer];
   warpMaxSum = kernel.getWorkgroupAttributions()[kWarpMaxSumBuffer];
 
@@ -180,12 +181,7 @@ PartialKernelBuilder::PartialKernelBuilder(
   batch = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::z);
   warp = arith::DivUIOp::create(rewriter, e.loc, thread, e.index(32));
   lane = arith::RemUIOp::create(rewriter, e.loc, thread, e.index(32));
-  if (layout.tensorCores) {
-    fragmentRow = arith::DivUIOp::create(rewriter, e.loc, lane, e.index(4));
-    fragmentPair = arith::RemUIOp::create(rewriter, e.loc, lane, e.index(4));
-  } else {
-    setUpTokenGroups();
-  }
+  setUpLanes();
 
   alibiSlopes = getKernelArgument(kernel, "alibi_slopes");
   chunk = emitChunkBounds(
@@ -210,10 +206,7 @@ PartialKernelBuilder::PartialKernelBuilder(
     } else {
       keyScales = kScale;
       valueScales = vScale;
-      // Tensor cores carry probabilityFactor() in P (TensorCoreTile.cpp).
-      outputScale =
-          e.f32(cache.decodeFactor() /
-                (layout.tensorCores ? cache.probabilityFactor() : 1.0));
+      outputScale = e.f32(cache.decodeFactor() / getProbabilityFactor());
     }
   }
   if (geometry.isPaged()) {
@@ -236,40 +229,6 @@ PartialKernelBuilder::PartialKernelBuilder(
                                           : e.index(layout.rows - 1);
 }
 
-void PartialKernelBuilder::setUpTokenGroups() {
-  const int64_t lanes = layout.lanesPerToken;
-  tokenGroup = arith::DivUIOp::create(rewriter, e.loc, lane, e.index(lanes));
-  laneInGroup = arith::RemUIOp::create(rewriter, e.loc, lane, e.index(lanes));
-  tokenInStep = e.add(e.mul(warp, e.index(layout.tokensPerWarp)), tokenGroup);
-  // A lane's slice of the head dim: vector v of the lane in its token
-  // group covers [(v * lanes + laneInGroup) * width, ... + width), so the
-  // lanes of a group read consecutive 16-byte pieces of a row.
-  // With idle lanes, a vector past the row is read at the row's last
-  // vector (clamped) and masked out of every sum, and never published.
-  // Value vector v is the same piece of the value row (with values from
-  // the keys, the lane's key vector v itself).
-  auto slice = [&](int64_t vectors, int64_t vectorsPerRow, bool idle,
-                   SmallVector<Value> &indices, SmallVector<Value> &inRow) {
-    for (int64_t v = 0; v < vectors; ++v) {
-      Value index = e.add(laneInGroup, e.index(v * lanes));
-      if (idle) {
-        inRow.push_back(e.lessThan(index, e.index(vectorsPerRow)));
-        index = e.min(index, e.index(vectorsPerRow - 1));
-      }
-      indices.push_back(index);
-    }
-  };
-  slice(layout.vectorsPerLane, layout.vectorsPerRow, layout.hasIdleLanes(),
-        vectorIndices, vectorIsInRow);
-  if (layout.valueVectorsPerRow == layout.vectorsPerRow) {
-    valueVectorIndices = vectorIndices;
-    valueVectorIsInRow = vectorIsInRow;
-    return;
-  }
-  slice(layout.valueVectorsPerLane, layout.valueVectorsPerRow,
-        layout.hasIdleValueLanes(), valueVectorIndices, valueVectorIsInRow);
-}
-
 Value PartialKernelBuilder::shapeScore(Value score) {
   if (!rules.logitsSoftCap)
     return score;
@@ -280,6 +239,7 @@ Value PartialKernelBuilder::shapeScore(Value score) {
 }
 
 void PartialKernelBuilder::build(MergeOp merge) {
+  setUp();
   // Each block computes one row tile: the tiles of a KV head stream the same
   // chunk side by side (the second read is an L2 hit), not one after the
   // other, so a block's latency is one tile's. The last tile may be partial
@@ -303,60 +263,7 @@ void PartialKernelBuilder::build(MergeOp merge) {
 }
 
 void PartialKernelBuilder::computeRowTile(Value firstRow) {
-  if (layout.tensorCores) {
-    streamTensorCoreTile(firstRow);
-    gpu::BarrierOp::create(rewriter, e.loc);
-    writePartials(firstRow);
-    gpu::BarrierOp::create(rewriter, e.loc);
-    return;
-  }
-  stageQueryTile(firstRow);
-
-  // Every row sees the keys in [the last token's window start, len - Lq
-  // + 1): only the last Lq - 1 keys of a sequence (and with a window the
-  // first Lq - 1 the splits cover) need the per-row mask. Those stream in
-  // loops of their own with the mask (at most 7 keys each: one or two
-  // iterations of one step), the others without it, so the mask costs
-  // the main loop neither instructions nor registers. The masked loops
-  // run first, so nothing is kept live through the main loop for them
-  // (`causalBase`); the online softmax does not depend on the order of
-  // the keys (up to rounding).
-  rowAlibi.clear();
-  if (alibiSlopes)
-    for (int64_t r = 0; r < layout.rowTile; ++r)
-      rowAlibi.push_back(alibiOfRow(firstRow, e.index(r)));
-  SmallVector<Value> streamed = initialState();
-  Value unmaskedBegin = chunk.begin, unmaskedEnd = chunk.end;
-  Value causalBase;
-  if (rules.rowsDiffer()) {
-    // Query token t sees keys [firstMasked + t - W, firstMasked + t)
-    // (AttentionUtils.h). Row r of the tile is token t = (firstRow + r) /
-    // group, so key j is before its end iff (j + 1 - firstMasked) * group
-    // - firstRow <= r, and not before its window iff r < that value + W *
-    // group: one value per key, compared with each row's constants.
-    // `causalBase` is its part without j.
-    Value firstMasked = buildFirstMaskedKey(rewriter, e.loc, chunk.sequence);
-    causalBase = e.sub(
-        e.mul(e.sub(e.index(1), firstMasked), e.index(geometry.groupSize())),
-        firstRow);
-    unmaskedEnd = e.max(chunk.begin, e.min(chunk.end, firstMasked));
-    if (rules.windowLeft) {
-      Value lastToken = e.sub(chunk.sequence.queryLength, e.index(1));
-      Value allSee =
-          buildVisibleKeys(rewriter, e.loc, chunk.sequence, lastToken, rules)
-              .begin;
-      unmaskedBegin = e.min(unmaskedEnd, e.max(chunk.begin, allSee));
-      streamed = streamKeys(chunk.begin, unmaskedBegin, /*unroll=*/1,
-                            causalBase, streamed);
-    }
-    streamed =
-        streamKeys(unmaskedEnd, chunk.end, /*unroll=*/1, causalBase, streamed);
-  }
-  streamed = streamKeys(unmaskedBegin, unmaskedEnd, layout.unroll,
-                        /*causalBase=*/Value(), streamed);
-  SmallVector<RowState> states = unpack(streamed);
-  combineLaneGroups(states);
-  publishWarpStates(states);
+  streamRowTile(firstRow);
   gpu::BarrierOp::create(rewriter, e.loc);
   writePartials(firstRow);
   // A fused merge reuses the workgroup buffers.
@@ -389,57 +296,17 @@ void PartialKernelBuilder::forEachElement(
   });
 }
 
-void PartialKernelBuilder::stageQueryTile(Value firstRow) {
-  const int64_t headDim = geometry.headDim;
-  forEachTileElement([&](Value row, Value dim) {
-    Value blockRow = e.min(e.add(row, firstRow), lastRow);
-    Value offset = e.add(e.mul(queryRow(blockRow), e.index(headDim)), dim);
-    Value value = e.toF32(e.load(elementType, query, elementType, offset,
-                                 elementType.getIntOrFloatBitWidth() / 8));
-    value = e.select(isRealRow(firstRow, row), e.mul(value, queryScale),
-                     e.f32(0.0));
-    memref::StoreOp::create(rewriter, e.loc, value, queryTile,
-                            ValueRange{row, dim});
-  });
-  gpu::BarrierOp::create(rewriter, e.loc);
-}
-
-SmallVector<Value> PartialKernelBuilder::initialState() {
-  // Per row max, sum and the lane's accumulator slice.
-  SmallVector<Value> initial;
-  for (int64_t r = 0; r < layout.rowTile; ++r) {
-    initial.push_back(e.negInf());
-    initial.push_back(e.f32(0.0));
-    initial.append(layout.valueDimsPerLane(), e.f32(0.0));
-  }
-  // A paged cache also carries the last block-table entry read: a thread
-  // reads a page's index once per page, not once per token.
-  if (geometry.isPaged()) {
-    initial.push_back(e.index(-1));
-    initial.push_back(e.index(0));
-  }
-  return initial;
-}
-
-SmallVector<RowState> PartialKernelBuilder::unpack(ValueRange flat) {
-  const int64_t stateSize = 2 + layout.valueDimsPerLane();
-  SmallVector<RowState> states;
-  for (int64_t r = 0; r < layout.rowTile; ++r) {
-    ValueRange slice = flat.slice(r * stateSize, stateSize);
-    states.push_back(
-        {slice[0], slice[1], SmallVector<Value>(slice.drop_front(2))});
-  }
-  return states;
-}
-
-SmallVector<Value> PartialKernelBuilder::pack(ArrayRef<RowState> states) {
-  SmallVector<Value> flat;
-  for (const RowState &state : states) {
-    flat.push_back(state.max);
-    flat.push_back(state.sum);
-    llvm::append_range(flat, state.accumulator);
-  }
-  return flat;
+std::unique_ptr<PartialKernelBuilder>
+mlir::fd::detail::createPartialKernelBuilder(
+    gpu::GPUFuncOp kernel, PartialAttentionOp op,
+    const AttentionGeometry &geometry,
+    const ::flashdecode::KernelSchedule &schedule, Type elementType,
+    const CacheElements &cache, PatternRewriter &rewriter) {
+  if (schedule.usesTensorCores())
+    return std::make_unique<TensorCoreTileBuilder>(
+        kernel, op, geometry, schedule, elementType, cache, rewriter);
+  return std::make_unique<CudaCoreTileBuilder>(kernel, op, geometry, schedule,
+                                               elementType, cache, rewriter);
 }
 
 void mlir::fd::detail::populatePartialAttentionToGPUPatterns(

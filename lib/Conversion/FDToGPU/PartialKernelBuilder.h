@@ -2,17 +2,14 @@
 //
 // Private to the FDToGPU lowering. Builds the body of one partial-attention
 // kernel in stages: the values every stage reads (block and thread
-// coordinates, the lane's slice of the head dim, the chunk, the kernel's
-// arguments) are members, each stage a method. Per row tile: stage the
-// query rows (stageQueryTile), stream the chunk's keys and values through
-// the rows' online softmax (streamKeys, StreamKeys.cpp), combine the lane
-// groups of a warp (combineLaneGroups), publish each warp's state
-// (publishWarpStates) and combine the warps into the normalized partial and
-// its lse (writePartials; these three in CombineRows.cpp). With tensor cores,
-// streamTensorCoreTile (TensorCoreTile.cpp) takes the place of all but the last
-// stage. With a fused merge the block that finishes its (sequence, KV head)
-// last merges the partials (mergeIfLast, FusedMerge.cpp). Where rows and
-// keys are (queryRow, cacheRow, the page lookups, ...): KernelIndexing.cpp.
+// coordinates, the chunk, the kernel's arguments) are members, each stage a
+// method. The stages both forms share are here: the row tile's frame, the
+// warps' combine into the normalized partial and its lse (writePartials,
+// CombineRows.cpp) and, with a fused merge, the merge by the block that
+// finishes its (sequence, KV head) last (mergeIfLast, FusedMerge.cpp);
+// where rows and keys are (queryRow, cacheRow, the page lookups, ...):
+// KernelIndexing.cpp. Each form streams the chunk through the tile's rows
+// in a builder of its own: CudaCoreTileBuilder.h, TensorCoreTileBuilder.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +20,8 @@
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Dialect/FD/IR/FD.h"
 #include "fd/Planning/KernelPlan.h"
+
+#include <memory>
 
 namespace mlir::fd::detail {
 
@@ -65,47 +64,45 @@ struct AlibiRow {
   Value slope, position;
 };
 
+/// The partial kernel's body, the stages both forms share: the block's
+/// coordinates, the chunk and the scales (setUp), the row tile's frame
+/// (build: the tile, then writePartials, then a fused merge) and the
+/// addressing of rows, keys and pages. A form (CudaCoreTileBuilder.h,
+/// TensorCoreTileBuilder.h) sets up its lanes and streams the chunk through
+/// the tile's rows, leaving each warp's state where writePartials reads it.
 class PartialKernelBuilder {
 public:
-  /// Builds `op`'s kernel as `schedule` says.
   PartialKernelBuilder(gpu::GPUFuncOp kernel, PartialAttentionOp op,
                        const AttentionGeometry &geometry,
                        const ::flashdecode::KernelSchedule &schedule,
                        Type elementType, const CacheElements &cache,
                        PatternRewriter &rewriter);
+  virtual ~PartialKernelBuilder() = default;
 
   /// The whole body: the block's row tile, the fused merge of `merge` when
   /// given, and the return.
   void build(MergeOp merge = nullptr);
 
-private:
-  /// The tensor-core tile's K/V stages read the builder's state.
-  friend class KeyValuePipeline;
+protected:
+  /// The form's lane coordinates and its query buffer, set up after the
+  /// block's and the thread's.
+  virtual void setUpLanes() = 0;
+  /// Streams the chunk through the rows of the tile starting at `firstRow`
+  /// and publishes each warp's state: its accumulators in warpAccumulators
+  /// (at accumulatorColumn), its max and sum per row in warpMaxSum.
+  virtual void streamRowTile(Value firstRow) = 0;
+  /// Where dim `dim` of row `row` of a warp's published accumulators lies
+  /// (warpAccumulators' last index): `dim` unless the form swizzles them.
+  virtual Value accumulatorColumn(Value row, Value dim) { return dim; }
+  /// What the form's probabilities carry besides the weights (an fp8
+  /// cache's per-token value scales' factor, which the normalization then
+  /// divides out); 1 for none.
+  virtual double getProbabilityFactor() const { return 1.0; }
 
-  /// The row tile starting at row `firstRow` against the chunk, and its
-  /// partials written.
-  void computeRowTile(Value firstRow);
-  /// CUDA cores: the lane's token group, its place in the group and its
-  /// vectors of the key and value rows.
-  void setUpTokenGroups();
-  /// Element `element` of the lane's slice of the key head dim, as an index.
-  Value laneDim(int64_t element);
-  /// Element `element` of the lane's slice of the value head dim.
-  Value laneValueDim(int64_t element);
   /// The row of `token` in a dense cache, or of slot token % page_size of
-  /// `page` in a paged one: its index among the cache's rows of D elements,
-  /// and of its per-token scale.
+  /// `page` in a paged one: its index among the cache's rows, and of its
+  /// per-token scale.
   Value cacheRow(Value token, Value page);
-  /// CUDA cores: the cache vector of layout.vectorWidth elements at element
-  /// `offset` of `base` (the keys or the values), as loaded.
-  Value loadCacheVector(Value base, Value offset);
-  /// A loaded cache vector's elements as f32 (an fp8 cache's values /
-  /// cache.decodeFactor()).
-  SmallVector<Value> cacheVectorToF32(Value vector);
-  /// Tensor cores: the 8 cache elements at `address` (a K/V stage in
-  /// workgroup memory) as four mma operand words of element pairs in the
-  /// query's type.
-  SmallVector<Value> loadFragmentWords(Value address);
   /// The per-token scale of cache row `row` (cacheRow) in `scales`.
   Value loadTokenScale(Value scales, Value row);
   /// The page holding `token` (its block-table entry, clamped into the
@@ -126,6 +123,12 @@ private:
   /// Whether row `tileRow` of the tile starting at `firstRow` is a real row
   /// (the last tile may be partial, and rows of padding tokens are not).
   Value isRealRow(Value firstRow, Value tileRow);
+  /// A scaled score (base 2) as the softmax takes it: soft-capped when the
+  /// rules say so.
+  Value shapeScore(Value score);
+  /// The ALiBi slope and position of row `tileRow` of the tile starting at
+  /// `firstRow` (padding rows take the last row's).
+  AlibiRow alibiOfRow(Value firstRow, Value tileRow);
 
   /// Runs `body(index)` for every index in [0, count), the block's threads
   /// striding over them.
@@ -134,31 +137,6 @@ private:
   /// block's threads striding over them.
   void forEachElement(int64_t rows, int64_t columns,
                       function_ref<void(Value row, Value column)> body);
-  /// forEachElement over a row tile's queries (rowTile x head dim).
-  void forEachTileElement(function_ref<void(Value row, Value dim)> body) {
-    forEachElement(layout.rowTile, geometry.headDim, body);
-  }
-  /// Stages the tile's query rows, prescaled, in workgroup memory.
-  void stageQueryTile(Value firstRow);
-  /// The row states before any key (and the paging state), flattened as
-  /// the loops carry them.
-  SmallVector<Value> initialState();
-  SmallVector<RowState> unpack(ValueRange flat);
-  SmallVector<Value> pack(ArrayRef<RowState> states);
-  /// Streams keys [lower, upper) through the row states `start`, `unroll`
-  /// steps per iteration; with a `causalBase` each row also masks the keys
-  /// its query token may not see (after it, or before its window). Defined
-  /// in StreamKeys.cpp.
-  SmallVector<Value> streamKeys(Value lower, Value upper, int64_t unroll,
-                                Value causalBase, ValueRange start);
-  /// One iteration of streamKeys: the loads of `unroll` steps, then the
-  /// steps as one tile of the online softmax.
-  SmallVector<Value> streamStep(Value stepStart, Value upper, int64_t unroll,
-                                Value causalBase, ValueRange flat);
-  /// Token groups of a warp hold the same slices: combines them.
-  void combineLaneGroups(SmallVector<RowState> &states);
-  /// Lanes of token group 0 publish the warp's state per row.
-  void publishWarpStates(ArrayRef<RowState> states);
   /// Combines the warps and writes the normalized partial and its lse.
   void writePartials(Value firstRow);
   /// Counts the block in its (sequence, KV head)'s counter once its
@@ -166,65 +144,6 @@ private:
   /// counter and merges the group's rows as `merge` says. Defined in
   /// FusedMerge.cpp.
   void mergeIfLast(MergeOp merge);
-
-  // The tensor-core tile (TensorCoreTile.cpp; its mma operands,
-  // TensorCoreFragments.cpp).
-  /// Streams the chunk through a tile's rows with mma.sync and publishes
-  /// each warp's state as publishWarpStates does.
-  void streamTensorCoreTile(Value firstRow);
-  /// Where dim `dim` of row `row` of a warp's published accumulators lies
-  /// (warpAccumulators' last index): `dim`, or with tensor cores a swizzle
-  /// that keeps their 16-byte publishing stores free of bank conflicts.
-  Value accumulatorColumn(Value row, Value dim);
-  /// Stages the q fragments (A operands) of the tile's rows in workgroup
-  /// memory, per k-step and lane.
-  void stageQueryFragments(Value firstRow);
-  /// The keys row `tileRow` of the tile starting at `firstRow` sees,
-  /// unclipped (buildVisibleKeys), or {null, the chunk's end} when every row
-  /// sees the whole chunk (one query token).
-  KeyRange visibleKeys(Value firstRow, Value tileRow);
-  /// What the lane's two rows of a tensor-core tile (g and g + 8) see of
-  /// the chunk: their ends as i32 (with a window also the chunk's end, each
-  /// row's start recomputed per step from its end), and their ALiBi.
-  struct TensorCoreRows {
-    bool windowed = false;
-    Value ends[2], chunkEnd;
-    AlibiRow alibi[2];
-  };
-  TensorCoreRows getTensorCoreRows(Value firstRow);
-  /// A step's scores S (row g + 8 (i / 2), key 2p + i % 2; `first` the
-  /// warp's first key, `pairKey` 2p) times the pair's `scoreScales`,
-  /// shaped and with ALiBi, -inf where the row may not see the key.
-  SmallVector<Value> maskTensorCoreScores(Value first, Value pairKey,
-                                          ArrayRef<Value> s,
-                                          ArrayRef<Value> scoreScales,
-                                          const TensorCoreRows &rows);
-  /// One step of a tensor-core tile's online softmax for the lane's rows
-  /// g and g + 8: each row's new max (over its four lanes), its sum (the
-  /// lane's share), the factor its state is rescaled by, and the scores'
-  /// weights (`scores` as maskTensorCoreScores orders them).
-  struct TensorCoreSoftmaxStep {
-    Value max[2], sum[2], rescale[2], weights[4];
-  };
-  TensorCoreSoftmaxStep stepTensorCoreSoftmax(ValueRange carried,
-                                              ArrayRef<Value> scores);
-  /// The token loop's results (each row's max, the lane's share of its sum,
-  /// the output accumulator): the sums over the row's four lanes, then the
-  /// warp's state per row, as publishWarpStates leaves it (padding rows are
-  /// not published).
-  void publishTensorCoreStates(ValueRange loopResults);
-  /// A scaled score (base 2) as the softmax takes it: soft-capped when the
-  /// rules say so.
-  Value shapeScore(Value score);
-  /// The ALiBi slope and position of row `tileRow` of the tile starting at
-  /// `firstRow` (padding rows take the last row's).
-  AlibiRow alibiOfRow(Value firstRow, Value tileRow);
-  /// D += A * B for one mma tile: m16n8k16 with A four and B two packed
-  /// words, m16n8k8 with two and one.
-  SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> b,
-                         ArrayRef<Value> c);
-  /// Two 16-bit elements as an mma operand word.
-  Value packPair(Value low, Value high);
 
   gpu::GPUFuncOp kernel;
   PartialAttentionOp op;
@@ -242,25 +161,12 @@ private:
   // are the keys' first D_v columns).
   Value query, keys, values, seqLens, partialOutput, partialLse, maxLength;
   Value blockTable, tableRow, numPages;
-  /// ALiBi: the slopes' pointer (null without), and on CUDA cores each row
-  /// of the current tile's slope and position.
+  /// ALiBi: the slopes' pointer (null without).
   Value alibiSlopes;
-  SmallVector<AlibiRow> rowAlibi;
-  Value queryTile, queryFragments, warpAccumulators, warpMaxSum;
+  Value warpAccumulators, warpMaxSum;
   // Where this thread is.
   Value thread, split, kvHead, rowTile, batch, warp, lane;
-  /// CUDA cores: the lane's token group and place in it, and its first
-  /// token within each step of the layout's tokensPerStep() tokens.
-  Value tokenGroup, laneInGroup, tokenInStep;
-  /// Per vector of the lane's slice of a key row: its index in the row, and
-  /// (with idle lanes) whether it lies in the row; the same of a value row.
-  SmallVector<Value> vectorIndices, vectorIsInRow;
-  SmallVector<Value> valueVectorIndices, valueVectorIsInRow;
   ChunkBounds chunk;
-  /// Tensor cores: where a lane's values sit in an mma fragment: row
-  /// `fragmentRow` (and + 8), column pair `fragmentPair` (lane / 4 and
-  /// lane % 4).
-  Value fragmentRow, fragmentPair;
   /// q's prescale: scale * log2(e), for scores in base 2 (with an fp8
   /// cache also its decode factor and a per-tensor k_scale).
   Value queryScale;
@@ -274,7 +180,23 @@ private:
   /// The block's rows that are real queries: group * the sequence's query
   /// tokens (all layout.rows without per-sequence query lengths).
   Value realRows;
+
+private:
+  /// The values every stage reads, at the kernel's start; the form's lanes
+  /// (setUpLanes) after the thread's coordinates.
+  void setUp();
+  /// The row tile starting at row `firstRow` against the chunk, and its
+  /// partials written.
+  void computeRowTile(Value firstRow);
 };
+
+/// The builder of `schedule`'s form for `op`'s kernel.
+std::unique_ptr<PartialKernelBuilder>
+createPartialKernelBuilder(gpu::GPUFuncOp kernel, PartialAttentionOp op,
+                           const AttentionGeometry &geometry,
+                           const ::flashdecode::KernelSchedule &schedule,
+                           Type elementType, const CacheElements &cache,
+                           PatternRewriter &rewriter);
 
 } // namespace mlir::fd::detail
 

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "PartialKernelBuilder.h"
+#include "CudaCoreTileBuilder.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
@@ -15,10 +15,10 @@ using namespace mlir;
 using namespace mlir::fd;
 using namespace mlir::fd::detail;
 
-SmallVector<Value> PartialKernelBuilder::streamKeys(Value lower, Value upper,
-                                                    int64_t unroll,
-                                                    Value causalBase,
-                                                    ValueRange start) {
+SmallVector<Value> CudaCoreTileBuilder::streamKeys(Value lower, Value upper,
+                                                   int64_t unroll,
+                                                   Value causalBase,
+                                                   ValueRange start) {
   const int64_t tokensPerStep = layout.tokensPerStep();
   auto stream = scf::ForOp::create(
       rewriter, e.loc, lower, upper, e.index(tokensPerStep * unroll), start,
@@ -30,11 +30,10 @@ SmallVector<Value> PartialKernelBuilder::streamKeys(Value lower, Value upper,
   return SmallVector<Value>(stream.getResults());
 }
 
-SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
-                                                    Value upper, int64_t unroll,
-                                                    Value causalBase,
-                                                    ValueRange flat) {
-  const int64_t tokensPerStep = layout.tokensPerStep();
+SmallVector<Value> CudaCoreTileBuilder::streamStep(Value stepStart, Value upper,
+                                                   int64_t unroll,
+                                                   Value causalBase,
+                                                   ValueRange flat) {
   const int64_t tileRows = layout.rowTile;
   SmallVector<RowState> states = unpack(flat);
   Value cachedBlock, cachedPage;
@@ -42,15 +41,76 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
     cachedBlock = flat[flat.size() - 2];
     cachedPage = flat.back();
   }
+  StepLoads loads = loadStep(stepStart, upper, unroll, cachedBlock, cachedPage);
+  SmallVector<SmallVector<Value>> valueElements;
+  SmallVector<SmallVector<Value>> scores =
+      scoreStep(loads, unroll, valueElements);
+  for (int64_t r = 0; r < tileRows; ++r) {
+    RowState &state = states[r];
+    SmallVector<Value> visible;
+    Value tileMax = state.max;
+    for (int64_t u = 0; u < unroll; ++u) {
+      visible.push_back(e.lessThan(loads.tokens[u], upper));
+      if (causalBase) {
+        // CudaCoreTileBuilder::streamRowTile says why these are the row's
+        // bounds.
+        const int64_t group = geometry.groupSize();
+        Value maskKey =
+            e.add(e.mul(loads.tokens[u], e.index(group)), causalBase);
+        visible[u] = arith::AndIOp::create(rewriter, e.loc, visible[u],
+                                           e.lessThan(maskKey, e.index(r + 1)));
+        if (rules.windowLeft)
+          visible[u] = arith::AndIOp::create(
+              rewriter, e.loc, visible[u],
+              e.lessThan(e.index(r - *rules.windowLeft * group), maskKey));
+      }
+      tileMax = e.select(
+          visible[u],
+          arith::MaximumFOp::create(rewriter, e.loc, tileMax, scores[r][u]),
+          tileMax);
+    }
+    // A NaN score propagates through the max.
+    Value rescale = buildRescale(e, state.max, tileMax);
+    SmallVector<Value> weights;
+    for (int64_t u = 0; u < unroll; ++u)
+      weights.push_back(e.select(
+          visible[u], e.exp2(e.sub(scores[r][u], tileMax)), e.f32(0.0)));
+    state.sum = e.mul(state.sum, rescale);
+    for (Value weight : weights)
+      state.sum = e.add(state.sum, weight);
+    // A per-token value scale weighs the token's value, not the sum.
+    SmallVector<Value> valueWeights = weights;
+    if (valueScales)
+      for (int64_t u = 0; u < unroll; ++u)
+        valueWeights[u] = e.mul(weights[u], loads.valueScales[u]);
+    for (int64_t i = 0; i < layout.valueDimsPerLane(); ++i) {
+      Value accumulator = e.mul(state.accumulator[i], rescale);
+      for (int64_t u = 0; u < unroll; ++u)
+        accumulator = e.fma(valueWeights[u], valueElements[u][i], accumulator);
+      state.accumulator[i] = accumulator;
+    }
+    state.max = tileMax;
+  }
+  SmallVector<Value> next = pack(states);
+  if (geometry.isPaged()) {
+    next.push_back(cachedBlock);
+    next.push_back(cachedPage);
+  }
+  return next;
+}
+
+CudaCoreTileBuilder::StepLoads
+CudaCoreTileBuilder::loadStep(Value stepStart, Value upper, int64_t unroll,
+                              Value &cachedBlock, Value &cachedPage) {
+  const int64_t tokensPerStep = layout.tokensPerStep();
   // Issue every load of the unrolled steps before using any, so several
   // 16-byte loads per lane are in flight.
-  SmallVector<Value> tokens, tokenKeyScales, tokenValueScales;
-  SmallVector<SmallVector<Value>> keyVectors, valueVectors;
+  StepLoads loads;
   Value lastToken = e.sub(upper, e.index(1));
   for (int64_t u = 0; u < unroll; ++u) {
     Value token =
         e.add(e.add(stepStart, e.index(u * tokensPerStep)), tokenInStep);
-    tokens.push_back(token);
+    loads.tokens.push_back(token);
     Value clamped = e.min(token, lastToken);
     Value page;
     if (geometry.isPaged()) {
@@ -76,21 +136,21 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
                             ? keyOffset
                             : e.mul(row, e.index(geometry.valueHeadDim));
     if (keyScales) {
-      tokenKeyScales.push_back(loadTokenScale(keyScales, row));
-      tokenValueScales.push_back(values ? loadTokenScale(valueScales, row)
-                                        : tokenKeyScales.back());
+      loads.keyScales.push_back(loadTokenScale(keyScales, row));
+      loads.valueScales.push_back(values ? loadTokenScale(valueScales, row)
+                                         : loads.keyScales.back());
     }
     auto vectorAt = [&](Value offset, Value index) {
       return e.add(offset, e.mul(index, e.index(layout.vectorWidth)));
     };
-    keyVectors.emplace_back();
-    valueVectors.emplace_back();
+    loads.keyVectors.emplace_back();
+    loads.valueVectors.emplace_back();
     for (int64_t v = 0;
          v < std::max(layout.vectorsPerLane, layout.valueVectorsPerLane); ++v) {
       Value keyAt;
       if (v < layout.vectorsPerLane) {
         keyAt = vectorAt(keyOffset, vectorIndices[v]);
-        keyVectors.back().push_back(loadCacheVector(keys, keyAt));
+        loads.keyVectors.back().push_back(loadCacheVector(keys, keyAt));
       }
       if (!values || v >= layout.valueVectorsPerLane)
         continue;
@@ -98,26 +158,34 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
                               valueVectorIndices[v] == vectorIndices[v]
                           ? keyAt
                           : vectorAt(valueOffset, valueVectorIndices[v]);
-      valueVectors.back().push_back(loadCacheVector(values, valueAt));
+      loads.valueVectors.back().push_back(loadCacheVector(values, valueAt));
     }
   }
+  return loads;
+}
+
+SmallVector<SmallVector<Value>>
+CudaCoreTileBuilder::scoreStep(const StepLoads &loads, int64_t unroll,
+                               SmallVector<SmallVector<Value>> &valueElements) {
+  const int64_t tileRows = layout.rowTile;
   // The step's keys as one tile: every (step, row) score first, as
   // independent FMA chains and shuffles the in-order issue can overlap, then
   // one max and one rescale per row for the whole tile, each score's exp
   // computed once.
-  SmallVector<SmallVector<Value>> keyElements(unroll), valueElements(unroll);
+  SmallVector<SmallVector<Value>> keyElements(unroll);
+  valueElements.assign(unroll, {});
   for (int64_t u = 0; u < unroll; ++u) {
     for (int64_t v = 0;
          v < std::max(layout.vectorsPerLane, layout.valueVectorsPerLane); ++v) {
       if (v < layout.vectorsPerLane)
-        for (Value key : cacheVectorToF32(keyVectors[u][v]))
+        for (Value key : cacheVectorToF32(loads.keyVectors[u][v]))
           keyElements[u].push_back(
               layout.hasIdleLanes()
                   ? e.select(vectorIsInRow[v], key, e.f32(0.0))
                   : key);
       if (values && v < layout.valueVectorsPerLane)
         llvm::append_range(valueElements[u],
-                           cacheVectorToF32(valueVectors[u][v]));
+                           cacheVectorToF32(loads.valueVectors[u][v]));
     }
     // Values read from the keys are the lane's first key vectors, converted
     // once.
@@ -144,65 +212,16 @@ SmallVector<Value> PartialKernelBuilder::streamStep(Value stepStart,
     for (int64_t u = 0; u < unroll; ++u) {
       Value &score = scores[r][u];
       if (keyScales)
-        score = e.mul(score, tokenKeyScales[u]);
+        score = e.mul(score, loads.keyScales[u]);
       score = shapeScore(score);
       if (alibiSlopes)
         score = buildAlibiBias(rewriter, e.loc, score, rowAlibi[r].slope,
-                               tokens[u], rowAlibi[r].position);
+                               loads.tokens[u], rowAlibi[r].position);
     }
-  for (int64_t r = 0; r < tileRows; ++r) {
-    RowState &state = states[r];
-    SmallVector<Value> visible;
-    Value tileMax = state.max;
-    for (int64_t u = 0; u < unroll; ++u) {
-      visible.push_back(e.lessThan(tokens[u], upper));
-      if (causalBase) {
-        // PartialKernelBuilder::build says why these are the row's bounds.
-        const int64_t group = geometry.groupSize();
-        Value maskKey = e.add(e.mul(tokens[u], e.index(group)), causalBase);
-        visible[u] = arith::AndIOp::create(rewriter, e.loc, visible[u],
-                                           e.lessThan(maskKey, e.index(r + 1)));
-        if (rules.windowLeft)
-          visible[u] = arith::AndIOp::create(
-              rewriter, e.loc, visible[u],
-              e.lessThan(e.index(r - *rules.windowLeft * group), maskKey));
-      }
-      tileMax = e.select(
-          visible[u],
-          arith::MaximumFOp::create(rewriter, e.loc, tileMax, scores[r][u]),
-          tileMax);
-    }
-    // A NaN score propagates through the max.
-    Value rescale = buildRescale(e, state.max, tileMax);
-    SmallVector<Value> weights;
-    for (int64_t u = 0; u < unroll; ++u)
-      weights.push_back(e.select(
-          visible[u], e.exp2(e.sub(scores[r][u], tileMax)), e.f32(0.0)));
-    state.sum = e.mul(state.sum, rescale);
-    for (Value weight : weights)
-      state.sum = e.add(state.sum, weight);
-    // A per-token value scale weighs the token's value, not the sum.
-    SmallVector<Value> valueWeights = weights;
-    if (valueScales)
-      for (int64_t u = 0; u < unroll; ++u)
-        valueWeights[u] = e.mul(weights[u], tokenValueScales[u]);
-    for (int64_t i = 0; i < layout.valueDimsPerLane(); ++i) {
-      Value accumulator = e.mul(state.accumulator[i], rescale);
-      for (int64_t u = 0; u < unroll; ++u)
-        accumulator = e.fma(valueWeights[u], valueElements[u][i], accumulator);
-      state.accumulator[i] = accumulator;
-    }
-    state.max = tileMax;
-  }
-  SmallVector<Value> next = pack(states);
-  if (geometry.isPaged()) {
-    next.push_back(cachedBlock);
-    next.push_back(cachedPage);
-  }
-  return next;
+  return scores;
 }
 
-Value PartialKernelBuilder::loadCacheVector(Value base, Value offset) {
+Value CudaCoreTileBuilder::loadCacheVector(Value base, Value offset) {
   // An fp8 vector is loaded as words, decoded four elements at a time.
   int64_t bytes = layout.vectorWidth * cache.bytes();
   Type type = cache.isFloat8()
@@ -211,7 +230,7 @@ Value PartialKernelBuilder::loadCacheVector(Value base, Value offset) {
   return e.load(type, base, cache.addressType(), offset, bytes);
 }
 
-SmallVector<Value> PartialKernelBuilder::cacheVectorToF32(Value vector) {
+SmallVector<Value> CudaCoreTileBuilder::cacheVectorToF32(Value vector) {
   SmallVector<Value> elements;
   if (!cache.isFloat8()) {
     for (int64_t i = 0; i < layout.vectorWidth; ++i)

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "PartialKernelBuilder.h"
+#include "TensorCoreTileBuilder.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -18,7 +18,7 @@ using namespace mlir;
 using namespace mlir::fd;
 using namespace mlir::fd::detail;
 
-void PartialKernelBuilder::stageQueryFragments(Value firstRow) {
+void TensorCoreTileBuilder::stageQueryFragments(Value firstRow) {
   // The block's threads stride over (k-step, lane) and store that lane's
   // four A words of the step: a0, a2 = row g at dims 32c + 8p + 4h + {0,1}
   // and {2,3} (one 8-byte load), a1, a3 the same of row g + 8, for k-step
@@ -53,7 +53,7 @@ void PartialKernelBuilder::stageQueryFragments(Value firstRow) {
   gpu::BarrierOp::create(rewriter, e.loc);
 }
 
-Value PartialKernelBuilder::packPair(Value low, Value high) {
+Value TensorCoreTileBuilder::packPair(Value low, Value high) {
   auto pair =
       LLVM::UndefOp::create(rewriter, e.loc, VectorType::get({2}, elementType));
   Value packed =
@@ -64,9 +64,9 @@ Value PartialKernelBuilder::packPair(Value low, Value high) {
                                  packed);
 }
 
-SmallVector<Value> PartialKernelBuilder::mma(ArrayRef<Value> a,
-                                             ArrayRef<Value> b,
-                                             ArrayRef<Value> c) {
+SmallVector<Value> TensorCoreTileBuilder::mma(ArrayRef<Value> a,
+                                              ArrayRef<Value> b,
+                                              ArrayRef<Value> c) {
   // f16 operands are typed <2 x half>; bf16 ones are i32 words (as the
   // intrinsics take them). nvgpu.mma.sync cannot lower bf16 in MLIR 22.
   bool isF16 = elementType.isF16();
@@ -98,9 +98,7 @@ SmallVector<Value> PartialKernelBuilder::mma(ArrayRef<Value> a,
   return d;
 }
 
-Value PartialKernelBuilder::accumulatorColumn(Value row, Value dim) {
-  if (!layout.tensorCores)
-    return dim;
+Value TensorCoreTileBuilder::accumulatorColumn(Value row, Value dim) {
   // Published as above, the 8 lanes of a 16-byte store's pass (rows g and
   // g + 1, pairs p = 0..3) write dims 16p + c of their rows: p and p + 2
   // meet in the same banks, and so do the two rows (a row is D words, a
@@ -123,7 +121,7 @@ Value PartialKernelBuilder::accumulatorColumn(Value row, Value dim) {
                arith::AndIOp::create(rewriter, e.loc, dim, e.index(3)));
 }
 
-SmallVector<Value> PartialKernelBuilder::loadFragmentWords(Value address) {
+SmallVector<Value> TensorCoreTileBuilder::loadFragmentWords(Value address) {
   Type i32 = rewriter.getI32Type();
   SmallVector<Value> words;
   if (!cache.isFloat8()) {

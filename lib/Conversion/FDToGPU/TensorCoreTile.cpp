@@ -38,7 +38,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KeyValuePipeline.h"
-#include "PartialKernelBuilder.h"
+#include "TensorCoreTileBuilder.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -47,7 +47,13 @@ using namespace mlir;
 using namespace mlir::fd;
 using namespace mlir::fd::detail;
 
-KeyRange PartialKernelBuilder::visibleKeys(Value firstRow, Value tileRow) {
+void TensorCoreTileBuilder::setUpLanes() {
+  queryFragments = kernel.getWorkgroupAttributions()[kQueryBuffer];
+  fragmentRow = arith::DivUIOp::create(rewriter, e.loc, lane, e.index(4));
+  fragmentPair = arith::RemUIOp::create(rewriter, e.loc, lane, e.index(4));
+}
+
+KeyRange TensorCoreTileBuilder::visibleKeys(Value firstRow, Value tileRow) {
   if (!rules.rowsDiffer())
     return {Value(), chunk.end};
   Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
@@ -56,7 +62,7 @@ KeyRange PartialKernelBuilder::visibleKeys(Value firstRow, Value tileRow) {
   return buildVisibleKeys(rewriter, e.loc, chunk.sequence, token, rules);
 }
 
-void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
+void TensorCoreTileBuilder::streamRowTile(Value firstRow) {
   const int64_t headDim = geometry.headDim;
   const int64_t kSteps = headDim / 16;
   const int64_t outputTiles = headDim / 8;
@@ -68,18 +74,10 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   // q's A fragments of the first heldQuerySteps k-steps stay in registers
   // through the loop; the others are read from workgroup memory as the
   // k-steps take them.
-  auto queryFragment = [&](int64_t step) {
-    SmallVector<Value> words;
-    for (int64_t i = 0; i < 4; ++i)
-      words.push_back(
-          memref::LoadOp::create(rewriter, e.loc, queryFragments,
-                                 ValueRange{e.index(step), lane, e.index(i)}));
-    return words;
-  };
   SmallVector<SmallVector<Value>> heldQueryWords;
   for (int64_t step = 0; step < std::min(kSteps, schedule.heldQuerySteps);
        ++step)
-    heldQueryWords.push_back(queryFragment(step));
+    heldQueryWords.push_back(loadQueryFragment(step));
   TensorCoreRows rows = getTensorCoreRows(firstRow);
 
   // Carried per lane: each row's max and this lane's share of its sum,
@@ -102,35 +100,14 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
         // the key scale (and, with V, the value scale).
         auto pairType = VectorType::get({2}, rewriter.getF32Type());
         Value pairScoreScales[2] = {queryScale, queryScale};
-        Value pairValueScales[2];
         if (keyScales) {
           Value keyPair = LLVM::LoadOp::create(
               rewriter, e.loc, pairType, pipeline.tokenScales(stage, false), 8);
           for (int64_t key = 0; key < 2; ++key)
             pairScoreScales[key] = e.mul(queryScale, e.extract(keyPair, key));
         }
-        // S = q K^T over D / 16 k-steps.
-        // Two accumulators (even and odd k-steps), added at the end: two
-        // independent mma chains of D / 32 instead of one of D / 16, each
-        // link an mma's latency.
-        SmallVector<SmallVector<Value>> partialS(
-            2, SmallVector<Value>(4, e.f32(0.0)));
-        // K's vectors are read from the stage as the k-steps take them (the
-        // registers go to q's fragments, held through the loop).
-        SmallVector<Value> keyWords;
-        for (int64_t step = 0; step < kSteps; ++step) {
-          if (step % 2 == 0)
-            keyWords = loadFragmentWords(pipeline.keyVector(stage, step / 2));
-          int64_t word = 2 * (step % 2);
-          SmallVector<Value> &chain = partialS[step % 2];
-          SmallVector<Value> queryWords = step < schedule.heldQuerySteps
-                                              ? heldQueryWords[step]
-                                              : queryFragment(step);
-          chain = mma(queryWords, {keyWords[word], keyWords[word + 1]}, chain);
-        }
-        SmallVector<Value> s;
-        for (int64_t i = 0; i < 4; ++i)
-          s.push_back(e.add(partialS[0][i], partialS[1][i]));
+        SmallVector<Value> s =
+            multiplyQueryKeys(pipeline, stage, heldQueryWords);
         // This step's K is read: its slots take K of step i + S.
         pipeline.copyKeysAhead(stepStart, first, stage, entries);
 
@@ -143,52 +120,7 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
           next[r] = softmax.max[r];
           next[2 + r] = softmax.sum[r];
         }
-        ArrayRef<Value> rescale = softmax.rescale, weights = softmax.weights;
-
-        // O = O * rescale + P V with m16n8k8: P's A fragment (rows g, g + 8
-        // at keys 2p, 2p+1) is S's accumulator layout, rounded to the
-        // element type (after a per-token value scale, times
-        // cache.probabilityFactor(): it weighs the key's value, not the
-        // sum); B is V at keys 2p, 2p+1 of column g, copied (stages - 1) steps
-        // and a half ago.
-        pipeline.waitForHalfStep();
-        if (valueScales) {
-          Value valuePair = LLVM::LoadOp::create(
-              rewriter, e.loc, pairType, pipeline.tokenScales(stage, true), 8);
-          for (int64_t key = 0; key < 2; ++key)
-            pairValueScales[key] = e.mul(e.extract(valuePair, key),
-                                         e.f32(cache.probabilityFactor()));
-        }
-        auto probability = [&](int64_t i) -> Value {
-          Value weight = weights[i];
-          if (valueScales)
-            weight = e.mul(weight, pairValueScales[i % 2]);
-          return arith::TruncFOp::create(rewriter, e.loc, elementType, weight);
-        };
-        SmallVector<Value> p;
-        for (int64_t r = 0; r < 2; ++r)
-          p.push_back(packPair(probability(2 * r), probability(2 * r + 1)));
-        // V's vectors are read as the output tiles take them: the vector of
-        // each key that output tiles [8v, 8v + 8) need.
-        SmallVector<Value> valueWords[2];
-        for (int64_t tile = 0; tile < outputTiles; ++tile) {
-          if (tile % 8 == 0)
-            for (int64_t key = 0; key < 2; ++key)
-              valueWords[key] =
-                  loadFragmentWords(pipeline.valueVector(stage, key, tile / 8));
-          auto element = [&](int64_t key) {
-            auto pair = LLVM::BitcastOp::create(
-                rewriter, e.loc, VectorType::get({2}, elementType),
-                valueWords[key][(tile % 8) / 2]);
-            return e.extract(pair, tile % 2);
-          };
-          SmallVector<Value> c;
-          for (int64_t i = 0; i < 4; ++i)
-            c.push_back(e.mul(carried[4 + 4 * tile + i], rescale[i / 2]));
-          SmallVector<Value> d = mma(p, {packPair(element(0), element(1))}, c);
-          for (int64_t i = 0; i < 4; ++i)
-            next[4 + 4 * tile + i] = d[i];
-        }
+        accumulateValues(pipeline, stage, softmax, carried, next);
         llvm::copy(step.nextEntries, next.begin() + entriesAt);
         scf::YieldOp::create(rewriter, e.loc, next);
       });
@@ -197,9 +129,102 @@ void PartialKernelBuilder::streamTensorCoreTile(Value firstRow) {
   publishTensorCoreStates(stream.getResults());
 }
 
-PartialKernelBuilder::TensorCoreSoftmaxStep
-PartialKernelBuilder::stepTensorCoreSoftmax(ValueRange carried,
-                                            ArrayRef<Value> scores) {
+SmallVector<Value> TensorCoreTileBuilder::loadQueryFragment(int64_t step) {
+  SmallVector<Value> words;
+  for (int64_t i = 0; i < 4; ++i)
+    words.push_back(
+        memref::LoadOp::create(rewriter, e.loc, queryFragments,
+                               ValueRange{e.index(step), lane, e.index(i)}));
+  return words;
+}
+
+SmallVector<Value> TensorCoreTileBuilder::multiplyQueryKeys(
+    KeyValuePipeline &pipeline, Value stage,
+    ArrayRef<SmallVector<Value>> heldQueryWords) {
+  const int64_t kSteps = geometry.headDim / 16;
+  // S = q K^T over D / 16 k-steps.
+  // Two accumulators (even and odd k-steps), added at the end: two
+  // independent mma chains of D / 32 instead of one of D / 16, each
+  // link an mma's latency.
+  SmallVector<SmallVector<Value>> partialS(2,
+                                           SmallVector<Value>(4, e.f32(0.0)));
+  // K's vectors are read from the stage as the k-steps take them (the
+  // registers go to q's fragments, held through the loop).
+  SmallVector<Value> keyWords;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    if (step % 2 == 0)
+      keyWords = loadFragmentWords(pipeline.keyVector(stage, step / 2));
+    int64_t word = 2 * (step % 2);
+    SmallVector<Value> &chain = partialS[step % 2];
+    SmallVector<Value> queryWords = step < schedule.heldQuerySteps
+                                        ? heldQueryWords[step]
+                                        : loadQueryFragment(step);
+    chain = mma(queryWords, {keyWords[word], keyWords[word + 1]}, chain);
+  }
+  SmallVector<Value> s;
+  for (int64_t i = 0; i < 4; ++i)
+    s.push_back(e.add(partialS[0][i], partialS[1][i]));
+  return s;
+}
+
+void TensorCoreTileBuilder::accumulateValues(
+    KeyValuePipeline &pipeline, Value stage,
+    const TensorCoreSoftmaxStep &softmax, ValueRange carried,
+    MutableArrayRef<Value> next) {
+  const int64_t outputTiles = geometry.headDim / 8;
+  auto pairType = VectorType::get({2}, rewriter.getF32Type());
+  Value pairValueScales[2];
+  ArrayRef<Value> rescale = softmax.rescale, weights = softmax.weights;
+
+  // O = O * rescale + P V with m16n8k8: P's A fragment (rows g, g + 8
+  // at keys 2p, 2p+1) is S's accumulator layout, rounded to the
+  // element type (after a per-token value scale, times
+  // cache.probabilityFactor(): it weighs the key's value, not the
+  // sum); B is V at keys 2p, 2p+1 of column g, copied (stages - 1) steps
+  // and a half ago.
+  pipeline.waitForHalfStep();
+  if (valueScales) {
+    Value valuePair = LLVM::LoadOp::create(
+        rewriter, e.loc, pairType, pipeline.tokenScales(stage, true), 8);
+    for (int64_t key = 0; key < 2; ++key)
+      pairValueScales[key] =
+          e.mul(e.extract(valuePair, key), e.f32(cache.probabilityFactor()));
+  }
+  auto probability = [&](int64_t i) -> Value {
+    Value weight = weights[i];
+    if (valueScales)
+      weight = e.mul(weight, pairValueScales[i % 2]);
+    return arith::TruncFOp::create(rewriter, e.loc, elementType, weight);
+  };
+  SmallVector<Value> p;
+  for (int64_t r = 0; r < 2; ++r)
+    p.push_back(packPair(probability(2 * r), probability(2 * r + 1)));
+  // V's vectors are read as the output tiles take them: the vector of
+  // each key that output tiles [8v, 8v + 8) need.
+  SmallVector<Value> valueWords[2];
+  for (int64_t tile = 0; tile < outputTiles; ++tile) {
+    if (tile % 8 == 0)
+      for (int64_t key = 0; key < 2; ++key)
+        valueWords[key] =
+            loadFragmentWords(pipeline.valueVector(stage, key, tile / 8));
+    auto element = [&](int64_t key) {
+      auto pair = LLVM::BitcastOp::create(rewriter, e.loc,
+                                          VectorType::get({2}, elementType),
+                                          valueWords[key][(tile % 8) / 2]);
+      return e.extract(pair, tile % 2);
+    };
+    SmallVector<Value> c;
+    for (int64_t i = 0; i < 4; ++i)
+      c.push_back(e.mul(carried[4 + 4 * tile + i], rescale[i / 2]));
+    SmallVector<Value> d = mma(p, {packPair(element(0), element(1))}, c);
+    for (int64_t i = 0; i < 4; ++i)
+      next[4 + 4 * tile + i] = d[i];
+  }
+}
+
+TensorCoreTileBuilder::TensorCoreSoftmaxStep
+TensorCoreTileBuilder::stepTensorCoreSoftmax(ValueRange carried,
+                                             ArrayRef<Value> scores) {
   // The online softmax per row: the step's max over the 4 lanes of the
   // row, one rescale, each score's exp once.
   TensorCoreSoftmaxStep step;
@@ -227,8 +252,8 @@ PartialKernelBuilder::stepTensorCoreSoftmax(ValueRange carried,
   return step;
 }
 
-PartialKernelBuilder::TensorCoreRows
-PartialKernelBuilder::getTensorCoreRows(Value firstRow) {
+TensorCoreTileBuilder::TensorCoreRows
+TensorCoreTileBuilder::getTensorCoreRows(Value firstRow) {
   // The keys the lane's two rows (g and g + 8) see, within the chunk. As
   // i32 (positions fit: max_len is an i32): one register each, not two,
   // through the token loop. A row's window [end - W, end) keeps only its
@@ -251,7 +276,7 @@ PartialKernelBuilder::getTensorCoreRows(Value firstRow) {
   return rows;
 }
 
-SmallVector<Value> PartialKernelBuilder::maskTensorCoreScores(
+SmallVector<Value> TensorCoreTileBuilder::maskTensorCoreScores(
     Value first, Value pairKey, ArrayRef<Value> s, ArrayRef<Value> scoreScales,
     const TensorCoreRows &rows) {
   // Scaled to base 2; keys a row may not see are -inf. s[i] is row
@@ -278,7 +303,7 @@ SmallVector<Value> PartialKernelBuilder::maskTensorCoreScores(
   return scores;
 }
 
-void PartialKernelBuilder::publishTensorCoreStates(ValueRange loopResults) {
+void TensorCoreTileBuilder::publishTensorCoreStates(ValueRange loopResults) {
   const int64_t headDim = geometry.headDim;
   const int64_t outputTiles = headDim / 8;
   // Each row's sum over its four lanes, then the warp's state per row, as

@@ -1,0 +1,111 @@
+//===- TensorCoreTileBuilder.h - The partial kernel on tensor cores -*- C++
+//-*-===//
+//
+// Private to the FDToGPU lowering. A row tile of up to 16 rows on tensor
+// cores (TensorCoreTile.cpp says how it maps onto mma.sync; its operands:
+// TensorCoreFragments.cpp; K and V through workgroup memory:
+// KeyValuePipeline.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_LIB_CONVERSION_FDTOGPU_TENSORCORETILEBUILDER_H
+#define FD_LIB_CONVERSION_FDTOGPU_TENSORCORETILEBUILDER_H
+
+#include "PartialKernelBuilder.h"
+
+namespace mlir::fd::detail {
+
+class KeyValuePipeline;
+
+class TensorCoreTileBuilder : public PartialKernelBuilder {
+public:
+  using PartialKernelBuilder::PartialKernelBuilder;
+
+private:
+  /// The tile's K/V stages read the builder's state.
+  friend class KeyValuePipeline;
+
+  /// Where the lane's values sit in an mma fragment.
+  void setUpLanes() override;
+  /// Streams the chunk through the tile's rows with mma.sync.
+  void streamRowTile(Value firstRow) override;
+  /// A swizzle that keeps the publishing 16-byte stores free of bank
+  /// conflicts.
+  Value accumulatorColumn(Value row, Value dim) override;
+  /// P carries an fp8 cache's per-token value scales times
+  /// cache.probabilityFactor().
+  double getProbabilityFactor() const override {
+    return cache.probabilityFactor();
+  }
+
+  /// The four mma words of q's A fragment of k-step `step`, from
+  /// workgroup memory.
+  SmallVector<Value> loadQueryFragment(int64_t step);
+  /// S = q K^T of the step in `stage`: the lane's four scores (row g + 8 (i
+  /// / 2), key 2p + i % 2), q's first k-steps from `heldQueryWords`.
+  SmallVector<Value>
+  multiplyQueryKeys(KeyValuePipeline &pipeline, Value stage,
+                    ArrayRef<SmallVector<Value>> heldQueryWords);
+  /// O = O * rescale + P V for the step in `stage` once its V is in:
+  /// `carried`'s output accumulator into `next`'s.
+  struct TensorCoreSoftmaxStep;
+  void accumulateValues(KeyValuePipeline &pipeline, Value stage,
+                        const TensorCoreSoftmaxStep &softmax,
+                        ValueRange carried, MutableArrayRef<Value> next);
+  /// The 8 cache elements at `address` (a K/V stage in workgroup memory) as
+  /// four mma operand words of element pairs in the query's type.
+  SmallVector<Value> loadFragmentWords(Value address);
+  /// Stages the q fragments (A operands) of the tile's rows in workgroup
+  /// memory, per k-step and lane.
+  void stageQueryFragments(Value firstRow);
+  /// The keys row `tileRow` of the tile starting at `firstRow` sees,
+  /// unclipped (buildVisibleKeys), or {null, the chunk's end} when every row
+  /// sees the whole chunk (one query token).
+  KeyRange visibleKeys(Value firstRow, Value tileRow);
+  /// What the lane's two rows of a tensor-core tile (g and g + 8) see of
+  /// the chunk: their ends as i32 (with a window also the chunk's end, each
+  /// row's start recomputed per step from its end), and their ALiBi.
+  struct TensorCoreRows {
+    bool windowed = false;
+    Value ends[2], chunkEnd;
+    AlibiRow alibi[2];
+  };
+  TensorCoreRows getTensorCoreRows(Value firstRow);
+  /// A step's scores S (row g + 8 (i / 2), key 2p + i % 2; `first` the
+  /// warp's first key, `pairKey` 2p) times the pair's `scoreScales`,
+  /// shaped and with ALiBi, -inf where the row may not see the key.
+  SmallVector<Value> maskTensorCoreScores(Value first, Value pairKey,
+                                          ArrayRef<Value> s,
+                                          ArrayRef<Value> scoreScales,
+                                          const TensorCoreRows &rows);
+  /// One step of a tensor-core tile's online softmax for the lane's rows
+  /// g and g + 8: each row's new max (over its four lanes), its sum (the
+  /// lane's share), the factor its state is rescaled by, and the scores'
+  /// weights (`scores` as maskTensorCoreScores orders them).
+  struct TensorCoreSoftmaxStep {
+    Value max[2], sum[2], rescale[2], weights[4];
+  };
+  TensorCoreSoftmaxStep stepTensorCoreSoftmax(ValueRange carried,
+                                              ArrayRef<Value> scores);
+  /// The token loop's results (each row's max, the lane's share of its sum,
+  /// the output accumulator): the sums over the row's four lanes, then the
+  /// warp's state per row, as writePartials reads it (padding rows are not
+  /// published).
+  void publishTensorCoreStates(ValueRange loopResults);
+  /// D += A * B for one mma tile: m16n8k16 with A four and B two packed
+  /// words, m16n8k8 with two and one.
+  SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> b,
+                         ArrayRef<Value> c);
+  /// Two 16-bit elements as an mma operand word.
+  Value packPair(Value low, Value high);
+
+  /// Each lane's mma words of q per k-step, in workgroup memory.
+  Value queryFragments;
+  /// Where a lane's values sit in an mma fragment: row `fragmentRow` (and
+  /// + 8), column pair `fragmentPair` (lane / 4 and lane % 4).
+  Value fragmentRow, fragmentPair;
+};
+
+} // namespace mlir::fd::detail
+
+#endif // FD_LIB_CONVERSION_FDTOGPU_TENSORCORETILEBUILDER_H
