@@ -21,6 +21,24 @@ TEST(Limits, KeyDimsReach576AndValueDims512) {
   EXPECT_EQ(describeSupportedValueHeadDims(), "multiple of 8 in [32, 512]");
 }
 
+TEST(Limits, HeadDimsApartOrSharedNameTheField) {
+  EXPECT_EQ(getReasonHeadDimsUnsupported(576, 512, true), "");
+  EXPECT_EQ(getReasonHeadDimsUnsupported(512, 0, false), "");
+  EXPECT_EQ(getReasonHeadDimsUnsupported(64, 264, false), "");
+  EXPECT_EQ(getReasonHeadDimsUnsupported(100, 0, false),
+            "head_dim 100 is not supported: expected a multiple of 8 in "
+            "[32, 576]");
+  EXPECT_EQ(getReasonHeadDimsUnsupported(128, 520, false),
+            "v_head_dim 520 is not supported: expected 0 (the head dim) or a "
+            "multiple of 8 in [32, 512]");
+  EXPECT_EQ(getReasonHeadDimsUnsupported(576, 0, true),
+            "head_dim 576 is the value head dim too, which is at most 512: "
+            "give v_head_dim, a multiple of 8 in [32, 512]");
+  EXPECT_EQ(getReasonHeadDimsUnsupported(128, 256, true),
+            "shared_kv reads the values from the key cache's first v_head_dim "
+            "columns: v_head_dim (256) must be at most head_dim (128)");
+}
+
 TEST(Limits, PageSizesArePowersOfTwoUpTo256) {
   for (int64_t pageSize : {1, 2, 16, 64, 256})
     EXPECT_TRUE(isSupportedPageSize(pageSize)) << pageSize;

@@ -10,23 +10,10 @@ namespace flashdecode {
 
 std::string KernelConfig::validate() const {
   auto text = [](int64_t value) { return std::to_string(value); };
-  if (!isSupportedKeyHeadDim(headDim))
-    return "head_dim " + text(headDim) + " is not supported: expected a " +
-           describeSupportedKeyHeadDims();
-  if (valueHeadDim != 0 && !isSupportedValueHeadDim(valueHeadDim))
-    return "v_head_dim " + text(valueHeadDim) +
-           " is not supported: expected 0 (the head dim) or a " +
-           describeSupportedValueHeadDims();
-  if (!isSupportedValueHeadDim(getValueHeadDim()))
-    return "head_dim " + text(headDim) +
-           " is the value head dim too, which is at most " +
-           text(kMaxValueHeadDim) + ": give v_head_dim, a " +
-           describeSupportedValueHeadDims();
-  if (sharedKV && getValueHeadDim() > headDim)
-    return "shared_kv reads the values from the key cache's first v_head_dim "
-           "columns: v_head_dim (" +
-           text(getValueHeadDim()) + ") must be at most head_dim (" +
-           text(headDim) + ")";
+  if (std::string dims =
+          getReasonHeadDimsUnsupported(headDim, valueHeadDim, sharedKV);
+      !dims.empty())
+    return dims;
   if (numQueryHeads < 1)
     return "num_q_heads must be >= 1, got " + text(numQueryHeads);
   if (numKVHeads < 1)

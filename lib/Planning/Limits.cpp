@@ -26,6 +26,29 @@ bool isSupportedValueHeadDim(int64_t headDim) {
   return isHeadDimUpTo(headDim, kMaxValueHeadDim);
 }
 
+std::string getReasonHeadDimsUnsupported(int64_t headDim, int64_t valueHeadDim,
+                                         bool sharedKV) {
+  auto text = [](int64_t value) { return std::to_string(value); };
+  const int64_t values = valueHeadDim ? valueHeadDim : headDim;
+  if (!isSupportedKeyHeadDim(headDim))
+    return "head_dim " + text(headDim) + " is not supported: expected a " +
+           describeSupportedKeyHeadDims();
+  if (valueHeadDim != 0 && !isSupportedValueHeadDim(valueHeadDim))
+    return "v_head_dim " + text(valueHeadDim) +
+           " is not supported: expected 0 (the head dim) or a " +
+           describeSupportedValueHeadDims();
+  if (!isSupportedValueHeadDim(values))
+    return "head_dim " + text(headDim) +
+           " is the value head dim too, which is at most " +
+           text(kMaxValueHeadDim) + ": give v_head_dim, a " +
+           describeSupportedValueHeadDims();
+  if (sharedKV && values > headDim)
+    return "shared_kv reads the values from the key cache's first v_head_dim "
+           "columns: v_head_dim (" +
+           text(values) + ") must be at most head_dim (" + text(headDim) + ")";
+  return "";
+}
+
 bool isSupportedPageSize(int64_t pageSize) {
   return pageSize >= 1 && pageSize <= kMaxPageSize &&
          (pageSize & (pageSize - 1)) == 0;

@@ -51,7 +51,7 @@ def plan_splits(batch, num_kv_heads, max_len,
                 head_dim=None, query_len=1, kv_dtype=None, fused_merge=False,
                 dtype=None, page_size=None, window_left=None,
                 logits_soft_cap=None, with_alibi=False, with_query_lens=False,
-                arch=_native.DEFAULT_ARCH):
+                arch=_native.DEFAULT_ARCH, v_head_dim=None, shared_kv=False):
     """Without num_q_heads and head_dim: the wave model alone, not compile().
 
     The split count fd-split-kv chooses for this problem (the same function):
@@ -73,9 +73,13 @@ def plan_splits(batch, num_kv_heads, max_len,
     logits_soft_cap, with_alibi, with_query_lens and arch (with the work)
     are compile()'s: they choose the kernel's schedule (its row tiles, keys
     per step and launch bounds, fd/Planning/KernelPlan.h), and a window
-    bounds the keys a sequence attends to, as for compile()."""
+    bounds the keys a sequence attends to, as for compile(). v_head_dim and
+    shared_kv (with the work) are compile()'s too: the values' head dim
+    (None: head_dim) and whether they are the key cache's first columns
+    (MLA's latent cache: a token's bytes are read once)."""
     work = _kernel_problem(num_kv_heads, num_q_heads, head_dim, query_len,
-                           kv_dtype, fused_merge, dtype)
+                           kv_dtype, fused_merge, dtype, v_head_dim,
+                           shared_kv)
     window = _check_window(window_left)
     features = {"page_size": page_size, "window_left": window_left,
                 "logits_soft_cap": logits_soft_cap, "with_alibi": with_alibi,

@@ -246,19 +246,28 @@ def _dtype_name(dtype):
 
 
 def _kernel_problem(num_kv_heads, num_q_heads, head_dim, query_len,
-                    kv_dtype, fused_merge=False, dtype=None):
+                    kv_dtype, fused_merge=False, dtype=None, v_head_dim=None,
+                    shared_kv=False):
     """The problem whose partial kernel plan_splits plans for, as the native
     planner's keywords (it works out the kernel's schedule and workload):
     none without num_q_heads and head_dim; ValueError naming the argument
     for a bad one. dtype is the queries' (None: the caches', or float16
     beside an fp8 cache)."""
     _check_flag("fused_merge", fused_merge)
+    _check_flag("shared_kv", shared_kv)
+    if v_head_dim is not None and (isinstance(v_head_dim, bool) or
+                                   not isinstance(v_head_dim, int)):
+        raise TypeError(f"v_head_dim must be an int or None, got "
+                        f"{v_head_dim!r}")
     if num_q_heads is None and head_dim is None:
         if kv_dtype is not None or dtype is not None or query_len != 1 or \
                 fused_merge:
             raise ValueError("query_len, dtype, kv_dtype and fused_merge "
                              "describe the kernel's work: pass num_q_heads "
                              "and head_dim with them")
+        if v_head_dim is not None or shared_kv:
+            raise ValueError("v_head_dim and shared_kv describe the kernel's "
+                             "work: pass num_q_heads and head_dim with them")
         return {}
     counts = {}
     for name, value in (("num_kv_heads", num_kv_heads),
@@ -289,7 +298,8 @@ def _kernel_problem(num_kv_heads, num_q_heads, head_dim, query_len,
             "head_dim": counts["head_dim"],
             "kv_element_bytes": kv_bytes,
             "query_element_bytes": query_bytes,
-            "fused_merge": fused_merge}
+            "fused_merge": fused_merge, "v_head_dim": v_head_dim or 0,
+            "shared_kv": shared_kv}
 
 
 def _planner_options(blocks_per_sm, min_chunk_length, max_splits):

@@ -341,7 +341,7 @@ PYBIND11_MODULE(_flashdecode, module) {
          int64_t groupSize, int64_t queryLength, int64_t headDim,
          int64_t kvElementBytes, int64_t queryElementBytes, bool fusedMerge,
          bool paged, bool window, bool softCap, bool alibi, bool queryLens,
-         const std::string &arch) {
+         const std::string &arch, int64_t valueHeadDim, bool sharedKV) {
         SplitPlannerOptions options;
         options.smCount = smCount;
         options.blocksPerSM = blocksPerSM;
@@ -353,10 +353,15 @@ PYBIND11_MODULE(_flashdecode, module) {
         if (invalid.empty() && !chip)
           invalid = "arch '" + arch + "' is not supported: expected " +
                     getChipNameList();
+        if (invalid.empty() && headDim > 0)
+          invalid =
+              getReasonHeadDimsUnsupported(headDim, valueHeadDim, sharedKV);
         SplitWorkload workload;
         if (invalid.empty() && headDim > 0) {
           KernelProblem problem;
           problem.headDim = headDim;
+          problem.valueHeadDim = valueHeadDim;
+          problem.valuesFromKeys = sharedKV;
           problem.queryElementBytes = queryElementBytes;
           problem.cacheElementBytes = kvElementBytes;
           problem.groupSize = groupSize;
@@ -386,7 +391,8 @@ PYBIND11_MODULE(_flashdecode, module) {
       py::arg("fused_merge") = false, py::arg("paged") = false,
       py::arg("window") = false, py::arg("soft_cap") = false,
       py::arg("alibi") = false, py::arg("query_lens") = false,
-      py::arg("arch") = std::string(kDefaultChipName));
+      py::arg("arch") = std::string(kDefaultChipName),
+      py::arg("v_head_dim") = 0, py::arg("shared_kv") = false);
 
   // One configuration object, validated once, serves compile(), the CPU
   // kernels and the GPU plans.

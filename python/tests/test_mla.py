@@ -171,3 +171,26 @@ def test_compile_builds_the_latent_kernels():
         flashdecode.compile(128, 8, 2, v_head_dim=256, shared_kv=True)
     with pytest.raises(TypeError, match="v_head_dim must be an int"):
         flashdecode.compile(128, 8, 2, v_head_dim=1.5)
+
+
+def test_plan_splits_plans_the_latent_kernel_as_compile_does():
+    """A latent token's 576 columns are read once: plan_splits with
+    v_head_dim and shared_kv gives compile()'s automatic count."""
+    for heads in (16, 128):
+        planned = flashdecode.plan_splits(
+            1, 1, 32768, num_q_heads=heads, head_dim=576, v_head_dim=512,
+            shared_kv=True, kv_dtype="bfloat16")
+        kernel = flashdecode.compile(576, heads, 1, "bfloat16", "auto",
+                                     batch=1, max_len=32768, v_head_dim=512,
+                                     shared_kv=True)
+        assert planned == kernel.num_splits, heads
+    with pytest.raises(ValueError, match="head_dim 576 is the value head dim "
+                       "too, which is at most 512"):
+        flashdecode.plan_splits(1, 1, 4096, num_q_heads=16, head_dim=576)
+    with pytest.raises(ValueError, match="shared_kv reads the values from "
+                       "the key cache's first v_head_dim columns"):
+        flashdecode.plan_splits(1, 1, 4096, num_q_heads=16, head_dim=128,
+                                v_head_dim=256, shared_kv=True)
+    with pytest.raises(ValueError, match="v_head_dim and shared_kv describe "
+                       "the kernel's work"):
+        flashdecode.plan_splits(1, 1, 4096, shared_kv=True)

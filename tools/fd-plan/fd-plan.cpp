@@ -97,6 +97,7 @@ void usage() {
       "               [--sm-count N] [--blocks-per-sm N]\n"
       "               [--min-chunk-length N] [--max-splits N]\n"
       "               [--num-q-heads N --head-dim N [--query-len N]\n"
+      "                [--v-head-dim N] [--shared-kv]\n"
       "                [--dtype f16|bf16|f32] [--kv-dtype "
       "f16|bf16|f32|e4m3|e5m2]\n"
       "                [--fused-merge]]\n"
@@ -114,7 +115,9 @@ void usage() {
       "cache and the partials; without them, the wave model alone. "
       "--fused-merge\n"
       "plans for kernels that merge in their last blocks (fd-compile\n"
-      "--fused-merge): a serial tail per split.");
+      "--fused-merge): a serial tail per split. --v-head-dim (default: the\n"
+      "head dim) and --shared-kv (the values are the key cache's first\n"
+      "columns, MLA's latent cache) are fd-compile's.");
 }
 
 bool parseInteger(const char *flag, const char *text, int64_t &value) {
@@ -134,7 +137,8 @@ bool parseInteger(const char *flag, const char *text, int64_t &value) {
 int main(int argc, char **argv) {
   flashdecode::SplitPlannerOptions options;
   int64_t batch = 1, kvHeads = 8, maxLength = 32768;
-  int64_t queryHeads = 0, headDim = 0, queryLength = 1;
+  int64_t queryHeads = 0, headDim = 0, queryLength = 1, valueHeadDim = 0;
+  bool sharedKV = false;
   // 0: the caches' type, or f16 beside an fp8 cache.
   int64_t queryElementBytes = 0;
   flashdecode::SplitWorkload workload;
@@ -151,6 +155,10 @@ int main(int argc, char **argv) {
     }
     if (flag == "--fused-merge") {
       workload.fusedMerge = true;
+      continue;
+    }
+    if (flag == "--shared-kv") {
+      sharedKV = true;
       continue;
     }
     if (flag == "--kv-dtype" || flag == "--dtype") {
@@ -177,6 +185,7 @@ int main(int argc, char **argv) {
     int64_t *target = flag == "--batch"              ? &batch
                       : flag == "--num-q-heads"      ? &queryHeads
                       : flag == "--head-dim"         ? &headDim
+                      : flag == "--v-head-dim"       ? &valueHeadDim
                       : flag == "--query-len"        ? &queryLength
                       : flag == "--num-kv-heads"     ? &kvHeads
                       : flag == "--max-len"          ? &maxLength
@@ -191,8 +200,8 @@ int main(int argc, char **argv) {
           "fd-plan: unknown flag '%s'; accepted: --batch, "
           "--num-kv-heads, --max-len, --sm-count, --blocks-per-sm, "
           "--min-chunk-length, --max-splits, --num-q-heads, "
-          "--head-dim, --query-len, --dtype, --kv-dtype, --fused-merge, "
-          "--table, --help\n",
+          "--head-dim, --v-head-dim, --shared-kv, --query-len, --dtype, "
+          "--kv-dtype, --fused-merge, --table, --help\n",
           argv[i]);
       return 2;
     }
@@ -217,6 +226,10 @@ int main(int argc, char **argv) {
       invalid = "--head-dim must be a " +
                 flashdecode::describeSupportedKeyHeadDims() + ", got " +
                 std::to_string(headDim);
+    else if (std::string dims = flashdecode::getReasonHeadDimsUnsupported(
+                 headDim, valueHeadDim, sharedKV);
+             !dims.empty())
+      invalid = dims;
     else if (queryLength < 1 ||
              queryLength > flashdecode::kMaxDecodeQueryLength)
       invalid = "--query-len must be 1 to " +
@@ -229,6 +242,8 @@ int main(int argc, char **argv) {
     // plans it.
     flashdecode::KernelProblem problem;
     problem.headDim = headDim;
+    problem.valueHeadDim = valueHeadDim;
+    problem.valuesFromKeys = sharedKV;
     problem.groupSize = queryHeads / std::max<int64_t>(kvHeads, 1);
     problem.queryLength = queryLength;
     problem.cacheElementBytes = workload.kvElementBytes;
@@ -245,6 +260,9 @@ int main(int argc, char **argv) {
               queryElementBytes || workload.fusedMerge)) {
     invalid = "--query-len, --dtype, --kv-dtype and --fused-merge describe "
               "the kernel's work: pass --num-q-heads and --head-dim with them";
+  } else if (invalid.empty() && (valueHeadDim || sharedKV)) {
+    invalid = "--v-head-dim and --shared-kv describe the kernel's work: pass "
+              "--num-q-heads and --head-dim with them";
   }
   if (invalid.empty())
     invalid = flashdecode::validateSplitWorkload(workload);

@@ -32,6 +32,13 @@ inline constexpr int64_t kMaxPageSize = 256;
 inline constexpr int64_t kMaxDecodeQueryLength = 8;
 
 bool isSupportedKeyHeadDim(int64_t headDim);
+/// Why keys (and queries) of `headDim` elements and values of
+/// `valueHeadDim` (0: headDim), with `sharedKV` read from the keys' first
+/// columns, are not a problem the kernels take: a sentence naming
+/// head_dim, v_head_dim or shared_kv and what they accept; "" when they
+/// are.
+std::string getReasonHeadDimsUnsupported(int64_t headDim, int64_t valueHeadDim,
+                                         bool sharedKV);
 bool isSupportedValueHeadDim(int64_t headDim);
 bool isSupportedPageSize(int64_t pageSize);
 
