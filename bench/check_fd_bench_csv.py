@@ -16,7 +16,7 @@ COLUMNS = ["config", "batch", "max_len", "mode", "num_splits", "time_us",
            "step32_eager_us", "step32_graph_us", "source", "bound", "device",
            "modeled", "num_q_heads", "num_kv_heads", "head_dim", "dtype",
            "page_size", "bytes", "roofline_fraction", "kv_dtype", "kv_scale",
-           "copy_fraction", "graph_us_per_layer"]
+           "copy_fraction", "graph_us_per_layer", "v_head_dim", "shared_kv"]
 
 MIX_CLASSES = ["fp_arith", "special_fn", "conversion", "shuffle",
                "int_other", "global_ld", "global_st", "shared_ld",
@@ -54,14 +54,21 @@ def main():
             continue
         tokens_heads = (int(fields["batch"]) * int(fields["max_len"]) *
                         int(fields["num_kv_heads"]))
-        kv = (2 * CACHE_ELEMENT_BYTES[kv_dtype] * tokens_heads *
-              int(fields["head_dim"]))
+        # A latent cache's rows once (shared_kv), else keys and values.
+        shared = fields["shared_kv"] == "true"
+        if fields["shared_kv"] not in ("true", "false"):
+            errors.append(f"line {number}: shared_kv {fields['shared_kv']}")
+        kv = (CACHE_ELEMENT_BYTES[kv_dtype] * tokens_heads *
+              (int(fields["head_dim"]) +
+               (0 if shared else int(fields["v_head_dim"]))))
         if int(fields["kv_bytes"]) != kv:
             errors.append(f"line {number}: kv_bytes {fields['kv_bytes']}, "
                           f"expected {kv}")
-        # k_scale and v_scale: a float each per tensor or per token and head.
-        scales = (0 if not fp8 else 2 * 4 if kv_scale == "tensor"
-                  else 2 * 4 * tokens_heads)
+        # k_scale and v_scale (k_scale alone for a latent cache): a float
+        # each per tensor or per token and head.
+        arrays = 1 if shared else 2
+        scales = (0 if not fp8 else arrays * 4 if kv_scale == "tensor"
+                  else arrays * 4 * tokens_heads)
         if int(fields["bytes"]) <= kv + scales:
             errors.append(f"line {number}: bytes {fields['bytes']} must "
                           f"exceed the KV bytes {kv} and the scales' "
@@ -82,9 +89,11 @@ def main():
                 step >= 0 and abs(graph * 32 - step) > 0.01 * step + 0.05):
             errors.append(f"line {number}: graph_us_per_layer {graph} for "
                           f"a 32-layer graph step of {step} us")
-        if int(fields["page_size"]) != (int(fields["mode"][1:])
-                                        if fields["mode"].startswith("p")
-                                        else 0):
+        # Paged modes end in p<page>: p16 (the grid's), s8p64 (one
+        # configuration's kernels, fd-compile -o).
+        mode = fields["mode"]
+        if int(fields["page_size"]) != (int(mode.split("p")[1])
+                                        if "p" in mode else 0):
             errors.append(f"line {number}: page_size {fields['page_size']} "
                           f"for mode {fields['mode']}")
         if args.dtype and fields["dtype"] != args.dtype:
@@ -93,7 +102,8 @@ def main():
     if args.paged:
         configs = {row[0] for row in rows}
         paged = {row[0] for row in rows
-                 if len(row) == len(COLUMNS) and row[3] == f"p{args.paged}"}
+                 if len(row) == len(COLUMNS) and
+                 row[3].endswith(f"p{args.paged}")}
         for config in sorted(configs - paged):
             errors.append(f"config {config}: no row paged with "
                           f"{args.paged} tokens")

@@ -143,6 +143,11 @@ Manifest Manifest::parse(const std::string &text) {
     manifest.pageSize = integer(config, "page_size", "config.");
   if (config.find("window_left"))
     manifest.windowLeft = integer(config, "window_left", "config.");
+  if (const json::Value *scale = config.find("scale")) {
+    if (scale->kind != json::Value::Kind::Number || !(scale->number > 0))
+      missing("config.scale", "a positive number");
+    manifest.scale = scale->number;
+  }
   if (const json::Value *cap = config.find("logits_soft_cap")) {
     if (cap->kind != json::Value::Kind::Number || !(cap->number > 0))
       missing("config.logits_soft_cap", "a positive number");

@@ -106,26 +106,33 @@ Timing Emulator::model(const Device &device, CUstream stream,
     capacity = (capacity + manifest.pageSize - 1) / manifest.pageSize *
                manifest.pageSize;
   const DriverApi &driver = device.getDriverApi();
-  size_t queryElements =
-      batch * manifest.queryLength * manifest.numQueryHeads * manifest.headDim;
-  size_t cacheElements =
-      batch * capacity * manifest.numKVHeads * manifest.headDim;
-  size_t cacheBytes = cacheElements * manifest.getCacheElementBytes();
-  DeviceBuffer query(device, queryElements * 2),
-      output(device, queryElements * 2), keys(device, cacheBytes),
-      values(device, cacheBytes), lengths(device, batch * sizeof(int32_t));
+  const int64_t queryRows =
+      batch * manifest.queryLength * manifest.numQueryHeads;
+  CacheSizes sizes =
+      CacheSizes::of(manifest, batch * capacity * manifest.numKVHeads);
+  size_t cacheElements = sizes.keys;
+  const int64_t elementBytes = manifest.getCacheElementBytes();
+  DeviceBuffer query(device, queryRows * manifest.headDim * 2),
+      output(device, queryRows * manifest.valueHeadDim * 2),
+      keys(device, sizes.keys * elementBytes),
+      lengths(device, batch * sizeof(int32_t));
+  std::unique_ptr<DeviceBuffer> values;
+  if (sizes.values)
+    values =
+        std::make_unique<DeviceBuffer>(device, sizes.values * elementBytes);
   FillType cacheType = getCacheFillType(manifest);
   fillRandom(driver, stream, query, 2.0, random, nullptr,
              getQueryFillType(manifest));
   fillRandom(driver, stream, keys, 1.0, random, nullptr, cacheType);
-  fillRandom(driver, stream, values, 1.0, random, nullptr, cacheType);
+  if (values)
+    fillRandom(driver, stream, *values, 1.0, random, nullptr, cacheType);
   // fp8 caches: their scales, of the caches' shape without the head dim
   // when per token and head (so the capacity's too).
   CacheScales scales =
       CacheScales::make(device, stream, manifest, cacheElements, random);
   DecodeBuffers buffers{query.getAddress(),
                         keys.getAddress(),
-                        values.getAddress(),
+                        values ? values->getAddress() : 0,
                         lengths.getAddress(),
                         output.getAddress(),
                         0,

@@ -121,6 +121,8 @@ CacheScales CacheScales::make(const Device &device, CUstream stream,
   for (auto [buffer, host] :
        {std::make_pair(&scales.keys, &scales.keyValues),
         std::make_pair(&scales.values, &scales.valueValues)}) {
+    if (buffer == &scales.values && manifest.sharedKV)
+      break;
     std::vector<float> block(blockElements);
     for (float &scale : block)
       scale = std::exp(exponent(random));
@@ -194,19 +196,26 @@ Timing EventTimer::measure(const KernelBundle &bundle, int64_t batch,
   const Manifest &manifest = bundle.manifest;
   // Dense: [B, L, Hkv, D]; paged: a pool of B * L / page_size pages. fp8
   // caches: 1 byte per element, and their scales.
-  size_t kvElements = batch * length * manifest.numKVHeads * manifest.headDim;
+  CacheSizes sizes =
+      CacheSizes::of(manifest, batch * length * manifest.numKVHeads);
+  size_t kvElements = sizes.keys;
   size_t cacheBytes = kvElements * manifest.getCacheElementBytes();
-  size_t scaleBytes = manifest.getScaleElements(kvElements) * 2 * sizeof(float);
+  size_t valueBytes = sizes.values * manifest.getCacheElementBytes();
+  size_t scaleBytes = manifest.getScaleElements(kvElements) *
+                      (manifest.sharedKV ? 1 : 2) * sizeof(float);
   // Rotate dense copies so each launch streams from HBM, not L2.
   int copies = manifest.pageSize
                    ? 1
                    : std::clamp<int>(
                          static_cast<int>(std::ceil(
-                             4.0 * l2Bytes / (2.0 * cacheBytes + scaleBytes))),
+                             4.0 * l2Bytes /
+                             (double(cacheBytes + valueBytes) + scaleBytes))),
                          1, 8);
   size_t queryElements = batch * manifest.numQueryHeads * manifest.headDim;
+  size_t outputElements =
+      batch * manifest.numQueryHeads * manifest.valueHeadDim;
   DeviceBuffer query(device, queryElements * 2),
-      output(device, queryElements * 2),
+      output(device, outputElements * 2),
       lengths(device, batch * sizeof(int32_t));
   fillRandom(driver, stream, query, 2.0, random, nullptr,
              getQueryFillType(manifest));
@@ -221,21 +230,25 @@ Timing EventTimer::measure(const KernelBundle &bundle, int64_t batch,
         std::make_unique<DeviceBuffer>(device, pages.size() * sizeof(int32_t));
     table->upload(pages.data(), pages.size() * sizeof(int32_t));
   }
-  std::vector<DeviceBuffer> keys, values;
+  std::vector<DeviceBuffer> keys;
+  std::vector<std::unique_ptr<DeviceBuffer>> values;
   std::vector<CacheScales> scales;
   std::vector<std::unique_ptr<DecodePlan>> plans;
   FillType cacheType = getCacheFillType(manifest);
   for (int c = 0; c < copies; ++c) {
     keys.emplace_back(device, cacheBytes);
-    values.emplace_back(device, cacheBytes);
     fillRandom(driver, stream, keys[c], 1.0, random, nullptr, cacheType);
-    fillRandom(driver, stream, values[c], 1.0, random, nullptr, cacheType);
+    values.push_back(valueBytes
+                         ? std::make_unique<DeviceBuffer>(device, valueBytes)
+                         : nullptr);
+    if (values[c])
+      fillRandom(driver, stream, *values[c], 1.0, random, nullptr, cacheType);
     // Each copy (layer) its own scales, rotated with its caches.
     scales.push_back(
         CacheScales::make(device, stream, manifest, kvElements, random));
     DecodeBuffers buffers{query.getAddress(),
                           keys[c].getAddress(),
-                          values[c].getAddress(),
+                          values[c] ? values[c]->getAddress() : 0,
                           lengths.getAddress(),
                           output.getAddress(),
                           0,

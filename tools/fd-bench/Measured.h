@@ -64,9 +64,22 @@ void fillRandom(const rt::DriverApi &driver, rt::CUstream stream,
                 std::mt19937 &random, std::vector<double> *values = nullptr,
                 FillType type = FillType::F16);
 
+/// The elements of the caches of `rows` (token, KV head) rows for
+/// `manifest`'s kernels: D a key row, D_v a value row, no value cache where
+/// the values are the keys' (Manifest::sharedKV).
+struct CacheSizes {
+  size_t keys, values;
+
+  static CacheSizes of(const rt::Manifest &manifest, size_t rows) {
+    return {rows * manifest.headDim,
+            manifest.sharedKV ? 0 : rows * manifest.valueHeadDim};
+  }
+};
+
 /// The k_scale and v_scale buffers of fp8 caches (both null for caches of
-/// the query's type): float scales log-uniform in [0.01, 1], as many as
-/// Manifest::getScaleElements says for caches of `cacheElements` elements.
+/// the query's type; no v_scale where the values are the keys'): float
+/// scales log-uniform in [0.01, 1], as many as Manifest::getScaleElements
+/// says for key caches of `cacheElements` elements.
 struct CacheScales {
   std::unique_ptr<rt::DeviceBuffer> keys, values;
   /// The scales, with `values` of make(): for the reference.

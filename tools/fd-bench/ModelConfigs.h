@@ -21,6 +21,26 @@ struct ModelConfig {
   int64_t numQueryHeads, numKVHeads, headDim;
   /// The sliding window the kernels were compiled with; 0 for none.
   int64_t windowLeft = 0;
+  /// D_v (0: headDim), and whether the values are the key cache's first
+  /// D_v columns (no value cache; MLA's latent cache).
+  int64_t valueHeadDim = 0;
+  bool sharedKV = false;
+
+  /// The heads of `manifest`'s kernels, named `name` (which must outlive
+  /// the config).
+  static ModelConfig fromManifest(const rt::Manifest &manifest,
+                                  const char *name) {
+    return {name,
+            manifest.numQueryHeads,
+            manifest.numKVHeads,
+            manifest.headDim,
+            manifest.windowLeft,
+            manifest.valueHeadDim,
+            manifest.sharedKV};
+  }
+  int64_t getValueHeadDim() const {
+    return valueHeadDim ? valueHeadDim : headDim;
+  }
 
   /// The keys a query attends to in a sequence of `length`.
   int64_t getAttended(int64_t length) const {
@@ -28,17 +48,17 @@ struct ModelConfig {
   }
   /// The bytes of K and V a call must read for `batch` sequences of
   /// `length`: the keys a query attends to, of `elementBytes` each (1 for
-  /// fp8 caches).
+  /// fp8 caches); a latent cache's once.
   size_t getKVBytes(int64_t batch, int64_t length,
                     int64_t elementBytes = 2) const {
-    return size_t(2) * elementBytes * batch * getAttended(length) * numKVHeads *
-           headDim;
+    return size_t(elementBytes) * batch * getAttended(length) * numKVHeads *
+           (headDim + (sharedKV ? 0 : getValueHeadDim()));
   }
   /// The bytes of k_scale and v_scale the call reads with `manifest`'s fp8
   /// caches: one float each per tensor, or per attended token and KV head.
   size_t getScaleBytes(const rt::Manifest &manifest, int64_t batch,
                        int64_t length) const {
-    return 2 * sizeof(float) *
+    return (sharedKV ? 1 : 2) * sizeof(float) *
            manifest.getScaleElements(batch * getAttended(length) * numKVHeads *
                                      manifest.headDim);
   }

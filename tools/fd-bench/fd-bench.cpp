@@ -6,7 +6,9 @@
 //
 // DIR holds what bench/prepare_kernels.sh had fd-compile write, one
 // directory per shape and split mode: DIR/<config>/B<batch>_L<len>_<auto|s1>
-// (and _p<page> for --page-sizes' paged rows). Queries may be f16 or bf16.
+// (and _p<page> for --page-sizes' paged rows); or DIR is one configuration
+// fd-compile -o wrote (DIR/manifest.json): its heads at --shapes, its split
+// count fixed (mode s<N>). Queries may be f16 or bf16.
 // For every shape: checks the output against a float64 reference (a subset
 // of sizes; output poisoned first), then times the partial + merge launch
 // with CUDA events (median, KV buffers rotated when they fit in L2), auto
@@ -25,16 +27,18 @@
 #include "InstructionMix.h"
 #include "Measured.h"
 #include "ModelConfigs.h"
+#include "Verify.h"
 
-#include "fd/Reference/Reference.h"
 #include "fd/Runtime/Runtime.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -153,6 +157,30 @@ public:
              -1, csv);
   }
 
+  /// The kernels fd-compile -o wrote to the root (one configuration, its
+  /// split count fixed: mode s<N>, s<N>p<P> paged) at `batch` x `length`;
+  /// checked where
+  /// shouldVerify says (dense kernels: the check binds no block table).
+  void runDirectory(const ModelConfig &config, int64_t batch, int64_t length,
+                    FILE *csv) {
+    KernelBundle bundle = loadKernels(kernelRoot);
+    const Manifest &manifest = bundle.manifest;
+    bool verify = !manifest.pageSize && shouldVerify(config, batch, length);
+    double maxRelativeError =
+        verify ? verifyOutput(config, batch, length, bundle) : -1;
+    Timing timing = time(bundle, batch, length, /*withStep=*/true);
+    std::string mode =
+        "s" + std::to_string(manifest.numSplits) +
+        (manifest.pageSize ? "p" + std::to_string(manifest.pageSize) : "");
+    printRow(
+        config, manifest, batch, length, manifest.pageSize, mode, mode, timing,
+        config.getKVBytes(batch, length, manifest.getCacheElementBytes()),
+        maxRelativeError < 0 ? "-" : formatDouble("%.1e", maxRelativeError),
+        maxRelativeError, csv);
+    if (verify && !(maxRelativeError >= 0 && maxRelativeError <= 1e-2))
+      failures++;
+  }
+
   int failures = 0;
 
   /// The instruction mix of every row modeled from two lengths.
@@ -224,9 +252,10 @@ private:
       // written once (f16 or bf16); the roofline fraction is their time at
       // the datasheet's bandwidth over the call's time, the copy fraction
       // at the achievable one (a device copy's; fdemu: its model's).
-      size_t rowBytes = size_t(2) * batch * model.numQueryHeads * model.headDim;
+      size_t rowBytes = size_t(2) * batch * model.numQueryHeads *
+                        (model.headDim + model.getValueHeadDim());
       size_t bytes =
-          kvBytes + model.getScaleBytes(manifest, batch, length) + 2 * rowBytes;
+          kvBytes + model.getScaleBytes(manifest, batch, length) + rowBytes;
       std::fprintf(
           csv, ",%s,%s,%lld,%lld,%lld,%s,%lld,%zu,%.4f,%s,%s",
           deviceName.c_str(), timing.modeled ? "true" : "false",
@@ -237,8 +266,11 @@ private:
           peakBandwidth > 0 ? bytes / (us * 1e-6) / peakBandwidth : -1.0,
           manifest.kvDtype.c_str(), manifest.kvScale.c_str());
       double graph = timing.graphStepMicroseconds;
-      std::fprintf(csv, ",%.4f,%.3f", bytes / (us * 1e-6) / copyBandwidth,
-                   graph < 0 ? -1.0 : graph / kLayers);
+      std::fprintf(csv, ",%.4f,%.3f,%lld,%s",
+                   bytes / (us * 1e-6) / copyBandwidth,
+                   graph < 0 ? -1.0 : graph / kLayers,
+                   static_cast<long long>(model.getValueHeadDim()),
+                   model.sharedKV ? "true" : "false");
     }
     // A run stopped at its time limit still leaves the rows it finished.
     if (csv) {
@@ -258,81 +290,9 @@ private:
     return (batch <= 8 && length <= 4096) || (batch == 1 && length <= 16384);
   }
 
-  /// Runs the bundle on mixed lengths with the output poisoned (NaN) first
-  /// and returns max |out - ref| / max |ref|; any NaN (unwritten) fails.
   double verifyOutput(const ModelConfig &config, int64_t batch, int64_t length,
                       const KernelBundle &bundle) {
-    const Manifest &manifest = bundle.manifest;
-    size_t queryElements = batch * config.numQueryHeads * config.headDim;
-    size_t kvElements = batch * length * config.numKVHeads * config.headDim;
-    size_t cacheBytes = kvElements * manifest.getCacheElementBytes();
-    DeviceBuffer query(device, queryElements * 2),
-        output(device, queryElements * 2), keys(device, cacheBytes),
-        values(device, cacheBytes), lengths(device, batch * sizeof(int32_t));
-    std::vector<double> queryValues, keyValues, valueValues;
-    FillType queryType = getQueryFillType(manifest);
-    FillType cacheType = getCacheFillType(manifest);
-    fillRandom(driver, stream, query, 2.0, random, &queryValues, queryType);
-    fillRandom(driver, stream, keys, 1.0, random, &keyValues, cacheType);
-    fillRandom(driver, stream, values, 1.0, random, &valueValues, cacheType);
-    // fp8 caches: the reference reads what the kernels dequantize, each
-    // element times its scale (element i's token and head: i / D in every
-    // layout).
-    CacheScales scales = CacheScales::make(device, stream, manifest, kvElements,
-                                           random, /*values=*/true);
-    if (manifest.hasFloat8Cache())
-      for (size_t i = 0; i < kvElements; ++i) {
-        size_t scale = manifest.hasTokenHeadScales() ? i / config.headDim : 0;
-        keyValues[i] *= scales.keyValues[scale];
-        valueValues[i] *= scales.valueValues[scale];
-      }
-    DecodeBuffers buffers{query.getAddress(),
-                          keys.getAddress(),
-                          values.getAddress(),
-                          lengths.getAddress(),
-                          output.getAddress(),
-                          0,
-                          batch,
-                          length};
-    scales.bind(buffers);
-    DecodePlan plan(device, bundle, buffers);
-    // Live lengths below the maximum, one sequence empty when batch > 2.
-    std::vector<int32_t> live(batch);
-    for (int64_t b = 0; b < batch; ++b)
-      live[b] = static_cast<int32_t>(
-          b == 2 ? 0 : std::max<int64_t>(1, length - 37 * b));
-    lengths.upload(live.data(), live.size() * sizeof(int32_t));
-    std::vector<uint16_t> poison(output.getSize() / 2, 0xFFFF);
-    output.upload(poison.data(), output.getSize());
-    plan.launch(stream);
-    check(driver, driver.cuStreamSynchronize(stream), "running the kernels");
-    std::vector<uint16_t> result(output.getSize() / 2);
-    output.download(result.data(), output.getSize());
-
-    reference::AttentionProblem problem;
-    problem.batch = batch;
-    problem.numQueryHeads = config.numQueryHeads;
-    problem.numKVHeads = config.numKVHeads;
-    problem.headDim = config.headDim;
-    problem.maxLength = length;
-    problem.scale = 1.0 / std::sqrt(static_cast<double>(config.headDim));
-    problem.windowLeft = bundle.manifest.windowLeft;
-    problem.logitsSoftCap = bundle.manifest.logitsSoftCap;
-    problem.query = queryValues.data();
-    problem.keyCache = keyValues.data();
-    problem.valueCache = valueValues.data();
-    problem.lengths = live.data();
-    std::vector<double> expected, lse;
-    reference::attention(problem, expected, lse);
-    double maxError = 0, maxValue = 0;
-    for (size_t i = 0; i < result.size(); ++i) {
-      double actual = decodeWideElement(result[i], queryType);
-      if (!std::isfinite(actual))
-        return std::numeric_limits<double>::infinity();
-      maxError = std::max(maxError, std::abs(actual - expected[i]));
-      maxValue = std::max(maxValue, std::abs(expected[i]));
-    }
-    return maxError / std::max(maxValue, 1e-30);
+    return verifyDecode(device, stream, bundle, config, batch, length, random);
   }
 
   /// The kernels in `directory`, which this GPU must be able to load.
@@ -375,7 +335,9 @@ void usage() {
       "usage: fd-bench --kernels DIR [--csv FILE] [--quick] [--configs A,B]\n"
       "                [--shapes BxL,...] [--page-sizes P,...]\n"
       "                [--tokens-per-split N] [--instruction-mix FILE]\n"
-      "  --kernels DIR   what bench/prepare_kernels.sh wrote\n"
+      "  --kernels DIR   what bench/prepare_kernels.sh wrote, or one\n"
+      "                  configuration fd-compile -o wrote (then --shapes,\n"
+      "                  its split count fixed, no --configs)\n"
       "  --csv FILE      also write the rows as CSV\n"
       "  --quick         B in {1, 8}, L in {1k, 16k}, fewer iterations\n"
       "  --configs LIST  of %s (default: the first two)\n"
@@ -408,6 +370,7 @@ int main(int argc, char **argv) {
   bool quick = false;
   int64_t tokensPerSplit = -1;
   std::vector<const ModelConfig *> configs = {&kConfigs[0], &kConfigs[1]};
+  bool configsGiven = false;
   std::vector<std::pair<int64_t, int64_t>> shapes;
   std::vector<int64_t> pageSizes;
   for (int i = 1; i < argc; ++i) {
@@ -426,6 +389,7 @@ int main(int argc, char **argv) {
         return 2;
       }
     } else if (flag == "--configs" && i + 1 < argc) {
+      configsGiven = true;
       configs.clear();
       for (const std::string &name : splitList(argv[++i])) {
         auto found = std::find_if(
@@ -481,6 +445,27 @@ int main(int argc, char **argv) {
   if (kernels.empty()) {
     std::fprintf(stderr, "fd-bench: --kernels DIR is required\n");
     return 2;
+  }
+  // One configuration fd-compile -o wrote: its heads, at --shapes.
+  std::string oneConfigName;
+  std::optional<ModelConfig> oneConfig;
+  if (std::ifstream(kernels + "/manifest.json").good()) {
+    if (shapes.empty() || configsGiven || !pageSizes.empty()) {
+      std::fprintf(stderr,
+                   "fd-bench: %s holds one configuration (fd-compile -o): "
+                   "give --shapes, and no --configs or --page-sizes\n",
+                   kernels.c_str());
+      return 2;
+    }
+    oneConfigName = kernels.substr(kernels.find_last_of('/') + 1);
+    try {
+      oneConfig = ModelConfig::fromManifest(
+          KernelBundle::load(kernels).manifest, oneConfigName.c_str());
+    } catch (const std::exception &error) {
+      std::fprintf(stderr, "fd-bench: %s\n", error.what());
+      return 2;
+    }
+    configs = {&*oneConfig};
   }
   if (!pageSizes.empty() && shapes.empty()) {
     std::fprintf(stderr, "fd-bench: --page-sizes needs --shapes (the grid "
@@ -542,7 +527,7 @@ int main(int argc, char **argv) {
                  "step32_graph_us,source,bound,device,modeled,num_q_heads,"
                  "num_kv_heads,head_dim,dtype,page_size,bytes,"
                  "roofline_fraction,kv_dtype,kv_scale,copy_fraction,"
-                 "graph_us_per_layer\n",
+                 "graph_us_per_layer,v_head_dim,shared_kv\n",
                  csv);
     bool grid = shapes.empty();
     if (grid)
@@ -554,13 +539,16 @@ int main(int argc, char **argv) {
           shapes.emplace_back(batch, length);
     for (const ModelConfig *config : configs)
       for (auto [batch, length] : shapes) {
-        size_t kvBytes =
-            size_t(4) * batch * length * config->numKVHeads * config->headDim;
+        size_t kvBytes = config->getKVBytes(batch, length);
         if (kvBytes > (size_t(100) << 30)) {
           std::printf("| %s | %lld | %lld | skipped: KV cache of %.0f GB "
                       "does not fit |\n",
                       config->name, static_cast<long long>(batch),
                       static_cast<long long>(length), kvBytes / 1e9);
+          continue;
+        }
+        if (oneConfig) {
+          bench.runDirectory(*config, batch, length, csv);
           continue;
         }
         bench.runShape(*config, batch, length, csv);

@@ -80,6 +80,9 @@ struct Manifest {
   int64_t windowLeft = 0;
   /// Logit soft-capping c (scores x -> c tanh(x / c)); 0 for none.
   double logitsSoftCap = 0;
+  /// The softmax scale the kernels were compiled with (config.scale); 0:
+  /// the default, 1 / sqrt(head_dim).
+  double scale = 0;
   /// Whether the kernels read attention sinks (a "sinks" parameter).
   bool withSinks = false;
   /// Whether the kernels read ALiBi slopes (an "alibi_slopes" parameter).
