@@ -457,7 +457,10 @@ int main(int argc, char **argv) {
                    kernels.c_str());
       return 2;
     }
-    oneConfigName = kernels.substr(kernels.find_last_of('/') + 1);
+    // Named after DIR (a trailing '/' aside).
+    std::string directory =
+        kernels.substr(0, kernels.find_last_not_of('/') + 1);
+    oneConfigName = directory.substr(directory.find_last_of('/') + 1);
     try {
       oneConfig = ModelConfig::fromManifest(
           KernelBundle::load(kernels).manifest, oneConfigName.c_str());
