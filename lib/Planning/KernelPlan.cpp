@@ -124,8 +124,7 @@ KernelSchedule getKernelSchedule(const KernelProblem &problem,
   schedule.layout = PartialKernelLayout::get(
       problem.headDim, problem.queryElementBytes, problem.cacheElementBytes,
       problem.groupSize, problem.queryLength, problem.alibi,
-      choice.form == KernelForm::TensorCores, problem.getValueHeadDim(),
-      problem.valuesFromKeys);
+      choice.form == KernelForm::TensorCores, problem.getValueHeadDim());
   schedule.layout.rowTile = choice.rowsPerTile;
   schedule.layout.numRowTiles = choice.rowTiles;
   schedule.form = choice.form;

@@ -14,11 +14,10 @@ PartialKernelLayout
 PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
                          int64_t cacheElementBytes, int64_t groupSize,
                          int64_t queryLength, bool withAlibi, bool tensorCores,
-                         int64_t valueHeadDim, bool valuesFromKeys) {
+                         int64_t valueHeadDim) {
   PartialKernelLayout layout;
   layout.headDim = headDim;
   layout.valueHeadDim = valueHeadDim ? valueHeadDim : headDim;
-  layout.valuesFromKeys = valuesFromKeys;
   layout.alibi = withAlibi;
   auto isWhole16 = [&](int64_t dims) {
     return dims * cacheElementBytes % 16 == 0;

@@ -32,7 +32,8 @@ import numbers
 from . import _flashdecode as _native
 from ._common import (_check_flag, _check_page_size, _check_scale,
                       _check_soft_cap, _check_window, _dtype_code,
-                      _planner_options, _split_options, _kernel_problem)
+                      _planner_options, _split_options, _kernel_problem,
+                      _check_v_head_dim)
 from ._cpu import _decode_cpu
 from ._fp8 import check_compile_options as _check_fp8_options
 from ._fp8 import quantize_kv
@@ -187,10 +188,7 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
         ("with_sinks", with_sinks), ("with_alibi", with_alibi),
         ("with_query_lens", with_query_lens), ("fused_merge", fused_merge))}
     kv_options = _check_fp8_options(kv_dtype, kv_scale)
-    if v_head_dim is not None and (isinstance(v_head_dim, bool) or
-                                   not isinstance(v_head_dim, int)):
-        raise TypeError(f"v_head_dim must be an int or None, got "
-                        f"{v_head_dim!r}")
+    _check_v_head_dim(v_head_dim)
     shared_kv = _check_flag("shared_kv", shared_kv)
     ptx, manifest, chosen = _native.compile(_native.KernelConfig(
         head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),

@@ -53,10 +53,7 @@ class _Problem:
             raise ValueError(
                 f"k_cache must be 4-D ({'[B, Lmax, Hkv, D]' if kv_layout == 'NHD' else '[B, Hkv, Lmax, D]'}),"
                 f" got shape {tuple(k_shape)}")
-        if v_head_dim is not None and (isinstance(v_head_dim, bool) or
-                                       not isinstance(v_head_dim, int)):
-            raise TypeError(f"v_head_dim must be an int or None, got "
-                            f"{v_head_dim!r}")
+        _check_v_head_dim(v_head_dim)
         self.shared_kv = v_shape is None
         if self.shared_kv and v_head_dim is None:
             raise ValueError("v_cache is None: give v_head_dim, the values' "
@@ -191,6 +188,14 @@ def _check_page_size(page_size):
     return int(page_size)
 
 
+def _check_v_head_dim(v_head_dim):
+    """v_head_dim is an int (its range is the native rule's) or None."""
+    if v_head_dim is not None and (isinstance(v_head_dim, bool) or
+                                   not isinstance(v_head_dim, int)):
+        raise TypeError(f"v_head_dim must be an int or None, got "
+                        f"{v_head_dim!r}")
+
+
 def _check_flag(name, value):
     """compile()'s with_sinks, with_alibi, with_query_lens, fused_merge:
     True or False."""
@@ -255,10 +260,7 @@ def _kernel_problem(num_kv_heads, num_q_heads, head_dim, query_len,
     beside an fp8 cache)."""
     _check_flag("fused_merge", fused_merge)
     _check_flag("shared_kv", shared_kv)
-    if v_head_dim is not None and (isinstance(v_head_dim, bool) or
-                                   not isinstance(v_head_dim, int)):
-        raise TypeError(f"v_head_dim must be an int or None, got "
-                        f"{v_head_dim!r}")
+    _check_v_head_dim(v_head_dim)
     if num_q_heads is None and head_dim is None:
         if kv_dtype is not None or dtype is not None or query_len != 1 or \
                 fused_merge:

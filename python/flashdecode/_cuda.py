@@ -220,7 +220,8 @@ def _check_cuda_scales(kv_format, k_scale, v_scale, arrays, problem):
     (v_scale, its granularity)], the kernel's granularity, the number of
     scales per token and KV head), each scale a float or a _CudaArray
     (also appended to ``arrays``, for the common device). Values read from
-    the key cache take k_scale for both (the caller binds no v_scale)."""
+    the key cache are scaled by k_scale: its entry alone is returned, and
+    no v_scale is bound."""
     if problem.shared_kv:
         v_scale = _fp8.shared_value_scale(k_scale, v_scale)
     if kv_format is None and k_scale is None and v_scale is None:
@@ -228,6 +229,8 @@ def _check_cuda_scales(kv_format, k_scale, v_scale, arrays, problem):
     cache_shape = arrays[1].shape
     scales, granularity = _fp8.check_scales(kv_format, k_scale, v_scale,
                                             cache_shape, _scale_array)
+    if problem.shared_kv:
+        scales = scales[:1]
     arrays.extend(scale for scale, _ in scales
                   if isinstance(scale, _CudaArray))
     return scales, granularity, math.prod(cache_shape[:-1])
@@ -425,8 +428,6 @@ class Decoder:
                 pointers[name] = owned[-1]._address
             else:
                 pointers[name] = value.pointer
-        if problem.shared_kv and scales:
-            pointers["v_scale"] = 0
         self._keep_alive = (q, k_cache, v_cache, seq_lens, out, lse,
                             block_table, sinks, alibi_slopes, query_lens,
                             k_scale, v_scale, owned)
@@ -525,8 +526,6 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
         kv_format, k_scale, v_scale, arrays, problem)
     for name, (value, kind) in zip(("k_scale", "v_scale"), scales):
         pointers[name] = _launch_scale(value, kind, granularity, count)
-    if problem.shared_kv and scales:
-        pointers["v_scale"] = 0
     inputs = len(arrays)
     if out is not None:
         arrays.append(_check_out(out, qa, problem))

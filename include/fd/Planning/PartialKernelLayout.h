@@ -27,9 +27,9 @@ namespace flashdecode {
 /// `valueVectorsPerLane` value vectors, vector v of a lane being the same
 /// piece of both rows, so a warp reads `tokensPerWarp` rows per step with
 /// coalesced 16-byte loads; when a vector count is not a power of two the
-/// lanes past the row idle. With `valuesFromKeys` (MLA's latent cache) a
-/// value row is its key row's first valueHeadDim elements: the lane's key
-/// vectors, read once, are its value vectors too. `unroll` steps of loads
+/// lanes past the row idle. Where the values are the key cache's first
+/// valueHeadDim columns (MLA's latent cache) the lane's first key vectors,
+/// read once, are its value vectors too. `unroll` steps of loads
 /// are issued before any is used. A KV head's `rows` query
 /// rows (group size x Lq) are `numRowTiles` tiles of `rowTile` (the last
 /// may hold padding rows), each tile a block of its own streaming the
@@ -73,7 +73,6 @@ struct PartialKernelLayout {
   int64_t headDim;
   /// D_v, the values' and the partials' (headDim on tensor cores).
   int64_t valueHeadDim;
-  bool valuesFromKeys = false;
   /// Whether rows carry an ALiBi slope and position.
   bool alibi = false;
   int64_t vectorWidth;
@@ -101,8 +100,7 @@ struct PartialKernelLayout {
                                  int64_t cacheElementBytes, int64_t groupSize,
                                  int64_t queryLength, bool withAlibi = false,
                                  bool tensorCores = false,
-                                 int64_t valueHeadDim = 0,
-                                 bool valuesFromKeys = false);
+                                 int64_t valueHeadDim = 0);
   /// Keys the block reads per step: one per token group of each warp.
   int64_t tokensPerStep() const { return kWarps * tokensPerWarp; }
   /// Tensor cores: the bytes of one stage of K and V, for every lane.
