@@ -42,33 +42,56 @@ TEST(KernelPlan, LlamaHeadsGoToTensorCoresAtFourBlocksPerSM) {
   EXPECT_EQ(schedule.keyValueStages, 2);
 }
 
-TEST(KernelPlan, TightKernelsLaunchThreeBlocksAndHoldAllOfQ) {
+TEST(KernelPlan, RowStateAtHeadDim128TakesThreeBlocksAndAllOfQ) {
+  // Page lookups, ALiBi slopes or masked rows (a causal window, query
+  // lengths) do not fit four blocks at D = 128, not even with no k-step of
+  // q held; three blocks hold all eight. So does a full 16-row tile (MQA),
+  // which would rather hold q than take a fourth block.
   KernelProblem paged = makeProblem(128, 4);
   paged.features.paged = true;
   KernelProblem alibi = makeProblem(128, 4);
   alibi.alibi = true;
-  KernelProblem windowCapped = makeProblem(64, 1, 8);
-  windowCapped.features.window = windowCapped.features.softCap = true;
+  KernelProblem window = makeProblem(128, 1, 8);
+  window.features.window = window.features.softCap = true;
   KernelProblem maskedRows = makeProblem(128, 2, 4);
   maskedRows.features.queryLens = true;
-  for (const KernelProblem &problem :
-       {paged, alibi, windowCapped, maskedRows, makeProblem(128, 32)}) {
-    KernelSchedule schedule = planKernel(problem, sm90());
-    ASSERT_TRUE(schedule.usesTensorCores());
-    EXPECT_EQ(schedule.minBlocksPerSM, 3) << problem.getRowsPerKVHead();
-    EXPECT_EQ(schedule.getRegisterBudget(sm90()), 168);
-    EXPECT_EQ(schedule.heldQuerySteps, problem.headDim / 16);
-  }
-  // Masked rows at D = 64 fit four blocks.
-  KernelProblem maskedNarrow = makeProblem(64, 2, 4);
-  maskedNarrow.features.queryLens = true;
-  EXPECT_EQ(planKernel(maskedNarrow, sm90()).minBlocksPerSM, 4);
+  for (const Chip *chip : {&sm80(), &sm90()})
+    for (const KernelProblem &problem :
+         {paged, alibi, window, maskedRows, makeProblem(128, 32)}) {
+      KernelSchedule schedule = planKernel(problem, *chip);
+      ASSERT_TRUE(schedule.usesTensorCores());
+      EXPECT_EQ(schedule.minBlocksPerSM, 3) << problem.getRowsPerKVHead();
+      EXPECT_EQ(schedule.getRegisterBudget(*chip), 168);
+      EXPECT_EQ(schedule.heldQuerySteps, 8);
+      EXPECT_LE(schedule.getRegisterDemand(problem), 168);
+    }
+  // A window over one query token masks no row: four blocks.
+  KernelProblem decodeWindow = makeProblem(128, 4);
+  decodeWindow.features.window = true;
+  EXPECT_EQ(planKernel(decodeWindow, sm90()).minBlocksPerSM, 4);
 }
 
-TEST(KernelPlan, HopperHoldsAllOfQAtHeadDim64) {
-  EXPECT_EQ(planKernel(makeProblem(64, 4), sm90()).heldQuerySteps, 4);
-  EXPECT_EQ(planKernel(makeProblem(64, 4), sm80()).heldQuerySteps, 2);
-  EXPECT_EQ(planKernel(makeProblem(128, 4), sm90()).heldQuerySteps, 2);
+TEST(KernelPlan, HeadDim64HoldsAllOfQAtFourBlocks) {
+  // D = 64: all four k-steps of q and any row state fit 128 registers
+  // (ptxas 13.0 takes 106 to 122), on every chip.
+  KernelProblem everything = makeProblem(64, 2, 8);
+  everything.features = {true, true, true, true};
+  everything.alibi = true;
+  for (const Chip *chip : {&sm80(), &sm90()})
+    for (const KernelProblem &problem : {makeProblem(64, 4), everything}) {
+      KernelSchedule schedule = planKernel(problem, *chip);
+      ASSERT_TRUE(schedule.usesTensorCores());
+      EXPECT_EQ(schedule.minBlocksPerSM, 4) << chip->name;
+      EXPECT_EQ(schedule.heldQuerySteps, 4) << chip->name;
+    }
+  // D = 128 with no row state keeps four blocks and holds the k-steps their
+  // 128 registers leave: (128 - 120) / 4.
+  KernelSchedule llama = planKernel(makeProblem(128, 4), sm80());
+  EXPECT_EQ(llama.minBlocksPerSM, 4);
+  EXPECT_EQ(llama.heldQuerySteps, 2);
+  KernelSchedule none = llama;
+  none.heldQuerySteps = 0;
+  EXPECT_EQ(none.getRegisterDemand(makeProblem(128, 4)), 120);
 }
 
 TEST(KernelPlan, MQATilesAreBlocksOfSixteenRows) {
@@ -77,41 +100,73 @@ TEST(KernelPlan, MQATilesAreBlocksOfSixteenRows) {
   EXPECT_EQ(schedule.getNumRowTiles(), 2);
 }
 
-TEST(KernelPlan, CUDACoreKernelsHaveNoLaunchBounds) {
-  // f32 at D = 128: 14 registers a row; 32 rows are 3 tiles of 11 within
-  // the budget of a tile loop (154 / 14).
+TEST(KernelPlan, CUDACoreTilesTakeTheFewestTilesPerResidentBlock) {
+  // f32 at D = 128: 14 registers a row, at most 11 rows a tile (154 / 14 in
+  // the budget of a tile loop). Demand rows x 14 + 42 for 32 rows: 3 tiles
+  // of 11 (196 registers: 2 blocks, 1.5 tiles a block), 4 of 8 (154: 3
+  // blocks, 1.33), 5 of 7 (140: 3, 1.67), 6 of 6 (126: 4, 1.5).
   KernelSchedule f32 = planKernel(makeProblem(128, 32, 1, 4), sm90());
   EXPECT_FALSE(f32.usesTensorCores());
-  EXPECT_EQ(f32.getRowsPerTile(), 11);
-  EXPECT_EQ(f32.getNumRowTiles(), 3);
+  EXPECT_EQ(f32.getRowsPerTile(), 8);
+  EXPECT_EQ(f32.getNumRowTiles(), 4);
   EXPECT_EQ(f32.getTokensPerStep(), 4);
-  EXPECT_EQ(f32.minBlocksPerSM, 0);
-  EXPECT_EQ(f32.getRegisterBudget(sm90()), 255);
+  EXPECT_EQ(f32.getRegisterDemand(makeProblem(128, 32, 1, 4)), 8 * 14 + 42);
+  EXPECT_EQ(f32.minBlocksPerSM, 3);
+  EXPECT_EQ(f32.getRegisterBudget(sm90()), 168);
+  EXPECT_EQ(f32.getResidentBlocks(sm90()), 3);
   EXPECT_EQ(f32.heldQuerySteps, 0);
   EXPECT_EQ(f32.keyValueStages, 0);
-  // One row (MHA) and D = 256 stay on CUDA cores in f16 too.
-  EXPECT_FALSE(planKernel(makeProblem(128, 1), sm90()).usesTensorCores());
+  // 11 rows: one tile of 196 registers (2 blocks, 0.5 a block) against 2 of
+  // 6 (126: 4 blocks, 0.5): equal, the one with more blocks.
+  KernelSchedule eleven = planKernel(makeProblem(128, 11, 1, 4), sm90());
+  EXPECT_EQ(eleven.getRowsPerTile(), 6);
+  EXPECT_EQ(eleven.getNumRowTiles(), 2);
+  EXPECT_EQ(eleven.minBlocksPerSM, 4);
+  // 7 rows: one tile of 140 registers, three blocks' 168 (0.33 a block;
+  // 2 tiles of 4 at 4 blocks are 0.5).
+  KernelSchedule seven = planKernel(makeProblem(128, 7, 1, 4), sm90());
+  EXPECT_EQ(seven.getRowsPerTile(), 7);
+  EXPECT_EQ(seven.getNumRowTiles(), 1);
+  EXPECT_EQ(seven.getRegisterDemand(makeProblem(128, 7, 1, 4)), 140);
+  EXPECT_EQ(seven.minBlocksPerSM, 3);
+  EXPECT_EQ(seven.getRegisterBudget(sm90()), 168);
+  // A paged fp8 cache's decoding and page lookups take 14 more.
+  KernelProblem pagedFloat8 = makeProblem(128, 7);
+  pagedFloat8.cacheElementBytes = 1;
+  KernelProblem denseFloat8 = pagedFloat8;
+  pagedFloat8.features.paged = true;
+  ScheduleChoice cudaCores{KernelForm::CudaCores, 7, 1, 128, 0, 0, 0};
+  KernelSchedule float8Tile = getKernelSchedule(denseFloat8, cudaCores);
+  EXPECT_EQ(float8Tile.getRegisterDemand(pagedFloat8),
+            float8Tile.getRegisterDemand(denseFloat8) + 14);
+  // One row (MHA) and D = 256 stay on CUDA cores in f16 too; one row fits
+  // the planner's four blocks, and no more are promised.
+  KernelSchedule mha = planKernel(makeProblem(128, 1), sm90());
+  EXPECT_FALSE(mha.usesTensorCores());
+  EXPECT_LE(mha.getRegisterDemand(makeProblem(128, 1)), 128);
+  EXPECT_EQ(mha.minBlocksPerSM, kPlannedBlocksPerSM);
   EXPECT_FALSE(planKernel(makeProblem(256, 4), sm90()).usesTensorCores());
 }
 
 TEST(KernelPlan, WorkgroupMemoryOfACUDACoreTile) {
-  // 11 f32 rows of D = 128: the query tile, four warps' accumulators and
+  // 8 f32 rows of D = 128: the query tile, four warps' accumulators and
   // their max and sum.
   KernelSchedule schedule = planKernel(makeProblem(128, 32, 1, 4), sm90());
   std::vector<WorkgroupBuffer> buffers = schedule.getWorkgroupBuffers();
   ASSERT_EQ(buffers.size(), 3u);
-  EXPECT_EQ(buffers[kQueryBuffer].shape, (std::vector<int64_t>{11, 128}));
+  EXPECT_EQ(buffers[kQueryBuffer].shape, (std::vector<int64_t>{8, 128}));
   EXPECT_EQ(buffers[kWarpAccumulatorsBuffer].shape,
-            (std::vector<int64_t>{4, 11, 128}));
-  EXPECT_EQ(buffers[kWarpMaxSumBuffer].shape, (std::vector<int64_t>{4, 11, 2}));
-  EXPECT_EQ(schedule.getSharedMemoryBytes(), (11 * 128 * 5 + 4 * 11 * 2) * 4);
+            (std::vector<int64_t>{4, 8, 128}));
+  EXPECT_EQ(buffers[kWarpMaxSumBuffer].shape, (std::vector<int64_t>{4, 8, 2}));
+  EXPECT_EQ(schedule.getSharedMemoryBytes(), (8 * 128 * 5 + 4 * 8 * 2) * 4);
 }
 
 TEST(KernelPlan, WideHeadsTakeCUDACoreTilesWithinTheWorkgroupMemory) {
   // MLA's latent cache: 576-wide keys, the first 512 columns the values. A
   // row holds 24 of q's elements and 16 of the accumulator (3 key vectors
-  // of 8 a lane, 2 value vectors), 43 registers: 4 rows in one tile, 3 in
-  // each of several.
+  // of 8 a lane, 2 value vectors), 43 registers: 2 rows (128 registers,
+  // four blocks) a tile, 8 tiles for 16 heads, where 6 of 3 rows (171: two
+  // blocks) take more tiles per resident block.
   KernelProblem latent = makeProblem(576, 16);
   latent.valueHeadDim = 512;
   latent.valuesFromKeys = true;
@@ -120,20 +175,27 @@ TEST(KernelPlan, WideHeadsTakeCUDACoreTilesWithinTheWorkgroupMemory) {
   EXPECT_EQ(schedule.layout.vectorsPerLane, 3);
   EXPECT_EQ(schedule.layout.valueVectorsPerLane, 2);
   EXPECT_EQ(schedule.layout.registersPerRow(), 43);
-  EXPECT_EQ(schedule.getRowsPerTile(), 3);
-  EXPECT_EQ(schedule.getNumRowTiles(), 6);
+  EXPECT_EQ(schedule.getRowsPerTile(), 2);
+  EXPECT_EQ(schedule.getNumRowTiles(), 8);
+  EXPECT_EQ(schedule.minBlocksPerSM, 4);
   std::vector<WorkgroupBuffer> buffers = schedule.getWorkgroupBuffers();
-  EXPECT_EQ(buffers[kQueryBuffer].shape, (std::vector<int64_t>{3, 576}));
+  EXPECT_EQ(buffers[kQueryBuffer].shape, (std::vector<int64_t>{2, 576}));
   EXPECT_EQ(buffers[kWarpAccumulatorsBuffer].shape,
-            (std::vector<int64_t>{4, 3, 512}));
-  latent.groupSize = 4;
-  EXPECT_EQ(planKernel(latent, sm90()).getRowsPerTile(), 4);
+            (std::vector<int64_t>{4, 2, 512}));
   // f32 rows of 512 would take 5 rows by registers (35 each), but 5 rows of
-  // query and accumulators are 51 KB: 4 fit the 48 KB a block declares.
-  KernelSchedule wide = planKernel(makeProblem(512, 8, 1, 4), sm90());
+  // query and accumulators are 51 KB, over the 48 KB a block declares.
+  KernelProblem wideProblem = makeProblem(512, 8, 1, 4);
+  KernelSchedule wide = planKernel(wideProblem, sm90());
   EXPECT_EQ(wide.layout.registersPerRow(), 35);
-  EXPECT_EQ(wide.getRowsPerTile(), 4);
+  EXPECT_LE(wide.getRowsPerTile(), 4);
   EXPECT_LE(wide.getSharedMemoryBytes(), kMaxStaticSharedMemoryBytes);
+  ScheduleChoice fiveRows = wide.getChoice();
+  fiveRows.rowsPerTile = 5;
+  fiveRows.rowTiles = 2;
+  fiveRows.minBlocksPerSM = 0;
+  std::string fiveRowsReason = getReasonScheduleInvalid(wideProblem, fiveRows);
+  EXPECT_NE(fiveRowsReason.find("workgroup memory is"), std::string::npos)
+      << fiveRowsReason;
   // Values wider than the keys: the lanes follow the wider row.
   KernelProblem apart = makeProblem(64, 8);
   apart.valueHeadDim = 264;
@@ -192,7 +254,7 @@ TEST(KernelPlan, FusedMergeWeights) {
   EXPECT_EQ(getMergeWeightsPerRow(4), 4);
   EXPECT_EQ(getMergeWeightsPerRow(5), 8);
   // 4 rows' weights fit in the accumulators; 256 rows of 128 splits need a
-  // buffer of their own, over the static limit: at most 28 splits there
+  // buffer of their own, over the static limit: at most 24 splits there
   // (fd-compile's FUSED-BAD message).
   KernelSchedule llama = planKernel(makeProblem(128, 4), sm90());
   EXPECT_EQ(llama.getWorkgroupBuffers(64).size(), 3u);
@@ -201,9 +263,9 @@ TEST(KernelPlan, FusedMergeWeights) {
   ASSERT_EQ(buffers.size(), 4u);
   EXPECT_EQ(buffers[kMergeWeightsBuffer].getNumElements(), 256 * 128);
   EXPECT_GT(wide.getSharedMemoryBytes(128), kMaxStaticSharedMemoryBytes);
-  EXPECT_EQ(wide.getMostFusedMergeSplits(), 28);
-  EXPECT_LE(wide.getSharedMemoryBytes(28), kMaxStaticSharedMemoryBytes);
-  EXPECT_GT(wide.getSharedMemoryBytes(32), kMaxStaticSharedMemoryBytes);
+  EXPECT_EQ(wide.getMostFusedMergeSplits(), 24);
+  EXPECT_LE(wide.getSharedMemoryBytes(24), kMaxStaticSharedMemoryBytes);
+  EXPECT_GT(wide.getSharedMemoryBytes(28), kMaxStaticSharedMemoryBytes);
 }
 
 TEST(KernelPlan, TheSplitPlannersWorkloadIsTheSchedules) {
@@ -261,16 +323,16 @@ TEST(KernelPlan, SharedMemoryBoundsTheResidentBlocks) {
         << name;
   }
   // D = 64 blocks (18,560 bytes) fit the launch bounds everywhere; a
-  // CUDA-core block without launch bounds is bounded by the SM's warps (16
-  // blocks of 4) or its shared memory.
+  // block without launch bounds (a hand-written schedule's choice) is
+  // bounded by the SM's warps (16 blocks of 4) or its shared memory.
   KernelProblem small = makeProblem(64, 4);
   EXPECT_EQ(planKernel(small, *findChip("sm_86"))
                 .getResidentBlocks(*findChip("sm_86")),
             4);
   KernelProblem mha = makeProblem(128, 1);
-  KernelSchedule cudaCores = planKernel(mha, sm90());
-  ASSERT_EQ(cudaCores.minBlocksPerSM, 0);
-  EXPECT_EQ(cudaCores.getResidentBlocks(sm90()), 16);
+  ScheduleChoice unbounded = planKernel(mha, sm90()).getChoice();
+  unbounded.minBlocksPerSM = 0;
+  EXPECT_EQ(getKernelSchedule(mha, unbounded).getResidentBlocks(sm90()), 16);
   KernelProblem wide = makeProblem(256, 8, 1, 4);
   KernelSchedule f32 = planKernel(wide, sm90());
   EXPECT_EQ(f32.getResidentBlocks(*findChip("sm_86")),

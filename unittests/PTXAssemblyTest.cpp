@@ -5,7 +5,9 @@
 // and the partial kernel must be what its schedule (fd/Planning/KernelPlan.h)
 // says: registers within the schedule's budget, the launch bounds the split
 // planner counts on, the schedule's shared memory. Prints registers and
-// shared memory per kernel. Skips with a reason when ptxas is not installed.
+// shared memory per kernel, and the partial kernel's register model
+// (KernelSchedule::getRegisterDemand) and budget beside ptxas's count.
+// Skips with a reason when ptxas is not installed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,27 +65,26 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
     if (name == "fd_partial_attention") {
       EXPECT_LE(report->registers, schedule.getRegisterBudget(*chip))
           << name << ": " << schedule.minBlocksPerSM << " blocks per SM";
+      std::printf("%s %s: register model %lld, budget %lld\n",
+                  testing::UnitTest::GetInstance()->current_test_info()->name(),
+                  name.c_str(),
+                  static_cast<long long>(schedule.getRegisterDemand(problem)),
+                  static_cast<long long>(schedule.getRegisterBudget(*chip)));
       EXPECT_EQ(schedule.getSharedMemoryBytes(
                     config.fusedMerge ? kernels->numSplits : 0),
                 report->sharedMemoryBytes)
           << name;
-      // The launch bounds ptxas was given are the ones the split planner
-      // fills its waves with.
-      size_t bound = ptx.find(".minnctapersm");
-      if (schedule.minBlocksPerSM == 0) {
-        EXPECT_EQ(bound, std::string::npos) << name;
-      } else {
-        EXPECT_NE(ptx.find(".minnctapersm " +
-                           std::to_string(schedule.minBlocksPerSM)),
-                  std::string::npos)
-            << name;
-      }
-      // On these chips (sm_80, sm_90) the tensor-core kernels' shared
-      // memory holds as many.
-      if (schedule.minBlocksPerSM)
-        EXPECT_EQ(getSplitWorkload(problem, schedule, *chip).blocksPerSM,
-                  schedule.minBlocksPerSM)
-            << name;
+      // Every planned kernel has launch bounds (the register model's), and
+      // they are the blocks the split planner fills its waves with: on these
+      // chips (sm_80, sm_90) the kernels' shared memory holds as many.
+      ASSERT_GT(schedule.minBlocksPerSM, 0) << name;
+      EXPECT_NE(
+          ptx.find(".minnctapersm " + std::to_string(schedule.minBlocksPerSM)),
+          std::string::npos)
+          << name;
+      EXPECT_EQ(getSplitWorkload(problem, schedule, *chip).blocksPerSM,
+                schedule.minBlocksPerSM)
+          << name;
     }
     std::printf("%s %s: %lld registers, %lld bytes shared memory\n",
                 testing::UnitTest::GetInstance()->current_test_info()->name(),

@@ -12,6 +12,9 @@ namespace flashdecode {
 
 using detail::ceilDiv;
 
+/// A held k-step of q: a lane's four mma words.
+static constexpr int64_t kRegistersPerHeldQueryStep = 4;
+
 std::string_view getKernelFormName(KernelForm form) {
   return form == KernelForm::TensorCores ? "tensor_cores" : "cuda_cores";
 }
@@ -103,14 +106,62 @@ int64_t KernelSchedule::getMostFusedMergeSplits() const {
 
 int64_t KernelSchedule::getLeastLoopRegisters() const {
   if (!usesTensorCores()) {
-    // PartialKernelLayout::kRowRegisterBudget leaves the rest of 255 to
-    // these and the converted elements.
+    // PartialKernelLayout::kOtherRegisters holds these among others.
     constexpr int64_t kLoadsInFlight = 32;
     return layout.rowTile * layout.registersPerRow() + kLoadsInFlight;
   }
-  // Per lane: 2 rows' max and sum, D / 8 output tiles of 4, 4 words per
-  // held k-step of q; per step S's two mma chains (8) and K's words (4).
-  return 4 + 4 * (layout.headDim / 8) + 4 * heldQuerySteps + 8 + 4;
+  // Per lane: 2 rows' max and sum, D / 8 output tiles of 4, the words of
+  // each held k-step of q; per step S's two mma chains (8) and K's words
+  // (4).
+  return 4 + 4 * (layout.headDim / 8) +
+         kRegistersPerHeldQueryStep * heldQuerySteps + 8 + 4;
+}
+
+/// The register model's terms for a tensor-core tile beside its token
+/// loop's least (ptxas 13.0, measured with launch bounds of four blocks:
+/// bench/RESULTS.md 2026-12-04, "The register model"). Addresses, bounds
+/// and the cp.async pipeline's indices: what ptxas fits beside two held
+/// k-steps at D = 128 in 128 registers with no spill (at D = 64 it takes
+/// 42).
+static constexpr int64_t kTensorCoreOtherRegisters = 40;
+/// A tile's page lookups, ALiBi slopes or masked rows (a causal window or
+/// query lengths): up to 16 more at D = 64 (106 registers, 118 paged, 122
+/// paged with ALiBi); at D = 128, with two held k-steps, any of them spills
+/// 4 to 24 bytes in four blocks' 128.
+static constexpr int64_t kTensorCoreRowStateRegisters = 16;
+
+/// A CUDA-core tile over a paged fp8 cache: a 16-byte vector decodes to 16
+/// elements (a 16-bit cache's to 8), beside its scales and the page
+/// lookups. Without this term tiles over pages of 1 spill 4 to 64 bytes
+/// within 12 registers of their budget.
+static constexpr int64_t kPagedFloat8Registers = 14;
+
+int64_t KernelSchedule::getRegisterDemand(const KernelProblem &problem) const {
+  const PartialKernelFeatures &features = problem.features;
+  if (!usesTensorCores())
+    return layout.rowTile * layout.registersPerRow() +
+           PartialKernelLayout::kOtherRegisters +
+           (features.paged && problem.cacheElementBytes == 1
+                ? kPagedFloat8Registers
+                : 0);
+  bool rowsMasked = layout.causal && (features.window || features.queryLens);
+  bool rowState = features.paged || layout.alibi || rowsMasked;
+  return getLeastLoopRegisters() + kTensorCoreOtherRegisters +
+         (rowState ? kTensorCoreRowStateRegisters : 0);
+}
+
+/// Gives `schedule` launch bounds of the most blocks per SM, up to
+/// kPlannedBlocksPerSM, whose register budget on `chip` covers its demand
+/// (one where not even a single block's does: ptxas's own limit).
+static void setLaunchBoundsForRegisterDemand(KernelSchedule &schedule,
+                                             const KernelProblem &problem,
+                                             const Chip &chip) {
+  int64_t demand = std::min<int64_t>(schedule.getRegisterDemand(problem),
+                                     chip.maxRegistersPerThread);
+  schedule.minBlocksPerSM = kPlannedBlocksPerSM;
+  while (schedule.minBlocksPerSM > 1 &&
+         schedule.getRegisterBudget(chip) < demand)
+    --schedule.minBlocksPerSM;
 }
 
 ScheduleChoice KernelSchedule::getChoice() const {
@@ -267,38 +318,31 @@ std::string getReasonScheduleInvalid(const KernelProblem &problem,
   return os.str();
 }
 
-/// The tensor-core kernel's launch bounds and held q fragments.
+/// The tensor-core kernel's held q fragments and launch bounds. A k-step of
+/// q held in registers costs nothing per step; one that is not is read from
+/// workgroup memory every step, as much traffic as K's and V's. So a tile
+/// holds all of q where four blocks' registers allow it. Where they do not,
+/// a full tile of 16 rows still holds all (read from workgroup memory, MQA's
+/// 16-row tiles at D = 128 were shared-memory-bound), with fewer blocks; a
+/// smaller tile keeps four blocks and holds the k-steps their registers
+/// leave, if they leave any.
 static void planTensorCoreResidency(const KernelProblem &problem,
                                     const Chip &chip,
                                     KernelSchedule &schedule) {
-  const PartialKernelLayout &layout = schedule.layout;
-  const PartialKernelFeatures &features = problem.features;
-  // The tensor-core kernel fits 128 registers (four blocks per SM, the
-  // split planner's default wave) where ptxas would take a few more:
-  // say so, as __launch_bounds__(128, 4) does. With a paged cache the
-  // page lookups do not fit beside the fragments in 128 (ptxas spills a
-  // few bytes in some configurations), nor do the query rows' windows
-  // beside the soft-cap (8 bytes at MHA, Lq = 8 on sm_80), nor, at D =
-  // 128, the rows' windows or query lengths beside q's held k-steps (4 to
-  // 16 bytes at Hq / Hkv = 2 and 4, Lq > 1, on both arches), nor the ALiBi
-  // slopes and positions of a lane's rows: three blocks, 168 registers.
-  // So do 16-row tiles at D = 128 (MQA), to hold all of q's fragments:
-  // read from workgroup memory, they made two blocks shared-memory-bound.
-  bool rowsMasked = layout.causal && (features.window || features.queryLens);
-  bool tight = features.paged || layout.alibi ||
-               (layout.causal && features.window && features.softCap) ||
-               (rowsMasked && layout.headDim == 128) ||
-               (layout.rowTile == kTensorCoreTileRows && layout.headDim == 128);
-  schedule.minBlocksPerSM = tight ? 3 : 4;
-  // q's fragments all stay in registers through the token loop (else
-  // they are read from workgroup memory every step: as much traffic as
-  // K's and V's) where ptxas fits them: with three blocks' registers,
-  // and with four at D = 64 on sm_90. Elsewhere ptxas 13.0 spills with
-  // more than two held (sm_90, D = 128: 20 bytes with all eight).
-  schedule.heldQuerySteps = layout.headDim / 16;
-  bool hopper = chip.computeCapability >= 90;
-  if (!tight && (!hopper || layout.headDim > 64))
-    schedule.heldQuerySteps = 2;
+  schedule.heldQuerySteps = schedule.layout.headDim / 16;
+  setLaunchBoundsForRegisterDemand(schedule, problem, chip);
+  if (schedule.minBlocksPerSM == kPlannedBlocksPerSM ||
+      schedule.getRowsPerTile() == kTensorCoreTileRows)
+    return;
+  KernelSchedule fourBlocks = schedule;
+  fourBlocks.minBlocksPerSM = kPlannedBlocksPerSM;
+  fourBlocks.heldQuerySteps = 0;
+  int64_t spare = fourBlocks.getRegisterBudget(chip) -
+                  fourBlocks.getRegisterDemand(problem);
+  if (spare < 0)
+    return;
+  fourBlocks.heldQuerySteps = spare / kRegistersPerHeldQueryStep;
+  schedule = fourBlocks;
 }
 
 /// The most rows of a CUDA-core tile within the register budget and the
@@ -321,22 +365,54 @@ static int64_t getMostCudaCoreTileRows(const KernelProblem &problem,
   return std::max<int64_t>(1, rowTile);
 }
 
+/// A CUDA-core kernel's row tiling and launch bounds. Its blocks are bound
+/// by latency (each streams its chunk with the loads its warps keep in
+/// flight), so a KV head's rows take time in proportion to their tiles (each
+/// streams the chunk again) over the blocks an SM holds at once: the tiling
+/// in equal tiles of at most `mostRows` with the fewest tiles per resident
+/// block, among equals the one with more blocks (bench/RESULTS.md
+/// 2026-12-04, "The register model": fewer rows a tile, more blocks).
+static KernelSchedule planCudaCoreTiling(const KernelProblem &problem,
+                                         const Chip &chip, int64_t mostRows) {
+  const int64_t rows = problem.getRowsPerKVHead();
+  std::optional<KernelSchedule> best;
+  int64_t bestTiles = 0, bestBlocks = 0;
+  for (int64_t tiles = ceilDiv(rows, mostRows); tiles <= rows; ++tiles) {
+    ScheduleChoice choice;
+    choice.rowsPerTile = ceilDiv(rows, tiles);
+    choice.rowTiles = tiles;
+    // Equal tiles of that many rows take fewer: a tile would have none.
+    if (ceilDiv(rows, choice.rowsPerTile) != tiles)
+      continue;
+    KernelSchedule schedule = getKernelSchedule(problem, choice);
+    setLaunchBoundsForRegisterDemand(schedule, problem, chip);
+    int64_t blocks = schedule.getResidentBlocks(chip);
+    if (!best || tiles * bestBlocks <= bestTiles * blocks) {
+      best = schedule;
+      bestTiles = tiles;
+      bestBlocks = blocks;
+    }
+    // More tiles of no more blocks only cost more.
+    if (blocks >= kPlannedBlocksPerSM)
+      break;
+  }
+  return *best;
+}
+
 KernelSchedule planKernel(const KernelProblem &problem, const Chip &chip) {
   ScheduleChoice choice;
   const int64_t rows = problem.getRowsPerKVHead();
   bool tensorCores =
       choosesTensorCores(problem.queryElementBytes, problem.headDim, rows) &&
       hasTensorCoreValues(problem);
-  // As few tiles as the rows allow (each streams the chunk again), of equal
-  // size: 16 rows, at most 7 per tile, are three tiles of 6, not 7 + 7 + 2
-  // (fewer registers and less shared memory per tile).
-  int64_t mostRows = kTensorCoreTileRows;
+  // CUDA-core tiles by the blocks an SM holds of them; tensor-core tiles as
+  // few as the rows allow (each streams the chunk again), of equal size:
+  // 24 rows are two tiles of 12, not 16 + 8 (fewer registers a tile).
   if (!tensorCores)
-    mostRows = getMostCudaCoreTileRows(problem, choice);
-  choice.rowTiles = ceilDiv(rows, mostRows);
+    return planCudaCoreTiling(problem, chip,
+                              getMostCudaCoreTileRows(problem, choice));
+  choice.rowTiles = ceilDiv(rows, kTensorCoreTileRows);
   choice.rowsPerTile = ceilDiv(rows, choice.rowTiles);
-  if (!tensorCores)
-    return getKernelSchedule(problem, choice);
   choice.form = KernelForm::TensorCores;
   choice.keyValueStages = PartialKernelLayout::kKeyValueStages;
   KernelSchedule schedule = getKernelSchedule(problem, choice);

@@ -337,16 +337,17 @@ def test_plan_splits_with_the_kernels_work():
                 **kwargs), (kwargs, heads, batch, max_len)
     # MQA at B=1, L=32k: its tensor-core blocks' fixed cost against their
     # pace, 94 splits; with f32 queries (CUDA cores, a token per
-    # token-time) one wave of the kernel's row tiles: 5 tiles of 7 rows
-    # over an f16 cache, 98 splits; 8 tiles of 4 over an fp8 cache (its
-    # rows hold 16 elements a lane), 63.
+    # token-time) one wave of the kernel's row tiles: 7 tiles of 5 rows
+    # over an f16 cache (three blocks per SM by their registers), 53
+    # splits; 11 tiles of 3 over an fp8 cache (its rows hold 16 elements a
+    # lane; three blocks), 35.
     assert flashdecode.plan_splits(1, 1, 32768, num_q_heads=32,
                                    head_dim=128) == 94
     assert flashdecode.plan_splits(1, 1, 32768, num_q_heads=32,
-                                   head_dim=128, dtype="float32") == 98
+                                   head_dim=128, dtype="float32") == 53
     assert flashdecode.plan_splits(1, 1, 32768, num_q_heads=32,
                                    head_dim=128, dtype=np.dtype("float32"),
-                                   kv_dtype="float8_e4m3fn") == 63
+                                   kv_dtype="float8_e4m3fn") == 35
 
 
 @pytest.mark.parametrize("kwargs,message", [

@@ -33,10 +33,9 @@ func.func @planned(%q: memref<1x16x64xf16>, %k: memref<1x32768x1x64xf16>, %v: me
 // -----
 
 // fd-schedule-kernels: the planner's on its chip for a partial op without
-// one (sm_90 holds all of q's fragments at D = 64, sm_80 two), a partial op
-// with one keeps it, fd.attention is left alone.
+// one, a partial op with one keeps it, fd.attention is left alone.
 // SM80-LABEL: func @split_by_hand
-// SM80: fd.partial_attention {{.*}} {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 16, row_tiles = 1, threads = 128, min_blocks_per_sm = 4, held_query_steps = 2, stages = 2>}
+// SM80: fd.partial_attention {{.*}} {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 16, row_tiles = 1, threads = 128, min_blocks_per_sm = 4, held_query_steps = 4, stages = 2>}
 // SM80: fd.partial_attention {{.*}} {schedule = #fd.schedule<form = cuda_cores, rows_per_tile = 4, row_tiles = 4, threads = 128>}
 // SM80: fd.attention
 // SM80-NOT: schedule

@@ -114,6 +114,11 @@ enum PartialKernelBuffer : unsigned {
   kMergeWeightsBuffer,
 };
 
+/// The most blocks per SM a schedule's launch bounds promise: the split
+/// planner's wave (SplitPlannerOptions::blocksPerSM, which says why four).
+/// Registers for more would be registers a thread could have used.
+inline constexpr int64_t kPlannedBlocksPerSM = 4;
+
 /// Static shared memory a kernel may declare without an opt-in: 48 KiB on
 /// every target (more needs dynamic shared memory).
 inline constexpr int64_t kMaxStaticSharedMemoryBytes = 48 * 1024;
@@ -135,8 +140,8 @@ struct KernelSchedule {
   /// The blocks per SM the launch bounds promise ptxas
   /// (`__launch_bounds__(threads, minBlocksPerSM)`), which caps its
   /// registers at the register file over that many blocks; 0: no launch
-  /// bounds (the CUDA-core kernel: ptxas takes the registers it wants, up
-  /// to 255).
+  /// bounds (ptxas takes the registers it wants, up to 255; a hand-written
+  /// schedule may say so).
   int64_t minBlocksPerSM = 0;
   /// Tensor cores: q's 16-wide k-steps whose fragments stay in registers
   /// through the token loop (the rest are read from workgroup memory each
@@ -181,6 +186,16 @@ struct KernelSchedule {
   /// planner's choices are checked against it); a schedule whose budget is
   /// below this cannot work.
   int64_t getLeastLoopRegisters() const;
+  /// The register model: the registers a thread of `problem`'s kernel
+  /// takes with this schedule, from which planKernel sets the launch bounds
+  /// (the most blocks, up to kPlannedBlocksPerSM, whose budget covers it) and a
+  /// tensor-core tile's held k-steps. A CUDA-core tile's rows
+  /// (registersPerRow each), PartialKernelLayout::kOtherRegisters and the
+  /// decoding of a paged fp8 cache; a tensor-core tile's
+  /// getLeastLoopRegisters, its addresses and pipeline state, and the state
+  /// of paged, sloped or masked rows. PTXAssemblyTest checks it against
+  /// ptxas: no spills within the budget.
+  int64_t getRegisterDemand(const KernelProblem &problem) const;
 
   ScheduleChoice getChoice() const;
 };

@@ -31,7 +31,7 @@ struct SplitPlannerOptions {
   /// an H200 (bench/RESULTS.md, 2026-11-29) the same Llama-3-8B kernel
   /// streamed 0.88 TB/s with 128 blocks and 2.65 TB/s with 512, and MHA 86 %
   /// of the copy bandwidth with 512. So a wave is four blocks per SM.
-  int64_t blocksPerSM = 4;
+  int64_t blocksPerSM = kPlannedBlocksPerSM;
   /// No chunk is shorter than this many tokens at the planning length.
   int64_t minChunkLength = 128;
   /// Upper bound on the split count (bounds the workspace, B * Lq * Hq * S *
@@ -105,8 +105,8 @@ struct SplitWorkload {
   int64_t tokensPerStep = 32;
   /// Query rows one block serves: more rows take a block per tile, each
   /// streaming the chunk. The kernel's (KernelSchedule::getRowsPerTile:
-  /// tensor-core tiles of up to 16, CUDA-core tiles as many rows as their
-  /// registers hold) in getSplitWorkload; a hand-made workload assumes 16.
+  /// tensor-core tiles of up to 16, CUDA-core tiles as planKernel tiles
+  /// them) in getSplitWorkload; a hand-made workload assumes 16.
   int64_t rowsPerTile = 16;
   /// The blocks of the kernel an SM holds (KernelSchedule::getResidentBlocks:
   /// its launch bounds, shared memory and the SM's limits): a wave holds no

@@ -8,7 +8,7 @@
 // CHECK-LABEL: func.func @latent
 // CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in ({{.*}}) threads in (%c128{{.*}}) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : i32)
 // CHECK: gpu.launch_func @fd_merge::@fd_merge {{.*}} threads in (%c256,
-// CHECK: gpu.func @fd_partial_attention({{.*}}) workgroup(%{{.*}} : memref<3x576xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<4x3x512xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.func @fd_partial_attention({{.*}}) workgroup(%{{.*}} : memref<2x576xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<4x2x512xf32, #gpu.address_space<workgroup>>
 // CHECK-SAME: fd.params = ["query", "key_cache", "seq_lens", "partial_output", "partial_lse", "max_len"]
 // CHECK: gpu.func @fd_merge
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
