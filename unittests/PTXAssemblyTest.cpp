@@ -62,14 +62,14 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
               report->sharedMemoryBytes)
         << name << ":\n"
         << report->log;
+    // The partial kernel's register model and budget beside ptxas's count.
+    std::string model;
     if (name == "fd_partial_attention") {
       EXPECT_LE(report->registers, schedule.getRegisterBudget(*chip))
           << name << ": " << schedule.minBlocksPerSM << " blocks per SM";
-      std::printf("%s %s: register model %lld, budget %lld\n",
-                  testing::UnitTest::GetInstance()->current_test_info()->name(),
-                  name.c_str(),
-                  static_cast<long long>(schedule.getRegisterDemand(problem)),
-                  static_cast<long long>(schedule.getRegisterBudget(*chip)));
+      model = " (model " + std::to_string(schedule.getRegisterDemand(problem)) +
+              ", budget " + std::to_string(schedule.getRegisterBudget(*chip)) +
+              ")";
       EXPECT_EQ(schedule.getSharedMemoryBytes(
                     config.fusedMerge ? kernels->numSplits : 0),
                 report->sharedMemoryBytes)
@@ -86,9 +86,10 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
                 schedule.minBlocksPerSM)
           << name;
     }
-    std::printf("%s %s: %lld registers, %lld bytes shared memory\n",
+    std::printf("%s %s: %lld registers%s, %lld bytes shared memory\n",
                 testing::UnitTest::GetInstance()->current_test_info()->name(),
                 name.c_str(), static_cast<long long>(report->registers),
+                model.c_str(),
                 static_cast<long long>(report->sharedMemoryBytes));
   }
 }

@@ -106,7 +106,7 @@ int64_t KernelSchedule::getMostFusedMergeSplits() const {
 
 int64_t KernelSchedule::getLeastLoopRegisters() const {
   if (!usesTensorCores()) {
-    // PartialKernelLayout::kOtherRegisters holds these among others.
+    // kCudaCoreOtherRegisters (getRegisterDemand) holds these among others.
     constexpr int64_t kLoadsInFlight = 32;
     return layout.rowTile * layout.registersPerRow() + kLoadsInFlight;
   }
@@ -117,10 +117,22 @@ int64_t KernelSchedule::getLeastLoopRegisters() const {
          kRegistersPerHeldQueryStep * heldQuerySteps + 8 + 4;
 }
 
+/// The register model's term for a CUDA-core thread's registers besides its
+/// rows': fitted on the kernel matrix, each kernel assembled with launch
+/// bounds of 2, 3 and 4 blocks, as the least that never promises more blocks
+/// than ptxas 13.0 fits with no spill (bench/RESULTS.md 2026-12-04
+/// (second), "The register model").
+static constexpr int64_t kCudaCoreOtherRegisters = 42;
+/// A CUDA-core tile over a paged fp8 cache: a 16-byte vector decodes to 16
+/// elements (a 16-bit cache's to 8), beside its scales and the page
+/// lookups. Without this term tiles over pages of 1 spill 4 to 64 bytes
+/// within 12 registers of their budget.
+static constexpr int64_t kPagedFloat8Registers = 14;
+
 /// The register model's terms for a tensor-core tile beside its token
 /// loop's least (ptxas 13.0, measured with launch bounds of four blocks:
-/// bench/RESULTS.md 2026-12-04, "The register model"). Addresses, bounds
-/// and the cp.async pipeline's indices: what ptxas fits beside two held
+/// bench/RESULTS.md 2026-12-04 (second), "The register model"). Addresses,
+/// bounds and the cp.async pipeline's indices: what ptxas fits beside two held
 /// k-steps at D = 128 in 128 registers with no spill (at D = 64 it takes
 /// 42).
 static constexpr int64_t kTensorCoreOtherRegisters = 40;
@@ -130,17 +142,10 @@ static constexpr int64_t kTensorCoreOtherRegisters = 40;
 /// 4 to 24 bytes in four blocks' 128.
 static constexpr int64_t kTensorCoreRowStateRegisters = 16;
 
-/// A CUDA-core tile over a paged fp8 cache: a 16-byte vector decodes to 16
-/// elements (a 16-bit cache's to 8), beside its scales and the page
-/// lookups. Without this term tiles over pages of 1 spill 4 to 64 bytes
-/// within 12 registers of their budget.
-static constexpr int64_t kPagedFloat8Registers = 14;
-
 int64_t KernelSchedule::getRegisterDemand(const KernelProblem &problem) const {
   const PartialKernelFeatures &features = problem.features;
   if (!usesTensorCores())
-    return layout.rowTile * layout.registersPerRow() +
-           PartialKernelLayout::kOtherRegisters +
+    return layout.rowTile * layout.registersPerRow() + kCudaCoreOtherRegisters +
            (features.paged && problem.cacheElementBytes == 1
                 ? kPagedFloat8Registers
                 : 0);

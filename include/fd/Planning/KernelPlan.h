@@ -190,8 +190,8 @@ struct KernelSchedule {
   /// takes with this schedule, from which planKernel sets the launch bounds
   /// (the most blocks, up to kPlannedBlocksPerSM, whose budget covers it) and a
   /// tensor-core tile's held k-steps. A CUDA-core tile's rows
-  /// (registersPerRow each), PartialKernelLayout::kOtherRegisters and the
-  /// decoding of a paged fp8 cache; a tensor-core tile's
+  /// (registersPerRow each), a fixed term and the decoding of a paged fp8
+  /// cache; a tensor-core tile's
   /// getLeastLoopRegisters, its addresses and pipeline state, and the state
   /// of paged, sloped or masked rows. PTXAssemblyTest checks it against
   /// ptxas: no spills within the budget.

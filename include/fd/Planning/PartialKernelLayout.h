@@ -57,12 +57,6 @@ struct PartialKernelLayout {
   /// not with --maxrregcount 200); f32 tiles of 13 rows spill at D = 96.
   /// PTXAssemblyTest's sweep fails on any spill.
   static constexpr int64_t kRowRegisterBudget = 176;
-  /// The register model's term for a CUDA-core thread's registers besides
-  /// its rows' (KernelSchedule::getRegisterDemand): fitted on the kernel
-  /// matrix, each kernel assembled with launch bounds of 2, 3 and 4 blocks,
-  /// as the least that never promises more blocks than ptxas 13.0 fits with
-  /// no spill (bench/RESULTS.md 2026-12-04, "The register model").
-  static constexpr int64_t kOtherRegisters = 42;
   /// Taken from the budget when the rows take more than one tile: sized
   /// when a block looped over its tiles (the loop kept the chunk bounds and
   /// the tile's first row live through the token loop; f16 tiles of 8 rows
