@@ -48,8 +48,8 @@ std::string describe(const KernelConfig &config) {
          (config.withLse ? " (with lse)" : "");
 }
 
-std::vector<KernelConfig> benchmarkConfigs() {
-  std::vector<KernelConfig> configs;
+std::vector<KernelRequest> benchmarkConfigs() {
+  std::vector<KernelRequest> configs;
   for (int64_t headDim : {64, 128, 256})
     for (int64_t kvHeads : {8, 32, 1})
       for (ElementType type : {ElementType::F16, ElementType::BF16}) {
@@ -57,9 +57,9 @@ std::vector<KernelConfig> benchmarkConfigs() {
         config.headDim = headDim;
         config.numKVHeads = kvHeads;
         config.elementType = type;
-        config.batch = 1;
-        config.maxLength = 32768;
-        configs.push_back(config);
+        PlanningHints hints;
+        hints.maxLength = 32768;
+        configs.emplace_back(config, hints);
       }
   for (int64_t queryLength : {2, 4}) {
     KernelConfig config;
@@ -142,7 +142,7 @@ int main(int argc, char **argv) {
               "|---|---:|---:|---:|---:|\n");
   std::vector<double> cold, disk, memory;
   std::string csv = "config,num_splits,cold_ms,disk_hit_ms,memory_hit_us\n";
-  for (const KernelConfig &config : benchmarkConfigs()) {
+  for (const KernelRequest &config : benchmarkConfigs()) {
     start = Clock::now();
     auto uncached = compileUncached(config);
     cold.push_back(millisecondsSince(start));
@@ -165,12 +165,13 @@ int main(int argc, char **argv) {
     if (!fromDisk || !fromMemory)
       return 1;
     std::printf("| %s | %lld | %.1f | %.2f | %.1f |\n",
-                describe(config).c_str(),
+                describe(config.config).c_str(),
                 static_cast<long long>(uncached->numSplits), cold.back(),
                 disk.back(), memory.back());
-    csv += describe(config) + "," + std::to_string(uncached->numSplits) + "," +
-           std::to_string(cold.back()) + "," + std::to_string(disk.back()) +
-           "," + std::to_string(memory.back()) + "\n";
+    csv += describe(config.config) + "," + std::to_string(uncached->numSplits) +
+           "," + std::to_string(cold.back()) + "," +
+           std::to_string(disk.back()) + "," + std::to_string(memory.back()) +
+           "\n";
   }
   double nvccMs = timeNvcc(anchor, 5);
   std::printf("\nmedians over %zu configs: cold %.1f ms, disk hit %.2f ms, "

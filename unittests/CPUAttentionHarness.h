@@ -276,8 +276,9 @@ struct PagedCaches {
   }
 };
 
-inline std::unique_ptr<CPUAttentionKernel> compile(const KernelConfig &config) {
-  auto kernel = CPUAttentionKernel::compile(config);
+inline std::unique_ptr<CPUAttentionKernel>
+compile(const KernelRequest &request) {
+  auto kernel = CPUAttentionKernel::compile(request);
   if (!kernel) {
     ADD_FAILURE() << llvm::toString(kernel.takeError());
     return nullptr;
@@ -332,12 +333,13 @@ inline Result run(const CPUAttentionKernel &kernel, const Problem &problem,
   return result;
 }
 
-/// Compiles `config` (the problem's, with split, page or feature fields
-/// changed) and runs it on the problem.
-inline Result run(const KernelConfig &config, const Problem &problem,
+/// Compiles `request` (the problem's config, with split, page or feature
+/// fields changed) and runs it on the problem.
+inline Result run(const KernelRequest &request, const Problem &problem,
                   const PagedCaches *paged = nullptr) {
-  if (auto kernel = compile(config))
+  if (auto kernel = compile(request))
     return run(*kernel, problem, paged);
+  const KernelConfig &config = request.config;
   return {HostTensor(getStorage(config.elementType),
                      problem.rows() * config.getValueHeadDim()),
           std::vector<float>(problem.rows(), std::nanf(""))};
@@ -447,9 +449,10 @@ inline void expectPagedMatchesDense(KernelConfig config, const Problem &problem,
   Result dense = run(config, problem);
   expectMatchesReference(problem, dense, lse);
   config.pageSize = pageSize;
-  config.batch = problem.batch;
-  config.maxLength = problem.maxLength;
-  Result actual = run(config, problem, &paged);
+  PlanningHints hints;
+  hints.batch = problem.batch;
+  hints.maxLength = problem.maxLength;
+  Result actual = run({config, hints}, problem, &paged);
   expectMatchesReference(problem, actual, lse);
   EXPECT_EQ(actual.output.bytes, dense.output.bytes);
   EXPECT_EQ(actual.lse, dense.lse);

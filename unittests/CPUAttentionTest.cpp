@@ -142,9 +142,10 @@ TEST_F(CPUAttention, AutomaticSplitsFollowThePlanner) {
   config.numQueryHeads = 8;
   config.numKVHeads = 2;
   config.headDim = 128;
-  config.batch = 3;
-  config.maxLength = 2048;
-  auto kernel = compile(config);
+  PlanningHints hints;
+  hints.batch = 3;
+  hints.maxLength = 2048;
+  auto kernel = compile({config, hints});
   ASSERT_TRUE(kernel);
   // The compiler plans with the op's work: 4 rows per KV head, D = 128, f16.
   SplitWorkload workload;
@@ -171,15 +172,16 @@ TEST_F(CPUAttention, ChunkLengthModeIsIndependentOfTheBatch) {
     config.numQueryHeads = 4;
     config.numKVHeads = 1;
     config.headDim = 64;
-    config.chunkLength = 16;
     config.withLse = true;
 
-    config.batch = 1;
-    config.maxLength = 100;
-    auto alone = compile(config);
-    config.batch = 4;
-    config.maxLength = 512;
-    auto batched = compile(config);
+    PlanningHints hints;
+    hints.chunkLength = 16;
+    hints.batch = 1;
+    hints.maxLength = 100;
+    auto alone = compile({config, hints});
+    hints.batch = 4;
+    hints.maxLength = 512;
+    auto batched = compile({config, hints});
     ASSERT_TRUE(alone && batched);
     EXPECT_EQ(alone->getNumSplits(), 7);    // ceil(100 / 16)
     EXPECT_EQ(batched->getNumSplits(), 32); // ceil(512 / 16)
@@ -268,9 +270,10 @@ TEST_F(CPUAttention, PagedEqualsDenseOnTheSameLogicalCache) {
                           sharedPages);
         auto denseKernel = compile(config);
         config.pageSize = pageSize;
-        config.batch = dense.batch;
-        config.maxLength = paged.pagesPerSequence * pageSize;
-        auto pagedKernel = compile(config);
+        PlanningHints hints;
+        hints.batch = dense.batch;
+        hints.maxLength = paged.pagesPerSequence * pageSize;
+        auto pagedKernel = compile({config, hints});
         ASSERT_TRUE(denseKernel && pagedKernel);
 
         Result expected = run(*denseKernel, dense);

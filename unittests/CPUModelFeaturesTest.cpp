@@ -160,13 +160,14 @@ TEST_F(CPUModelFeatures, ChunkLengthModeCutsOnlyTheWindow) {
   for (int64_t queryLength : {1, 3}) {
     KernelConfig config = gqaConfig(ElementType::F16, queryLength);
     config.windowLeft = 38 - queryLength;
-    config.chunkLength = 16;
-    config.maxLength = 512;
-    auto kernel = compile(config);
+    PlanningHints chunks;
+    chunks.chunkLength = 16;
+    chunks.maxLength = 512;
+    auto kernel = compile({config, chunks});
     ASSERT_TRUE(kernel);
     EXPECT_EQ(kernel->getNumSplits(), 3) << "Lq=" << queryLength;
     Problem problem(config, {512, 100, 0, 1, 36, 37, 38, 250}, 512, random);
-    expectMatches(problem, run(config, problem));
+    expectMatches(problem, run(*kernel, problem));
   }
 }
 
@@ -176,10 +177,11 @@ TEST_F(CPUModelFeatures, AutomaticSplitsAndGrowingLengthsWithAWindow) {
   SCOPED_TRACE(seedNote());
   KernelConfig config = gqaConfig(ElementType::F32, 2);
   config.windowLeft = 100;
-  config.batch = 2;
-  config.maxLength = 4096;
+  PlanningHints hints;
+  hints.batch = 2;
+  hints.maxLength = 4096;
   Problem problem(config, {4096, 99}, 4096, random);
-  expectMatches(problem, run(config, problem));
+  expectMatches(problem, run({config, hints}, problem));
   config.numSplits = 6;
   auto kernel = compile(config);
   ASSERT_TRUE(kernel);

@@ -141,20 +141,22 @@ TEST_F(CPUSinks, AutomaticSplitsAndChunkLengthMode) {
   SCOPED_TRACE(seedNote());
   // The planner's split count for a batch of 2 over 4096 positions.
   KernelConfig config = sinksConfig(ElementType::F32, 2);
-  config.batch = 2;
-  config.maxLength = 4096;
+  PlanningHints hints;
+  hints.batch = 2;
+  hints.maxLength = 4096;
   Problem problem(config, {4096, 0}, 4096, random);
   setSpecialSinks(problem);
-  auto automatic = compile(config);
+  auto automatic = compile({config, hints});
   ASSERT_TRUE(automatic);
   EXPECT_GT(automatic->getNumSplits(), 1);
   expectMatchesReference(problem, run(*automatic, problem));
   // Chunks of 16 over 512 positions: 32 splits, most of them empty for the
   // short sequences.
   config = sinksConfig(ElementType::F16);
-  config.chunkLength = 16;
-  config.maxLength = 512;
-  auto chunked = compile(config);
+  PlanningHints chunks;
+  chunks.chunkLength = 16;
+  chunks.maxLength = 512;
+  auto chunked = compile({config, chunks});
   ASSERT_TRUE(chunked);
   EXPECT_EQ(chunked->getNumSplits(), 32);
   Problem chunkedProblem(config, {512, 100, 0, 1, 15, 16, 17}, 512, random);

@@ -1,6 +1,7 @@
 //===- KernelCacheTest.cpp - The JIT's memory and disk caches -------------===//
 
 #include "fd/Compiler/Compile.h"
+#include "fd/Compiler/SplitKVOptions.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -98,7 +99,6 @@ TEST_F(KernelCache, KeyChangesWithEveryField) {
        [](KernelConfig &c) { c.cacheLayout = CacheLayout::HND; }},
       {"splitKV", [](KernelConfig &c) { c.splitKV = false; }},
       {"numSplits", [](KernelConfig &c) { c.numSplits = 5; }},
-      {"chunkLength", [](KernelConfig &c) { c.chunkLength = 64; }},
       {"scale", [](KernelConfig &c) { c.scale = 0.125f; }},
       {"pageSize", [](KernelConfig &c) { c.pageSize = 16; }},
       {"windowLeft", [](KernelConfig &c) { c.windowLeft = 128; }},
@@ -114,12 +114,6 @@ TEST_F(KernelCache, KeyChangesWithEveryField) {
          c.kvCacheType = KVCacheType::E5M2;
          c.kvScaleGranularity = KVScaleGranularity::TokenHead;
        }},
-      {"batch", [](KernelConfig &c) { c.batch = 2; }},
-      {"maxLength", [](KernelConfig &c) { c.maxLength = 8192; }},
-      {"smCount", [](KernelConfig &c) { c.smCount = 108; }},
-      {"blocksPerSM", [](KernelConfig &c) { c.blocksPerSM = 1; }},
-      {"minChunkLength", [](KernelConfig &c) { c.minChunkLength = 256; }},
-      {"maxSplits", [](KernelConfig &c) { c.maxSplits = 16; }},
       {"arch", [](KernelConfig &c) { c.arch = "sm_80"; }},
       {"ptxVersion", [](KernelConfig &c) { c.ptxVersion = 81; }},
   };
@@ -137,6 +131,57 @@ TEST_F(KernelCache, KeyChangesWithEveryField) {
   EXPECT_NE(getCacheKey(a), getCacheKey(b));
   EXPECT_EQ(getCacheKey(config).size(), 64u);
   EXPECT_EQ(getCacheKey(config), getCacheKey(KernelConfig(config)));
+}
+
+TEST_F(KernelCache, RequestsThatResolveAlikeShareOneEntry) {
+  // A fixed count: no hint changes the key.
+  PlanningHints other;
+  other.batch = 7;
+  other.maxLength = 100;
+  other.chunkLength = 16;
+  other.planner.smCount = 108;
+  other.planner.blocksPerSM = 1;
+  other.planner.minChunkLength = 256;
+  other.planner.maxSplits = 16;
+  EXPECT_EQ(getCacheKey(config), getCacheKey({config, other}));
+  // Automatic: the key is the planned count's, whatever batch planned it.
+  config.numSplits = 0;
+  PlanningHints three, four, many;
+  three.batch = 3;
+  four.batch = 4;
+  many.batch = 64;
+  ASSERT_EQ(resolveNumSplits({config, three}),
+            resolveNumSplits({config, four}));
+  ASSERT_NE(resolveNumSplits({config, three}),
+            resolveNumSplits({config, many}));
+  EXPECT_EQ(getCacheKey({config, three}), getCacheKey({config, four}));
+  EXPECT_NE(getCacheKey({config, three}), getCacheKey({config, many}));
+
+  CacheStatistics before = getCacheStatistics();
+  auto first = compile({config, three}, options);
+  auto second = compile({config, four}, options);
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(getCacheStatistics().compilations, before.compilations + 1);
+  EXPECT_EQ((*second)->ptx, (*first)->ptx);
+  // Each manifest records its own request.
+  EXPECT_NE((*first)->manifest.find("\"planned_batch\": 3"), std::string::npos);
+  EXPECT_NE((*second)->manifest.find("\"planned_batch\": 4"),
+            std::string::npos);
+  EXPECT_NE((*second)->manifest.find("\"requested_num_splits\": 0"),
+            std::string::npos);
+  // The same request again: the entry itself.
+  auto again = compile({config, three}, options);
+  ASSERT_TRUE(static_cast<bool>(again));
+  EXPECT_EQ(*again, *first);
+  // From disk, recorded for the request that reads it.
+  clearMemoryCache();
+  auto fromDisk = compile({config, four}, options);
+  ASSERT_TRUE(static_cast<bool>(fromDisk));
+  EXPECT_EQ(getCacheStatistics().diskHits, before.diskHits + 1);
+  EXPECT_EQ((*fromDisk)->manifest, (*second)->manifest);
+  auto uncached = compileUncached({config, four});
+  ASSERT_TRUE(static_cast<bool>(uncached));
+  EXPECT_EQ(uncached->manifest, (*second)->manifest);
 }
 
 TEST_F(KernelCache, SinksReachTheManifestAndOnlyTheMerge) {
@@ -263,7 +308,9 @@ TEST_F(KernelCache, TruncatedOrForeignEntriesAreRebuilt) {
   std::vector<std::function<std::string(std::string)>> damages = {
       [](std::string c) { return c.substr(0, c.size() / 2); },
       [](std::string) { return std::string(); },
-      [](std::string) { return std::string("FDKCACHE1\n12\nabc\nnot json"); },
+      [](std::string) { return std::string("FDKCACHE2\n12\nabc\nnot json"); },
+      // An entry of the format before the request was recorded.
+      [](std::string c) { return "FDKCACHE1" + c.substr(9); },
       [](std::string c) { return c + "trailing"; },
   };
   for (auto &damage : damages) {

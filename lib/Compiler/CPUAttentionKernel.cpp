@@ -49,8 +49,9 @@ void initializeNativeTarget() {
 CPUAttentionKernel::~CPUAttentionKernel() = default;
 
 llvm::Expected<std::unique_ptr<CPUAttentionKernel>>
-CPUAttentionKernel::compile(const KernelConfig &config) {
-  std::string invalid = config.validate();
+CPUAttentionKernel::compile(const KernelRequest &request) {
+  const KernelConfig &config = request.config;
+  std::string invalid = request.validate();
   if (!invalid.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(), invalid);
   initializeNativeTarget();
@@ -65,7 +66,8 @@ CPUAttentionKernel::compile(const KernelConfig &config) {
   kernel->config = config;
   if (config.splitKV) {
     PassManager splitPipeline(&context);
-    splitPipeline.addPass(mlir::fd::createFDSplitKV(getSplitKVOptions(config)));
+    splitPipeline.addPass(
+        mlir::fd::createFDSplitKV(getSplitKVOptions(request)));
     if (failed(splitPipeline.run(*module)))
       return diagnostics.failure("fd-split-kv");
     module->walk([&](mlir::fd::PartialAttentionOp op) {

@@ -26,9 +26,10 @@ using namespace mlir;
 
 namespace flashdecode {
 
-int64_t getAutomaticMaxSplits(const KernelConfig &config) {
-  return getAutomaticSplitCap(config.getKernelSchedule(), config.maxSplits,
-                              config.fusedMerge);
+int64_t getAutomaticMaxSplits(const KernelRequest &request) {
+  return getAutomaticSplitCap(request.config.getKernelSchedule(),
+                              request.hints.planner.maxSplits,
+                              request.config.fusedMerge);
 }
 
 const char *getCompilerVersion() { return "flashdecode 0.2.20 (MLIR 22)"; }
@@ -45,13 +46,15 @@ llvm::Error makeError(const llvm::Twine &message) {
 /// diagnostics collected for error messages.
 class Compilation {
 public:
-  explicit Compilation(const KernelConfig &config)
+  explicit Compilation(const KernelRequest &request)
       : context(makeRegistry(), MLIRContext::Threading::DISABLED),
-        diagnostics(context), module(buildAttentionModule(context, config)),
-        split(getSplitKVOptions(config)), ptxVersion(config.ptxVersion) {
+        diagnostics(context),
+        module(buildAttentionModule(context, request.config)),
+        split(getSplitKVOptions(request)),
+        ptxVersion(request.config.ptxVersion) {
     // fd.attention always goes through fd-split-kv on the GPU: num-splits=1
     // is the unsplit kernel.
-    if (!config.splitKV)
+    if (!request.config.splitKV)
       split.numSplits = 1;
   }
 
@@ -205,32 +208,47 @@ llvm::Expected<llvm::json::Array> readKernelABI(ModuleOp module) {
   return kernels;
 }
 
+/// The manifest's "config": the request's fields, the hints' (how its split
+/// count was planned) included.
+llvm::json::Object getConfigFields(const KernelRequest &request) {
+  llvm::json::Object fields;
+  request.config.forEachField(
+      [&](const char *name, const KernelConfig::FieldValue &value) {
+        if (auto *integer = std::get_if<int64_t>(&value))
+          fields[name] = *integer;
+        else if (auto *flag = std::get_if<bool>(&value))
+          fields[name] = *flag;
+        else if (auto *string = std::get_if<std::string>(&value))
+          fields[name] = *string;
+        else if (auto &number = std::get<std::optional<float>>(value))
+          fields[name] = static_cast<double>(*number);
+      });
+  request.hints.forEachField(
+      [&](const char *name, int64_t value) { fields[name] = value; });
+  return fields;
+}
+
+std::string printManifest(llvm::json::Value manifest) {
+  std::string text;
+  llvm::raw_string_ostream stream(text);
+  stream << llvm::formatv("{0:2}", manifest);
+  return text;
+}
+
 /// The manifest: everything the runtime needs to allocate and launch.
-std::string buildManifest(const KernelConfig &config, int64_t numSplits,
+std::string buildManifest(const KernelRequest &request, int64_t numSplits,
                           std::optional<ScheduleChoice> schedule,
                           llvm::json::Array kernels) {
+  const KernelConfig &config = request.config;
   WorkspaceLayout workspace = WorkspaceLayout::get(
       config.queryLength, config.numQueryHeads, config.numKVHeads, numSplits,
       config.getValueHeadDim(), config.fusedMerge);
   int64_t workspacePerSequence = workspace.getBytesPerSequence();
 
-  llvm::json::Object configJson;
-  config.forEachField(
-      [&](const char *name, const KernelConfig::FieldValue &value) {
-        if (auto *integer = std::get_if<int64_t>(&value))
-          configJson[name] = *integer;
-        else if (auto *flag = std::get_if<bool>(&value))
-          configJson[name] = *flag;
-        else if (auto *string = std::get_if<std::string>(&value))
-          configJson[name] = *string;
-        else if (auto &number = std::get<std::optional<float>>(value))
-          configJson[name] = static_cast<double>(*number);
-      });
-
   llvm::json::Object manifest{
       {"compiler_version", getCompilerVersion()},
       {"compiler_source_hash", getCompilerSourceHash()},
-      {"config", std::move(configJson)},
+      {"config", getConfigFields(request)},
       {"num_splits", numSplits},
       {"workspace",
        llvm::json::Object{
@@ -252,19 +270,25 @@ std::string buildManifest(const KernelConfig &config, int64_t numSplits,
     });
     manifest["schedule"] = std::move(fields);
   }
-  std::string text;
-  llvm::raw_string_ostream stream(text);
-  stream << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)));
-  return text;
+  return printManifest(std::move(manifest));
 }
 
 } // namespace
 
-llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config) {
-  std::string invalid = config.validate();
+std::string recordRequest(llvm::StringRef manifest,
+                          const KernelRequest &request) {
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(manifest);
+  if (!parsed) // Never: the manifests recorded are buildManifest's.
+    llvm::report_fatal_error(llvm::toString(parsed.takeError()).c_str());
+  (*parsed->getAsObject())["config"] = getConfigFields(request);
+  return printManifest(std::move(*parsed));
+}
+
+llvm::Expected<CompiledKernels> compileUncached(const KernelRequest &request) {
+  std::string invalid = request.validate();
   if (!invalid.empty())
     return makeError(invalid);
-  Compilation compilation(config);
+  Compilation compilation(request);
   if (llvm::Error error = compilation.run(Stage::Split, Stage::Split))
     return std::move(error);
   CompiledKernels result;
@@ -273,6 +297,16 @@ llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config) {
     result.numSplits = op.getNumSplits();
     schedule = op.getScheduleAttr().getChoice();
   });
+  // The JIT caches kernels under resolve(request), planned without the
+  // module: fd-split-kv, planning on it, must agree.
+  if (int64_t resolved = resolveNumSplits(request);
+      result.numSplits != resolved)
+    return makeError("fd-split-kv planned " + llvm::Twine(result.numSplits) +
+                     " splits where resolve() planned " +
+                     llvm::Twine(resolved) +
+                     " (a compiler bug: please report "
+                     "it with this configuration: " +
+                     request.toString() + ")");
   // The ABI as the lowering built it, then on to PTX.
   if (llvm::Error error = compilation.run(Stage::GPU, Stage::GPU))
     return std::move(error);
@@ -286,15 +320,17 @@ llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config) {
     return ptx.takeError();
   result.ptx = std::move(*ptx);
   result.manifest =
-      buildManifest(config, result.numSplits, schedule, std::move(*kernels));
+      buildManifest(request, result.numSplits, schedule, std::move(*kernels));
+  result.request = request.toString();
   return result;
 }
 
-llvm::Expected<std::string> emitStage(const KernelConfig &config, Stage stage) {
-  std::string invalid = config.validate();
+llvm::Expected<std::string> emitStage(const KernelRequest &request,
+                                      Stage stage) {
+  std::string invalid = request.validate();
   if (!invalid.empty())
     return makeError(invalid);
-  Compilation compilation(config);
+  Compilation compilation(request);
   if (stage != Stage::Input)
     if (llvm::Error error = compilation.run(Stage::Split, stage))
       return std::move(error);

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fd/Compiler/Compile.h"
+#include "fd/Compiler/SplitKVOptions.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -32,7 +33,7 @@ namespace {
 /// the key.
 constexpr const char *kPipelineOptions =
     "fd-lower-to-ptx format=isa O=3 partial-threads=128";
-constexpr llvm::StringLiteral kMagic = "FDKCACHE1";
+constexpr llvm::StringLiteral kMagic = "FDKCACHE2";
 
 std::string sha256Hex(llvm::StringRef data) {
   return llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(data)),
@@ -70,6 +71,7 @@ std::string serialize(const std::string &key, const CompiledKernels &kernels) {
       << llvm::json::Value(llvm::json::Object{{"key", key},
                                               {"num_splits", kernels.numSplits},
                                               {"manifest", kernels.manifest},
+                                              {"request", kernels.request},
                                               {"ptx", std::move(ptx)}});
   return (kMagic + "\n" + llvm::Twine(payload.size()) + "\n" +
           sha256Hex(payload) + "\n" + payload)
@@ -98,11 +100,13 @@ std::optional<CompiledKernels> deserialize(llvm::StringRef entry,
   CompiledKernels kernels;
   std::optional<int64_t> numSplits = object->getInteger("num_splits");
   std::optional<llvm::StringRef> manifest = object->getString("manifest");
+  std::optional<llvm::StringRef> request = object->getString("request");
   const llvm::json::Array *ptx = object->getArray("ptx");
-  if (!numSplits || !manifest || !ptx)
+  if (!numSplits || !manifest || !request || !ptx)
     return std::nullopt;
   kernels.numSplits = *numSplits;
   kernels.manifest = manifest->str();
+  kernels.request = request->str();
   for (const llvm::json::Value &item : *ptx) {
     const llvm::json::Array *pair = item.getAsArray();
     if (!pair || pair->size() != 2 || !(*pair)[0].getAsString() ||
@@ -139,7 +143,7 @@ void writeAtomically(llvm::StringRef path, llvm::StringRef contents) {
 }
 
 /// Disk lookup, else compilation (and a disk write).
-Outcome compileThroughDisk(const KernelConfig &config, const std::string &key,
+Outcome compileThroughDisk(const KernelRequest &request, const std::string &key,
                            const CompileOptions &options) {
   std::string path;
   if (options.useDiskCache) {
@@ -159,7 +163,7 @@ Outcome compileThroughDisk(const KernelConfig &config, const std::string &key,
     llvm::sys::fs::create_directories(directory);
   }
   ++counters().compilations;
-  llvm::Expected<CompiledKernels> kernels = compileUncached(config);
+  llvm::Expected<CompiledKernels> kernels = compileUncached(request);
   if (!kernels)
     return {nullptr, llvm::toString(kernels.takeError())};
   if (options.useDiskCache)
@@ -167,19 +171,28 @@ Outcome compileThroughDisk(const KernelConfig &config, const std::string &key,
   return {std::make_shared<const CompiledKernels>(std::move(*kernels)), ""};
 }
 
-llvm::Expected<Shared> toExpected(const Outcome &outcome) {
+/// The outcome for `request`: its kernels with a manifest that records it
+/// (the entry's may record another request that resolved alike).
+llvm::Expected<Shared> toExpected(const Outcome &outcome,
+                                  const KernelRequest &request) {
   if (!outcome.first)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    outcome.second);
-  return outcome.first;
+  std::string asked = request.toString();
+  if (outcome.first->request == asked)
+    return outcome.first;
+  auto recorded = std::make_shared<CompiledKernels>(*outcome.first);
+  recorded->manifest = recordRequest(recorded->manifest, request);
+  recorded->request = std::move(asked);
+  return recorded;
 }
 
 } // namespace
 
-std::string getCacheKey(const KernelConfig &config) {
+std::string getCacheKey(const KernelRequest &request) {
   return sha256Hex((llvm::Twine(getCompilerVersion()) + "\n" +
-                    getCompilerSourceHash() + "\n" + config.toString() + "\n" +
-                    kPipelineOptions)
+                    getCompilerSourceHash() + "\n" +
+                    resolve(request).toString() + "\n" + kPipelineOptions)
                        .str());
 }
 
@@ -194,14 +207,14 @@ std::string getDefaultCacheDirectory() {
   return std::string(home);
 }
 
-llvm::Expected<Shared> compile(const KernelConfig &config,
+llvm::Expected<Shared> compile(const KernelRequest &request,
                                const CompileOptions &options) {
-  std::string invalid = config.validate();
+  std::string invalid = request.validate();
   if (!invalid.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(), invalid);
-  std::string key = getCacheKey(config);
+  std::string key = getCacheKey(request);
   if (!options.useMemoryCache)
-    return toExpected(compileThroughDisk(config, key, options));
+    return toExpected(compileThroughDisk(request, key, options), request);
 
   MemoryCache &cache = memoryCache();
   std::promise<Outcome> promise;
@@ -213,18 +226,18 @@ llvm::Expected<Shared> compile(const KernelConfig &config,
     // Waiting (for a compilation in flight) outside the lock lets other keys
     // proceed.
     lock.unlock();
-    return toExpected(entry.get());
+    return toExpected(entry.get(), request);
   }
   cache.entries.emplace(key, promise.get_future().share());
   lock.unlock();
-  Outcome outcome = compileThroughDisk(config, key, options);
+  Outcome outcome = compileThroughDisk(request, key, options);
   promise.set_value(outcome);
   if (!outcome.first) {
     // Do not remember failures: the next call tries again.
     lock.lock();
     cache.entries.erase(key);
   }
-  return toExpected(outcome);
+  return toExpected(outcome, request);
 }
 
 CacheStatistics getCacheStatistics() {

@@ -3,6 +3,7 @@
 #include "fd/Compiler/KernelConfig.h"
 #include "fd/Planning/Limits.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -31,8 +32,6 @@ std::string KernelConfig::validate() const {
            describeSupportedPageSizes();
   if (numSplits < 0)
     return "num_splits must be >= 0 (0 = auto), got " + text(numSplits);
-  if (chunkLength < 0)
-    return "chunk_length must be >= 0 (0 = off), got " + text(chunkLength);
   if (scale && !(std::isfinite(*scale) && *scale > 0.0f))
     return "scale must be a positive finite number, got " +
            std::to_string(*scale);
@@ -42,19 +41,6 @@ std::string KernelConfig::validate() const {
       !(std::isfinite(*logitsSoftCap) && *logitsSoftCap > 0.0f))
     return "logits_soft_cap must be a positive finite number, got " +
            std::to_string(*logitsSoftCap);
-  if (batch < 1)
-    return "batch (for planning) must be >= 1, got " + text(batch);
-  if (maxLength < 0)
-    return "max_len (for planning) must be >= 0, got " + text(maxLength);
-  // The planner's limits, stated once (by the planner), under this
-  // struct's field names.
-  std::string planner = validateSplitPlannerInputs(
-      batch, numKVHeads, maxLength, getPlannerOptions(), /*wordSeparator=*/'_');
-  if (!planner.empty())
-    return planner;
-  std::string fixed = validateFixedSplitCount(numSplits, maxSplits, '_');
-  if (!fixed.empty())
-    return fixed;
   const Chip *chip = findChip(arch);
   if (!chip)
     return "arch '" + arch + "' is not supported: expected " +
@@ -97,13 +83,51 @@ KernelSchedule KernelConfig::getKernelSchedule() const {
   return findPartialKernelSchedule(getKernelProblem(), schedule, getChip());
 }
 
-SplitPlannerOptions KernelConfig::getPlannerOptions() const {
-  SplitPlannerOptions options;
-  options.smCount = smCount;
-  options.blocksPerSM = blocksPerSM;
-  options.minChunkLength = minChunkLength;
-  options.maxSplits = maxSplits;
-  return options;
+std::string PlanningHints::validate(const KernelConfig &config) const {
+  auto text = [](int64_t value) { return std::to_string(value); };
+  if (chunkLength < 0)
+    return "chunk_length must be >= 0 (0 = off), got " + text(chunkLength);
+  if (batch < 1)
+    return "batch (for planning) must be >= 1, got " + text(batch);
+  if (maxLength < 0)
+    return "max_len (for planning) must be >= 0, got " + text(maxLength);
+  // The planner's limits, stated once (by the planner), under the manifest's
+  // field names.
+  std::string inputs =
+      validateSplitPlannerInputs(batch, config.numKVHeads, maxLength, planner,
+                                 /*wordSeparator=*/'_');
+  if (!inputs.empty())
+    return inputs;
+  return validateFixedSplitCount(config.numSplits, planner.maxSplits, '_');
+}
+
+void PlanningHints::forEachField(
+    const std::function<void(const char *, int64_t)> &visit) const {
+  visit("chunk_length", chunkLength);
+  visit("planned_batch", batch);
+  visit("planned_max_len", maxLength);
+  visit("sm_count", planner.smCount);
+  visit("blocks_per_sm", planner.blocksPerSM);
+  visit("min_chunk_length", planner.minChunkLength);
+  visit("max_splits", planner.maxSplits);
+}
+
+KernelRequest::KernelRequest(KernelConfig resolved)
+    : config(std::move(resolved)) {
+  hints.planner.maxSplits = std::max(hints.planner.maxSplits, config.numSplits);
+}
+
+std::string KernelRequest::validate() const {
+  std::string invalid = config.validate();
+  return invalid.empty() ? hints.validate(config) : invalid;
+}
+
+std::string KernelRequest::toString() const {
+  std::string text = config.toString();
+  hints.forEachField([&](const char *name, int64_t value) {
+    text += std::string(" ") + name + "=" + std::to_string(value);
+  });
+  return text;
 }
 
 void KernelConfig::forEachField(
@@ -119,7 +143,6 @@ void KernelConfig::forEachField(
   visit("page_size", pageSize);
   visit("split_kv", splitKV);
   visit("requested_num_splits", numSplits);
-  visit("chunk_length", chunkLength);
   visit("scale", scale);
   visit("window_left", windowLeft);
   visit("logits_soft_cap", logitsSoftCap);
@@ -132,12 +155,6 @@ void KernelConfig::forEachField(
   visit("fused_merge", fusedMerge);
   visit("requested_schedule",
         schedule ? formatScheduleChoice(*schedule) : std::string());
-  visit("planned_batch", batch);
-  visit("planned_max_len", maxLength);
-  visit("sm_count", smCount);
-  visit("blocks_per_sm", blocksPerSM);
-  visit("min_chunk_length", minChunkLength);
-  visit("max_splits", maxSplits);
   visit("arch", arch);
   visit("ptx_version", static_cast<int64_t>(ptxVersion));
 }

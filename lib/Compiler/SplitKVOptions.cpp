@@ -3,17 +3,17 @@
 #include "fd/Compiler/SplitKVOptions.h"
 #include "fd/Dialect/FD/Utils/AttentionUtils.h"
 
-#include <algorithm>
-
 namespace flashdecode {
 
-mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelConfig &config) {
+mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelRequest &request) {
+  const KernelConfig &config = request.config;
+  const PlanningHints &hints = request.hints;
   mlir::fd::FDSplitKVOptions split;
   split.numSplits = config.numSplits;
-  split.chunkLength = config.chunkLength;
-  split.batchHint = config.batch;
-  split.maxLengthHint = config.maxLength;
-  SplitPlannerOptions planner = config.getPlannerOptions();
+  split.chunkLength = hints.chunkLength;
+  split.batchHint = hints.batch;
+  split.maxLengthHint = hints.maxLength;
+  const SplitPlannerOptions &planner = hints.planner;
   split.smCount = planner.smCount;
   split.blocksPerSM = planner.blocksPerSM;
   split.minChunkLength = planner.minChunkLength;
@@ -26,7 +26,9 @@ mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelConfig &config) {
   return split;
 }
 
-int64_t resolveNumSplits(const KernelConfig &config) {
+int64_t resolveNumSplits(const KernelRequest &request) {
+  const KernelConfig &config = request.config;
+  const PlanningHints &hints = request.hints;
   if (!config.splitKV)
     return 1;
   if (config.numSplits > 0)
@@ -37,30 +39,22 @@ int64_t resolveNumSplits(const KernelConfig &config) {
   rules.queryLength = config.queryLength;
   if (config.windowLeft > 0)
     rules.windowLeft = config.windowLeft;
-  int64_t attended = mlir::fd::getAttendedLength(config.maxLength, rules);
+  int64_t attended = mlir::fd::getAttendedLength(hints.maxLength, rules);
   KernelSchedule schedule = config.getKernelSchedule();
-  SplitPlannerOptions planner = config.getPlannerOptions();
-  planner.maxSplits =
-      getAutomaticSplitCap(schedule, config.maxSplits, config.fusedMerge);
-  if (config.chunkLength > 0)
-    return getChunkedSplitCount(attended, config.chunkLength,
-                                planner.maxSplits);
-  return planNumSplits(config.batch, config.numKVHeads, attended, planner,
+  SplitPlannerOptions planner = hints.planner;
+  planner.maxSplits = getAutomaticSplitCap(schedule, hints.planner.maxSplits,
+                                           config.fusedMerge);
+  if (hints.chunkLength > 0)
+    return getChunkedSplitCount(attended, hints.chunkLength, planner.maxSplits);
+  return planNumSplits(hints.batch, config.numKVHeads, attended, planner,
                        getSplitWorkload(config.getKernelProblem(), schedule,
                                         config.getChip(), config.fusedMerge))
       .numSplits;
 }
 
-KernelConfig resolveKernelConfig(const KernelConfig &request) {
-  KernelConfig resolved = request;
+KernelConfig resolve(const KernelRequest &request) {
+  KernelConfig resolved = request.config;
   resolved.numSplits = resolveNumSplits(request);
-  KernelConfig defaults;
-  resolved.batch = defaults.batch;
-  resolved.maxLength = defaults.maxLength;
-  resolved.smCount = defaults.smCount;
-  resolved.blocksPerSM = defaults.blocksPerSM;
-  resolved.minChunkLength = defaults.minChunkLength;
-  resolved.maxSplits = std::max(defaults.maxSplits, resolved.numSplits);
   return resolved;
 }
 

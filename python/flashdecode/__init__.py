@@ -190,7 +190,7 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
     kv_options = _check_fp8_options(kv_dtype, kv_scale)
     _check_v_head_dim(v_head_dim)
     shared_kv = _check_flag("shared_kv", shared_kv)
-    ptx, manifest, chosen = _native.compile(_native.KernelConfig(
+    ptx, manifest, chosen = _native.compile(_native.KernelRequest(
         head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),
         kv_layout, _check_page_size(page_size), splits, split_kv, scale,
         return_lse, batch, max_len, sm_count, arch,

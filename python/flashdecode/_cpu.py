@@ -73,7 +73,7 @@ def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
     automatic split count for the batch and cache length and keys the
     kernels by what it resolves to."""
     splits, split_kv = _split_options(num_splits)
-    return _native.cpu_kernel(_native.KernelConfig(
+    return _native.cpu_kernel(_native.KernelRequest(
         problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
         problem.query_len, _DTYPES[dtype], problem.layout, problem.page_size,
         splits, split_kv, scale, return_lse, problem.batch, problem.max_len,

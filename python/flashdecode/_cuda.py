@@ -435,8 +435,8 @@ class Decoder:
         # the plan's own stream (never the legacy one, which cannot be
         # captured, nor a PyTorch stream of another driver).
         self._torch_stream = any(_is_torch(x) for x in self._keep_alive)
-        # The config's batch and max_len are the buffers' sizes.
-        config = _native.KernelConfig(
+        # The request's batch and max_len are the buffers' sizes.
+        request = _native.KernelRequest(
             problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
             problem.query_len, _DTYPES[qa.dtype], kv_layout,
             problem.page_size, splits, split_kv, _check_scale(scale),
@@ -449,7 +449,7 @@ class Decoder:
             v_head_dim=problem.value_head_dim, shared_kv=problem.shared_kv)
         table = arrays[4].pointer if block_table is not None else 0
         self._plan = _native.CudaPlan(
-            config, self.device, qa.pointer, ka.pointer,
+            request, self.device, qa.pointer, ka.pointer,
             _value_pointer(problem, arrays),
             la.pointer, oa.pointer, lse_pointer, table,
             problem.num_pages if block_table is not None else 0,
@@ -547,7 +547,7 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     # The native launcher plans an automatic split count for this batch and
     # cache length and keys its kernels by what it resolves to, so batches
     # that split alike share them.
-    launcher = _native.cuda_launcher(_native.KernelConfig(
+    launcher = _native.cuda_launcher(_native.KernelRequest(
         problem.head_dim, problem.num_q_heads, problem.num_kv_heads,
         problem.query_len, _DTYPES[qa.dtype], kv_layout, problem.page_size,
         splits, True, scale, return_lse, problem.batch, problem.max_len,

@@ -204,7 +204,7 @@ def config_name(kv_format):
 
 
 def config_options(kv_format, granularity):
-    """The native KernelConfig's kv_dtype and kv_scale keywords."""
+    """The native KernelRequest's kv_dtype and kv_scale keywords."""
     return {"kv_dtype": config_name(kv_format), "kv_scale": granularity}
 
 

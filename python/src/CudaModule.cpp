@@ -90,11 +90,11 @@ private:
   rt::DeviceBuffer buffer;
 };
 
-/// The kernels `request` resolves to (resolveKernelConfig: one compilation
-/// for every request that plans them, whatever batch each planned for).
+/// The kernels of `request` (the JIT compiles once for every request that
+/// resolves to them, whatever batch each planned for).
 std::shared_ptr<const CompiledKernels>
-compileOrThrow(const KernelConfig &request) {
-  auto kernels = compile(resolveKernelConfig(request));
+compileOrThrow(const KernelRequest &request) {
+  auto kernels = compile(request);
   if (!kernels)
     throw std::runtime_error(llvm::toString(kernels.takeError()));
   return *kernels;
@@ -107,15 +107,21 @@ compileOrThrow(const KernelConfig &request) {
 /// cannot be captured into a graph.
 class PyCudaPlan {
 public:
-  PyCudaPlan(const KernelConfig &config, int ordinal, uintptr_t query,
+  PyCudaPlan(const KernelRequest &request, int ordinal, uintptr_t query,
              uintptr_t keys, uintptr_t values, uintptr_t lengths,
              uintptr_t output, uintptr_t lse, uintptr_t blockTable,
              int64_t numPages, uintptr_t sinks, uintptr_t alibiSlopes,
              uintptr_t queryLens, uintptr_t kScale, uintptr_t vScale)
       : device(getDevice(ordinal)), driver(device.getDriverApi()),
-        bundle(toBundle(*compileOrThrow(config))), arch(config.arch) {
-    rt::DecodeBuffers buffers{query,     keys, values,       lengths,
-                              output,    lse,  config.batch, config.maxLength,
+        bundle(toBundle(*compileOrThrow(request))), arch(request.config.arch) {
+    rt::DecodeBuffers buffers{query,
+                              keys,
+                              values,
+                              lengths,
+                              output,
+                              lse,
+                              request.hints.batch,
+                              request.hints.maxLength,
                               blockTable};
     buffers.numPages = numPages;
     buffers.sinks = sinks;
@@ -235,7 +241,7 @@ void stageScale(const rt::DriverApi &driver, const StagedScale &scale,
 /// live in the device's staging buffer for that stream, grown alike.
 class CudaLauncher {
 public:
-  /// `config`: a resolved config (resolveKernelConfig).
+  /// `config`: a resolved config (resolve()).
   CudaLauncher(const KernelConfig &config, int ordinal, OpenDevice &open)
       : open(open), bundle(toBundle(*compileOrThrow(config))), config(config),
         ordinal(ordinal) {}
@@ -324,8 +330,8 @@ LauncherMap &getLaunchers() {
 /// The launcher of the kernels `request` resolves to on GPU `ordinal`, made
 /// on first use and kept for the process: requests that plan the same
 /// kernels share one, whatever batch and length each planned for.
-CudaLauncher &getLauncher(const KernelConfig &request, int ordinal) {
-  KernelConfig config = resolveKernelConfig(request);
+CudaLauncher &getLauncher(const KernelRequest &request, int ordinal) {
+  KernelConfig config = resolve(request);
   std::pair<std::string, int> key{config.toString(), ordinal};
   LauncherMap &launchers = getLaunchers();
   auto found = launchers.find(key);
@@ -347,8 +353,8 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
       .def("upload", &PyDeviceBuffer::upload, py::arg("a"))
       .def("download", &PyDeviceBuffer::download, py::arg("destination"));
 
-  // The plan binds the buffers of `config.batch` sequences of
-  // `config.max_len` positions on GPU `device`. stream=None is the plan's
+  // The plan binds the buffers of `request`'s planned batch of sequences of
+  // its planned max_len positions on GPU `device`. stream=None is the plan's
   // own stream. `sinks`: a float [num_q_heads] device pointer, required
   // exactly when the config has with_sinks (0: none); like every buffer
   // its contents are read at each launch or replay. `alibi_slopes`
@@ -358,10 +364,10 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
   // head dim (the config's kv_scale), required exactly with an fp8
   // kv_dtype.
   py::class_<PyCudaPlan>(module, "CudaPlan")
-      .def(py::init<const KernelConfig &, int, uintptr_t, uintptr_t, uintptr_t,
+      .def(py::init<const KernelRequest &, int, uintptr_t, uintptr_t, uintptr_t,
                     uintptr_t, uintptr_t, uintptr_t, uintptr_t, int64_t,
                     uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t>(),
-           py::arg("config"), py::arg("device"), py::arg("q"),
+           py::arg("request"), py::arg("device"), py::arg("q"),
            py::arg("k_cache"), py::arg("v_cache"), py::arg("seq_lens"),
            py::arg("out"), py::arg("lse"), py::arg("block_table"),
            py::arg("num_pages"), py::kw_only(), py::arg("sinks") = 0,
@@ -399,7 +405,7 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
       .def_property_readonly("arch", &CudaLauncher::getArch)
       .def_property_readonly("launch_count", &CudaLauncher::getLaunchCount)
       .def_property_readonly("config", &CudaLauncher::getConfig,
-                             "The resolved config (resolveKernelConfig).")
+                             "The resolved config (resolve()).")
       .def_property_readonly("device", &CudaLauncher::getDevice);
   module.def(
       "read_int32",
@@ -416,10 +422,9 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
       py::arg("address"), py::arg("count"), py::arg("device"),
       py::arg("stream"));
   module.def("cuda_launcher", &getLauncher,
-             "The process's launcher of the kernels `config` resolves to "
-             "(its split count planned for the config's batch and max_len) "
-             "on `device`.",
-             py::arg("config"), py::arg("device"),
+             "The process's launcher of the kernels `request` resolves to "
+             "(its split count planned with its hints) on `device`.",
+             py::arg("request"), py::arg("device"),
              py::return_value_policy::reference);
   module.def(
       "cuda_launchers",

@@ -62,7 +62,7 @@ KVScaleGranularity parseKVScaleGranularity(const std::string &name) {
                         "'");
 }
 
-KernelConfig makeConfig(
+KernelRequest makeRequest(
     int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
     int64_t queryLength, const std::string &dtype, const std::string &kvLayout,
     int64_t pageSize, int64_t numSplits, bool splitKV,
@@ -90,13 +90,7 @@ KernelConfig makeConfig(
   config.splitKV = splitKV;
   config.scale = scale;
   config.withLse = withLse;
-  config.batch = batch;
-  config.maxLength = maxLength;
-  config.smCount = smCount;
   config.arch = arch;
-  config.blocksPerSM = blocksPerSM;
-  config.minChunkLength = minChunkLength;
-  config.maxSplits = maxSplits;
   config.windowLeft = windowLeft;
   config.logitsSoftCap = logitsSoftCap;
   config.withSinks = withSinks;
@@ -111,10 +105,18 @@ KernelConfig makeConfig(
     if (!config.schedule)
       throw py::value_error("schedule: " + error);
   }
-  std::string invalid = config.validate();
+  PlanningHints hints;
+  hints.batch = batch;
+  hints.maxLength = maxLength;
+  hints.planner.smCount = smCount;
+  hints.planner.blocksPerSM = blocksPerSM;
+  hints.planner.minChunkLength = minChunkLength;
+  hints.planner.maxSplits = maxSplits;
+  KernelRequest request(std::move(config), hints);
+  std::string invalid = request.validate();
   if (!invalid.empty())
     throw py::value_error(invalid);
-  return config;
+  return request;
 }
 
 #define FD_CONFIG_ARGS                                                         \
@@ -123,9 +125,9 @@ KernelConfig makeConfig(
       py::arg("page_size"), py::arg("num_splits"), py::arg("split_kv"),        \
       py::arg("scale"), py::arg("with_lse"), py::arg("batch"),                 \
       py::arg("max_len"), py::arg("sm_count"), py::arg("arch"),                \
-      py::arg("blocks_per_sm") = KernelConfig().blocksPerSM,                   \
-      py::arg("min_chunk_length") = KernelConfig().minChunkLength,             \
-      py::arg("max_splits") = KernelConfig().maxSplits, py::kw_only(),         \
+      py::arg("blocks_per_sm") = SplitPlannerOptions().blocksPerSM,            \
+      py::arg("min_chunk_length") = SplitPlannerOptions().minChunkLength,      \
+      py::arg("max_splits") = SplitPlannerOptions().maxSplits, py::kw_only(),  \
       py::arg("window_left") = KernelConfig().windowLeft,                      \
       py::arg("logits_soft_cap") = py::none(),                                 \
       py::arg("with_sinks") = KernelConfig().withSinks,                        \
@@ -162,8 +164,8 @@ const T *optionalBuffer(const std::optional<py::array> &array, bool reads,
 
 class PyCPUKernel {
 public:
-  explicit PyCPUKernel(const KernelConfig &config) {
-    auto compiled = CPUAttentionKernel::compile(config);
+  explicit PyCPUKernel(const KernelRequest &request) {
+    auto compiled = CPUAttentionKernel::compile(request);
     if (!compiled)
       throw std::runtime_error(llvm::toString(compiled.takeError()));
     kernel = std::move(*compiled);
@@ -260,13 +262,13 @@ private:
   std::unique_ptr<CPUAttentionKernel> kernel;
 };
 
-/// The process's CPU kernels of what `request` resolves to
-/// (resolveKernelConfig), made on first use: requests that plan the same
-/// kernels share one, whatever batch and length each planned for.
-PyCPUKernel &getCPUKernel(const KernelConfig &request) {
+/// The process's CPU kernels of what `request` resolves to (resolve()), made
+/// on first use: requests that plan the same kernels share one, whatever
+/// batch and length each planned for.
+PyCPUKernel &getCPUKernel(const KernelRequest &request) {
   static auto *kernels =
       new std::map<std::string, std::unique_ptr<PyCPUKernel>>();
-  KernelConfig config = resolveKernelConfig(request);
+  KernelConfig config = resolve(request);
   std::unique_ptr<PyCPUKernel> &kernel = (*kernels)[config.toString()];
   if (!kernel)
     kernel = std::make_unique<PyCPUKernel>(config);
@@ -280,6 +282,15 @@ py::dict getConfigFields(const KernelConfig &config) {
                           const KernelConfig::FieldValue &value) {
     std::visit([&](const auto &held) { fields[name] = py::cast(held); }, value);
   });
+  return fields;
+}
+
+/// A request's fields as its manifest's "config" has them: the config's and
+/// the hints'.
+py::dict getRequestFields(const KernelRequest &request) {
+  py::dict fields = getConfigFields(request.config);
+  request.hints.forEachField(
+      [&](const char *name, int64_t value) { fields[name] = value; });
   return fields;
 }
 
@@ -394,34 +405,41 @@ PYBIND11_MODULE(_flashdecode, module) {
       py::arg("arch") = std::string(kDefaultChipName),
       py::arg("v_head_dim") = 0, py::arg("shared_kv") = false);
 
-  // One configuration object, validated once, serves compile(), the CPU
-  // kernels and the GPU plans.
+  // What a kernel is (the JIT's key): made by resolving a request.
   py::class_<KernelConfig>(module, "KernelConfig")
-      .def(py::init(&makeConfig), FD_CONFIG_ARGS)
       .def("__repr__", &KernelConfig::toString)
       .def_property_readonly("fields", &getConfigFields,
+                             "Every field under its manifest name.");
+  // One request, validated once, serves compile(), the CPU kernels and the
+  // GPU plans: a config and the hints its automatic split count is planned
+  // with (batch, max_len, sm_count, blocks_per_sm, min_chunk_length,
+  // max_splits). A resolved config passes for a request of itself.
+  py::class_<KernelRequest>(module, "KernelRequest")
+      .def(py::init(&makeRequest), FD_CONFIG_ARGS)
+      .def(py::init<KernelConfig>(), py::arg("config"))
+      .def("__repr__", &KernelRequest::toString)
+      .def_property_readonly("fields", &getRequestFields,
                              "Every field under its manifest name.")
       .def("automatic_max_splits", &getAutomaticMaxSplits,
            "The most splits num_splits=auto makes: max_splits, and with a "
            "fused merge no more than it can merge.")
-      .def("resolve", &resolveKernelConfig,
-           "The kernels this config asks for, apart from how their split "
-           "count was planned: num_splits resolved, the planning hints "
-           "(batch, max_len, sm_count, blocks_per_sm, min_chunk_length, "
-           "max_splits) at their defaults. Configs that plan the same "
-           "kernels resolve alike.")
+      .def("resolve", &resolve,
+           "The kernel this request asks for: its config with the split "
+           "count resolved. Requests that plan the same kernels resolve "
+           "alike.")
       .def("resolve_num_splits", &resolveNumSplits,
-           "The split count the JIT compiles this config with: num_splits, "
+           "The split count the JIT compiles this request with: num_splits, "
            "or what num_splits=auto plans (fd-split-kv's choice for the "
            "config's module).");
+  py::implicitly_convertible<KernelConfig, KernelRequest>();
 
   module.def(
       "compile",
-      [](const KernelConfig &config) {
+      [](const KernelRequest &request) {
         std::shared_ptr<const CompiledKernels> kernels;
         {
           py::gil_scoped_release release;
-          auto compiled = flashdecode::compile(config);
+          auto compiled = flashdecode::compile(request);
           if (!compiled) {
             std::string message = llvm::toString(compiled.takeError());
             py::gil_scoped_acquire acquire;
@@ -434,10 +452,10 @@ PYBIND11_MODULE(_flashdecode, module) {
           ptx[py::str(name)] = text;
         return py::make_tuple(ptx, kernels->manifest, kernels->numSplits);
       },
-      py::arg("config"));
+      py::arg("request"));
 
   py::class_<PyCPUKernel>(module, "CPUKernel")
-      .def(py::init<const KernelConfig &>(), py::arg("config"))
+      .def(py::init<const KernelRequest &>(), py::arg("request"))
       .def("run", &PyCPUKernel::run, py::arg("q"), py::arg("k_cache"),
            py::arg("v_cache"), py::arg("seq_lens"), py::arg("out"),
            py::arg("lse"), py::arg("batch"), py::arg("max_len"),
@@ -449,9 +467,9 @@ PYBIND11_MODULE(_flashdecode, module) {
            py::arg("k_scale") = std::nullopt, py::arg("v_scale") = std::nullopt)
       .def_property_readonly("num_splits", &PyCPUKernel::numSplits);
   module.def("cpu_kernel", &getCPUKernel,
-             "The process's CPU kernels of what `config` resolves to (its "
-             "split count planned for the config's batch and max_len).",
-             py::arg("config"), py::return_value_policy::reference);
+             "The process's CPU kernels of what `request` resolves to (its "
+             "split count planned with its hints).",
+             py::arg("request"), py::return_value_policy::reference);
 
   flashdecode::python::defineCudaBindings(module);
 }

@@ -50,7 +50,7 @@ class Feature:
     # The other per-head buffer (to run beside this one).
     other: str
     # How many positional False come before this flag's slot in
-    # KernelConfig (they are keyword-only: one more positional fails).
+    # KernelRequest (they are keyword-only: one more positional fails).
     flag_slot: int
     # CPUKernel.run's ValueError (regular expressions).
     cpu_required: str

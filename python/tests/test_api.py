@@ -179,7 +179,7 @@ def test_every_plan_sees_the_kernels_schedule(features, kv_heads, batch,
     planned = flashdecode.plan_splits(
         batch, kv_heads, max_len, num_q_heads=32, head_dim=128,
         query_len=query_len, dtype=dtype, kv_dtype=dtype, **features)
-    config = flashdecode._native.KernelConfig(
+    config = flashdecode._native.KernelRequest(
         128, 32, kv_heads, query_len, flashdecode._dtype_code(dtype), "NHD",
         features.get("page_size", 0), 0, True, None, False, batch, max_len,
         flashdecode._native.DEFAULT_SM_COUNT, flashdecode._native.DEFAULT_ARCH,
@@ -260,34 +260,41 @@ def test_plan_splits_features_need_the_work():
 
 def _request(batch, max_len, num_splits=0, **knobs):
     """An MQA request (D = 64, 8 query heads) planned for this batch."""
-    return flashdecode._native.KernelConfig(
+    return flashdecode._native.KernelRequest(
         64, 8, 1, 1, "f16", "NHD", 0, num_splits, True, None, False, batch,
         max_len, flashdecode._native.DEFAULT_SM_COUNT,
         flashdecode._native.DEFAULT_ARCH, **knobs)
 
 
 def test_requests_that_plan_alike_resolve_to_one_kernel():
-    """resolve() is what a kernel is: the planned count made fixed, the
-    planning hints at their defaults; the process's CPU kernels (and GPU
-    launchers) are keyed by it, whatever batch a request planned for."""
+    """resolve() is what a kernel is: the request's config with the planned
+    count made fixed, and no planning hints; the process's CPU kernels (and
+    GPU launchers) are keyed by it, whatever batch a request planned for."""
     native = flashdecode._native
     small, other = _request(3, 3000), _request(4, 3000)
     assert small.resolve_num_splits() == other.resolve_num_splits()
     assert repr(small) != repr(other)
+    assert (small.fields["planned_batch"], other.fields["planned_batch"]) == \
+        (3, 4)
     assert repr(small.resolve()) == repr(other.resolve())
     fields = small.resolve().fields
     assert fields["requested_num_splits"] == small.resolve_num_splits() > 1
-    assert (fields["planned_batch"], fields["planned_max_len"],
-            fields["blocks_per_sm"], fields["max_splits"]) == (1, 4096, 4, 512)
+    assert not {"planned_batch", "planned_max_len", "sm_count",
+                "blocks_per_sm", "min_chunk_length", "max_splits",
+                "chunk_length"} & set(fields)
     # A knob that changes the plan changes the kernel; one that does not,
     # does not.
     assert small.resolve_num_splits() != _request(
         3, 3000, max_splits=8).resolve_num_splits()
     assert repr(_request(3, 3000, num_splits=5).resolve()) == repr(
         _request(9, 100, num_splits=5, max_splits=64).resolve())
-    # A fixed count over the default cap keeps a cap that admits it.
-    assert _request(1, 8192, num_splits=600,
-                    max_splits=1000).resolve().fields["max_splits"] == 600
+    # A resolved config is a request of itself, a fixed count over the
+    # default cap included; a request must raise the cap for it.
+    over = _request(1, 8192, num_splits=600, max_splits=1000).resolve()
+    assert native.KernelRequest(over).fields["max_splits"] == 600
+    assert native.cpu_kernel(over).num_splits == 600
+    with pytest.raises(ValueError, match="num_splits 600 is over max_splits"):
+        _request(1, 8192, num_splits=600)
     kernel = native.cpu_kernel(small)
     assert native.cpu_kernel(other) is kernel
     assert kernel.num_splits == small.resolve_num_splits()

@@ -86,9 +86,9 @@ def test_the_native_config_carries_fused_merge():
     native = flashdecode._flashdecode
     positional = (64, 8, 2, 1, "f16", "NHD", 0, 4, True, None, False, 1,
                   4096, 132, "sm_90")
-    assert "fused_merge=1" in repr(native.KernelConfig(*positional,
-                                                       fused_merge=True))
-    assert "fused_merge=0" in repr(native.KernelConfig(*positional))
+    assert "fused_merge=1" in repr(native.KernelRequest(*positional,
+                                                        fused_merge=True))
+    assert "fused_merge=0" in repr(native.KernelRequest(*positional))
 
 
 def test_automatic_splits_stay_within_what_the_fused_merge_merges():
@@ -107,17 +107,18 @@ def test_automatic_splits_stay_within_what_the_fused_merge_merges():
     native = flashdecode._flashdecode
     positional = (128, 32, 1, 1, "f16", "NHD", 0, 0, True, None, False, 1,
                   131072, 132, "sm_90")
-    assert native.KernelConfig(*positional).automatic_max_splits() == 512
-    assert native.KernelConfig(*positional, fused_merge=True) \
+    assert native.KernelRequest(*positional).automatic_max_splits() == 512
+    assert native.KernelRequest(*positional, fused_merge=True) \
         .automatic_max_splits() == 256
-    assert native.KernelConfig(*positional, max_splits=100, fused_merge=True) \
+    assert native.KernelRequest(*positional, max_splits=100,
+                                fused_merge=True) \
         .automatic_max_splits() == 100
     # What decode_attention and Decoder plan on a GPU: the JIT's choice,
     # within the fused merge's cap and max_splits.
-    assert native.KernelConfig(*positional).resolve_num_splits() == 87
-    assert native.KernelConfig(*positional, fused_merge=True) \
+    assert native.KernelRequest(*positional).resolve_num_splits() == 87
+    assert native.KernelRequest(*positional, fused_merge=True) \
         .resolve_num_splits() == 48
-    assert native.KernelConfig(*positional, max_splits=30, fused_merge=True) \
+    assert native.KernelRequest(*positional, max_splits=30, fused_merge=True) \
         .resolve_num_splits() <= 30
 
 

@@ -265,7 +265,7 @@ def test_compile_flag_must_be_a_bool(value, name):
 
 @each_feature
 def test_the_native_layer_checks_the_buffer(name):
-    """_flashdecode: KernelConfig's keyword-only with_sinks/with_alibi (in
+    """_flashdecode: KernelRequest's keyword-only with_sinks/with_alibi (in
     the cache key, its repr); CPUKernel.run requires the buffer exactly
     when compiled with it, float32 of Hq elements, C-contiguous, and with
     both compiled in the other one too."""
@@ -273,20 +273,20 @@ def test_the_native_layer_checks_the_buffer(name):
     native = flashdecode._flashdecode
     positional = (64, 8, 2, 1, "f32", "NHD", 0, 2, True, None, False, 1,
                   4096, 132, "sm_90")
-    assert f"{feature.flag}=1" in repr(native.KernelConfig(
+    assert f"{feature.flag}=1" in repr(native.KernelRequest(
         *positional, **{feature.flag: True}))
-    assert f"{feature.flag}=0" in repr(native.KernelConfig(*positional))
+    assert f"{feature.flag}=0" in repr(native.KernelRequest(*positional))
     with pytest.raises(TypeError):
-        native.KernelConfig(*positional, 4, 128, 128, 0, None,
+        native.KernelRequest(*positional, 4, 128, 128, 0, None,
                             *(False,) * feature.flag_slot, True)
     inputs = Inputs("float32", (1, 8, 64), (1, 16, 2, 64))
     q, k, v = inputs.stored
     lens = inputs.lengths(9)
     out = np.empty_like(q)
     values = feature.random(inputs.rng, 8)
-    with_it = native.CPUKernel(native.KernelConfig(
+    with_it = native.CPUKernel(native.KernelRequest(
         *positional, **{feature.flag: True}))
-    without = native.CPUKernel(native.KernelConfig(*positional))
+    without = native.CPUKernel(native.KernelRequest(*positional))
     with pytest.raises(ValueError, match=feature.cpu_required):
         with_it.run(q, k, v, lens, out, None, 1, 16)
     with pytest.raises(ValueError, match=feature.cpu_forbidden):
@@ -302,7 +302,7 @@ def test_the_native_layer_checks_the_buffer(name):
                     **{name: np.repeat(values, 2)[::2]})
     with pytest.raises(ValueError,
                        match=FEATURES[feature.other].cpu_required):
-        native.CPUKernel(native.KernelConfig(
+        native.CPUKernel(native.KernelRequest(
             *positional, with_sinks=True, with_alibi=True)).run(
                 q, k, v, lens, out, None, 1, 16, **{name: values})
     with_it.run(q, k, v, lens, out, None, 1, 16, **{name: values})

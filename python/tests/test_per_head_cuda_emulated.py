@@ -261,7 +261,7 @@ def test_the_native_plan_requires_the_buffer(name):
     arch = native.cuda_target(0)
 
     def config(compiled):
-        return native.KernelConfig(64, 4, 1, 1, "f32", "NHD", 0, 2, True,
+        return native.KernelRequest(64, 4, 1, 1, "f32", "NHD", 0, 2, True,
                                    None, False, 1, 16, 1, arch,
                                    **{feature.flag: compiled})
     with pytest.raises(Exception, match=f"{feature.plan_field} buffer"):

@@ -245,26 +245,26 @@ def test_compile_with_query_lens_must_be_a_bool(value):
 
 
 def test_the_native_layer_checks_query_lens():
-    """_flashdecode: KernelConfig's keyword-only with_query_lens (in the
+    """_flashdecode: KernelRequest's keyword-only with_query_lens (in the
     cache key, its repr); CPUKernel.run requires query_lens exactly when
     compiled with them, int32 of B elements, C-contiguous."""
     native = flashdecode._flashdecode
     positional = (64, 8, 2, 2, "f32", "NHD", 0, 2, True, None, False, 1,
                   4096, 132, "sm_90")
-    assert "with_query_lens=1" in repr(native.KernelConfig(
+    assert "with_query_lens=1" in repr(native.KernelRequest(
         *positional, with_query_lens=True))
-    assert "with_query_lens=0" in repr(native.KernelConfig(*positional))
+    assert "with_query_lens=0" in repr(native.KernelRequest(*positional))
     with pytest.raises(TypeError):
-        native.KernelConfig(*positional, 4, 128, 128, 0, None, False, False,
+        native.KernelRequest(*positional, 4, 128, 128, 0, None, False, False,
                             True)
     inputs = Inputs("float32", (2, 2, 8, 64), (2, 16, 2, 64))
     q, k, v = inputs.stored
     lens = inputs.lengths(9, 16)
     out = np.empty_like(q)
     query_lens = np.array([1, 2], np.int32)
-    with_lens = native.CPUKernel(native.KernelConfig(
+    with_lens = native.CPUKernel(native.KernelRequest(
         *positional, with_query_lens=True))
-    without = native.CPUKernel(native.KernelConfig(*positional))
+    without = native.CPUKernel(native.KernelRequest(*positional))
     with pytest.raises(ValueError, match=r"reads per-sequence query "
                        r"lengths: query_lens \(int32 \[batch\]\) required"):
         with_lens.run(q, k, v, lens, out, None, 2, 16)

@@ -280,7 +280,7 @@ def test_the_native_plan_requires_query_lens():
     arch = native.cuda_target(0)
 
     def config(with_query_lens):
-        return native.KernelConfig(64, 4, 1, 2, "f32", "NHD", 0, 2, True,
+        return native.KernelRequest(64, 4, 1, 2, "f32", "NHD", 0, 2, True,
                                    None, False, 1, 16, 1, arch,
                                    with_query_lens=with_query_lens)
     with pytest.raises(Exception, match="queryLens buffer"):

@@ -298,19 +298,19 @@ def test_numpy_integers_and_floats_are_accepted():
 
 
 def test_the_native_config_takes_them_as_keywords():
-    """_flashdecode.KernelConfig: keyword-only, range-checked by
+    """_flashdecode.KernelRequest: keyword-only, range-checked by
     KernelConfig::validate, in the JIT cache key (its repr)."""
     native = flashdecode._flashdecode
     positional = (64, 8, 2, 1, "f16", "NHD", 0, 4, True, None, False, 1,
                   4096, 132, "sm_90")
-    config = native.KernelConfig(*positional, window_left=64,
-                                 logits_soft_cap=30.0)
+    config = native.KernelRequest(*positional, window_left=64,
+                                  logits_soft_cap=30.0)
     assert "window_left=64" in repr(config)
     assert "logits_soft_cap=0x1.ep+4" in repr(config)
-    assert "window_left=0" in repr(native.KernelConfig(*positional))
+    assert "window_left=0" in repr(native.KernelRequest(*positional))
     with pytest.raises(ValueError, match="window_left must be >= 0"):
-        native.KernelConfig(*positional, window_left=-1)
+        native.KernelRequest(*positional, window_left=-1)
     with pytest.raises(ValueError, match="logits_soft_cap must be a positive"):
-        native.KernelConfig(*positional, logits_soft_cap=0.0)
+        native.KernelRequest(*positional, logits_soft_cap=0.0)
     with pytest.raises(TypeError):
-        native.KernelConfig(*positional, 4, 128, 128, 64)
+        native.KernelRequest(*positional, 4, 128, 128, 64)

@@ -6,8 +6,8 @@
 // writes DIR/<kernel>.ptx for every kernel and DIR/manifest.json; --emit
 // prints one stage instead. Each flag is declared once, as an llvm::cl option
 // whose description is its --help text and whose value lands in the
-// KernelConfig field it sets. Bad flags and unsupported configurations are one
-// line on stderr and exit code 2.
+// KernelConfig or PlanningHints field it sets. Bad flags and unsupported
+// configurations are one line on stderr and exit code 2.
 //
 //===----------------------------------------------------------------------===//
 
@@ -157,10 +157,12 @@ using SwitchFlag = cl::opt<bool, /*ExternalStorage=*/true>;
 template <typename T>
 using ChoiceFlag = cl::opt<T, /*ExternalStorage=*/true, ChoiceParser<T>>;
 
-// The flag table. Each flag stores straight into its KernelConfig field
-// (cl::location), so that field's initializer is the flag's default. The
+// The flag table. Each flag stores straight into its KernelConfig or
+// PlanningHints field (cl::location), so that field's initializer is the
+// flag's default. The
 // descriptions are wrapped to fit 80 columns in --help.
 KernelConfig config;
+PlanningHints hints;
 
 /// A description built from the limits, the chip table and the config's
 /// defaults (so that --help never restates them by hand), kept for as long
@@ -238,35 +240,36 @@ cl::opt<int64_t, /*ExternalStorage=*/true, SplitCountParser>
 IntegerFlag chunkLength("chunk-length",
                         cl::desc("fixed chunk length in tokens, 0 for none "
                                  "(default 0)"),
-                        cl::location(config.chunkLength), fdCompileFlag);
+                        cl::location(hints.chunkLength), fdCompileFlag);
 IntegerFlag batch("batch",
                   cl::desc("batch size --num-splits auto plans for (default "
                            "1)"),
-                  cl::location(config.batch), fdCompileFlag);
+                  cl::location(hints.batch), fdCompileFlag);
 IntegerFlag maxLength("max-len",
                       cl::desc("cache length --num-splits auto plans for\n"
                                "(default 4096)"),
-                      cl::location(config.maxLength), fdCompileFlag);
+                      cl::location(hints.maxLength), fdCompileFlag);
 IntegerFlag smCount("sm-count",
                     cl::desc(describe("SMs --num-splits auto plans for " +
-                                      defaultOf(config.smCount))),
-                    cl::location(config.smCount), fdCompileFlag);
-IntegerFlag blocksPerSM("blocks-per-sm",
-                        cl::desc(describe("blocks per SM in one wave of the "
-                                          "--num-splits auto\nplan " +
-                                          defaultOf(config.blocksPerSM))),
-                        cl::location(config.blocksPerSM), fdCompileFlag);
+                                      defaultOf(hints.planner.smCount))),
+                    cl::location(hints.planner.smCount), fdCompileFlag);
+IntegerFlag
+    blocksPerSM("blocks-per-sm",
+                cl::desc(describe("blocks per SM in one wave of the "
+                                  "--num-splits auto\nplan " +
+                                  defaultOf(hints.planner.blocksPerSM))),
+                cl::location(hints.planner.blocksPerSM), fdCompileFlag);
 IntegerFlag minChunkLength(
     "min-chunk-length",
     cl::desc(describe("shortest chunk the --num-splits auto plan "
                       "makes, in\ntokens " +
-                      defaultOf(config.minChunkLength))),
-    cl::location(config.minChunkLength), fdCompileFlag);
+                      defaultOf(hints.planner.minChunkLength))),
+    cl::location(hints.planner.minChunkLength), fdCompileFlag);
 IntegerFlag maxSplits(
     "max-splits",
     cl::desc(describe("most splits the --num-splits auto plan makes\n" +
-                      defaultOf(config.maxSplits))),
-    cl::location(config.maxSplits), fdCompileFlag);
+                      defaultOf(hints.planner.maxSplits))),
+    cl::location(hints.planner.maxSplits), fdCompileFlag);
 NumberFlag scale("scale", cl::desc("softmax scale (default 1/sqrt(head dim))"),
                  cl::value_desc("X"), cl::location(config.scale),
                  fdCompileFlag);
@@ -417,11 +420,12 @@ int main(int argc, char **argv) {
     if (!config.schedule)
       exitWithUsageError("--schedule: " + error);
   }
-  std::string invalid = config.validate();
+  KernelRequest request(config, hints);
+  std::string invalid = request.validate();
   if (!invalid.empty())
     exitWithUsageError(invalid);
   if (emit.getNumOccurrences()) {
-    llvm::Expected<std::string> text = emitStage(config, emit);
+    llvm::Expected<std::string> text = emitStage(request, emit);
     if (!text) {
       llvm::errs() << "fd-compile: " << llvm::toString(text.takeError())
                    << "\n";
@@ -452,7 +456,7 @@ int main(int argc, char **argv) {
 
   CompileOptions options;
   options.useMemoryCache = options.useDiskCache = !noCache;
-  auto kernels = compile(config, options);
+  auto kernels = compile(request, options);
   if (!kernels) {
     llvm::errs() << "fd-compile: " << llvm::toString(kernels.takeError())
                  << "\n";

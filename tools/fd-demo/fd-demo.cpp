@@ -44,12 +44,14 @@ void fillHalf(std::vector<uint16_t> &bits, std::vector<double> &values,
   }
 }
 
-/// Compiles the GPU kernels of `config`, writes them to `directory` and
+/// Compiles the GPU kernels of `request`, writes them to `directory` and
 /// prints what ptxas says of each. False when compilation or writing fails.
-bool writeGPUKernels(const KernelConfig &config, const std::string &directory) {
+bool writeGPUKernels(const KernelRequest &request,
+                     const std::string &directory) {
+  const KernelConfig &config = request.config;
   llvm::outs() << "\n== GPU kernels (fd-lower-to-ptx, " << config.arch << ")\n";
   auto start = std::chrono::steady_clock::now();
-  auto kernels = compileUncached(config);
+  auto kernels = compileUncached(request);
   if (!kernels) {
     llvm::errs() << "fd-demo: " << llvm::toString(kernels.takeError()) << "\n";
     return false;
@@ -113,14 +115,16 @@ int main(int argc, char **argv) {
   config.numQueryHeads = kQueryHeads;
   config.numKVHeads = kKVHeads;
   config.elementType = ElementType::F16;
-  config.batch = kBatch;
-  config.maxLength = kLength;
   config.withLse = true;
+  PlanningHints hints;
+  hints.batch = kBatch;
+  hints.maxLength = kLength;
+  KernelRequest request(config, hints);
 
   llvm::outs() << "== Llama-3-8B decode step: B=" << kBatch
                << " Hq=" << kQueryHeads << " Hkv=" << kKVHeads
                << " D=" << kHeadDim << " L=" << kLength << " f16, "
-               << config.smCount << " SMs\n\n";
+               << hints.planner.smCount << " SMs\n\n";
   // What fd-split-kv plans with: the workload of the kernel the config
   // gets.
   KernelProblem kernelProblem = config.getKernelProblem();
@@ -131,7 +135,7 @@ int main(int argc, char **argv) {
   SplitPlan plan = planNumSplits(kBatch, kKVHeads, kLength, {}, workload);
   llvm::outs() << "unsplit: " << describeSplitPlan(unsplit) << "\n"
                << "  one block per (sequence, KV head) keeps " << unsplit.blocks
-               << " of " << config.smCount << " SMs busy\n"
+               << " of " << hints.planner.smCount << " SMs busy\n"
                << "chosen:  " << describeSplitPlan(plan) << "\n"
                << "  " << plan.numSplits << " chunks of " << plan.chunkLength
                << " tokens per KV head: " << plan.blocks << " "
@@ -152,7 +156,7 @@ int main(int argc, char **argv) {
   }
 
   auto start = std::chrono::steady_clock::now();
-  auto kernel = CPUAttentionKernel::compile(config);
+  auto kernel = CPUAttentionKernel::compile(request);
   if (!kernel) {
     llvm::errs() << "fd-demo: " << llvm::toString(kernel.takeError()) << "\n";
     return 1;
@@ -227,7 +231,7 @@ int main(int argc, char **argv) {
     llvm::errs() << "fd-demo: the CPU result is outside the tolerance\n";
     return 1;
   }
-  if (!writeGPUKernels(config, ptxDirectory))
+  if (!writeGPUKernels(request, ptxDirectory))
     return 1;
   llvm::outs() << "On a GPU: fdrt loads these (DecodePlan, Graph); "
                   "bench/run_on_device.sh checks and times them.\n";

@@ -65,12 +65,13 @@ public:
   /// Builds, lowers and JIT-compiles the kernel; fails with a message naming
   /// the unsupported field or the failing stage.
   static llvm::Expected<std::unique_ptr<CPUAttentionKernel>>
-  compile(const KernelConfig &config);
+  compile(const KernelRequest &request);
   ~CPUAttentionKernel();
 
   /// Runs the kernel. Lengths outside [0, maxLength] are clamped by it.
   llvm::Error run(const AttentionBuffers &buffers) const;
 
+  /// The config compiled: the request's (its split count as requested).
   const KernelConfig &getConfig() const { return config; }
   /// The split count fd-split-kv chose (1 when not split).
   int64_t getNumSplits() const { return numSplits; }

@@ -38,20 +38,30 @@ struct CompiledKernels {
   /// manifest.json: kernels, parameters, launch shapes, workspace, config.
   std::string manifest;
   int64_t numSplits = 0;
+  /// The request the manifest's "config" records (KernelRequest::toString()).
+  std::string request;
 };
 
-/// The most splits the automatic choice makes for `config`: its maxSplits,
-/// and with a fused merge no more than that merge can merge (their weights
-/// within the partial kernel's static shared memory).
-int64_t getAutomaticMaxSplits(const KernelConfig &config);
+/// The most splits the automatic choice makes for `request`: its hints'
+/// maxSplits, and with a fused merge no more than that merge can merge (their
+/// weights within the partial kernel's static shared memory).
+int64_t getAutomaticMaxSplits(const KernelRequest &request);
 
-/// Compiles `config` without any cache. Fails with the unsupported field or
-/// the diagnostics of the failing stage.
-llvm::Expected<CompiledKernels> compileUncached(const KernelConfig &config);
+/// Compiles `request` without any cache. Fails with the unsupported field or
+/// the diagnostics of the failing stage. The manifest's "config" is the
+/// request's (recordRequest).
+llvm::Expected<CompiledKernels> compileUncached(const KernelRequest &request);
+
+/// `manifest` (one compileUncached wrote) with its "config" the fields of
+/// `request`, one that resolves to the same kernels: how this request
+/// planned them.
+std::string recordRequest(llvm::StringRef manifest,
+                          const KernelRequest &request);
 
 /// The IR after `stage` (the fd.attention input for Stage::Input), or for
 /// Stage::PTX the PTX of every kernel, each behind a `// kernel: NAME` line.
-llvm::Expected<std::string> emitStage(const KernelConfig &config, Stage stage);
+llvm::Expected<std::string> emitStage(const KernelRequest &request,
+                                      Stage stage);
 
 struct CompileOptions {
   bool useMemoryCache = true;
@@ -60,19 +70,22 @@ struct CompileOptions {
   std::string cacheDirectory;
 };
 
-/// Compiles `config` through the memory and disk caches; thread-safe, and
-/// two threads asking for the same configuration compile it once.
+/// Compiles `request` through the memory and disk caches; thread-safe, and
+/// two threads asking for the same kernels compile them once. Requests that
+/// resolve alike (resolve(), fd/Compiler/SplitKVOptions.h) share one entry;
+/// each gets a manifest recording its own request.
 ///
 /// Disk entries are `<cache dir>/<key>.fdk`, where the key is the SHA-256 of
-/// the compiler version, `config.toString()` and the pipeline options. They
+/// the compiler version, `resolve(request).toString()` and the pipeline
+/// options. They
 /// are written to a temporary file and renamed into place, and carry the
 /// length and SHA-256 of their payload: a truncated or corrupt entry is
 /// detected, recompiled and replaced, never returned.
 llvm::Expected<std::shared_ptr<const CompiledKernels>>
-compile(const KernelConfig &config, const CompileOptions &options = {});
+compile(const KernelRequest &request, const CompileOptions &options = {});
 
-/// The cache key of `config` (64 hex digits).
-std::string getCacheKey(const KernelConfig &config);
+/// The cache key of the kernels `request` resolves to (64 hex digits).
+std::string getCacheKey(const KernelRequest &request);
 
 /// $FD_CACHE_DIR, else $HOME/.cache/flashdecode.
 std::string getDefaultCacheDirectory();

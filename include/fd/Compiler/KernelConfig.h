@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 
 namespace flashdecode {
@@ -28,9 +29,11 @@ enum class KVCacheType { SameAsQuery, E4M3, E5M2 };
 /// (token, KV head) (the cache's shape without the head dim).
 enum class KVScaleGranularity { Tensor, TokenHead };
 
-/// Everything a decode-attention kernel is specialized on. Batch size and
-/// cache length stay dynamic in the generated code; `batch` and `maxLength`
-/// only feed the automatic split choice.
+/// Everything a decode-attention kernel is specialized on: what it is, the
+/// JIT cache's key. Batch size and cache length stay dynamic in the
+/// generated code; an automatic split count (numSplits = 0) is planned with
+/// a request's PlanningHints and resolved to a fixed one (resolve(), in
+/// fd/Compiler/SplitKVOptions.h) before anything is compiled.
 struct KernelConfig {
   /// D, the queries' and keys'.
   int64_t headDim = 128;
@@ -52,10 +55,8 @@ struct KernelConfig {
   /// Rewrite into split-KV form (fd-split-kv); false lowers fd.attention
   /// directly (the unsplit reference).
   bool splitKV = true;
-  /// 0 = automatic (planned for `batch` and `maxLength`).
+  /// 0 = automatic (planned with a request's PlanningHints).
   int64_t numSplits = 0;
-  /// Fixed chunk length for fd-split-kv's chunk-length mode; 0 = off.
-  int64_t chunkLength = 0;
   std::optional<float> scale;
   /// Sliding window: a query at position p sees keys p - W < j <= p; 0 = no
   /// window (every earlier key).
@@ -86,14 +87,6 @@ struct KernelConfig {
   /// "Schedules"); absent: planKernel's on `arch`. Part of what the kernel
   /// is: the split count is planned with it.
   std::optional<ScheduleChoice> schedule;
-  int64_t batch = 1;
-  int64_t maxLength = 4096;
-  /// The split planner's knobs, defaults and meaning its own
-  /// (fd/Planning/SplitPlanner.h).
-  int64_t smCount = SplitPlannerOptions().smCount;
-  int64_t blocksPerSM = SplitPlannerOptions().blocksPerSM;
-  int64_t minChunkLength = SplitPlannerOptions().minChunkLength;
-  int64_t maxSplits = SplitPlannerOptions().maxSplits;
   /// GPU target of the PTX: sm_80, sm_86, sm_89, sm_90, sm_90a.
   std::string arch = std::string(kDefaultChipName);
   /// PTX ISA version times ten; at least what `arch` needs (78 for sm_90).
@@ -102,9 +95,6 @@ struct KernelConfig {
   /// An empty string when the configuration is supported, otherwise a
   /// sentence naming the field and the accepted values.
   std::string validate() const;
-
-  /// What the automatic split choice is planned with.
-  SplitPlannerOptions getPlannerOptions() const;
 
   /// What the partial kernel's schedule depends on (fd/Planning/KernelPlan.h),
   /// as fd::getKernelProblem reads it off the op this config builds.
@@ -125,7 +115,9 @@ struct KernelConfig {
       std::variant<int64_t, bool, std::string, std::optional<float>>;
   /// Every field, in a fixed order, under its manifest name: the one list
   /// that toString() (the JIT cache key) and the manifest's "config" are
-  /// written from, so a new field reaches both.
+  /// written from, so a new field reaches both. (The manifest's "config"
+  /// adds the PlanningHints' fields, and "requested_num_splits" there is
+  /// the request's count, 0 for automatic.)
   void forEachField(
       const std::function<void(const char *name, const FieldValue &value)>
           &visit) const;
@@ -136,6 +128,48 @@ struct KernelConfig {
 
   /// Every field as `name=value` pairs in a fixed order: equal strings mean
   /// equal configurations (the JIT cache hashes it).
+  std::string toString() const;
+};
+
+/// How an automatic split count is planned: inputs of the planning, not of
+/// the kernel. Two requests whose hints plan the same count get one kernel.
+struct PlanningHints {
+  /// The batch and cache length the count is planned for.
+  int64_t batch = 1;
+  int64_t maxLength = 4096;
+  /// fd-split-kv's chunk-length mode: as many splits as chunks of this many
+  /// attended keys; 0 = off (the split planner chooses).
+  int64_t chunkLength = 0;
+  /// The split planner's knobs, defaults and meaning its own
+  /// (fd/Planning/SplitPlanner.h); maxSplits also bounds a fixed count.
+  SplitPlannerOptions planner;
+
+  /// An empty string when `config` can be planned with these hints,
+  /// otherwise a sentence naming the field and the accepted values.
+  std::string validate(const KernelConfig &config) const;
+
+  /// Every field under its manifest name (the manifest's "config" records
+  /// how its split count was planned).
+  void forEachField(
+      const std::function<void(const char *name, int64_t value)> &visit) const;
+};
+
+/// A kernel asked for: what it is, and how to plan what it leaves
+/// automatic. What compile() and the CPU kernels take.
+struct KernelRequest {
+  KernelConfig config;
+  PlanningHints hints;
+
+  KernelRequest() = default;
+  KernelRequest(KernelConfig config, PlanningHints hints)
+      : config(std::move(config)), hints(hints) {}
+  /// `config` with the default hints, and a maxSplits that admits its fixed
+  /// count: a resolved config asks for itself.
+  KernelRequest(KernelConfig config);
+
+  /// config.validate(), then hints.validate(config).
+  std::string validate() const;
+  /// The config's fields, then the hints': `name=value` pairs.
   std::string toString() const;
 };
 
