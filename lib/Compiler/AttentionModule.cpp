@@ -11,7 +11,7 @@ using namespace mlir;
 
 namespace flashdecode {
 
-static Type getMLIRElementType(MLIRContext &context, ElementType type) {
+Type getMLIRElementType(MLIRContext &context, ElementType type) {
   switch (type) {
   case ElementType::F16:
     return Float16Type::get(&context);
@@ -37,13 +37,25 @@ static Type getCacheElementType(MLIRContext &context,
   llvm_unreachable("unknown KV cache type");
 }
 
-OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
-                                           const KernelConfig &config) {
+FunctionModule startFunctionModule(OpBuilder &builder, StringRef name,
+                                   TypeRange argumentTypes) {
+  MLIRContext &context = *builder.getContext();
   context.loadDialect<func::FuncDialect, mlir::fd::FDDialect>();
-  OpBuilder builder(&context);
-  Location loc = NameLoc::get(builder.getStringAttr(kAttentionFunctionName));
+  Location loc = NameLoc::get(builder.getStringAttr(name));
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   builder.setInsertionPointToEnd(module->getBody());
+  auto function = func::FuncOp::create(
+      builder, loc, name, builder.getFunctionType(argumentTypes, {}));
+  function->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
+                    builder.getUnitAttr());
+  Block *entry = function.addEntryBlock();
+  builder.setInsertionPointToStart(entry);
+  return {std::move(module), loc, entry->getArguments()};
+}
+
+OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
+                                           const KernelConfig &config) {
+  OpBuilder builder(&context);
 
   constexpr int64_t dynamic = ShapedType::kDynamic;
   Type elementType = getMLIRElementType(context, config.elementType);
@@ -101,14 +113,8 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   if (config.hasFloat8Cache() && !config.sharedKV)
     argumentTypes.push_back(scaleType);
 
-  auto function =
-      func::FuncOp::create(builder, loc, kAttentionFunctionName,
-                           builder.getFunctionType(argumentTypes, {}));
-  function->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
-                    builder.getUnitAttr());
-  Block *entry = function.addEntryBlock();
-  builder.setInsertionPointToStart(entry);
-  ValueRange arguments = entry->getArguments();
+  auto [module, loc, arguments] =
+      startFunctionModule(builder, kAttentionFunctionName, argumentTypes);
   auto layout = mlir::fd::KVLayoutAttr::get(&context, config.cacheLayout);
   FloatAttr scale =
       config.scale ? builder.getF32FloatAttr(*config.scale) : FloatAttr();
@@ -147,7 +153,7 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
       config.schedule ? mlir::fd::ScheduleAttr::get(&context, *config.schedule)
                       : mlir::fd::ScheduleAttr());
   func::ReturnOp::create(builder, loc);
-  return module;
+  return std::move(module);
 }
 
 } // namespace flashdecode

@@ -1,50 +1,19 @@
 //===- CPUAttentionKernel.cpp - Run fd attention on the CPU ---------------===//
 
 #include "fd/Compiler/CPUAttentionKernel.h"
-#include "DiagnosticCollector.h"
+#include "CPUJit.h"
 #include "fd/Compiler/AttentionModule.h"
 #include "fd/Compiler/SplitKVOptions.h"
 #include "fd/Dialect/FD/IR/FD.h"
 #include "fd/Dialect/FD/Pipelines/Passes.h"
 #include "fd/Dialect/FD/Transforms/Passes.h"
 
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/Support/TargetSelect.h"
-
-#include <mutex>
 
 using namespace mlir;
 
 namespace flashdecode {
-
-namespace {
-
-/// A ranked memref descriptor as the C interface of MLIR functions expects
-/// it: allocated and aligned pointers, offset, sizes, strides (all 8 bytes).
-llvm::SmallVector<int64_t> makeDescriptor(const void *data,
-                                          llvm::ArrayRef<int64_t> shape) {
-  auto address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(data));
-  llvm::SmallVector<int64_t> words = {address, address, 0};
-  llvm::append_range(words, shape);
-  llvm::SmallVector<int64_t> strides(shape.size(), 1);
-  for (int64_t dim = static_cast<int64_t>(shape.size()) - 2; dim >= 0; --dim)
-    strides[dim] = strides[dim + 1] * shape[dim + 1];
-  llvm::append_range(words, strides);
-  return words;
-}
-
-void initializeNativeTarget() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-  });
-}
-
-} // namespace
 
 CPUAttentionKernel::~CPUAttentionKernel() = default;
 
@@ -54,7 +23,6 @@ CPUAttentionKernel::compile(const KernelRequest &request) {
   std::string invalid = request.validate();
   if (!invalid.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(), invalid);
-  initializeNativeTarget();
 
   DialectRegistry registry;
   mlir::fd::registerFDDialects(registry);
@@ -76,22 +44,10 @@ CPUAttentionKernel::compile(const KernelRequest &request) {
   }
   llvm::raw_string_ostream(kernel->splitIR) << *module;
 
-  PassManager lowering(&context);
-  mlir::fd::buildLowerToCPUPipeline(lowering);
-  if (failed(lowering.run(*module)))
-    return diagnostics.failure("fd-lower-to-cpu");
-
-  ExecutionEngineOptions engineOptions;
-  auto optimize = makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0,
-                                            /*targetMachine=*/nullptr);
-  engineOptions.transformer = optimize;
-  engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
-  auto engine = ExecutionEngine::create(*module, engineOptions);
+  auto engine = compileForCPU(*module, diagnostics);
   if (!engine)
-    return llvm::joinErrors(diagnostics.failure("JIT compilation"),
-                            engine.takeError());
+    return engine.takeError();
   kernel->engine = std::move(*engine);
-  kernel->engine->initialize();
   return kernel;
 }
 
@@ -181,16 +137,7 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
       descriptors.push_back(makeDescriptor(buffers.vScale, scaleShape));
   }
 
-  // The packed interface takes the address of each argument, and each
-  // argument of the C interface is a pointer to a descriptor.
-  llvm::SmallVector<void *> descriptorPointers;
-  for (auto &descriptor : descriptors)
-    descriptorPointers.push_back(descriptor.data());
-  llvm::SmallVector<void *> packedArguments;
-  for (void *&pointer : descriptorPointers)
-    packedArguments.push_back(&pointer);
-  return engine->invokePacked(
-      std::string("_mlir_ciface_") + kAttentionFunctionName, packedArguments);
+  return invokeWithDescriptors(*engine, kAttentionFunctionName, descriptors);
 }
 
 } // namespace flashdecode

@@ -10,7 +10,9 @@
 compute capability, with kernels loaded once per configuration and GPU.
 ``compile`` returns the PTX and manifest of a configuration, ``plan_splits``
 the split count the compiler would choose, and ``Decoder`` binds fixed GPU
-buffers for CUDA-graph decoding.
+buffers for CUDA-graph decoding. ``merge_states`` (``merge_state``,
+``merge_state_in_place``) merges attention states computed apart (their
+outputs and lses) exactly.
 
 Shapes: q ``[B, Hq, D]`` or ``[B, Lq, Hq, D]`` (query token t of Lq sits at
 position ``p = len - Lq + t`` and sees keys ``j <= p``; with ``window_left=W``
@@ -38,10 +40,12 @@ from ._cpu import _decode_cpu
 from ._fp8 import check_compile_options as _check_fp8_options
 from ._fp8 import quantize_kv
 from ._cuda import Decoder, _decode_cuda
+from ._merge import merge_state, merge_state_in_place, merge_states
 from .device_array import DeviceArray
 
 __all__ = ["compile", "plan_splits", "decode_attention", "mla_decode",
-           "Kernel", "Decoder", "DeviceArray", "quantize_kv"]
+           "Kernel", "Decoder", "DeviceArray", "quantize_kv", "merge_states",
+           "merge_state", "merge_state_in_place"]
 
 CudaError = _native.CudaError
 

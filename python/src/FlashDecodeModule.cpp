@@ -30,16 +30,6 @@ using namespace flashdecode;
 
 namespace {
 
-ElementType parseElementType(const std::string &name) {
-  if (name == "f16")
-    return ElementType::F16;
-  if (name == "bf16")
-    return ElementType::BF16;
-  if (name == "f32")
-    return ElementType::F32;
-  throw py::value_error("dtype must be f16, bf16 or f32, got '" + name + "'");
-}
-
 /// "" (the query's type), "e4m3" or "e5m2".
 KVCacheType parseKVCacheType(const std::string &name) {
   if (name.empty())
@@ -80,7 +70,7 @@ KernelRequest makeRequest(
   config.numQueryHeads = numQueryHeads;
   config.numKVHeads = numKVHeads;
   config.queryLength = queryLength;
-  config.elementType = parseElementType(dtype);
+  config.elementType = python::parseElementType(dtype);
   if (kvLayout != "NHD" && kvLayout != "HND")
     throw py::value_error("kv_layout must be 'NHD' or 'HND', got '" + kvLayout +
                           "'");
@@ -296,6 +286,16 @@ py::dict getRequestFields(const KernelRequest &request) {
 
 } // namespace
 
+ElementType flashdecode::python::parseElementType(const std::string &name) {
+  if (name == "f16")
+    return ElementType::F16;
+  if (name == "bf16")
+    return ElementType::BF16;
+  if (name == "f32")
+    return ElementType::F32;
+  throw py::value_error("dtype must be f16, bf16 or f32, got '" + name + "'");
+}
+
 void *flashdecode::python::checkedData(const py::array &array, size_t bytes,
                                        const char *name) {
   if (!(array.flags() & py::array::c_style))
@@ -472,4 +472,5 @@ PYBIND11_MODULE(_flashdecode, module) {
              py::arg("request"), py::return_value_policy::reference);
 
   flashdecode::python::defineCudaBindings(module);
+  flashdecode::python::defineMergeStatesBindings(module);
 }

@@ -5,10 +5,26 @@
 
 #include "fd/Compiler/KernelConfig.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
 namespace flashdecode {
+
+/// The MLIR type of `type` (f16, bf16, f32).
+mlir::Type getMLIRElementType(mlir::MLIRContext &context, ElementType type);
+
+/// A module for a JIT: one function of `argumentTypes` carrying
+/// `llvm.emit_c_interface` (its C interface takes memref descriptors), with
+/// the builder at the start of its entry block.
+struct FunctionModule {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  mlir::Location loc;
+  mlir::ValueRange arguments;
+};
+FunctionModule startFunctionModule(mlir::OpBuilder &builder,
+                                   llvm::StringRef name,
+                                   mlir::TypeRange argumentTypes);
 
 /// Name of the function buildAttentionModule creates.
 constexpr const char *kAttentionFunctionName = "fd_decode_attention";

@@ -31,6 +31,10 @@ inline constexpr int64_t kMaxPageSize = 256;
 /// rewrites them; the kernels hold that many rows per head).
 inline constexpr int64_t kMaxDecodeQueryLength = 8;
 
+/// The most states one fd.merge_states merges (a merge kernel thread holds
+/// each state's weight), as many as fd.merge's splits at their default cap.
+inline constexpr int64_t kMaxMergedStates = 512;
+
 bool isSupportedKeyHeadDim(int64_t headDim);
 /// Why keys (and queries) of `headDim` elements and values of
 /// `valueHeadDim` (0: headDim), with `sharedKV` read from the keys' first

@@ -357,4 +357,5 @@ void mlir::fd::populateFDToLoopsConversionPatterns(
   patterns.add<AttentionOpLowering, PartialAttentionOpLowering>(
       patterns.getContext());
   detail::populateMergeToLoopsPatterns(patterns);
+  detail::populateMergeStatesToLoopsPatterns(patterns);
 }

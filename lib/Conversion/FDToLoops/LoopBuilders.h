@@ -3,7 +3,7 @@
 // Private to the FDToLoops lowering: constants, f32 loads and stores,
 // scratch buffers, the index lists of the attention operands and a softmax
 // row's result, shared by the attention lowerings (FDToLoops.cpp) and the
-// merge's (MergeToLoops.cpp).
+// merges' (MergeToLoops.cpp, MergeStatesToLoops.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -102,6 +102,8 @@ Value logSumExp(OpBuilder &b, Location loc, SoftmaxState state);
 
 /// The fd.merge lowering (MergeToLoops.cpp).
 void populateMergeToLoopsPatterns(RewritePatternSet &patterns);
+/// The fd.merge_states lowering (MergeStatesToLoops.cpp).
+void populateMergeStatesToLoopsPatterns(RewritePatternSet &patterns);
 
 } // namespace mlir::fd::detail
 

@@ -1,6 +1,7 @@
 //===- FDOps.cpp - Flash-Decoding dialect operations ----------------------===//
 
 #include "CacheOperands.h"
+#include "OperandChecks.h"
 #include "fd/Dialect/FD/IR/FD.h"
 
 #include "mlir/IR/Builders.h"
@@ -12,54 +13,7 @@
 
 using namespace mlir;
 using namespace mlir::fd;
-
-//===----------------------------------------------------------------------===//
-// Shared verification helpers
-//===----------------------------------------------------------------------===//
-
-static MemRefType memrefType(Value value) {
-  return cast<MemRefType>(value.getType());
-}
-
-/// Prints a shape as `[1, ?, 8, 128]`, the way the messages name shapes.
-static std::string formatShape(ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  llvm::interleave(
-      shape,
-      [&](int64_t dim) {
-        text += ShapedType::isDynamic(dim) ? "?" : std::to_string(dim);
-      },
-      [&] { text += ", "; });
-  return text + "]";
-}
-
-/// Two dimensions agree when equal or when either is only known at run time.
-static bool dimsAgree(int64_t lhs, int64_t rhs) {
-  return lhs == rhs || ShapedType::isDynamic(lhs) || ShapedType::isDynamic(rhs);
-}
-
-static bool shapesAgree(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs) {
-  return lhs.size() == rhs.size() &&
-         llvm::all_of(llvm::zip_equal(lhs, rhs), [](auto pair) {
-           return dimsAgree(std::get<0>(pair), std::get<1>(pair));
-         });
-}
-
-/// Checks that `value` is a memref of `expectedShape` (dynamic entries match
-/// anything) with element type `expectedElementType`.
-static LogicalResult verifyOperandShape(Operation *op, Value value,
-                                        StringRef name,
-                                        ArrayRef<int64_t> expectedShape,
-                                        Type expectedElementType,
-                                        StringRef meaning) {
-  MemRefType type = memrefType(value);
-  if (!shapesAgree(type.getShape(), expectedShape) ||
-      type.getElementType() != expectedElementType)
-    return op->emitOpError() << "'" << name << "' must be " << meaning << " "
-                             << formatShape(expectedShape) << " of "
-                             << expectedElementType << ", got " << type;
-  return success();
-}
+using namespace mlir::fd::detail;
 
 AttentionGeometry
 mlir::fd::computeAttentionGeometry(Value query, Value keyCache, Value seqLens,

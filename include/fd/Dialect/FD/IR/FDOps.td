@@ -26,6 +26,11 @@ def FD_PartialOutputMemRef : MemRefRankOf<[F32], [4, 5]>;
 def FD_PartialLseMemRef : MemRefRankOf<[F32], [3, 4]>;
 def FD_BlockTableMemRef : MemRefRankOf<[I32], [2]>;
 def FD_SinksMemRef : MemRefRankOf<[F32], [1]>;
+def FD_StatesMemRef : MemRefRankOf<[F16, BF16, F32], [4]>;
+def FD_StateLseMemRef : MemRefRankOf<[F32], [3]>;
+def FD_MergedStateMemRef : MemRefRankOf<[F16, BF16, F32], [3]>;
+def FD_MergedLseMemRef : MemRefRankOf<[F32], [2]>;
+def FD_RowMaskMemRef : MemRefRankOf<[I8], [1]>;
 
 // The inputs shared by `fd.attention` and `fd.partial_attention`.
 defvar FD_AttentionInputs = (ins
@@ -350,6 +355,80 @@ def FD_MergeOp : FD_Op<"merge", [AttrSizedOperandSegments]> {
     /// merge knows nothing of KV heads or caches (numKVHeads and maxLength
     /// are 0).
     ::mlir::fd::AttentionGeometry getGeometry();
+  }];
+  let hasVerifier = 1;
+}
+
+def FD_MergeStatesOp
+    : FD_Op<"merge_states", [AttrSizedOperandSegments]> {
+  let summary = "exact log-sum-exp merge of attention states given by the user";
+  let description = [{
+    The standalone form of `fd.merge`: merges attention states (an output
+    row and its log-sum-exp) computed apart, over disjoint sets of keys (two
+    calls, a shared prefix and a suffix, shards of a cache on several GPUs).
+    For each row `t` and head `h`, over every state `n` of every operand:
+
+    ```
+    m        = max_n lse[n]
+    w_n      = exp(lse[n] - m)
+    output   = sum_n w_n * state[n, :] / sum_n w_n
+    lse      = m + log(sum_n w_n)
+    ```
+
+    A state whose lse is `-inf` or `+inf` is empty: its weight is 0 and its
+    row is not read. A row whose states are all empty gets zeros and
+    `lse = -inf`. A NaN lse makes its whole row NaN (output and lse); a NaN
+    element of a state that is not empty, that output element. With `lse_base2` the lses, in and out, are base 2 (FlashInfer's
+    convention: `2^lse` is the softmax denominator); without, natural logs
+    (fd.attention's). The sum is in f32; the output is rounded to its
+    element type.
+
+    With `mask` (`[T]` i8) only rows whose mask is nonzero are written; the
+    others keep their output and lse (a fixed shape for CUDA-graph replays).
+    `output` and `lse` may be the memory of an operand of one state
+    (`[T, 1, H, D]` and `[T, 1, H]`): each row reads its states before it
+    writes (an in-place merge).
+
+    Operands:
+    - `states`: one or more `[T, N_i, H, D]` (f16, bf16 or f32, all one
+      type), the states of operand i.
+    - `state_lses`: as many `[T, N_i, H]` f32, their lses.
+    - `output`: `[T, H, D]` of the states' element type.
+    - `lse`: `[T, H]` f32.
+    - `mask` (optional): `[T]` i8.
+
+    Example:
+
+    ```mlir
+    fd.merge_states %a, %b lses %la, %lb into %out, %lse
+        : memref<?x1x32x128xf16>, memref<?x1x32x128xf16>
+          lses memref<?x1x32xf32>, memref<?x1x32xf32>
+          into memref<?x32x128xf16>, memref<?x32xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    Arg<Variadic<FD_StatesMemRef>, "the states' rows", [MemRead]>:$states,
+    Arg<Variadic<FD_StateLseMemRef>, "the states' log-sum-exps",
+        [MemRead]>:$state_lses,
+    Arg<FD_MergedStateMemRef, "merged rows", [MemWrite]>:$output,
+    Arg<FD_MergedLseMemRef, "merged log-sum-exps", [MemWrite]>:$lse,
+    Arg<Optional<FD_RowMaskMemRef>, "rows to merge, [T] i8",
+        [MemRead]>:$mask,
+    UnitAttr:$lse_base2);
+
+  let assemblyFormat = [{
+    $states `lses` $state_lses (`mask` $mask^ `:` type($mask))? `into`
+    $output `,` $lse attr-dict `:` type($states) `lses` type($state_lses)
+    `into` type($output) `,` type($lse)
+  }];
+
+  let extraClassDeclaration = [{
+    /// The states of every operand, sum_i N_i.
+    int64_t getNumStates();
+    /// H and D, read off the output [T, H, D].
+    int64_t getNumHeads();
+    int64_t getHeadDim();
   }];
   let hasVerifier = 1;
 }
