@@ -4,6 +4,7 @@
 #include "DiagnosticCollector.h"
 #include "SourceHash.h"
 #include "fd/Compiler/AttentionModule.h"
+#include "fd/Compiler/MergeStates.h"
 #include "fd/Compiler/SplitKVOptions.h"
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Dialect/FD/IR/FD.h"
@@ -46,12 +47,20 @@ llvm::Error makeError(const llvm::Twine &message) {
 /// diagnostics collected for error messages.
 class Compilation {
 public:
-  explicit Compilation(const KernelRequest &request)
+  /// The module `build` makes, lowered with `split`'s options (its chip the
+  /// target) to PTX of ISA `ptxVersion`.
+  Compilation(function_ref<OwningOpRef<ModuleOp>(MLIRContext &)> build,
+              const mlir::fd::FDSplitKVOptions &split, int ptxVersion)
       : context(makeRegistry(), MLIRContext::Threading::DISABLED),
-        diagnostics(context),
-        module(buildAttentionModule(context, request.config)),
-        split(getSplitKVOptions(request)),
-        ptxVersion(request.config.ptxVersion) {
+        diagnostics(context), module(build(context)), split(split),
+        ptxVersion(ptxVersion) {}
+
+  explicit Compilation(const KernelRequest &request)
+      : Compilation(
+            [&](MLIRContext &context) {
+              return buildAttentionModule(context, request.config);
+            },
+            getSplitKVOptions(request), request.config.ptxVersion) {
     // fd.attention always goes through fd-split-kv on the GPU: num-splits=1
     // is the unsplit kernel.
     if (!request.config.splitKV)
@@ -68,6 +77,12 @@ public:
   }
 
   ModuleOp getModule() { return *module; }
+
+  /// The rest, from split IR: the kernels' ABI as convert-fd-to-gpu built
+  /// them (readKernelABI), then their PTX.
+  llvm::Error
+  lowerSplitModule(llvm::json::Array &kernels,
+                   std::vector<std::pair<std::string, std::string>> &ptx);
 
 private:
   static DialectRegistry makeRegistry() {
@@ -208,6 +223,24 @@ llvm::Expected<llvm::json::Array> readKernelABI(ModuleOp module) {
   return kernels;
 }
 
+llvm::Error Compilation::lowerSplitModule(
+    llvm::json::Array &kernels,
+    std::vector<std::pair<std::string, std::string>> &ptx) {
+  if (llvm::Error error = run(Stage::GPU, Stage::GPU))
+    return error;
+  auto abi = readKernelABI(getModule());
+  if (!abi)
+    return abi.takeError();
+  kernels = std::move(*abi);
+  if (llvm::Error error = run(Stage::LLVM, Stage::PTX))
+    return error;
+  auto texts = extractPTX(getModule());
+  if (!texts)
+    return texts.takeError();
+  ptx = std::move(*texts);
+  return llvm::Error::success();
+}
+
 /// The manifest's "config": the request's fields, the hints' (how its split
 /// count was planned) included.
 llvm::json::Object getConfigFields(const KernelRequest &request) {
@@ -307,21 +340,45 @@ llvm::Expected<CompiledKernels> compileUncached(const KernelRequest &request) {
                      " (a compiler bug: please report "
                      "it with this configuration: " +
                      request.toString() + ")");
-  // The ABI as the lowering built it, then on to PTX.
-  if (llvm::Error error = compilation.run(Stage::GPU, Stage::GPU))
+  llvm::json::Array kernels;
+  if (llvm::Error error = compilation.lowerSplitModule(kernels, result.ptx))
     return std::move(error);
-  auto kernels = readKernelABI(compilation.getModule());
-  if (!kernels)
-    return kernels.takeError();
-  if (llvm::Error error = compilation.run(Stage::LLVM, Stage::PTX))
-    return std::move(error);
-  auto ptx = extractPTX(compilation.getModule());
-  if (!ptx)
-    return ptx.takeError();
-  result.ptx = std::move(*ptx);
   result.manifest =
-      buildManifest(request, result.numSplits, schedule, std::move(*kernels));
+      buildManifest(request, result.numSplits, schedule, std::move(kernels));
   result.request = request.toString();
+  return result;
+}
+
+llvm::Expected<CompiledKernels>
+compileMergeStates(const MergeStatesConfig &config, const std::string &arch,
+                   int ptxVersion) {
+  std::string invalid = config.validate();
+  if (invalid.empty() && !findChip(arch))
+    invalid =
+        "arch '" + arch + "' is not supported: expected " + getChipNameList();
+  if (!invalid.empty())
+    return makeError(invalid);
+  mlir::fd::FDSplitKVOptions split;
+  split.chip = arch;
+  Compilation compilation(
+      [&](MLIRContext &context) {
+        return buildMergeStatesModule(context, config);
+      },
+      split, ptxVersion);
+  CompiledKernels result;
+  llvm::json::Array kernels;
+  if (llvm::Error error = compilation.run(Stage::Split, Stage::Split))
+    return std::move(error);
+  if (llvm::Error error = compilation.lowerSplitModule(kernels, result.ptx))
+    return std::move(error);
+  result.numSplits = 1;
+  result.request = config.toString();
+  result.manifest = printManifest(
+      llvm::json::Object{{"compiler_version", getCompilerVersion()},
+                         {"compiler_source_hash", getCompilerSourceHash()},
+                         {"merge_states", result.request},
+                         {"arch", arch},
+                         {"kernels", std::move(kernels)}});
   return result;
 }
 

@@ -28,8 +28,9 @@ std::string MergeStatesConfig::validate() const {
   if (total > kMaxMergedStates)
     return "a merge takes at most " + text(kMaxMergedStates) + " states, got " +
            text(total);
-  if (numHeads < 1)
-    return "the head count H must be >= 1, got " + text(numHeads);
+  // The GPU kernel's blocks are (row, head): heads are a grid dimension.
+  if (numHeads < 1 || numHeads > 65535)
+    return "the head count H must be in [1, 65535], got " + text(numHeads);
   if (!isSupportedValueHeadDim(headDim))
     return "head dim D = " + text(headDim) + " is not supported: expected a " +
            describeSupportedValueHeadDims();

@@ -3,19 +3,21 @@ merge of attention states computed apart (fd.merge_states).
 
 A state is an attention output row and its log-sum-exp over some set of
 keys; two states over disjoint key sets merge into the state over their
-union. numpy arrays (and CPU torch tensors) run the CPU lowering."""
+union. numpy arrays (and CPU torch tensors) run the CPU lowering; device
+arrays (DeviceArray, PyTorch CUDA tensors, __cuda_array_interface__) the
+GPU kernel, queued on PyTorch's current stream for tensors and on the
+legacy default stream otherwise, or on ``stream``."""
 
 import numpy as np
 
 from . import _flashdecode as _native
+from .device_array import DeviceArray
+from ._cuda import (_CudaArray, _common_device, _device_info, _is_torch,
+                    _new_output, _torch_stream)
 
 _LSE_BASES = ("e", "2")
 _STATE_TYPES = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32",
                 np.dtype(np.uint16): "bf16"}
-
-
-def _is_torch(array):
-    return hasattr(array, "data_ptr") and hasattr(array, "is_cuda")
 
 
 def _host_view(array, name):
@@ -23,11 +25,6 @@ def _host_view(array, name):
     (bfloat16 as uint16 bit patterns), sharing its memory."""
     if not _is_torch(array):
         return array, None
-    if array.is_cuda:
-        raise NotImplementedError(
-            f"{name} is a CUDA tensor: merge_states runs on the CPU only so "
-            "far (numpy arrays and CPU tensors); the GPU kernel is not built "
-            "yet")
     import torch
     if array.dtype == torch.bfloat16:
         return array.view(torch.int16).numpy().view(np.uint16), array.dtype
@@ -45,13 +42,10 @@ def _state_type(array, name):
     """fd's element type name of a states array (uint16 and ml_dtypes
     bfloat16: bf16 bit patterns)."""
     if not isinstance(array, np.ndarray):
-        if hasattr(array, "__cuda_array_interface__"):
-            raise NotImplementedError(
-                f"{name} is a device array: merge_states runs on the CPU "
-                "only so far (numpy arrays and CPU tensors); the GPU kernel "
-                "is not built yet")
-        raise TypeError(f"{name} must be a numpy array or a CPU torch "
-                        f"tensor, got {type(array).__name__}")
+        raise TypeError(f"{name} must be a numpy array, a CPU torch tensor "
+                        "or a device array (DeviceArray, a PyTorch CUDA "
+                        "tensor, __cuda_array_interface__), got "
+                        f"{type(array).__name__}")
     kind = array.dtype
     if kind.name == "bfloat16":
         kind = np.dtype(np.uint16)
@@ -133,7 +127,86 @@ def _check_state(v, s, v_name, s_name, stacked):
     return v, s, torch_dtype
 
 
-def merge_states(v, s, *, lse_base="e"):
+_DEVICE_TYPES = {"float16": "f16", "float32": "f32", "bfloat16": "bf16"}
+_ELEMENT_BYTES = {"float16": 2, "float32": 4, "bfloat16": 2}
+
+
+def _is_device(array):
+    """Whether ``array`` is device memory (a DeviceArray, a PyTorch CUDA
+    tensor, an object with __cuda_array_interface__)."""
+    if _is_torch(array):
+        return array.is_cuda
+    return not isinstance(array, np.ndarray) and (
+        isinstance(array, DeviceArray) or
+        hasattr(array, "__cuda_array_interface__"))
+
+
+def _aligned(array, bytes_):
+    if array.pointer % bytes_:
+        raise ValueError(f"{array.name} data pointer {array.pointer:#x} is "
+                         f"not {bytes_}-byte aligned (its elements' size)")
+    return array
+
+
+def _device_state(v, s, v_name, s_name, stacked):
+    """Checked device arrays of a state: v [T, N, H, D] (stacked) or
+    [T, H, D] and its lses s, as _CudaArrays."""
+    va = _CudaArray(v, v_name, alignment=1,
+                    expected="float16, float32 or bfloat16")
+    if va.dtype not in _DEVICE_TYPES:
+        raise va.unsupported()
+    _aligned(va, _ELEMENT_BYTES[va.dtype])
+    rank = 4 if stacked else 3
+    if len(va.shape) != rank:
+        form = "[T, N, H, D]" if stacked else "[T, H, D]"
+        raise ValueError(f"{v_name} must be {form}, got shape {va.shape}")
+    _check_head_dim(va.shape[-1], v_name)
+    sa = _aligned(_CudaArray(s, s_name, alignment=1, expected="float32"), 4)
+    if sa.dtype != "float32" or sa.shape != tuple(va.shape[:-1]):
+        raise ValueError(f"{s_name} must be float32 {tuple(va.shape[:-1])} "
+                         f"(the states' rows and heads), got {sa.dtype} "
+                         f"{sa.shape}")
+    return va, sa
+
+
+def _device_mask(mask, rows):
+    if mask is None:
+        return None
+    ma = _CudaArray(mask, "mask", alignment=1, strict=False)
+    if ma.found not in ("bool", "uint8", "int8"):
+        raise TypeError(f"mask must be a bool or uint8 array of shape "
+                        f"({rows},), got {ma.found}")
+    if ma.shape != (rows,):
+        raise ValueError(f"mask must have one flag per row, shape ({rows},), "
+                         f"got {ma.shape}")
+    return ma
+
+
+def _device_merge(states, lses, out, lse, mask, base2, like, stream):
+    """Queues fd.merge_states over checked device arrays: `states` and
+    `lses` _CudaArrays of one operand each, `out` and `lse` pointers."""
+    arrays = list(states) + list(lses) + ([mask] if mask else [])
+    device = _common_device(arrays)
+    rows, heads, head_dim = states[0].shape[0], states[0].shape[-2], \
+        states[0].shape[-1]
+    if stream is None:
+        stream = _torch_stream(device) if _is_torch(like) else 0
+    _native.cuda_merge_states(
+        [a.pointer for a in states], [a.pointer for a in lses], out, lse,
+        mask.pointer if mask else 0, _DEVICE_TYPES[states[0].dtype], rows,
+        heads, head_dim,
+        [a.shape[1] if len(a.shape) == 4 else 1 for a in states], base2,
+        device, stream)
+    return device
+
+
+def _check_count(count):
+    if not 1 <= count <= _native.MAX_MERGED_STATES:
+        raise ValueError(f"v must hold 1 to {_native.MAX_MERGED_STATES} "
+                         f"states a row (its second dimension), got {count}")
+
+
+def merge_states(v, s, *, lse_base="e", stream=None):
     """Merges the N states of each row and head: ``v`` [T, N, H, D]
     (float16, float32, or bfloat16 as uint16 bit patterns), ``s``
     [T, N, H] float32 their lses. Returns (v_out [T, H, D] in v's dtype,
@@ -147,13 +220,26 @@ def merge_states(v, s, *, lse_base="e"):
     is -inf or +inf is empty: it contributes nothing and its row is not
     read; a row of empty states gives zeros and -inf; a NaN lse gives NaN in
     its row, a NaN element of a non-empty state NaN in that element. numpy
-    arrays and CPU torch tensors (returned as such) run on the CPU."""
+    arrays and CPU torch tensors (returned as such) run on the CPU; device
+    arrays on their GPU, queued on ``stream`` (a CUstream handle; None:
+    PyTorch's current stream for tensors, else the legacy default stream),
+    the outputs new arrays of the same kind (capturable into a CUDA graph:
+    one kernel launch, no synchronization)."""
     base2 = _check_lse_base(lse_base)
+    if _is_device(v):
+        va, sa = _device_state(v, s, "v", "s", stacked=True)
+        rows, count, heads, head_dim = va.shape
+        _check_count(count)
+        device = _common_device([va, sa])
+        out, out_pointer = _new_output(v, (rows, heads, head_dim), va.dtype,
+                                       device)
+        lse, lse_pointer = _new_output(v, (rows, heads), "float32", device)
+        _device_merge([va], [sa], out_pointer, lse_pointer, None, base2, v,
+                      stream)
+        return out, lse
     v, s, torch_dtype = _check_state(v, s, "v", "s", stacked=True)
     rows, count, heads, head_dim = v.shape
-    if not 1 <= count <= _native.MAX_MERGED_STATES:
-        raise ValueError(f"v must hold 1 to {_native.MAX_MERGED_STATES} "
-                         f"states a row (its second dimension), got {count}")
+    _check_count(count)
     out = np.empty((rows, heads, head_dim), v.dtype)
     lse = np.empty((rows, heads), np.float32)
     _merge([v], [s], out, lse, None, base2)
@@ -174,13 +260,33 @@ def _check_pair(v_a, s_a, v_b, s_b, names):
     return v_a, s_a, v_b, s_b, torch_dtype
 
 
-def merge_state(v_a, s_a, v_b, s_b, *, lse_base="e"):
+def _device_pair(v_a, s_a, v_b, s_b, names):
+    """Two checked [T, H, D] device states of one shape and dtype."""
+    va, sa = _device_state(v_a, s_a, names[0], names[1], stacked=False)
+    vb, sb = _device_state(v_b, s_b, names[2], names[3], stacked=False)
+    if vb.shape != va.shape or vb.dtype != va.dtype:
+        raise ValueError(f"{names[2]} must have {names[0]}'s shape and dtype "
+                         f"{va.shape} {va.dtype}, got {vb.shape} {vb.dtype}")
+    return va, sa, vb, sb
+
+
+def merge_state(v_a, s_a, v_b, s_b, *, lse_base="e", stream=None):
     """Merges two states: ``v_a``, ``v_b`` [T, H, D] (one dtype, as for
     merge_states), ``s_a``, ``s_b`` [T, H] float32 their lses. Returns
-    (v [T, H, D], s [T, H]), merge_states of the two stacked."""
+    (v [T, H, D], s [T, H]), merge_states of the two stacked; device
+    arrays and ``stream`` as for merge_states."""
     base2 = _check_lse_base(lse_base)
-    v_a, s_a, v_b, s_b, torch_dtype = _check_pair(
-        v_a, s_a, v_b, s_b, ("v_a", "s_a", "v_b", "s_b"))
+    names = ("v_a", "s_a", "v_b", "s_b")
+    if _is_device(v_a):
+        va, sa, vb, sb = _device_pair(v_a, s_a, v_b, s_b, names)
+        rows, heads, head_dim = va.shape
+        device = _common_device([va, sa, vb, sb])
+        out, out_pointer = _new_output(v_a, va.shape, va.dtype, device)
+        lse, lse_pointer = _new_output(v_a, (rows, heads), "float32", device)
+        _device_merge([va, vb], [sa, sb], out_pointer, lse_pointer, None,
+                      base2, v_a, stream)
+        return out, lse
+    v_a, s_a, v_b, s_b, torch_dtype = _check_pair(v_a, s_a, v_b, s_b, names)
     rows, heads, head_dim = v_a.shape
     out = np.empty_like(v_a)
     lse = np.empty((rows, heads), np.float32)
@@ -194,14 +300,22 @@ def merge_state(v_a, s_a, v_b, s_b, *, lse_base="e"):
 
 
 def merge_state_in_place(v, s, v_other, s_other, mask=None, *,
-                         lse_base="e"):
+                         lse_base="e", stream=None):
     """Merges ``v_other``, ``s_other`` into ``v``, ``s`` (each [T, H, D] and
     [T, H] float32, as for merge_state), in place: with ``mask`` ([T] bool
     or uint8), only the rows whose flag is set; the others keep their state
-    (a fixed shape for CUDA-graph replays). Returns None."""
+    (a fixed shape for CUDA-graph replays: the mask's contents are read at
+    every launch). Returns None; device arrays and ``stream`` as for
+    merge_states."""
     base2 = _check_lse_base(lse_base)
-    v, s, v_other, s_other, _ = _check_pair(
-        v, s, v_other, s_other, ("v", "s", "v_other", "s_other"))
+    names = ("v", "s", "v_other", "s_other")
+    if _is_device(v):
+        va, sa, vb, sb = _device_pair(v, s, v_other, s_other, names)
+        flags = _device_mask(mask, va.shape[0])
+        _device_merge([va, vb], [sa, sb], va.pointer, sa.pointer, flags,
+                      base2, v, stream)
+        return None
+    v, s, v_other, s_other, _ = _check_pair(v, s, v_other, s_other, names)
     rows, heads, head_dim = v.shape
     flags = _check_mask(mask, rows)
     _merge([v.reshape(rows, 1, heads, head_dim),

@@ -56,6 +56,14 @@ OpenDevice &getOpenDevice(int ordinal) {
 
 rt::Device &getDevice(int ordinal) { return getOpenDevice(ordinal).device; }
 
+} // namespace
+
+rt::Device &flashdecode::python::getCudaDevice(int ordinal) {
+  return getDevice(ordinal);
+}
+
+namespace {
+
 rt::KernelBundle toBundle(const CompiledKernels &kernels) {
   rt::KernelBundle bundle;
   bundle.manifest = rt::Manifest::parse(kernels.manifest);

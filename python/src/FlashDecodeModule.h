@@ -10,6 +10,7 @@
 #define FLASHDECODE_PYTHON_FLASHDECODEMODULE_H
 
 #include "fd/Compiler/KernelConfig.h"
+#include "fd/Runtime/Runtime.h"
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -27,7 +28,12 @@ void *checkedData(const pybind11::array &array, size_t bytes, const char *name);
 /// CudaLauncher, cuda_* and pointer_device, and CudaError.
 void defineCudaBindings(pybind11::module_ &module);
 
-/// Defines cpu_merge_states and MAX_MERGED_STATES (MergeStatesModule.cpp).
+/// GPU `ordinal`'s primary context, opened once for the process (the one
+/// every CUDA path of the module uses).
+rt::Device &getCudaDevice(int ordinal);
+
+/// Defines cpu_merge_states, cuda_merge_states and MAX_MERGED_STATES
+/// (MergeStatesModule.cpp).
 void defineMergeStatesBindings(pybind11::module_ &module);
 
 } // namespace flashdecode::python

@@ -279,12 +279,3 @@ def test_bad_arguments_name_what_is_wrong():
                                          np.ones(2, np.float32))
     with pytest.raises(TypeError, match="v must be a numpy array"):
         flashdecode.merge_states([[1.0]], s)
-
-
-def test_device_arrays_are_refused_until_the_gpu_kernel_exists():
-    class FakeDeviceArray:
-        __cuda_array_interface__ = {"shape": (1, 1, 1, 32), "typestr": "<f4",
-                                    "data": (0, False), "version": 3}
-    with pytest.raises(NotImplementedError, match="runs on the CPU only"):
-        flashdecode.merge_states(FakeDeviceArray(),
-                                 np.zeros((1, 1, 1), np.float32))

@@ -13,6 +13,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <string>
@@ -51,6 +52,16 @@ struct MergeStatesConfig {
 mlir::OwningOpRef<mlir::ModuleOp>
 buildMergeStatesModule(mlir::MLIRContext &context,
                        const MergeStatesConfig &config);
+
+struct CompiledKernels;
+
+/// The kernel of `config` for `arch` (PTX ISA `ptxVersion`), without a cache:
+/// one PTX text (kernel "fd_merge_states", launched on (rows, H, 1) blocks)
+/// and a manifest of its ABI ("kernels": parameters states_0.., state_lses_0..,
+/// output, lse[, mask], grid and block). Fails naming the unsupported field.
+llvm::Expected<CompiledKernels>
+compileMergeStates(const MergeStatesConfig &config, const std::string &arch,
+                   int ptxVersion);
 
 } // namespace flashdecode
 

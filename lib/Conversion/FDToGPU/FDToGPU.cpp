@@ -2,7 +2,8 @@
 //
 // The Flash-Decoding kernels in the GPU dialect (with LLVM-dialect pointer
 // arithmetic for 16-byte global loads), replacing the fd ops with their
-// launches: the patterns of PartialAttentionKernel.cpp and MergeKernel.cpp
+// launches: the patterns of PartialAttentionKernel.cpp, MergeKernel.cpp and
+// MergeStatesKernel.cpp
 // (the partial kernel's layout is fd/Planning/PartialKernelLayout.h's),
 // built from KernelBuilder.h. DESIGN §5 says what makes them fast; the
 // comments in those files say how each piece maps onto the hardware.
@@ -21,6 +22,7 @@ void mlir::fd::populateFDToGPUConversionPatterns(
     bool fuseMerge) {
   detail::populatePartialAttentionToGPUPatterns(patterns, chip, fuseMerge);
   detail::populateMergeToGPUPatterns(patterns);
+  detail::populateMergeStatesToGPUPatterns(patterns);
 }
 
 std::string mlir::fd::getReasonNotLowerableToGPU(Operation *op) {

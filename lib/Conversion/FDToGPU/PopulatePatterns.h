@@ -29,6 +29,9 @@ void populatePartialAttentionToGPUPatterns(RewritePatternSet &patterns,
 /// fd.merge -> the merge kernel + its launch.
 void populateMergeToGPUPatterns(RewritePatternSet &patterns);
 
+/// fd.merge_states -> its kernel + its launch.
+void populateMergeStatesToGPUPatterns(RewritePatternSet &patterns);
+
 } // namespace mlir::fd::detail
 
 #endif // FD_LIB_CONVERSION_FDTOGPU_POPULATEPATTERNS_H

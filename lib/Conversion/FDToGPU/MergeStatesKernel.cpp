@@ -1,0 +1,206 @@
+//===- MergeStatesKernel.cpp - fd.merge_states to a kernel ----------------===//
+//
+// One block per (row, head), one thread per output element (two in rows
+// over 256), as the merge kernel: each thread reads the row's lses itself
+// (the block's threads read the same few words, from L1), weighs its
+// elements of every state that is not empty, and writes them; thread 0
+// writes the row's lse once every thread has read the lses (a barrier), so
+// an in-place merge, whose output lse is an operand's, reads before it is
+// overwritten.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelBuilder.h"
+#include "PopulatePatterns.h"
+#include "fd/Dialect/FD/IR/FD.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::fd;
+using namespace mlir::fd::detail;
+
+namespace {
+
+/// The widest row a thread per element merges (as the merge kernel's).
+constexpr int64_t kMostThreads = 256;
+
+struct MergeStatesToGPU : OpRewritePattern<MergeStatesOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MergeStatesOp op,
+                                PatternRewriter &rewriter) const override {
+    if (failed(checkLowerable(op, rewriter)))
+      return failure();
+    const int64_t headDim = op.getHeadDim(), heads = op.getNumHeads();
+    const int64_t width = headDim > kMostThreads ? 2 : 1;
+    const int32_t threads = static_cast<int32_t>(headDim / width);
+    const bool base2 = op.getLseBase2();
+    Type element = cast<MemRefType>(op.getOutput().getType()).getElementType();
+    SmallVector<int64_t> counts;
+    for (Value states : op.getStates())
+      counts.push_back(cast<MemRefType>(states.getType()).getShape()[1]);
+
+    // states_0.., state_lses_0.., output, lse, then the mask when there.
+    Location loc = op.getLoc();
+    KernelParameters parameters;
+    for (auto [index, states] : llvm::enumerate(op.getStates()))
+      parameters.addPointer(rewriter, loc, "states_" + std::to_string(index),
+                            states);
+    for (auto [index, lses] : llvm::enumerate(op.getStateLses()))
+      parameters.addPointer(rewriter, loc,
+                            "state_lses_" + std::to_string(index), lses);
+    parameters.addPointer(rewriter, loc, "output", op.getOutput());
+    parameters.addPointer(rewriter, loc, "lse", op.getLse());
+    if (op.getMask())
+      parameters.addPointer(rewriter, loc, "mask", op.getMask());
+    gpu::GPUFuncOp kernel = createKernel(op, "fd_merge_states", parameters, {},
+                                         {threads, 1, 1}, rewriter);
+    {
+      OpBuilder::InsertionGuard guard(rewriter);
+      rewriter.setInsertionPointToStart(&kernel.getBody().front());
+      KernelEmitter e{rewriter, kernel.getLoc()};
+      Value thread =
+          gpu::ThreadIdOp::create(rewriter, e.loc, gpu::Dimension::x);
+      Value row = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::x);
+      Value head = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::y);
+      // A row the mask leaves is not touched; the branch is the block's.
+      if (Value mask = getKernelArgument(kernel, "mask")) {
+        Type i8 = rewriter.getI8Type();
+        Value flag = e.load(i8, mask, i8, row, 1);
+        Value merges = arith::CmpIOp::create(
+            rewriter, e.loc, arith::CmpIPredicate::ne, flag,
+            arith::ConstantIntOp::create(rewriter, e.loc, i8, 0));
+        auto ifMerges = scf::IfOp::create(rewriter, e.loc, merges, false);
+        rewriter.setInsertionPointToStart(ifMerges.thenBlock());
+      }
+      emitMerge(e, kernel, counts, heads, headDim, width, base2, element, row,
+                head, e.mul(thread, e.index(width)), thread);
+      rewriter.setInsertionPointToEnd(&kernel.getBody().front());
+      gpu::ReturnOp::create(rewriter, e.loc);
+    }
+
+    KernelEmitter e{rewriter, loc};
+    Value rows = memref::DimOp::create(rewriter, loc, op.getOutput(), 0);
+    launchKernel(rewriter, loc, kernel,
+                 {{rows, "batch"}, {e.index(heads)}, {e.index(1)}},
+                 {threads, 1, 1}, parameters);
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+private:
+  /// The merge of output row `row`, head `head`: elements firstDim ..
+  /// firstDim + width of it by this thread, and its lse by thread 0.
+  static void emitMerge(KernelEmitter &e, gpu::GPUFuncOp kernel,
+                        ArrayRef<int64_t> counts, int64_t heads,
+                        int64_t headDim, int64_t width, bool base2,
+                        Type element, Value row, Value head, Value firstDim,
+                        Value thread) {
+    OpBuilder &b = e.b;
+    Type f32 = b.getF32Type();
+    Value posInf = e.f32(std::numeric_limits<float>::infinity());
+    // State n of operand i: its lse in base 2, -inf when empty (-inf or
+    // +inf), and whether it is empty.
+    auto loadLse = [&](size_t operand, Value n) -> std::pair<Value, Value> {
+      Value lses =
+          getKernelArgument(kernel, "state_lses_" + std::to_string(operand));
+      Value offset = e.add(
+          e.mul(e.add(e.mul(row, e.index(counts[operand])), n), e.index(heads)),
+          head);
+      Value lse = e.load(f32, lses, f32, offset, 4);
+      Value isEmpty = arith::OrIOp::create(
+          b, e.loc, e.isNegInf(lse),
+          arith::CmpFOp::create(b, e.loc, arith::CmpFPredicate::OEQ, lse,
+                                posInf));
+      if (!base2)
+        lse = e.mul(lse, e.f32(llvm::numbers::log2e));
+      return {e.select(isEmpty, e.negInf(), lse), isEmpty};
+    };
+    // Runs `body(operand, n, values)` over every state, threading values.
+    auto forEachState =
+        [&](SmallVector<Value> values,
+            function_ref<SmallVector<Value>(size_t, Value, ValueRange)> body) {
+          for (auto [operand, count] : llvm::enumerate(counts)) {
+            auto loop = scf::ForOp::create(
+                b, e.loc, e.index(0), e.index(count), e.index(1), values,
+                [&](OpBuilder &, Location, Value n, ValueRange current) {
+                  scf::YieldOp::create(b, e.loc, body(operand, n, current));
+                });
+            values = SmallVector<Value>(loop.getResults());
+          }
+          return values;
+        };
+
+    Value max = forEachState(
+        {e.negInf()}, [&](size_t operand, Value n, ValueRange current) {
+          return SmallVector<Value>{arith::MaximumFOp::create(
+              b, e.loc, current[0], loadLse(operand, n).first)};
+        })[0];
+    Value shift = buildMergeShift(b, e.loc, max);
+    SmallVector<Value> initial(1 + width, e.f32(0.0));
+    SmallVector<Value> sums = forEachState(initial, [&](size_t operand, Value n,
+                                                        ValueRange current) {
+      auto [lse, isEmpty] = loadLse(operand, n);
+      Value weight = e.exp2(e.sub(lse, shift));
+      auto ifLive = scf::IfOp::create(b, e.loc, ValueRange(current).getTypes(),
+                                      isEmpty, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifLive.thenBlock());
+      scf::YieldOp::create(b, e.loc, current);
+      b.setInsertionPointToStart(ifLive.elseBlock());
+      Value states =
+          getKernelArgument(kernel, "states_" + std::to_string(operand));
+      Value base =
+          e.mul(e.add(e.mul(e.add(e.mul(row, e.index(counts[operand])), n),
+                            e.index(heads)),
+                      head),
+                e.index(headDim));
+      SmallVector<Value> next = {e.add(current[0], weight)};
+      for (int64_t j = 0; j < width; ++j) {
+        Value state = e.toF32(e.load(element, states, element,
+                                     e.add(base, e.add(firstDim, e.index(j))),
+                                     element.getIntOrFloatBitWidth() / 8));
+        next.push_back(e.fma(weight, state, current[1 + j]));
+      }
+      scf::YieldOp::create(b, e.loc, next);
+      return SmallVector<Value>(ifLive.getResults());
+    });
+    Value hasKeys = buildSawKeys(b, e.loc, max);
+    Value normalizer =
+        e.select(hasKeys, arith::DivFOp::create(b, e.loc, e.f32(1.0), sums[0]),
+                 e.f32(0.0));
+    Value output = getKernelArgument(kernel, "output");
+    Value outputBase =
+        e.add(e.mul(e.add(e.mul(row, e.index(heads)), head), e.index(headDim)),
+              firstDim);
+    for (int64_t j = 0; j < width; ++j) {
+      Value value = e.mul(sums[1 + j], normalizer);
+      if (element != f32)
+        value = arith::TruncFOp::create(b, e.loc, element, value);
+      e.store(value, output, e.add(outputBase, e.index(j)));
+    }
+    // Every thread has read the lses before thread 0 overwrites one.
+    gpu::BarrierOp::create(b, e.loc);
+    auto ifFirst =
+        scf::IfOp::create(b, e.loc, e.equal(thread, e.index(0)), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifFirst.thenBlock());
+    Value lse = e.add(max, e.log2(sums[0]));
+    if (!base2)
+      lse = e.mul(lse, e.f32(llvm::numbers::ln2));
+    e.store(e.select(hasKeys, lse, e.negInf()),
+            getKernelArgument(kernel, "lse"),
+            e.add(e.mul(row, e.index(heads)), head));
+  }
+};
+
+} // namespace
+
+void mlir::fd::detail::populateMergeStatesToGPUPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<MergeStatesToGPU>(patterns.getContext());
+}
