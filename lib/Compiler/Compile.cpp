@@ -382,6 +382,17 @@ compileMergeStates(const MergeStatesConfig &config, const std::string &arch,
   return result;
 }
 
+MergeStatesEntry getMergeStatesEntry(const CompiledKernels &kernels) {
+  llvm::Expected<llvm::json::Value> manifest =
+      llvm::json::parse(kernels.manifest);
+  if (!manifest) // Never: compileMergeStates wrote it.
+    llvm::report_fatal_error(llvm::toString(manifest.takeError()).c_str());
+  const llvm::json::Object &kernel =
+      *(*manifest->getAsObject()->getArray("kernels"))[0].getAsObject();
+  return {kernel.getString("name")->str(),
+          *(*kernel.getArray("block"))[0].getAsInteger()};
+}
+
 llvm::Expected<std::string> emitStage(const KernelRequest &request,
                                       Stage stage) {
   std::string invalid = request.validate();

@@ -14,8 +14,6 @@
 #include "fd/Planning/Limits.h"
 #include "fd/Runtime/MergeStates.h"
 
-#include "llvm/Support/JSON.h"
-
 #include <pybind11/stl.h>
 
 #include <map>
@@ -62,16 +60,10 @@ const rt::MergeStatesKernel &getCudaKernel(const MergeStatesConfig &config,
   auto compiled = compileMergeStates(config, target, KernelConfig().ptxVersion);
   if (!compiled)
     throw std::runtime_error(llvm::toString(compiled.takeError()));
-  // The launch as the lowering built it (the manifest's one kernel).
-  llvm::Expected<llvm::json::Value> manifest =
-      llvm::json::parse(compiled->manifest);
-  if (!manifest)
-    throw std::runtime_error(llvm::toString(manifest.takeError()));
-  const llvm::json::Object &entry =
-      *(*manifest->getAsObject()->getArray("kernels"))[0].getAsObject();
   rt::MergeStatesLaunch launch;
-  launch.kernelName = entry.getString("name")->str();
-  launch.threads = *(*entry.getArray("block"))[0].getAsInteger();
+  MergeStatesEntry entry = getMergeStatesEntry(*compiled);
+  launch.kernelName = entry.name;
+  launch.threads = entry.threads;
   launch.heads = config.numHeads;
   launch.operands = static_cast<int64_t>(config.statesPerOperand.size());
   launch.withMask = config.withMask;

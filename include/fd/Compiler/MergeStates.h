@@ -56,12 +56,22 @@ buildMergeStatesModule(mlir::MLIRContext &context,
 struct CompiledKernels;
 
 /// The kernel of `config` for `arch` (PTX ISA `ptxVersion`), without a cache:
-/// one PTX text (kernel "fd_merge_states", launched on (rows, H, 1) blocks)
-/// and a manifest of its ABI ("kernels": parameters states_0.., state_lses_0..,
-/// output, lse[, mask], grid and block). Fails naming the unsupported field.
+/// one PTX text (one kernel, launched on (rows, H, 1) blocks:
+/// getMergeStatesEntry) and a manifest of its ABI ("kernels": parameters
+/// states_0.., state_lses_0.., output, lse[, mask], grid and block). Fails
+/// naming the unsupported field.
 llvm::Expected<CompiledKernels>
 compileMergeStates(const MergeStatesConfig &config, const std::string &arch,
                    int ptxVersion);
+
+/// What a launch of compileMergeStates' kernel needs, as its manifest says
+/// (the lowering chose them): the kernel's name in the PTX and its block's
+/// threads.
+struct MergeStatesEntry {
+  std::string name;
+  int64_t threads = 0;
+};
+MergeStatesEntry getMergeStatesEntry(const CompiledKernels &kernels);
 
 } // namespace flashdecode
 

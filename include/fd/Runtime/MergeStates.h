@@ -18,7 +18,8 @@ namespace flashdecode::rt {
 
 /// How a merge kernel is launched: (rows, heads, 1) blocks of `threads`.
 struct MergeStatesLaunch {
-  std::string kernelName = "fd_merge_states";
+  /// The kernel's name in the PTX.
+  std::string kernelName;
   int64_t heads = 0;
   int64_t threads = 0;
   /// Its parameters: `operands` states pointers, as many lses pointers, the

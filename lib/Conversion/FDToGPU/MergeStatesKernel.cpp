@@ -3,7 +3,8 @@
 // One block per (row, head), one thread per output element (two in rows
 // over 256), as the merge kernel: each thread reads the row's lses itself
 // (the block's threads read the same few words, from L1), weighs its
-// elements of every state that is not empty, and writes them; thread 0
+// elements of every state that is not empty (an empty one's loads read its
+// lse instead, so they need no branch), and writes them; thread 0
 // writes the row's lse once every thread has read the lses (a barrier), so
 // an in-place merge, whose output lse is an operand's, reads before it is
 // overwritten.
@@ -105,20 +106,27 @@ private:
     Value posInf = e.f32(std::numeric_limits<float>::infinity());
     // State n of operand i: its lse in base 2, -inf when empty (-inf or
     // +inf), and whether it is empty.
-    auto loadLse = [&](size_t operand, Value n) -> std::pair<Value, Value> {
+    // State n of operand i: its lse's address, its lse in base 2 (-inf when
+    // empty: -inf or +inf), and whether it is empty.
+    struct StateLse {
+      Value address, lse, isEmpty;
+    };
+    auto loadLse = [&](size_t operand, Value n) -> StateLse {
       Value lses =
           getKernelArgument(kernel, "state_lses_" + std::to_string(operand));
-      Value offset = e.add(
-          e.mul(e.add(e.mul(row, e.index(counts[operand])), n), e.index(heads)),
-          head);
-      Value lse = e.load(f32, lses, f32, offset, 4);
+      Value address =
+          e.address(lses, f32,
+                    e.add(e.mul(e.add(e.mul(row, e.index(counts[operand])), n),
+                                e.index(heads)),
+                          head));
+      Value lse = LLVM::LoadOp::create(b, e.loc, f32, address, 4);
       Value isEmpty = arith::OrIOp::create(
           b, e.loc, e.isNegInf(lse),
           arith::CmpFOp::create(b, e.loc, arith::CmpFPredicate::OEQ, lse,
                                 posInf));
       if (!base2)
         lse = e.mul(lse, e.f32(llvm::numbers::log2e));
-      return {e.select(isEmpty, e.negInf(), lse), isEmpty};
+      return {address, e.select(isEmpty, e.negInf(), lse), isEmpty};
     };
     // Runs `body(operand, n, values)` over every state, threading values.
     auto forEachState =
@@ -138,37 +146,42 @@ private:
     Value max = forEachState(
         {e.negInf()}, [&](size_t operand, Value n, ValueRange current) {
           return SmallVector<Value>{arith::MaximumFOp::create(
-              b, e.loc, current[0], loadLse(operand, n).first)};
+              b, e.loc, current[0], loadLse(operand, n).lse)};
         })[0];
     Value shift = buildMergeShift(b, e.loc, max);
     SmallVector<Value> initial(1 + width, e.f32(0.0));
-    SmallVector<Value> sums = forEachState(initial, [&](size_t operand, Value n,
-                                                        ValueRange current) {
-      auto [lse, isEmpty] = loadLse(operand, n);
-      Value weight = e.exp2(e.sub(lse, shift));
-      auto ifLive = scf::IfOp::create(b, e.loc, ValueRange(current).getTypes(),
-                                      isEmpty, /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifLive.thenBlock());
-      scf::YieldOp::create(b, e.loc, current);
-      b.setInsertionPointToStart(ifLive.elseBlock());
-      Value states =
-          getKernelArgument(kernel, "states_" + std::to_string(operand));
-      Value base =
-          e.mul(e.add(e.mul(e.add(e.mul(row, e.index(counts[operand])), n),
-                            e.index(heads)),
-                      head),
-                e.index(headDim));
-      SmallVector<Value> next = {e.add(current[0], weight)};
-      for (int64_t j = 0; j < width; ++j) {
-        Value state = e.toF32(e.load(element, states, element,
-                                     e.add(base, e.add(firstDim, e.index(j))),
-                                     element.getIntOrFloatBitWidth() / 8));
-        next.push_back(e.fma(weight, state, current[1 + j]));
-      }
-      scf::YieldOp::create(b, e.loc, next);
-      return SmallVector<Value>(ifLive.getResults());
-    });
+    SmallVector<Value> sums =
+        forEachState(initial, [&](size_t operand, Value n, ValueRange current) {
+          StateLse state = loadLse(operand, n);
+          Value weight = e.exp2(e.sub(state.lse, shift));
+          // An empty state's elements are not read: its loads read its lse
+          // instead (written, in bounds) and count for nothing. Loads without a
+          // branch issue together, one memory latency for the row's states.
+          Value states =
+              getKernelArgument(kernel, "states_" + std::to_string(operand));
+          Value base =
+              e.mul(e.add(e.mul(e.add(e.mul(row, e.index(counts[operand])), n),
+                                e.index(heads)),
+                          head),
+                    e.index(headDim));
+          SmallVector<Value> next = {e.add(current[0], weight)};
+          // The thread's `width` elements in one load (the lse's address is
+          // 4-byte aligned, as are two 16-bit elements from an even column).
+          Value address = LLVM::SelectOp::create(
+              b, e.loc, state.isEmpty, state.address,
+              e.address(states, element, e.add(base, firstDim)));
+          const unsigned bytes = width * element.getIntOrFloatBitWidth() / 8;
+          Type sliceType =
+              width == 1 ? element : Type(VectorType::get({width}, element));
+          Value slice =
+              LLVM::LoadOp::create(b, e.loc, sliceType, address, bytes);
+          for (int64_t j = 0; j < width; ++j) {
+            Value value = e.toF32(width == 1 ? slice : e.extract(slice, j));
+            next.push_back(e.select(state.isEmpty, current[1 + j],
+                                    e.fma(weight, value, current[1 + j])));
+          }
+          return next;
+        });
     Value hasKeys = buildSawKeys(b, e.loc, max);
     Value normalizer =
         e.select(hasKeys, arith::DivFOp::create(b, e.loc, e.f32(1.0), sums[0]),

@@ -2,8 +2,10 @@
 // named (states_i, then state_lses_i, output, lse, mask) for the runtime;
 // blocks (rows, heads), a thread per output element (two over 256); the
 // masked form branches on the row's flag; the lses are weighed in base 2
-// (ex2), an empty state's row read behind an scf.if, and thread 0 writes the
-// lse after a barrier (every thread has read the lses: in place is safe).
+// (ex2), an empty state's loads read its lse's address instead of its row
+// (a select, no branch; two elements a thread in one load), and thread 0
+// writes the lse after a barrier (every thread has read the lses: in place
+// is safe).
 // The PTX pipeline builds it.
 // RUN: fd-opt %s -convert-fd-to-gpu=chip=sm_90 | FileCheck %s
 // RUN: fd-opt %s -fd-lower-to-ptx | FileCheck %s --check-prefix=PTX
@@ -39,9 +41,12 @@ func.func @in_place(%a: memref<64x1x8x512xbf16>, %b: memref<64x1x8x512xbf16>,
 
 // CHECK: gpu.func @fd_merge_states(%{{.*}}) kernel attributes {fd.params = ["states_0", "state_lses_0", "output", "lse"]
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK: %[[LSE:.*]] = llvm.getelementptr
+// CHECK: llvm.load %[[LSE]] {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
-// CHECK: scf.if
-// CHECK: llvm.load {{.*}} -> f16
+// CHECK: %[[ROW:.*]] = llvm.getelementptr
+// CHECK: %[[READ:.*]] = llvm.select %{{.*}}, %[[LSE]], %[[ROW]] : i1, !llvm.ptr<1>
+// CHECK: llvm.load %[[READ]] {alignment = 2 : i64} : !llvm.ptr<1> -> f16
 // CHECK: gpu.barrier
 // CHECK: llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"
 // CHECK: gpu.func @fd_merge_states_1(%{{.*}}) kernel attributes {fd.params = ["states_0", "states_1", "state_lses_0", "state_lses_1", "output", "lse", "mask"]
@@ -49,7 +54,7 @@ func.func @in_place(%a: memref<64x1x8x512xbf16>, %b: memref<64x1x8x512xbf16>,
 // CHECK: %[[FLAG:.*]] = llvm.load %{{.*}} : !llvm.ptr<1> -> i8
 // CHECK: %[[MERGES:.*]] = arith.cmpi ne, %[[FLAG]]
 // CHECK: scf.if %[[MERGES]] {
-// CHECK-COUNT-2: -> bf16
+// CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> vector<2xbf16>
 // CHECK: gpu.barrier
 
 // PTX: gpu.binary @fd_merge_states
