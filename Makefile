@@ -7,10 +7,12 @@ LLVM_PREFIX ?= /usr/lib/llvm-22
 PYTHON ?= /usr/bin/python3
 JOBS ?= $(shell nproc)
 
-# Debian packages the build, the tests and the later Python module need.
+# Debian packages the build, the tests and the Python module need
+# (python3-torch: torch tensors and torch.distributed over gloo in the
+# tests).
 APT_PACKAGES := cmake ninja-build g++ llvm-22-dev libmlir-22-dev \
   mlir-22-tools llvm-22-tools libgtest-dev python3 python3-numpy \
-  python3-pytest pybind11-dev python3-dev python3-matplotlib
+  python3-pytest pybind11-dev python3-dev python3-matplotlib python3-torch
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SHELL := /bin/bash

@@ -12,8 +12,8 @@ import numpy as np
 
 from . import _flashdecode as _native
 from .device_array import DeviceArray
-from ._cuda import (_CudaArray, _common_device, _device_info, _is_torch,
-                    _new_output, _torch_stream)
+from ._cuda import (_CudaArray, _common_device, _is_torch, _new_output,
+                    _torch_stream)
 
 _LSE_BASES = ("e", "2")
 _STATE_TYPES = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32",

@@ -268,7 +268,8 @@ def test_bad_arguments_name_what_is_wrong():
                                  [..., ::2], s)
     a = np.zeros((2, 4, 64), np.float16)
     s_a = np.zeros((2, 4), np.float32)
-    with pytest.raises(ValueError, match="v_b must have v_a's shape and dtype"):
+    with pytest.raises(ValueError,
+                       match="v_b must have v_a's shape and dtype"):
         flashdecode.merge_state(a, s_a, a.astype(np.float32), s_a)
     with pytest.raises(ValueError, match=r"mask must have one flag per row, "
                        r"shape \(2,\)"):
