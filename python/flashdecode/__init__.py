@@ -313,7 +313,11 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     launches on ``stream`` (a CUstream handle; default PyTorch's current
     stream for tensors, else the legacy default stream, which DeviceArray
     copies wait for) without synchronizing. ``out`` (and ``lse``, with
-    return_lse) are written instead of new arrays. The split workspace is
+    return_lse) are written instead of new arrays, on either backend (numpy
+    arrays or CPU tensors on the CPU, C-contiguous, of the output's shape
+    and dtype and float32). backend="cpu" takes CPU torch tensors as well
+    as numpy arrays (bfloat16 tensors as bfloat16) and returns tensors for
+    tensors. The split workspace is
     one per GPU and stream, grown (after that stream's queued work) to the
     largest batch seen; it may move, so capture a Decoder, not this
     function, into a CUDA graph. Every pointer must be 16-byte aligned
@@ -334,13 +338,13 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     fused_merge = _check_flag("fused_merge", fused_merge)
     check_lengths = _check_flag("check_lengths", check_lengths)
     if backend == "cpu":
-        for name, value in (("arch", arch), ("out", out), ("lse", lse),
-                            ("stream", stream)):
+        for name, value in (("arch", arch), ("stream", stream)):
             if value is not None:
                 raise ValueError(f"{name} is for backend='cuda'")
         return _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale,
                            kv_layout, return_lse, dtype, block_table, planner,
-                           **masking, **fp8, v_head_dim=v_head_dim)
+                           **masking, **fp8, v_head_dim=v_head_dim, out=out,
+                           lse=lse)
     if backend == "cuda":
         return _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale,
                             kv_layout, return_lse, dtype, block_table, arch,

@@ -83,14 +83,66 @@ def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
         shared_kv=problem.shared_kv))
 
 
+def _is_torch(array):
+    return hasattr(array, "data_ptr") and hasattr(array, "is_cuda")
+
+
+def _host_view(array, name):
+    """A CPU torch tensor as the numpy array sharing its memory (bfloat16
+    as uint16 bit patterns); anything else as it is."""
+    if not _is_torch(array):
+        return array
+    if array.is_cuda:
+        raise TypeError(f"{name} is a CUDA tensor: backend='cpu' takes numpy "
+                        "arrays and CPU tensors (backend='cuda' takes CUDA "
+                        "tensors)")
+    import torch
+    if array.dtype == torch.bfloat16:
+        return array.view(torch.int16).numpy().view(np.uint16)
+    return array.numpy()
+
+
+def _check_output(array, name, shape, dtype):
+    """out= / lse= for backend="cpu": C-contiguous numpy of `shape` and
+    `dtype`."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array or a CPU tensor for "
+                        f"backend='cpu', got {type(array).__name__}")
+    if array.shape != tuple(shape) or array.dtype != dtype:
+        raise ValueError(f"{name} must be {np.dtype(dtype).name} of shape "
+                         f"{tuple(shape)}, got {array.dtype} {array.shape}")
+    if not array.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous")
+    return array
+
+
 def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                 return_lse, dtype, block_table, planner, window_left=0,
                 logits_soft_cap=None, kv_dtype=None, k_scale=None,
-                v_scale=None, v_head_dim=None, **buffers):
+                v_scale=None, v_head_dim=None, out=None, lse=None,
+                **buffers):
     """``buffers``: sinks, alibi_slopes, query_lens (None or numpy).
     kv_dtype, k_scale, v_scale: fp8 caches (see _fp8). v_cache None (with
     v_head_dim): the values are k_cache's first v_head_dim columns, scaled
-    by k_scale."""
+    by k_scale. CPU torch tensors run as the numpy arrays sharing their
+    memory; the results are tensors for a tensor q (out= and lse= as
+    given)."""
+    torch_q = q if _is_torch(q) else None
+    if torch_q is not None and dtype is None and \
+            str(torch_q.dtype) == "torch.bfloat16":
+        dtype = "bfloat16"
+    given_out, given_lse = out, lse
+    q, k_cache, v_cache, seq_lens, block_table, out, lse = (
+        _host_view(array, name) for array, name in (
+            (q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache"),
+            (seq_lens, "seq_lens"), (block_table, "block_table"),
+            (out, "out"), (lse, "lse")))
+    k_scale, v_scale = _host_view(k_scale, "k_scale"), \
+        _host_view(v_scale, "v_scale")
+    buffers = {name: _host_view(array, name)
+               for name, array in buffers.items()}
+    if lse is not None and not return_lse:
+        raise ValueError("lse is written only with return_lse=True")
     if isinstance(q, np.ndarray):
         _fp8.check_query_dtype(q.dtype.name)
     found = _numpy_dtype(q, "q", dtype)
@@ -160,10 +212,13 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     kernel = _cpu_kernel(problem, found, num_splits, scale, return_lse,
                          planner, window_left, logits_soft_cap,
                          _buffer_flags(buffers), kv_options)
-    out = np.empty(problem.out_shape(), q.dtype)
+    out = np.empty(problem.out_shape(), q.dtype) if out is None else \
+        _check_output(out, "out", problem.out_shape(), q.dtype)
     if shared_kv:
         v_cache, v_scale = None, None
-    lse = np.empty(problem.lse_shape(), np.float32) if return_lse else None
+    if return_lse:
+        lse = np.empty(problem.lse_shape(), np.float32) if lse is None else \
+            _check_output(lse, "lse", problem.lse_shape(), np.float32)
     if block_table is None:
         kernel.run(q, k_cache, v_cache, seq_lens, out, lse, problem.batch,
                    problem.max_len, k_scale=k_scale, v_scale=v_scale,
@@ -173,4 +228,15 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                    problem.max_len, block_table, problem.num_pages,
                    problem.max_pages, k_scale=k_scale, v_scale=v_scale,
                    **buffers)
+    if torch_q is not None:
+        import torch
+        out = given_out if given_out is not None else \
+            torch.from_numpy(out.view(np.int16)).view(torch.bfloat16) \
+            if dtype == "bfloat16" else torch.from_numpy(out)
+        if return_lse:
+            lse = given_lse if given_lse is not None else \
+                torch.from_numpy(lse)
+    else:
+        out = given_out if given_out is not None else out
+        lse = given_lse if given_lse is not None else lse
     return (out, lse) if return_lse else out

@@ -88,37 +88,14 @@ def shard_cache(cache, rank, world, interleave=1, axis=1):
     return shard
 
 
-def _to_numpy(tensor):
-    """A CPU tensor as numpy, sharing memory (bfloat16 as uint16 bits)."""
-    torch = _torch()
-    if tensor.dtype == torch.bfloat16:
-        return tensor.view(torch.int16).numpy().view(np.uint16)
-    return tensor.numpy()
-
-
-def _from_numpy(array, dtype):
-    torch = _torch()
-    if dtype == torch.bfloat16:
-        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(array)
-
-
 def _local_attention(q, k_cache, v_cache, local_lens, block_table, features):
     """This rank's (out, lse) over its shard: decode_attention on the
-    tensors' device (numpy views of CPU tensors)."""
+    tensors' device."""
     from . import decode_attention
-    torch = _torch()
-    if q.is_cuda:
-        return decode_attention(q, k_cache, v_cache, local_lens,
-                                block_table=block_table, return_lse=True,
-                                backend="cuda", **features)
-    dtype = "bfloat16" if q.dtype == torch.bfloat16 else None
-    out, lse = decode_attention(
-        _to_numpy(q), _to_numpy(k_cache), _to_numpy(v_cache),
-        _to_numpy(local_lens),
-        block_table=None if block_table is None else _to_numpy(block_table),
-        return_lse=True, backend="cpu", dtype=dtype, **features)
-    return _from_numpy(out, q.dtype), torch.from_numpy(lse)
+    return decode_attention(q, k_cache, v_cache, local_lens,
+                            block_table=block_table, return_lse=True,
+                            backend="cuda" if q.is_cuda else "cpu",
+                            **features)
 
 
 def _all_gather(tensor, group):
