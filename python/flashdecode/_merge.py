@@ -223,8 +223,11 @@ def merge_states(v, s, *, lse_base="e", stream=None):
     arrays and CPU torch tensors (returned as such) run on the CPU; device
     arrays on their GPU, queued on ``stream`` (a CUstream handle; None:
     PyTorch's current stream for tensors, else the legacy default stream),
-    the outputs new arrays of the same kind (capturable into a CUDA graph:
-    one kernel launch, no synchronization)."""
+    the outputs new arrays of the same kind: one kernel launch, no
+    synchronization. The first call of a shape compiles and loads its
+    kernel: make it before capturing a CUDA graph, and capture
+    merge_state_in_place, which allocates nothing (a new DeviceArray
+    output is a cuMemAlloc, which a capture does not take)."""
     base2 = _check_lse_base(lse_base)
     if _is_device(v):
         va, sa = _device_state(v, s, "v", "s", stacked=True)

@@ -148,18 +148,23 @@ class DeviceArray:
 
     @property
     def shape(self):
+        """The shape, a tuple of ints (C order, contiguous)."""
         return self._shape
 
     @property
     def dtype(self):
+        """The element type's name: "float32", "float16", "bfloat16",
+        "int32", "uint8", "float8_e4m3fn" or "float8_e5m2"."""
         return self._dtype
 
     @property
     def device(self):
+        """The ordinal of the GPU whose memory holds it."""
         return self._device
 
     @property
     def nbytes(self):
+        """Bytes of device memory it holds."""
         return self._buffer.nbytes
 
     @property
