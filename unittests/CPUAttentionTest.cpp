@@ -175,7 +175,7 @@ TEST_F(CPUAttention, ChunkLengthModeIsIndependentOfTheBatch) {
     config.withLse = true;
 
     PlanningHints hints;
-    hints.chunkLength = 16;
+    config.chunkLength = 16;
     hints.batch = 1;
     hints.maxLength = 100;
     auto alone = compile({config, hints});

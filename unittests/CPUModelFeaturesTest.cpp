@@ -160,10 +160,10 @@ TEST_F(CPUModelFeatures, ChunkLengthModeCutsOnlyTheWindow) {
   for (int64_t queryLength : {1, 3}) {
     KernelConfig config = gqaConfig(ElementType::F16, queryLength);
     config.windowLeft = 38 - queryLength;
-    PlanningHints chunks;
-    chunks.chunkLength = 16;
-    chunks.maxLength = 512;
-    auto kernel = compile({config, chunks});
+    PlanningHints planned;
+    config.chunkLength = 16;
+    planned.maxLength = 512;
+    auto kernel = compile({config, planned});
     ASSERT_TRUE(kernel);
     EXPECT_EQ(kernel->getNumSplits(), 3) << "Lq=" << queryLength;
     Problem problem(config, {512, 100, 0, 1, 36, 37, 38, 250}, 512, random);

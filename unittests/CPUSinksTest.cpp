@@ -153,10 +153,10 @@ TEST_F(CPUSinks, AutomaticSplitsAndChunkLengthMode) {
   // Chunks of 16 over 512 positions: 32 splits, most of them empty for the
   // short sequences.
   config = sinksConfig(ElementType::F16);
-  PlanningHints chunks;
-  chunks.chunkLength = 16;
-  chunks.maxLength = 512;
-  auto chunked = compile({config, chunks});
+  PlanningHints planned;
+  config.chunkLength = 16;
+  planned.maxLength = 512;
+  auto chunked = compile({config, planned});
   ASSERT_TRUE(chunked);
   EXPECT_EQ(chunked->getNumSplits(), 32);
   Problem chunkedProblem(config, {512, 100, 0, 1, 15, 16, 17}, 512, random);

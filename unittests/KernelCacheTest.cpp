@@ -99,6 +99,7 @@ TEST_F(KernelCache, KeyChangesWithEveryField) {
        [](KernelConfig &c) { c.cacheLayout = CacheLayout::HND; }},
       {"splitKV", [](KernelConfig &c) { c.splitKV = false; }},
       {"numSplits", [](KernelConfig &c) { c.numSplits = 5; }},
+      {"chunkLength", [](KernelConfig &c) { c.chunkLength = 64; }},
       {"scale", [](KernelConfig &c) { c.scale = 0.125f; }},
       {"pageSize", [](KernelConfig &c) { c.pageSize = 16; }},
       {"windowLeft", [](KernelConfig &c) { c.windowLeft = 128; }},
@@ -138,7 +139,6 @@ TEST_F(KernelCache, RequestsThatResolveAlikeShareOneEntry) {
   PlanningHints other;
   other.batch = 7;
   other.maxLength = 100;
-  other.chunkLength = 16;
   other.planner.smCount = 108;
   other.planner.blocksPerSM = 1;
   other.planner.minChunkLength = 256;

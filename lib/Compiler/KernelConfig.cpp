@@ -32,6 +32,8 @@ std::string KernelConfig::validate() const {
            describeSupportedPageSizes();
   if (numSplits < 0)
     return "num_splits must be >= 0 (0 = auto), got " + text(numSplits);
+  if (chunkLength < 0)
+    return "chunk_length must be >= 0 (0 = off), got " + text(chunkLength);
   if (scale && !(std::isfinite(*scale) && *scale > 0.0f))
     return "scale must be a positive finite number, got " +
            std::to_string(*scale);
@@ -85,8 +87,6 @@ KernelSchedule KernelConfig::getKernelSchedule() const {
 
 std::string PlanningHints::validate(const KernelConfig &config) const {
   auto text = [](int64_t value) { return std::to_string(value); };
-  if (chunkLength < 0)
-    return "chunk_length must be >= 0 (0 = off), got " + text(chunkLength);
   if (batch < 1)
     return "batch (for planning) must be >= 1, got " + text(batch);
   if (maxLength < 0)
@@ -103,7 +103,6 @@ std::string PlanningHints::validate(const KernelConfig &config) const {
 
 void PlanningHints::forEachField(
     const std::function<void(const char *, int64_t)> &visit) const {
-  visit("chunk_length", chunkLength);
   visit("planned_batch", batch);
   visit("planned_max_len", maxLength);
   visit("sm_count", planner.smCount);
@@ -143,6 +142,7 @@ void KernelConfig::forEachField(
   visit("page_size", pageSize);
   visit("split_kv", splitKV);
   visit("requested_num_splits", numSplits);
+  visit("chunk_length", chunkLength);
   visit("scale", scale);
   visit("window_left", windowLeft);
   visit("logits_soft_cap", logitsSoftCap);

@@ -10,7 +10,7 @@ mlir::fd::FDSplitKVOptions getSplitKVOptions(const KernelRequest &request) {
   const PlanningHints &hints = request.hints;
   mlir::fd::FDSplitKVOptions split;
   split.numSplits = config.numSplits;
-  split.chunkLength = hints.chunkLength;
+  split.chunkLength = config.chunkLength;
   split.batchHint = hints.batch;
   split.maxLengthHint = hints.maxLength;
   const SplitPlannerOptions &planner = hints.planner;
@@ -44,8 +44,8 @@ int64_t resolveNumSplits(const KernelRequest &request) {
   SplitPlannerOptions planner = hints.planner;
   planner.maxSplits = getAutomaticSplitCap(schedule, hints.planner.maxSplits,
                                            config.fusedMerge);
-  if (hints.chunkLength > 0)
-    return getChunkedSplitCount(attended, hints.chunkLength, planner.maxSplits);
+  if (config.chunkLength > 0)
+    return getChunkedSplitCount(attended, config.chunkLength, planner.maxSplits);
   return planNumSplits(hints.batch, config.numKVHeads, attended, planner,
                        getSplitWorkload(config.getKernelProblem(), schedule,
                                         config.getChip(), config.fusedMerge))

@@ -22,14 +22,15 @@ void MergeStatesKernel::launch(const std::vector<CUdeviceptr> &pointers,
                                 " pointers (states, lses, output, lse" +
                                 (shape.withMask ? ", mask" : "") + "), got " +
                                 std::to_string(pointers.size()));
-  for (CUdeviceptr pointer : pointers)
-    if (!pointer)
-      throw std::invalid_argument("a merge's buffers may not be null");
   if (rows < 0 || rows > std::numeric_limits<int32_t>::max())
     throw std::invalid_argument("rows must be in [0, 2^31), got " +
                                 std::to_string(rows));
+  // No rows: nothing read, whatever the (empty) buffers' addresses.
   if (rows == 0)
     return;
+  for (CUdeviceptr pointer : pointers)
+    if (!pointer)
+      throw std::invalid_argument("a merge's buffers may not be null");
   std::vector<void *> arguments;
   for (const CUdeviceptr &pointer : pointers)
     arguments.push_back(const_cast<CUdeviceptr *>(&pointer));

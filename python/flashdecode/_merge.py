@@ -182,10 +182,22 @@ def _device_mask(mask, rows):
     return ma
 
 
+def _device_of(arrays):
+    """The GPU of checked device arrays; with no rows (empty arrays, whose
+    pointers may be 0 and unknown to the driver) the one they name, else
+    0: nothing is read."""
+    if arrays[0].shape[0]:
+        return _common_device(arrays)
+    return next((a.device for a in arrays if a.device is not None), 0)
+
+
 def _device_merge(states, lses, out, lse, mask, base2, like, stream):
     """Queues fd.merge_states over checked device arrays: `states` and
-    `lses` _CudaArrays of one operand each, `out` and `lse` pointers."""
+    `lses` _CudaArrays of one operand each, `out` and `lse` pointers (no
+    launch without rows)."""
     arrays = list(states) + list(lses) + ([mask] if mask else [])
+    if not states[0].shape[0]:
+        return
     device = _common_device(arrays)
     rows, heads, head_dim = states[0].shape[0], states[0].shape[-2], \
         states[0].shape[-1]
@@ -197,7 +209,6 @@ def _device_merge(states, lses, out, lse, mask, base2, like, stream):
         heads, head_dim,
         [a.shape[1] if len(a.shape) == 4 else 1 for a in states], base2,
         device, stream)
-    return device
 
 
 def _check_count(count):
@@ -233,7 +244,7 @@ def merge_states(v, s, *, lse_base="e", stream=None):
         va, sa = _device_state(v, s, "v", "s", stacked=True)
         rows, count, heads, head_dim = va.shape
         _check_count(count)
-        device = _common_device([va, sa])
+        device = _device_of([va, sa])
         out, out_pointer = _new_output(v, (rows, heads, head_dim), va.dtype,
                                        device)
         lse, lse_pointer = _new_output(v, (rows, heads), "float32", device)
@@ -283,7 +294,7 @@ def merge_state(v_a, s_a, v_b, s_b, *, lse_base="e", stream=None):
     if _is_device(v_a):
         va, sa, vb, sb = _device_pair(v_a, s_a, v_b, s_b, names)
         rows, heads, head_dim = va.shape
-        device = _common_device([va, sa, vb, sb])
+        device = _device_of([va, sa, vb, sb])
         out, out_pointer = _new_output(v_a, va.shape, va.dtype, device)
         lse, lse_pointer = _new_output(v_a, (rows, heads), "float32", device)
         _device_merge([va, vb], [sa, sb], out_pointer, lse_pointer, None,

@@ -155,7 +155,8 @@ def context_parallel_decode(q, k_cache, v_cache, seq_lens, *, group=None,
     ...). torch tensors: CUDA ones run the GPU kernels and NCCL (or the
     group's backend), CPU ones the CPU lowering and gloo. A rank that holds
     no token of a sequence contributes nothing; a sequence no rank holds a
-    token of gives zeros and lse -inf. Query tokens, windows and ALiBi need
+    token of gives zeros and lse -inf (with sinks: zeros and the sink, as
+    unsharded). Query tokens, windows and ALiBi need
     global positions in the kernels: Lq > 1, window_left and alibi_slopes
     raise NotImplementedError for now."""
     torch = _torch()
@@ -204,7 +205,8 @@ def context_parallel_decode(q, k_cache, v_cache, seq_lens, *, group=None,
     scaled = out.float() * weights[rank].unsqueeze(-1)
     share = num_heads // world
     mine = slice(rank * share, (rank + 1) * share)
-    if dist.get_backend(group) == "nccl":
+    # A backend string names every device's ("cpu:gloo,cuda:nccl").
+    if q.is_cuda and "nccl" in str(dist.get_backend(group)):
         chunks = [c.contiguous() for c in scaled.chunk(world, dim=1)]
         part = torch.empty_like(chunks[0])
         dist.reduce_scatter(part, chunks, group=group)

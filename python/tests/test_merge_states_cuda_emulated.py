@@ -98,11 +98,32 @@ def test_in_place_with_a_mask():
           expected_lse[1], "bfloat16")
 
 
+@pytest.mark.parametrize("dtype,head_dim", [("float32", 512),
+                                            ("float32", 264),
+                                            ("bfloat16", 512)])
+def test_empty_states_at_the_buffers_end(dtype, head_dim):
+    """An empty state whose lse is the buffer's last, at an odd index: the
+    loads it makes instead of its row's stay aligned and in bounds (two
+    elements a thread over D 256)."""
+    rng = np.random.default_rng()
+    v, exact = random_states(rng, dtype, (1, 3, 1, head_dim))
+    s = random_lses(rng, (1, 3, 1))
+    s[0, 2, 0] = -np.inf
+    s[0, 1, 0] = np.inf
+    out, lse = flashdecode.merge_states(to_device(v), to_device(s))
+    check(out.numpy(), lse.numpy(), *reference_merge(exact, s), dtype)
+
+
 def test_no_rows():
     out, lse = flashdecode.merge_states(
         DeviceArray.empty((0, 2, 1, 32), "float32"),
         DeviceArray.empty((0, 2, 1), "float32"))
     assert out.shape == (0, 1, 32) and lse.shape == (0, 1)
+    a, s = DeviceArray.empty((0, 1, 32), "float16"), \
+        DeviceArray.empty((0, 1), "float32")
+    out, lse = flashdecode.merge_state(a, s, a, s)
+    assert out.shape == (0, 1, 32) and lse.shape == (0, 1)
+    assert flashdecode.merge_state_in_place(a, s, a, s) is None
 
 
 def test_bad_device_arguments():

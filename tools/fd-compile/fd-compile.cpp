@@ -240,7 +240,7 @@ cl::opt<int64_t, /*ExternalStorage=*/true, SplitCountParser>
 IntegerFlag chunkLength("chunk-length",
                         cl::desc("fixed chunk length in tokens, 0 for none "
                                  "(default 0)"),
-                        cl::location(hints.chunkLength), fdCompileFlag);
+                        cl::location(config.chunkLength), fdCompileFlag);
 IntegerFlag batch("batch",
                   cl::desc("batch size --num-splits auto plans for (default "
                            "1)"),

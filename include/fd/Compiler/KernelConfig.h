@@ -57,6 +57,9 @@ struct KernelConfig {
   bool splitKV = true;
   /// 0 = automatic (planned with a request's PlanningHints).
   int64_t numSplits = 0;
+  /// fd-split-kv's chunk-length mode: splits of at least this many attended
+  /// keys (the partial op carries it: part of the kernel); 0 = off.
+  int64_t chunkLength = 0;
   std::optional<float> scale;
   /// Sliding window: a query at position p sees keys p - W < j <= p; 0 = no
   /// window (every earlier key).
@@ -137,9 +140,6 @@ struct PlanningHints {
   /// The batch and cache length the count is planned for.
   int64_t batch = 1;
   int64_t maxLength = 4096;
-  /// fd-split-kv's chunk-length mode: as many splits as chunks of this many
-  /// attended keys; 0 = off (the split planner chooses).
-  int64_t chunkLength = 0;
   /// The split planner's knobs, defaults and meaning its own
   /// (fd/Planning/SplitPlanner.h); maxSplits also bounds a fixed count.
   SplitPlannerOptions planner;

@@ -36,8 +36,9 @@ public:
                     const MergeStatesLaunch &launch);
 
   /// Merges `rows` rows: `pointers` are the kernel's parameters in order
-  /// (states, lses, output, lse[, mask]); none may be 0. Nothing is
-  /// launched for 0 rows. Throws std::invalid_argument for a wrong count.
+  /// (states, lses, output, lse[, mask]), each aligned to its element's
+  /// size; none may be 0 unless there are no rows, for which nothing is
+  /// launched. Throws std::invalid_argument for a wrong count.
   void launch(const std::vector<CUdeviceptr> &pointers, int64_t rows,
               CUstream stream) const;
 

@@ -104,8 +104,6 @@ private:
     OpBuilder &b = e.b;
     Type f32 = b.getF32Type();
     Value posInf = e.f32(std::numeric_limits<float>::infinity());
-    // State n of operand i: its lse in base 2, -inf when empty (-inf or
-    // +inf), and whether it is empty.
     // State n of operand i: its lse's address, its lse in base 2 (-inf when
     // empty: -inf or +inf), and whether it is empty.
     struct StateLse {
@@ -165,18 +163,17 @@ private:
                           head),
                     e.index(headDim));
           SmallVector<Value> next = {e.add(current[0], weight)};
-          // The thread's `width` elements in one load (the lse's address is
-          // 4-byte aligned, as are two 16-bit elements from an even column).
-          Value address = LLVM::SelectOp::create(
-              b, e.loc, state.isEmpty, state.address,
-              e.address(states, element, e.add(base, firstDim)));
-          const unsigned bytes = width * element.getIntOrFloatBitWidth() / 8;
-          Type sliceType =
-              width == 1 ? element : Type(VectorType::get({width}, element));
-          Value slice =
-              LLVM::LoadOp::create(b, e.loc, sliceType, address, bytes);
+          // One load an element, each aligned to its size wherever it reads
+          // (the lse's 4 bytes hold one f32 or 16-bit load in bounds): the
+          // ABI's alignment, whatever the width.
+          const unsigned bytes = element.getIntOrFloatBitWidth() / 8;
           for (int64_t j = 0; j < width; ++j) {
-            Value value = e.toF32(width == 1 ? slice : e.extract(slice, j));
+            Value address = LLVM::SelectOp::create(
+                b, e.loc, state.isEmpty, state.address,
+                e.address(states, element,
+                          e.add(base, e.add(firstDim, e.index(j)))));
+            Value value = e.toF32(
+                LLVM::LoadOp::create(b, e.loc, element, address, bytes));
             next.push_back(e.select(state.isEmpty, current[1 + j],
                                     e.fma(weight, value, current[1 + j])));
           }
