@@ -280,8 +280,10 @@ def test_requests_that_plan_alike_resolve_to_one_kernel():
     fields = small.resolve().fields
     assert fields["requested_num_splits"] == small.resolve_num_splits() > 1
     assert not {"planned_batch", "planned_max_len", "sm_count",
-                "blocks_per_sm", "min_chunk_length", "max_splits",
-                "chunk_length"} & set(fields)
+                "blocks_per_sm", "min_chunk_length", "max_splits"} & \
+        set(fields)
+    # The chunk length is the kernel's (fd.partial_attention carries it).
+    assert fields["chunk_length"] == 0
     # A knob that changes the plan changes the kernel; one that does not,
     # does not.
     assert small.resolve_num_splits() != _request(
