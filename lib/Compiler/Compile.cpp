@@ -353,9 +353,8 @@ llvm::Expected<CompiledKernels>
 compileMergeStates(const MergeStatesConfig &config, const std::string &arch,
                    int ptxVersion) {
   std::string invalid = config.validate();
-  if (invalid.empty() && !findChip(arch))
-    invalid =
-        "arch '" + arch + "' is not supported: expected " + getChipNameList();
+  if (invalid.empty())
+    invalid = getReasonArchUnsupported(arch);
   if (!invalid.empty())
     return makeError(invalid);
   mlir::fd::FDSplitKVOptions split;

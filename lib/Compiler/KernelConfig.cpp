@@ -43,10 +43,9 @@ std::string KernelConfig::validate() const {
       !(std::isfinite(*logitsSoftCap) && *logitsSoftCap > 0.0f))
     return "logits_soft_cap must be a positive finite number, got " +
            std::to_string(*logitsSoftCap);
+  if (std::string reason = getReasonArchUnsupported(arch); !reason.empty())
+    return reason;
   const Chip *chip = findChip(arch);
-  if (!chip)
-    return "arch '" + arch + "' is not supported: expected " +
-           getChipNameList();
   if (ptxVersion < chip->minimumPTXVersion)
     return "ptx_version " + std::to_string(ptxVersion) + " is too old for " +
            arch + ": expected at least " +

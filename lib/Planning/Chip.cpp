@@ -87,6 +87,13 @@ const Chip &getDefaultChip() {
   return chip;
 }
 
+std::string getReasonArchUnsupported(std::string_view arch) {
+  if (findChip(arch))
+    return "";
+  return "arch '" + std::string(arch) + "' is not supported: expected " +
+         getChipNameList();
+}
+
 const Chip &findChipOrDefault(std::string_view name) {
   const Chip *chip = findChip(name);
   return chip ? *chip : getDefaultChip();

@@ -361,9 +361,8 @@ PYBIND11_MODULE(_flashdecode, module) {
         std::string invalid = validateSplitPlannerInputs(
             batch, numKVHeads, maxLength, options, /*wordSeparator=*/'_');
         const Chip *chip = findChip(arch);
-        if (invalid.empty() && !chip)
-          invalid = "arch '" + arch + "' is not supported: expected " +
-                    getChipNameList();
+        if (invalid.empty())
+          invalid = getReasonArchUnsupported(arch);
         if (invalid.empty() && headDim > 0)
           invalid =
               getReasonHeadDimsUnsupported(headDim, valueHeadDim, sharedKV);

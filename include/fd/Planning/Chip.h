@@ -73,6 +73,10 @@ const Chip &findChipOrDefault(std::string_view name);
 /// or sm_90a".
 std::string getChipNameList();
 
+/// "" when the table has a target named `arch`, else "arch 'NAME' is not
+/// supported: expected " and the names.
+std::string getReasonArchUnsupported(std::string_view arch);
+
 /// The newest target that is not architecture-specific and runs on a device
 /// of compute capability major.minor (a newer GPU than the table's runs the
 /// newest target's PTX, compiled forward by its driver), or null below the

@@ -32,12 +32,6 @@ namespace {
 /// (ptxas, no spills): such plans have few rows, so few blocks.
 constexpr int64_t kSplitsPerIteration = 128;
 
-/// The widest row a thread per element merges: 512 threads could hold 128
-/// registers each, fewer than kSplitsPerIteration's loads take, so wider
-/// rows (D_v to 512) take two elements a thread and half the splits per
-/// iteration, the same registers.
-constexpr int64_t kMostThreads = 256;
-
 struct MergeToGPU : OpRewritePattern<MergeOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -47,8 +41,7 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       return failure();
     AttentionGeometry geometry = op.getGeometry();
     int64_t headDim = geometry.headDim;
-    const int64_t width = headDim > kMostThreads ? 2 : 1;
-    const int32_t threads = static_cast<int32_t>(headDim / width);
+    const auto [width, threads] = MergeRowThreads::get(headDim);
     int64_t numSplits = op.getNumSplits();
     int64_t queryHeads = geometry.numQueryHeads;
     int64_t queryLength = geometry.queryLength;

@@ -18,6 +18,21 @@
 
 namespace mlir::fd::detail {
 
+/// How a merge block covers an output row of `headDim` elements: one thread
+/// an element up to 256 threads; wider rows (D_v to 512) two elements a
+/// thread (512 threads could hold 128 registers each, fewer than the merge
+/// kernel's 128 loads in flight take: half the splits an iteration at two
+/// elements keeps the registers).
+struct MergeRowThreads {
+  int64_t width;
+  int32_t threads;
+
+  static MergeRowThreads get(int64_t headDim) {
+    const int64_t width = headDim > 256 ? 2 : 1;
+    return {width, static_cast<int32_t>(headDim / width)};
+  }
+};
+
 /// What a merge reads and writes (global pointers; `lse` and `sinks` may be
 /// null) and its shapes: `numSplits` partials of `headDim` f32 per output
 /// row, split-major within a row, as fd.merge's operands are laid out.

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelBuilder.h"
+#include "MergeRows.h"
 #include "PopulatePatterns.h"
 #include "fd/Dialect/FD/IR/FD.h"
 
@@ -26,9 +27,6 @@ using namespace mlir::fd::detail;
 
 namespace {
 
-/// The widest row a thread per element merges (as the merge kernel's).
-constexpr int64_t kMostThreads = 256;
-
 struct MergeStatesToGPU : OpRewritePattern<MergeStatesOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -37,8 +35,7 @@ struct MergeStatesToGPU : OpRewritePattern<MergeStatesOp> {
     if (failed(checkLowerable(op, rewriter)))
       return failure();
     const int64_t headDim = op.getHeadDim(), heads = op.getNumHeads();
-    const int64_t width = headDim > kMostThreads ? 2 : 1;
-    const int32_t threads = static_cast<int32_t>(headDim / width);
+    const auto [width, threads] = MergeRowThreads::get(headDim);
     const bool base2 = op.getLseBase2();
     Type element = cast<MemRefType>(op.getOutput().getType()).getElementType();
     SmallVector<int64_t> counts;
