@@ -5,6 +5,8 @@ buffers (sinks, ALiBi slopes, query lengths)."""
 import math
 import numbers
 
+import numpy as np
+
 from . import _flashdecode as _native
 
 _DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
@@ -309,3 +311,31 @@ def _planner_options(blocks_per_sm, min_chunk_length, max_splits):
     given = {"blocks_per_sm": blocks_per_sm,
              "min_chunk_length": min_chunk_length, "max_splits": max_splits}
     return {name: value for name, value in given.items() if value is not None}
+
+
+def _is_torch(array):
+    return hasattr(array, "data_ptr") and hasattr(array, "is_cuda")
+
+
+def _host_view(array, name):
+    """A CPU torch tensor as the numpy array sharing its memory (bfloat16
+    as uint16 bit patterns); anything else as it is."""
+    if not _is_torch(array):
+        return array
+    if array.is_cuda:
+        raise TypeError(f"{name} is a CUDA tensor: the CPU path (backend="
+                        "'cpu', numpy states) takes numpy arrays and CPU "
+                        "tensors (the GPU one CUDA tensors)")
+    import torch
+    if array.dtype == torch.bfloat16:
+        return array.view(torch.int16).numpy().view(np.uint16)
+    return array.numpy()
+
+
+def _to_tensor(array):
+    """_host_view's inverse: a numpy result as the CPU tensor sharing its
+    memory (uint16, only ever bfloat16 bits here, as bfloat16)."""
+    import torch
+    if array.dtype == np.uint16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)

@@ -6,7 +6,8 @@ import numpy as np
 from . import _flashdecode as _native
 from . import _fp8
 from ._common import (_BUFFERS, _DTYPES, _Problem, _buffer_flags,
-                      _buffer_shape, _buffer_shape_error, _split_options)
+                      _buffer_shape, _buffer_shape_error, _host_view,
+                      _is_torch, _split_options, _to_tensor)
 
 
 def _numpy_dtype(array, name, dtype):
@@ -81,25 +82,6 @@ def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
         window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
         **kv_options, v_head_dim=problem.value_head_dim,
         shared_kv=problem.shared_kv))
-
-
-def _is_torch(array):
-    return hasattr(array, "data_ptr") and hasattr(array, "is_cuda")
-
-
-def _host_view(array, name):
-    """A CPU torch tensor as the numpy array sharing its memory (bfloat16
-    as uint16 bit patterns); anything else as it is."""
-    if not _is_torch(array):
-        return array
-    if array.is_cuda:
-        raise TypeError(f"{name} is a CUDA tensor: backend='cpu' takes numpy "
-                        "arrays and CPU tensors (backend='cuda' takes CUDA "
-                        "tensors)")
-    import torch
-    if array.dtype == torch.bfloat16:
-        return array.view(torch.int16).numpy().view(np.uint16)
-    return array.numpy()
 
 
 def _check_output(array, name, shape, dtype):
@@ -228,15 +210,9 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                    problem.max_len, block_table, problem.num_pages,
                    problem.max_pages, k_scale=k_scale, v_scale=v_scale,
                    **buffers)
-    if torch_q is not None:
-        import torch
-        out = given_out if given_out is not None else \
-            torch.from_numpy(out.view(np.int16)).view(torch.bfloat16) \
-            if dtype == "bfloat16" else torch.from_numpy(out)
-        if return_lse:
-            lse = given_lse if given_lse is not None else \
-                torch.from_numpy(lse)
-    else:
-        out = given_out if given_out is not None else out
-        lse = given_lse if given_lse is not None else lse
+    # Results the caller gave back as given, new ones of q's kind.
+    convert = _to_tensor if torch_q is not None else (lambda array: array)
+    out = given_out if given_out is not None else convert(out)
+    if return_lse:
+        lse = given_lse if given_lse is not None else convert(lse)
     return (out, lse) if return_lse else out

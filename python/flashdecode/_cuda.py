@@ -11,13 +11,9 @@ from . import _flashdecode as _native
 from . import _fp8
 from ._common import (_BUFFERS, _DTYPES, _Problem, _buffer_flags,
                       _buffer_shape_error, _check_flag, _check_scale,
-                      _check_soft_cap, _check_window, _planner_options,
-                      _split_options)
+                      _check_soft_cap, _check_window, _is_torch,
+                      _planner_options, _split_options)
 from .device_array import DeviceArray
-
-
-def _is_torch(array):
-    return hasattr(array, "data_ptr") and hasattr(array, "is_cuda")
 
 
 class _CudaArray:

@@ -11,31 +11,14 @@ legacy default stream otherwise, or on ``stream``."""
 import numpy as np
 
 from . import _flashdecode as _native
+from ._common import (_DTYPES, _QUERY_ELEMENT_BYTES, _host_view, _is_torch,
+                      _to_tensor)
+from ._cuda import _CudaArray, _common_device, _new_output, _torch_stream
 from .device_array import DeviceArray
-from ._cuda import (_CudaArray, _common_device, _is_torch, _new_output,
-                    _torch_stream)
 
 _LSE_BASES = ("e", "2")
 _STATE_TYPES = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32",
                 np.dtype(np.uint16): "bf16"}
-
-
-def _host_view(array, name):
-    """(numpy view, torch dtype or None): a CPU torch tensor as numpy
-    (bfloat16 as uint16 bit patterns), sharing its memory."""
-    if not _is_torch(array):
-        return array, None
-    import torch
-    if array.dtype == torch.bfloat16:
-        return array.view(torch.int16).numpy().view(np.uint16), array.dtype
-    return array.numpy(), array.dtype
-
-
-def _as_torch(array, dtype):
-    import torch
-    if dtype == torch.bfloat16:
-        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(array)
 
 
 def _state_type(array, name):
@@ -89,7 +72,7 @@ def _check_mask(mask, rows):
     """mask [T] bool, uint8 or int8 as the int8 flags the kernel reads."""
     if mask is None:
         return None
-    mask, _ = _host_view(mask, "mask")
+    mask = _host_view(mask, "mask")
     if not isinstance(mask, np.ndarray) or mask.dtype not in (
             np.bool_, np.uint8, np.int8):
         raise TypeError("mask must be a bool or uint8 array of shape "
@@ -113,9 +96,9 @@ def _merge(states, lses, out, lse, mask, base2):
 
 def _check_state(v, s, v_name, s_name, stacked):
     """A checked state: v [T, N, H, D] (stacked) or [T, H, D], s its lses;
-    returns numpy views of both and the torch dtype (None for numpy)."""
-    v, torch_dtype = _host_view(v, v_name)
-    s, _ = _host_view(s, s_name)
+    returns numpy views of both and whether v was a torch tensor."""
+    tensor = _is_torch(v)
+    v, s = _host_view(v, v_name), _host_view(s, s_name)
     _state_type(v, v_name)
     rank = 4 if stacked else 3
     form = "[T, N, H, D]" if stacked else "[T, H, D]"
@@ -124,11 +107,7 @@ def _check_state(v, s, v_name, s_name, stacked):
     _check_contiguous(v, v_name)
     _check_head_dim(v.shape[-1], v_name)
     _check_lse(s, s_name, v.shape[:-1])
-    return v, s, torch_dtype
-
-
-_DEVICE_TYPES = {"float16": "f16", "float32": "f32", "bfloat16": "bf16"}
-_ELEMENT_BYTES = {"float16": 2, "float32": 4, "bfloat16": 2}
+    return v, s, tensor
 
 
 def _is_device(array):
@@ -153,9 +132,9 @@ def _device_state(v, s, v_name, s_name, stacked):
     [T, H, D] and its lses s, as _CudaArrays."""
     va = _CudaArray(v, v_name, alignment=1,
                     expected="float16, float32 or bfloat16")
-    if va.dtype not in _DEVICE_TYPES:
+    if va.dtype not in _DTYPES:
         raise va.unsupported()
-    _aligned(va, _ELEMENT_BYTES[va.dtype])
+    _aligned(va, _QUERY_ELEMENT_BYTES[va.dtype])
     rank = 4 if stacked else 3
     if len(va.shape) != rank:
         form = "[T, N, H, D]" if stacked else "[T, H, D]"
@@ -191,21 +170,20 @@ def _device_of(arrays):
     return next((a.device for a in arrays if a.device is not None), 0)
 
 
-def _device_merge(states, lses, out, lse, mask, base2, like, stream):
-    """Queues fd.merge_states over checked device arrays: `states` and
-    `lses` _CudaArrays of one operand each, `out` and `lse` pointers (no
-    launch without rows)."""
-    arrays = list(states) + list(lses) + ([mask] if mask else [])
+def _device_merge(states, lses, out, lse, mask, base2, like, stream,
+                  device):
+    """Queues fd.merge_states on GPU `device` (_device_of) over checked
+    device arrays: `states` and `lses` _CudaArrays of one operand each,
+    `out` and `lse` pointers (no launch without rows)."""
     if not states[0].shape[0]:
         return
-    device = _common_device(arrays)
     rows, heads, head_dim = states[0].shape[0], states[0].shape[-2], \
         states[0].shape[-1]
     if stream is None:
         stream = _torch_stream(device) if _is_torch(like) else 0
     _native.cuda_merge_states(
         [a.pointer for a in states], [a.pointer for a in lses], out, lse,
-        mask.pointer if mask else 0, _DEVICE_TYPES[states[0].dtype], rows,
+        mask.pointer if mask else 0, _DTYPES[states[0].dtype], rows,
         heads, head_dim,
         [a.shape[1] if len(a.shape) == 4 else 1 for a in states], base2,
         device, stream)
@@ -249,38 +227,39 @@ def merge_states(v, s, *, lse_base="e", stream=None):
                                        device)
         lse, lse_pointer = _new_output(v, (rows, heads), "float32", device)
         _device_merge([va], [sa], out_pointer, lse_pointer, None, base2, v,
-                      stream)
+                      stream, device)
         return out, lse
-    v, s, torch_dtype = _check_state(v, s, "v", "s", stacked=True)
+    v, s, tensor = _check_state(v, s, "v", "s", stacked=True)
     rows, count, heads, head_dim = v.shape
     _check_count(count)
     out = np.empty((rows, heads, head_dim), v.dtype)
     lse = np.empty((rows, heads), np.float32)
     _merge([v], [s], out, lse, None, base2)
-    if torch_dtype is not None:
-        return _as_torch(out, torch_dtype), _as_torch(lse, None)
-    return out, lse
+    return (_to_tensor(out), _to_tensor(lse)) if tensor else (out, lse)
+
+
+def _check_alike(a, b, names):
+    """The second state of a pair has the first's shape and dtype."""
+    if tuple(b.shape) != tuple(a.shape) or b.dtype != a.dtype:
+        raise ValueError(f"{names[2]} must have {names[0]}'s shape and dtype "
+                         f"{tuple(a.shape)} {a.dtype}, got {tuple(b.shape)} "
+                         f"{b.dtype}")
 
 
 def _check_pair(v_a, s_a, v_b, s_b, names):
     """Two checked [T, H, D] states of one shape and dtype."""
-    v_a, s_a, torch_dtype = _check_state(v_a, s_a, names[0], names[1],
-                                         stacked=False)
+    v_a, s_a, tensor = _check_state(v_a, s_a, names[0], names[1],
+                                    stacked=False)
     v_b, s_b, _ = _check_state(v_b, s_b, names[2], names[3], stacked=False)
-    if v_b.shape != v_a.shape or v_b.dtype != v_a.dtype:
-        raise ValueError(f"{names[2]} must have {names[0]}'s shape and dtype "
-                         f"{v_a.shape} {v_a.dtype}, got {v_b.shape} "
-                         f"{v_b.dtype}")
-    return v_a, s_a, v_b, s_b, torch_dtype
+    _check_alike(v_a, v_b, names)
+    return v_a, s_a, v_b, s_b, tensor
 
 
 def _device_pair(v_a, s_a, v_b, s_b, names):
     """Two checked [T, H, D] device states of one shape and dtype."""
     va, sa = _device_state(v_a, s_a, names[0], names[1], stacked=False)
     vb, sb = _device_state(v_b, s_b, names[2], names[3], stacked=False)
-    if vb.shape != va.shape or vb.dtype != va.dtype:
-        raise ValueError(f"{names[2]} must have {names[0]}'s shape and dtype "
-                         f"{va.shape} {va.dtype}, got {vb.shape} {vb.dtype}")
+    _check_alike(va, vb, names)
     return va, sa, vb, sb
 
 
@@ -298,9 +277,9 @@ def merge_state(v_a, s_a, v_b, s_b, *, lse_base="e", stream=None):
         out, out_pointer = _new_output(v_a, va.shape, va.dtype, device)
         lse, lse_pointer = _new_output(v_a, (rows, heads), "float32", device)
         _device_merge([va, vb], [sa, sb], out_pointer, lse_pointer, None,
-                      base2, v_a, stream)
+                      base2, v_a, stream, device)
         return out, lse
-    v_a, s_a, v_b, s_b, torch_dtype = _check_pair(v_a, s_a, v_b, s_b, names)
+    v_a, s_a, v_b, s_b, tensor = _check_pair(v_a, s_a, v_b, s_b, names)
     rows, heads, head_dim = v_a.shape
     out = np.empty_like(v_a)
     lse = np.empty((rows, heads), np.float32)
@@ -308,9 +287,7 @@ def merge_state(v_a, s_a, v_b, s_b, *, lse_base="e", stream=None):
             v_b.reshape(rows, 1, heads, head_dim)],
            [s_a.reshape(rows, 1, heads), s_b.reshape(rows, 1, heads)],
            out, lse, None, base2)
-    if torch_dtype is not None:
-        return _as_torch(out, torch_dtype), _as_torch(lse, None)
-    return out, lse
+    return (_to_tensor(out), _to_tensor(lse)) if tensor else (out, lse)
 
 
 def merge_state_in_place(v, s, v_other, s_other, mask=None, *,
@@ -326,8 +303,9 @@ def merge_state_in_place(v, s, v_other, s_other, mask=None, *,
     if _is_device(v):
         va, sa, vb, sb = _device_pair(v, s, v_other, s_other, names)
         flags = _device_mask(mask, va.shape[0])
+        device = _device_of([va, sa, vb, sb] + ([flags] if flags else []))
         _device_merge([va, vb], [sa, sb], va.pointer, sa.pointer, flags,
-                      base2, v, stream)
+                      base2, v, stream, device)
         return None
     v, s, v_other, s_other, _ = _check_pair(v, s, v_other, s_other, names)
     rows, heads, head_dim = v.shape

@@ -68,9 +68,9 @@ def shard_cache(cache, rank, world, interleave=1, axis=1):
     global_ = ((local // interleave) * world + rank) * interleave + \
         local % interleave
     inside = global_ < length
+    shape = list(cache.shape)
+    shape[axis] = positions
     if isinstance(cache, np.ndarray):
-        shape = list(cache.shape)
-        shape[axis] = positions
         shard = np.zeros(shape, cache.dtype)
         index = [slice(None)] * cache.ndim
         index[axis] = local[inside]
@@ -79,8 +79,6 @@ def shard_cache(cache, rank, world, interleave=1, axis=1):
         shard[tuple(index)] = cache[tuple(source)]
         return shard
     torch = _torch()
-    shape = list(cache.shape)
-    shape[axis] = positions
     shard = torch.zeros(shape, dtype=cache.dtype, device=cache.device)
     picked = torch.from_numpy(global_[inside]).to(cache.device)
     shard.narrow(axis, 0, int(inside.sum())).copy_(
