@@ -70,6 +70,11 @@ struct Problem {
   /// With an fp8 cache (`keys` and `values` are then the f32 values it was
   /// quantized from): what the kernel and the reference read.
   Float8Cache float8Keys, float8Values;
+  /// With a sharded cache (config.isKVSharded()): the rank whose share a
+  /// run reads (the caches are then that share: shardOf) and the reference
+  /// attends (over the whole caches of the problem its share was taken
+  /// from: CPUKVShardTest.cpp).
+  int32_t shardRank = 0;
 
   Problem(const KernelConfig &config, std::vector<int32_t> lengths,
           int64_t maxLength, std::mt19937 &random, double queryDeviation = 2.0)
@@ -195,6 +200,11 @@ inline void reference(const Problem &problem, std::vector<double> &output,
     reference.alibiSlopes = slopes.data();
   if (config.withQueryLens)
     reference.queryLengths = problem.queryLens.data();
+  if (config.isKVSharded()) {
+    reference.shardWorld = config.kvShardWorld;
+    reference.shardInterleave = config.kvShardInterleave;
+    reference.shardRank = problem.shardRank;
+  }
   reference::attention(reference, output, lse);
 }
 
@@ -328,6 +338,8 @@ inline Result run(const CPUAttentionKernel &kernel, const Problem &problem,
     buffers.alibiSlopes = problem.alibiSlopes.data();
   if (config.withQueryLens)
     buffers.queryLens = problem.queryLens.data();
+  if (config.isKVSharded())
+    buffers.kvShardRank = &problem.shardRank;
   llvm::Error error = kernel.run(buffers);
   EXPECT_FALSE(error) << llvm::toString(std::move(error));
   return result;

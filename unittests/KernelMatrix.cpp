@@ -307,6 +307,44 @@ std::vector<MatrixConfig> wideHeads() {
   return params;
 }
 
+/// Caches sharded by token (decode context parallelism): tensor cores with
+/// every feature at global positions (Lq = 4 causal, a window, ALiBi, query
+/// lengths, a soft-cap) on both arches, CUDA cores (f32, and MHA) with a
+/// window across the shards, paged shards of an fp8 cache per token, and
+/// MLA's latent cache; 1 to 4 ranks of 1 to 16 tokens (the tests run the
+/// last rank, which holds some of every length they use past a round).
+std::vector<MatrixConfig> kvShards() {
+  auto make = [](ElementType type, int64_t headDim, int64_t groupSize,
+                 int64_t queryLength, int64_t pageSize, CacheLayout layout,
+                 const char *arch, int64_t world, int64_t interleave) {
+    MatrixConfig config{type,     headDim, groupSize, queryLength,
+                        pageSize, layout,  arch};
+    config.kvShardWorld = world;
+    config.kvShardInterleave = interleave;
+    return config;
+  };
+  const CacheLayout nhd = CacheLayout::NHD, hnd = CacheLayout::HND;
+  std::vector<MatrixConfig> params;
+  for (const char *arch : kArchs) {
+    params.push_back(make(ElementType::F16, 128, 8, 4, 0, nhd, arch, 3, 2));
+    params.back().windowAndSoftCap = params.back().alibi =
+        params.back().queryLens = true;
+  }
+  params.push_back(make(ElementType::F32, 64, 4, 2, 0, hnd, "sm_80", 2, 1));
+  params.back().window = params.back().alibi = true;
+  params.push_back(make(ElementType::BF16, 64, 1, 4, 16, nhd, "sm_90", 4, 3));
+  params.back().window = true;
+  params.push_back(make(ElementType::F16, 128, 4, 1, 16, hnd, "sm_90", 2, 16));
+  params.back().kvCacheType = KVCacheType::E4M3;
+  params.back().kvScale = KVScaleGranularity::TokenHead;
+  params.push_back(make(ElementType::BF16, 576, 16, 2, 64, nhd, "sm_90", 4, 8));
+  params.back().valueHeadDim = 512;
+  params.back().sharedKV = true;
+  params.push_back(make(ElementType::F16, 64, 8, 1, 0, nhd, "sm_80", 1, 1));
+  params.back().fusedMerge = true;
+  return params;
+}
+
 } // namespace
 
 std::string describe(const MatrixConfig &config) {
@@ -331,7 +369,11 @@ std::string describe(const MatrixConfig &config) {
          (config.kvCacheType != KVCacheType::SameAsQuery &&
                   config.kvScale == KVScaleGranularity::TokenHead
               ? "_token_head"
-              : "");
+              : "") +
+         (config.kvShardWorld
+              ? "_shard" + std::to_string(config.kvShardWorld) + "x" +
+                    std::to_string(config.kvShardInterleave)
+              : std::string());
 }
 
 void PrintTo(const MatrixConfig &config, std::ostream *os) {
@@ -381,6 +423,8 @@ KernelConfig toKernelConfig(const MatrixConfig &matrixConfig) {
   config.kvCacheType = matrixConfig.kvCacheType;
   config.kvScaleGranularity = matrixConfig.kvScale;
   config.fusedMerge = matrixConfig.fusedMerge;
+  config.kvShardWorld = matrixConfig.kvShardWorld;
+  config.kvShardInterleave = matrixConfig.kvShardInterleave;
   return config;
 }
 
@@ -411,7 +455,8 @@ std::vector<MatrixConfig> getKernelMatrix() {
       // fp8 rows hold twice the elements per load: the same at every head
       // dim.
       {"Float8HeadDims", everyHeadDim(KVCacheType::E4M3)},
-      {"WideHeads", wideHeads()}};
+      {"WideHeads", wideHeads()},
+      {"KVShards", kvShards()}};
   std::vector<MatrixConfig> matrix;
   for (const auto &[suite, configs] : suites)
     for (MatrixConfig config : configs) {

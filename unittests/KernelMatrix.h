@@ -61,6 +61,11 @@ struct MatrixConfig {
   /// first D_v columns (MLA's latent cache: no value cache).
   int64_t valueHeadDim = 0;
   bool sharedKV = false;
+  /// A cache sharded by token over kvShardWorld ranks (0: not sharded),
+  /// kvShardInterleave tokens at a time: the rank a load, the chunk and the
+  /// masks from global positions.
+  int64_t kvShardWorld = 0;
+  int64_t kvShardInterleave = 1;
 };
 
 /// The configuration's name: its suite, dtype, D, Hq / Hkv, Lq, paging,

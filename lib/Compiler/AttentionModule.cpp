@@ -112,6 +112,8 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
     argumentTypes.push_back(scaleType);
   if (config.hasFloat8Cache() && !config.sharedKV)
     argumentTypes.push_back(scaleType);
+  if (config.isKVSharded())
+    argumentTypes.push_back(MemRefType::get({1}, builder.getI32Type()));
 
   auto [module, loc, arguments] =
       startFunctionModule(builder, kAttentionFunctionName, argumentTypes);
@@ -125,7 +127,8 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
                           ? builder.getF32FloatAttr(*config.logitsSoftCap)
                           : FloatAttr();
   // q, k, [v,] lengths and output, then lse, block table, sinks, ALiBi
-  // slopes, query lengths, k and v scales, each when configured.
+  // slopes, query lengths, k and v scales, the KV shard's rank, each when
+  // configured.
   ValueRange optional = arguments;
   auto next = [&](bool present) {
     if (!present)
@@ -146,10 +149,16 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   Value queryLens = next(config.withQueryLens);
   Value kScale = next(config.hasFloat8Cache());
   Value vScale = next(config.hasFloat8Cache() && !config.sharedKV);
+  Value shardRank = next(config.isKVSharded());
+  mlir::fd::KVShardAttr shard =
+      config.isKVSharded()
+          ? mlir::fd::KVShardAttr::get(&context, config.kvShardWorld,
+                                       config.kvShardInterleave)
+          : mlir::fd::KVShardAttr();
   mlir::fd::AttentionOp::create(
       builder, loc, query, keyCache, valueCache, lengths, blockTable,
-      alibiSlopes, queryLens, kScale, vScale, output, lse, sinks, layout, scale,
-      window, softCap,
+      alibiSlopes, queryLens, kScale, vScale, shardRank, output, lse, sinks,
+      layout, scale, window, softCap, shard,
       config.schedule ? mlir::fd::ScheduleAttr::get(&context, *config.schedule)
                       : mlir::fd::ScheduleAttr());
   func::ReturnOp::create(builder, loc);

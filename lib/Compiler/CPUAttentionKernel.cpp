@@ -86,6 +86,14 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
       (!buffers.kScale || (!config.sharedKV && !buffers.vScale)))
     return invalid("the kernel reads an fp8 cache: kScale and vScale buffers "
                    "(float, per tensor or per token and KV head) required");
+  if (config.isKVSharded() && !buffers.kvShardRank)
+    return invalid("the kernel reads a sharded cache: kvShardRank buffer "
+                   "(int32 [1], this rank) required");
+  if (config.isKVSharded() &&
+      (*buffers.kvShardRank < 0 || *buffers.kvShardRank >= config.kvShardWorld))
+    return invalid("kvShardRank " + std::to_string(*buffers.kvShardRank) +
+                   " is not a rank of the shard: expected 0 to " +
+                   std::to_string(config.kvShardWorld - 1));
 
   llvm::SmallVector<int64_t> rowShape = {buffers.batch};
   if (config.queryLength > 1)
@@ -136,6 +144,8 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
     if (!config.sharedKV)
       descriptors.push_back(makeDescriptor(buffers.vScale, scaleShape));
   }
+  if (config.isKVSharded())
+    descriptors.push_back(makeDescriptor(buffers.kvShardRank, {1}));
 
   return invokeWithDescriptors(*engine, kAttentionFunctionName, descriptors);
 }

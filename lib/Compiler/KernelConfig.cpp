@@ -43,6 +43,14 @@ std::string KernelConfig::validate() const {
       !(std::isfinite(*logitsSoftCap) && *logitsSoftCap > 0.0f))
     return "logits_soft_cap must be a positive finite number, got " +
            std::to_string(*logitsSoftCap);
+  if (std::string reason =
+          getReasonKVShardFieldsInvalid(kvShardWorld, kvShardInterleave);
+      !reason.empty())
+    return reason;
+  if (isKVSharded() && withSinks)
+    return "with_sinks with kv_shard_world: each rank would count the sinks "
+           "once more; merge the ranks' states, then join the sinks as one "
+           "more state";
   if (std::string reason = getReasonArchUnsupported(arch); !reason.empty())
     return reason;
   const Chip *chip = findChip(arch);
@@ -148,6 +156,8 @@ void KernelConfig::forEachField(
   visit("with_sinks", withSinks);
   visit("with_alibi", withAlibi);
   visit("with_query_lens", withQueryLens);
+  visit("kv_shard_world", kvShardWorld);
+  visit("kv_shard_interleave", kvShardInterleave);
   visit("with_lse", withLse);
   visit("kv_dtype", getKVCacheTypeName(*this));
   visit("kv_scale", std::string(getKVScaleName(*this)));

@@ -39,6 +39,8 @@ int64_t resolveNumSplits(const KernelRequest &request) {
   rules.queryLength = config.queryLength;
   if (config.windowLeft > 0)
     rules.windowLeft = config.windowLeft;
+  if (config.isKVSharded())
+    rules.kvShard = config.getKVShard();
   int64_t attended = mlir::fd::getAttendedLength(hints.maxLength, rules);
   KernelSchedule schedule = config.getKernelSchedule();
   SplitPlannerOptions planner = hints.planner;

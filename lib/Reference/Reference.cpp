@@ -91,6 +91,7 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
   const int64_t valueRowLength = problem.valueCache ? valueHeadDim : headDim;
 
   std::vector<double> scores;
+  std::vector<int64_t> keys;
   for (int64_t b = 0; b < problem.batch; ++b)
     for (int64_t t = 0; t < problem.queryLength; ++t)
       for (int64_t h = 0; h < problem.numQueryHeads; ++h) {
@@ -107,7 +108,15 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
           first = std::max<int64_t>(0, position - problem.windowLeft + 1);
         int64_t row = (b * problem.queryLength + t) * problem.numQueryHeads + h;
         const double *sink = problem.sinks ? problem.sinks + h : nullptr;
-        if (position < first) {
+        // The keys the row attends: [first, p], the rank's alone when the
+        // cache is sharded.
+        keys.clear();
+        for (int64_t j = first; j <= position; ++j)
+          if (problem.shardWorld == 0 ||
+              (j / problem.shardInterleave) % problem.shardWorld ==
+                  problem.shardRank)
+            keys.push_back(j);
+        if (keys.empty()) {
           // Only the sink: weight exp(sink - sink) = 1 over a zero value
           // (NaN for a NaN sink, which poisons the row).
           if (sink) {
@@ -118,12 +127,11 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
           }
           continue;
         }
-        int64_t visible = position - first + 1;
         const double *query = problem.query + row * headDim;
-        scores.assign(visible, 0.0);
-        for (int64_t i = 0; i < visible; ++i) {
+        scores.assign(keys.size(), 0.0);
+        for (size_t i = 0; i < keys.size(); ++i) {
           const double *key =
-              cacheRow(problem.keyCache, headDim, b, first + i, h / group);
+              cacheRow(problem.keyCache, headDim, b, keys[i], h / group);
           double dot = 0.0;
           for (int64_t d = 0; d < headDim; ++d)
             dot += query[d] * key[d];
@@ -133,7 +141,7 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
                     std::tanh(score / problem.logitsSoftCap);
           if (problem.alibiSlopes)
             score += problem.alibiSlopes[h] *
-                     static_cast<double>(first + i - position);
+                     static_cast<double>(keys[i] - position);
           scores[i] = score;
         }
         double max = *std::max_element(scores.begin(), scores.end());
@@ -141,11 +149,11 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
           max = std::max(max, *sink);
         double sum = sink ? std::exp(*sink - max) : 0.0;
         double *out = output.data() + row * valueHeadDim;
-        for (int64_t i = 0; i < visible; ++i) {
+        for (size_t i = 0; i < keys.size(); ++i) {
           double weight = std::exp(scores[i] - max);
           sum += weight;
           const double *value =
-              cacheRow(values, valueRowLength, b, first + i, h / group);
+              cacheRow(values, valueRowLength, b, keys[i], h / group);
           for (int64_t d = 0; d < valueHeadDim; ++d)
             out[d] += weight * value[d];
         }

@@ -157,6 +157,14 @@ Manifest Manifest::parse(const std::string &text) {
   optionalFlag(config, "with_alibi", "config.", manifest.withAlibi);
   optionalFlag(config, "with_query_lens", "config.", manifest.withQueryLens);
   optionalFlag(config, "fused_merge", "config.", manifest.fusedMerge);
+  if (config.find("kv_shard_world")) {
+    manifest.kvShardWorld = integer(config, "kv_shard_world", "config.");
+    manifest.kvShardInterleave =
+        integer(config, "kv_shard_interleave", "config.");
+    if (manifest.kvShardWorld < 0 || manifest.kvShardInterleave < 1)
+      missing("config.kv_shard_world and config.kv_shard_interleave",
+              "0 (not sharded) or a world >= 1, and an interleave >= 1");
+  }
   const json::Value &withLse = member(config, "with_lse", "config.");
   if (withLse.kind != json::Value::Kind::Bool)
     missing("config.with_lse", "a boolean");

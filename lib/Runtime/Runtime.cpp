@@ -368,6 +368,10 @@ void DecodePlan::bind() {
                        "read per-sequence query lengths",
                        "per-sequence query lengths", "int32", "[batch]",
                        "the kernels read");
+  requireFeatureBuffer("kvShardRank", buffers.kvShardRank,
+                       manifest.kvShardWorld != 0, "read a sharded cache",
+                       "a sharded cache", "int32", "[1]",
+                       "the partial kernel reads");
   // The scales' shape: the caches' without the head dim, or one per tensor.
   bool nhd = manifest.kvLayout == "NHD";
   const char *scaleShape = !manifest.hasTokenHeadScales() ? "[1]"
@@ -445,6 +449,7 @@ void DecodePlan::bind() {
           : name == "sinks"          ? buffers.sinks
           : name == "alibi_slopes"   ? buffers.alibiSlopes
           : name == "query_lens"     ? buffers.queryLens
+          : name == "kv_shard_rank"  ? buffers.kvShardRank
           : name == "k_scale"        ? buffers.kScale
           : name == "v_scale"        ? buffers.vScale
           : name == "merge_counters" ? counters

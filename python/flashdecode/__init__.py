@@ -26,16 +26,20 @@ bfloat16 numpy data is given as uint16 bit patterns with ``dtype="bfloat16"``.
 FP8 KV caches (both backends): uint8 bit patterns with
 ``kv_dtype="float8_e4m3fn"`` or ``"float8_e5m2"`` (or ml_dtypes fp8 arrays)
 and ``k_scale=`` / ``v_scale=``; ``quantize_kv`` makes them.
+``kv_shard=(rank, world, interleave)`` decodes over one rank's share of a
+cache sharded by token with global lengths and positions;
+``flashdecode.distributed.context_parallel_decode`` merges the ranks over
+torch.distributed.
 """
 
 import json
 import numbers
 
 from . import _flashdecode as _native
-from ._common import (_check_flag, _check_page_size, _check_scale,
-                      _check_soft_cap, _check_window, _dtype_code,
-                      _planner_options, _split_options, _kernel_problem,
-                      _check_v_head_dim)
+from ._common import (_check_flag, _check_kv_shard, _check_page_size,
+                      _check_scale, _check_soft_cap, _check_window,
+                      _dtype_code, _planner_options, _split_options,
+                      _kernel_problem, _check_v_head_dim)
 from ._cpu import _decode_cpu
 from ._fp8 import check_compile_options as _check_fp8_options
 from ._fp8 import quantize_kv
@@ -50,13 +54,25 @@ __all__ = ["compile", "plan_splits", "decode_attention", "mla_decode",
 CudaError = _native.CudaError
 
 
+def _shard_config(world, interleave):
+    """compile()'s and plan_splits()'s kv_shard_world (0: not sharded) and
+    kv_shard_interleave, as ints (their ranges are the native rule's)."""
+    for name, value in (("kv_shard_world", world),
+                        ("kv_shard_interleave", interleave)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+    return {"kv_shard_world": int(world),
+            "kv_shard_interleave": int(interleave)}
+
+
 def plan_splits(batch, num_kv_heads, max_len,
                 sm_count=_native.DEFAULT_SM_COUNT, *, blocks_per_sm=None,
                 min_chunk_length=None, max_splits=None, num_q_heads=None,
                 head_dim=None, query_len=1, kv_dtype=None, fused_merge=False,
                 dtype=None, page_size=None, window_left=None,
                 logits_soft_cap=None, with_alibi=False, with_query_lens=False,
-                arch=_native.DEFAULT_ARCH, v_head_dim=None, shared_kv=False):
+                arch=_native.DEFAULT_ARCH, v_head_dim=None, shared_kv=False,
+                kv_shard_world=0, kv_shard_interleave=1):
     """Without num_q_heads and head_dim: the wave model alone, not compile().
 
     The split count fd-split-kv chooses for this problem (the same function):
@@ -81,14 +97,17 @@ def plan_splits(batch, num_kv_heads, max_len,
     bounds the keys a sequence attends to, as for compile(). v_head_dim and
     shared_kv (with the work) are compile()'s too: the values' head dim
     (None: head_dim) and whether they are the key cache's first columns
-    (MLA's latent cache: a token's bytes are read once)."""
+    (MLA's latent cache: a token's bytes are read once); so are
+    kv_shard_world and kv_shard_interleave (with the work): max_len is then
+    one rank's cache, and a window attends to what one rank holds of it."""
     work = _kernel_problem(num_kv_heads, num_q_heads, head_dim, query_len,
                            kv_dtype, fused_merge, dtype, v_head_dim,
                            shared_kv)
     window = _check_window(window_left)
     features = {"page_size": page_size, "window_left": window_left,
                 "logits_soft_cap": logits_soft_cap, "with_alibi": with_alibi,
-                "with_query_lens": with_query_lens}
+                "with_query_lens": with_query_lens,
+                "kv_shard_world": kv_shard_world or None}
     if not work:
         given = [name for name, value in features.items()
                  if value not in (None, False)]
@@ -100,8 +119,10 @@ def plan_splits(batch, num_kv_heads, max_len,
             **_planner_options(blocks_per_sm, min_chunk_length, max_splits))
     for name in ("with_alibi", "with_query_lens"):
         _check_flag(name, features[name])
-    if window and isinstance(max_len, numbers.Integral) and max_len >= 0:
-        max_len = _native.attended_length(max_len, work["query_len"], window)
+    if isinstance(max_len, numbers.Integral) and max_len >= 0:
+        max_len = _native.attended_length(
+            max_len, work["query_len"], window,
+            **_shard_config(kv_shard_world, kv_shard_interleave))
     return _native.plan_splits(
         batch, num_kv_heads, max_len, sm_count,
         **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
@@ -137,7 +158,8 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
             max_splits=None, window_left=None, logits_soft_cap=None,
             with_sinks=False, with_alibi=False, with_query_lens=False,
             kv_dtype=None, kv_scale=None, fused_merge=False, page_size=None,
-            schedule=None, v_head_dim=None, shared_kv=False):
+            schedule=None, v_head_dim=None, shared_kv=False,
+            kv_shard_world=0, kv_shard_interleave=1):
     """Compiles the GPU kernels of one configuration (through the JIT cache).
 
     No device is involved, so ``arch`` and ``sm_count`` default to an H200's;
@@ -181,7 +203,13 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
     outputs) of N elements (None: head_dim), shared_kv=True for values read
     from the key cache's first v_head_dim columns (MLA's latent cache): the
     partial kernel then takes no "value_cache" (nor "v_scale"), and
-    manifest["config"] has "v_head_dim" and "shared_kv"."""
+    manifest["config"] has "v_head_dim" and "shared_kv".
+    kv_shard_world=N (kv_shard_interleave=I) compiles for a cache sharded by
+    token over N ranks, I tokens at a time (decode_attention's kv_shard):
+    the lengths are global, the partial kernel takes "kv_shard_rank" (int32
+    [1], its last but for a fused merge's) and manifest["config"] has
+    "kv_shard_world" and "kv_shard_interleave"; 0 (the default) is not
+    sharded."""
     if schedule is not None and not isinstance(schedule, str):
         raise TypeError("schedule must be a string (#fd.schedule's fields) "
                         f"or None, got {type(schedule).__name__}")
@@ -201,7 +229,8 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
         **_planner_options(blocks_per_sm, min_chunk_length, max_splits),
         window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
         **kv_options, schedule=schedule, v_head_dim=v_head_dim or 0,
-        shared_kv=shared_kv))
+        shared_kv=shared_kv,
+        **_shard_config(kv_shard_world, kv_shard_interleave)))
     return Kernel(ptx, manifest, chosen)
 
 
@@ -213,7 +242,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                      logits_soft_cap=None, sinks=None, alibi_slopes=None,
                      query_lens=None, kv_dtype=None, k_scale=None,
                      v_scale=None, fused_merge=False, check_lengths=False,
-                     v_head_dim=None):
+                     v_head_dim=None, kv_shard=None):
     """softmax(scale * q k^T) v over each sequence's first seq_lens[b] keys.
 
     v_head_dim: None (the values' head dim is q's) or D_v: v_cache is then
@@ -305,6 +334,20 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     stream, or a Decoder's own). It only changes the GPU kernels, not
     the results (to rounding); backend="cpu", which has no merge kernel,
     checks it and computes the same.
+    kv_shard: None, or (rank, world, interleave) ints: the caches hold one
+    rank's share of each sequence (decode context parallelism): global
+    token j lives on rank (j // interleave) % world, in order, so local
+    slot i holds global token ((i // interleave) * world + rank) *
+    interleave + i % interleave (flashdecode.distributed.shard_cache makes
+    a shard). seq_lens are then the global lengths (at most world *
+    interleave * (max_len // interleave) + max_len % interleave), the
+    causal rule, the window and ALiBi use global positions, and a row that
+    sees no key of this rank is zeros with lse -inf: merging the ranks'
+    (out, lse) with merge_states gives the attention over the whole cache
+    (flashdecode.distributed.context_parallel_decode does it over
+    torch.distributed). sinks would count once per rank: a ValueError (join
+    them in the merge as one more state). The kernel reads the rank from
+    device memory, so one compiled kernel serves every rank.
 
     backend="cuda" (device arrays, all on one GPU, which decides the
     context): the kernels are compiled for that GPU's compute capability
@@ -337,6 +380,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     planner = _planner_options(blocks_per_sm, min_chunk_length, max_splits)
     fused_merge = _check_flag("fused_merge", fused_merge)
     check_lengths = _check_flag("check_lengths", check_lengths)
+    kv_shard = _check_kv_shard(kv_shard)
     if backend == "cpu":
         for name, value in (("arch", arch), ("stream", stream)):
             if value is not None:
@@ -344,20 +388,21 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
         return _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale,
                            kv_layout, return_lse, dtype, block_table, planner,
                            **masking, **fp8, v_head_dim=v_head_dim, out=out,
-                           lse=lse)
+                           lse=lse, kv_shard=kv_shard)
     if backend == "cuda":
         return _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale,
                             kv_layout, return_lse, dtype, block_table, arch,
                             out, lse, stream, planner, **masking, **fp8,
                             fused_merge=fused_merge,
                             check_lengths=check_lengths,
-                            v_head_dim=v_head_dim)
+                            v_head_dim=v_head_dim, kv_shard=kv_shard)
     raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
 
 
 def mla_decode(q, kv_cache, seq_lens, *, block_table=None, head_dim_v=512,
                scale=None, return_lse=False, backend="cpu", query_lens=None,
-               kv_dtype=None, k_scale=None, num_splits=None, dtype=None):
+               kv_dtype=None, k_scale=None, num_splits=None, dtype=None,
+               kv_shard=None):
     """Absorbed multi-head latent attention decode (DeepSeek-V3/R1/V3.2,
     Kimi K2): every query head attends over one shared latent cache.
 
@@ -369,8 +414,10 @@ def mla_decode(q, kv_cache, seq_lens, *, block_table=None, head_dim_v=512,
     (lse [B, (Lq,) Hq] float32, natural log). scale: the softmax scale,
     default 1/sqrt(D); DeepSeek's is 1/sqrt(192) times its YaRN factor, so
     pass it. query_lens (multi-token prediction), kv_dtype and k_scale (fp8
-    latent caches, k_scale scaling keys and values alike), num_splits and
-    dtype ("bfloat16" for uint16 bit patterns) are decode_attention's, as
+    latent caches, k_scale scaling keys and values alike), num_splits,
+    kv_shard (a latent cache sharded by token over ranks: decode context
+    parallelism) and dtype ("bfloat16" for uint16 bit patterns) are
+    decode_attention's, as
     is backend ("cpu" or "cuda"; Decoder(q, kv_cache, None, seq_lens, out,
     v_head_dim=head_dim_v) captures it for graph replays). ValueError names
     the argument: a kv_cache of more than one KV head, head_dim_v over the
@@ -399,4 +446,4 @@ def mla_decode(q, kv_cache, seq_lens, *, block_table=None, head_dim_v=512,
                             backend=backend, block_table=block_table,
                             query_lens=query_lens, kv_dtype=kv_dtype,
                             k_scale=k_scale, v_head_dim=head_dim_v,
-                            dtype=dtype)
+                            dtype=dtype, kv_shard=kv_shard)

@@ -198,6 +198,67 @@ def _check_v_head_dim(v_head_dim):
                         f"{v_head_dim!r}")
 
 
+class _Shard:
+    """A KV cache sharded by token (decode_attention's kv_shard): rank
+    ``rank`` of ``world`` holds the global tokens j with (j // interleave)
+    % world == rank, in order."""
+
+    def __init__(self, rank, world, interleave):
+        self.rank, self.world, self.interleave = rank, world, interleave
+
+    def config_options(self):
+        """KernelRequest's kv_shard_world and kv_shard_interleave."""
+        return {"kv_shard_world": self.world,
+                "kv_shard_interleave": self.interleave}
+
+    def capacity(self, max_len):
+        """The longest global length whose share fits max_len keys on
+        every rank (rank 0 takes an incomplete round's tokens first): what
+        the kernels clamp a global length to."""
+        return self.world * self.interleave * (max_len // self.interleave) \
+            + max_len % self.interleave
+
+
+def _check_shard(rank, world, interleave):
+    """A _Shard of ints: world and interleave >= 1, rank in [0, world)."""
+    for name, value, low in (("world", world, 1),
+                             ("interleave", interleave, 1)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
+                or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or \
+            not 0 <= rank < world:
+        raise ValueError(f"rank must be an int in [0, {world}), got "
+                         f"{rank!r}")
+    return _Shard(int(rank), int(world), int(interleave))
+
+
+def _check_kv_shard(kv_shard):
+    """decode_attention's kv_shard: None (not sharded) or (rank, world,
+    interleave), as a _Shard."""
+    if kv_shard is None:
+        return None
+    if not isinstance(kv_shard, (tuple, list)) or len(kv_shard) != 3:
+        raise ValueError("kv_shard must be None or (rank, world, interleave),"
+                         f" got {kv_shard!r}")
+    return _check_shard(*kv_shard)
+
+
+def _length_bound(max_len, kv_shard):
+    """The most a seq_lens entry may be, and what that bound is: the cache
+    length, or with a KV shard (_Shard or None) the global length the
+    shards hold."""
+    if kv_shard is None:
+        return max_len, "the cache length"
+    return kv_shard.capacity(max_len), \
+        f"the global length {kv_shard.world} shards of {max_len} keys hold"
+
+
+def _shard_options(kv_shard):
+    """KernelRequest's options of a _Shard or None."""
+    return {} if kv_shard is None else kv_shard.config_options()
+
+
 def _check_flag(name, value):
     """compile()'s with_sinks, with_alibi, with_query_lens, fused_merge:
     True or False."""

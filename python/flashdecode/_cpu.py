@@ -7,7 +7,8 @@ from . import _flashdecode as _native
 from . import _fp8
 from ._common import (_BUFFERS, _DTYPES, _Problem, _buffer_flags,
                       _buffer_shape, _buffer_shape_error, _host_view,
-                      _is_torch, _split_options, _to_tensor)
+                      _is_torch, _length_bound, _shard_options,
+                      _split_options, _to_tensor)
 
 
 def _numpy_dtype(array, name, dtype):
@@ -69,7 +70,8 @@ def _scale_array(scale, name):
 
 
 def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
-                window_left, logits_soft_cap, flags, kv_options):
+                window_left, logits_soft_cap, flags, kv_options,
+                shard_options):
     """The process's kernels for this call: the native cache plans an
     automatic split count for the batch and cache length and keys the
     kernels by what it resolves to."""
@@ -81,7 +83,7 @@ def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
         _native.DEFAULT_SM_COUNT, _native.DEFAULT_ARCH, **planner,
         window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
         **kv_options, v_head_dim=problem.value_head_dim,
-        shared_kv=problem.shared_kv))
+        shared_kv=problem.shared_kv, **shard_options))
 
 
 def _check_output(array, name, shape, dtype):
@@ -102,8 +104,9 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                 return_lse, dtype, block_table, planner, window_left=0,
                 logits_soft_cap=None, kv_dtype=None, k_scale=None,
                 v_scale=None, v_head_dim=None, out=None, lse=None,
-                **buffers):
+                kv_shard=None, **buffers):
     """``buffers``: sinks, alibi_slopes, query_lens (None or numpy).
+    kv_shard: a checked _Shard or None.
     kv_dtype, k_scale, v_scale: fp8 caches (see _fp8). v_cache None (with
     v_head_dim): the values are k_cache's first v_head_dim columns, scaled
     by k_scale. CPU torch tensors run as the numpy arrays sharing their
@@ -168,9 +171,10 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     if not isinstance(seq_lens, np.ndarray) or seq_lens.dtype != np.int32:
         raise TypeError("seq_lens must be a numpy int32 array")
     seq_lens = np.ascontiguousarray(seq_lens)
-    if seq_lens.size and (seq_lens.min() < 0 or seq_lens.max() > problem.max_len):
-        raise ValueError(f"seq_lens must be in [0, {problem.max_len}] (the "
-                         f"cache length), got {seq_lens.min()}..{seq_lens.max()}")
+    bound, what = _length_bound(problem.max_len, kv_shard)
+    if seq_lens.size and (seq_lens.min() < 0 or seq_lens.max() > bound):
+        raise ValueError(f"seq_lens must be in [0, {bound}] ({what}), got "
+                         f"{seq_lens.min()}..{seq_lens.max()}")
     buffers = {name: _check_buffer(array, name, problem)
                for name, array in buffers.items()}
     scales, granularity = _fp8.check_scales(
@@ -193,7 +197,10 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
             f"query tokens of q), got {query_lens.min()}..{query_lens.max()}")
     kernel = _cpu_kernel(problem, found, num_splits, scale, return_lse,
                          planner, window_left, logits_soft_cap,
-                         _buffer_flags(buffers), kv_options)
+                         _buffer_flags(buffers), kv_options,
+                         _shard_options(kv_shard))
+    if kv_shard is not None:
+        buffers["kv_shard_rank"] = np.array([kv_shard.rank], np.int32)
     out = np.empty(problem.out_shape(), q.dtype) if out is None else \
         _check_output(out, "out", problem.out_shape(), q.dtype)
     if shared_kv:

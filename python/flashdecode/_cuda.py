@@ -10,9 +10,10 @@ import numpy as np
 from . import _flashdecode as _native
 from . import _fp8
 from ._common import (_BUFFERS, _DTYPES, _Problem, _buffer_flags,
-                      _buffer_shape_error, _check_flag, _check_scale,
-                      _check_soft_cap, _check_window, _is_torch,
-                      _planner_options, _split_options)
+                      _buffer_shape_error, _check_flag, _check_kv_shard,
+                      _check_scale, _check_soft_cap, _check_window,
+                      _is_torch, _length_bound, _planner_options,
+                      _shard_options, _split_options)
 from .device_array import DeviceArray
 
 
@@ -299,16 +300,24 @@ def _new_output(like, shape, dtype, device):
     return array, array._address
 
 
-def _check_device_lengths(problem, seq_lens, query_lens, device, stream):
+def _shard_pointer(kv_shard, device):
+    """CudaLauncher's and CudaPlan's kv_shard_rank: 0, or the address of
+    the rank on ``device``."""
+    return 0 if kv_shard is None else \
+        _native.shard_rank_address(kv_shard.rank, device)
+
+
+def _check_device_lengths(problem, seq_lens, query_lens, device, stream,
+                          kv_shard=None):
     """check_lengths=True: the lengths at device addresses ``seq_lens`` and
     ``query_lens`` (0: none), read back once ``stream``'s queued work is done
     (None: the legacy default stream, which waits for blocking streams'),
-    each in [0, max_len] ([0, Lq]), or a ValueError naming the first entry
-    outside."""
-    for name, address, bound, what in (
-            ("seq_lens", seq_lens, problem.max_len, "the cache length"),
-            ("query_lens", query_lens, problem.query_len,
-             "at most the query tokens of q")):
+    each in [0, max_len] (_length_bound) ([0, Lq]), or a ValueError naming
+    the first entry outside."""
+    for name, address, (bound, what) in (
+            ("seq_lens", seq_lens, _length_bound(problem.max_len, kv_shard)),
+            ("query_lens", query_lens,
+             (problem.query_len, "at most the query tokens of q"))):
         if not address:
             continue
         values = _native.read_int32(address, problem.batch, device,
@@ -374,6 +383,11 @@ class Decoder:
     ``v_head_dim`` decodes over MLA's latent cache (its first v_head_dim
     columns are the values, scaled by ``k_scale``; ``v_scale`` must be
     None); ``out`` is ``[B, (Lq,) Hq, v_head_dim]``.
+    ``kv_shard=(rank, world, interleave)``: the caches are one rank's share
+    of a cache sharded by token, ``seq_lens`` global lengths (as for
+    decode_attention); the rank lives in device memory the process keeps,
+    so the Decoders of every rank share one compiled kernel, and
+    ``check_lengths`` bounds the lengths by what the shards hold.
     """
 
     def __init__(self, q, k_cache, v_cache, seq_lens, out, lse=None, *,
@@ -382,8 +396,10 @@ class Decoder:
                  min_chunk_length=None, max_splits=None, window_left=None,
                  logits_soft_cap=None, sinks=None, alibi_slopes=None,
                  query_lens=None, kv_dtype=None, k_scale=None, v_scale=None,
-                 fused_merge=False, check_lengths=False, v_head_dim=None):
+                 fused_merge=False, check_lengths=False, v_head_dim=None,
+                 kv_shard=None):
         fused_merge = _check_flag("fused_merge", fused_merge)
+        kv_shard = _check_kv_shard(kv_shard)
         self.check_lengths = _check_flag("check_lengths", check_lengths)
         window_left = _check_window(window_left)
         logits_soft_cap = _check_soft_cap(logits_soft_cap)
@@ -442,7 +458,9 @@ class Decoder:
             window_left=window_left, logits_soft_cap=logits_soft_cap,
             **_buffer_flags(buffers), fused_merge=fused_merge,
             **_fp8.config_options(kv_format, granularity),
-            v_head_dim=problem.value_head_dim, shared_kv=problem.shared_kv)
+            v_head_dim=problem.value_head_dim, shared_kv=problem.shared_kv,
+            **_shard_options(kv_shard))
+        pointers["kv_shard_rank"] = _shard_pointer(kv_shard, self.device)
         table = arrays[4].pointer if block_table is not None else 0
         self._plan = _native.CudaPlan(
             request, self.device, qa.pointer, ka.pointer,
@@ -453,6 +471,7 @@ class Decoder:
         self.num_splits = self._plan.num_splits
         self.arch = self._plan.arch
         self._problem = problem
+        self._kv_shard = kv_shard
         self._lengths = (la.pointer, pointers["query_lens"])
 
     def _stream(self, stream):
@@ -464,7 +483,7 @@ class Decoder:
     def _check_lengths(self, stream):
         if self.check_lengths:
             _check_device_lengths(self._problem, *self._lengths, self.device,
-                                  stream)
+                                  stream, self._kv_shard)
 
     def run(self, stream=None):
         """One decode step on ``stream`` (see the class docstring)."""
@@ -502,9 +521,11 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                  return_lse, dtype, block_table, arch, out, lse, stream,
                  planner, window_left=0, logits_soft_cap=None, kv_dtype=None,
                  k_scale=None, v_scale=None, fused_merge=False,
-                 check_lengths=False, v_head_dim=None, **buffers):
+                 check_lengths=False, v_head_dim=None, kv_shard=None,
+                 **buffers):
     """``buffers``: sinks, alibi_slopes, query_lens (None or device
-    arrays). kv_dtype, k_scale, v_scale: fp8 caches (see _fp8)."""
+    arrays). kv_dtype, k_scale, v_scale: fp8 caches (see _fp8). kv_shard: a
+    checked _Shard or None."""
     problem, arrays, kv_format = _check_cuda_inputs(
         q, k_cache, v_cache, seq_lens, block_table, kv_layout, dtype, kv_dtype,
         v_head_dim)
@@ -550,14 +571,16 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
         sm_count, target if arch is None else arch, **planner,
         window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
         **_fp8.config_options(kv_format, granularity),
-        v_head_dim=problem.value_head_dim, shared_kv=problem.shared_kv),
-        device)
+        v_head_dim=problem.value_head_dim, shared_kv=problem.shared_kv,
+        **_shard_options(kv_shard)), device)
+    pointers["kv_shard_rank"] = _shard_pointer(kv_shard, device)
     if stream is None:
         stream = _torch_stream(device) if any(
             _is_torch(x) for x in (q, k_cache, v_cache, seq_lens)) else 0
     if check_lengths:
         _check_device_lengths(problem, arrays[3].pointer,
-                              pointers["query_lens"], device, stream)
+                              pointers["query_lens"], device, stream,
+                              kv_shard)
     launcher.launch(qa.pointer, arrays[1].pointer,
                     _value_pointer(problem, arrays),
                     arrays[3].pointer, out_pointer, lse_pointer,

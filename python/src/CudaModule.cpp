@@ -39,6 +39,21 @@ struct OpenDevice {
   rt::StreamWorkspaces workspaces;
   rt::StreamWorkspaces stagedScales;
   rt::StreamWorkspaces mergeCounters;
+
+  /// Rank `rank` of a sharded cache as the kernels read it, an int32 in
+  /// device memory: written once (synchronously) and kept, so every launch
+  /// and graph of that rank binds the same address.
+  rt::CUdeviceptr getShardRank(int32_t rank) {
+    std::unique_ptr<rt::DeviceBuffer> &buffer = shardRanks[rank];
+    if (!buffer) {
+      buffer = std::make_unique<rt::DeviceBuffer>(device, sizeof(rank));
+      buffer->upload(&rank, sizeof(rank));
+    }
+    return buffer->getAddress();
+  }
+
+private:
+  std::map<int32_t, std::unique_ptr<rt::DeviceBuffer>> shardRanks;
 };
 
 /// GPU `ordinal`, opened on first use. Never closed, like everything the
@@ -119,7 +134,8 @@ public:
              uintptr_t keys, uintptr_t values, uintptr_t lengths,
              uintptr_t output, uintptr_t lse, uintptr_t blockTable,
              int64_t numPages, uintptr_t sinks, uintptr_t alibiSlopes,
-             uintptr_t queryLens, uintptr_t kScale, uintptr_t vScale)
+             uintptr_t queryLens, uintptr_t kScale, uintptr_t vScale,
+             uintptr_t kvShardRank)
       : device(getDevice(ordinal)), driver(device.getDriverApi()),
         bundle(toBundle(*compileOrThrow(request))), arch(request.config.arch) {
     rt::DecodeBuffers buffers{query,
@@ -137,6 +153,7 @@ public:
     buffers.queryLens = queryLens;
     buffers.kScale = kScale;
     buffers.vScale = vScale;
+    buffers.kvShardRank = kvShardRank;
     plan = std::make_unique<rt::DecodePlan>(device, bundle, buffers);
   }
 
@@ -259,7 +276,8 @@ public:
               uintptr_t blockTable, int64_t numPages, int64_t batch,
               int64_t maxLength, uintptr_t streamHandle, uintptr_t sinks,
               uintptr_t alibiSlopes, uintptr_t queryLens,
-              const ScaleArgument &kScale, const ScaleArgument &vScale) {
+              const ScaleArgument &kScale, const ScaleArgument &vScale,
+              uintptr_t kvShardRank) {
     auto stream = reinterpret_cast<rt::CUstream>(streamHandle);
     rt::DecodeBuffers buffers{query, keys,  values,    lengths,   output,
                               lse,   batch, maxLength, blockTable};
@@ -267,6 +285,7 @@ public:
     buffers.sinks = sinks;
     buffers.alibiSlopes = alibiSlopes;
     buffers.queryLens = queryLens;
+    buffers.kvShardRank = kvShardRank;
     buffers.workspace =
         open.workspaces.get(stream, bundle.manifest.getWorkspaceBytes(batch));
     if (bundle.manifest.fusedMerge)
@@ -370,17 +389,20 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
   // `query_lens`: int32 [batch], required exactly with with_query_lens;
   // `k_scale` and `v_scale`: float, [1] or the caches' shape without the
   // head dim (the config's kv_scale), required exactly with an fp8
-  // kv_dtype.
+  // kv_dtype; `kv_shard_rank`: int32 [1] (shard_rank_address), required
+  // exactly with kv_shard_world.
   py::class_<PyCudaPlan>(module, "CudaPlan")
       .def(py::init<const KernelRequest &, int, uintptr_t, uintptr_t, uintptr_t,
                     uintptr_t, uintptr_t, uintptr_t, uintptr_t, int64_t,
-                    uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t>(),
+                    uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t,
+                    uintptr_t>(),
            py::arg("request"), py::arg("device"), py::arg("q"),
            py::arg("k_cache"), py::arg("v_cache"), py::arg("seq_lens"),
            py::arg("out"), py::arg("lse"), py::arg("block_table"),
            py::arg("num_pages"), py::kw_only(), py::arg("sinks") = 0,
            py::arg("alibi_slopes") = 0, py::arg("query_lens") = 0,
-           py::arg("k_scale") = 0, py::arg("v_scale") = 0)
+           py::arg("k_scale") = 0, py::arg("v_scale") = 0,
+           py::arg("kv_shard_rank") = 0)
       .def("launch", &PyCudaPlan::launch, py::arg("stream"))
       .def("capture", &PyCudaPlan::capture, py::arg("stream"))
       .def("replay", &PyCudaPlan::replay, py::arg("stream"))
@@ -408,13 +430,25 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
            py::arg("batch"), py::arg("max_len"), py::arg("stream"),
            py::kw_only(), py::arg("sinks") = 0, py::arg("alibi_slopes") = 0,
            py::arg("query_lens") = 0, py::arg("k_scale") = uintptr_t(0),
-           py::arg("v_scale") = uintptr_t(0))
+           py::arg("v_scale") = uintptr_t(0), py::arg("kv_shard_rank") = 0)
       .def_property_readonly("num_splits", &CudaLauncher::numSplits)
       .def_property_readonly("arch", &CudaLauncher::getArch)
       .def_property_readonly("launch_count", &CudaLauncher::getLaunchCount)
       .def_property_readonly("config", &CudaLauncher::getConfig,
                              "The resolved config (resolve()).")
       .def_property_readonly("device", &CudaLauncher::getDevice);
+  module.def(
+      "shard_rank_address",
+      [](int rank, int ordinal) -> uintptr_t {
+        if (rank < 0)
+          throw py::value_error("a shard's rank is >= 0, got " +
+                                std::to_string(rank));
+        return getOpenDevice(ordinal).getShardRank(rank);
+      },
+      "The device address of an int32 holding `rank` on GPU `device`, "
+      "kept for the process: the kv_shard_rank a sharded cache's kernels "
+      "read.",
+      py::arg("rank"), py::arg("device"));
   module.def(
       "read_int32",
       [](uintptr_t address, size_t count, int ordinal, uintptr_t stream) {

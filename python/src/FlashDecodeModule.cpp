@@ -52,17 +52,19 @@ KVScaleGranularity parseKVScaleGranularity(const std::string &name) {
                         "'");
 }
 
-KernelRequest makeRequest(
-    int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
-    int64_t queryLength, const std::string &dtype, const std::string &kvLayout,
-    int64_t pageSize, int64_t numSplits, bool splitKV,
-    std::optional<float> scale, bool withLse, int64_t batch, int64_t maxLength,
-    int64_t smCount, const std::string &arch, int64_t blocksPerSM,
-    int64_t minChunkLength, int64_t maxSplits, int64_t windowLeft,
-    std::optional<float> logitsSoftCap, bool withSinks, bool withAlibi,
-    bool withQueryLens, const std::string &kvDtype, const std::string &kvScale,
-    bool fusedMerge, const std::optional<std::string> &schedule,
-    int64_t valueHeadDim, bool sharedKV) {
+KernelRequest
+makeRequest(int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
+            int64_t queryLength, const std::string &dtype,
+            const std::string &kvLayout, int64_t pageSize, int64_t numSplits,
+            bool splitKV, std::optional<float> scale, bool withLse,
+            int64_t batch, int64_t maxLength, int64_t smCount,
+            const std::string &arch, int64_t blocksPerSM,
+            int64_t minChunkLength, int64_t maxSplits, int64_t windowLeft,
+            std::optional<float> logitsSoftCap, bool withSinks, bool withAlibi,
+            bool withQueryLens, const std::string &kvDtype,
+            const std::string &kvScale, bool fusedMerge,
+            const std::optional<std::string> &schedule, int64_t valueHeadDim,
+            bool sharedKV, int64_t kvShardWorld, int64_t kvShardInterleave) {
   KernelConfig config;
   config.headDim = headDim;
   config.valueHeadDim = valueHeadDim;
@@ -86,6 +88,8 @@ KernelRequest makeRequest(
   config.withSinks = withSinks;
   config.withAlibi = withAlibi;
   config.withQueryLens = withQueryLens;
+  config.kvShardWorld = kvShardWorld;
+  config.kvShardInterleave = kvShardInterleave;
   config.kvCacheType = parseKVCacheType(kvDtype);
   config.kvScaleGranularity = parseKVScaleGranularity(kvScale);
   config.fusedMerge = fusedMerge;
@@ -127,7 +131,9 @@ KernelRequest makeRequest(
       py::arg("fused_merge") = KernelConfig().fusedMerge,                      \
       py::arg("schedule") = py::none(),                                        \
       py::arg("v_head_dim") = KernelConfig().valueHeadDim,                     \
-      py::arg("shared_kv") = KernelConfig().sharedKV
+      py::arg("shared_kv") = KernelConfig().sharedKV,                          \
+      py::arg("kv_shard_world") = KernelConfig().kvShardWorld,                 \
+      py::arg("kv_shard_interleave") = KernelConfig().kvShardInterleave
 
 /// The data of an optional C-contiguous buffer of `count` T (float or
 /// int32_t) that the kernel reads exactly when `reads`: required then (the
@@ -167,7 +173,8 @@ public:
   /// `alibiSlopes` (float32 [num_q_heads]) exactly when it applies ALiBi,
   /// `queryLens` (int32 [batch]) exactly when it reads per-sequence query
   /// lengths, `kScale` and `vScale` (float32, [1] or the caches' shape
-  /// without the head dim) exactly when it reads fp8 caches (bytes).
+  /// without the head dim) exactly when it reads fp8 caches (bytes),
+  /// `kvShardRank` (int32 [1]) exactly when it reads a sharded cache.
   void run(const py::array &query, const py::array &keys,
            const std::optional<py::array> &values, const py::array &lengths,
            py::array &output, std::optional<py::array> lse, int64_t batch,
@@ -175,7 +182,8 @@ public:
            int64_t numPages, int64_t maxPages, std::optional<py::array> sinks,
            std::optional<py::array> alibiSlopes,
            std::optional<py::array> queryLens, std::optional<py::array> kScale,
-           std::optional<py::array> vScale) {
+           std::optional<py::array> vScale,
+           std::optional<py::array> kvShardRank) {
     using python::checkedData;
     const KernelConfig &config = kernel->getConfig();
     size_t element = getElementTypeSize(config.elementType);
@@ -235,6 +243,9 @@ public:
     buffers.vScale = optionalBuffer<float>(
         vScale, config.hasFloat8Cache() && !config.sharedKV, scales, "v_scale",
         "reads fp8 value caches", "an fp8 value cache", scaleSize);
+    buffers.kvShardRank = optionalBuffer<int32_t>(
+        kvShardRank, config.isKVSharded(), 1, "kv_shard_rank",
+        "reads a sharded cache", "a sharded cache", "1");
     buffers.batch = batch;
     buffers.maxLength = maxLength;
     llvm::Error error = llvm::Error::success();
@@ -333,17 +344,26 @@ PYBIND11_MODULE(_flashdecode, module) {
 
   module.def(
       "attended_length",
-      [](int64_t maxLength, int64_t queryLength, int64_t windowLeft) {
+      [](int64_t maxLength, int64_t queryLength, int64_t windowLeft,
+         int64_t kvShardWorld, int64_t kvShardInterleave) {
         mlir::fd::AttentionRules rules;
         rules.queryLength = queryLength;
         if (windowLeft > 0)
           rules.windowLeft = windowLeft;
+        std::string invalid =
+            getReasonKVShardFieldsInvalid(kvShardWorld, kvShardInterleave);
+        if (!invalid.empty())
+          throw py::value_error(invalid);
+        if (kvShardWorld != 0)
+          rules.kvShard = KVShard{kvShardWorld, kvShardInterleave};
         return mlir::fd::getAttendedLength(maxLength, rules);
       },
       "The most keys one sequence attends to, what automatic splits are "
       "planned for (fd-split-kv's rule): the cache length, or with a window "
-      "of W keys at most W + Lq - 1 of them.",
-      py::arg("max_len"), py::arg("query_len"), py::arg("window_left"));
+      "of W keys at most W + Lq - 1 of them (with a KV shard, what one rank "
+      "holds of them).",
+      py::arg("max_len"), py::arg("query_len"), py::arg("window_left"),
+      py::arg("kv_shard_world") = 0, py::arg("kv_shard_interleave") = 1);
 
   module.def(
       "plan_splits",
@@ -463,7 +483,8 @@ PYBIND11_MODULE(_flashdecode, module) {
            py::arg("sinks") = std::nullopt,
            py::arg("alibi_slopes") = std::nullopt,
            py::arg("query_lens") = std::nullopt,
-           py::arg("k_scale") = std::nullopt, py::arg("v_scale") = std::nullopt)
+           py::arg("k_scale") = std::nullopt, py::arg("v_scale") = std::nullopt,
+           py::arg("kv_shard_rank") = std::nullopt)
       .def_property_readonly("num_splits", &PyCPUKernel::numSplits);
   module.def("cpu_kernel", &getCPUKernel,
              "The process's CPU kernels of what `request` resolves to (its "

@@ -99,13 +99,17 @@ def page_pool(rng, k, v, page_size, layout):
 
 def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
               window_left=None, logits_soft_cap=None, sinks=None,
-              alibi_slopes=None, query_lens=None):
+              alibi_slopes=None, query_lens=None, kv_shard=None):
     """(out, lse) in float64 for q [B, Hq, D] or [B, Lq, Hq, D] over dense
     caches (v's head dim D_v may differ from D: out [.., D_v]); window_left W, logits_soft_cap c, sinks [Hq], alibi_slopes
     [Hq] and query_lens [B] as in the module's rules (None: no window, no
     cap, no sinks, no ALiBi, Lq query tokens in every sequence). With
     query_lens, sequence b's n = query_lens[b] (clamped to [0, Lq]) queries
-    are its last n tokens; rows t >= n are padding: zeros, lse -inf."""
+    are its last n tokens; rows t >= n are padding: zeros, lse -inf. With
+    kv_shard (rank, world, interleave) only the keys j with (j //
+    interleave) % world == rank are attended (the caches are the whole
+    sequences'): one rank's share; a row none of whose keys are the rank's
+    is zeros with lse -inf (the sink with sinks)."""
     squeeze = q.ndim == 3
     if squeeze:
         q = q[:, None]
@@ -129,18 +133,22 @@ def attention(q, k, v, lens, kv_layout="NHD", scale=None, *,
             position = int(lens[b]) - queries + t
             first = 0 if window_left is None else \
                 max(0, position - window_left + 1)
-            if position < first:
+            visible = np.arange(first, position + 1)
+            if kv_shard is not None:
+                rank, world, interleave = kv_shard
+                visible = visible[(visible // interleave) % world == rank]
+            if visible.size == 0:
                 if sink is not None:
                     lse[b, t] = sink[:, 0]
                 continue  # sees no key: zeros
-            keys = k[b, first:position + 1][:, kv_head]      # [n, Hq, D]
-            values = v[b, first:position + 1][:, kv_head]
+            keys = k[b, visible][:, kv_head]      # [n, Hq, D]
+            values = v[b, visible][:, kv_head]
             scores = np.einsum("hd,nhd->hn", q[b, t], keys) * scale
             if logits_soft_cap is not None:
                 scores = logits_soft_cap * np.tanh(scores / logits_soft_cap)
             if slope is not None:
                 # Distance j - p <= 0 of each visible key to the query.
-                distance = np.arange(first, position + 1) - position
+                distance = visible - position
                 scores = scores + slope * distance[None, :]
             peak = scores.max(axis=1, keepdims=True)
             if sink is not None:

@@ -304,6 +304,18 @@ SwitchFlag withQueryLens(
              "\"query_lens\"); the rows of the\nother tokens are padding: "
              "zeros, lse -inf"),
     cl::location(config.withQueryLens), fdCompileFlag);
+IntegerFlag kvShardWorld(
+    "kv-shard-world",
+    cl::desc("a KV cache sharded by token over N ranks (decode\ncontext "
+             "parallelism): global token j is on rank\n(j / I) % N, I the "
+             "--kv-shard-interleave; the lengths\nare global, and the partial "
+             "kernel reads its rank\n(int32 [1], param \"kv_shard_rank\"): "
+             "one kernel\nserves every rank; 0 for none (default 0)"),
+    cl::location(config.kvShardWorld), fdCompileFlag);
+IntegerFlag kvShardInterleave(
+    "kv-shard-interleave",
+    cl::desc("consecutive tokens on one rank of a sharded cache\n(default 1)"),
+    cl::location(config.kvShardInterleave), fdCompileFlag);
 SwitchFlag fusedMerge(
     "fused-merge",
     cl::desc("merge in the partial kernel: the last block of each\n(sequence, "

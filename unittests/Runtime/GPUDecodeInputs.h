@@ -14,6 +14,7 @@
 
 #include "../TestInputs.h"
 
+#include "fd/Planning/KVShard.h"
 #include "fd/Reference/Reference.h"
 #include "fd/Runtime/Runtime.h"
 
@@ -67,6 +68,9 @@ struct FeatureInputs {
   /// Per-sequence query lengths, [batch] (the kernels clamp them to
   /// [0, Lq]).
   std::vector<int32_t> queryLens = {};
+  /// With a sharded cache: this rank, [1] (the caches are its share, the
+  /// lengths global).
+  std::vector<int32_t> kvShardRank = {};
 };
 
 /// Random inputs of a decode over dense caches of `batch` sequences of
@@ -119,7 +123,7 @@ struct DeviceDecode {
   int64_t batch, maxLength;
   std::optional<rt::DeviceBuffer> table;
   int64_t numPages = 0;
-  std::optional<rt::DeviceBuffer> sinks, alibiSlopes, queryLens;
+  std::optional<rt::DeviceBuffer> sinks, alibiSlopes, queryLens, kvShardRank;
 
   rt::DecodeBuffers getBuffers() const {
     rt::DecodeBuffers buffers{query.getAddress(),
@@ -140,6 +144,7 @@ struct DeviceDecode {
     buffers.sinks = addressOf(sinks);
     buffers.alibiSlopes = addressOf(alibiSlopes);
     buffers.queryLens = addressOf(queryLens);
+    buffers.kvShardRank = addressOf(kvShardRank);
     return buffers;
   }
 
@@ -155,6 +160,7 @@ struct DeviceDecode {
     allocate(sinks, features.sinks.size(), sizeof(float));
     allocate(alibiSlopes, features.alibiSlopes.size(), sizeof(float));
     allocate(queryLens, features.queryLens.size(), sizeof(int32_t));
+    allocate(kvShardRank, features.kvShardRank.size(), sizeof(int32_t));
     uploadFeatures(features);
   }
 
@@ -169,6 +175,7 @@ struct DeviceDecode {
     write(sinks, features.sinks);
     write(alibiSlopes, features.alibiSlopes);
     write(queryLens, features.queryLens);
+    write(kvShardRank, features.kvShardRank);
   }
 
   void uploadLengths(const std::vector<int32_t> &live) {
@@ -183,10 +190,41 @@ struct DeviceDecode {
   }
 };
 
+/// With a sharded cache, `caches` ([B, maxLength, H, D] rows of `rowLength`
+/// in NHD, else HND) as one rank's share of caches of `globalLength`
+/// positions: its slot i at the global token it holds, ((i / interleave) *
+/// world + rank) * interleave + i % interleave; the other ranks' tokens
+/// zero (the reference reads only the rank's).
+inline std::vector<double> expandShard(const std::vector<double> &caches,
+                                       int64_t batch, int64_t maxLength,
+                                       int64_t heads, int64_t rowLength,
+                                       bool isNHD, int64_t globalLength,
+                                       const KVShard &shard, int64_t rank) {
+  std::vector<double> global(batch * globalLength * heads * rowLength, 0.0);
+  auto row = [&](int64_t b, int64_t j, int64_t h, int64_t length) {
+    return isNHD ? (b * length + j) * heads + h : (b * heads + h) * length + j;
+  };
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < maxLength; ++i) {
+      int64_t j =
+          ((i / shard.interleave) * shard.world + rank) * shard.interleave +
+          i % shard.interleave;
+      if (j >= globalLength)
+        continue;
+      for (int64_t h = 0; h < heads; ++h)
+        std::copy_n(&caches[row(b, i, h, maxLength) * rowLength], rowLength,
+                    &global[row(b, j, h, globalLength) * rowLength]);
+    }
+  return global;
+}
+
 /// The float64 reference of `manifest`'s kernels (their window and
 /// soft-cap) with `features` over caches of `maxLength` positions (NHD when
 /// `isNHD`, else HND); `values` is ignored with Manifest::sharedKV (the
-/// keys' first D_v columns are the values).
+/// keys' first D_v columns are the values). With a sharded cache the
+/// caches are the rank's share (features.kvShardRank) and the lengths
+/// global: the reference attends the rank's keys of the caches they are a
+/// share of (expandShard).
 inline void referenceAttention(
     const rt::Manifest &manifest, const HostTensor &query,
     const std::vector<double> &keys, const std::vector<double> &values,
@@ -209,6 +247,26 @@ inline void referenceAttention(
   problem.keyCache = keys.data();
   problem.valueCache = manifest.sharedKV ? nullptr : values.data();
   problem.lengths = lengths.data();
+  std::vector<double> globalKeys, globalValues;
+  if (manifest.kvShardWorld) {
+    const KVShard shard{manifest.kvShardWorld, manifest.kvShardInterleave};
+    const int64_t rank = features.kvShardRank.at(0);
+    problem.maxLength = shard.round() * (maxLength / shard.interleave) +
+                        maxLength % shard.interleave;
+    globalKeys =
+        expandShard(keys, problem.batch, maxLength, manifest.numKVHeads,
+                    manifest.headDim, isNHD, problem.maxLength, shard, rank);
+    problem.keyCache = globalKeys.data();
+    if (!manifest.sharedKV) {
+      globalValues = expandShard(values, problem.batch, maxLength,
+                                 manifest.numKVHeads, manifest.valueHeadDim,
+                                 isNHD, problem.maxLength, shard, rank);
+      problem.valueCache = globalValues.data();
+    }
+    problem.shardWorld = shard.world;
+    problem.shardInterleave = shard.interleave;
+    problem.shardRank = rank;
+  }
   const std::vector<double> sinks(features.sinks.begin(), features.sinks.end());
   if (!sinks.empty())
     problem.sinks = sinks.data();

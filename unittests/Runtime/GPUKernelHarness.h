@@ -144,9 +144,18 @@ protected:
     return lengths;
   }
 
+  /// With a sharded cache, its last rank (which holds the least of a
+  /// sequence); else none.
+  std::vector<int32_t> lastShardRank() const {
+    if (!bundle.manifest.kvShardWorld)
+      return {};
+    return {static_cast<int32_t>(bundle.manifest.kvShardWorld - 1)};
+  }
+
   /// The inputs of the manifest's features for `batch` sequences.
   FeatureInputs defaultFeatures(int64_t batch) {
-    return {randomSinks(), bloomSlopes(), cyclingQueryLens(batch)};
+    return {randomSinks(), bloomSlopes(), cyclingQueryLens(batch),
+            lastShardRank()};
   }
 
   /// `size` normal values of the given deviation in the manifest's dtype.

@@ -520,3 +520,70 @@ TEST_F(FakeRuntime, PlanRejectsScalesForCachesOfTheQueryType) {
 }
 
 } // namespace
+
+/// The fake runtime over kernels compiled for a cache sharded over 4 ranks
+/// of 16 tokens: the partial kernel takes "kv_shard_rank" last.
+class FakeRuntimeKVShard : public FakeRuntime {
+protected:
+  void SetUp() override {
+    FakeRuntime::SetUp();
+    bundle.manifest = Manifest::parse(withKVShard(kManifest));
+    state.partialParamCount = 8;
+  }
+
+  static std::string withKVShard(std::string manifest) {
+    replaceFirst(manifest, "\"with_lse\": true",
+                 "\"with_lse\": true, \"kv_shard_world\": 4, "
+                 "\"kv_shard_interleave\": 16");
+    return appendPointerParameter(manifest, kPartial, "kv_shard_rank");
+  }
+};
+
+TEST_F(FakeRuntimeKVShard, ParsesTheShard) {
+  EXPECT_EQ(bundle.manifest.kvShardWorld, 4);
+  EXPECT_EQ(bundle.manifest.kvShardInterleave, 16);
+  // Absent: not sharded (manifests older than it).
+  Manifest plain = Manifest::parse(kManifest);
+  EXPECT_EQ(plain.kvShardWorld, 0);
+  EXPECT_EQ(plain.kvShardInterleave, 1);
+  std::string manifest = withKVShard(kManifest);
+  replaceFirst(manifest, "\"kv_shard_interleave\": 16",
+               "\"kv_shard_interleave\": 0");
+  try {
+    Manifest::parse(manifest);
+    ADD_FAILURE() << "no error for interleave 0";
+  } catch (const std::invalid_argument &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "manifest: 'config.kv_shard_world and "
+              "config.kv_shard_interleave' must be 0 (not sharded) or a world "
+              ">= 1, and an interleave >= 1");
+  }
+}
+
+TEST_F(FakeRuntimeKVShard, PlanRequiresAlignsAndBindsTheRank) {
+  EXPECT_EQ(planError(*device, bundle, buffers),
+            "DecodePlan: the kernels read a sharded cache: kvShardRank buffer "
+            "(int32 [1]) required");
+  DecodeBuffers misaligned = buffers;
+  misaligned.kvShardRank = 0x7002;
+  EXPECT_EQ(planError(*device, bundle, misaligned),
+            "DecodePlan: kvShardRank address is not 4-byte aligned: the "
+            "partial kernel reads it as int32");
+  buffers.kvShardRank = 0x7004;
+  DecodePlan plan(*device, bundle, buffers);
+  plan.launch(stream);
+  ASSERT_EQ(state.launches.size(), 2u);
+  CUdeviceptr workspace = state.allocations[0].first;
+  std::vector<uint64_t> partial = baseArguments(false, workspace);
+  partial.push_back(0x7004);
+  EXPECT_EQ(state.launches[0].arguments, partial);
+  EXPECT_EQ(state.launches[1].arguments, baseArguments(true, workspace));
+}
+
+TEST_F(FakeRuntime, PlanRejectsARankForACacheNotSharded) {
+  buffers.kvShardRank = 0x7000;
+  EXPECT_EQ(planError(*device, bundle, buffers),
+            "DecodePlan: the kernels were compiled without a sharded cache: "
+            "kvShardRank must be 0");
+  EXPECT_TRUE(state.launches.empty());
+}

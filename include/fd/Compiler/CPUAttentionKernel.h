@@ -58,6 +58,9 @@ struct AttentionBuffers {
   /// shared_kv: kScale scales the values too).
   const float *kScale = nullptr;
   const float *vScale = nullptr;
+  /// Required when the kernel was compiled for a sharded cache
+  /// (`kvShardWorld`): int32 [1], this rank, in [0, kvShardWorld).
+  const int32_t *kvShardRank = nullptr;
 };
 
 class CPUAttentionKernel {

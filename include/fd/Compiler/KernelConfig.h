@@ -5,6 +5,7 @@
 
 #include "fd/Dialect/FD/IR/FDEnums.h"
 #include "fd/Planning/Chip.h"
+#include "fd/Planning/KVShard.h"
 #include "fd/Planning/KernelPlan.h"
 #include "fd/Planning/SplitPlanner.h"
 
@@ -76,6 +77,12 @@ struct KernelConfig {
   /// query_lens[b] <= queryLength query tokens (its last), the rows of the
   /// others are padding (zeros, lse -inf). Speculative decoding.
   bool withQueryLens = false;
+  /// A KV cache sharded by token over kvShardWorld ranks (0: not sharded),
+  /// kvShardInterleave tokens at a time (fd/Planning/KVShard.h): the cache
+  /// holds one rank's share of each sequence, the lengths are global, and
+  /// an i32 [1] buffer says which rank (so one kernel serves every rank).
+  int64_t kvShardWorld = 0;
+  int64_t kvShardInterleave = 1;
   bool withLse = false;
   /// FP8 caches: the element type and the scales' granularity (the scales
   /// are f32 buffers, one for K and one for V).
@@ -128,6 +135,9 @@ struct KernelConfig {
   bool hasFloat8Cache() const {
     return kvCacheType != KVCacheType::SameAsQuery;
   }
+  bool isKVSharded() const { return kvShardWorld != 0; }
+  /// The KV shard (valid when isKVSharded()).
+  KVShard getKVShard() const { return {kvShardWorld, kvShardInterleave}; }
 
   /// Every field as `name=value` pairs in a fixed order: equal strings mean
   /// equal configurations (the JIT cache hashes it).

@@ -55,6 +55,14 @@ struct AttentionProblem {
   /// p = len - n + t; rows t >= n are padding (zeros, lse -inf, even with
   /// sinks); null = every sequence has Lq.
   const int32_t *queryLengths = nullptr;
+  /// One rank's share of the keys (decode context parallelism): with
+  /// shardWorld > 0 only keys j with (j / shardInterleave) % shardWorld ==
+  /// shardRank are attended (the caches and lengths are the whole
+  /// sequence's); a row none of whose keys are the rank's gets zeros and lse
+  /// -inf (the sink with sinks). 0 = every key.
+  int64_t shardWorld = 0;
+  int64_t shardInterleave = 1;
+  int64_t shardRank = 0;
   const double *query = nullptr;
   const double *keyCache = nullptr;
   /// Null: the values are the first D_v columns of the key cache's rows

@@ -90,6 +90,11 @@ struct Manifest {
   /// Whether the kernels read per-sequence query lengths (a "query_lens"
   /// parameter of both kernels).
   bool withQueryLens = false;
+  /// A KV cache sharded by token over kvShardWorld ranks (0: not sharded),
+  /// kvShardInterleave tokens at a time: the lengths are global and the
+  /// partial kernel reads its rank ("kv_shard_rank").
+  int64_t kvShardWorld = 0;
+  int64_t kvShardInterleave = 1;
   bool withLse = false;
   int64_t numSplits = 0;
   /// Whether the partial kernel merges (config.fused_merge): it then counts

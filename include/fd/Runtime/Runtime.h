@@ -168,6 +168,11 @@ struct DecodeBuffers {
   /// query_len] by the kernels, read at every launch (so, like the lengths,
   /// it may change between replays).
   CUdeviceptr queryLens = 0;
+  /// Required exactly when the kernels read a sharded cache
+  /// (Manifest::kvShardWorld): int32 [1] in device memory, this rank in
+  /// [0, kv_shard_world) (the kernel clamps it into that range), read by
+  /// the partial kernel at every launch. The lengths are then global.
+  CUdeviceptr kvShardRank = 0;
   /// Required exactly when the kernels read fp8 caches
   /// (Manifest::hasFloat8Cache; the caches then hold 1 byte per element):
   /// float scales of the keys and of the values in device memory, [1] per

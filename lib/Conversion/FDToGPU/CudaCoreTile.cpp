@@ -68,18 +68,25 @@ void CudaCoreTileBuilder::streamRowTile(Value firstRow) {
       rowAlibi.push_back(alibiOfRow(firstRow, e.index(r)));
   SmallVector<Value> streamed = initialState();
   Value unmaskedBegin = chunk.begin, unmaskedEnd = chunk.end;
-  Value causalBase;
+  RowMask mask;
   if (rules.rowsDiffer()) {
     // Query token t sees keys [firstMasked + t - W, firstMasked + t)
     // (AttentionUtils.h). Row r of the tile is token t = (firstRow + r) /
     // group, so key j is before its end iff (j + 1 - firstMasked) * group
     // - firstRow <= r, and not before its window iff r < that value + W *
     // group: one value per key, compared with each row's constants.
-    // `causalBase` is its part without j.
+    // `causalBase` is its part without j. With a KV shard a token's keys
+    // are not that linear rule: each row keeps its own.
     Value firstMasked = buildFirstMaskedKey(rewriter, e.loc, chunk.sequence);
-    causalBase = e.sub(
-        e.mul(e.sub(e.index(1), firstMasked), e.index(geometry.groupSize())),
-        firstRow);
+    if (rules.kvShard)
+      for (int64_t r = 0; r < layout.rowTile; ++r)
+        mask.rowKeys.push_back(buildVisibleKeys(
+            rewriter, e.loc, chunk.sequence,
+            tokenOf(e.min(e.add(firstRow, e.index(r)), lastRow)), rules));
+    else
+      mask.causalBase = e.sub(
+          e.mul(e.sub(e.index(1), firstMasked), e.index(geometry.groupSize())),
+          firstRow);
     unmaskedEnd = e.max(chunk.begin, e.min(chunk.end, firstMasked));
     if (rules.windowLeft) {
       Value lastToken = e.sub(chunk.sequence.queryLength, e.index(1));
@@ -87,14 +94,13 @@ void CudaCoreTileBuilder::streamRowTile(Value firstRow) {
           buildVisibleKeys(rewriter, e.loc, chunk.sequence, lastToken, rules)
               .begin;
       unmaskedBegin = e.min(unmaskedEnd, e.max(chunk.begin, allSee));
-      streamed = streamKeys(chunk.begin, unmaskedBegin, /*unroll=*/1,
-                            causalBase, streamed);
+      streamed =
+          streamKeys(chunk.begin, unmaskedBegin, /*unroll=*/1, mask, streamed);
     }
-    streamed =
-        streamKeys(unmaskedEnd, chunk.end, /*unroll=*/1, causalBase, streamed);
+    streamed = streamKeys(unmaskedEnd, chunk.end, /*unroll=*/1, mask, streamed);
   }
-  streamed = streamKeys(unmaskedBegin, unmaskedEnd, layout.unroll,
-                        /*causalBase=*/Value(), streamed);
+  streamed = streamKeys(unmaskedBegin, unmaskedEnd, layout.unroll, RowMask(),
+                        streamed);
   SmallVector<RowState> states = unpack(streamed);
   combineLaneGroups(states);
   publishWarpStates(states);

@@ -43,16 +43,29 @@ private:
   SmallVector<Value> initialState();
   SmallVector<RowState> unpack(ValueRange flat);
   SmallVector<Value> pack(ArrayRef<RowState> states);
+  /// Which keys each row of the tile sees where its rows differ (causal Lq
+  /// > 1, the window): without a KV shard one value per key compared with
+  /// each row's constant (`causalBase`, CudaCoreTileBuilder::streamRowTile
+  /// says why), with one each row's keys (`rowKeys`, buildVisibleKeys:
+  /// positions are not keys there). Neither: every row sees every key.
+  struct RowMask {
+    Value causalBase;
+    SmallVector<KeyRange> rowKeys;
+    explicit operator bool() const { return causalBase || !rowKeys.empty(); }
+  };
   /// Streams keys [lower, upper) through the row states `start`, `unroll`
-  /// steps per iteration; with a `causalBase` each row also masks the keys
-  /// its query token may not see (after it, or before its window). Defined
-  /// in StreamKeys.cpp.
+  /// steps per iteration; with a `mask` each row also masks the keys its
+  /// query token may not see (after it, or before its window). Defined in
+  /// StreamKeys.cpp.
   SmallVector<Value> streamKeys(Value lower, Value upper, int64_t unroll,
-                                Value causalBase, ValueRange start);
+                                const RowMask &mask, ValueRange start);
   /// One iteration of streamKeys: the loads of `unroll` steps, then the
   /// steps as one tile of the online softmax.
   SmallVector<Value> streamStep(Value stepStart, Value upper, int64_t unroll,
-                                Value causalBase, ValueRange flat);
+                                const RowMask &mask, ValueRange flat);
+  /// `visible` and whether row `r` of the tile sees `token` by `mask` (not
+  /// empty).
+  Value maskForRow(const RowMask &mask, int64_t r, Value token, Value visible);
   /// What a lane loads for `unroll` steps: per step its token (unclamped),
   /// with per-token scales those of its key and value, and its vectors of
   /// the key row and the value row (none where the values are the keys').

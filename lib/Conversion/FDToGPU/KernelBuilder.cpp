@@ -10,14 +10,22 @@ using namespace mlir;
 namespace mlir::fd::detail {
 
 SequenceExtent emitSequenceExtent(KernelEmitter &e, Value seqLens,
-                                  Value queryLens, Value batch, Value maxLength,
+                                  Value queryLens, Value shardRank, Value batch,
+                                  Value maxLength,
                                   const AttentionRules &rules) {
   Type i32 = e.b.getI32Type();
-  Value length = e.load(i32, seqLens, i32, batch, 4);
-  length = arith::IndexCastOp::create(e.b, e.loc, e.b.getIndexType(), length);
-  length = buildClampedLength(e.b, e.loc, length, maxLength);
+  auto loadIndex = [&](Value pointer, Value position) -> Value {
+    return arith::IndexCastOp::create(e.b, e.loc, e.b.getIndexType(),
+                                      e.load(i32, pointer, i32, position, 4));
+  };
+  Value length = loadIndex(seqLens, batch);
+  Value rank = shardRank ? loadIndex(shardRank, e.index(0)) : Value();
+  SequenceExtent sequence =
+      buildSequenceExtent(e.b, e.loc, length, maxLength, rules, rank);
   Value queryLen = queryLens ? e.load(i32, queryLens, i32, batch, 4) : Value();
-  return {length, buildQueryLength(e.b, e.loc, queryLen, rules.queryLength)};
+  sequence.queryLength =
+      buildQueryLength(e.b, e.loc, queryLen, rules.queryLength);
+  return sequence;
 }
 
 ChunkBounds emitChunkBounds(KernelEmitter &e, const SequenceExtent &sequence,

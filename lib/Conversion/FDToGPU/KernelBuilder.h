@@ -185,11 +185,12 @@ struct ChunkBounds {
   Value begin, end;
 };
 
-/// Reads sequence `batch`'s length from `seqLens` and, with per-sequence
-/// query lengths, its query length from `queryLens` (else null).
+/// Reads sequence `batch`'s length from `seqLens`, with per-sequence query
+/// lengths its query length from `queryLens`, and with a KV shard this
+/// rank from `shardRank` (each null when absent): buildSequenceExtent.
 SequenceExtent emitSequenceExtent(KernelEmitter &e, Value seqLens,
-                                  Value queryLens, Value batch, Value maxLength,
-                                  const AttentionRules &rules);
+                                  Value queryLens, Value shardRank, Value batch,
+                                  Value maxLength, const AttentionRules &rules);
 
 ChunkBounds emitChunkBounds(KernelEmitter &e, const SequenceExtent &sequence,
                             Value split, int64_t numSplits,

@@ -23,10 +23,8 @@ AlibiRow PartialKernelBuilder::alibiOfRow(Value firstRow, Value tileRow) {
   // In base 2, as the scores are.
   Value slope = e.mul(e.load(f32, alibiSlopes, f32, head, 4),
                       e.f32(llvm::numbers::log2e));
-  Value token = tokenOf(row);
-  Value end =
-      buildVisibleKeys(rewriter, e.loc, chunk.sequence, token, rules).end;
-  return {slope, e.sub(end, e.index(1))};
+  return {slope,
+          buildQueryPosition(rewriter, e.loc, chunk.sequence, tokenOf(row))};
 }
 
 Value PartialKernelBuilder::queryHeadOf(Value row) {

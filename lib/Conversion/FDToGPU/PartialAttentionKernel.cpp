@@ -93,6 +93,10 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       if (op.getValueCache())
         parameters.addPointer(rewriter, loc, "v_scale", op.getVScale());
     }
+    // A sharded cache: this rank.
+    if (op.getKvShardRank())
+      parameters.addPointer(rewriter, loc, "kv_shard_rank",
+                            op.getKvShardRank());
     // A fused merge: the merge's outputs and the counters (FusedMerge.cpp).
     Value counters =
         merge ? addFusedMergeParameters(rewriter, loc, op, merge, parameters)
@@ -187,7 +191,8 @@ void PartialKernelBuilder::setUp() {
   chunk = emitChunkBounds(
       e,
       emitSequenceExtent(e, seqLens, getKernelArgument(kernel, "query_lens"),
-                         batch, maxLength, rules),
+                         getKernelArgument(kernel, "kv_shard_rank"), batch,
+                         maxLength, rules),
       split, op.getNumSplits(), op.getChunkLength(), rules);
   queryScale = e.f32(op.getEffectiveScale() * llvm::numbers::log2e *
                      cache.decodeFactor());

@@ -17,22 +17,45 @@ using namespace mlir::fd::detail;
 
 SmallVector<Value> CudaCoreTileBuilder::streamKeys(Value lower, Value upper,
                                                    int64_t unroll,
-                                                   Value causalBase,
+                                                   const RowMask &mask,
                                                    ValueRange start) {
   const int64_t tokensPerStep = layout.tokensPerStep();
   auto stream = scf::ForOp::create(
       rewriter, e.loc, lower, upper, e.index(tokensPerStep * unroll), start,
       [&](OpBuilder &, Location, Value stepStart, ValueRange flat) {
-        scf::YieldOp::create(
-            rewriter, e.loc,
-            streamStep(stepStart, upper, unroll, causalBase, flat));
+        scf::YieldOp::create(rewriter, e.loc,
+                             streamStep(stepStart, upper, unroll, mask, flat));
       });
   return SmallVector<Value>(stream.getResults());
 }
 
+Value CudaCoreTileBuilder::maskForRow(const RowMask &mask, int64_t r,
+                                      Value token, Value visible) {
+  auto both = [&](Value lhs, Value rhs) -> Value {
+    return arith::AndIOp::create(rewriter, e.loc, lhs, rhs);
+  };
+  if (!mask.causalBase) {
+    const KeyRange &keys = mask.rowKeys[r];
+    visible = both(visible, e.lessThan(token, keys.end));
+    if (keys.begin)
+      visible = both(visible, arith::CmpIOp::create(rewriter, e.loc,
+                                                    arith::CmpIPredicate::sge,
+                                                    token, keys.begin));
+    return visible;
+  }
+  // CudaCoreTileBuilder::streamRowTile says why these are the row's bounds.
+  const int64_t group = geometry.groupSize();
+  Value maskKey = e.add(e.mul(token, e.index(group)), mask.causalBase);
+  visible = both(visible, e.lessThan(maskKey, e.index(r + 1)));
+  if (rules.windowLeft)
+    visible = both(visible,
+                   e.lessThan(e.index(r - *rules.windowLeft * group), maskKey));
+  return visible;
+}
+
 SmallVector<Value> CudaCoreTileBuilder::streamStep(Value stepStart, Value upper,
                                                    int64_t unroll,
-                                                   Value causalBase,
+                                                   const RowMask &mask,
                                                    ValueRange flat) {
   const int64_t tileRows = layout.rowTile;
   SmallVector<RowState> states = unpack(flat);
@@ -51,19 +74,8 @@ SmallVector<Value> CudaCoreTileBuilder::streamStep(Value stepStart, Value upper,
     Value tileMax = state.max;
     for (int64_t u = 0; u < unroll; ++u) {
       visible.push_back(e.lessThan(loads.tokens[u], upper));
-      if (causalBase) {
-        // CudaCoreTileBuilder::streamRowTile says why these are the row's
-        // bounds.
-        const int64_t group = geometry.groupSize();
-        Value maskKey =
-            e.add(e.mul(loads.tokens[u], e.index(group)), causalBase);
-        visible[u] = arith::AndIOp::create(rewriter, e.loc, visible[u],
-                                           e.lessThan(maskKey, e.index(r + 1)));
-        if (rules.windowLeft)
-          visible[u] = arith::AndIOp::create(
-              rewriter, e.loc, visible[u],
-              e.lessThan(e.index(r - *rules.windowLeft * group), maskKey));
-      }
+      if (mask)
+        visible[u] = maskForRow(mask, r, loads.tokens[u], visible[u]);
       tileMax = e.select(
           visible[u],
           arith::MaximumFOp::create(rewriter, e.loc, tileMax, scores[r][u]),
@@ -215,8 +227,10 @@ CudaCoreTileBuilder::scoreStep(const StepLoads &loads, int64_t unroll,
         score = e.mul(score, loads.keyScales[u]);
       score = shapeScore(score);
       if (alibiSlopes)
-        score = buildAlibiBias(rewriter, e.loc, score, rowAlibi[r].slope,
-                               loads.tokens[u], rowAlibi[r].position);
+        score = buildAlibiBias(
+            rewriter, e.loc, score, rowAlibi[r].slope,
+            buildKeyPosition(rewriter, e.loc, chunk.sequence, loads.tokens[u]),
+            rowAlibi[r].position);
     }
   return scores;
 }

@@ -259,11 +259,15 @@ TensorCoreTileBuilder::getTensorCoreRows(Value firstRow) {
   // through the token loop. A row's window [end - W, end) keeps only its
   // end: its start is recomputed per step and the chunk's end is a bound of
   // its own (the registers of two more starts made ptxas spill).
+  // With a KV shard a window's start is not its end - W: it is kept.
   TensorCoreRows rows;
   rows.windowed = rules.windowLeft && rules.rowsDiffer();
   for (int64_t r = 0; r < 2; ++r) {
-    Value end = visibleKeys(firstRow, e.add(fragmentRow, e.index(8 * r))).end;
-    rows.ends[r] = e.toI32(rows.windowed ? end : e.min(chunk.end, end));
+    KeyRange keys = visibleKeys(firstRow, e.add(fragmentRow, e.index(8 * r)));
+    rows.ends[r] =
+        e.toI32(rows.windowed ? keys.end : e.min(chunk.end, keys.end));
+    if (rows.windowed && rules.kvShard)
+      rows.begins[r] = e.toI32(keys.begin);
   }
   if (rows.windowed)
     rows.chunkEnd = e.toI32(chunk.end);
@@ -286,7 +290,9 @@ SmallVector<Value> TensorCoreTileBuilder::maskTensorCoreScores(
     Value key = e.toI32(e.add(e.add(first, e.index(i % 2)), pairKey));
     Value visible = e.lessThan(key, rows.ends[i / 2]);
     if (rows.windowed) {
-      Value begin = e.sub(rows.ends[i / 2], e.i32(*rules.windowLeft));
+      Value begin = rows.begins[i / 2]
+                        ? rows.begins[i / 2]
+                        : e.sub(rows.ends[i / 2], e.i32(*rules.windowLeft));
       Value inWindow = arith::CmpIOp::create(
           rewriter, e.loc, arith::CmpIPredicate::sge, key, begin);
       Value inChunk = e.lessThan(key, rows.chunkEnd);
@@ -296,8 +302,10 @@ SmallVector<Value> TensorCoreTileBuilder::maskTensorCoreScores(
     }
     Value score = shapeScore(e.mul(s[i], scoreScales[i % 2]));
     if (alibiSlopes)
-      score = buildAlibiBias(rewriter, e.loc, score, rows.alibi[i / 2].slope,
-                             key, rows.alibi[i / 2].position);
+      score =
+          buildAlibiBias(rewriter, e.loc, score, rows.alibi[i / 2].slope,
+                         buildKeyPosition(rewriter, e.loc, chunk.sequence, key),
+                         rows.alibi[i / 2].position);
     scores.push_back(e.select(visible, score, e.negInf()));
   }
   return scores;

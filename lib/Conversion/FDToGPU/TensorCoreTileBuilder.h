@@ -67,7 +67,8 @@ private:
   /// row's start recomputed per step from its end), and their ALiBi.
   struct TensorCoreRows {
     bool windowed = false;
-    Value ends[2], chunkEnd;
+    /// `begins` only with a window over a KV shard.
+    Value ends[2], begins[2], chunkEnd;
     AlibiRow alibi[2];
   };
   TensorCoreRows getTensorCoreRows(Value firstRow);

@@ -24,15 +24,6 @@ using namespace mlir::fd::detail;
 
 namespace {
 
-/// The length of sequence `batchIndex`, clamped to [0, Lmax] so that a bad
-/// length reads no memory outside the cache.
-Value loadSequenceLength(OpBuilder &b, Location loc, Value seqLens,
-                         Value batchIndex, Value maxLength) {
-  Value length = memref::LoadOp::create(b, loc, seqLens, batchIndex);
-  length = arith::IndexCastOp::create(b, loc, b.getIndexType(), length);
-  return buildClampedLength(b, loc, length, maxLength);
-}
-
 SmallVector<Value> withDim(ArrayRef<Value> row, Value dim) {
   SmallVector<Value> indices(row);
   indices.push_back(dim);
@@ -47,6 +38,8 @@ struct RowOperands {
   Value batch, token, head, kvHead;
   /// With ALiBi: the head's slope and the query token's position; else null.
   Value alibiSlope, position;
+  /// The sequence's extent: where its keys are (buildKeyPosition).
+  const SequenceExtent *sequence = nullptr;
   /// With per-sequence query lengths: whether the token is a query, not
   /// padding; else null (every token is).
   Value isQuery;
@@ -128,8 +121,9 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
                                  return math::Exp2Op::create(b, loc, x);
                                });
         if (row.alibiSlope)
-          score = buildAlibiBias(b, loc, score, row.alibiSlope, position,
-                                 row.position);
+          score = buildAlibiBias(
+              b, loc, score, row.alibiSlope,
+              buildKeyPosition(b, loc, *row.sequence, position), row.position);
         Value newMax = arith::MaximumFOp::create(b, loc, state[0], score);
         // Rescales what was accumulated under the old maximum.
         Value correction = math::ExpOp::create(
@@ -207,16 +201,29 @@ std::pair<Value, Value> visibleWithin(OpBuilder &b, Location loc,
   return {begin, arith::MaxSIOp::create(b, loc, begin, clipped)};
 }
 
-/// A sequence's extent (AttentionUtils.h): its clamped length and, with
-/// `queryLens` (else null), its clamped query length.
-SequenceExtent loadSequenceExtent(OpBuilder &b, Location loc, Value seqLens,
-                                  Value queryLens, Value batch, Value maxLength,
-                                  int64_t queryLength) {
+/// Sequence `batch`'s extent (AttentionUtils.h), from its length, its
+/// query length with `query_lens` and this rank with a KV shard.
+SequenceExtent loadSequenceExtent(OpBuilder &b, Location loc,
+                                  AttentionOpInterface op, Value batch,
+                                  Value maxLength,
+                                  const AttentionRules &rules) {
+  auto loadIndex = [&](Value memref, Value position) -> Value {
+    return arith::IndexCastOp::create(
+        b, loc, b.getIndexType(),
+        memref::LoadOp::create(b, loc, memref, position));
+  };
   Value queryLen =
-      queryLens ? memref::LoadOp::create(b, loc, queryLens, batch).getResult()
-                : Value();
-  return {loadSequenceLength(b, loc, seqLens, batch, maxLength),
-          buildQueryLength(b, loc, queryLen, queryLength)};
+      op.getQueryLens()
+          ? memref::LoadOp::create(b, loc, op.getQueryLens(), batch).getResult()
+          : Value();
+  Value length = loadIndex(op.getSeqLens(), batch);
+  Value rank = op.getKvShardRank()
+                   ? loadIndex(op.getKvShardRank(), indexConstant(b, loc, 0))
+                   : Value();
+  SequenceExtent sequence =
+      buildSequenceExtent(b, loc, length, maxLength, rules, rank);
+  sequence.queryLength = buildQueryLength(b, loc, queryLen, rules.queryLength);
+  return sequence;
 }
 
 /// Builds the (b, [split,] t, h) loop nest shared by the attention lowerings
@@ -249,17 +256,15 @@ void buildRowNest(OpBuilder &b, AttentionOpInterface op,
                         ivs[3],
                         arith::DivUIOp::create(b, loc, ivs[3], group)};
         SequenceExtent sequence =
-            loadSequenceExtent(b, loc, op.getSeqLens(), op.getQueryLens(),
-                               ivs[0], maxLength, geometry.queryLength);
+            loadSequenceExtent(b, loc, op, ivs[0], maxLength, op.getRules());
+        row.sequence = &sequence;
         if (op.getQueryLens())
           row.isQuery = buildIsQueryToken(b, loc, sequence, row.token);
         row.kScale = op.getKScale();
         row.vScale = op.getVScale();
         if (Value slopes = op.getAlibiSlopes()) {
           row.alibiSlope = memref::LoadOp::create(b, loc, slopes, row.head);
-          Value end =
-              buildVisibleKeys(b, loc, sequence, row.token, op.getRules()).end;
-          row.position = arith::SubIOp::create(b, loc, end, one);
+          row.position = buildQueryPosition(b, loc, sequence, row.token);
         }
         bodyBuilder(b, loc, row, ivs[1], sequence);
       });

@@ -596,3 +596,59 @@ func.func @latent_needs_k_scale(%q: memref<1x16x576xbf16>, %kv: memref<1x?x1x576
   fd.attention %q, %kv, %l into %o : memref<1x16x576xbf16>, memref<1x?x1x576xf8E4M3FN>, memref<1xi32> into memref<1x16x512xbf16>
   return
 }
+
+// -----
+
+func.func @kv_shard_without_rank(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'kv_shard' and 'kv_shard_rank' go together: the attribute says how the cache is sharded, the operand which rank's share it holds; got the attribute alone}}
+  fd.attention %q, %k, %v, %l into %o {kv_shard = #fd.kv_shard<world = 2, interleave = 1>} : memref<1x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @kv_shard_rank_alone(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>, %l: memref<1xi32>, %r: memref<1xi32>, %po: memref<1x8x2x64xf32>, %pl: memref<1x8x2xf32>) {
+  // expected-error @below {{'kv_shard' and 'kv_shard_rank' go together: the attribute says how the cache is sharded, the operand which rank's share it holds; got the operand alone}}
+  fd.partial_attention %q, %k, %v, %l kv_shard_rank %r : memref<1xi32> into %po, %pl : memref<1x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<1x8x2x64xf32>, memref<1x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @kv_shard_rank_size(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>, %l: memref<1xi32>, %r: memref<2xi32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'kv_shard_rank' must be this rank, [1]}}
+  fd.attention %q, %k, %v, %l kv_shard_rank %r : memref<2xi32> into %o {kv_shard = #fd.kv_shard<world = 2, interleave = 1>} : memref<1x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @kv_shard_rank_type(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>, %l: memref<1xi32>, %r: memref<1xi64>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{operand #4 must be 1D memref of 32-bit signless integer values}}
+  fd.attention %q, %k, %v, %l kv_shard_rank %r : memref<1xi64> into %o {kv_shard = #fd.kv_shard<world = 2, interleave = 1>} : memref<1x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @kv_shard_world(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>, %l: memref<1xi32>, %r: memref<1xi32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{#fd.kv_shard: kv_shard_world must be >= 1 (the ranks the cache is sharded over), got 0}}
+  fd.attention %q, %k, %v, %l kv_shard_rank %r : memref<1xi32> into %o {kv_shard = #fd.kv_shard<world = 0, interleave = 1>} : memref<1x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @kv_shard_interleave(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>, %l: memref<1xi32>, %r: memref<1xi32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{#fd.kv_shard: kv_shard_interleave must be >= 1 (consecutive tokens on one rank), got -4}}
+  fd.attention %q, %k, %v, %l kv_shard_rank %r : memref<1xi32> into %o {kv_shard = #fd.kv_shard<world = 2, interleave = -4>} : memref<1x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @kv_shard_with_sinks(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>, %l: memref<1xi32>, %r: memref<1xi32>, %s: memref<8xf32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'sinks' with 'kv_shard': each rank would count the sinks once more; merge the ranks' states, then join the sinks there as one more state (fd.merge_states)}}
+  fd.attention %q, %k, %v, %l kv_shard_rank %r : memref<1xi32> sinks %s : memref<8xf32> into %o {kv_shard = #fd.kv_shard<world = 2, interleave = 1>} : memref<1x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}

@@ -182,3 +182,20 @@ func.func @value_dim_apart(%q: memref<1x8x192xf16>, %k: memref<1x?x2x192xf16>,
         memref<1xi32> into memref<1x8x4x128xf32>, memref<1x8x4xf32>
   return
 }
+
+// CHECK-LABEL: func @kv_shard
+// CHECK-SAME: %[[RANK:[a-z0-9]+]]: memref<1xi32>
+func.func @kv_shard(%q: memref<?x4x8x64xf16>, %k: memref<?x?x2x64xf16>, %v: memref<?x?x2x64xf16>,
+                    %lens: memref<?xi32>, %ql: memref<?xi32>, %rank: memref<1xi32>,
+                    %out: memref<?x4x8x64xf16>, %lse: memref<?x4x8xf32>,
+                    %po: memref<?x4x8x3x64xf32>, %pl: memref<?x4x8x3xf32>) {
+  // CHECK: fd.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} query_lens %{{.*}} : memref<?xi32> kv_shard_rank %[[RANK]] : memref<1xi32> into %{{.*}}, %{{.*}} {kv_shard = #fd.kv_shard<world = 4, interleave = 16>, window_left = 3 : i64} :
+  fd.attention %q, %k, %v, %lens query_lens %ql : memref<?xi32> kv_shard_rank %rank : memref<1xi32> into %out, %lse {kv_shard = #fd.kv_shard<world = 4, interleave = 16>, window_left = 3}
+      : memref<?x4x8x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>,
+        memref<?xi32> into memref<?x4x8x64xf16>, memref<?x4x8xf32>
+  // CHECK: fd.partial_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} kv_shard_rank %[[RANK]] : memref<1xi32> into %{{.*}}, %{{.*}} {kv_shard = #fd.kv_shard<world = 2, interleave = 1>} :
+  fd.partial_attention %q, %k, %v, %lens kv_shard_rank %rank : memref<1xi32> into %po, %pl {kv_shard = #fd.kv_shard<world = 2, interleave = 1>}
+      : memref<?x4x8x64xf16>, memref<?x?x2x64xf16>, memref<?x?x2x64xf16>,
+        memref<?xi32> into memref<?x4x8x3x64xf32>, memref<?x4x8x3xf32>
+  return
+}

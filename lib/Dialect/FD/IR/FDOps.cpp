@@ -279,12 +279,13 @@ static LogicalResult verifyRules(AttentionOpInterface op) {
              << "'logits_soft_cap' must be a positive finite number, got "
              << value;
   }
-  return success();
+  return verifyKVShard(op);
 }
 
 AttentionRules mlir::fd::getAttentionRules(Value query, IntegerAttr windowLeft,
                                            FloatAttr logitsSoftCap,
-                                           Value queryLens) {
+                                           Value queryLens,
+                                           KVShardAttr kvShard) {
   ArrayRef<int64_t> queryShape = memrefType(query).getShape();
   AttentionRules rules;
   rules.queryLength = queryShape.size() == 4 ? queryShape[1] : 1;
@@ -293,6 +294,8 @@ AttentionRules mlir::fd::getAttentionRules(Value query, IntegerAttr windowLeft,
     rules.windowLeft = windowLeft.getInt();
   if (logitsSoftCap)
     rules.logitsSoftCap = static_cast<float>(logitsSoftCap.getValueAsDouble());
+  if (kvShard)
+    rules.kvShard = kvShard.getShard();
   return rules;
 }
 
@@ -359,6 +362,11 @@ LogicalResult AttentionOp::verify() {
                                 memrefType(getQuery()).getElementType(),
                                 "shaped like 'query' with D_v last,")))
     return failure();
+  if (getSinks() && getKvShardAttr())
+    return emitOpError()
+           << "'sinks' with 'kv_shard': each rank would count the sinks once "
+              "more; merge the ranks' states, then join the sinks there as "
+              "one more state (fd.merge_states)";
   if (failed(verifySinks(*this, getSinks(), *geometry)) ||
       failed(verifyAlibiSlopes(*this, getAlibiSlopes(), *geometry)) ||
       failed(verifyQueryLens(*this, getQueryLens(), *geometry)) ||

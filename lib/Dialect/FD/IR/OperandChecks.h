@@ -8,6 +8,8 @@
 #ifndef FD_LIB_DIALECT_FD_IR_OPERANDCHECKS_H
 #define FD_LIB_DIALECT_FD_IR_OPERANDCHECKS_H
 
+#include "fd/Dialect/FD/IR/FD.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 
@@ -30,6 +32,10 @@ bool shapesAgree(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs);
 LogicalResult verifyOperandShape(Operation *op, Value value, StringRef name,
                                  ArrayRef<int64_t> expectedShape,
                                  Type expectedElementType, StringRef meaning);
+
+/// Checks that an attention op has `kv_shard` and `kv_shard_rank` together
+/// and that the rank is a [1] i32 memref (KVShard.cpp).
+LogicalResult verifyKVShard(AttentionOpInterface op);
 
 } // namespace mlir::fd::detail
 

@@ -248,10 +248,10 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
     PartialAttentionOp::create(
         rewriter, loc, op.getQuery(), op.getKeyCache(), op.getValueCache(),
         op.getSeqLens(), op.getBlockTable(), op.getAlibiSlopes(),
-        op.getQueryLens(), op.getKScale(), op.getVScale(), partialOutput,
-        partialLse, op.getKvLayoutAttr(), op.getScaleAttr(),
-        op.getWindowLeftAttr(), op.getLogitsSoftCapAttr(), schedule,
-        chunkLength);
+        op.getQueryLens(), op.getKScale(), op.getVScale(), op.getKvShardRank(),
+        partialOutput, partialLse, op.getKvLayoutAttr(), op.getScaleAttr(),
+        op.getWindowLeftAttr(), op.getLogitsSoftCapAttr(), op.getKvShardAttr(),
+        schedule, chunkLength);
     // The sinks join the softmax once, in the merge, not per chunk; the
     // merge writes the padding rows the partial attention leaves alone.
     MergeOp::create(rewriter, loc, partialOutput, partialLse, op.getOutput(),

@@ -9,6 +9,7 @@
 #include <limits>
 
 using namespace mlir;
+using namespace mlir::fd;
 
 static Value index(OpBuilder &b, Location loc, int64_t value) {
   return arith::ConstantIndexOp::create(b, loc, value);
@@ -23,6 +24,59 @@ Value mlir::fd::buildClampedLength(OpBuilder &b, Location loc, Value length,
                                    Value maxLength) {
   length = arith::MaxSIOp::create(b, loc, length, index(b, loc, 0));
   return arith::MinSIOp::create(b, loc, length, maxLength);
+}
+
+/// The keys a rank holds of the global tokens before `position` (an
+/// index, maybe negative): the first local key at or after it.
+static Value buildLocalKey(OpBuilder &b, Location loc,
+                           const SequenceExtent &sequence, Value position) {
+  if (!sequence.shard)
+    return position;
+  const KVShard &shard = *sequence.shard;
+  // Ops one at a time: the IR's order must not depend on the C++
+  // compiler's order of evaluating arguments.
+  Value interleave = index(b, loc, shard.interleave);
+  Value round = index(b, loc, shard.round());
+  position = arith::MaxSIOp::create(b, loc, position, index(b, loc, 0));
+  Value rounds = arith::DivUIOp::create(b, loc, position, round);
+  Value inRound = arith::RemUIOp::create(b, loc, position, round);
+  Value rankStart =
+      arith::MulIOp::create(b, loc, sequence.shardRank, interleave);
+  Value rest = arith::SubIOp::create(b, loc, inRound, rankStart);
+  rest = arith::MaxSIOp::create(b, loc, rest, index(b, loc, 0));
+  rest = arith::MinSIOp::create(b, loc, rest, interleave);
+  Value whole = arith::MulIOp::create(b, loc, rounds, interleave);
+  return arith::AddIOp::create(b, loc, whole, rest);
+}
+
+/// P, the sequence's length in positions.
+static Value positionLength(const SequenceExtent &sequence) {
+  return sequence.shard ? sequence.globalLength : sequence.length;
+}
+
+mlir::fd::SequenceExtent
+mlir::fd::buildSequenceExtent(OpBuilder &b, Location loc, Value length,
+                              Value maxLength, const AttentionRules &rules,
+                              Value shardRank) {
+  if (!rules.kvShard)
+    return {buildClampedLength(b, loc, length, maxLength), Value()};
+  const KVShard &shard = *rules.kvShard;
+  SequenceExtent sequence{
+      Value(), Value(), Value(),
+      buildClampedLength(b, loc, shardRank, index(b, loc, shard.world - 1)),
+      shard};
+  // Every rank holds at most maxLength keys of a global length up to
+  // world * interleave * (maxLength / interleave) + maxLength % interleave
+  // (rank 0 takes the tokens of an incomplete round first).
+  Value interleave = index(b, loc, shard.interleave);
+  Value blocks = arith::DivUIOp::create(b, loc, maxLength, interleave);
+  Value wholeRounds =
+      arith::MulIOp::create(b, loc, blocks, index(b, loc, shard.round()));
+  Value partialBlock = arith::RemUIOp::create(b, loc, maxLength, interleave);
+  Value capacity = arith::AddIOp::create(b, loc, wholeRounds, partialBlock);
+  sequence.globalLength = buildClampedLength(b, loc, length, capacity);
+  sequence.length = buildLocalKey(b, loc, sequence, sequence.globalLength);
+  return sequence;
 }
 
 Value mlir::fd::buildClampedPage(OpBuilder &b, Location loc, Value entry,
@@ -48,15 +102,26 @@ Value mlir::fd::buildIsQueryToken(OpBuilder &b, Location loc,
                                sequence.queryLength);
 }
 
+/// The position of the first key some query token may not see: P - n + 1.
+static Value buildFirstMaskedPosition(OpBuilder &b, Location loc,
+                                      const SequenceExtent &sequence) {
+  return arith::AddIOp::create(b, loc,
+                               arith::SubIOp::create(b, loc,
+                                                     positionLength(sequence),
+                                                     sequence.queryLength),
+                               index(b, loc, 1));
+}
+
 mlir::fd::KeyRange mlir::fd::buildAttendedKeys(OpBuilder &b, Location loc,
                                                const SequenceExtent &sequence,
                                                const AttentionRules &rules) {
   Value first = index(b, loc, 0);
   if (rules.windowLeft) {
-    Value firstWindow =
-        arith::SubIOp::create(b, loc, buildFirstMaskedKey(b, loc, sequence),
-                              index(b, loc, *rules.windowLeft));
-    first = arith::MaxSIOp::create(b, loc, firstWindow, first);
+    Value firstWindow = arith::SubIOp::create(
+        b, loc, buildFirstMaskedPosition(b, loc, sequence),
+        index(b, loc, *rules.windowLeft));
+    first = sequence.shard ? buildLocalKey(b, loc, sequence, firstWindow)
+                           : arith::MaxSIOp::create(b, loc, firstWindow, first);
   }
   Value end = sequence.length;
   if (rules.perSequenceQueryLengths) {
@@ -87,10 +152,8 @@ mlir::fd::buildChunkRange(OpBuilder &b, Location loc, Value first, Value length,
 
 Value mlir::fd::buildFirstMaskedKey(OpBuilder &b, Location loc,
                                     const SequenceExtent &sequence) {
-  return arith::AddIOp::create(
-      b, loc,
-      arith::SubIOp::create(b, loc, sequence.length, sequence.queryLength),
-      index(b, loc, 1));
+  return buildLocalKey(b, loc, sequence,
+                       buildFirstMaskedPosition(b, loc, sequence));
 }
 
 mlir::fd::KeyRange mlir::fd::buildVisibleKeys(OpBuilder &b, Location loc,
@@ -98,19 +161,54 @@ mlir::fd::KeyRange mlir::fd::buildVisibleKeys(OpBuilder &b, Location loc,
                                               Value token,
                                               const AttentionRules &rules) {
   Value end = arith::AddIOp::create(
-      b, loc, buildFirstMaskedKey(b, loc, sequence), token);
+      b, loc, buildFirstMaskedPosition(b, loc, sequence), token);
   Value begin;
   if (rules.windowLeft)
-    begin =
-        arith::SubIOp::create(b, loc, end, index(b, loc, *rules.windowLeft));
-  return {begin, end};
+    begin = buildLocalKey(
+        b, loc, sequence,
+        arith::SubIOp::create(b, loc, end, index(b, loc, *rules.windowLeft)));
+  return {begin, buildLocalKey(b, loc, sequence, end)};
+}
+
+Value mlir::fd::buildQueryPosition(OpBuilder &b, Location loc,
+                                   const SequenceExtent &sequence,
+                                   Value token) {
+  Value end = arith::AddIOp::create(
+      b, loc, buildFirstMaskedPosition(b, loc, sequence), token);
+  return arith::SubIOp::create(b, loc, end, index(b, loc, 1));
+}
+
+Value mlir::fd::buildKeyPosition(OpBuilder &b, Location loc,
+                                 const SequenceExtent &sequence, Value key) {
+  if (!sequence.shard)
+    return key;
+  const KVShard &shard = *sequence.shard;
+  Type type = key.getType();
+  auto constant = [&](int64_t value) -> Value {
+    return arith::ConstantOp::create(b, loc, type,
+                                     b.getIntegerAttr(type, value));
+  };
+  Value rank = sequence.shardRank;
+  if (rank.getType() != type)
+    rank = arith::IndexCastOp::create(b, loc, type, rank);
+  // ((key / I) * W + rank) * I + key % I.
+  Value interleave = constant(shard.interleave);
+  Value block = arith::DivUIOp::create(b, loc, key, interleave);
+  Value rounds = arith::MulIOp::create(b, loc, block, constant(shard.world));
+  Value globalBlock = arith::AddIOp::create(b, loc, rounds, rank);
+  Value blockStart = arith::MulIOp::create(b, loc, globalBlock, interleave);
+  Value inBlock = arith::RemUIOp::create(b, loc, key, interleave);
+  return arith::AddIOp::create(b, loc, blockStart, inBlock);
 }
 
 int64_t mlir::fd::getAttendedLength(int64_t maxLength,
                                     const AttentionRules &rules) {
   if (!rules.windowLeft)
     return maxLength;
-  return std::min(maxLength, *rules.windowLeft + rules.queryLength - 1);
+  int64_t window = *rules.windowLeft + rules.queryLength - 1;
+  if (rules.kvShard)
+    window = ::flashdecode::getMaxShardSpan(window, *rules.kvShard);
+  return std::min(maxLength, window);
 }
 
 Value mlir::fd::buildSoftCap(OpBuilder &b, Location loc, Value score, float cap,

@@ -3,6 +3,7 @@
 #ifndef FD_DIALECT_FD_IR_FD_H
 #define FD_DIALECT_FD_IR_FD_H
 
+#include "fd/Planning/KVShard.h"
 #include "fd/Planning/KernelPlan.h"
 #include "fd/Planning/Limits.h"
 
@@ -22,6 +23,8 @@
 namespace mlir::fd {
 /// Parses a KernelForm's name (#fd.schedule's `form`).
 FailureOr<::flashdecode::KernelForm> parseKernelForm(AsmParser &parser);
+/// How a KV cache is sharded by token over ranks (#fd.kv_shard).
+using ::flashdecode::KVShard;
 } // namespace mlir::fd
 
 #define GET_ATTRDEF_CLASSES
@@ -87,13 +90,19 @@ struct AttentionRules {
   /// queryLength), read from a `query_lens` operand at run time.
   bool perSequenceQueryLengths = false;
 
+  /// A cache sharded by token over ranks (#fd.kv_shard): the cache holds
+  /// the rank's share of each sequence, whose length and positions are
+  /// global; the rank is read from a `kv_shard_rank` operand at run time.
+  std::optional<KVShard> kvShard;
+
   /// Whether the query tokens of a sequence see different keys, so rows
   /// need a mask beyond their chunk: more than one query token.
   bool rowsDiffer() const { return queryLength > 1; }
 };
 
 AttentionRules getAttentionRules(Value query, IntegerAttr windowLeft,
-                                 FloatAttr logitsSoftCap, Value queryLens);
+                                 FloatAttr logitsSoftCap, Value queryLens,
+                                 KVShardAttr kvShard);
 
 /// The softmax scale: `scale`, or 1/sqrt(D) of `query` when it is null.
 float getEffectiveScale(FloatAttr scale, Value query);

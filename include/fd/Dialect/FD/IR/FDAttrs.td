@@ -1,7 +1,8 @@
 //===- FDAttrs.td - Flash-Decoding dialect attributes ------*- tablegen -*-===//
 //
 // The partial kernel's schedule (fd/Planning/KernelPlan.h), as the IR
-// carries it from fd-split-kv (or a hand-written test) to the GPU lowering.
+// carries it from fd-split-kv (or a hand-written test) to the GPU lowering,
+// and how a KV cache is sharded by token over ranks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,6 +69,29 @@ def FD_ScheduleAttr : AttrDef<FD_Dialect, "Schedule"> {
     ::flashdecode::ScheduleChoice getChoice() const;
     static ScheduleAttr get(::mlir::MLIRContext *context,
                             const ::flashdecode::ScheduleChoice &choice);
+  }];
+}
+
+def FD_KVShardAttr : AttrDef<FD_Dialect, "KVShard"> {
+  let mnemonic = "kv_shard";
+  let summary = "a KV cache sharded by token over `world` ranks, `interleave` "
+                "tokens at a time";
+  let description = [{
+    The cache of an attention op that carries it holds one rank's share of
+    every sequence (decode context parallelism): global token `j` lives on
+    rank `(j / interleave) % world`, in order, so local slot `i` of rank `r`
+    holds global token `((i / interleave) * world + r) * interleave +
+    i % interleave` (vLLM's `cp_kv_cache_interleave_size` is `interleave`).
+    The rank is the op's `kv_shard_rank` operand, read from device memory,
+    so one kernel serves every rank.
+
+    Example: `#fd.kv_shard<world = 4, interleave = 16>`.
+  }];
+  let parameters = (ins "int64_t":$world, "int64_t":$interleave);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    ::mlir::fd::KVShard getShard() const { return {getWorld(), getInterleave()}; }
   }];
 }
 

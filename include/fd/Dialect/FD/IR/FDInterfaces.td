@@ -51,6 +51,10 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
       }], "::mlir::Value", "getKScale">,
     InterfaceMethod<"The scale of an fp8 value cache, like getKScale.",
       "::mlir::Value", "getVScale">,
+    InterfaceMethod<[{
+        This rank of a sharded cache, [1] i32; null when the cache is not
+        sharded.
+      }], "::mlir::Value", "getKvShardRank">,
     InterfaceMethod<"The cache layout.",
       "::mlir::fd::KVLayout", "getKvLayout">,
     InterfaceMethod<"The `scale` attribute, null when absent.",
@@ -59,6 +63,8 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
       "::mlir::IntegerAttr", "getWindowLeftAttr">,
     InterfaceMethod<"The `logits_soft_cap` attribute, null when absent.",
       "::mlir::FloatAttr", "getLogitsSoftCapAttr">,
+    InterfaceMethod<"The `kv_shard` attribute, null when absent.",
+      "::mlir::fd::KVShardAttr", "getKvShardAttr">,
     InterfaceMethod<[{
         The `schedule` attribute (the partial kernel's), null when absent.
       }], "::mlir::fd::ScheduleAttr", "getScheduleAttr">,
@@ -69,7 +75,7 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
       "::mlir::fd::AttentionRules", "getRules", (ins), [{}], [{
         return ::mlir::fd::getAttentionRules($_op.getQuery(),
             $_op.getWindowLeftAttr(), $_op.getLogitsSoftCapAttr(),
-            $_op.getQueryLens());
+            $_op.getQueryLens(), $_op.getKvShardAttr());
       }]>,
     InterfaceMethod<[{
         Shape facts read off the operand types (batch and cache length may

@@ -31,6 +31,7 @@ def FD_StateLseMemRef : MemRefRankOf<[F32], [3]>;
 def FD_MergedStateMemRef : MemRefRankOf<[F16, BF16, F32], [3]>;
 def FD_MergedLseMemRef : MemRefRankOf<[F32], [2]>;
 def FD_RowMaskMemRef : MemRefRankOf<[I8], [1]>;
+def FD_ShardRankMemRef : MemRefRankOf<[I32], [1]>;
 
 // The inputs shared by `fd.attention` and `fd.partial_attention`.
 defvar FD_AttentionInputs = (ins
@@ -55,7 +56,9 @@ defvar FD_AttentionInputs = (ins
       [MemRead]>:$k_scale,
   Arg<Optional<FD_KVScaleMemRef>,
       "fp8 caches: the value scale, like the key scale",
-      [MemRead]>:$v_scale
+      [MemRead]>:$v_scale,
+  Arg<Optional<FD_ShardRankMemRef>,
+      "sharded caches (kv_shard): this rank, [1] i32", [MemRead]>:$kv_shard_rank
 );
 
 defvar FD_AttentionAttrs = (ins
@@ -63,6 +66,7 @@ defvar FD_AttentionAttrs = (ins
   OptionalAttr<F32Attr>:$scale,
   OptionalAttr<I64Attr>:$window_left,
   OptionalAttr<F32Attr>:$logits_soft_cap,
+  OptionalAttr<FD_KVShardAttr>:$kv_shard,
   OptionalAttr<FD_ScheduleAttr>:$schedule
 );
 
@@ -151,6 +155,23 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
     granularity. There is no implicit scale of 1: write it. Scales on a
     16- or 32-bit cache are an error.
 
+    **Sharded caches.** With `kv_shard = #fd.kv_shard<world = W,
+    interleave = I>` and a `kv_shard_rank` operand (`[1]` i32, in device
+    memory, in `[0, W)`) the caches hold one rank's share of each sequence
+    (decode context parallelism): global token `j` is on rank `(j / I) % W`,
+    and local slot `i` of rank `r` holds global token `((i / I) * W + r) *
+    I + i % I`. `seq_lens` are then the **global** lengths (clamped to
+    what the ranks' caches hold: `W * I * (Lmax / I) + Lmax % I`); the rank
+    attends over the `n(L) = (L / (W * I)) * I + clamp(L % (W * I) - r * I,
+    0, I)` tokens it holds of a length `L`. The causal rule, the window and
+    ALiBi use global positions: local key `i` is visible to query position
+    `p` iff its global token is (`i < n(p + 1)`, and `i >= n(p + 1 - W)`
+    with a window). A rank that holds no visible key of a row writes zeros
+    and `lse = -inf` for it. Merging the ranks' `(output, lse)` with
+    `fd.merge_states` gives the attention over the whole cache; attention
+    sinks would be counted once per rank, so they are an error here (join
+    them in that merge as one more state).
+
     **Paged caches.** With a `block_table` operand (`[B, max_pages]` i32) the
     caches are pools of pages: `[num_pages, page_size, Hkv, D]` (NHD) or
     `[num_pages, Hkv, page_size, D]` (HND), `page_size` a static power of two
@@ -186,6 +207,7 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
     (`query_lens` $query_lens^ `:` type($query_lens))?
     (`k_scale` $k_scale^ `:` type($k_scale))?
     (`v_scale` $v_scale^ `:` type($v_scale))?
+    (`kv_shard_rank` $kv_shard_rank^ `:` type($kv_shard_rank))?
     (`sinks` $sinks^ `:` type($sinks))? `into` $output
     (`,` $lse^)? attr-dict `:` type($query) `,`
     custom<CacheTypes>(type($key_cache), type($value_cache), type($seq_lens))
@@ -270,7 +292,8 @@ def FD_PartialAttentionOp : FD_Op<"partial_attention",
     (`alibi_slopes` $alibi_slopes^ `:` type($alibi_slopes))?
     (`query_lens` $query_lens^ `:` type($query_lens))?
     (`k_scale` $k_scale^ `:` type($k_scale))?
-    (`v_scale` $v_scale^ `:` type($v_scale))? `into`
+    (`v_scale` $v_scale^ `:` type($v_scale))?
+    (`kv_shard_rank` $kv_shard_rank^ `:` type($kv_shard_rank))? `into`
     $partial_output `,` $partial_lse attr-dict `:` type($query) `,`
     custom<CacheTypes>(type($key_cache), type($value_cache), type($seq_lens))
     `into` type($partial_output) `,` type($partial_lse)

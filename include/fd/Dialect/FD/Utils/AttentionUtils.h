@@ -35,13 +35,30 @@ Value buildClampedLength(OpBuilder &b, Location loc, Value length,
 /// so that a bad entry reads no memory outside the pool.
 Value buildClampedPage(OpBuilder &b, Location loc, Value entry, Value numPages);
 
-/// A sequence as the rules see it: its clamped length and its number of
-/// query tokens n (index values). Its queries are its last n tokens: token
-/// t < n is at position length - n + t; tokens t >= n are padding, whose
-/// rows are not computed.
+/// A sequence as the rules see it: the keys its cache holds (`length`) and
+/// its number of query tokens n (index values). Its queries are its last n
+/// tokens: token t < n is at position P - n + t, P its length in positions;
+/// tokens t >= n are padding, whose rows are not computed. Without a KV
+/// shard P is `length` and key j is at position j. With one (`shard`), the
+/// cache holds this rank's (`shardRank`, an index) share of the sequence:
+/// P is `globalLength`, `length` the share, and key i is at the position
+/// of the global token its slot holds (fd.attention, "Sharded caches").
 struct SequenceExtent {
   Value length, queryLength;
+  Value globalLength, shardRank;
+  std::optional<KVShard> shard;
 };
+
+/// The extent of a sequence whose length (as read, an index value) is
+/// `length` in a cache of `maxLength` keys: the length clamped to [0,
+/// maxLength], so that a bad length in device memory reads nothing outside
+/// the cache. With a KV shard (`rules.kvShard`; `shardRank` the rank as
+/// read, an index, clamped to [0, world)) the length is global: clamped to
+/// what `maxLength` keys on every rank hold, then this rank's share of it.
+/// The caller sets its queryLength (buildQueryLength).
+SequenceExtent buildSequenceExtent(OpBuilder &b, Location loc, Value length,
+                                   Value maxLength, const AttentionRules &rules,
+                                   Value shardRank);
 
 /// A sequence's number of query tokens: the constant Lq (`queryLength`)
 /// when `queryLen` is null, else its entry of the per-sequence query
@@ -74,24 +91,35 @@ ChunkRange buildChunkRange(OpBuilder &b, Location loc, Value first,
                            Value length, Value split, int64_t numSplits,
                            std::optional<int64_t> chunkLength);
 
-/// The first key some query token may not see: length - n + 1, the end of
-/// token 0's keys (buildVisibleKeys); every key before it and at or after
-/// the last token's window start is visible to every token.
+/// The first key some query token may not see: the key of position P - n +
+/// 1, the end of token 0's keys (buildVisibleKeys); every key before it and
+/// at or after the last token's window start is visible to every token.
 Value buildFirstMaskedKey(OpBuilder &b, Location loc,
                           const SequenceExtent &sequence);
 
 /// The keys [begin, end) query token `token` (0-based, an index, < n) sees,
 /// unclipped: the n query tokens are the sequence's last, so token t is at
-/// position p = length - n + t and sees j <= p (causal) and, with a window
-/// of W keys, p - W < j. `begin` is null without a window (every key from
-/// 0). Callers clip the range to their chunk.
+/// position p = P - n + t and sees the keys at positions j <= p (causal)
+/// and, with a window of W keys, p - W < j. `begin` is null without a
+/// window (every key from 0). Callers clip the range to their chunk.
+/// Without a KV shard end - begin is W and end grows by one a token; with
+/// one neither holds.
 KeyRange buildVisibleKeys(OpBuilder &b, Location loc,
                           const SequenceExtent &sequence, Value token,
                           const AttentionRules &rules);
 
-/// The number of keys a sequence of `maxLength` attends to at most (what
-/// the split count is planned for): the cache length, or with a window
-/// min(maxLength, W + Lq - 1).
+/// The position of query token `token` (an index, < n): P - n + token.
+Value buildQueryPosition(OpBuilder &b, Location loc,
+                         const SequenceExtent &sequence, Value token);
+
+/// The position of key `key` (an index or i32; the result likewise): `key`
+/// itself, or with a KV shard its global token's.
+Value buildKeyPosition(OpBuilder &b, Location loc,
+                       const SequenceExtent &sequence, Value key);
+
+/// The number of keys a sequence in a cache of `maxLength` attends to at
+/// most (what the split count is planned for): the cache length, or with a
+/// window min(maxLength, the keys W + Lq - 1 positions hold).
 int64_t getAttendedLength(int64_t maxLength, const AttentionRules &rules);
 
 /// Logit soft-capping: cap * tanh(score / cap), with `score` and `cap` in
@@ -102,9 +130,11 @@ int64_t getAttendedLength(int64_t maxLength, const AttentionRules &rules);
 Value buildSoftCap(OpBuilder &b, Location loc, Value score, float cap,
                    function_ref<Value(Value)> exp2);
 
-/// ALiBi: `score` + slope * (key - position), the distance (integers of
-/// one type: index or i32) converted to f32 exactly; `slope` in the
-/// score's unit (natural or base-2 logits). Applied after the soft-cap.
+/// ALiBi: `score` + slope * (key - position), the distance between a key's
+/// and the query's positions (buildKeyPosition, buildQueryPosition;
+/// integers of one type: index or i32) converted to f32 exactly; `slope`
+/// in the score's unit (natural or base-2 logits). Applied after the
+/// soft-cap.
 Value buildAlibiBias(OpBuilder &b, Location loc, Value score, Value slope,
                      Value key, Value position);
 
