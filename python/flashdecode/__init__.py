@@ -43,7 +43,8 @@ from ._common import (_check_flag, _check_kv_shard, _check_page_size,
 from ._cpu import _decode_cpu
 from ._fp8 import check_compile_options as _check_fp8_options
 from ._fp8 import quantize_kv
-from ._cuda import Decoder, _decode_cuda
+from ._cuda import _decode_cuda
+from ._decoder import Decoder
 from ._merge import merge_state, merge_state_in_place, merge_states
 from .device_array import DeviceArray
 

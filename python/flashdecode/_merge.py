@@ -13,7 +13,8 @@ import numpy as np
 from . import _flashdecode as _native
 from ._common import (_DTYPES, _QUERY_ELEMENT_BYTES, _host_view, _is_torch,
                       _to_tensor)
-from ._cuda import _CudaArray, _common_device, _new_output, _torch_stream
+from ._cuda_arrays import (_CudaArray, _common_device, _new_output,
+                           _torch_stream)
 from .device_array import DeviceArray
 
 _LSE_BASES = ("e", "2")
