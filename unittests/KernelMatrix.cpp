@@ -345,6 +345,33 @@ std::vector<MatrixConfig> kvShards() {
   return params;
 }
 
+/// Top-k sparse decode (pages of one position whose negative entries are
+/// holes: a load predicated, a copy zero-filled, a score masked): tensor
+/// cores (GQA, MQA's two tiles, fp8 per token) and CUDA cores (f32, MLA's
+/// latent cache), with sinks. Lists of 45 slots: the kernel tests' longest
+/// length at pages of one position (KernelMatrixOnGPUTest.cpp).
+std::vector<MatrixConfig> topK() {
+  auto make = [](ElementType type, int64_t headDim, int64_t groupSize,
+                 const char *arch) {
+    MatrixConfig config{type, headDim, groupSize, 1, 1, CacheLayout::NHD,
+                        arch};
+    config.topK = 45;
+    return config;
+  };
+  std::vector<MatrixConfig> params = {make(ElementType::F16, 128, 8, "sm_90"),
+                                      make(ElementType::BF16, 64, 32, "sm_80"),
+                                      make(ElementType::F32, 64, 4, "sm_90")};
+  params.back().sinks = true;
+  params.push_back(make(ElementType::F16, 128, 4, "sm_80"));
+  params.back().kvCacheType = KVCacheType::E4M3;
+  params.back().kvScale = KVScaleGranularity::TokenHead;
+  params.push_back(make(ElementType::BF16, 576, 16, "sm_90"));
+  params.back().valueHeadDim = 512;
+  params.back().sharedKV = true;
+  params.back().sinks = true;
+  return params;
+}
+
 } // namespace
 
 std::string describe(const MatrixConfig &config) {
@@ -425,6 +452,7 @@ KernelConfig toKernelConfig(const MatrixConfig &matrixConfig) {
   config.fusedMerge = matrixConfig.fusedMerge;
   config.kvShardWorld = matrixConfig.kvShardWorld;
   config.kvShardInterleave = matrixConfig.kvShardInterleave;
+  config.topK = matrixConfig.topK;
   return config;
 }
 
@@ -456,7 +484,8 @@ std::vector<MatrixConfig> getKernelMatrix() {
       // dim.
       {"Float8HeadDims", everyHeadDim(KVCacheType::E4M3)},
       {"WideHeads", wideHeads()},
-      {"KVShards", kvShards()}};
+      {"KVShards", kvShards()},
+      {"TopK", topK()}};
   std::vector<MatrixConfig> matrix;
   for (const auto &[suite, configs] : suites)
     for (MatrixConfig config : configs) {

@@ -66,6 +66,9 @@ struct MatrixConfig {
   /// masks from global positions.
   int64_t kvShardWorld = 0;
   int64_t kvShardInterleave = 1;
+  /// Top-k sparse decode: the lists of K slots (pages of one position)
+  /// with holes; 0, off.
+  int64_t topK = 0;
 };
 
 /// The configuration's name: its suite, dtype, D, Hq / Hkv, Lq, paging,

@@ -91,9 +91,10 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
       {lengthsType, MemRefType::get(outputShape, elementType)});
   if (config.withLse)
     argumentTypes.push_back(MemRefType::get(rowShape, builder.getF32Type()));
+  // A block table; of top-k lists, [B, K].
   if (config.pageSize)
-    argumentTypes.push_back(
-        MemRefType::get({dynamic, dynamic}, builder.getI32Type()));
+    argumentTypes.push_back(MemRefType::get(
+        {dynamic, config.topK ? config.topK : dynamic}, builder.getI32Type()));
   auto perHead = MemRefType::get({config.numQueryHeads}, builder.getF32Type());
   if (config.withSinks)
     argumentTypes.push_back(perHead);
@@ -159,6 +160,7 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
       builder, loc, query, keyCache, valueCache, lengths, blockTable,
       alibiSlopes, queryLens, kScale, vScale, shardRank, output, lse, sinks,
       layout, scale, window, softCap, shard,
+      config.topK ? builder.getUnitAttr() : UnitAttr(),
       config.schedule ? mlir::fd::ScheduleAttr::get(&context, *config.schedule)
                       : mlir::fd::ScheduleAttr());
   func::ReturnOp::create(builder, loc);

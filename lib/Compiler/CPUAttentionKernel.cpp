@@ -73,6 +73,12 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
                           buffers.maxPagesPerSequence < 1))
     return invalid("the kernel reads paged caches: blockTable, numPages and "
                    "maxPagesPerSequence are required");
+  if (config.topK && buffers.maxPagesPerSequence != config.topK)
+    return invalid("the kernel reads top-k lists of " +
+                   std::to_string(config.topK) +
+                   " slots: maxPagesPerSequence must be " +
+                   std::to_string(config.topK) + ", got " +
+                   std::to_string(buffers.maxPagesPerSequence));
   if (config.withAlibi && !buffers.alibiSlopes)
     return invalid("the kernel was compiled with ALiBi: alibiSlopes buffer "
                    "(float [num_q_heads]) required");

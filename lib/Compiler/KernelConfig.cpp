@@ -47,6 +47,8 @@ std::string KernelConfig::validate() const {
           getReasonKVShardFieldsInvalid(kvShardWorld, kvShardInterleave);
       !reason.empty())
     return reason;
+  if (std::string reason = getReasonTopKInvalid(); !reason.empty())
+    return reason;
   if (isKVSharded() && withSinks)
     return "with_sinks with kv_shard_world: each rank would count the sinks "
            "once more; merge the ranks' states, then join the sinks as one "
@@ -66,6 +68,34 @@ std::string KernelConfig::validate() const {
     if (!reason.empty())
       return "schedule: " + reason;
   }
+  return "";
+}
+
+std::string KernelConfig::getReasonTopKInvalid() const {
+  if (topK < 0)
+    return "top_k must be >= 0 (0: dense attention), got " +
+           std::to_string(topK);
+  if (topK == 0)
+    return "";
+  // Each attends its own list of tokens, whose positions say nothing of
+  // the rules over positions.
+  const std::pair<bool, const char *> excluded[] = {
+      {pageSize != 1, "page_size must be 1 (pages of one position: the "
+                      "lists' slots)"},
+      {queryLength != 1, "query_len must be 1 (each query token has a list "
+                         "of its own: give them as sequences)"},
+      {windowLeft != 0, "window_left must be 0 (a list's tokens have no "
+                        "positions the window could count)"},
+      {withAlibi, "with_alibi must be false (a list's tokens have no "
+                  "positions ALiBi could count)"},
+      {withQueryLens, "with_query_lens must be false (one query token)"},
+      {isKVSharded(), "kv_shard_world must be 0 (the lists name the slots "
+                      "of one cache)"},
+      {cacheLayout != CacheLayout::NHD,
+       "kv_layout must be NHD (a slot is a row of [slots, Hkv, D])"}};
+  for (const auto &[violated, rule] : excluded)
+    if (violated)
+      return std::string("top_k ") + std::to_string(topK) + ": " + rule;
   return "";
 }
 
@@ -158,6 +188,7 @@ void KernelConfig::forEachField(
   visit("with_query_lens", withQueryLens);
   visit("kv_shard_world", kvShardWorld);
   visit("kv_shard_interleave", kvShardInterleave);
+  visit("top_k", topK);
   visit("with_lse", withLse);
   visit("kv_dtype", getKVCacheTypeName(*this));
   visit("kv_scale", std::string(getKVScaleName(*this)));

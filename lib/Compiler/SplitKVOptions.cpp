@@ -41,7 +41,9 @@ int64_t resolveNumSplits(const KernelRequest &request) {
     rules.windowLeft = config.windowLeft;
   if (config.isKVSharded())
     rules.kvShard = config.getKVShard();
-  int64_t attended = mlir::fd::getAttendedLength(hints.maxLength, rules);
+  // A top-k list attends at most its K tokens, however long the cache.
+  int64_t attended = mlir::fd::getAttendedLength(
+      config.topK ? config.topK : hints.maxLength, rules);
   KernelSchedule schedule = config.getKernelSchedule();
   SplitPlannerOptions planner = hints.planner;
   planner.maxSplits = getAutomaticSplitCap(schedule, hints.planner.maxSplits,

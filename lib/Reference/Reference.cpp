@@ -109,12 +109,13 @@ void attention(const AttentionProblem &problem, std::vector<double> &output,
         int64_t row = (b * problem.queryLength + t) * problem.numQueryHeads + h;
         const double *sink = problem.sinks ? problem.sinks + h : nullptr;
         // The keys the row attends: [first, p], the rank's alone when the
-        // cache is sharded.
+        // cache is sharded, but holes.
         keys.clear();
         for (int64_t j = first; j <= position; ++j)
-          if (problem.shardWorld == 0 ||
-              (j / problem.shardInterleave) % problem.shardWorld ==
-                  problem.shardRank)
+          if ((problem.shardWorld == 0 ||
+               (j / problem.shardInterleave) % problem.shardWorld ==
+                   problem.shardRank) &&
+              !(problem.holes && problem.holes[b * problem.maxLength + j]))
             keys.push_back(j);
         if (keys.empty()) {
           // Only the sink: weight exp(sink - sink) = 1 over a zero value

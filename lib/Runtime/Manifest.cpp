@@ -157,6 +157,11 @@ Manifest Manifest::parse(const std::string &text) {
   optionalFlag(config, "with_alibi", "config.", manifest.withAlibi);
   optionalFlag(config, "with_query_lens", "config.", manifest.withQueryLens);
   optionalFlag(config, "fused_merge", "config.", manifest.fusedMerge);
+  if (config.find("top_k")) {
+    manifest.topK = integer(config, "top_k", "config.");
+    if (manifest.topK < 0)
+      missing("config.top_k", "0 (dense) or the lists' length K >= 1");
+  }
   if (config.find("kv_shard_world")) {
     manifest.kvShardWorld = integer(config, "kv_shard_world", "config.");
     manifest.kvShardInterleave =

@@ -325,6 +325,11 @@ void DecodePlan::bind() {
              : "the kernels read dense caches: blockTable must be 0");
   if (manifest.pageSize && buffers.maxLength % manifest.pageSize != 0)
     fail("paged caches: maxLength must be max_pages * page_size");
+  if (manifest.topK && buffers.maxLength != manifest.topK)
+    fail("top-k lists (config.top_k " + std::to_string(manifest.topK) +
+         "): maxLength must be the lists' length, " +
+         std::to_string(manifest.topK) + ", got " +
+         std::to_string(buffers.maxLength));
   if (manifest.pageSize &&
       (buffers.numPages < 1 || buffers.numPages > INT32_MAX))
     fail("paged caches: numPages (the pages in each pool) must be in [1, "

@@ -45,6 +45,7 @@ from ._fp8 import check_compile_options as _check_fp8_options
 from ._fp8 import quantize_kv
 from ._cuda import _decode_cuda
 from ._decoder import Decoder
+from . import _sparse
 from ._merge import merge_state, merge_state_in_place, merge_states
 from .device_array import DeviceArray
 
@@ -160,7 +161,7 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
             with_sinks=False, with_alibi=False, with_query_lens=False,
             kv_dtype=None, kv_scale=None, fused_merge=False, page_size=None,
             schedule=None, v_head_dim=None, shared_kv=False,
-            kv_shard_world=0, kv_shard_interleave=1):
+            kv_shard_world=0, kv_shard_interleave=1, top_k=0):
     """Compiles the GPU kernels of one configuration (through the JIT cache).
 
     No device is involved, so ``arch`` and ``sm_count`` default to an H200's;
@@ -210,7 +211,10 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
     the lengths are global, the partial kernel takes "kv_shard_rank" (int32
     [1], its last but for a fused merge's) and manifest["config"] has
     "kv_shard_world" and "kv_shard_interleave"; 0 (the default) is not
-    sharded."""
+    sharded. top_k=K compiles top-k sparse decode (decode_attention's
+    indices): the caches read as pages of one position (page_size 1, the
+    default then), the "block_table" the lists [B, K] whose negative
+    entries are skipped; manifest["config"]["top_k"] is K."""
     if schedule is not None and not isinstance(schedule, str):
         raise TypeError("schedule must be a string (#fd.schedule's fields) "
                         f"or None, got {type(schedule).__name__}")
@@ -223,6 +227,10 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
     kv_options = _check_fp8_options(kv_dtype, kv_scale)
     _check_v_head_dim(v_head_dim)
     shared_kv = _check_flag("shared_kv", shared_kv)
+    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral):
+        raise TypeError(f"top_k must be an int, got {top_k!r}")
+    if top_k and page_size is None:
+        page_size = 1
     ptx, manifest, chosen = _native.compile(_native.KernelRequest(
         head_dim, num_q_heads, num_kv_heads, query_len, _dtype_code(dtype),
         kv_layout, _check_page_size(page_size), splits, split_kv, scale,
@@ -231,7 +239,7 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
         window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
         **kv_options, schedule=schedule, v_head_dim=v_head_dim or 0,
         shared_kv=shared_kv,
-        **_shard_config(kv_shard_world, kv_shard_interleave)))
+        **_shard_config(kv_shard_world, kv_shard_interleave), top_k=top_k))
     return Kernel(ptx, manifest, chosen)
 
 
@@ -243,7 +251,8 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
                      logits_soft_cap=None, sinks=None, alibi_slopes=None,
                      query_lens=None, kv_dtype=None, k_scale=None,
                      v_scale=None, fused_merge=False, check_lengths=False,
-                     v_head_dim=None, kv_shard=None):
+                     v_head_dim=None, kv_shard=None, indices=None,
+                     topk_length=None):
     """softmax(scale * q k^T) v over each sequence's first seq_lens[b] keys.
 
     v_head_dim: None (the values' head dim is q's) or D_v: v_cache is then
@@ -382,28 +391,47 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     fused_merge = _check_flag("fused_merge", fused_merge)
     check_lengths = _check_flag("check_lengths", check_lengths)
     kv_shard = _check_kv_shard(kv_shard)
+    sparse = None
+    if indices is not None:
+        sparse = _sparse.SparseCall(
+            q, k_cache, v_cache, seq_lens, indices, topk_length, kv_layout,
+            k_scale, v_scale, out, lse, block_table=block_table,
+            window_left=window_left, alibi_slopes=alibi_slopes,
+            query_lens=query_lens, kv_shard=kv_shard)
+        q, k_cache, v_cache = sparse.q, sparse.k_cache, sparse.v_cache
+        seq_lens, block_table = sparse.seq_lens, sparse.block_table
+        fp8["k_scale"], fp8["v_scale"] = sparse.k_scale, sparse.v_scale
+        out, lse = sparse.out, sparse.lse
+    elif topk_length is not None:
+        raise ValueError("topk_length bounds the lists of indices: give "
+                         "indices with it")
+    top_k = 0 if sparse is None else sparse.top_k
     if backend == "cpu":
         for name, value in (("arch", arch), ("stream", stream)):
             if value is not None:
                 raise ValueError(f"{name} is for backend='cuda'")
-        return _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale,
-                           kv_layout, return_lse, dtype, block_table, planner,
-                           **masking, **fp8, v_head_dim=v_head_dim, out=out,
-                           lse=lse, kv_shard=kv_shard)
-    if backend == "cuda":
-        return _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale,
-                            kv_layout, return_lse, dtype, block_table, arch,
-                            out, lse, stream, planner, **masking, **fp8,
-                            fused_merge=fused_merge,
-                            check_lengths=check_lengths,
-                            v_head_dim=v_head_dim, kv_shard=kv_shard)
-    raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
+        result = _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits,
+                             scale, kv_layout, return_lse, dtype,
+                             block_table, planner, **masking, **fp8,
+                             v_head_dim=v_head_dim, out=out, lse=lse,
+                             kv_shard=kv_shard, top_k=top_k)
+    elif backend == "cuda":
+        result = _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits,
+                              scale, kv_layout, return_lse, dtype,
+                              block_table, arch, out, lse, stream, planner,
+                              **masking, **fp8, fused_merge=fused_merge,
+                              check_lengths=check_lengths,
+                              v_head_dim=v_head_dim, kv_shard=kv_shard,
+                              top_k=top_k)
+    else:
+        raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
+    return result if sparse is None else sparse.restore(result, return_lse)
 
 
 def mla_decode(q, kv_cache, seq_lens, *, block_table=None, head_dim_v=512,
                scale=None, return_lse=False, backend="cpu", query_lens=None,
                kv_dtype=None, k_scale=None, num_splits=None, dtype=None,
-               kv_shard=None):
+               kv_shard=None, indices=None, topk_length=None):
     """Absorbed multi-head latent attention decode (DeepSeek-V3/R1/V3.2,
     Kimi K2): every query head attends over one shared latent cache.
 
@@ -417,8 +445,9 @@ def mla_decode(q, kv_cache, seq_lens, *, block_table=None, head_dim_v=512,
     pass it. query_lens (multi-token prediction), kv_dtype and k_scale (fp8
     latent caches, k_scale scaling keys and values alike), num_splits,
     kv_shard (a latent cache sharded by token over ranks: decode context
-    parallelism) and dtype ("bfloat16" for uint16 bit patterns) are
-    decode_attention's, as
+    parallelism), indices and topk_length (top-k sparse decode over the
+    latent cache: DeepSeek V3.2; seq_lens None) and dtype ("bfloat16" for
+    uint16 bit patterns) are decode_attention's, as
     is backend ("cpu" or "cuda"; Decoder(q, kv_cache, None, seq_lens, out,
     v_head_dim=head_dim_v) captures it for graph replays). ValueError names
     the argument: a kv_cache of more than one KV head, head_dim_v over the
@@ -447,4 +476,5 @@ def mla_decode(q, kv_cache, seq_lens, *, block_table=None, head_dim_v=512,
                             backend=backend, block_table=block_table,
                             query_lens=query_lens, kv_dtype=kv_dtype,
                             k_scale=k_scale, v_head_dim=head_dim_v,
-                            dtype=dtype, kv_shard=kv_shard)
+                            dtype=dtype, kv_shard=kv_shard, indices=indices,
+                            topk_length=topk_length)

@@ -32,10 +32,11 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                  planner, window_left=0, logits_soft_cap=None, kv_dtype=None,
                  k_scale=None, v_scale=None, fused_merge=False,
                  check_lengths=False, v_head_dim=None, kv_shard=None,
-                 **buffers):
+                 top_k=0, **buffers):
     """``buffers``: sinks, alibi_slopes, query_lens (None or device
     arrays). kv_dtype, k_scale, v_scale: fp8 caches (see _fp8). kv_shard: a
-    checked _Shard or None."""
+    checked _Shard or None. top_k: the block table's lists are top-k
+    indices (_sparse.py) when > 0."""
     problem, arrays, kv_format = _check_cuda_inputs(
         q, k_cache, v_cache, seq_lens, block_table, kv_layout, dtype, kv_dtype,
         v_head_dim)
@@ -82,7 +83,7 @@ def _decode_cuda(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
         window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
         **_fp8.config_options(kv_format, granularity),
         v_head_dim=problem.value_head_dim, shared_kv=problem.shared_kv,
-        **_shard_options(kv_shard)), device)
+        **_shard_options(kv_shard), top_k=top_k), device)
     pointers["kv_shard_rank"] = _shard_pointer(kv_shard, device)
     if stream is None:
         stream = _torch_stream(device) if any(

@@ -2,6 +2,7 @@
 
 from . import _flashdecode as _native
 from . import _fp8
+from . import _sparse
 from ._common import (_DTYPES, _buffer_flags, _check_flag, _check_kv_shard,
                       _check_scale, _check_soft_cap, _check_window, _is_torch,
                       _planner_options, _shard_options, _split_options)
@@ -66,6 +67,10 @@ class Decoder:
     decode_attention); the rank lives in device memory the process keeps,
     so the Decoders of every rank share one compiled kernel, and
     ``check_lengths`` bounds the lengths by what the shards hold.
+    ``indices`` (and ``topk_length``): top-k sparse decode, as for
+    decode_attention (``seq_lens`` None): the lists and their lengths are
+    read at every run() and replay(), so new lists written in place need no
+    re-capture (a ``topk_length`` of None is K's the Decoder owns).
     """
 
     def __init__(self, q, k_cache, v_cache, seq_lens, out, lse=None, *,
@@ -75,9 +80,26 @@ class Decoder:
                  logits_soft_cap=None, sinks=None, alibi_slopes=None,
                  query_lens=None, kv_dtype=None, k_scale=None, v_scale=None,
                  fused_merge=False, check_lengths=False, v_head_dim=None,
-                 kv_shard=None):
+                 kv_shard=None, indices=None, topk_length=None):
         fused_merge = _check_flag("fused_merge", fused_merge)
         kv_shard = _check_kv_shard(kv_shard)
+        top_k = 0
+        if indices is not None:
+            # The paged call it is (_sparse.py), bound to views of the
+            # given arrays.
+            sparse = _sparse.SparseCall(
+                q, k_cache, v_cache, seq_lens, indices, topk_length,
+                kv_layout, k_scale, v_scale, out, lse,
+                block_table=block_table, window_left=window_left,
+                alibi_slopes=alibi_slopes, query_lens=query_lens,
+                kv_shard=kv_shard)
+            q, k_cache, v_cache = sparse.q, sparse.k_cache, sparse.v_cache
+            seq_lens, block_table = sparse.seq_lens, sparse.block_table
+            k_scale, v_scale = sparse.k_scale, sparse.v_scale
+            out, lse, top_k = sparse.out, sparse.lse, sparse.top_k
+        elif topk_length is not None:
+            raise ValueError("topk_length bounds the lists of indices: give "
+                             "indices with it")
         self.check_lengths = _check_flag("check_lengths", check_lengths)
         window_left = _check_window(window_left)
         logits_soft_cap = _check_soft_cap(logits_soft_cap)
@@ -137,7 +159,7 @@ class Decoder:
             **_buffer_flags(buffers), fused_merge=fused_merge,
             **_fp8.config_options(kv_format, granularity),
             v_head_dim=problem.value_head_dim, shared_kv=problem.shared_kv,
-            **_shard_options(kv_shard))
+            **_shard_options(kv_shard), top_k=top_k)
         pointers["kv_shard_rank"] = _shard_pointer(kv_shard, self.device)
         table = arrays[4].pointer if block_table is not None else 0
         self._plan = _native.CudaPlan(

@@ -146,6 +146,24 @@ class DeviceArray:
         self._buffer.download(host)
         return host
 
+    def reshape(self, *shape):
+        """A view of the same device memory with another shape of as many
+        elements (C order, as numpy's reshape of a contiguous array); it
+        keeps the memory alive."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool)
+                   and n >= 0 for n in shape):
+            raise TypeError(f"shape must be ints >= 0, got {shape!r}")
+        shape = tuple(int(n) for n in shape)
+        if math.prod(shape) != math.prod(self._shape):
+            raise ValueError(f"cannot reshape {self._shape} into {shape}: "
+                             f"{math.prod(self._shape)} elements")
+        view = object.__new__(DeviceArray)
+        view.__dict__.update(self.__dict__)
+        view._shape = shape
+        return view
+
     @property
     def shape(self):
         """The shape, a tuple of ints (C order, contiguous)."""

@@ -64,7 +64,7 @@ makeRequest(int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
             bool withQueryLens, const std::string &kvDtype,
             const std::string &kvScale, bool fusedMerge,
             const std::optional<std::string> &schedule, int64_t valueHeadDim,
-            bool sharedKV, int64_t kvShardWorld, int64_t kvShardInterleave) {
+            bool sharedKV, int64_t kvShardWorld, int64_t kvShardInterleave, int64_t topK) {
   KernelConfig config;
   config.headDim = headDim;
   config.valueHeadDim = valueHeadDim;
@@ -90,6 +90,7 @@ makeRequest(int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
   config.withQueryLens = withQueryLens;
   config.kvShardWorld = kvShardWorld;
   config.kvShardInterleave = kvShardInterleave;
+  config.topK = topK;
   config.kvCacheType = parseKVCacheType(kvDtype);
   config.kvScaleGranularity = parseKVScaleGranularity(kvScale);
   config.fusedMerge = fusedMerge;
@@ -133,7 +134,8 @@ makeRequest(int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
       py::arg("v_head_dim") = KernelConfig().valueHeadDim,                     \
       py::arg("shared_kv") = KernelConfig().sharedKV,                          \
       py::arg("kv_shard_world") = KernelConfig().kvShardWorld,                 \
-      py::arg("kv_shard_interleave") = KernelConfig().kvShardInterleave
+      py::arg("kv_shard_interleave") = KernelConfig().kvShardInterleave,       \
+      py::arg("top_k") = KernelConfig().topK
 
 /// The data of an optional C-contiguous buffer of `count` T (float or
 /// int32_t) that the kernel reads exactly when `reads`: required then (the

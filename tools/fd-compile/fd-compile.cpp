@@ -316,6 +316,14 @@ IntegerFlag kvShardInterleave(
     "kv-shard-interleave",
     cl::desc("consecutive tokens on one rank of a sharded cache\n(default 1)"),
     cl::location(config.kvShardInterleave), fdCompileFlag);
+IntegerFlag topK(
+    "top-k",
+    cl::desc("top-k sparse decode: each sequence attends the tokens\nan "
+             "int32 [batch, K] list names (param \"block_table\"),\nflat "
+             "slots of the caches' first two dimensions\n(-1: none), the "
+             "first seq_lens[b] of them; the caches\nare read as pages of one "
+             "position (--page-size 1);\n0 for none (default 0)"),
+    cl::location(config.topK), fdCompileFlag);
 SwitchFlag fusedMerge(
     "fused-merge",
     cl::desc("merge in the partial kernel: the last block of each\n(sequence, "
@@ -426,6 +434,9 @@ int main(int argc, char **argv) {
   if (kvScale.getNumOccurrences() && !config.hasFloat8Cache())
     exitWithUsageError("--kv-scale is only for fp8 caches: give --kv-dtype "
                        "e4m3 or e5m2 with it");
+  // Top-k lists are pages of one position.
+  if (config.topK > 0 && !pageSize.getNumOccurrences())
+    config.pageSize = 1;
   if (schedule.getNumOccurrences()) {
     std::string error;
     config.schedule = parseScheduleChoice(schedule, error);

@@ -221,7 +221,8 @@ inline std::vector<double> expandShard(const std::vector<double> &caches,
 /// The float64 reference of `manifest`'s kernels (their window and
 /// soft-cap) with `features` over caches of `maxLength` positions (NHD when
 /// `isNHD`, else HND); `values` is ignored with Manifest::sharedKV (the
-/// keys' first D_v columns are the values). With a sharded cache the
+/// keys' first D_v columns are the values); `holes` ([B, maxLength], or
+/// null) the positions that are no key. With a sharded cache the
 /// caches are the rank's share (features.kvShardRank) and the lengths
 /// global: the reference attends the rank's keys of the caches they are a
 /// share of (expandShard).
@@ -230,7 +231,7 @@ inline void referenceAttention(
     const std::vector<double> &keys, const std::vector<double> &values,
     const FeatureInputs &features, const std::vector<int32_t> &lengths,
     int64_t maxLength, bool isNHD, std::vector<double> &expected,
-    std::vector<double> &expectedLse) {
+    std::vector<double> &expectedLse, const uint8_t *holes = nullptr) {
   reference::AttentionProblem problem;
   problem.batch = lengths.size();
   problem.queryLength = manifest.queryLength;
@@ -247,6 +248,7 @@ inline void referenceAttention(
   problem.keyCache = keys.data();
   problem.valueCache = manifest.sharedKV ? nullptr : values.data();
   problem.lengths = lengths.data();
+  problem.holes = holes;
   std::vector<double> globalKeys, globalValues;
   if (manifest.kvShardWorld) {
     const KVShard shard{manifest.kvShardWorld, manifest.kvShardInterleave};

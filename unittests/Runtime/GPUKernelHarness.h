@@ -230,12 +230,16 @@ protected:
     return decode;
   }
 
-  /// A block table of distinct written pages, shuffled.
+  /// A block table of distinct written pages, shuffled; of top-k lists
+  /// (Manifest::topK), every third entry a hole (-1).
   std::vector<int32_t> shuffledTable(const PagedInputs &inputs) {
     std::vector<int32_t> table(inputs.writtenPages);
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), random);
     table.resize(inputs.batch * inputs.maxPages);
+    if (bundle.manifest.topK)
+      for (size_t i = 1; i < table.size(); i += 3)
+        table[i] = -1;
     return table;
   }
 
@@ -258,9 +262,17 @@ protected:
     gatherPages(inputs, table, bundle.manifest.numKVHeads,
                 bundle.manifest.headDim, bundle.manifest.valueHeadDim, isNHD(),
                 keys, values);
+    // Of top-k lists, the positions of negative entries are no keys.
+    std::vector<uint8_t> holes;
+    if (bundle.manifest.topK)
+      for (int64_t b = 0; b < inputs.batch; ++b)
+        for (int64_t j = 0; j < inputs.getMaxLength(); ++j)
+          holes.push_back(
+              table[b * inputs.maxPages + j / inputs.pageSize] < 0);
     referenceAttention(bundle.manifest, inputs.query, keys, values,
                        inputs.features, live, inputs.getMaxLength(),
-                       /*isNHD=*/true, expected, expectedLse);
+                       /*isNHD=*/true, expected, expectedLse,
+                       holes.empty() ? nullptr : holes.data());
   }
 
   /// The output and lse the decode wrote.

@@ -587,3 +587,18 @@ TEST_F(FakeRuntime, PlanRejectsARankForACacheNotSharded) {
             "kvShardRank must be 0");
   EXPECT_TRUE(state.launches.empty());
 }
+
+TEST_F(FakeRuntime, PlanTakesTopKListsOfTheirLength) {
+  // Top-k lists of 4 slots (pages of one position): the block table's rows
+  // are the lists, so the length the kernels read rows by is K.
+  std::string manifest = kManifest;
+  replaceFirst(manifest, "\"with_lse\": true",
+               "\"with_lse\": true, \"page_size\": 1, \"top_k\": 4");
+  bundle.manifest = Manifest::parse(manifest);
+  EXPECT_EQ(bundle.manifest.topK, 4);
+  buffers.blockTable = 0x7000;
+  buffers.numPages = 100;
+  EXPECT_EQ(planError(*device, bundle, buffers),
+            "DecodePlan: top-k lists (config.top_k 4): maxLength must be the "
+            "lists' length, 4, got 4096");
+}

@@ -83,6 +83,12 @@ struct KernelConfig {
   /// an i32 [1] buffer says which rank (so one kernel serves every rank).
   int64_t kvShardWorld = 0;
   int64_t kvShardInterleave = 1;
+  /// Top-k sparse decode (0: off): each sequence attends the tokens an
+  /// int32 [batch, topK] list names, flat slots of the caches' first two
+  /// dimensions (-1: none), the first seq_lens[b] of them: a paged cache of
+  /// pages of one position (pageSize 1) whose negative entries are holes.
+  /// One query token, no window, ALiBi, query lengths or shard.
+  int64_t topK = 0;
   bool withLse = false;
   /// FP8 caches: the element type and the scales' granularity (the scales
   /// are f32 buffers, one for K and one for V).
@@ -105,6 +111,9 @@ struct KernelConfig {
   /// An empty string when the configuration is supported, otherwise a
   /// sentence naming the field and the accepted values.
   std::string validate() const;
+  /// validate()'s rules of topK: "" when it is 0 or its config can be
+  /// top-k sparse.
+  std::string getReasonTopKInvalid() const;
 
   /// What the partial kernel's schedule depends on (fd/Planning/KernelPlan.h),
   /// as fd::getKernelProblem reads it off the op this config builds.

@@ -63,6 +63,9 @@ struct AttentionProblem {
   int64_t shardWorld = 0;
   int64_t shardInterleave = 1;
   int64_t shardRank = 0;
+  /// Holes: [B, Lmax], nonzero where position j of sequence b is no key (a
+  /// paged cache's hole, a top-k list's -1); its rows skip it. Null: none.
+  const uint8_t *holes = nullptr;
   const double *query = nullptr;
   const double *keyCache = nullptr;
   /// Null: the values are the first D_v columns of the key cache's rows

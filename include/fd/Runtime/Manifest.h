@@ -95,6 +95,10 @@ struct Manifest {
   /// partial kernel reads its rank ("kv_shard_rank").
   int64_t kvShardWorld = 0;
   int64_t kvShardInterleave = 1;
+  /// Top-k sparse decode (config.top_k; 0: off): the block table holds each
+  /// sequence's list of K slots (pages of one position), whose negative
+  /// entries the kernels skip.
+  int64_t topK = 0;
   bool withLse = false;
   int64_t numSplits = 0;
   /// Whether the partial kernel merges (config.fused_merge): it then counts

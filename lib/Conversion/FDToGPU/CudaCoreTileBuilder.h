@@ -72,6 +72,9 @@ private:
   struct StepLoads {
     SmallVector<Value> tokens, keyScales, valueScales;
     SmallVector<SmallVector<Value>> keyVectors, valueVectors;
+    /// With block-table holes, whether each step's token is a key (its
+    /// loads are zeros where not).
+    SmallVector<Value> isKey;
   };
   /// Issues every load of the steps from `stepStart` before any is used,
   /// so several 16-byte loads per lane are in flight; a paged cache's
@@ -79,6 +82,11 @@ private:
   /// updated).
   StepLoads loadStep(Value stepStart, Value upper, int64_t unroll,
                      Value &cachedBlock, Value &cachedPage);
+  /// The loads of one cache row as loadStep issues them: its per-token
+  /// scales (with them), then its key and value vectors alternating.
+  SmallVector<Value> loadRow(Value row);
+  /// Appends `loaded` (loadRow's order) to `loads`' lists.
+  void unpackRow(ArrayRef<Value> loaded, StepLoads &loads);
   /// Every (row, step) score of `loads` (scaled, shaped and with ALiBi, as
   /// the softmax takes them), and the steps' value elements as f32.
   SmallVector<SmallVector<Value>>

@@ -87,6 +87,11 @@ Value PartialKernelBuilder::loadPageEntry(Value token) {
                 e.add(tableRow, block), 4);
 }
 
+Value PartialKernelBuilder::isKeyEntry(Value entry) {
+  return arith::CmpIOp::create(rewriter, e.loc, arith::CmpIPredicate::sge,
+                               entry, e.i32(0));
+}
+
 Value PartialKernelBuilder::clampPage(Value entry) {
   return buildClampedPage(rewriter, e.loc,
                           arith::IndexCastOp::create(

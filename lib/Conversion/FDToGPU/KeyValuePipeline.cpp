@@ -56,6 +56,14 @@ SmallVector<Value> KeyValuePipeline::toPages(ValueRange entries) {
   return pages;
 }
 
+SmallVector<Value> KeyValuePipeline::toIsKey(ValueRange entries) {
+  SmallVector<Value> isKey;
+  if (b.rules.blockTableHoles)
+    for (Value entry : entries)
+      isKey.push_back(b.isKeyEntry(entry));
+  return isKey;
+}
+
 Value KeyValuePipeline::slotAddress(Value stage, int64_t slot) {
   KernelEmitter &e = b.e;
   const int64_t threads = PartialKernelLayout::kThreads;
@@ -83,22 +91,31 @@ Value KeyValuePipeline::tokenScales(Value stage, bool ofValues) {
 }
 
 void KeyValuePipeline::copyHalfStep(bool ofValues, Value first,
-                                    ArrayRef<Value> pages, Value stage,
+                                    ArrayRef<Value> pages,
+                                    ArrayRef<Value> isKey, Value stage,
                                     Value live) {
   KernelEmitter &e = b.e;
   Type i8 = b.rewriter.getI8Type();
   const int64_t headDim = b.geometry.headDim;
   const int64_t slotBytes = b.layout.slotBytes;
   SmallVector<Value> tokens = laneTokens(first);
+  // A copy of lane token `token` (0: K's key, 1 and 2: V's pair) reads
+  // nothing when the step is past the chunk or the token is a hole: its
+  // slot is zeros.
+  auto isLive = [&](int64_t token) -> Value {
+    if (isKey.empty())
+      return live;
+    return arith::AndIOp::create(b.rewriter, e.loc, live, isKey[token]);
+  };
   auto copy = [&](Value base, Type type, Value offset, int64_t slot,
-                  int64_t byteOffset, int64_t bytes) {
+                  int64_t byteOffset, int64_t bytes, int64_t token) {
     Value source = e.address(base, type, offset);
     Value target = e.address(slotAddress(stage, slot), i8, e.index(byteOffset));
     NVVM::CpAsyncOp::create(b.rewriter, e.loc, target, source,
                             static_cast<uint32_t>(bytes),
                             bytes == 16 ? NVVM::LoadCacheModifierKind::CG
                                         : NVVM::LoadCacheModifierKind::CA,
-                            e.select(live, e.i32(bytes), e.i32(0)));
+                            e.select(isLive(token), e.i32(bytes), e.i32(0)));
   };
   Type element = b.cache.addressType(), f32 = b.rewriter.getF32Type();
   // The rows of the lane's key pair 2p, 2p+1.
@@ -109,19 +126,20 @@ void KeyValuePipeline::copyHalfStep(bool ofValues, Value first,
     Value keyRow = b.cacheRow(tokens[0], pages[0]);
     Value keyOffset = e.add(e.mul(keyRow, e.index(headDim)), keyLane);
     for (int64_t v = 0; v < keySlots; ++v)
-      copy(b.keys, element, e.add(keyOffset, e.index(32 * v)), v, 0, slotBytes);
+      copy(b.keys, element, e.add(keyOffset, e.index(32 * v)), v, 0, slotBytes,
+           0);
     if (b.keyScales)
       for (int64_t key = 0; key < 2; ++key)
-        copy(b.keyScales, f32, pairRow(key), scaleSlot, 4 * key, 4);
+        copy(b.keyScales, f32, pairRow(key), scaleSlot, 4 * key, 4, 1 + key);
   } else {
     for (int64_t key = 0; key < 2; ++key) {
       Value row = pairRow(key);
       Value valueOffset = e.add(e.mul(row, e.index(headDim)), valueLane);
       for (int64_t v = 0; v < valueSlots; ++v)
         copy(b.values, element, e.add(valueOffset, e.index(64 * v)),
-             keySlots + key * valueSlots + v, 0, slotBytes);
+             keySlots + key * valueSlots + v, 0, slotBytes, 1 + key);
       if (b.valueScales)
-        copy(b.valueScales, f32, row, scaleSlot + 1, 4 * key, 4);
+        copy(b.valueScales, f32, row, scaleSlot + 1, 4 * key, 4, 1 + key);
     }
   }
   NVVM::CpAsyncCommitGroupOp::create(b.rewriter, e.loc);
@@ -164,11 +182,17 @@ SmallVector<Value> KeyValuePipeline::start() {
     llvm::append_range(carriedEntries, lookUp.getResults().drop_front(
                                            (stages - 1) * kEntriesPerStep));
   }
+  auto stepEntries = [&](int64_t step) {
+    return ArrayRef<Value>(prologueEntries)
+        .slice(step * kEntriesPerStep, kEntriesPerStep);
+  };
   auto stepPages = [&](int64_t step) {
     if (!paged)
       return SmallVector<Value>(kEntriesPerStep);
-    return toPages(ArrayRef<Value>(prologueEntries)
-                       .slice(step * kEntriesPerStep, kEntriesPerStep));
+    return toPages(stepEntries(step));
+  };
+  auto stepIsKey = [&](int64_t step) {
+    return paged ? toIsKey(stepEntries(step)) : SmallVector<Value>();
   };
   // K(0), V(0), .., V(S - 2), then K(S - 1): the order the loop's waits
   // count on. The steps' first keys and step 0's pages are built before
@@ -181,11 +205,12 @@ SmallVector<Value> KeyValuePipeline::start() {
   for (int64_t step = 0; step < stages; ++step) {
     if (step > 0)
       pages = stepPages(step);
-    copyHalfStep(/*ofValues=*/false, stepFirsts[step], pages, e.index(step),
-                 stepLive(step));
+    SmallVector<Value> isKey = stepIsKey(step);
+    copyHalfStep(/*ofValues=*/false, stepFirsts[step], pages, isKey,
+                 e.index(step), stepLive(step));
     if (step + 1 < stages)
-      copyHalfStep(/*ofValues=*/true, stepFirsts[step], pages, e.index(step),
-                   stepLive(step));
+      copyHalfStep(/*ofValues=*/true, stepFirsts[step], pages, isKey,
+                   e.index(step), stepLive(step));
   }
   return carriedEntries;
 }
@@ -202,11 +227,13 @@ KeyValuePipeline::Step KeyValuePipeline::beginStep(Value stepStart, Value first,
   // for.
   const int64_t ahead = (stages - 1) * tokensPerStep;
   Value aheadStart = e.add(stepStart, e.index(ahead));
-  SmallVector<Value> nextPages(kEntriesPerStep);
-  if (paged)
+  SmallVector<Value> nextPages(kEntriesPerStep), nextIsKey;
+  if (paged) {
     nextPages = toPages(entries.slice(0, kEntriesPerStep));
+    nextIsKey = toIsKey(entries.slice(0, kEntriesPerStep));
+  }
   copyHalfStep(/*ofValues=*/true, e.add(first, e.index(ahead)), nextPages,
-               stageOf(e.add(stepIndex, e.index(stages - 1))),
+               nextIsKey, stageOf(e.add(stepIndex, e.index(stages - 1))),
                e.lessThan(aheadStart, chunk.end));
   waitForHalfStep();
   Step step;
@@ -226,14 +253,26 @@ void KeyValuePipeline::copyKeysAhead(Value stepStart, Value first, Value stage,
                                      ValueRange entries) {
   KernelEmitter &e = b.e;
   // Its entries were loaded a step ago.
-  SmallVector<Value> pages(kEntriesPerStep);
-  if (b.geometry.isPaged())
+  SmallVector<Value> pages(kEntriesPerStep), isKey;
+  if (b.geometry.isPaged()) {
     pages = toPages(entries.slice(kEntriesPerStep, kEntriesPerStep));
+    isKey = toIsKey(entries.slice(kEntriesPerStep, kEntriesPerStep));
+  }
   copyHalfStep(
       /*ofValues=*/false, e.add(first, e.index(stages * tokensPerStep)), pages,
-      stage,
+      isKey, stage,
       e.lessThan(e.add(stepStart, e.index(stages * tokensPerStep)),
                  b.chunk.end));
+}
+
+SmallVector<Value> KeyValuePipeline::pairIsKey(Value first) {
+  SmallVector<Value> isKey;
+  if (!b.rules.blockTableHoles)
+    return isKey;
+  SmallVector<Value> tokens = laneTokens(first);
+  for (int64_t key = 0; key < 2; ++key)
+    isKey.push_back(b.isKeyEntry(b.loadPageEntry(tokens[1 + key])));
+  return isKey;
 }
 
 void KeyValuePipeline::waitForHalfStep() {

@@ -18,7 +18,9 @@
 // A paged cache's block-table entries are loaded a step or two before the
 // copies that use them and carried through the loop (one register each),
 // clamped into pages only where a copy uses them, so that nothing waits on
-// a load in the step that issues it.
+// a load in the step that issues it. With holes, a copy of a hole reads
+// nothing (its slots are zeros) and the scores' mask loads the pair's
+// entries again.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +59,10 @@ public:
   /// Once this step's K is read: copies K of step i + S into its slots.
   void copyKeysAhead(Value stepStart, Value first, Value stage,
                      ValueRange entries);
+  /// With block-table holes, whether the lane's keys 2p and 2p + 1 of the
+  /// step whose warp starts at `first` are keys (their entries loaded
+  /// again: those the copies took were loaded steps ago); else none.
+  SmallVector<Value> pairIsKey(Value first);
   /// Waits for the half step read next (this step's K at its top, its V
   /// before P V): the 2S - 1 newest groups stay in flight.
   void waitForHalfStep();
@@ -87,14 +93,18 @@ private:
   SmallVector<Value> laneTokens(Value first);
   SmallVector<Value> lookUpPages(ArrayRef<Value> tokens);
   SmallVector<Value> toPages(ValueRange entries);
+  /// With block-table holes, whether each entry is a key; else none.
+  SmallVector<Value> toIsKey(ValueRange entries);
   Value slotAddress(Value stage, int64_t slot);
   Value stageOf(Value index);
   /// Copies the K (with the pair's key scales) or, `ofValues`, the V (with
   /// their value scales) of the step whose warp starts at `first` into
-  /// `stage`, reading nothing unless `live` (the step is in the chunk), and
-  /// commits them as one group. `pages` are those of laneTokens(first).
+  /// `stage`, reading nothing unless `live` (the step is in the chunk) and,
+  /// with holes, the token `isKey` says is a key (a hole's slots are
+  /// zeros), and commits them as one group. `pages` (and `isKey`) are those
+  /// of laneTokens(first).
   void copyHalfStep(bool ofValues, Value first, ArrayRef<Value> pages,
-                    Value stage, Value live);
+                    ArrayRef<Value> isKey, Value stage, Value live);
 
   TensorCoreTileBuilder &b;
   const int64_t stages, tokensPerStep, keySlots, valueSlots, scaleSlot;

@@ -113,6 +113,8 @@ protected:
   Value loadPageEntry(Value token);
   /// The page a block-table entry names, clamped into the pool (index).
   Value clampPage(Value entry);
+  /// Whether a block-table entry (i32) is a key, not a hole (negative).
+  Value isKeyEntry(Value entry);
   /// The query head of row `row` of the block: kvHead * group + row % group.
   Value queryHeadOf(Value row);
   /// The query token of row `row` of the block: row / group.

@@ -74,6 +74,9 @@ SmallVector<Value> CudaCoreTileBuilder::streamStep(Value stepStart, Value upper,
     Value tileMax = state.max;
     for (int64_t u = 0; u < unroll; ++u) {
       visible.push_back(e.lessThan(loads.tokens[u], upper));
+      if (!loads.isKey.empty())
+        visible[u] = arith::AndIOp::create(rewriter, e.loc, visible[u],
+                                           loads.isKey[u]);
       if (mask)
         visible[u] = maskForRow(mask, r, loads.tokens[u], visible[u]);
       tileMax = e.select(
@@ -115,6 +118,7 @@ CudaCoreTileBuilder::StepLoads
 CudaCoreTileBuilder::loadStep(Value stepStart, Value upper, int64_t unroll,
                               Value &cachedBlock, Value &cachedPage) {
   const int64_t tokensPerStep = layout.tokensPerStep();
+  const bool holes = rules.blockTableHoles;
   // Issue every load of the unrolled steps before using any, so several
   // 16-byte loads per lane are in flight.
   StepLoads loads;
@@ -126,6 +130,8 @@ CudaCoreTileBuilder::loadStep(Value stepStart, Value upper, int64_t unroll,
     Value clamped = e.min(token, lastToken);
     Value page;
     if (geometry.isPaged()) {
+      // With holes the entry is carried as it is (a hole is negative) and
+      // clamped into the pool where it addresses the cache.
       Value block = arith::DivUIOp::create(rewriter, e.loc, clamped,
                                            e.index(geometry.pageSize));
       auto lookup = scf::IfOp::create(
@@ -134,46 +140,108 @@ CudaCoreTileBuilder::loadStep(Value stepStart, Value upper, int64_t unroll,
             scf::YieldOp::create(rewriter, e.loc, cachedPage);
           },
           [&](OpBuilder &, Location) {
-            scf::YieldOp::create(rewriter, e.loc, pageOf(clamped));
+            scf::YieldOp::create(
+                rewriter, e.loc,
+                holes ? arith::IndexCastOp::create(rewriter, e.loc,
+                                                   rewriter.getIndexType(),
+                                                   loadPageEntry(clamped))
+                            .getResult()
+                      : pageOf(clamped));
           });
       page = lookup.getResult(0);
       cachedBlock = block;
       cachedPage = page;
+      if (holes) {
+        loads.isKey.push_back(
+            arith::CmpIOp::create(rewriter, e.loc, arith::CmpIPredicate::sge,
+                                  page, e.index(0)));
+        page = buildClampedPage(rewriter, e.loc, page, numPages);
+      }
     }
     Value row = cacheRow(clamped, page);
-    // Vector v of the key row, then of the value row: the loads of a step
-    // alternate between the caches.
-    Value keyOffset = e.mul(row, e.index(geometry.headDim));
-    Value valueOffset = geometry.valueHeadDim == geometry.headDim
-                            ? keyOffset
-                            : e.mul(row, e.index(geometry.valueHeadDim));
-    if (keyScales) {
-      loads.keyScales.push_back(loadTokenScale(keyScales, row));
-      loads.valueScales.push_back(values ? loadTokenScale(valueScales, row)
-                                         : loads.keyScales.back());
+    if (!holes) {
+      unpackRow(loadRow(row), loads);
+      continue;
     }
-    auto vectorAt = [&](Value offset, Value index) {
-      return e.add(offset, e.mul(index, e.index(layout.vectorWidth)));
-    };
-    loads.keyVectors.emplace_back();
-    loads.valueVectors.emplace_back();
-    for (int64_t v = 0;
-         v < std::max(layout.vectorsPerLane, layout.valueVectorsPerLane); ++v) {
-      Value keyAt;
-      if (v < layout.vectorsPerLane) {
-        keyAt = vectorAt(keyOffset, vectorIndices[v]);
-        loads.keyVectors.back().push_back(loadCacheVector(keys, keyAt));
-      }
-      if (!values || v >= layout.valueVectorsPerLane)
-        continue;
-      Value valueAt = keyAt && valueOffset == keyOffset &&
-                              valueVectorIndices[v] == vectorIndices[v]
-                          ? keyAt
-                          : vectorAt(valueOffset, valueVectorIndices[v]);
-      loads.valueVectors.back().push_back(loadCacheVector(values, valueAt));
-    }
+    // A hole's row is not read: its loads are zeros.
+    SmallVector<Type> types;
+    auto ifKey = scf::IfOp::create(
+        rewriter, e.loc, loads.isKey.back(),
+        [&](OpBuilder &, Location) {
+          SmallVector<Value> loaded = loadRow(row);
+          for (Value value : loaded)
+            types.push_back(value.getType());
+          scf::YieldOp::create(rewriter, e.loc, loaded);
+        },
+        [&](OpBuilder &, Location) {
+          SmallVector<Value> zeros;
+          for (Type type : types)
+            zeros.push_back(arith::ConstantOp::create(
+                rewriter, e.loc, cast<TypedAttr>(rewriter.getZeroAttr(type))));
+          scf::YieldOp::create(rewriter, e.loc, zeros);
+        });
+    unpackRow(SmallVector<Value>(ifKey.getResults()), loads);
   }
   return loads;
+}
+
+SmallVector<Value> CudaCoreTileBuilder::loadRow(Value row) {
+  // Vector v of the key row, then of the value row: the loads of a step
+  // alternate between the caches. With per-token scales, those first.
+  Value keyOffset = e.mul(row, e.index(geometry.headDim));
+  Value valueOffset = geometry.valueHeadDim == geometry.headDim
+                          ? keyOffset
+                          : e.mul(row, e.index(geometry.valueHeadDim));
+  SmallVector<Value> loaded;
+  if (keyScales) {
+    loaded.push_back(loadTokenScale(keyScales, row));
+    if (values)
+      loaded.push_back(loadTokenScale(valueScales, row));
+  }
+  auto vectorAt = [&](Value offset, Value index) {
+    return e.add(offset, e.mul(index, e.index(layout.vectorWidth)));
+  };
+  for (int64_t v = 0;
+       v < std::max(layout.vectorsPerLane, layout.valueVectorsPerLane); ++v) {
+    Value keyAt;
+    if (v < layout.vectorsPerLane) {
+      keyAt = vectorAt(keyOffset, vectorIndices[v]);
+      loaded.push_back(loadCacheVector(keys, keyAt));
+    }
+    if (!values || v >= layout.valueVectorsPerLane)
+      continue;
+    Value valueAt = keyAt && valueOffset == keyOffset &&
+                            valueVectorIndices[v] == vectorIndices[v]
+                        ? keyAt
+                        : vectorAt(valueOffset, valueVectorIndices[v]);
+    loaded.push_back(loadCacheVector(values, valueAt));
+  }
+  return loaded;
+}
+
+void CudaCoreTileBuilder::unpackRow(ArrayRef<Value> loaded, StepLoads &loads) {
+  if (keyScales) {
+    loads.keyScales.push_back(loaded.front());
+    loaded = loaded.drop_front();
+    // Values read from the keys are scaled as the keys are.
+    loads.valueScales.push_back(values ? loaded.front()
+                                       : loads.keyScales.back());
+    if (values)
+      loaded = loaded.drop_front();
+  }
+  loads.keyVectors.emplace_back();
+  loads.valueVectors.emplace_back();
+  for (int64_t v = 0;
+       v < std::max(layout.vectorsPerLane, layout.valueVectorsPerLane); ++v) {
+    if (v < layout.vectorsPerLane) {
+      loads.keyVectors.back().push_back(loaded.front());
+      loaded = loaded.drop_front();
+    }
+    if (!values || v >= layout.valueVectorsPerLane)
+      continue;
+    loads.valueVectors.back().push_back(loaded.front());
+    loaded = loaded.drop_front();
+  }
 }
 
 SmallVector<SmallVector<Value>>

@@ -93,6 +93,9 @@ void TensorCoreTileBuilder::streamRowTile(Value firstRow) {
       [&](OpBuilder &, Location, Value stepStart, ValueRange carried) {
         Value first = e.add(stepStart, pipeline.getWarpBase());
         ValueRange entries = carried.drop_front(entriesAt);
+        // With holes, which of the lane's keys are keys: loaded before the
+        // waits, read by the mask.
+        SmallVector<Value> pairIsKey = pipeline.pairIsKey(first);
         KeyValuePipeline::Step step =
             pipeline.beginStep(stepStart, first, entries);
         Value stage = step.stage;
@@ -111,8 +114,8 @@ void TensorCoreTileBuilder::streamRowTile(Value firstRow) {
         // This step's K is read: its slots take K of step i + S.
         pipeline.copyKeysAhead(stepStart, first, stage, entries);
 
-        SmallVector<Value> scores =
-            maskTensorCoreScores(first, pairKey, s, pairScoreScales, rows);
+        SmallVector<Value> scores = maskTensorCoreScores(
+            first, pairKey, s, pairScoreScales, rows, pairIsKey);
 
         SmallVector<Value> next(carried.begin(), carried.end());
         TensorCoreSoftmaxStep softmax = stepTensorCoreSoftmax(carried, scores);
@@ -282,7 +285,7 @@ TensorCoreTileBuilder::getTensorCoreRows(Value firstRow) {
 
 SmallVector<Value> TensorCoreTileBuilder::maskTensorCoreScores(
     Value first, Value pairKey, ArrayRef<Value> s, ArrayRef<Value> scoreScales,
-    const TensorCoreRows &rows) {
+    const TensorCoreRows &rows, ArrayRef<Value> pairIsKey) {
   // Scaled to base 2; keys a row may not see are -inf. s[i] is row
   // g + 8 (i / 2), key 2p + i % 2.
   SmallVector<Value> scores;
@@ -300,6 +303,9 @@ SmallVector<Value> TensorCoreTileBuilder::maskTensorCoreScores(
           rewriter, e.loc, visible,
           arith::AndIOp::create(rewriter, e.loc, inWindow, inChunk));
     }
+    if (!pairIsKey.empty())
+      visible = arith::AndIOp::create(rewriter, e.loc, visible,
+                                      pairIsKey[i % 2]);
     Value score = shapeScore(e.mul(s[i], scoreScales[i % 2]));
     if (alibiSlopes)
       score =

@@ -74,11 +74,13 @@ private:
   TensorCoreRows getTensorCoreRows(Value firstRow);
   /// A step's scores S (row g + 8 (i / 2), key 2p + i % 2; `first` the
   /// warp's first key, `pairKey` 2p) times the pair's `scoreScales`,
-  /// shaped and with ALiBi, -inf where the row may not see the key.
+  /// shaped and with ALiBi, -inf where the row may not see the key or,
+  /// with holes, where `pairIsKey` says the key is a hole.
   SmallVector<Value> maskTensorCoreScores(Value first, Value pairKey,
                                           ArrayRef<Value> s,
                                           ArrayRef<Value> scoreScales,
-                                          const TensorCoreRows &rows);
+                                          const TensorCoreRows &rows,
+                                          ArrayRef<Value> pairIsKey);
   /// One step of a tensor-core tile's online softmax for the lane's rows
   /// g and g + 8: each row's new max (over its four lanes), its sum (the
   /// lane's share), the factor its state is rescaled by, and the scores'

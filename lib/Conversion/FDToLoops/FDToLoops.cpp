@@ -92,60 +92,75 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
   auto keyLoop = scf::ForOp::create(
       b, loc, begin, end, one, ValueRange{initial.max, initial.sum},
       [&](OpBuilder &b, Location loc, Value position, ValueRange state) {
+        // A hole of the block table is no key: the state goes on unchanged
+        // and nothing of its position is read.
+        Value isKey;
         SmallVector<Value> cacheRow = indexing.cacheRow(
-            b, loc, row.keyCache, row.batch, position, row.kvHead);
-        Value kScale =
-            row.kScale ? loadKVScale(b, loc, row.kScale, cacheRow) : Value();
-        // Values read from the key cache are scaled as its keys are.
-        Value vScale = row.values == row.keyCache ? kScale
-                       : row.vScale ? loadKVScale(b, loc, row.vScale, cacheRow)
-                                    : Value();
-        auto dotLoop = scf::ForOp::create(
-            b, loc, zeroIndex, headDim, one, ValueRange{zero},
-            [&](OpBuilder &b, Location loc, Value dim, ValueRange partial) {
-              Value q = loadAsF32(
-                  b, loc, row.query,
-                  indexing.row(row.batch, row.token, row.head, {dim}));
-              Value k = loadCacheElement(b, loc, row.keyCache,
-                                         withDim(cacheRow, dim), kScale);
-              Value product = arith::MulFOp::create(b, loc, q, k);
-              scf::YieldOp::create(b, loc,
-                                   ValueRange{arith::AddFOp::create(
-                                       b, loc, partial[0], product)});
+            b, loc, row.keyCache, row.batch, position, row.kvHead,
+            rules.blockTableHoles ? &isKey : nullptr);
+        auto foldKey = [&](OpBuilder &b, Location loc) {
+          Value kScale =
+              row.kScale ? loadKVScale(b, loc, row.kScale, cacheRow) : Value();
+          // Values read from the key cache are scaled as its keys are.
+          Value vScale = row.values == row.keyCache ? kScale
+                         : row.vScale ? loadKVScale(b, loc, row.vScale, cacheRow)
+                                      : Value();
+          auto dotLoop = scf::ForOp::create(
+              b, loc, zeroIndex, headDim, one, ValueRange{zero},
+              [&](OpBuilder &b, Location loc, Value dim, ValueRange partial) {
+                Value q = loadAsF32(
+                    b, loc, row.query,
+                    indexing.row(row.batch, row.token, row.head, {dim}));
+                Value k = loadCacheElement(b, loc, row.keyCache,
+                                           withDim(cacheRow, dim), kScale);
+                Value product = arith::MulFOp::create(b, loc, q, k);
+                scf::YieldOp::create(b, loc,
+                                     ValueRange{arith::AddFOp::create(
+                                         b, loc, partial[0], product)});
+              });
+          Value score =
+              arith::MulFOp::create(b, loc, dotLoop.getResult(0), scale);
+          if (rules.logitsSoftCap)
+            score = buildSoftCap(b, loc, score, *rules.logitsSoftCap,
+                                 [&](Value x) -> Value {
+                                   return math::Exp2Op::create(b, loc, x);
+                                 });
+          if (row.alibiSlope)
+            score = buildAlibiBias(
+                b, loc, score, row.alibiSlope,
+                buildKeyPosition(b, loc, *row.sequence, position), row.position);
+          Value newMax = arith::MaximumFOp::create(b, loc, state[0], score);
+          // Rescales what was accumulated under the old maximum.
+          Value correction = math::ExpOp::create(
+              b, loc, arith::SubFOp::create(b, loc, state[0], newMax));
+          Value weight = math::ExpOp::create(
+              b, loc, arith::SubFOp::create(b, loc, score, newMax));
+          scf::ForOp::create(
+              b, loc, zeroIndex, valueHeadDim, one, ValueRange{},
+              [&](OpBuilder &b, Location loc, Value dim, ValueRange) {
+                Value v = loadCacheElement(b, loc, row.values,
+                                           withDim(cacheRow, dim), vScale);
+                Value previous = memref::LoadOp::create(b, loc, accumulator, dim);
+                Value updated = arith::AddFOp::create(
+                    b, loc, arith::MulFOp::create(b, loc, previous, correction),
+                    arith::MulFOp::create(b, loc, weight, v));
+                memref::StoreOp::create(b, loc, updated, accumulator, dim);
+                scf::YieldOp::create(b, loc);
+              });
+          Value newSum = arith::AddFOp::create(
+              b, loc, arith::MulFOp::create(b, loc, state[1], correction),
+              weight);
+          scf::YieldOp::create(b, loc, ValueRange{newMax, newSum});
+        };
+        if (!isKey) {
+          foldKey(b, loc);
+          return;
+        }
+        auto ifKey = scf::IfOp::create(
+            b, loc, isKey, foldKey, [&](OpBuilder &b, Location loc) {
+              scf::YieldOp::create(b, loc, state);
             });
-        Value score =
-            arith::MulFOp::create(b, loc, dotLoop.getResult(0), scale);
-        if (rules.logitsSoftCap)
-          score = buildSoftCap(b, loc, score, *rules.logitsSoftCap,
-                               [&](Value x) -> Value {
-                                 return math::Exp2Op::create(b, loc, x);
-                               });
-        if (row.alibiSlope)
-          score = buildAlibiBias(
-              b, loc, score, row.alibiSlope,
-              buildKeyPosition(b, loc, *row.sequence, position), row.position);
-        Value newMax = arith::MaximumFOp::create(b, loc, state[0], score);
-        // Rescales what was accumulated under the old maximum.
-        Value correction = math::ExpOp::create(
-            b, loc, arith::SubFOp::create(b, loc, state[0], newMax));
-        Value weight = math::ExpOp::create(
-            b, loc, arith::SubFOp::create(b, loc, score, newMax));
-        scf::ForOp::create(
-            b, loc, zeroIndex, valueHeadDim, one, ValueRange{},
-            [&](OpBuilder &b, Location loc, Value dim, ValueRange) {
-              Value v = loadCacheElement(b, loc, row.values,
-                                         withDim(cacheRow, dim), vScale);
-              Value previous = memref::LoadOp::create(b, loc, accumulator, dim);
-              Value updated = arith::AddFOp::create(
-                  b, loc, arith::MulFOp::create(b, loc, previous, correction),
-                  arith::MulFOp::create(b, loc, weight, v));
-              memref::StoreOp::create(b, loc, updated, accumulator, dim);
-              scf::YieldOp::create(b, loc);
-            });
-        Value newSum = arith::AddFOp::create(
-            b, loc, arith::MulFOp::create(b, loc, state[1], correction),
-            weight);
-        scf::YieldOp::create(b, loc, ValueRange{newMax, newSum});
+        scf::YieldOp::create(b, loc, ifKey.getResults());
       });
   return {keyLoop.getResult(0), keyLoop.getResult(1)};
 }

@@ -56,9 +56,12 @@ struct AttentionIndexing {
   /// The cache indices of position `position` of sequence `batch`, without
   /// the head-dim index. A paged cache reads the position's page from the
   /// block table (clamped into the pool, so a bad entry reads no memory
-  /// outside it) once per position.
+  /// outside it) once per position; with holes (`isKey` not null) whether
+  /// the entry is one (negative: a hole, whose position is no key) goes to
+  /// `isKey`.
   SmallVector<Value> cacheRow(OpBuilder &b, Location loc, Value cache,
-                              Value batch, Value position, Value kvHead) const {
+                              Value batch, Value position, Value kvHead,
+                              Value *isKey = nullptr) const {
     Value outer = batch, slot = position;
     if (blockTable) {
       Value pageSize =
@@ -67,6 +70,10 @@ struct AttentionIndexing {
       Value page =
           memref::LoadOp::create(b, loc, blockTable, ValueRange{batch, block});
       page = arith::IndexCastOp::create(b, loc, b.getIndexType(), page);
+      if (isKey)
+        *isKey = arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::sge, page,
+            arith::ConstantIndexOp::create(b, loc, 0));
       outer = buildClampedPage(b, loc, page,
                                memref::DimOp::create(b, loc, cache, 0));
       slot = arith::RemUIOp::create(b, loc, position, pageSize);

@@ -652,3 +652,11 @@ func.func @kv_shard_with_sinks(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf16>,
   fd.attention %q, %k, %v, %l kv_shard_rank %r : memref<1xi32> sinks %s : memref<8xf32> into %o {kv_shard = #fd.kv_shard<world = 2, interleave = 1>} : memref<1x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<1x8x64xf16>
   return
 }
+
+// -----
+
+func.func @holes_without_block_table(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>, %l: memref<1xi32>, %o: memref<1x8x64xf16>) {
+  // expected-error @below {{'block_table_holes' says which block-table entries are holes: it needs a 'block_table'}}
+  fd.attention %q, %k, %v, %l into %o {block_table_holes} : memref<1x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<1x8x64xf16>
+  return
+}

@@ -199,3 +199,16 @@ func.func @kv_shard(%q: memref<?x4x8x64xf16>, %k: memref<?x?x2x64xf16>, %v: memr
         memref<?xi32> into memref<?x4x8x3x64xf32>, memref<?x4x8x3xf32>
   return
 }
+
+// CHECK-LABEL: func @top_k_lists
+func.func @top_k_lists(%q: memref<?x8x64xf32>, %k: memref<?x1x2x64xf32>, %v: memref<?x1x2x64xf32>,
+                       %lens: memref<?xi32>, %lists: memref<?x16xi32>, %out: memref<?x8x64xf32>,
+                       %po: memref<?x8x2x64xf32>, %pl: memref<?x8x2xf32>) {
+  // CHECK: fd.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} block_table %{{.*}} : memref<?x16xi32> into %{{.*}} {block_table_holes} :
+  fd.attention %q, %k, %v, %lens block_table %lists : memref<?x16xi32> into %out {block_table_holes}
+      : memref<?x8x64xf32>, memref<?x1x2x64xf32>, memref<?x1x2x64xf32>, memref<?xi32> into memref<?x8x64xf32>
+  // CHECK: fd.partial_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} block_table %{{.*}} : memref<?x16xi32> into %{{.*}}, %{{.*}} {block_table_holes} :
+  fd.partial_attention %q, %k, %v, %lens block_table %lists : memref<?x16xi32> into %po, %pl {block_table_holes}
+      : memref<?x8x64xf32>, memref<?x1x2x64xf32>, memref<?x1x2x64xf32>, memref<?xi32> into memref<?x8x2x64xf32>, memref<?x8x2xf32>
+  return
+}

@@ -279,13 +279,18 @@ static LogicalResult verifyRules(AttentionOpInterface op) {
              << "'logits_soft_cap' must be a positive finite number, got "
              << value;
   }
+  if (op.getBlockTableHoles() && !op.getBlockTable())
+    return op->emitOpError()
+           << "'block_table_holes' says which block-table entries are holes: "
+              "it needs a 'block_table'";
   return verifyKVShard(op);
 }
 
 AttentionRules mlir::fd::getAttentionRules(Value query, IntegerAttr windowLeft,
                                            FloatAttr logitsSoftCap,
                                            Value queryLens,
-                                           KVShardAttr kvShard) {
+                                           KVShardAttr kvShard,
+                                           bool blockTableHoles) {
   ArrayRef<int64_t> queryShape = memrefType(query).getShape();
   AttentionRules rules;
   rules.queryLength = queryShape.size() == 4 ? queryShape[1] : 1;
@@ -296,6 +301,7 @@ AttentionRules mlir::fd::getAttentionRules(Value query, IntegerAttr windowLeft,
     rules.logitsSoftCap = static_cast<float>(logitsSoftCap.getValueAsDouble());
   if (kvShard)
     rules.kvShard = kvShard.getShard();
+  rules.blockTableHoles = blockTableHoles;
   return rules;
 }
 

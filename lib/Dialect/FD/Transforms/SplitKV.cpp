@@ -251,7 +251,7 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
         op.getQueryLens(), op.getKScale(), op.getVScale(), op.getKvShardRank(),
         partialOutput, partialLse, op.getKvLayoutAttr(), op.getScaleAttr(),
         op.getWindowLeftAttr(), op.getLogitsSoftCapAttr(), op.getKvShardAttr(),
-        schedule, chunkLength);
+        op.getBlockTableHolesAttr(), schedule, chunkLength);
     // The sinks join the softmax once, in the merge, not per chunk; the
     // merge writes the padding rows the partial attention leaves alone.
     MergeOp::create(rewriter, loc, partialOutput, partialLse, op.getOutput(),

@@ -95,6 +95,11 @@ struct AttentionRules {
   /// global; the rank is read from a `kv_shard_rank` operand at run time.
   std::optional<KVShard> kvShard;
 
+  /// A paged cache whose negative block-table entries are holes: their
+  /// positions are not attended (top-k sparse attention, with pages of one
+  /// position).
+  bool blockTableHoles = false;
+
   /// Whether the query tokens of a sequence see different keys, so rows
   /// need a mask beyond their chunk: more than one query token.
   bool rowsDiffer() const { return queryLength > 1; }
@@ -102,7 +107,7 @@ struct AttentionRules {
 
 AttentionRules getAttentionRules(Value query, IntegerAttr windowLeft,
                                  FloatAttr logitsSoftCap, Value queryLens,
-                                 KVShardAttr kvShard);
+                                 KVShardAttr kvShard, bool blockTableHoles);
 
 /// The softmax scale: `scale`, or 1/sqrt(D) of `query` when it is null.
 float getEffectiveScale(FloatAttr scale, Value query);

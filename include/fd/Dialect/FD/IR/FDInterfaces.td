@@ -66,6 +66,9 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
     InterfaceMethod<"The `kv_shard` attribute, null when absent.",
       "::mlir::fd::KVShardAttr", "getKvShardAttr">,
     InterfaceMethod<[{
+        Whether a negative block-table entry is a hole (`block_table_holes`).
+      }], "bool", "getBlockTableHoles">,
+    InterfaceMethod<[{
         The `schedule` attribute (the partial kernel's), null when absent.
       }], "::mlir::fd::ScheduleAttr", "getScheduleAttr">,
     InterfaceMethod<[{
@@ -75,7 +78,8 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
       "::mlir::fd::AttentionRules", "getRules", (ins), [{}], [{
         return ::mlir::fd::getAttentionRules($_op.getQuery(),
             $_op.getWindowLeftAttr(), $_op.getLogitsSoftCapAttr(),
-            $_op.getQueryLens(), $_op.getKvShardAttr());
+            $_op.getQueryLens(), $_op.getKvShardAttr(),
+            $_op.getBlockTableHoles());
       }]>,
     InterfaceMethod<[{
         Shape facts read off the operand types (batch and cache length may

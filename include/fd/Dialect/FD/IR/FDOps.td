@@ -67,6 +67,7 @@ defvar FD_AttentionAttrs = (ins
   OptionalAttr<I64Attr>:$window_left,
   OptionalAttr<F32Attr>:$logits_soft_cap,
   OptionalAttr<FD_KVShardAttr>:$kv_shard,
+  UnitAttr:$block_table_holes,
   OptionalAttr<FD_ScheduleAttr>:$schedule
 );
 
@@ -178,7 +179,12 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
     from 1 to 256. Position `j` of sequence `b` lives in page
     `block_table[b, j / page_size]` at slot `j % page_size`; the cache length
     is `max_pages * page_size`. Pages may be shared between sequences (prefix
-    sharing); they are only read.
+    sharing); they are only read. With `block_table_holes` a negative entry
+    is a hole: its positions are not attended and never read (an entry past
+    the pool is clamped into it, as without). Pages of one position with
+    holes are top-k sparse attention over flat slots: the block table lists
+    each sequence's tokens (FlashMLA's indices, `-1` for none), its length
+    how many of them count.
 
     The `fd-split-kv` pass rewrites decode-shaped instances (`Lq <= 8`) into
     `fd.partial_attention` + `fd.merge`.
