@@ -105,6 +105,16 @@ Timing Emulator::model(const Device &device, CUstream stream,
   if (manifest.pageSize)
     capacity = (capacity + manifest.pageSize - 1) / manifest.pageSize *
                manifest.pageSize;
+  // Top-k lists: the block table's rows are lists of K slots, of which the
+  // two runs' lengths count the first.
+  if (manifest.topK) {
+    if (capacity > manifest.topK)
+      throw std::runtime_error(
+          "top-k lists of " + std::to_string(manifest.topK) +
+          " slots: a length of at most " + std::to_string(manifest.topK) +
+          " (the shape's), got " + std::to_string(capacity));
+    capacity = manifest.topK;
+  }
   const DriverApi &driver = device.getDriverApi();
   const int64_t queryRows =
       batch * manifest.queryLength * manifest.numQueryHeads;
