@@ -121,24 +121,36 @@ def test_paged_shards():
         np.testing.assert_array_equal(paged[1], dense[1])
 
 
+def check_sharded_mla(inputs, lens, world, interleave, backend="cpu",
+                      to_backend=lambda array: array, **options):
+    """mla_decode over each rank's share of the inputs' latent cache (one
+    KV head, 576 wide, values its first 512 columns) against the
+    reference over that rank's keys."""
+    q, latent = inputs.stored[0], inputs.stored[1]
+    exact = inputs.exact[1]
+    scale = 1.0 / np.sqrt(192.0)
+    shard = dict(dtype="bfloat16") if backend == "cpu" else {}
+    for rank in range(world):
+        out, lse = flashdecode.mla_decode(
+            to_backend(q), to_backend(shard_cache(latent, rank, world,
+                                                  interleave)),
+            to_backend(lens), scale=scale, return_lse=True, backend=backend,
+            kv_shard=(rank, world, interleave), **shard, **options)
+        out = out if isinstance(out, np.ndarray) else out.numpy()
+        lse = lse if isinstance(lse, np.ndarray) else lse.numpy()
+        expected, expected_lse = attention(
+            inputs.exact[0], exact, exact[..., :512], lens, scale=scale,
+            kv_shard=(rank, world, interleave))
+        check_against_reference(out, lse, expected, expected_lse, "bfloat16",
+                                TOLERANCE["bfloat16"], LSE_TOLERANCE,
+                                f"rank {rank}, seed {inputs.seed}")
+
+
 def test_mla_decode_over_a_sharded_latent_cache():
     """DeepSeek's absorbed decode, 16 heads, the latent cache over 4 ranks
     of 64 tokens (MLA's decode context parallelism)."""
     inputs = Inputs("bfloat16", (2, 16, 576), (2, 300, 1, 576))
-    lens = np.array([300, 70], np.int32)
-    q, latent = inputs.stored[0], inputs.stored[1]
-    exact = inputs.exact[1]
-    scale = 1.0 / np.sqrt(192.0)
-    for rank in range(4):
-        out, lse = flashdecode.mla_decode(
-            q, shard_cache(latent, rank, 4, 64), lens, scale=scale,
-            return_lse=True, dtype="bfloat16", kv_shard=(rank, 4, 64))
-        expected, expected_lse = attention(
-            inputs.exact[0], exact, exact[..., :512], lens, scale=scale,
-            kv_shard=(rank, 4, 64))
-        check_against_reference(out, lse, expected, expected_lse, "bfloat16",
-                                TOLERANCE["bfloat16"], LSE_TOLERANCE,
-                                f"rank {rank}, seed {inputs.seed}")
+    check_sharded_mla(inputs, np.array([300, 70], np.int32), 4, 64)
 
 
 def test_lengths_are_global_and_bounded_by_the_shards():

@@ -16,15 +16,16 @@ from flashdecode import DeviceArray
 from flashdecode.distributed import shard_cache
 from per_head_buffers import LSE_TOLERANCE, TOLERANCE, to_device
 from reference import Inputs, attention, check_against_reference, page_pool
-from test_kv_shard import run_every_rank
+from test_kv_shard import check_sharded_mla, run_every_rank
 
 pytestmark = pytest.mark.usefixtures("cuda_driver")
 
 
 def device(array):
-    """A numpy array on the device (bfloat16 stays uint16 patterns, as
-    DeviceArray.from_numpy takes them)."""
-    return DeviceArray.from_numpy(np.ascontiguousarray(array))
+    """A numpy array on the device (uint16 patterns as bfloat16)."""
+    return DeviceArray.from_numpy(
+        np.ascontiguousarray(array),
+        dtype="bfloat16" if array.dtype == np.uint16 else None)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
@@ -66,23 +67,8 @@ def test_paged_shard_on_the_gpu():
 
 def test_mla_decode_over_a_sharded_latent_cache():
     inputs = Inputs("bfloat16", (2, 2, 16, 576), (2, 130, 1, 576))
-    lens = np.array([130, 3], np.int32)
-    q, latent = inputs.stored[0], inputs.stored[1]
-    exact = inputs.exact[1]
-    scale = 1.0 / np.sqrt(192.0)
-    for rank in range(2):
-        out, lse = flashdecode.mla_decode(
-            *to_device(q, shard_cache(latent, rank, 2, 64),
-                       dtype="bfloat16"),
-            device(lens), scale=scale, return_lse=True, backend="cuda",
-            kv_shard=(rank, 2, 64), num_splits=2)
-        expected, expected_lse = attention(
-            inputs.exact[0], exact, exact[..., :512], lens, scale=scale,
-            kv_shard=(rank, 2, 64))
-        check_against_reference(out.numpy(), lse.numpy(), expected,
-                                expected_lse, "bfloat16",
-                                TOLERANCE["bfloat16"], LSE_TOLERANCE,
-                                f"rank {rank} seed {inputs.seed}")
+    check_sharded_mla(inputs, np.array([130, 3], np.int32), 2, 64,
+                      backend="cuda", to_backend=device, num_splits=2)
 
 
 def test_decoders_of_two_ranks_replay_growing_lengths():
