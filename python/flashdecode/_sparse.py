@@ -78,9 +78,13 @@ class SparseCall:
         batch = q_shape[0]
         query_len = q_shape[1] if len(q_shape) == 4 else 1
         index_shape = tuple(getattr(indices, "shape", ()))
-        expected = "[B, K]" if len(q_shape) == 3 else "[B, Lq, K]"
-        if index_shape[:-1] != q_shape[:len(q_shape) - 2] or \
-                len(index_shape) != len(q_shape) - 1 or index_shape[-1] < 1:
+        # [B, Lq, K]; [B, K] where Lq is 1 (q [B, Hq, D] or [B, 1, Hq, D]).
+        accepted = [(batch, query_len)] + ([(batch,)] if query_len == 1
+                                           else [])
+        if index_shape[:-1] not in accepted or index_shape[-1:] < (1,):
+            expected = " or ".join(
+                str(list(shape) + ["K"]).replace("'", "")
+                for shape in accepted)
             raise ValueError(f"indices must be {expected} for q {q_shape}, "
                              f"got shape {index_shape}")
         self.top_k = index_shape[-1]

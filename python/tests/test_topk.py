@@ -97,6 +97,19 @@ def test_fp8_latent_lists():
           f"seed {inputs.seed}")
 
 
+def test_lists_of_one_query_token_take_either_shape():
+    """Lq = 1: indices [B, K] or [B, 1, K], q [B, Hq, D] or [B, 1, Hq, D],
+    all the same results."""
+    inputs = Inputs("float32", (2, 8, 64), (2, 16, 2, 64))
+    q, k, v = inputs.stored
+    lists = random_lists(inputs.rng, 2, 1, 8, 32)
+    expected = flashdecode.decode_attention(q, k, v, None, indices=lists[:, 0])
+    for query, shaped in ((q, lists), (q[:, None], lists[:, 0]),
+                          (q[:, None], lists)):
+        out = flashdecode.decode_attention(query, k, v, None, indices=shaped)
+        np.testing.assert_array_equal(out.reshape(expected.shape), expected)
+
+
 def test_page_pools_are_slots_too():
     """A pool [num_pages, page_size, Hkv, D]: slot = page * page_size +
     offset, the same tokens as the dense cache's slots they came from."""
@@ -154,9 +167,15 @@ def test_lists_exclude_what_positions_need():
                                          **{name: value})
     with pytest.raises(ValueError, match="seq_lens with indices: pass None"):
         flashdecode.decode_attention(q, k, v, lengths, indices=lists)
-    with pytest.raises(ValueError, match=r"indices must be \[B, K\] for q "
-                                         r"\(2, 8, 64\), got shape \(2, 1, 4\)"):
-        flashdecode.decode_attention(q, k, v, None, indices=lists[:, None])
+    with pytest.raises(ValueError, match=r"indices must be \[2, 1, K\] or "
+                                         r"\[2, K\] for q \(2, 8, 64\), got "
+                                         r"shape \(3, 4\)"):
+        flashdecode.decode_attention(q, k, v, None,
+                                     indices=np.zeros((3, 4), np.int32))
+    with pytest.raises(ValueError, match=r"indices must be \[2, 3, K\] for "
+                                         r"q \(2, 3, 8, 64\)"):
+        flashdecode.decode_attention(np.repeat(q[:, None], 3, 1), k, v, None,
+                                     indices=lists)
     with pytest.raises(ValueError, match="topk_length bounds the lists of "
                                          "indices"):
         flashdecode.decode_attention(q, k, v, lengths, topk_length=lengths)
