@@ -16,7 +16,8 @@ COLUMNS = ["config", "batch", "max_len", "mode", "num_splits", "time_us",
            "step32_eager_us", "step32_graph_us", "source", "bound", "device",
            "modeled", "num_q_heads", "num_kv_heads", "head_dim", "dtype",
            "page_size", "bytes", "roofline_fraction", "kv_dtype", "kv_scale",
-           "copy_fraction", "graph_us_per_layer", "v_head_dim", "shared_kv"]
+           "copy_fraction", "graph_us_per_layer", "v_head_dim", "shared_kv",
+           "shared_prefix", "dram_load_bytes"]
 
 MIX_CLASSES = ["fp_arith", "special_fn", "conversion", "shuffle",
                "int_other", "global_ld", "global_st", "shared_ld",
@@ -52,7 +53,13 @@ def main():
             errors.append(f"line {number}: kv_scale {kv_scale} for kv_dtype "
                           f"{kv_dtype}")
             continue
-        tokens_heads = (int(fields["batch"]) * int(fields["max_len"]) *
+        # A shared prefix is one sequence, read once for the batch.
+        prefix = fields["shared_prefix"] == "true"
+        if fields["shared_prefix"] not in ("true", "false"):
+            errors.append(f"line {number}: shared_prefix "
+                          f"{fields['shared_prefix']}")
+        sequences = 1 if prefix else int(fields["batch"])
+        tokens_heads = (sequences * int(fields["max_len"]) *
                         int(fields["num_kv_heads"]))
         # A latent cache's rows once (shared_kv), else keys and values.
         shared = fields["shared_kv"] == "true"
@@ -83,6 +90,13 @@ def main():
         if not fraction <= copy <= 1.05:
             errors.append(f"line {number}: copy_fraction {copy} not in "
                           f"[roofline_fraction {fraction}, 1.05]")
+        # Modeled: the launches' DRAM loads hold the cache's bytes at least
+        # (a shared prefix's once); measured rows have no such count.
+        loads = float(fields["dram_load_bytes"])
+        if (modeled and loads < 0.99 * kv) or (not modeled and loads != -1):
+            errors.append(f"line {number}: dram_load_bytes {loads} for "
+                          f"{'at least' if modeled else 'no count but'} "
+                          f"{kv if modeled else -1}")
         graph = float(fields["graph_us_per_layer"])
         step = float(fields["step32_graph_us"])
         if (graph < 0) != (step < 0) or (

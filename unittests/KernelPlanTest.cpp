@@ -93,6 +93,42 @@ TEST(KernelPlan, MQATilesAreBlocksOfSixteenRows) {
   EXPECT_EQ(schedule.getNumRowTiles(), 2);
 }
 
+TEST(KernelPlan, ASharedPrefixTilesTheRowsOfSeveralSequences) {
+  // Llama-3-8B's group of 4: four sequences fill a 16-row tensor-core
+  // tile, one block per four along the batch.
+  KernelProblem llama = makeProblem(128, 4);
+  llama.sharedPrefix = true;
+  EXPECT_EQ(llama.getRequestsPerBlock(), 4);
+  EXPECT_EQ(llama.getTokensPerBlock(), 4);
+  EXPECT_EQ(llama.getRowsPerKVHead(), 16);
+  EXPECT_EQ(llama.getBlockBatch(63), 16);
+  EXPECT_EQ(llama.getBlockBatch(64), 16);
+  KernelSchedule schedule = planKernel(llama, sm90());
+  EXPECT_TRUE(schedule.usesTensorCores());
+  EXPECT_EQ(schedule.getRowsPerTile(), 16);
+  EXPECT_EQ(schedule.getNumRowTiles(), 1);
+  // The rows see keys of their own positions.
+  EXPECT_TRUE(schedule.layout.causal);
+  // Lq = 4 at a group of 2: two sequences; MQA's 32 rows: one, in two
+  // tiles, as without a prefix; without one, a sequence a block.
+  KernelProblem speculative = makeProblem(64, 2, 4);
+  speculative.sharedPrefix = true;
+  EXPECT_EQ(speculative.getRequestsPerBlock(), 2);
+  KernelProblem mqa = makeProblem(128, 32);
+  mqa.sharedPrefix = true;
+  EXPECT_EQ(mqa.getRequestsPerBlock(), 1);
+  EXPECT_EQ(planKernel(mqa, sm90()).getNumRowTiles(), 2);
+  EXPECT_EQ(makeProblem(128, 4).getRequestsPerBlock(), 1);
+  EXPECT_EQ(makeProblem(128, 4).getBlockBatch(63), 63);
+  // f32 on CUDA cores: the same four sequences, in the tiles registers
+  // allow.
+  KernelProblem f32 = makeProblem(128, 4, 1, 4);
+  f32.sharedPrefix = true;
+  KernelSchedule cudaCores = planKernel(f32, sm90());
+  EXPECT_FALSE(cudaCores.usesTensorCores());
+  EXPECT_EQ(cudaCores.layout.rows, 16);
+}
+
 TEST(KernelPlan, CUDACoreTilesTakeTheFewestTilesPerResidentBlock) {
   // f32 at D = 128: 14 registers a row, at most 11 rows a tile (154 / 14 in
   // the budget of a tile loop). Demand rows x 14 + 42 for 32 rows: 3 tiles

@@ -115,6 +115,8 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
     argumentTypes.push_back(scaleType);
   if (config.isKVSharded())
     argumentTypes.push_back(MemRefType::get({1}, builder.getI32Type()));
+  if (config.sharedPrefix)
+    argumentTypes.push_back(lengthsType);
 
   auto [module, loc, arguments] =
       startFunctionModule(builder, kAttentionFunctionName, argumentTypes);
@@ -128,8 +130,8 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
                           ? builder.getF32FloatAttr(*config.logitsSoftCap)
                           : FloatAttr();
   // q, k, [v,] lengths and output, then lse, block table, sinks, ALiBi
-  // slopes, query lengths, k and v scales, the KV shard's rank, each when
-  // configured.
+  // slopes, query lengths, k and v scales, the KV shard's rank, the suffix
+  // lengths, each when configured.
   ValueRange optional = arguments;
   auto next = [&](bool present) {
     if (!present)
@@ -151,6 +153,7 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
   Value kScale = next(config.hasFloat8Cache());
   Value vScale = next(config.hasFloat8Cache() && !config.sharedKV);
   Value shardRank = next(config.isKVSharded());
+  Value suffixLens = next(config.sharedPrefix);
   mlir::fd::KVShardAttr shard =
       config.isKVSharded()
           ? mlir::fd::KVShardAttr::get(&context, config.kvShardWorld,
@@ -158,7 +161,8 @@ OwningOpRef<ModuleOp> buildAttentionModule(MLIRContext &context,
           : mlir::fd::KVShardAttr();
   mlir::fd::AttentionOp::create(
       builder, loc, query, keyCache, valueCache, lengths, blockTable,
-      alibiSlopes, queryLens, kScale, vScale, shardRank, output, lse, sinks,
+      alibiSlopes, queryLens, kScale, vScale, shardRank, suffixLens, output,
+      lse, sinks,
       layout, scale, window, softCap, shard,
       config.topK ? builder.getUnitAttr() : UnitAttr(),
       config.schedule ? mlir::fd::ScheduleAttr::get(&context, *config.schedule)

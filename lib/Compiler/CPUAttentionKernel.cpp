@@ -100,6 +100,9 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
     return invalid("kvShardRank " + std::to_string(*buffers.kvShardRank) +
                    " is not a rank of the shard: expected 0 to " +
                    std::to_string(config.kvShardWorld - 1));
+  if (config.sharedPrefix && !buffers.suffixLens)
+    return invalid("the kernel continues a shared prefix: suffixLens buffer "
+                   "(int32 [batch]) required");
 
   llvm::SmallVector<int64_t> rowShape = {buffers.batch};
   if (config.queryLength > 1)
@@ -107,7 +110,9 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
   rowShape.push_back(config.numQueryHeads);
   llvm::SmallVector<int64_t> queryShape(rowShape);
   queryShape.push_back(config.headDim);
-  int64_t outer = config.pageSize ? buffers.numPages : buffers.batch;
+  // A shared prefix is one sequence of the caches.
+  int64_t sequences = config.sharedPrefix ? 1 : buffers.batch;
+  int64_t outer = config.pageSize ? buffers.numPages : sequences;
   int64_t positions = config.pageSize ? config.pageSize : buffers.maxLength;
   llvm::SmallVector<int64_t> cacheShape =
       config.cacheLayout == CacheLayout::NHD
@@ -127,13 +132,13 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
       makeDescriptor(buffers.keyCache, cacheShape)};
   if (!config.sharedKV)
     descriptors.push_back(makeDescriptor(buffers.valueCache, valueCacheShape));
-  descriptors.push_back(makeDescriptor(buffers.seqLens, {buffers.batch}));
+  descriptors.push_back(makeDescriptor(buffers.seqLens, {sequences}));
   descriptors.push_back(makeDescriptor(buffers.output, outputShape));
   if (config.withLse)
     descriptors.push_back(makeDescriptor(buffers.lse, rowShape));
   if (config.pageSize)
     descriptors.push_back(makeDescriptor(
-        buffers.blockTable, {buffers.batch, buffers.maxPagesPerSequence}));
+        buffers.blockTable, {sequences, buffers.maxPagesPerSequence}));
   if (config.withSinks)
     descriptors.push_back(
         makeDescriptor(buffers.sinks, {config.numQueryHeads}));
@@ -152,6 +157,8 @@ llvm::Error CPUAttentionKernel::run(const AttentionBuffers &buffers) const {
   }
   if (config.isKVSharded())
     descriptors.push_back(makeDescriptor(buffers.kvShardRank, {1}));
+  if (config.sharedPrefix)
+    descriptors.push_back(makeDescriptor(buffers.suffixLens, {buffers.batch}));
 
   return invokeWithDescriptors(*engine, kAttentionFunctionName, descriptors);
 }

@@ -49,6 +49,8 @@ std::string KernelConfig::validate() const {
     return reason;
   if (std::string reason = getReasonTopKInvalid(); !reason.empty())
     return reason;
+  if (std::string reason = getReasonSharedPrefixInvalid(); !reason.empty())
+    return reason;
   if (isKVSharded() && withSinks)
     return "with_sinks with kv_shard_world: each rank would count the sinks "
            "once more; merge the ranks' states, then join the sinks as one "
@@ -99,6 +101,24 @@ std::string KernelConfig::getReasonTopKInvalid() const {
   return "";
 }
 
+std::string KernelConfig::getReasonSharedPrefixInvalid() const {
+  if (!sharedPrefix)
+    return "";
+  // Every sequence continuing the prefix has queryLength query tokens, and
+  // the prefix is one sequence of one cache.
+  const std::pair<bool, const char *> excluded[] = {
+      {withQueryLens, "with_query_lens must be false (every sequence has "
+                      "query_len query tokens)"},
+      {isKVSharded(), "kv_shard_world must be 0"},
+      {topK != 0, "top_k must be 0"},
+      {fusedMerge, "fused_merge must be false (a block holds the rows of "
+                   "several sequences: the merge kernel merges them)"}};
+  for (const auto &[violated, rule] : excluded)
+    if (violated)
+      return std::string("shared_prefix: ") + rule;
+  return "";
+}
+
 KernelProblem KernelConfig::getKernelProblem() const {
   KernelProblem problem;
   problem.headDim = headDim;
@@ -109,6 +129,7 @@ KernelProblem KernelConfig::getKernelProblem() const {
   problem.groupSize = numQueryHeads / numKVHeads;
   problem.queryLength = queryLength;
   problem.alibi = withAlibi;
+  problem.sharedPrefix = sharedPrefix;
   problem.features.paged = pageSize > 0;
   problem.features.window = windowLeft > 0;
   problem.features.softCap = logitsSoftCap.has_value();
@@ -189,6 +210,7 @@ void KernelConfig::forEachField(
   visit("kv_shard_world", kvShardWorld);
   visit("kv_shard_interleave", kvShardInterleave);
   visit("top_k", topK);
+  visit("shared_prefix", sharedPrefix);
   visit("with_lse", withLse);
   visit("kv_dtype", getKVCacheTypeName(*this));
   visit("kv_scale", std::string(getKVScaleName(*this)));

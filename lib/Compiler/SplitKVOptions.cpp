@@ -50,9 +50,11 @@ int64_t resolveNumSplits(const KernelRequest &request) {
                                            config.fusedMerge);
   if (config.chunkLength > 0)
     return getChunkedSplitCount(attended, config.chunkLength, planner.maxSplits);
-  return planNumSplits(hints.batch, config.numKVHeads, attended, planner,
-                       getSplitWorkload(config.getKernelProblem(), schedule,
-                                        config.getChip(), config.fusedMerge))
+  KernelProblem problem = config.getKernelProblem();
+  return planNumSplits(problem.getBlockBatch(hints.batch), config.numKVHeads,
+                       attended, planner,
+                       getSplitWorkload(problem, schedule, config.getChip(),
+                                        config.fusedMerge))
       .numSplits;
 }
 

@@ -34,6 +34,17 @@ bool ScheduleChoice::operator==(const ScheduleChoice &other) const {
          keyValueStages == other.keyValueStages;
 }
 
+int64_t KernelProblem::getRequestsPerBlock() const {
+  if (!sharedPrefix)
+    return 1;
+  return std::max<int64_t>(1,
+                           kTensorCoreTileRows / (groupSize * queryLength));
+}
+
+int64_t KernelProblem::getBlockBatch(int64_t batch) const {
+  return ceilDiv(batch, getRequestsPerBlock());
+}
+
 int64_t WorkgroupBuffer::getNumElements() const {
   int64_t elements = 1;
   for (int64_t extent : shape)
@@ -179,8 +190,11 @@ KernelSchedule getKernelSchedule(const KernelProblem &problem,
   KernelSchedule schedule;
   schedule.layout = PartialKernelLayout::get(
       problem.headDim, problem.queryElementBytes, problem.cacheElementBytes,
-      problem.groupSize, problem.queryLength, problem.alibi,
+      problem.groupSize, problem.getTokensPerBlock(), problem.alibi,
       choice.form == KernelForm::TensorCores, problem.getValueHeadDim());
+  // The rows of sequences continuing a shared prefix see keys of their own
+  // positions.
+  schedule.layout.causal |= problem.sharedPrefix;
   schedule.layout.rowTile = choice.rowsPerTile;
   schedule.layout.numRowTiles = choice.rowTiles;
   schedule.form = choice.form;
@@ -233,7 +247,12 @@ static std::string getReasonTilingInvalid(const KernelProblem &problem,
     os << "rows_per_tile = " << choice.rowsPerTile
        << " x row_tiles = " << choice.rowTiles << " do not cover the " << rows
        << " query rows of a KV head (group size " << problem.groupSize
-       << " x Lq " << problem.queryLength << ")";
+       << " x Lq " << problem.queryLength
+       << (problem.sharedPrefix
+               ? " x " + std::to_string(problem.getRequestsPerBlock()) +
+                     " sequences of a shared prefix"
+               : "")
+       << ")";
   } else if (choice.rowTiles > needed) {
     os << "row_tiles = " << choice.rowTiles
        << " leaves a tile without rows: " << rows << " rows in tiles of "

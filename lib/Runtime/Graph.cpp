@@ -11,6 +11,16 @@ namespace flashdecode::rt {
 Graph Graph::capture(const Device &device,
                      const std::vector<const DecodePlan *> &plans,
                      CUstream stream) {
+  return capture(device, plans, stream, [&](CUstream captured) {
+    for (const DecodePlan *plan : plans)
+      plan->launch(captured);
+  });
+}
+
+Graph Graph::capture(const Device &device,
+                     const std::vector<const DecodePlan *> &plans,
+                     CUstream stream,
+                     const std::function<void(CUstream)> &record) {
   const DriverApi &driver = device.getDriverApi();
   if (!stream)
     throw std::invalid_argument(
@@ -23,10 +33,9 @@ Graph Graph::capture(const Device &device,
         "beginning a CUDA graph capture");
   std::exception_ptr launchFailure;
   try {
-    for (const DecodePlan *plan : plans) {
-      plan->launch(stream);
+    record(stream);
+    for (const DecodePlan *plan : plans)
       result.plans.emplace_back(plan, plan->getGeneration());
-    }
   } catch (...) {
     launchFailure = std::current_exception();
   }

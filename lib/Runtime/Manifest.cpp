@@ -73,8 +73,17 @@ LaunchDim launchDim(const json::Value &value, const std::string &field) {
   } else if (value.kind == json::Value::Kind::String &&
              value.string == "num_splits") {
     dim.symbol = LaunchDim::Symbol::NumSplits;
+  } else if (value.kind == json::Value::Kind::String &&
+             value.string.rfind("batch/", 0) == 0 &&
+             value.string.size() > 6 && value.string.size() < 12 &&
+             value.string.find_first_not_of("0123456789", 6) ==
+                 std::string::npos &&
+             std::stoll(value.string.substr(6)) >= 1) {
+    dim.symbol = LaunchDim::Symbol::Batch;
+    dim.batchDivisor = std::stoll(value.string.substr(6));
   } else {
-    missing(field, "a number, \"batch\" or \"num_splits\"");
+    missing(field,
+            "a number, \"batch\", \"batch/N\" (N >= 1) or \"num_splits\"");
   }
   return dim;
 }
@@ -157,6 +166,7 @@ Manifest Manifest::parse(const std::string &text) {
   optionalFlag(config, "with_alibi", "config.", manifest.withAlibi);
   optionalFlag(config, "with_query_lens", "config.", manifest.withQueryLens);
   optionalFlag(config, "fused_merge", "config.", manifest.fusedMerge);
+  optionalFlag(config, "shared_prefix", "config.", manifest.sharedPrefix);
   if (config.find("top_k")) {
     manifest.topK = integer(config, "top_k", "config.");
     if (manifest.topK < 0)

@@ -377,6 +377,9 @@ void DecodePlan::bind() {
                        manifest.kvShardWorld != 0, "read a sharded cache",
                        "a sharded cache", "int32", "[1]",
                        "the partial kernel reads");
+  requireFeatureBuffer("suffixLens", buffers.suffixLens, manifest.sharedPrefix,
+                       "continue a shared prefix", "a shared prefix", "int32",
+                       "[batch]", "the partial kernel reads");
   // The scales' shape: the caches' without the head dim, or one per tensor.
   bool nhd = manifest.kvLayout == "NHD";
   const char *scaleShape = !manifest.hasTokenHeadScales() ? "[1]"
@@ -455,6 +458,8 @@ void DecodePlan::bind() {
           : name == "alibi_slopes"   ? buffers.alibiSlopes
           : name == "query_lens"     ? buffers.queryLens
           : name == "kv_shard_rank"  ? buffers.kvShardRank
+          : name == "suffix_lens"    ? buffers.suffixLens
+          : name == "batch"          ? static_cast<uint64_t>(buffers.batch)
           : name == "k_scale"        ? buffers.kScale
           : name == "v_scale"        ? buffers.vScale
           : name == "merge_counters" ? counters

@@ -46,11 +46,13 @@ from ._fp8 import quantize_kv
 from ._cuda import _decode_cuda
 from ._decoder import Decoder
 from . import _sparse
+from ._cascade import cascade_decode
+from ._cascade_decoder import CascadeDecoder
 from ._merge import merge_state, merge_state_in_place, merge_states
 from .device_array import DeviceArray
 
 __all__ = ["compile", "plan_splits", "decode_attention", "mla_decode",
-           "Kernel", "Decoder", "DeviceArray", "quantize_kv", "merge_states",
+           "cascade_decode", "Kernel", "Decoder", "CascadeDecoder", "DeviceArray", "quantize_kv", "merge_states",
            "merge_state", "merge_state_in_place"]
 
 CudaError = _native.CudaError

@@ -42,10 +42,12 @@ class _Problem:
     [num_pages, Hkv, page_size, D] (HND). The value cache is shaped alike
     with D_v (``v_head_dim``, default D) last; without one (``v_shape``
     None, ``v_head_dim`` given) the values are the key cache's first D_v
-    columns (MLA's latent cache)."""
+    columns (MLA's latent cache). With ``shared_prefix`` the caches hold
+    one sequence (a batch of 1, a block table of one row, seq_lens (1,))
+    that every query sequence continues."""
 
     def __init__(self, q_shape, k_shape, v_shape, lens_shape, kv_layout,
-                 table_shape=None, v_head_dim=None):
+                 table_shape=None, v_head_dim=None, shared_prefix=False):
         if kv_layout not in ("NHD", "HND"):
             raise ValueError(f"kv_layout must be 'NHD' or 'HND', got {kv_layout!r}")
         if len(q_shape) not in (3, 4):
@@ -79,15 +81,20 @@ class _Problem:
         else:
             kb, self.num_kv_heads, positions, kd = k_shape
         self.page_size = 0
+        # The caches' sequences: the queries', or one shared prefix.
+        sequences = 1 if shared_prefix else self.batch
         if table_shape is None:
             self.max_len = positions
-            if kb != self.batch:
-                raise ValueError(f"k_cache batch {kb} must equal q batch "
-                                 f"{self.batch}")
+            if kb != sequences:
+                raise ValueError(
+                    f"k_cache batch {kb} must equal q batch {self.batch}"
+                    if not shared_prefix else
+                    f"the prefix's cache must hold one sequence, got a "
+                    f"batch of {kb}")
         else:
-            if len(table_shape) != 2 or table_shape[0] != self.batch:
+            if len(table_shape) != 2 or table_shape[0] != sequences:
                 raise ValueError(f"block_table must be [B, max_pages] with B = "
-                                 f"{self.batch}, got shape {tuple(table_shape)}")
+                                 f"{sequences}, got shape {tuple(table_shape)}")
             if not _native.is_supported_page_size(positions):
                 raise ValueError(f"page size {positions} (the caches' "
                                  f"{'second' if kv_layout == 'NHD' else 'third'}"
@@ -124,8 +131,8 @@ class _Problem:
             raise ValueError("q must hold at least one sequence")
         if self.max_len < 1:
             raise ValueError("the caches must hold at least one position")
-        if tuple(lens_shape) != (self.batch,):
-            raise ValueError(f"seq_lens must have shape ({self.batch},), got "
+        if tuple(lens_shape) != (sequences,):
+            raise ValueError(f"seq_lens must have shape ({sequences},), got "
                              f"{tuple(lens_shape)}")
 
     def out_shape(self):

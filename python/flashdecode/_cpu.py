@@ -71,7 +71,7 @@ def _scale_array(scale, name):
 
 def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
                 window_left, logits_soft_cap, flags, kv_options,
-                shard_options, top_k):
+                shard_options, top_k, shared_prefix):
     """The process's kernels for this call: the native cache plans an
     automatic split count for the batch and cache length and keys the
     kernels by what it resolves to."""
@@ -83,7 +83,8 @@ def _cpu_kernel(problem, dtype, num_splits, scale, return_lse, planner,
         _native.DEFAULT_SM_COUNT, _native.DEFAULT_ARCH, **planner,
         window_left=window_left, logits_soft_cap=logits_soft_cap, **flags,
         **kv_options, v_head_dim=problem.value_head_dim,
-        shared_kv=problem.shared_kv, **shard_options, top_k=top_k))
+        shared_kv=problem.shared_kv, **shard_options, top_k=top_k,
+        shared_prefix=shared_prefix))
 
 
 def _check_output(array, name, shape, dtype):
@@ -104,10 +105,13 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                 return_lse, dtype, block_table, planner, window_left=0,
                 logits_soft_cap=None, kv_dtype=None, k_scale=None,
                 v_scale=None, v_head_dim=None, out=None, lse=None,
-                kv_shard=None, top_k=0, **buffers):
+                kv_shard=None, top_k=0, suffix_lens=None, **buffers):
     """``buffers``: sinks, alibi_slopes, query_lens (None or numpy).
     kv_shard: a checked _Shard or None. top_k: the block table's lists are
     top-k indices (_sparse.py; negative entries are holes) when > 0.
+    suffix_lens: None, or int32 [B] (checked by the caller, _cascade.py):
+    the caches, seq_lens and block table hold one shared prefix that each
+    query sequence continues by its suffix.
     kv_dtype, k_scale, v_scale: fp8 caches (see _fp8). v_cache None (with
     v_head_dim): the values are k_cache's first v_head_dim columns, scaled
     by k_scale. CPU torch tensors run as the numpy arrays sharing their
@@ -161,7 +165,7 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                        None if shared_kv else v_cache.shape,
                        np.shape(seq_lens), kv_layout,
                        None if block_table is None else block_table.shape,
-                       v_head_dim)
+                       v_head_dim, shared_prefix=suffix_lens is not None)
     problem.layout = kv_layout
     if top_k and block_table.size and \
             block_table.max() >= problem.num_pages:
@@ -204,9 +208,12 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
     kernel = _cpu_kernel(problem, found, num_splits, scale, return_lse,
                          planner, window_left, logits_soft_cap,
                          _buffer_flags(buffers), kv_options,
-                         _shard_options(kv_shard), top_k)
+                         _shard_options(kv_shard), top_k,
+                         suffix_lens is not None)
     if kv_shard is not None:
         buffers["kv_shard_rank"] = np.array([kv_shard.rank], np.int32)
+    if suffix_lens is not None:
+        buffers["suffix_lens"] = suffix_lens
     out = np.empty(problem.out_shape(), q.dtype) if out is None else \
         _check_output(out, "out", problem.out_shape(), q.dtype)
     if shared_kv:

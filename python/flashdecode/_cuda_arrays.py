@@ -105,6 +105,8 @@ def _common_device(arrays):
     they differ or when the driver does not know a pointer."""
     devices = {}
     for array in arrays:
+        if array is None:  # a length staged by the launch
+            continue
         if array.device is None:
             array.device = _native.pointer_device(array.pointer)
             if array.device is None:
@@ -146,11 +148,14 @@ _CACHE_DTYPES = "float32, float16 or bfloat16 (q's), or uint8 or fp8 (with " \
 
 
 def _check_cuda_inputs(q, k_cache, v_cache, seq_lens, block_table, kv_layout,
-                       dtype, kv_dtype=None, v_head_dim=None):
+                       dtype, kv_dtype=None, v_head_dim=None,
+                       shared_prefix=False):
     """(_Problem, [_CudaArray of q, k_cache, v_cache, seq_lens(, table)],
     the caches' fp8 format: a kv_dtype name or None). With v_cache None
     (v_head_dim given: the values are k_cache's first v_head_dim columns)
-    k_cache stands in for v_cache in the list; _value_pointer is then 0."""
+    k_cache stands in for v_cache in the list; _value_pointer is then 0.
+    With shared_prefix the caches hold one shared prefix (_Problem), whose
+    length may be an int the launch stages: None in the list then."""
     qa = _CudaArray(q, "q")
     if qa.dtype not in _DTYPES:
         _fp8.check_query_dtype(qa.found)
@@ -162,7 +167,8 @@ def _check_cuda_inputs(q, k_cache, v_cache, seq_lens, block_table, kv_layout,
         v_cache, "v_cache", expected=_CACHE_DTYPES, strict=False)
     kv_format = _fp8.kv_format(ka.found, va.found, kv_dtype)
     # Lengths are read one int32 at a time.
-    la = _CudaArray(seq_lens, "seq_lens", alignment=4)
+    staged = shared_prefix and isinstance(seq_lens, int)
+    la = None if staged else _CudaArray(seq_lens, "seq_lens", alignment=4)
     arrays = [qa, ka, va, la]
     table_shape = None
     if block_table is not None:
@@ -172,8 +178,9 @@ def _check_cuda_inputs(q, k_cache, v_cache, seq_lens, block_table, kv_layout,
         arrays.append(table)
         table_shape = table.shape
     problem = _Problem(qa.shape, ka.shape,
-                       None if v_cache is None else va.shape, la.shape,
-                       kv_layout, table_shape, v_head_dim)
+                       None if v_cache is None else va.shape,
+                       (1,) if staged else la.shape, kv_layout, table_shape,
+                       v_head_dim, shared_prefix=shared_prefix)
     if kv_format is None:
         for other in (ka, va):
             if other.dtype is None:
@@ -181,7 +188,7 @@ def _check_cuda_inputs(q, k_cache, v_cache, seq_lens, block_table, kv_layout,
             if other.dtype != qa.dtype:
                 raise TypeError(f"{other.name} dtype {other.dtype} must match "
                                 f"q ({qa.dtype})")
-    if la.dtype != "int32":
+    if la is not None and la.dtype != "int32":
         raise TypeError("seq_lens must be int32")
     return problem, arrays, kv_format
 
@@ -284,6 +291,18 @@ def _check_buffers(buffers, problem, arrays):
             arrays.append(_check_buffer(array, name, problem))
             pointers[name] = arrays[-1].pointer
     return pointers
+
+
+def _check_suffix_lens(suffix_lens, problem):
+    """The _CudaArray of a shared prefix's suffix lengths: int32 [B] device
+    memory, read an element at a time (4-byte aligned); its problems are
+    ValueErrors naming the argument (cascade_decode's seq_lens)."""
+    array = _read_by_element(suffix_lens, "seq_lens", "int32")
+    if array.dtype != "int32" or array.shape != (problem.batch,):
+        raise ValueError(f"seq_lens (the suffixes' lengths) must be int32 "
+                         f"({problem.batch},), got {array.dtype} "
+                         f"{array.shape}")
+    return array
 
 
 def _new_output(like, shape, dtype, device):

@@ -8,7 +8,8 @@ from ._common import (_DTYPES, _buffer_flags, _check_flag, _check_kv_shard,
                       _planner_options, _shard_options, _split_options)
 from ._cuda_arrays import (_CudaArray, _check_buffers, _check_cuda_inputs,
                            _check_cuda_scales, _check_device_lengths,
-                           _check_lse, _check_out, _common_device,
+                           _check_lse, _check_out, _check_suffix_lens,
+                           _common_device,
                            _device_info, _shard_pointer, _torch_stream,
                            _value_pointer)
 from .device_array import DeviceArray
@@ -80,7 +81,11 @@ class Decoder:
                  logits_soft_cap=None, sinks=None, alibi_slopes=None,
                  query_lens=None, kv_dtype=None, k_scale=None, v_scale=None,
                  fused_merge=False, check_lengths=False, v_head_dim=None,
-                 kv_shard=None, indices=None, topk_length=None):
+                 kv_shard=None, indices=None, topk_length=None,
+                 _suffix_lens=None):
+        # _suffix_lens (CascadeDecoder's prefix pass): the caches hold one
+        # shared prefix, seq_lens ([1]) its length, that each query
+        # sequence continues by its entry of this int32 [B] device array.
         fused_merge = _check_flag("fused_merge", fused_merge)
         kv_shard = _check_kv_shard(kv_shard)
         top_k = 0
@@ -103,10 +108,12 @@ class Decoder:
         self.check_lengths = _check_flag("check_lengths", check_lengths)
         window_left = _check_window(window_left)
         logits_soft_cap = _check_soft_cap(logits_soft_cap)
+        shared_prefix = _suffix_lens is not None
         problem, arrays, kv_format = _check_cuda_inputs(
             q, k_cache, v_cache, seq_lens, block_table, kv_layout, None,
-            kv_dtype, v_head_dim)
+            kv_dtype, v_head_dim, shared_prefix)
         qa, ka, _, la = arrays[:4]
+        table = arrays[4].pointer if block_table is not None else 0
         oa = _check_out(out, qa, problem)
         arrays.append(oa)
         lse_pointer = 0
@@ -116,6 +123,9 @@ class Decoder:
         buffers = {"sinks": sinks, "alibi_slopes": alibi_slopes,
                    "query_lens": query_lens}
         pointers = _check_buffers(buffers, problem, arrays)
+        if shared_prefix:
+            arrays.append(_check_suffix_lens(_suffix_lens, problem))
+            pointers["suffix_lens"] = arrays[-1].pointer
         scales, granularity, _ = _check_cuda_scales(
             kv_format, k_scale, v_scale, arrays, problem)
         for name, (value, kind) in zip(("k_scale", "v_scale"), scales):
@@ -142,7 +152,7 @@ class Decoder:
                 pointers[name] = value.pointer
         self._keep_alive = (q, k_cache, v_cache, seq_lens, out, lse,
                             block_table, sinks, alibi_slopes, query_lens,
-                            k_scale, v_scale, owned)
+                            k_scale, v_scale, owned, _suffix_lens)
         # PyTorch tensors run on PyTorch's current stream; other arrays on
         # the plan's own stream (never the legacy one, which cannot be
         # captured, nor a PyTorch stream of another driver).
@@ -159,9 +169,9 @@ class Decoder:
             **_buffer_flags(buffers), fused_merge=fused_merge,
             **_fp8.config_options(kv_format, granularity),
             v_head_dim=problem.value_head_dim, shared_kv=problem.shared_kv,
-            **_shard_options(kv_shard), top_k=top_k)
+            **_shard_options(kv_shard), top_k=top_k,
+            shared_prefix=shared_prefix)
         pointers["kv_shard_rank"] = _shard_pointer(kv_shard, self.device)
-        table = arrays[4].pointer if block_table is not None else 0
         self._plan = _native.CudaPlan(
             request, self.device, qa.pointer, ka.pointer,
             _value_pointer(problem, arrays),

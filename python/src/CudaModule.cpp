@@ -135,7 +135,7 @@ public:
              uintptr_t output, uintptr_t lse, uintptr_t blockTable,
              int64_t numPages, uintptr_t sinks, uintptr_t alibiSlopes,
              uintptr_t queryLens, uintptr_t kScale, uintptr_t vScale,
-             uintptr_t kvShardRank)
+             uintptr_t kvShardRank, uintptr_t suffixLens)
       : device(getDevice(ordinal)), driver(device.getDriverApi()),
         bundle(toBundle(*compileOrThrow(request))), arch(request.config.arch) {
     rt::DecodeBuffers buffers{query,
@@ -154,6 +154,7 @@ public:
     buffers.kScale = kScale;
     buffers.vScale = vScale;
     buffers.kvShardRank = kvShardRank;
+    buffers.suffixLens = suffixLens;
     plan = std::make_unique<rt::DecodePlan>(device, bundle, buffers);
   }
 
@@ -184,6 +185,11 @@ public:
   }
   int64_t numSplits() const { return bundle.manifest.numSplits; }
   const std::string &getArch() const { return arch; }
+  /// The plan's own stream (made now if it was not): what a caller that
+  /// launches it beside others (a cascade) runs them all on.
+  uintptr_t getOwnStream() {
+    return reinterpret_cast<uintptr_t>(resolve(std::nullopt));
+  }
 
 private:
   /// The caller's stream, or the plan's own (a blocking one, so synchronous
@@ -212,6 +218,23 @@ private:
   std::set<rt::CUstream> usedStreams;
 };
 
+/// A CUDA graph of what a Python callable launched on one stream (a
+/// cascade's two plans and their merge), replayed as one launch.
+class PyCudaGraph {
+public:
+  PyCudaGraph(int ordinal, uintptr_t stream, const py::function &record)
+      : graph(rt::Graph::capture(
+            getDevice(ordinal), {}, reinterpret_cast<rt::CUstream>(stream),
+            [&](rt::CUstream) { record(); })) {}
+
+  void replay(uintptr_t stream) {
+    graph.replay(reinterpret_cast<rt::CUstream>(stream));
+  }
+
+private:
+  rt::Graph graph;
+};
+
 /// An fp8 scale buffer (k_scale or v_scale) that decode_attention writes
 /// into device memory before a launch, on the launch's stream: `count`
 /// copies of `value` (a Python float) or of the float at device address
@@ -228,19 +251,29 @@ struct StagedScale {
 /// kernel reads as it is (0: none), or one to stage.
 using ScaleArgument = std::variant<uintptr_t, StagedScale>;
 
+/// Writes the 4 bytes at `word` to `destination` on `stream`, byte by
+/// byte: the driver table has no 32-bit memset, and a copy from the host
+/// would be synchronous.
+void stageWord(const rt::DriverApi &driver, const void *word,
+               rt::CUdeviceptr destination, rt::CUstream stream,
+               const char *what) {
+  unsigned char bytes[4];
+  std::memcpy(bytes, word, 4);
+  for (size_t i = 0; i < 4; ++i)
+    rt::check(driver,
+              driver.cuMemsetD8Async(destination + i, bytes[i], 1, stream),
+              what);
+}
+
 /// Writes `scale` at `destination` (room for scale.count floats) on
-/// `stream`: its first float from the host value (byte by byte: the driver
-/// table has no 32-bit memset) or from the source, then doubling copies of
-/// what is written, so a broadcast costs about log2(count) copies.
+/// `stream`: its first float from the host value or from the source, then
+/// doubling copies of what is written, so a broadcast costs about
+/// log2(count) copies.
 void stageScale(const rt::DriverApi &driver, const StagedScale &scale,
                 rt::CUdeviceptr destination, rt::CUstream stream) {
   if (scale.value) {
-    unsigned char bytes[sizeof(float)];
-    std::memcpy(bytes, &*scale.value, sizeof(float));
-    for (size_t i = 0; i < sizeof(float); ++i)
-      rt::check(driver,
-                driver.cuMemsetD8Async(destination + i, bytes[i], 1, stream),
-                "writing an fp8 scale");
+    stageWord(driver, &*scale.value, destination, stream,
+              "writing an fp8 scale");
   } else {
     rt::check(driver,
               driver.cuMemcpyDtoDAsync(destination, scale.source, sizeof(float),
@@ -277,7 +310,8 @@ public:
               int64_t maxLength, uintptr_t streamHandle, uintptr_t sinks,
               uintptr_t alibiSlopes, uintptr_t queryLens,
               const ScaleArgument &kScale, const ScaleArgument &vScale,
-              uintptr_t kvShardRank) {
+              uintptr_t kvShardRank, uintptr_t suffixLens,
+              std::optional<int32_t> stagedLength) {
     auto stream = reinterpret_cast<rt::CUstream>(streamHandle);
     rt::DecodeBuffers buffers{query, keys,  values,    lengths,   output,
                               lse,   batch, maxLength, blockTable};
@@ -286,12 +320,13 @@ public:
     buffers.alibiSlopes = alibiSlopes;
     buffers.queryLens = queryLens;
     buffers.kvShardRank = kvShardRank;
+    buffers.suffixLens = suffixLens;
     buffers.workspace =
         open.workspaces.get(stream, bundle.manifest.getWorkspaceBytes(batch));
     if (bundle.manifest.fusedMerge)
       buffers.mergeCounters = open.mergeCounters.get(
           stream, bundle.manifest.getMergeCounterBytes(batch));
-    stageScales(kScale, vScale, stream, buffers);
+    stage(kScale, vScale, stagedLength, stream, buffers);
     // The plan loads the modules; made with the first call's buffers (a
     // failed load, e.g. PTX too new for the GPU, is retried next call).
     if (plan)
@@ -310,21 +345,26 @@ public:
 
 private:
   /// Sets buffers.kScale and vScale: the addresses given, or those of the
-  /// scales staged on `stream` (k first, then v, 16-byte aligned each).
-  void stageScales(const ScaleArgument &kScale, const ScaleArgument &vScale,
-                   rt::CUstream stream, rt::DecodeBuffers &buffers) {
+  /// scales staged on `stream` (k first, then v, 16-byte aligned each); and
+  /// with a `stagedLength` (a shared prefix's length given as a number)
+  /// buffers.seqLens to where it is staged after them.
+  void stage(const ScaleArgument &kScale, const ScaleArgument &vScale,
+             std::optional<int32_t> stagedLength, rt::CUstream stream,
+             rt::DecodeBuffers &buffers) {
     const auto *kStaged = std::get_if<StagedScale>(&kScale);
     const auto *vStaged = std::get_if<StagedScale>(&vScale);
     auto bytes = [](const StagedScale *scale) -> size_t {
       return scale ? (scale->count * sizeof(float) + 15) / 16 * 16 : 0;
     };
+    size_t lengthBytes = stagedLength ? 16 : 0;
     rt::CUdeviceptr staging = 0;
-    if (kStaged || vStaged) {
+    if (kStaged || vStaged || stagedLength) {
       for (const StagedScale *scale : {kStaged, vStaged})
         if (scale && (scale->count < 1 || (!scale->value && !scale->source)))
           throw py::value_error("a staged fp8 scale needs a value or a "
                                 "source and a count >= 1");
-      staging = open.stagedScales.get(stream, bytes(kStaged) + bytes(vStaged));
+      staging = open.stagedScales.get(stream, bytes(kStaged) +
+                                                  bytes(vStaged) + lengthBytes);
       open.device.makeCurrent();
     }
     const rt::DriverApi &driver = open.device.getDriverApi();
@@ -335,6 +375,11 @@ private:
     buffers.kScale = kStaged ? staging : std::get<uintptr_t>(kScale);
     buffers.vScale =
         vStaged ? staging + bytes(kStaged) : std::get<uintptr_t>(vScale);
+    if (stagedLength) {
+      buffers.seqLens = staging + bytes(kStaged) + bytes(vStaged);
+      stageWord(driver, &*stagedLength, buffers.seqLens, stream,
+                "writing a shared prefix's length");
+    }
   }
 
   OpenDevice &open;
@@ -390,24 +435,34 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
   // `k_scale` and `v_scale`: float, [1] or the caches' shape without the
   // head dim (the config's kv_scale), required exactly with an fp8
   // kv_dtype; `kv_shard_rank`: int32 [1] (shard_rank_address), required
-  // exactly with kv_shard_world.
+  // exactly with kv_shard_world; `suffix_lens`: int32 [batch], required
+  // exactly with shared_prefix (`seq_lens` is then the prefix's, [1]).
   py::class_<PyCudaPlan>(module, "CudaPlan")
       .def(py::init<const KernelRequest &, int, uintptr_t, uintptr_t, uintptr_t,
                     uintptr_t, uintptr_t, uintptr_t, uintptr_t, int64_t,
                     uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t,
-                    uintptr_t>(),
+                    uintptr_t, uintptr_t>(),
            py::arg("request"), py::arg("device"), py::arg("q"),
            py::arg("k_cache"), py::arg("v_cache"), py::arg("seq_lens"),
            py::arg("out"), py::arg("lse"), py::arg("block_table"),
            py::arg("num_pages"), py::kw_only(), py::arg("sinks") = 0,
            py::arg("alibi_slopes") = 0, py::arg("query_lens") = 0,
            py::arg("k_scale") = 0, py::arg("v_scale") = 0,
-           py::arg("kv_shard_rank") = 0)
+           py::arg("kv_shard_rank") = 0, py::arg("suffix_lens") = 0)
       .def("launch", &PyCudaPlan::launch, py::arg("stream"))
       .def("capture", &PyCudaPlan::capture, py::arg("stream"))
       .def("replay", &PyCudaPlan::replay, py::arg("stream"))
       .def_property_readonly("num_splits", &PyCudaPlan::numSplits)
-      .def_property_readonly("arch", &PyCudaPlan::getArch);
+      .def_property_readonly("arch", &PyCudaPlan::getArch)
+      .def_property_readonly("own_stream", &PyCudaPlan::getOwnStream);
+
+  // Records what `record` (no arguments) launches on `stream` of GPU
+  // `device` (not the legacy default stream) into a graph; a launch that
+  // fails, or nothing launched, raises.
+  py::class_<PyCudaGraph>(module, "CudaGraph")
+      .def(py::init<int, uintptr_t, const py::function &>(),
+           py::arg("device"), py::arg("stream"), py::arg("record"))
+      .def("replay", &PyCudaGraph::replay, py::arg("stream"));
 
   py::class_<StagedScale>(module, "StagedScale")
       .def(py::init(
@@ -421,7 +476,9 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
       .def_readonly("count", &StagedScale::count);
 
   // Owned by the process (a reference, never freed by Python). `k_scale`
-  // and `v_scale`: device addresses (as CudaPlan's) or StagedScales.
+  // and `v_scale`: device addresses (as CudaPlan's) or StagedScales;
+  // `staged_seq_len`: a shared prefix's length as a number, written into
+  // device memory on the stream before the launch (`seq_lens` unused).
   py::class_<CudaLauncher, std::unique_ptr<CudaLauncher, py::nodelete>>(
       module, "CudaLauncher")
       .def("launch", &CudaLauncher::launch, py::arg("q"), py::arg("k_cache"),
@@ -430,7 +487,9 @@ void flashdecode::python::defineCudaBindings(py::module_ &module) {
            py::arg("batch"), py::arg("max_len"), py::arg("stream"),
            py::kw_only(), py::arg("sinks") = 0, py::arg("alibi_slopes") = 0,
            py::arg("query_lens") = 0, py::arg("k_scale") = uintptr_t(0),
-           py::arg("v_scale") = uintptr_t(0), py::arg("kv_shard_rank") = 0)
+           py::arg("v_scale") = uintptr_t(0), py::arg("kv_shard_rank") = 0,
+           py::arg("suffix_lens") = 0,
+           py::arg("staged_seq_len") = std::optional<int32_t>())
       .def_property_readonly("num_splits", &CudaLauncher::numSplits)
       .def_property_readonly("arch", &CudaLauncher::getArch)
       .def_property_readonly("launch_count", &CudaLauncher::getLaunchCount)

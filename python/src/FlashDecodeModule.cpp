@@ -64,7 +64,8 @@ makeRequest(int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
             bool withQueryLens, const std::string &kvDtype,
             const std::string &kvScale, bool fusedMerge,
             const std::optional<std::string> &schedule, int64_t valueHeadDim,
-            bool sharedKV, int64_t kvShardWorld, int64_t kvShardInterleave, int64_t topK) {
+            bool sharedKV, int64_t kvShardWorld, int64_t kvShardInterleave,
+            int64_t topK, bool sharedPrefix) {
   KernelConfig config;
   config.headDim = headDim;
   config.valueHeadDim = valueHeadDim;
@@ -91,6 +92,7 @@ makeRequest(int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
   config.kvShardWorld = kvShardWorld;
   config.kvShardInterleave = kvShardInterleave;
   config.topK = topK;
+  config.sharedPrefix = sharedPrefix;
   config.kvCacheType = parseKVCacheType(kvDtype);
   config.kvScaleGranularity = parseKVScaleGranularity(kvScale);
   config.fusedMerge = fusedMerge;
@@ -135,7 +137,8 @@ makeRequest(int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
       py::arg("shared_kv") = KernelConfig().sharedKV,                          \
       py::arg("kv_shard_world") = KernelConfig().kvShardWorld,                 \
       py::arg("kv_shard_interleave") = KernelConfig().kvShardInterleave,       \
-      py::arg("top_k") = KernelConfig().topK
+      py::arg("top_k") = KernelConfig().topK,                                \
+      py::arg("shared_prefix") = KernelConfig().sharedPrefix
 
 /// The data of an optional C-contiguous buffer of `count` T (float or
 /// int32_t) that the kernel reads exactly when `reads`: required then (the
@@ -176,7 +179,10 @@ public:
   /// `queryLens` (int32 [batch]) exactly when it reads per-sequence query
   /// lengths, `kScale` and `vScale` (float32, [1] or the caches' shape
   /// without the head dim) exactly when it reads fp8 caches (bytes),
-  /// `kvShardRank` (int32 [1]) exactly when it reads a sharded cache.
+  /// `kvShardRank` (int32 [1]) exactly when it reads a sharded cache,
+  /// `suffixLens` (int32 [batch]) exactly when it continues a shared
+  /// prefix: the caches, `lengths` ([1]) and `blockTable` ([1, maxPages])
+  /// then hold the prefix alone.
   void run(const py::array &query, const py::array &keys,
            const std::optional<py::array> &values, const py::array &lengths,
            py::array &output, std::optional<py::array> lse, int64_t batch,
@@ -185,14 +191,17 @@ public:
            std::optional<py::array> alibiSlopes,
            std::optional<py::array> queryLens, std::optional<py::array> kScale,
            std::optional<py::array> vScale,
-           std::optional<py::array> kvShardRank) {
+           std::optional<py::array> kvShardRank,
+           std::optional<py::array> suffixLens) {
     using python::checkedData;
     const KernelConfig &config = kernel->getConfig();
     size_t element = getElementTypeSize(config.elementType);
     size_t rows = batch * config.queryLength * config.numQueryHeads;
+    // A shared prefix is one sequence of the caches.
+    size_t sequences = config.sharedPrefix ? 1 : batch;
     size_t cacheRows = config.pageSize
                            ? numPages * config.pageSize * config.numKVHeads
-                           : batch * maxLength * config.numKVHeads;
+                           : sequences * maxLength * config.numKVHeads;
     size_t cache = cacheRows * config.headDim;
     size_t valueHeadDim = config.getValueHeadDim();
     AttentionBuffers buffers;
@@ -208,7 +217,7 @@ public:
       buffers.valueCache = checkedData(
           *values, cacheRows * valueHeadDim * cacheElement, "v_cache");
     buffers.seqLens = static_cast<const int32_t *>(
-        checkedData(lengths, batch * sizeof(int32_t), "seq_lens"));
+        checkedData(lengths, sequences * sizeof(int32_t), "seq_lens"));
     buffers.output =
         checkedData(output, rows * valueHeadDim * element, "output");
     if (config.withLse) {
@@ -222,7 +231,8 @@ public:
         throw py::value_error("this kernel reads paged caches: block_table "
                               "required");
       buffers.blockTable = static_cast<const int32_t *>(checkedData(
-          *blockTable, batch * maxPages * sizeof(int32_t), "block_table"));
+          *blockTable, sequences * maxPages * sizeof(int32_t),
+          "block_table"));
       buffers.numPages = numPages;
       buffers.maxPagesPerSequence = maxPages;
     }
@@ -248,6 +258,9 @@ public:
     buffers.kvShardRank = optionalBuffer<int32_t>(
         kvShardRank, config.isKVSharded(), 1, "kv_shard_rank",
         "reads a sharded cache", "a sharded cache", "1");
+    buffers.suffixLens = optionalBuffer<int32_t>(
+        suffixLens, config.sharedPrefix, batch, "suffix_lens",
+        "continues a shared prefix", "a shared prefix", "batch");
     buffers.batch = batch;
     buffers.maxLength = maxLength;
     llvm::Error error = llvm::Error::success();
@@ -486,7 +499,8 @@ PYBIND11_MODULE(_flashdecode, module) {
            py::arg("alibi_slopes") = std::nullopt,
            py::arg("query_lens") = std::nullopt,
            py::arg("k_scale") = std::nullopt, py::arg("v_scale") = std::nullopt,
-           py::arg("kv_shard_rank") = std::nullopt)
+           py::arg("kv_shard_rank") = std::nullopt,
+           py::arg("suffix_lens") = std::nullopt)
       .def_property_readonly("num_splits", &PyCPUKernel::numSplits);
   module.def("cpu_kernel", &getCPUKernel,
              "The process's CPU kernels of what `request` resolves to (its "

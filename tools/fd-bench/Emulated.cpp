@@ -45,9 +45,9 @@ std::unique_ptr<Emulator> Emulator::detect() {
 
 std::vector<FdemuCounters>
 Emulator::runAt(const Device &device, CUstream stream, const DecodePlan &plan,
-                DeviceBuffer &lengths, int64_t batch, int64_t liveLength) {
+                DeviceBuffer &lengths, int64_t sequences, int64_t liveLength) {
   const DriverApi &driver = device.getDriverApi();
-  std::vector<int32_t> live(batch, static_cast<int32_t>(liveLength));
+  std::vector<int32_t> live(sequences, static_cast<int32_t>(liveLength));
   lengths.upload(live.data(), live.size() * sizeof(int32_t));
   recordLaunches(1);
   auto start = std::chrono::steady_clock::now();
@@ -118,14 +118,17 @@ Timing Emulator::model(const Device &device, CUstream stream,
   const DriverApi &driver = device.getDriverApi();
   const int64_t queryRows =
       batch * manifest.queryLength * manifest.numQueryHeads;
+  // A shared prefix is one sequence of the caches, which every query
+  // sequence continues.
+  const int64_t sequences = manifest.sharedPrefix ? 1 : batch;
   CacheSizes sizes =
-      CacheSizes::of(manifest, batch * capacity * manifest.numKVHeads);
+      CacheSizes::of(manifest, sequences * capacity * manifest.numKVHeads);
   size_t cacheElements = sizes.keys;
   const int64_t elementBytes = manifest.getCacheElementBytes();
   DeviceBuffer query(device, queryRows * manifest.headDim * 2),
       output(device, queryRows * manifest.valueHeadDim * 2),
       keys(device, sizes.keys * elementBytes),
-      lengths(device, batch * sizeof(int32_t));
+      lengths(device, sequences * sizeof(int32_t));
   std::unique_ptr<DeviceBuffer> values;
   if (sizes.values)
     values =
@@ -150,6 +153,15 @@ Timing Emulator::model(const Device &device, CUstream stream,
                         capacity};
   scales.bind(buffers);
   std::unique_ptr<DeviceBuffer> lse, table;
+  // Every query sequence's suffix empty: its queries sit at the prefix's
+  // end, seeing all of it (the suffixes' own tokens are another call's).
+  std::unique_ptr<DeviceBuffer> suffixes;
+  if (manifest.sharedPrefix) {
+    suffixes = std::make_unique<DeviceBuffer>(device, batch * sizeof(int32_t));
+    std::vector<int32_t> none(batch, 0);
+    suffixes->upload(none.data(), none.size() * sizeof(int32_t));
+    buffers.suffixLens = suffixes->getAddress();
+  }
   if (manifest.withLse) {
     lse = std::make_unique<DeviceBuffer>(
         device, batch * manifest.queryLength * manifest.numQueryHeads * 4);
@@ -158,7 +170,7 @@ Timing Emulator::model(const Device &device, CUstream stream,
   if (manifest.pageSize) {
     // Every sequence's pages scattered over the pool, as fd-bench's paged
     // runs on a GPU have them.
-    std::vector<int32_t> pages(batch * capacity / manifest.pageSize);
+    std::vector<int32_t> pages(sequences * capacity / manifest.pageSize);
     std::iota(pages.begin(), pages.end(), 0);
     std::shuffle(pages.begin(), pages.end(), random);
     table =
@@ -170,11 +182,11 @@ Timing Emulator::model(const Device &device, CUstream stream,
   DecodePlan plan(device, bundle, buffers);
 
   std::vector<FdemuCounters> shortRun =
-      runAt(device, stream, plan, lengths, batch, timing.shortLength);
+      runAt(device, stream, plan, lengths, sequences, timing.shortLength);
   std::vector<FdemuCounters> longRun =
       timing.longLength == timing.shortLength
           ? shortRun
-          : runAt(device, stream, plan, lengths, batch, timing.longLength);
+          : runAt(device, stream, plan, lengths, sequences, timing.longLength);
   if (shortRun.size() != manifest.kernels.size() ||
       longRun.size() != shortRun.size())
     throw std::runtime_error("fdemu logged " + std::to_string(shortRun.size()) +
@@ -186,7 +198,7 @@ Timing Emulator::model(const Device &device, CUstream stream,
   if (timing.longLength != timing.shortLength) {
     double tokenHeads =
         static_cast<double>(timing.longLength - timing.shortLength) *
-        static_cast<double>(batch * manifest.numKVHeads);
+        static_cast<double>(sequences * manifest.numKVHeads);
     for (int c = 0; c < FDEMU_NUM_CLASSES; ++c)
       timing.partialInstructionMix.push_back(
           (static_cast<double>(longRun[0].total.warpInstructions[c]) -
@@ -195,9 +207,11 @@ Timing Emulator::model(const Device &device, CUstream stream,
   }
   std::vector<FdemuCounters> modeled;
   double longest = -1;
+  timing.dramLoadBytes = 0;
   for (size_t i = 0; i < shortRun.size(); ++i) {
     modeled.push_back(extrapolate(shortRun[i], timing.shortLength, longRun[i],
                                   timing.longLength, target));
+    timing.dramLoadBytes += 32.0 * modeled.back().dramLoadSectors;
     double microseconds = 0;
     const char *bound = nullptr;
     if (modelTime(&modeled.back(), &microseconds, &bound))

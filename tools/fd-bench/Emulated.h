@@ -62,11 +62,13 @@ public:
 
 private:
   Emulator() = default;
+  /// Runs `plan` with each of the `sequences` lengths it reads (the
+  /// batch's, or a shared prefix's one) at `liveLength`.
   std::vector<FdemuCounters> runAt(const rt::Device &device,
                                    rt::CUstream stream,
                                    const rt::DecodePlan &plan,
-                                   rt::DeviceBuffer &lengths, int64_t batch,
-                                   int64_t liveLength);
+                                   rt::DeviceBuffer &lengths,
+                                   int64_t sequences, int64_t liveLength);
 
   void (*recordLaunches)(int) = nullptr;
   int (*launchCount)() = nullptr;

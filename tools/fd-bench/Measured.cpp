@@ -194,10 +194,12 @@ double EventTimer::measureCopyBandwidth() {
 Timing EventTimer::measure(const KernelBundle &bundle, int64_t batch,
                            int64_t length, bool withStep) {
   const Manifest &manifest = bundle.manifest;
-  // Dense: [B, L, Hkv, D]; paged: a pool of B * L / page_size pages. fp8
-  // caches: 1 byte per element, and their scales.
+  // Dense: [B, L, Hkv, D]; paged: a pool of B * L / page_size pages (a
+  // shared prefix: one sequence). fp8 caches: 1 byte per element, and their
+  // scales.
+  const int64_t sequences = manifest.sharedPrefix ? 1 : batch;
   CacheSizes sizes =
-      CacheSizes::of(manifest, batch * length * manifest.numKVHeads);
+      CacheSizes::of(manifest, sequences * length * manifest.numKVHeads);
   size_t kvElements = sizes.keys;
   size_t cacheBytes = kvElements * manifest.getCacheElementBytes();
   size_t valueBytes = sizes.values * manifest.getCacheElementBytes();
@@ -216,13 +218,13 @@ Timing EventTimer::measure(const KernelBundle &bundle, int64_t batch,
       batch * manifest.numQueryHeads * manifest.valueHeadDim;
   DeviceBuffer query(device, queryElements * 2),
       output(device, outputElements * 2),
-      lengths(device, batch * sizeof(int32_t));
+      lengths(device, sequences * sizeof(int32_t));
   fillRandom(driver, stream, query, 2.0, random, nullptr,
              getQueryFillType(manifest));
   std::unique_ptr<DeviceBuffer> table;
   int64_t numPages = 0;
   if (manifest.pageSize) {
-    std::vector<int32_t> pages(batch * length / manifest.pageSize);
+    std::vector<int32_t> pages(sequences * length / manifest.pageSize);
     numPages = static_cast<int64_t>(pages.size());
     std::iota(pages.begin(), pages.end(), 0);
     std::shuffle(pages.begin(), pages.end(), random);
@@ -235,6 +237,14 @@ Timing EventTimer::measure(const KernelBundle &bundle, int64_t batch,
   std::vector<CacheScales> scales;
   std::vector<std::unique_ptr<DecodePlan>> plans;
   FillType cacheType = getCacheFillType(manifest);
+  // A shared prefix's query sequences with empty suffixes: each sees all
+  // of it.
+  std::unique_ptr<DeviceBuffer> suffixes;
+  if (manifest.sharedPrefix) {
+    suffixes = std::make_unique<DeviceBuffer>(device, batch * sizeof(int32_t));
+    std::vector<int32_t> none(batch, 0);
+    suffixes->upload(none.data(), none.size() * sizeof(int32_t));
+  }
   for (int c = 0; c < copies; ++c) {
     keys.emplace_back(device, cacheBytes);
     fillRandom(driver, stream, keys[c], 1.0, random, nullptr, cacheType);
@@ -257,10 +267,11 @@ Timing EventTimer::measure(const KernelBundle &bundle, int64_t batch,
                           table ? table->getAddress() : 0};
     // The pool holds exactly the table's pages.
     buffers.numPages = numPages;
+    buffers.suffixLens = suffixes ? suffixes->getAddress() : 0;
     scales[c].bind(buffers);
     plans.push_back(std::make_unique<DecodePlan>(device, bundle, buffers));
   }
-  std::vector<int32_t> full(batch, static_cast<int32_t>(length));
+  std::vector<int32_t> full(sequences, static_cast<int32_t>(length));
   lengths.upload(full.data(), full.size() * sizeof(int32_t));
 
   for (int i = 0; i < 5; ++i)

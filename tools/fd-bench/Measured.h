@@ -35,6 +35,9 @@ struct Timing {
   /// at its own length).
   std::string bound = "-";
   int64_t shortLength = 0, longLength = 0;
+  /// Modeled: the bytes the call's launches load from DRAM (fdemu's load
+  /// footprints, a sector a launch reads once); -1 when measured.
+  double dramLoadBytes = -1;
   /// Modeled from two lengths: the partial kernel's warp instructions per
   /// token and KV head (all the head's query rows together), by fdemu's
   /// classes (FDEMU_CLASS_NAMES); empty otherwise.

@@ -324,6 +324,14 @@ IntegerFlag topK(
              "first seq_lens[b] of them; the caches\nare read as pages of one "
              "position (--page-size 1);\n0 for none (default 0)"),
     cl::location(config.topK), fdCompileFlag);
+SwitchFlag sharedPrefix(
+    "shared-prefix",
+    cl::desc("a shared prefix (cascade decode): the caches hold one\nsequence "
+             "(seq_lens [1]) that each query sequence\ncontinues by its "
+             "suffix (int32 [batch], param\n\"suffix_lens\"); the partial "
+             "kernel computes the rows\nof several sequences per block, "
+             "reading the prefix\nonce for them"),
+    cl::location(config.sharedPrefix), fdCompileFlag);
 SwitchFlag fusedMerge(
     "fused-merge",
     cl::desc("merge in the partial kernel: the last block of each\n(sequence, "

@@ -100,7 +100,7 @@ void usage() {
       "                [--v-head-dim N] [--shared-kv]\n"
       "                [--dtype f16|bf16|f32] [--kv-dtype "
       "f16|bf16|f32|e4m3|e5m2]\n"
-      "                [--fused-merge]]\n"
+      "                [--fused-merge] [--shared-prefix]]\n"
       "       fd-plan --table [--sm-count N] [--blocks-per-sm N]\n"
       "Prints the split count the planner chooses for decode attention over\n"
       "N sequences of up to max-len tokens, and the blocks, waves and wave\n"
@@ -117,7 +117,9 @@ void usage() {
       "plans for kernels that merge in their last blocks (fd-compile\n"
       "--fused-merge): a serial tail per split. --v-head-dim (default: the\n"
       "head dim) and --shared-kv (the values are the key cache's first\n"
-      "columns, MLA's latent cache) are fd-compile's.");
+      "columns, MLA's latent cache) are fd-compile's; so is --shared-prefix\n"
+      "(the N sequences continue one prefix of max-len tokens, a block per\n"
+      "group of them).");
 }
 
 bool parseInteger(const char *flag, const char *text, int64_t &value) {
@@ -138,7 +140,7 @@ int main(int argc, char **argv) {
   flashdecode::SplitPlannerOptions options;
   int64_t batch = 1, kvHeads = 8, maxLength = 32768;
   int64_t queryHeads = 0, headDim = 0, queryLength = 1, valueHeadDim = 0;
-  bool sharedKV = false;
+  bool sharedKV = false, sharedPrefix = false;
   // 0: the caches' type, or f16 beside an fp8 cache.
   int64_t queryElementBytes = 0;
   flashdecode::SplitWorkload workload;
@@ -159,6 +161,10 @@ int main(int argc, char **argv) {
     }
     if (flag == "--shared-kv") {
       sharedKV = true;
+      continue;
+    }
+    if (flag == "--shared-prefix") {
+      sharedPrefix = true;
       continue;
     }
     if (flag == "--kv-dtype" || flag == "--dtype") {
@@ -201,7 +207,7 @@ int main(int argc, char **argv) {
           "--num-kv-heads, --max-len, --sm-count, --blocks-per-sm, "
           "--min-chunk-length, --max-splits, --num-q-heads, "
           "--head-dim, --v-head-dim, --shared-kv, --query-len, --dtype, "
-          "--kv-dtype, --fused-merge, --table, --help\n",
+          "--kv-dtype, --fused-merge, --shared-prefix, --table, --help\n",
           argv[i]);
       return 2;
     }
@@ -216,6 +222,9 @@ int main(int argc, char **argv) {
   std::string invalid = flashdecode::validateSplitPlannerInputs(
       batch, kvHeads, maxLength, options);
   bool withWork = queryHeads || headDim;
+  // The blocks along the batch: a block per sequence, or per group of a
+  // shared prefix's.
+  int64_t blockBatch = batch;
   if (invalid.empty() && withWork) {
     if (queryHeads < 1 || headDim < 1 || queryHeads % kvHeads)
       invalid = "--num-q-heads and --head-dim go together: both >= 1, "
@@ -246,20 +255,27 @@ int main(int argc, char **argv) {
     problem.valuesFromKeys = sharedKV;
     problem.groupSize = queryHeads / std::max<int64_t>(kvHeads, 1);
     problem.queryLength = queryLength;
+    problem.sharedPrefix = sharedPrefix;
     problem.cacheElementBytes = workload.kvElementBytes;
     problem.queryElementBytes =
         queryElementBytes ? queryElementBytes
                           : std::max<int64_t>(2, workload.kvElementBytes);
-    if (invalid.empty())
+    if (invalid.empty() && sharedPrefix && workload.fusedMerge)
+      invalid = "--shared-prefix with --fused-merge: a shared prefix's "
+                "kernels merge with the merge kernel";
+    if (invalid.empty()) {
       workload = flashdecode::getSplitWorkload(
           problem,
           flashdecode::planKernel(problem, flashdecode::getDefaultChip()),
           flashdecode::getDefaultChip(), workload.fusedMerge);
+      blockBatch = problem.getBlockBatch(batch);
+    }
   } else if (invalid.empty() &&
              (queryLength != 1 || workload.kvElementBytes != 2 ||
-              queryElementBytes || workload.fusedMerge)) {
-    invalid = "--query-len, --dtype, --kv-dtype and --fused-merge describe "
-              "the kernel's work: pass --num-q-heads and --head-dim with them";
+              queryElementBytes || workload.fusedMerge || sharedPrefix)) {
+    invalid = "--query-len, --dtype, --kv-dtype, --fused-merge and "
+              "--shared-prefix describe the kernel's work: pass --num-q-heads "
+              "and --head-dim with them";
   } else if (invalid.empty() && (valueHeadDim || sharedKV)) {
     invalid = "--v-head-dim and --shared-kv describe the kernel's work: pass "
               "--num-q-heads and --head-dim with them";
@@ -274,8 +290,8 @@ int main(int argc, char **argv) {
     printTable(options);
     return 0;
   }
-  flashdecode::SplitPlan plan =
-      flashdecode::planNumSplits(batch, kvHeads, maxLength, options, workload);
+  flashdecode::SplitPlan plan = flashdecode::planNumSplits(
+      blockBatch, kvHeads, maxLength, options, workload);
   std::printf("B=%lld Hkv=%lld L=%lld sm-count=%lld -> %s\n", (long long)batch,
               (long long)kvHeads, (long long)maxLength,
               (long long)options.smCount,

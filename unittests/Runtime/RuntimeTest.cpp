@@ -567,6 +567,70 @@ TEST_F(FakeRuntime, PagedPlanPassesTheBlockTable) {
   EXPECT_THROW(plan.setBuffers(pagedBuffers), std::invalid_argument);
 }
 
+TEST_F(FakeRuntime, SharedPrefixPlanBindsTheSuffixesAndGroupsTheBatch) {
+  std::string shared = kManifest;
+  replaceFirst(shared, "\"with_lse\": true",
+               "\"with_lse\": true, \"shared_prefix\": true");
+  replaceFirst(shared, "{\"name\": \"max_len\", \"type\": \"i32\"}",
+               "{\"name\": \"max_len\", \"type\": \"i32\"}, "
+               "{\"name\": \"suffix_lens\", \"type\": \"ptr\"}, "
+               "{\"name\": \"batch\", \"type\": \"i32\"}");
+  replaceFirst(shared, "\"grid\": [\"num_splits\", 2, \"batch\"]",
+               "\"grid\": [\"num_splits\", 2, \"batch/4\"]");
+  bundle.manifest = Manifest::parse(shared);
+  EXPECT_TRUE(bundle.manifest.sharedPrefix);
+  // Without the suffixes the kernels could not place the queries: refused,
+  // naming the buffer.
+  try {
+    DecodePlan plan(*device, bundle, buffers);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "DecodePlan: the kernels continue a shared prefix: suffixLens "
+              "buffer (int32 [batch]) required");
+  }
+  DecodeBuffers sharedBuffers = buffers;
+  sharedBuffers.suffixLens = 0x8000;
+  sharedBuffers.batch = 9;
+  state.partialParamCount = 9;
+  DecodePlan plan(*device, bundle, sharedBuffers);
+  plan.launch(stream);
+  ASSERT_EQ(state.launches.size(), 2u);
+  EXPECT_EQ(state.launches[0].arguments[7], 0x8000u);
+  EXPECT_EQ(state.launches[0].arguments[8], 9u);
+  // Nine sequences in blocks of four: three along z; the merge's rows are
+  // the nine sequences'.
+  EXPECT_EQ(state.launches[0].grid[2], 3u);
+  EXPECT_EQ(state.launches[1].grid[2], 9u);
+  // Kernels without a shared prefix take no suffixes.
+  bundle.manifest = Manifest::parse(kManifest);
+  EXPECT_THROW(DecodePlan(*device, bundle, sharedBuffers),
+               std::invalid_argument);
+}
+
+TEST(Manifest, ReadsBatchGroupsOfTheGrid) {
+  auto grid = [](const std::string &entry) {
+    std::string text = kManifest;
+    replaceFirst(text, "\"grid\": [\"num_splits\", 2, \"batch\"]",
+                 "\"grid\": [\"num_splits\", 2, " + entry + "]");
+    try {
+      return std::to_string(
+          Manifest::parse(text).kernels[0].grid[2].resolve(10, 4));
+    } catch (const std::invalid_argument &error) {
+      return std::string(error.what());
+    }
+  };
+  EXPECT_EQ(grid("\"batch/4\""), "3");
+  EXPECT_EQ(grid("\"batch/1\""), "10");
+  const std::string refused =
+      "manifest: 'kernels[fd_partial_attention].grid' must be a number, "
+      "\"batch\", \"batch/N\" (N >= 1) or \"num_splits\"";
+  EXPECT_EQ(grid("\"batch/0\""), refused);
+  EXPECT_EQ(grid("\"batch/\""), refused);
+  EXPECT_EQ(grid("\"batch/x2\""), refused);
+  EXPECT_EQ(grid("\"batch/99999999999\""), refused);
+}
+
 TEST_F(FakeRuntime, ResourcesAreReleased) {
   {
     DecodePlan plan(*device, bundle, buffers);

@@ -61,6 +61,11 @@ struct AttentionBuffers {
   /// Required when the kernel was compiled for a sharded cache
   /// (`kvShardWorld`): int32 [1], this rank, in [0, kvShardWorld).
   const int32_t *kvShardRank = nullptr;
+  /// Required when the kernel was compiled for a shared prefix
+  /// (`sharedPrefix`): int32 [batch], each query sequence's tokens after
+  /// the prefix. The caches, seqLens ([1]) and blockTable ([1,
+  /// maxPagesPerSequence]) then hold the prefix alone.
+  const int32_t *suffixLens = nullptr;
 };
 
 class CPUAttentionKernel {

@@ -89,6 +89,13 @@ struct KernelConfig {
   /// pages of one position (pageSize 1) whose negative entries are holes.
   /// One query token, no window, ALiBi, query lengths or shard.
   int64_t topK = 0;
+  /// A shared prefix (cascade decode): the caches hold one sequence (batch
+  /// 1, one length) that each of the batch's query sequences continues by
+  /// the tokens an i32 [batch] buffer of suffix lengths says; the rows of
+  /// several sequences stream the prefix together. Merged with each
+  /// sequence's own suffix, it is attention over the concatenation. No
+  /// query lengths, shard, top-k or fused merge.
+  bool sharedPrefix = false;
   bool withLse = false;
   /// FP8 caches: the element type and the scales' granularity (the scales
   /// are f32 buffers, one for K and one for V).
@@ -114,6 +121,9 @@ struct KernelConfig {
   /// validate()'s rules of topK: "" when it is 0 or its config can be
   /// top-k sparse.
   std::string getReasonTopKInvalid() const;
+  /// validate()'s rules of sharedPrefix: "" when it is off or its config
+  /// can continue a shared prefix.
+  std::string getReasonSharedPrefixInvalid() const;
 
   /// What the partial kernel's schedule depends on (fd/Planning/KernelPlan.h),
   /// as fd::getKernelProblem reads it off the op this config builds.

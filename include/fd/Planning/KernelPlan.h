@@ -50,10 +50,27 @@ struct KernelProblem {
   int64_t groupSize = 1;
   int64_t queryLength = 1;
   bool alibi = false;
+  /// A shared prefix (fd.attention's `suffix_lens`): the cache is one
+  /// sequence that every query sequence continues, so a block's rows are
+  /// those of getRequestsPerBlock() sequences, each streaming the prefix
+  /// once for all of them.
+  bool sharedPrefix = false;
   PartialKernelFeatures features;
 
-  /// Query rows per KV head: groupSize x queryLength.
-  int64_t getRowsPerKVHead() const { return groupSize * queryLength; }
+  /// Query sequences whose rows one block (and its row tiles) computes: 1,
+  /// or with a shared prefix as many as fill a tensor-core tile with their
+  /// groupSize x queryLength rows (at least one).
+  int64_t getRequestsPerBlock() const;
+  /// Query tokens of one block's sequences: queryLength x
+  /// getRequestsPerBlock().
+  int64_t getTokensPerBlock() const {
+    return queryLength * getRequestsPerBlock();
+  }
+  /// Query rows per KV head and block: groupSize x getTokensPerBlock().
+  int64_t getRowsPerKVHead() const { return groupSize * getTokensPerBlock(); }
+  /// The blocks along the batch that `batch` query sequences take:
+  /// ceil(batch / getRequestsPerBlock()).
+  int64_t getBlockBatch(int64_t batch) const;
   int64_t getValueHeadDim() const {
     return valueHeadDim ? valueHeadDim : headDim;
   }

@@ -31,10 +31,12 @@ namespace flashdecode {
 /// valueHeadDim columns (MLA's latent cache) the lane's first key vectors,
 /// read once, are its value vectors too. `unroll` steps of loads
 /// are issued before any is used. A KV head's `rows` query
-/// rows (group size x Lq) are `numRowTiles` tiles of `rowTile` (the last
-/// may hold padding rows), each tile a block of its own streaming the
-/// chunk. With Lq > 1 (`causal`) the last Lq - 1 keys of a sequence stream
-/// first, in a loop of their own with a per-row mask.
+/// rows (group size x Lq, times the sequences of a block with a shared
+/// prefix) are `numRowTiles` tiles of `rowTile` (the last may hold padding
+/// rows), each tile a block of its own streaming the chunk. Where rows see
+/// different keys (`causal`: Lq > 1, or the rows of sequences continuing a
+/// shared prefix) the keys some row may not see stream first, in loops of
+/// their own with a per-row mask.
 ///
 /// With `tensorCores` (f16/bf16 queries, D of 64 or 128) the block instead
 /// computes a tile of up to 16 rows with mma.sync: each warp takes 8 keys

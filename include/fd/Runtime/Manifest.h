@@ -25,9 +25,12 @@ struct LaunchDim {
   enum class Symbol { None, NumSplits, Batch };
   int64_t value = 1;
   Symbol symbol = Symbol::None;
+  /// "batch/N": ceil(batch / N), a block per N sequences (a shared
+  /// prefix's groups of sequences); 1 for "batch".
+  int64_t batchDivisor = 1;
 
   int64_t resolve(int64_t batch, int64_t numSplits) const {
-    return symbol == Symbol::Batch       ? batch
+    return symbol == Symbol::Batch ? (batch + batchDivisor - 1) / batchDivisor
            : symbol == Symbol::NumSplits ? numSplits
                                          : value;
   }
@@ -99,6 +102,10 @@ struct Manifest {
   /// sequence's list of K slots (pages of one position), whose negative
   /// entries the kernels skip.
   int64_t topK = 0;
+  /// A shared prefix (config.shared_prefix): the caches, seq_lens ([1]) and
+  /// block table (one row) hold one sequence that each query sequence
+  /// continues by its entry of `suffix_lens`, int32 [batch].
+  bool sharedPrefix = false;
   bool withLse = false;
   int64_t numSplits = 0;
   /// Whether the partial kernel merges (config.fused_merge): it then counts

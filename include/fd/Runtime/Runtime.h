@@ -21,6 +21,7 @@
 #include "fd/Runtime/Driver.h"
 #include "fd/Runtime/Manifest.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -173,6 +174,13 @@ struct DecodeBuffers {
   /// [0, kv_shard_world) (the kernel clamps it into that range), read by
   /// the partial kernel at every launch. The lengths are then global.
   CUdeviceptr kvShardRank = 0;
+  /// Required exactly when the kernels continue a shared prefix
+  /// (Manifest::sharedPrefix): int32 [batch] in device memory, each query
+  /// sequence's tokens after the prefix (clamped to [0, 2^30] by the
+  /// kernel), read by the partial kernel at every launch. The caches then
+  /// hold the prefix alone: seqLens is its length, int32 [1], a blockTable
+  /// one row, a dense cache one sequence.
+  CUdeviceptr suffixLens = 0;
   /// Required exactly when the kernels read fp8 caches
   /// (Manifest::hasFloat8Cache; the caches then hold 1 byte per element):
   /// float scales of the keys and of the values in device memory, [1] per
@@ -285,6 +293,13 @@ public:
   static Graph capture(const Device &device,
                        const std::vector<const DecodePlan *> &plans,
                        CUstream stream);
+  /// Records what `record` launches on `stream` (as above): kernels of
+  /// `plans`, whose rebinding makes the graph stale, and any others (a
+  /// merge of their outputs, a cascade's).
+  static Graph capture(const Device &device,
+                       const std::vector<const DecodePlan *> &plans,
+                       CUstream stream,
+                       const std::function<void(CUstream)> &record);
   ~Graph();
   Graph(Graph &&other) noexcept;
   Graph &operator=(Graph &&other) noexcept;

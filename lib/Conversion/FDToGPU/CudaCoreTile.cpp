@@ -75,24 +75,37 @@ void CudaCoreTileBuilder::streamRowTile(Value firstRow) {
     // group, so key j is before its end iff (j + 1 - firstMasked) * group
     // - firstRow <= r, and not before its window iff r < that value + W *
     // group: one value per key, compared with each row's constants.
-    // `causalBase` is its part without j. With a KV shard a token's keys
-    // are not that linear rule: each row keeps its own.
-    Value firstMasked = buildFirstMaskedKey(rewriter, e.loc, chunk.sequence);
-    if (rules.kvShard)
-      for (int64_t r = 0; r < layout.rowTile; ++r)
-        mask.rowKeys.push_back(buildVisibleKeys(
-            rewriter, e.loc, chunk.sequence,
-            tokenOf(e.min(e.add(firstRow, e.index(r)), lastRow)), rules));
-    else
+    // `causalBase` is its part without j. With a KV shard or a shared
+    // prefix a row's keys are not that linear rule: each row keeps its
+    // own, and every row sees those from the latest start to the earliest
+    // end among them.
+    Value firstMasked, allSee;
+    if (rules.kvShard || rules.sharedPrefix) {
+      for (int64_t r = 0; r < layout.rowTile; ++r) {
+        RowQuery rowQuery =
+            queryOfRow(e.min(e.add(firstRow, e.index(r)), lastRow));
+        KeyRange keys = buildVisibleKeys(rewriter, e.loc, rowQuery.sequence,
+                                         rowQuery.token, rules);
+        mask.rowKeys.push_back(keys);
+        firstMasked = r == 0 ? keys.end : e.min(firstMasked, keys.end);
+        if (keys.begin)
+          allSee = r == 0 ? keys.begin : e.max(allSee, keys.begin);
+      }
+    } else {
+      firstMasked = buildFirstMaskedKey(rewriter, e.loc, chunk.sequence);
       mask.causalBase = e.sub(
           e.mul(e.sub(e.index(1), firstMasked), e.index(geometry.groupSize())),
           firstRow);
+    }
     unmaskedEnd = e.max(chunk.begin, e.min(chunk.end, firstMasked));
     if (rules.windowLeft) {
-      Value lastToken = e.sub(chunk.sequence.queryLength, e.index(1));
-      Value allSee =
-          buildVisibleKeys(rewriter, e.loc, chunk.sequence, lastToken, rules)
-              .begin;
+      // The sequence's last token's window starts last.
+      if (mask.causalBase)
+        allSee = buildVisibleKeys(rewriter, e.loc, chunk.sequence,
+                                  e.sub(chunk.sequence.queryLength,
+                                        e.index(1)),
+                                  rules)
+                     .begin;
       unmaskedBegin = e.min(unmaskedEnd, e.max(chunk.begin, allSee));
       streamed =
           streamKeys(chunk.begin, unmaskedBegin, /*unroll=*/1, mask, streamed);

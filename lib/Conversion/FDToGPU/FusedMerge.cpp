@@ -72,6 +72,11 @@ std::string mlir::fd::getReasonMergeNotFusable(Operation *op) {
   // (getReasonNotLowerableToGPU says so).
   if (!partial || !partial.getScheduleAttr())
     return "";
+  if (partial.getSuffixLens())
+    return "convert-fd-to-gpu: fuse-merge: a shared prefix's partial kernel "
+           "takes the query sequences in groups along its grid, which the "
+           "fused merge's counters per (sequence, KV head) do not follow; "
+           "use the merge kernel (no fuse-merge)";
   // The fused merge keeps its rows' split weights in workgroup memory: in
   // the warps' accumulators, or in a buffer of their own, which must leave
   // the kernel within the static limit.

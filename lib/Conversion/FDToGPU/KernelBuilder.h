@@ -251,11 +251,12 @@ gpu::GPUFuncOp createKernel(Operation *anchor, StringRef name,
 
 /// One dimension of a kernel's grid: the value it is launched with and,
 /// when that is not a number fixed at compile time, the manifest symbol the
-/// runtime computes it from ("batch"); a split count is fixed in the kernel
-/// yet named ("num_splits") so the manifest says what it is.
+/// runtime computes it from ("batch", or "batch/N" for ceil(batch / N));
+/// a split count is fixed in the kernel yet named ("num_splits") so the
+/// manifest says what it is.
 struct GridDimension {
   Value value;
-  StringRef symbol = "";
+  std::string symbol = "";
 };
 
 /// Launches `kernel` on `grid` with `blockSize` threads and the parameters'

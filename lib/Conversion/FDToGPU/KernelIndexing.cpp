@@ -23,8 +23,9 @@ AlibiRow PartialKernelBuilder::alibiOfRow(Value firstRow, Value tileRow) {
   // In base 2, as the scores are.
   Value slope = e.mul(e.load(f32, alibiSlopes, f32, head, 4),
                       e.f32(llvm::numbers::log2e));
-  return {slope,
-          buildQueryPosition(rewriter, e.loc, chunk.sequence, tokenOf(row))};
+  RowQuery rowQuery = queryOfRow(row);
+  return {slope, buildQueryPosition(rewriter, e.loc, rowQuery.sequence,
+                                    rowQuery.token)};
 }
 
 Value PartialKernelBuilder::queryHeadOf(Value row) {
@@ -41,9 +42,29 @@ Value PartialKernelBuilder::tokenOf(Value row) {
 Value PartialKernelBuilder::queryRow(Value row) {
   Value token = tokenOf(row);
   Value head = queryHeadOf(row);
-  return e.add(e.mul(e.add(e.mul(batch, e.index(geometry.queryLength)), token),
+  // The block's query tokens: Lq of its sequence, or of each of its
+  // sequences, which are consecutive.
+  Value tokensPerBlock = e.index(layout.rows / geometry.groupSize());
+  return e.add(e.mul(e.add(e.mul(batch, tokensPerBlock), token),
                      e.index(geometry.numQueryHeads)),
                head);
+}
+
+PartialKernelBuilder::RowQuery PartialKernelBuilder::queryOfRow(Value row) {
+  Value token = tokenOf(row);
+  if (!suffixLens)
+    return {chunk.sequence, token};
+  Value queryLength = e.index(geometry.queryLength);
+  Value sequenceInBlock =
+      arith::DivUIOp::create(rewriter, e.loc, token, queryLength);
+  Value sequence =
+      e.add(e.mul(batch, e.index(sequencesPerBlock)), sequenceInBlock);
+  Type i32 = rewriter.getI32Type();
+  Value suffix = arith::IndexCastOp::create(
+      rewriter, e.loc, rewriter.getIndexType(),
+      e.load(i32, suffixLens, i32, sequence, 4));
+  return {buildSharedPrefixExtent(rewriter, e.loc, chunk.sequence, suffix),
+          arith::RemUIOp::create(rewriter, e.loc, token, queryLength)};
 }
 
 Value PartialKernelBuilder::isRealRow(Value firstRow, Value tileRow) {
@@ -61,10 +82,11 @@ Value PartialKernelBuilder::cacheRow(Value token, Value page) {
               ? e.add(e.mul(e.add(e.mul(page, pageSize), slot), heads), kvHead)
               : e.add(e.mul(e.add(e.mul(page, heads), kvHead), pageSize), slot);
   } else {
-    row = isNHD ? e.add(e.mul(e.add(e.mul(batch, maxLength), token), heads),
-                        kvHead)
-                : e.add(e.mul(e.add(e.mul(batch, heads), kvHead), maxLength),
-                        token);
+    row = isNHD
+              ? e.add(e.mul(e.add(e.mul(cacheBatch, maxLength), token), heads),
+                      kvHead)
+              : e.add(e.mul(e.add(e.mul(cacheBatch, heads), kvHead), maxLength),
+                      token);
   }
   return row;
 }

@@ -97,6 +97,13 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
     if (op.getKvShardRank())
       parameters.addPointer(rewriter, loc, "kv_shard_rank",
                             op.getKvShardRank());
+    // A shared prefix: each query sequence's suffix, and how many there are
+    // (the last block's group of sequences may be partial).
+    Value batch = memref::DimOp::create(rewriter, loc, op.getQuery(), 0);
+    if (op.getSuffixLens()) {
+      parameters.addPointer(rewriter, loc, "suffix_lens", op.getSuffixLens());
+      parameters.addI32(rewriter, loc, "batch", batch);
+    }
     // A fused merge: the merge's outputs and the counters (FusedMerge.cpp).
     Value counters =
         merge ? addFusedMergeParameters(rewriter, loc, op, merge, parameters)
@@ -124,12 +131,18 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
           ->build(merge);
     }
 
-    // The launch: grid (S, Hkv * row tiles, B).
-    Value batch = memref::DimOp::create(rewriter, loc, op.getQuery(), 0);
+    // The launch: grid (S, Hkv * row tiles, B), or with a shared prefix B
+    // in groups of the sequences a block computes.
+    int64_t sequencesPerBlock = getSequencesPerBlock(op, layout);
+    GridDimension sequences{batch, "batch"};
+    if (sequencesPerBlock > 1)
+      sequences = {arith::CeilDivUIOp::create(rewriter, loc, batch,
+                                              host.index(sequencesPerBlock)),
+                   "batch/" + std::to_string(sequencesPerBlock)};
     launchKernel(rewriter, loc, kernel,
                  {{host.index(op.getNumSplits()), "num_splits"},
                   {host.index(geometry.numKVHeads * layout.numRowTiles)},
-                  {batch, "batch"}},
+                  sequences},
                  {schedule.threads, 1, 1}, parameters);
     if (merge) {
       memref::DeallocOp::create(rewriter, loc, counters);
@@ -152,8 +165,9 @@ PartialKernelBuilder::PartialKernelBuilder(
     const CacheElements &cache, PatternRewriter &rewriter)
     : kernel(kernel), op(op), schedule(schedule), geometry(geometry),
       rules(op.getRules()), layout(this->schedule.layout),
-      elementType(elementType), cache(cache),
-      rewriter(rewriter), e{rewriter, kernel.getLoc()} {}
+      elementType(elementType), cache(cache), rewriter(rewriter),
+      e{rewriter, kernel.getLoc()},
+      sequencesPerBlock(getSequencesPerBlock(op, layout)) {}
 
 void PartialKernelBuilder::setUp() {
   Block &entry = kernel.getBody().front();
@@ -183,6 +197,8 @@ void PartialKernelBuilder::setUp() {
     rowTile = arith::RemUIOp::create(rewriter, e.loc, kvHeadTile, tiles);
   }
   batch = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::z);
+  suffixLens = getKernelArgument(kernel, "suffix_lens");
+  cacheBatch = suffixLens ? e.index(0) : batch;
   warp = arith::DivUIOp::create(rewriter, e.loc, thread, e.index(32));
   lane = arith::RemUIOp::create(rewriter, e.loc, thread, e.index(32));
   setUpLanes();
@@ -191,8 +207,8 @@ void PartialKernelBuilder::setUp() {
   chunk = emitChunkBounds(
       e,
       emitSequenceExtent(e, seqLens, getKernelArgument(kernel, "query_lens"),
-                         getKernelArgument(kernel, "kv_shard_rank"), batch,
-                         maxLength, rules),
+                         getKernelArgument(kernel, "kv_shard_rank"),
+                         cacheBatch, maxLength, rules),
       split, op.getNumSplits(), op.getChunkLength(), rules);
   queryScale = e.f32(op.getEffectiveScale() * llvm::numbers::log2e *
                      cache.decodeFactor());
@@ -219,19 +235,32 @@ void PartialKernelBuilder::setUp() {
     numPages =
         arith::IndexCastOp::create(rewriter, e.loc, rewriter.getIndexType(),
                                    getKernelArgument(kernel, "num_pages"));
-    tableRow = e.mul(batch, arith::DivUIOp::create(rewriter, e.loc, maxLength,
-                                                   e.index(geometry.pageSize)));
+    tableRow =
+        e.mul(cacheBatch, arith::DivUIOp::create(rewriter, e.loc, maxLength,
+                                                 e.index(geometry.pageSize)));
   }
   // Rows are token-major: the sequence's query tokens are its first n *
-  // group rows.
-  realRows =
-      rules.perSequenceQueryLengths
-          ? e.mul(chunk.sequence.queryLength, e.index(geometry.groupSize()))
-          : e.index(layout.rows);
+  // group rows; a shared prefix's sequences follow one another, the last
+  // group's real ones first.
+  const int64_t rowsPerSequence = geometry.groupSize() * geometry.queryLength;
+  realRowsVary = rules.perSequenceQueryLengths || suffixLens;
+  realRows = e.index(layout.rows);
+  if (rules.perSequenceQueryLengths)
+    realRows =
+        e.mul(chunk.sequence.queryLength, e.index(geometry.groupSize()));
+  if (suffixLens) {
+    numSequences =
+        arith::IndexCastOp::create(rewriter, e.loc, rewriter.getIndexType(),
+                                   getKernelArgument(kernel, "batch"));
+    Value remaining =
+        e.sub(numSequences, e.mul(batch, e.index(sequencesPerBlock)));
+    realRows = e.mul(e.min(remaining, e.index(sequencesPerBlock)),
+                     e.index(rowsPerSequence));
+  }
   // Padding rows read the last real row (and are computed on zero
   // queries): a padding token's query row may be left unwritten.
-  lastRow = rules.perSequenceQueryLengths ? e.sub(realRows, e.index(1))
-                                          : e.index(layout.rows - 1);
+  lastRow = realRowsVary ? e.sub(realRows, e.index(1))
+                         : e.index(layout.rows - 1);
 }
 
 Value PartialKernelBuilder::shapeScore(Value score) {
@@ -253,7 +282,7 @@ void PartialKernelBuilder::build(MergeOp merge) {
   // when n = 0: its padding rows would read row -1's query) does nothing
   // but count, with a fused merge.
   Value firstRow = e.mul(rowTile, e.index(layout.rowTile));
-  if (rules.perSequenceQueryLengths) {
+  if (realRowsVary) {
     auto ifReal = scf::IfOp::create(rewriter, e.loc,
                                     e.lessThan(firstRow, realRows), false);
     OpBuilder::InsertionGuard guard(rewriter);
@@ -318,6 +347,12 @@ void mlir::fd::detail::populatePartialAttentionToGPUPatterns(
     RewritePatternSet &patterns, const ::flashdecode::Chip &chip,
     bool fuseMerge) {
   patterns.add<PartialAttentionToGPU>(patterns.getContext(), chip, fuseMerge);
+}
+
+int64_t mlir::fd::detail::getSequencesPerBlock(PartialAttentionOp op,
+                                               const PartialKernelLayout &layout) {
+  AttentionGeometry geometry = op.getGeometry();
+  return layout.rows / (geometry.groupSize() * geometry.queryLength);
 }
 
 ::flashdecode::KernelSchedule

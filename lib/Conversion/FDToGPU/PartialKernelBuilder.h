@@ -40,6 +40,12 @@ constexpr int64_t kFragmentElementsPerVector = 8;
 /// refuses an op without one).
 ::flashdecode::KernelSchedule getPartialKernelSchedule(PartialAttentionOp op);
 
+/// The query sequences whose rows one block of `op`'s kernel (of
+/// `layout`) computes: 1, or with a shared prefix those of a group
+/// (KernelProblem::getRequestsPerBlock).
+int64_t getSequencesPerBlock(PartialAttentionOp op,
+                             const PartialKernelLayout &layout);
+
 /// The workgroup buffers of a kernel of `schedule`
 /// (KernelSchedule::getWorkgroupBuffers) as memrefs in workgroup memory, for
 /// a fused merge of `fusedMergeSplits` splits (0: none).
@@ -117,11 +123,24 @@ protected:
   Value isKeyEntry(Value entry);
   /// The query head of row `row` of the block: kvHead * group + row % group.
   Value queryHeadOf(Value row);
-  /// The query token of row `row` of the block: row / group.
+  /// The query token of row `row` of the block: row / group (with a shared
+  /// prefix, counted over the block's sequences: sequence token / Lq of
+  /// them, its token token % Lq).
   Value tokenOf(Value row);
   /// Row `row` of the block (query token row / group of head queryHeadOf)
   /// as a row index of the [B, Lq, Hq] tensors.
   Value queryRow(Value row);
+  /// The query of a row as the rules see it: its sequence's extent and its
+  /// token there.
+  struct RowQuery {
+    SequenceExtent sequence;
+    Value token;
+  };
+  /// The query of row `row` of the block (a real row, or clamped to
+  /// lastRow): the chunk's sequence and tokenOf(row); with a shared prefix
+  /// the prefix continued by the suffix of the row's sequence, and the
+  /// row's token in it.
+  RowQuery queryOfRow(Value row);
   /// Whether row `tileRow` of the tile starting at `firstRow` is a real row
   /// (the last tile may be partial, and rows of padding tokens are not).
   Value isRealRow(Value firstRow, Value tileRow);
@@ -163,11 +182,16 @@ protected:
   // are the keys' first D_v columns).
   Value query, keys, values, seqLens, partialOutput, partialLse, maxLength;
   Value blockTable, tableRow, numPages;
+  /// A shared prefix: the suffix lengths' pointer and the number of query
+  /// sequences (null without).
+  Value suffixLens, numSequences;
   /// ALiBi: the slopes' pointer (null without).
   Value alibiSlopes;
   Value warpAccumulators, warpMaxSum;
-  // Where this thread is.
-  Value thread, split, kvHead, rowTile, batch, warp, lane;
+  // Where this thread is. `batch` is the block's query sequence, or with a
+  // shared prefix its group of layout.rows / (group x Lq) sequences;
+  // `cacheBatch` the cache's sequence it reads (0 for a shared prefix).
+  Value thread, split, kvHead, rowTile, batch, cacheBatch, warp, lane;
   ChunkBounds chunk;
   /// q's prescale: scale * log2(e), for scores in base 2 (with an fp8
   /// cache also its decode factor and a per-tensor k_scale).
@@ -180,8 +204,15 @@ protected:
   /// The last real row: rows past it read its query, slope and keys.
   Value lastRow;
   /// The block's rows that are real queries: group * the sequence's query
-  /// tokens (all layout.rows without per-sequence query lengths).
+  /// tokens (all layout.rows without per-sequence query lengths), or with
+  /// a shared prefix the rows of those of its sequences that exist.
   Value realRows;
+  /// Whether realRows is known only at run time (per-sequence query
+  /// lengths, a shared prefix's last group of sequences).
+  bool realRowsVary = false;
+  /// The query sequences whose rows a block computes: 1, or with a shared
+  /// prefix layout.rows / (group x Lq).
+  int64_t sequencesPerBlock;
 
 private:
   /// The values every stage reads, at the kernel's start; the form's lanes

@@ -56,10 +56,9 @@ void TensorCoreTileBuilder::setUpLanes() {
 KeyRange TensorCoreTileBuilder::visibleKeys(Value firstRow, Value tileRow) {
   if (!rules.rowsDiffer())
     return {Value(), chunk.end};
-  Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
-  Value token = arith::DivUIOp::create(rewriter, e.loc, blockRow,
-                                       e.index(geometry.groupSize()));
-  return buildVisibleKeys(rewriter, e.loc, chunk.sequence, token, rules);
+  RowQuery rowQuery = queryOfRow(e.min(e.add(firstRow, tileRow), lastRow));
+  return buildVisibleKeys(rewriter, e.loc, rowQuery.sequence, rowQuery.token,
+                          rules);
 }
 
 void TensorCoreTileBuilder::streamRowTile(Value firstRow) {

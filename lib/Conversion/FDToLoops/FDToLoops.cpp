@@ -35,7 +35,9 @@ SmallVector<Value> withDim(ArrayRef<Value> row, Value dim) {
 /// are the values.
 struct RowOperands {
   Value query, keyCache, values;
-  Value batch, token, head, kvHead;
+  /// `cacheBatch` is the cache's sequence: `batch`, or 0 for a shared
+  /// prefix.
+  Value batch, token, head, kvHead, cacheBatch;
   /// With ALiBi: the head's slope and the query token's position; else null.
   Value alibiSlope, position;
   /// The sequence's extent: where its keys are (buildKeyPosition).
@@ -96,7 +98,7 @@ SoftmaxState emitOnlineSoftmax(OpBuilder &b, Location loc,
         // and nothing of its position is read.
         Value isKey;
         SmallVector<Value> cacheRow = indexing.cacheRow(
-            b, loc, row.keyCache, row.batch, position, row.kvHead,
+            b, loc, row.keyCache, row.cacheBatch, position, row.kvHead,
             rules.blockTableHoles ? &isKey : nullptr);
         auto foldKey = [&](OpBuilder &b, Location loc) {
           Value kScale =
@@ -216,12 +218,19 @@ std::pair<Value, Value> visibleWithin(OpBuilder &b, Location loc,
   return {begin, arith::MaxSIOp::create(b, loc, begin, clipped)};
 }
 
-/// Sequence `batch`'s extent (AttentionUtils.h), from its length, its
-/// query length with `query_lens` and this rank with a KV shard.
-SequenceExtent loadSequenceExtent(OpBuilder &b, Location loc,
-                                  AttentionOpInterface op, Value batch,
-                                  Value maxLength,
-                                  const AttentionRules &rules) {
+/// Query sequence `batch`'s extents (AttentionUtils.h): the one the splits
+/// divide and the one its rows see. Both are its own (from its length, its
+/// query length with `query_lens` and this rank with a KV shard), except
+/// for a shared prefix: the prefix's, and the prefix continued by the
+/// sequence's suffix.
+struct SequenceExtents {
+  SequenceExtent split, rows;
+};
+
+SequenceExtents loadSequenceExtents(OpBuilder &b, Location loc,
+                                    AttentionOpInterface op, Value batch,
+                                    Value cacheBatch, Value maxLength,
+                                    const AttentionRules &rules) {
   auto loadIndex = [&](Value memref, Value position) -> Value {
     return arith::IndexCastOp::create(
         b, loc, b.getIndexType(),
@@ -231,22 +240,26 @@ SequenceExtent loadSequenceExtent(OpBuilder &b, Location loc,
       op.getQueryLens()
           ? memref::LoadOp::create(b, loc, op.getQueryLens(), batch).getResult()
           : Value();
-  Value length = loadIndex(op.getSeqLens(), batch);
+  Value length = loadIndex(op.getSeqLens(), cacheBatch);
   Value rank = op.getKvShardRank()
                    ? loadIndex(op.getKvShardRank(), indexConstant(b, loc, 0))
                    : Value();
   SequenceExtent sequence =
       buildSequenceExtent(b, loc, length, maxLength, rules, rank);
   sequence.queryLength = buildQueryLength(b, loc, queryLen, rules.queryLength);
-  return sequence;
+  if (!op.getSuffixLens())
+    return {sequence, sequence};
+  return {sequence,
+          buildSharedPrefixExtent(b, loc, sequence,
+                                  loadIndex(op.getSuffixLens(), batch))};
 }
 
 /// Builds the (b, [split,] t, h) loop nest shared by the attention lowerings
-/// and hands the body the row operands and the sequence's extent.
+/// and hands the body the row operands and the sequence's extents.
 void buildRowNest(OpBuilder &b, AttentionOpInterface op,
                   const AttentionIndexing &indexing, int64_t numSplits,
                   function_ref<void(OpBuilder &, Location, const RowOperands &,
-                                    Value split, const SequenceExtent &)>
+                                    Value split, const SequenceExtents &)>
                       bodyBuilder) {
   Location loc = op.getLoc();
   const AttentionGeometry &geometry = indexing.geometry;
@@ -269,9 +282,11 @@ void buildRowNest(OpBuilder &b, AttentionOpInterface op,
                         ivs[0],
                         ivs[2],
                         ivs[3],
-                        arith::DivUIOp::create(b, loc, ivs[3], group)};
-        SequenceExtent sequence =
-            loadSequenceExtent(b, loc, op, ivs[0], maxLength, op.getRules());
+                        arith::DivUIOp::create(b, loc, ivs[3], group),
+                        op.getSuffixLens() ? zero : ivs[0]};
+        SequenceExtents extents = loadSequenceExtents(
+            b, loc, op, row.batch, row.cacheBatch, maxLength, op.getRules());
+        const SequenceExtent &sequence = extents.rows;
         row.sequence = &sequence;
         if (op.getQueryLens())
           row.isQuery = buildIsQueryToken(b, loc, sequence, row.token);
@@ -281,7 +296,7 @@ void buildRowNest(OpBuilder &b, AttentionOpInterface op,
           row.alibiSlope = memref::LoadOp::create(b, loc, slopes, row.head);
           row.position = buildQueryPosition(b, loc, sequence, row.token);
         }
-        bodyBuilder(b, loc, row, ivs[1], sequence);
+        bodyBuilder(b, loc, row, ivs[1], extents);
       });
 }
 
@@ -301,11 +316,11 @@ struct AttentionOpLowering : OpConversionPattern<AttentionOp> {
     buildRowNest(
         rewriter, op, indexing, /*numSplits=*/1,
         [&](OpBuilder &b, Location loc, const RowOperands &row, Value,
-            const SequenceExtent &sequence) {
+            const SequenceExtents &extents) {
           // A padding token's row sees no key and no sink: zeros, lse -inf.
           auto [begin, end] =
-              visibleWithin(b, loc, rules, sequence, row,
-                            indexConstant(b, loc, 0), sequence.length);
+              visibleWithin(b, loc, rules, extents.rows, row,
+                            indexConstant(b, loc, 0), extents.rows.length);
           SoftmaxState state = emitOnlineSoftmax(
               b, loc, indexing, rules, row, begin, end, scale,
               initialState(b, loc, op.getSinks(), row.head, row.isQuery),
@@ -341,7 +356,7 @@ struct PartialAttentionOpLowering : OpConversionPattern<PartialAttentionOp> {
     buildRowNest(
         rewriter, op, indexing, numSplits,
         [&](OpBuilder &b, Location loc, const RowOperands &row, Value split,
-            const SequenceExtent &sequence) {
+            const SequenceExtents &extents) {
           // The rows of padding tokens are not written (fd.merge skips
           // them).
           OpBuilder::InsertionGuard guard(b);
@@ -349,11 +364,11 @@ struct PartialAttentionOpLowering : OpConversionPattern<PartialAttentionOp> {
             b.setInsertionPointToStart(
                 scf::IfOp::create(b, loc, row.isQuery, /*withElseRegion=*/false)
                     .thenBlock());
-          KeyRange attended = buildAttendedKeys(b, loc, sequence, rules);
+          KeyRange attended = buildAttendedKeys(b, loc, extents.split, rules);
           ChunkRange range =
               buildChunkRange(b, loc, attended.begin, attended.end, split,
                               numSplits, fixedChunk);
-          auto [begin, end] = visibleWithin(b, loc, rules, sequence, row,
+          auto [begin, end] = visibleWithin(b, loc, rules, extents.rows, row,
                                             range.begin, range.end);
           SoftmaxState state = emitOnlineSoftmax(
               b, loc, indexing, rules, row, begin, end, scale,

@@ -660,3 +660,63 @@ func.func @holes_without_block_table(%q: memref<1x8x64xf16>, %k: memref<1x?x2x64
   fd.attention %q, %k, %v, %l into %o {block_table_holes} : memref<1x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<1x8x64xf16>
   return
 }
+
+// -----
+
+// A shared prefix (suffix_lens) is one sequence: seq_lens is its length, [1].
+func.func @suffix_lens_seq_lens_size(%q: memref<2x8x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>, %l: memref<2xi32>, %s: memref<2xi32>, %o: memref<2x8x64xf16>) {
+  // expected-error @below {{'seq_lens' with 'suffix_lens' is the shared prefix's length: size [1], got [2]}}
+  fd.attention %q, %k, %v, %l suffix_lens %s : memref<2xi32> into %o : memref<2x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<2xi32> into memref<2x8x64xf16>
+  return
+}
+
+// -----
+
+// ... and its dense cache holds that one sequence: batch 1, not the query's.
+func.func @suffix_lens_cache_batch(%q: memref<2x8x64xf16>, %k: memref<2x?x2x64xf16>, %v: memref<2x?x2x64xf16>, %l: memref<1xi32>, %s: memref<2xi32>, %o: memref<2x8x64xf16>) {
+  // expected-error @below {{'key_cache' with 'suffix_lens' holds the shared prefix, one sequence: batch size [1], got [2]}}
+  fd.attention %q, %k, %v, %l suffix_lens %s : memref<2xi32> into %o : memref<2x8x64xf16>, memref<2x?x2x64xf16>, memref<2x?x2x64xf16>, memref<1xi32> into memref<2x8x64xf16>
+  return
+}
+
+// -----
+
+// ... and its block table has one row.
+func.func @suffix_lens_block_table_rows(%q: memref<2x8x64xf16>, %k: memref<?x16x2x64xf16>, %v: memref<?x16x2x64xf16>, %l: memref<1xi32>, %t: memref<2x?xi32>, %s: memref<2xi32>, %po: memref<2x8x2x64xf32>, %pl: memref<2x8x2xf32>) {
+  // expected-error @below {{'block_table' with 'suffix_lens' holds the shared prefix's pages: one row, got [2] rows}}
+  fd.partial_attention %q, %k, %v, %l block_table %t : memref<2x?xi32> suffix_lens %s : memref<2xi32> into %po, %pl : memref<2x8x64xf16>, memref<?x16x2x64xf16>, memref<?x16x2x64xf16>, memref<1xi32> into memref<2x8x2x64xf32>, memref<2x8x2xf32>
+  return
+}
+
+// -----
+
+// One suffix length per query sequence.
+func.func @suffix_lens_size(%q: memref<2x8x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>, %l: memref<1xi32>, %s: memref<3xi32>, %o: memref<2x8x64xf16>) {
+  // expected-error @below {{'suffix_lens' must have one suffix length per sequence: size [3] but the batch size is [2]}}
+  fd.attention %q, %k, %v, %l suffix_lens %s : memref<3xi32> into %o : memref<2x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<2x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @suffix_lens_with_query_lens(%q: memref<2x4x8x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>, %l: memref<1xi32>, %ql: memref<2xi32>, %s: memref<2xi32>, %o: memref<2x4x8x64xf16>) {
+  // expected-error @below {{'suffix_lens' (a shared prefix) does not go with 'query_lens': every sequence continuing the prefix has Lq query tokens and the prefix is one dense or paged sequence}}
+  fd.attention %q, %k, %v, %l query_lens %ql : memref<2xi32> suffix_lens %s : memref<2xi32> into %o : memref<2x4x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<2x4x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @suffix_lens_with_kv_shard(%q: memref<2x8x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>, %l: memref<1xi32>, %r: memref<1xi32>, %s: memref<2xi32>, %po: memref<2x8x2x64xf32>, %pl: memref<2x8x2xf32>) {
+  // expected-error @below {{'suffix_lens' (a shared prefix) does not go with 'kv_shard': every sequence continuing the prefix has Lq query tokens and the prefix is one dense or paged sequence}}
+  fd.partial_attention %q, %k, %v, %l kv_shard_rank %r : memref<1xi32> suffix_lens %s : memref<2xi32> into %po, %pl {kv_shard = #fd.kv_shard<world = 2, interleave = 1>} : memref<2x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<2x8x2x64xf32>, memref<2x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @suffix_lens_with_holes(%q: memref<2x8x64xf16>, %k: memref<?x1x2x64xf16>, %v: memref<?x1x2x64xf16>, %l: memref<1xi32>, %t: memref<1x16xi32>, %s: memref<2xi32>, %o: memref<2x8x64xf16>) {
+  // expected-error @below {{'suffix_lens' (a shared prefix) does not go with 'block_table_holes': every sequence continuing the prefix has Lq query tokens and the prefix is one dense or paged sequence}}
+  fd.attention %q, %k, %v, %l block_table %t : memref<1x16xi32> suffix_lens %s : memref<2xi32> into %o {block_table_holes} : memref<2x8x64xf16>, memref<?x1x2x64xf16>, memref<?x1x2x64xf16>, memref<1xi32> into memref<2x8x64xf16>
+  return
+}

@@ -212,3 +212,27 @@ func.func @top_k_lists(%q: memref<?x8x64xf32>, %k: memref<?x1x2x64xf32>, %v: mem
       : memref<?x8x64xf32>, memref<?x1x2x64xf32>, memref<?x1x2x64xf32>, memref<?xi32> into memref<?x8x2x64xf32>, memref<?x8x2xf32>
   return
 }
+
+// A shared prefix (cascade): the cache is one sequence (batch 1, or a block
+// table of one row) and seq_lens [1] its length; suffix_lens, one per query
+// sequence, is printed after kv_shard_rank and round-trips on both ops,
+// beside a window, an lse and a block table.
+// CHECK-LABEL: func @shared_prefix
+// CHECK-SAME: %[[L:[a-z0-9]+]]: memref<1xi32>, %[[S:[a-z0-9]+]]: memref<?xi32>
+func.func @shared_prefix(%q: memref<?x4x8x64xf16>, %k: memref<1x?x2x64xf16>, %v: memref<1x?x2x64xf16>,
+                         %lens: memref<1xi32>, %suffix: memref<?xi32>,
+                         %out: memref<?x4x8x64xf16>, %lse: memref<?x4x8xf32>,
+                         %pages: memref<?x16x2x64xf16>, %table: memref<1x?xi32>,
+                         %po: memref<?x4x8x3x64xf32>, %pl: memref<?x4x8x3xf32>) {
+  // CHECK: fd.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[L]] suffix_lens %[[S]] : memref<?xi32> into %{{.*}}, %{{.*}} {window_left = 64 : i64} :
+  // CHECK-SAME: memref<?x4x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>, memref<1xi32> into memref<?x4x8x64xf16>, memref<?x4x8xf32>
+  fd.attention %q, %k, %v, %lens suffix_lens %suffix : memref<?xi32> into %out, %lse {window_left = 64}
+      : memref<?x4x8x64xf16>, memref<1x?x2x64xf16>, memref<1x?x2x64xf16>,
+        memref<1xi32> into memref<?x4x8x64xf16>, memref<?x4x8xf32>
+  // CHECK: fd.partial_attention %{{.*}}, %{{.*}}, %{{.*}}, %[[L]] block_table %{{.*}} : memref<1x?xi32> suffix_lens %[[S]] : memref<?xi32> into %{{.*}}, %{{.*}} :
+  // CHECK-SAME: memref<?x4x8x64xf16>, memref<?x16x2x64xf16>, memref<?x16x2x64xf16>, memref<1xi32> into memref<?x4x8x3x64xf32>, memref<?x4x8x3xf32>
+  fd.partial_attention %q, %pages, %pages, %lens block_table %table : memref<1x?xi32> suffix_lens %suffix : memref<?xi32> into %po, %pl
+      : memref<?x4x8x64xf16>, memref<?x16x2x64xf16>, memref<?x16x2x64xf16>,
+        memref<1xi32> into memref<?x4x8x3x64xf32>, memref<?x4x8x3xf32>
+  return
+}

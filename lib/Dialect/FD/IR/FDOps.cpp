@@ -18,7 +18,7 @@ using namespace mlir::fd::detail;
 AttentionGeometry
 mlir::fd::computeAttentionGeometry(Value query, Value keyCache, Value seqLens,
                                    Value blockTable, Value output,
-                                   KVLayout layout) {
+                                   KVLayout layout, Value suffixLens) {
   ArrayRef<int64_t> queryShape = memrefType(query).getShape();
   ArrayRef<int64_t> cacheShape = memrefType(keyCache).getShape();
   bool isNHD = layout == KVLayout::NHD;
@@ -30,8 +30,12 @@ mlir::fd::computeAttentionGeometry(Value query, Value keyCache, Value seqLens,
   geometry.valueHeadDim = memrefType(output).getShape().back();
   geometry.numKVHeads = cacheShape[isNHD ? 2 : 1];
   geometry.maxLength = cacheShape[isNHD ? 1 : 2];
-  SmallVector<int64_t> batchSizes = {queryShape[0],
-                                     memrefType(seqLens).getShape()[0]};
+  // A shared prefix's cache, lengths and block table are one sequence's.
+  SmallVector<int64_t> batchSizes = {queryShape[0]};
+  if (suffixLens)
+    batchSizes.push_back(memrefType(suffixLens).getShape()[0]);
+  else
+    batchSizes.push_back(memrefType(seqLens).getShape()[0]);
   if (blockTable) {
     ArrayRef<int64_t> tableShape = memrefType(blockTable).getShape();
     geometry.pageSize = geometry.maxLength;
@@ -39,8 +43,9 @@ mlir::fd::computeAttentionGeometry(Value query, Value keyCache, Value seqLens,
                                  ShapedType::isDynamic(geometry.pageSize)
                              ? ShapedType::kDynamic
                              : tableShape[1] * geometry.pageSize;
-    batchSizes.push_back(tableShape[0]);
-  } else {
+    if (!suffixLens)
+      batchSizes.push_back(tableShape[0]);
+  } else if (!suffixLens) {
     batchSizes.push_back(cacheShape[0]);
   }
   geometry.batch = ShapedType::kDynamic;
@@ -159,7 +164,8 @@ static LogicalResult verifyValues(Operation *op, Value keyCache,
 static FailureOr<AttentionGeometry>
 verifyAttentionInputs(Operation *op, Value query, Value keyCache,
                       Value valueCache, Value seqLens, Value blockTable,
-                      Value output, StringRef outputName, KVLayout layout) {
+                      Value output, StringRef outputName, KVLayout layout,
+                      Value suffixLens) {
   MemRefType queryType = memrefType(query);
   MemRefType keyType = memrefType(keyCache);
 
@@ -180,7 +186,7 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
            << cacheElementType;
 
   AttentionGeometry geometry = computeAttentionGeometry(
-      query, keyCache, seqLens, blockTable, output, layout);
+      query, keyCache, seqLens, blockTable, output, layout, suffixLens);
   if (!isSupportedKeyHeadDim(geometry.headDim))
     return op->emitOpError()
            << "'query' head dim " << formatShape({geometry.headDim})
@@ -225,19 +231,42 @@ verifyAttentionInputs(Operation *op, Value query, Value keyCache,
              << ::flashdecode::describeSupportedPageSizes() << " in the layout "
              << layoutShape;
     int64_t tableBatch = memrefType(blockTable).getShape()[0];
-    if (!dimsAgree(tableBatch, queryBatch))
+    if (suffixLens && !dimsAgree(tableBatch, 1))
+      return op->emitOpError()
+             << "'block_table' with 'suffix_lens' holds the shared prefix's "
+                "pages: one row, got "
+             << formatShape({tableBatch}) << " rows";
+    if (!suffixLens && !dimsAgree(tableBatch, queryBatch))
       return op->emitOpError()
              << "'block_table' must have one row per sequence: "
              << formatShape({tableBatch}) << " rows but the 'query' batch "
              << "size is " << formatShape({queryBatch});
-  } else if (!dimsAgree(cacheShape[0], queryBatch)) {
+  } else if (suffixLens && !dimsAgree(cacheShape[0], 1)) {
+    return op->emitOpError()
+           << "'key_cache' with 'suffix_lens' holds the shared prefix, one "
+              "sequence: batch size [1], got "
+           << formatShape({cacheShape[0]});
+  } else if (!suffixLens && !dimsAgree(cacheShape[0], queryBatch)) {
     return op->emitOpError()
            << "'key_cache' batch size " << formatShape({cacheShape[0]})
            << " does not match the 'query' batch size "
            << formatShape({queryBatch});
   }
-  if (failed(verifyPerSequenceOperand(op, seqLens, "seq_lens", "length",
-                                      geometry)) ||
+  if (suffixLens) {
+    int64_t lengths = memrefType(seqLens).getShape()[0];
+    if (!dimsAgree(lengths, 1))
+      return op->emitOpError()
+             << "'seq_lens' with 'suffix_lens' is the shared prefix's length: "
+                "size [1], got "
+             << formatShape({lengths});
+    if (failed(verifyPerSequenceOperand(op, suffixLens, "suffix_lens",
+                                        "suffix length", geometry)))
+      return failure();
+  } else if (failed(verifyPerSequenceOperand(op, seqLens, "seq_lens",
+                                             "length", geometry))) {
+    return failure();
+  }
+  if (
       failed(verifyValues(op, keyCache, valueCache, geometry, outputName)))
     return failure();
   return geometry;
@@ -283,6 +312,17 @@ static LogicalResult verifyRules(AttentionOpInterface op) {
     return op->emitOpError()
            << "'block_table_holes' says which block-table entries are holes: "
               "it needs a 'block_table'";
+  if (op.getSuffixLens()) {
+    StringRef other = op.getQueryLens()      ? "'query_lens'"
+                      : op.getKvShardAttr()  ? "'kv_shard'"
+                      : op.getBlockTableHoles() ? "'block_table_holes'"
+                                                : "";
+    if (!other.empty())
+      return op->emitOpError()
+             << "'suffix_lens' (a shared prefix) does not go with " << other
+             << ": every sequence continuing the prefix has Lq query tokens "
+                "and the prefix is one dense or paged sequence";
+  }
   return verifyKVShard(op);
 }
 
@@ -290,7 +330,8 @@ AttentionRules mlir::fd::getAttentionRules(Value query, IntegerAttr windowLeft,
                                            FloatAttr logitsSoftCap,
                                            Value queryLens,
                                            KVShardAttr kvShard,
-                                           bool blockTableHoles) {
+                                           bool blockTableHoles,
+                                           Value suffixLens) {
   ArrayRef<int64_t> queryShape = memrefType(query).getShape();
   AttentionRules rules;
   rules.queryLength = queryShape.size() == 4 ? queryShape[1] : 1;
@@ -302,6 +343,7 @@ AttentionRules mlir::fd::getAttentionRules(Value query, IntegerAttr windowLeft,
   if (kvShard)
     rules.kvShard = kvShard.getShard();
   rules.blockTableHoles = blockTableHoles;
+  rules.sharedPrefix = static_cast<bool>(suffixLens);
   return rules;
 }
 
@@ -359,7 +401,7 @@ float mlir::fd::getEffectiveScale(FloatAttr scale, Value query) {
 LogicalResult AttentionOp::verify() {
   FailureOr<AttentionGeometry> geometry = verifyAttentionInputs(
       *this, getQuery(), getKeyCache(), getValueCache(), getSeqLens(),
-      getBlockTable(), getOutput(), "output", getKvLayout());
+      getBlockTable(), getOutput(), "output", getKvLayout(), getSuffixLens());
   if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())) ||
       failed(verifyRules(*this)) || failed(verifyKVScales(*this)))
     return failure();
@@ -406,7 +448,7 @@ static FailureOr<int64_t> verifyNumSplits(Operation *op, Value partialOutput) {
 LogicalResult PartialAttentionOp::verify() {
   FailureOr<AttentionGeometry> geometry = verifyAttentionInputs(
       *this, getQuery(), getKeyCache(), getValueCache(), getSeqLens(),
-      getBlockTable(), getPartialOutput(), "partial_output", getKvLayout());
+      getBlockTable(), getPartialOutput(), "partial_output", getKvLayout(), getSuffixLens());
   if (failed(geometry) || failed(verifyScale(*this, getScaleAttr())) ||
       failed(verifyRules(*this)) || failed(verifyKVScales(*this)))
     return failure();

@@ -59,6 +59,7 @@ mlir::fd::getKernelProblem(AttentionOpInterface op) {
   problem.groupSize = geometry.groupSize();
   problem.queryLength = geometry.queryLength;
   problem.alibi = static_cast<bool>(op.getAlibiSlopes());
+  problem.sharedPrefix = rules.sharedPrefix;
   problem.features.paged = geometry.isPaged();
   problem.features.window = rules.windowLeft.has_value();
   problem.features.softCap = rules.logitsSoftCap.has_value();

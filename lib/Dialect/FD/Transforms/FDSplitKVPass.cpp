@@ -141,8 +141,10 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
     ::flashdecode::WorkspaceLayout workspace =
         getWorkspaceLayout(geometry, splits, options.fusedMerge);
     if (batch > 0 && maxLength > 0) {
+      // Blocks along the batch: a shared prefix's take groups of sequences.
       ::flashdecode::SplitPlan plan = ::flashdecode::evaluateSplits(
-          batch, geometry.numKVHeads, maxLength, splits, plannerOptions,
+          getKernelProblem(op).getBlockBatch(batch), geometry.numKVHeads,
+          maxLength, splits, plannerOptions,
           getSplitWorkload(op, options));
       remark << " -> " << ::flashdecode::describeSplitPlan(plan)
              << " workspace=" << workspace.getBytes(batch) << "B";

@@ -148,9 +148,11 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
   if (!invalid.empty())
     return fail(invalid);
   plannerOptions.maxSplits = cap;
+  ::flashdecode::KernelProblem problem = getKernelProblem(op);
   return ::flashdecode::planNumSplits(
-             *batch, geometry.numKVHeads, *maxLength, plannerOptions,
-             ::flashdecode::getSplitWorkload(getKernelProblem(op), schedule,
+             problem.getBlockBatch(*batch), geometry.numKVHeads, *maxLength,
+             plannerOptions,
+             ::flashdecode::getSplitWorkload(problem, schedule,
                                              getPlanningChip(options),
                                              options.fusedMerge))
       .numSplits;
@@ -249,7 +251,7 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
         rewriter, loc, op.getQuery(), op.getKeyCache(), op.getValueCache(),
         op.getSeqLens(), op.getBlockTable(), op.getAlibiSlopes(),
         op.getQueryLens(), op.getKScale(), op.getVScale(), op.getKvShardRank(),
-        partialOutput, partialLse, op.getKvLayoutAttr(), op.getScaleAttr(),
+        op.getSuffixLens(), partialOutput, partialLse, op.getKvLayoutAttr(), op.getScaleAttr(),
         op.getWindowLeftAttr(), op.getLogitsSoftCapAttr(), op.getKvShardAttr(),
         op.getBlockTableHolesAttr(), schedule, chunkLength);
     // The sinks join the softmax once, in the merge, not per chunk; the

@@ -51,7 +51,7 @@ static Value buildLocalKey(OpBuilder &b, Location loc,
 
 /// P, the sequence's length in positions.
 static Value positionLength(const SequenceExtent &sequence) {
-  return sequence.shard ? sequence.globalLength : sequence.length;
+  return sequence.globalLength ? sequence.globalLength : sequence.length;
 }
 
 mlir::fd::SequenceExtent
@@ -76,6 +76,21 @@ mlir::fd::buildSequenceExtent(OpBuilder &b, Location loc, Value length,
   Value capacity = arith::AddIOp::create(b, loc, wholeRounds, partialBlock);
   sequence.globalLength = buildClampedLength(b, loc, length, capacity);
   sequence.length = buildLocalKey(b, loc, sequence, sequence.globalLength);
+  return sequence;
+}
+
+mlir::fd::SequenceExtent
+mlir::fd::buildSharedPrefixExtent(OpBuilder &b, Location loc,
+                                  const SequenceExtent &prefix,
+                                  Value suffixLength) {
+  // Positions stay within an i32 (the tensor-core kernel compares keys as
+  // i32) for prefixes shorter than 2^30 keys.
+  constexpr int64_t kMaxSuffixLength = int64_t(1) << 30;
+  SequenceExtent sequence = prefix;
+  sequence.globalLength = arith::AddIOp::create(
+      b, loc, prefix.length,
+      buildClampedLength(b, loc, suffixLength,
+                         index(b, loc, kMaxSuffixLength)));
   return sequence;
 }
 

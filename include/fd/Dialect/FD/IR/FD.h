@@ -58,12 +58,14 @@ struct AttentionGeometry {
 
 /// The geometry of an attention op from its inputs' types and `output` (the
 /// output or the partial output, whose last dimension is D_v); a batch size
-/// known from any of query, (dense) caches, lengths or block table is taken.
-/// For a paged cache the positions dimension holds the page size and the
-/// cache length is max_pages * page_size.
+/// known from any of query, (dense) caches, lengths or block table is taken
+/// (with a shared prefix, `suffixLens` not null, from query or suffixLens:
+/// the cache holds one sequence). For a paged cache the positions dimension
+/// holds the page size and the cache length is max_pages * page_size.
 AttentionGeometry computeAttentionGeometry(Value query, Value keyCache,
                                            Value seqLens, Value blockTable,
-                                           Value output, KVLayout layout);
+                                           Value output, KVLayout layout,
+                                           Value suffixLens);
 
 /// Whether `cache` (a memref) holds fp8 elements (f8E4M3FN or f8E5M2), which
 /// are scaled by the attention op's k_scale / v_scale.
@@ -100,14 +102,22 @@ struct AttentionRules {
   /// position).
   bool blockTableHoles = false;
 
-  /// Whether the query tokens of a sequence see different keys, so rows
-  /// need a mask beyond their chunk: more than one query token.
-  bool rowsDiffer() const { return queryLength > 1; }
+  /// A shared prefix: the cache holds one sequence that every query
+  /// sequence continues by its own number of tokens, read from a
+  /// `suffix_lens` operand at run time, so its queries sit at positions
+  /// past the cache.
+  bool sharedPrefix = false;
+
+  /// Whether the rows a kernel computes together see different keys, so
+  /// rows need a mask beyond their chunk: more than one query token, or
+  /// the rows of sequences continuing a shared prefix.
+  bool rowsDiffer() const { return queryLength > 1 || sharedPrefix; }
 };
 
 AttentionRules getAttentionRules(Value query, IntegerAttr windowLeft,
                                  FloatAttr logitsSoftCap, Value queryLens,
-                                 KVShardAttr kvShard, bool blockTableHoles);
+                                 KVShardAttr kvShard, bool blockTableHoles,
+                                 Value suffixLens);
 
 /// The softmax scale: `scale`, or 1/sqrt(D) of `query` when it is null.
 float getEffectiveScale(FloatAttr scale, Value query);

@@ -55,6 +55,10 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
         This rank of a sharded cache, [1] i32; null when the cache is not
         sharded.
       }], "::mlir::Value", "getKvShardRank">,
+    InterfaceMethod<[{
+        With a shared prefix, each query sequence's tokens after it, [B]
+        i32; null when every sequence has a cache of its own.
+      }], "::mlir::Value", "getSuffixLens">,
     InterfaceMethod<"The cache layout.",
       "::mlir::fd::KVLayout", "getKvLayout">,
     InterfaceMethod<"The `scale` attribute, null when absent.",
@@ -79,7 +83,7 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
         return ::mlir::fd::getAttentionRules($_op.getQuery(),
             $_op.getWindowLeftAttr(), $_op.getLogitsSoftCapAttr(),
             $_op.getQueryLens(), $_op.getKvShardAttr(),
-            $_op.getBlockTableHoles());
+            $_op.getBlockTableHoles(), $_op.getSuffixLens());
       }]>,
     InterfaceMethod<[{
         Shape facts read off the operand types (batch and cache length may
@@ -89,7 +93,7 @@ def FD_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
         return ::mlir::fd::computeAttentionGeometry(
             $_op.getQuery(), $_op.getKeyCache(), $_op.getSeqLens(),
             $_op.getBlockTable(), $_op.getValueShapedOutput(),
-            $_op.getKvLayout());
+            $_op.getKvLayout(), $_op.getSuffixLens());
       }]>,
     InterfaceMethod<"The softmax scale: `scale`, or 1/sqrt(D) when absent.",
       "float", "getEffectiveScale", (ins), [{}], [{

@@ -58,7 +58,10 @@ defvar FD_AttentionInputs = (ins
       "fp8 caches: the value scale, like the key scale",
       [MemRead]>:$v_scale,
   Arg<Optional<FD_ShardRankMemRef>,
-      "sharded caches (kv_shard): this rank, [1] i32", [MemRead]>:$kv_shard_rank
+      "sharded caches (kv_shard): this rank, [1] i32", [MemRead]>:$kv_shard_rank,
+  Arg<Optional<FD_LengthsMemRef>,
+      "a shared prefix: the cache is one sequence that query sequence b "
+      "continues by suffix_lens[b] tokens, [B] i32", [MemRead]>:$suffix_lens
 );
 
 defvar FD_AttentionAttrs = (ins
@@ -173,6 +176,25 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
     sinks would be counted once per rank, so they are an error here (join
     them in that merge as one more state).
 
+    **Shared prefixes (cascade).** With a `suffix_lens` operand (`[B]` i32,
+    in device memory) the cache holds one sequence, a prefix every query
+    sequence shares (parallel sampling, beam search, one long system
+    prompt): its batch is 1 (`[1, Lmax, Hkv, D]`, or a `block_table` of one
+    row) and `seq_lens` (`[1]`) is its length `P`. Query sequence `b`
+    continues it by `s = suffix_lens[b]` tokens (clamped to `[0, 2^30]`),
+    its `Lq` query tokens the last of them: token `t` at position `p = P +
+    s - Lq + t`. Its rows attend the prefix's keys `j < P` that the causal
+    rule and the window leave a query at `p`, ALiBi biasing by `j - p`. The
+    kernels compute the rows of several sequences together, so the prefix
+    is read once for all of them, not once a sequence. Merging the result
+    with attention over each sequence's own `s` tokens (whose positions
+    start at 0 there: the causal rule, the window and ALiBi see the same
+    distances) by `fd.merge_states` gives attention over the
+    concatenation; give attention sinks to one of the two. Not with
+    `query_lens`, `kv_shard` or `block_table_holes`. With a window the
+    splits cut the keys the earliest possible query sees, `[P - Lq + 1 -
+    W, P)`, whatever the suffixes.
+
     **Paged caches.** With a `block_table` operand (`[B, max_pages]` i32) the
     caches are pools of pages: `[num_pages, page_size, Hkv, D]` (NHD) or
     `[num_pages, Hkv, page_size, D]` (HND), `page_size` a static power of two
@@ -214,6 +236,7 @@ def FD_AttentionOp : FD_Op<"attention", [AttrSizedOperandSegments,
     (`k_scale` $k_scale^ `:` type($k_scale))?
     (`v_scale` $v_scale^ `:` type($v_scale))?
     (`kv_shard_rank` $kv_shard_rank^ `:` type($kv_shard_rank))?
+    (`suffix_lens` $suffix_lens^ `:` type($suffix_lens))?
     (`sinks` $sinks^ `:` type($sinks))? `into` $output
     (`,` $lse^)? attr-dict `:` type($query) `,`
     custom<CacheTypes>(type($key_cache), type($value_cache), type($seq_lens))
@@ -299,7 +322,8 @@ def FD_PartialAttentionOp : FD_Op<"partial_attention",
     (`query_lens` $query_lens^ `:` type($query_lens))?
     (`k_scale` $k_scale^ `:` type($k_scale))?
     (`v_scale` $v_scale^ `:` type($v_scale))?
-    (`kv_shard_rank` $kv_shard_rank^ `:` type($kv_shard_rank))? `into`
+    (`kv_shard_rank` $kv_shard_rank^ `:` type($kv_shard_rank))?
+    (`suffix_lens` $suffix_lens^ `:` type($suffix_lens))? `into`
     $partial_output `,` $partial_lse attr-dict `:` type($query) `,`
     custom<CacheTypes>(type($key_cache), type($value_cache), type($seq_lens))
     `into` type($partial_output) `,` type($partial_lse)

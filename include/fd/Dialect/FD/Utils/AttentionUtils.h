@@ -37,12 +37,15 @@ Value buildClampedPage(OpBuilder &b, Location loc, Value entry, Value numPages);
 
 /// A sequence as the rules see it: the keys its cache holds (`length`) and
 /// its number of query tokens n (index values). Its queries are its last n
-/// tokens: token t < n is at position P - n + t, P its length in positions;
-/// tokens t >= n are padding, whose rows are not computed. Without a KV
-/// shard P is `length` and key j is at position j. With one (`shard`), the
-/// cache holds this rank's (`shardRank`, an index) share of the sequence:
-/// P is `globalLength`, `length` the share, and key i is at the position
-/// of the global token its slot holds (fd.attention, "Sharded caches").
+/// tokens: token t < n is at position P - n + t, P its length in positions
+/// (`globalLength` where set, else `length`); tokens t >= n are padding,
+/// whose rows are not computed. Without a KV shard key j is at position j:
+/// P is `length`, or for a query sequence continuing a shared prefix
+/// (buildSharedPrefixExtent) the prefix's length plus its suffix. With a
+/// shard (`shard`), the cache holds this rank's (`shardRank`, an index)
+/// share of the sequence: P is `globalLength`, `length` the share, and key
+/// i is at the position of the global token its slot holds (fd.attention,
+/// "Sharded caches").
 struct SequenceExtent {
   Value length, queryLength;
   Value globalLength, shardRank;
@@ -60,6 +63,14 @@ SequenceExtent buildSequenceExtent(OpBuilder &b, Location loc, Value length,
                                    Value maxLength, const AttentionRules &rules,
                                    Value shardRank);
 
+/// The extent of a query sequence that continues a shared prefix whose
+/// extent is `prefix` (its queryLength set) by `suffixLength` tokens (an
+/// index as read, clamped to [0, 2^30]): the prefix's keys, its queries at
+/// positions P + suffix - n + t.
+SequenceExtent buildSharedPrefixExtent(OpBuilder &b, Location loc,
+                                       const SequenceExtent &prefix,
+                                       Value suffixLength);
+
 /// A sequence's number of query tokens: the constant Lq (`queryLength`)
 /// when `queryLen` is null, else its entry of the per-sequence query
 /// lengths (i32, read by the caller) clamped to [0, Lq], so that a bad
@@ -75,7 +86,10 @@ Value buildIsQueryToken(OpBuilder &b, Location loc,
 /// The keys [first, end) some query token sees, which the splits divide:
 /// first is 0, or with a window of W keys max(0, length - n + 1 - W) (the
 /// first token's window); end is the length, or `first` for a sequence
-/// without query tokens (n = 0). Keys outside are read by no split.
+/// without query tokens (n = 0). Keys outside are read by no split. For a
+/// shared prefix, pass the prefix's extent: its keys some query of some
+/// sequence continuing it may see (one with no suffix sees the earliest),
+/// so every sequence's rows split the prefix alike.
 KeyRange buildAttendedKeys(OpBuilder &b, Location loc,
                            const SequenceExtent &sequence,
                            const AttentionRules &rules);
