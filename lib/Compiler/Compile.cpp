@@ -33,7 +33,9 @@ int64_t getAutomaticMaxSplits(const KernelRequest &request) {
                               request.config.fusedMerge);
 }
 
-const char *getCompilerVersion() { return "flashdecode 0.2.20 (MLIR 22)"; }
+const char *getCompilerVersion() {
+  return "flashdecode " FD_COMPILER_VERSION " (MLIR 22)";
+}
 
 const char *getCompilerSourceHash() { return FD_COMPILER_SOURCE_HASH; }
 
