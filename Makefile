@@ -9,10 +9,11 @@ JOBS ?= $(shell nproc)
 
 # Debian packages the build, the tests and the Python module need
 # (python3-torch: torch tensors and torch.distributed over gloo in the
-# tests).
+# tests; python3-pip and python3-venv: the test of `pip install .`).
 APT_PACKAGES := cmake ninja-build g++ llvm-22-dev libmlir-22-dev \
   mlir-22-tools llvm-22-tools libgtest-dev python3 python3-numpy \
-  python3-pytest pybind11-dev python3-dev python3-matplotlib python3-torch
+  python3-pytest pybind11-dev python3-dev python3-matplotlib python3-torch \
+  python3-pip python3-venv
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SHELL := /bin/bash

@@ -30,6 +30,8 @@ and ``k_scale=`` / ``v_scale=``; ``quantize_kv`` makes them.
 cache sharded by token with global lengths and positions;
 ``flashdecode.distributed.context_parallel_decode`` merges the ranks over
 torch.distributed.
+``__version__`` is the compiler's (every manifest's ``compiler_version``);
+``emulator_library()`` is fdemu's driver library, for ``FD_CUDA_DRIVER``.
 """
 
 import json
@@ -50,10 +52,11 @@ from ._cascade import cascade_decode
 from ._cascade_decoder import CascadeDecoder
 from ._merge import merge_state, merge_state_in_place, merge_states
 from .device_array import DeviceArray
+from ._installation import __version__, emulator_library
 
 __all__ = ["compile", "plan_splits", "decode_attention", "mla_decode",
            "cascade_decode", "Kernel", "Decoder", "CascadeDecoder", "DeviceArray", "quantize_kv", "merge_states",
-           "merge_state", "merge_state_in_place"]
+           "merge_state", "merge_state_in_place", "emulator_library"]
 
 CudaError = _native.CudaError
 
