@@ -53,10 +53,12 @@ from ._cascade_decoder import CascadeDecoder
 from ._merge import merge_state, merge_state_in_place, merge_states
 from .device_array import DeviceArray
 from ._installation import __version__, emulator_library
+from ._cuda_arrays import NotOnDeviceError
 
 __all__ = ["compile", "plan_splits", "decode_attention", "mla_decode",
            "cascade_decode", "Kernel", "Decoder", "CascadeDecoder", "DeviceArray", "quantize_kv", "merge_states",
-           "merge_state", "merge_state_in_place", "emulator_library"]
+           "merge_state", "merge_state_in_place", "emulator_library",
+           "NotOnDeviceError"]
 
 CudaError = _native.CudaError
 

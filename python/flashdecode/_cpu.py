@@ -149,8 +149,13 @@ def _decode_cpu(q, k_cache, v_cache, seq_lens, num_splits, scale, kv_layout,
                                kv_dtype)
     if kv_format is None:
         for name, array in (("k_cache", k_cache), ("v_cache", v_cache)):
-            if _numpy_dtype(array, name, found) != found:
-                raise TypeError(f"{name} dtype must match q ({found})")
+            # 16-bit patterns are read as q's dtype; any other array says
+            # its own, which q's must match (as on backend="cuda").
+            hint = found if array.dtype == np.uint16 else None
+            cache_dtype = _numpy_dtype(array, name, hint)
+            if cache_dtype != found:
+                raise TypeError(f"{name} dtype {cache_dtype} must match q "
+                                f"({found})")
     else:
         for name, array in (("k_cache", k_cache), ("v_cache", v_cache)):
             if not array.flags.c_contiguous:

@@ -4,6 +4,8 @@ shape, alignment, one GPU), outputs made on that GPU, lengths read back, and
 the stream PyTorch would use; shared by decode_attention, the Decoder and
 the merges."""
 
+import contextvars
+import functools
 import math
 
 import numpy as np
@@ -13,6 +15,35 @@ from . import _fp8
 from ._common import (_BUFFERS, _DTYPES, _Problem, _buffer_shape_error,
                       _is_torch, _length_bound)
 from .device_array import DeviceArray
+
+
+# What needs the device memory the checks below ask for: "backend='cuda'"
+# (decode_attention and the merges) or "a Decoder" (_checks_for).
+_CALLER = contextvars.ContextVar("flashdecode_caller",
+                                 default="backend='cuda'")
+
+
+def _checks_for(caller):
+    """Decorator: within the function, the checks' messages name `caller`
+    as what needs device memory."""
+    def decorate(function):
+        @functools.wraps(function)
+        def checked(*args, **kwargs):
+            token = _CALLER.set(caller)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                _CALLER.reset(token)
+        return checked
+    return decorate
+
+
+class NotOnDeviceError(TypeError, ValueError):
+    """A host object (a numpy array, a list, a CPU tensor) given where
+    backend="cuda" or a Decoder needs device memory. The same class for q,
+    the caches, the lengths, the feature buffers and the scales: a TypeError
+    (the object's kind) and a ValueError (as every other problem of a
+    feature buffer or scale is)."""
 
 
 class _CudaArray:
@@ -43,7 +74,8 @@ class _CudaArray:
             contiguous = True
         elif _is_torch(array):
             if not array.is_cuda:
-                raise TypeError(f"{name} must be a CUDA tensor for backend='cuda'")
+                raise NotOnDeviceError(
+                    f"{name} must be a CUDA tensor for {_CALLER.get()}")
             self.pointer = array.data_ptr()
             self.shape = tuple(array.shape)
             self.dtype = self._TORCH.get(str(array.dtype))
@@ -59,8 +91,8 @@ class _CudaArray:
         else:
             hint = " (flashdecode.DeviceArray.from_numpy copies one to the " \
                 "device)" if isinstance(array, np.ndarray) else ""
-            raise TypeError(f"{name} must be a CUDA tensor for "
-                            "backend='cuda': a flashdecode.DeviceArray, a "
+            raise NotOnDeviceError(f"{name} must be a CUDA tensor for "
+                            f"{_CALLER.get()}: a flashdecode.DeviceArray, a "
                             "PyTorch CUDA tensor or an object with "
                             "__cuda_array_interface__; got "
                             f"{type(array).__module__}.{type(array).__name__}"
@@ -202,18 +234,18 @@ def _value_pointer(problem, arrays):
 def _scale_array(scale, name):
     """A k_scale / v_scale array for backend="cuda" and Decoder
     (_fp8.check_scales' as_array): a device array, read a float at a time
-    (4-byte aligned). Every problem is a ValueError naming the argument."""
+    (4-byte aligned). Every problem is a ValueError naming the argument (a
+    host object a NotOnDeviceError, a ValueError too)."""
     if isinstance(scale, np.ndarray) or not (
             isinstance(scale, DeviceArray) or _is_torch(scale) or
             hasattr(scale, "__cuda_array_interface__")):
         hint = " (flashdecode.DeviceArray.from_numpy copies one to the " \
             "device)" if isinstance(scale, np.ndarray) else ""
-        raise ValueError(f"{name} must be a float or a float32 device array "
-                         "for backend='cuda' (a flashdecode.DeviceArray, a "
-                         "PyTorch CUDA tensor or an object with "
-                         "__cuda_array_interface__), got "
-                         f"{type(scale).__module__}.{type(scale).__name__}"
-                         + hint)
+        raise NotOnDeviceError(
+            f"{name} must be a float or a float32 device array for "
+            f"{_CALLER.get()} (a flashdecode.DeviceArray, a PyTorch CUDA tensor "
+            "or an object with __cuda_array_interface__), got "
+            f"{type(scale).__module__}.{type(scale).__name__}" + hint)
     return _read_by_element(scale, name, "float32")
 
 
@@ -263,6 +295,8 @@ def _read_by_element(array, name, dtype):
     ``dtype`` at a time (4-byte aligned); its problems are ValueErrors."""
     try:
         return _CudaArray(array, name, alignment=4, expected=dtype)
+    except NotOnDeviceError:
+        raise
     except TypeError as error:
         raise ValueError(str(error)) from None
 

@@ -9,9 +9,8 @@ from ._common import (_DTYPES, _buffer_flags, _check_flag, _check_kv_shard,
 from ._cuda_arrays import (_CudaArray, _check_buffers, _check_cuda_inputs,
                            _check_cuda_scales, _check_device_lengths,
                            _check_lse, _check_out, _check_suffix_lens,
-                           _common_device,
-                           _device_info, _shard_pointer, _torch_stream,
-                           _value_pointer)
+                           _checks_for, _common_device, _device_info,
+                           _shard_pointer, _torch_stream, _value_pointer)
 from .device_array import DeviceArray
 
 
@@ -74,6 +73,7 @@ class Decoder:
     re-capture (a ``topk_length`` of None is K's the Decoder owns).
     """
 
+    @_checks_for("a Decoder")
     def __init__(self, q, k_cache, v_cache, seq_lens, out, lse=None, *,
                  num_splits=None, scale=None, kv_layout="NHD",
                  block_table=None, arch=None, blocks_per_sm=None,

@@ -129,10 +129,14 @@ class DeviceArray:
         and dtype (e.g. new lengths between graph replays)."""
         if not isinstance(a, np.ndarray):
             raise TypeError(f"a must be a numpy array, got {type(a).__name__}")
-        found = _dtype_of(a, self._dtype if self._dtype in _BIT_PATTERNS
-                          else None)
+        target = f"this array is {self._dtype} {self._shape}"
+        try:
+            found = _dtype_of(a, self._dtype if self._dtype in _BIT_PATTERNS
+                              else None)
+        except TypeError as error:
+            raise TypeError(f"{error}; {target}") from None
         if found != self._dtype:
-            raise TypeError(f"a is {found} but this array is {self._dtype}")
+            raise TypeError(f"a is {found} but {target}")
         if a.shape != self._shape:
             raise ValueError(f"a has shape {a.shape}, this array "
                              f"{self._shape}")

@@ -182,7 +182,7 @@ def check_bad_device_buffer(name, make, words):
     out = DeviceArray.empty((2, 8, 64), "float16")
     with pytest.raises(ValueError) as raised:
         flashdecode.Decoder(*arrays.values(), out, **{name: make()})
-    assert words in str(raised.value)
+    assert words.replace("backend='cuda'", "a Decoder") in str(raised.value)
 
 
 def check_misaligned_device_buffer(name, count=8, dtype="float32"):

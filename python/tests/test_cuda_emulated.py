@@ -468,6 +468,27 @@ def test_bad_decode_input_names_the_argument(arrays, options, error, words):
     assert words in str(raised.value)
 
 
+@pytest.mark.parametrize("name", ["q", "k_cache", "v_cache", "seq_lens",
+                                  "sinks", "alibi_slopes", "query_lens"])
+def test_a_host_array_is_one_error_for_every_argument(name):
+    """numpy where device memory is needed: NotOnDeviceError, a TypeError
+    and a ValueError, for the main arrays and the feature buffers alike."""
+    arrays = good_arrays()
+    count = {"seq_lens": 2, "query_lens": 2}.get(name, 8)
+    dtype = np.int32 if name.endswith("lens") else np.float32
+    host = (arrays[name].numpy() if name in arrays
+            else np.ones(count, dtype))
+    if name == "query_lens":
+        arrays["q"] = DeviceArray.empty((2, 2, 8, 64), "float16")
+    arrays[name] = host
+    with pytest.raises(flashdecode.NotOnDeviceError,
+                       match=f"{name} must be a CUDA tensor for "
+                             "backend='cuda'") as raised:
+        flashdecode.decode_attention(**arrays, backend="cuda")
+    assert isinstance(raised.value, TypeError)
+    assert isinstance(raised.value, ValueError)
+
+
 def test_numpy_array_error_says_how_to_copy_to_the_device():
     arrays = good_arrays()
     arrays["q"] = arrays["q"].numpy()

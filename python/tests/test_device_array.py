@@ -135,7 +135,11 @@ def test_device_is_the_emulator_under_fdemu():
      TypeError, "a is uint8 but dtype='bfloat16' was given"),
     (lambda: DeviceArray.empty((2,), "uint8").copy_from_numpy(
         np.zeros(2, np.int32)), TypeError, "a is int32 but this array is "
-     "uint8"),
+     "uint8 (2,)"),
+    (lambda: DeviceArray.empty((3,), "int32").copy_from_numpy(
+        np.arange(3)), TypeError, "a dtype int64 is not supported: expected "
+     "float32, float16, int32, uint8, or bfloat16 (fp8) as uint16 (uint8) "
+     "bit patterns; this array is int32 (3,)"),
     (lambda: DeviceArray.empty((2,), "float8_e5m2").copy_from_numpy(
         np.zeros(2, np.float32)), TypeError, "a is float32"),
     (lambda: DeviceArray.from_numpy(np.zeros(3, np.uint16)), TypeError,

@@ -35,7 +35,8 @@ def test_mismatched_shapes():
 
 def test_mismatched_dtypes():
     q, k, v, lens = inputs()
-    with pytest.raises(TypeError, match="k_cache is float16 but dtype='float32'"):
+    with pytest.raises(TypeError,
+                       match=r"k_cache dtype float16 must match q \(float32\)"):
         flashdecode.decode_attention(q, k.astype(np.float16), v, lens)
     with pytest.raises(TypeError, match="dtype float64 is not supported"):
         flashdecode.decode_attention(q.astype(np.float64), k, v, lens)
