@@ -46,10 +46,15 @@ configure: deps $(BUILD_DIR)/build.ninja
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# The demo, then fd-bench on fdemu (Llama-3-8B's quick shapes, modeled) and
+# its plots, so that a machine without a GPU sees them too.
 demo: build
 	$(BUILD_DIR)/bin/fd-demo --ptx-dir $(BUILD_DIR)/demo-ptx
-	@PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) -m flashdecode.plot \
-	  bench/out/fd-bench.csv --peers bench/out/peers.csv --out bench/plots || true
+	FD_CUDA_DRIVER=$(BUILD_DIR)/lib/libfdemu.so $(BUILD_DIR)/bin/fd-bench \
+	  --quick --kernels $(BUILD_DIR)/bench-kernels-quick --configs llama3-8b \
+	  --csv $(BUILD_DIR)/demo-bench/fd-bench.csv
+	PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) -m flashdecode.plot \
+	  $(BUILD_DIR)/demo-bench/fd-bench.csv --out $(BUILD_DIR)/demo-bench/plots
 
 # ctest, then one plain closing line: skipped tests (no GPU, no ptxas) are
 # not passes, and ctest's own summary counts them in its total.

@@ -30,24 +30,23 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$(dirname "$csv")"
 echo "config,batch,max_len,num_splits,planned,time_us,graph_us_per_layer,bound" >"$csv"
 
-# model CONFIG BATCH LEN SPLITS: one fd-bench row (its "auto" slot holds the
-# kernels of SPLITS, "auto" or a count) appended to the CSV.
+# model CONFIG BATCH LEN SPLITS: one fd-bench row of the kernels of SPLITS
+# ("auto" or a count), fd-compile -o's one configuration, appended to the
+# CSV.
 model() {
   local config=$1 batch=$2 len=$3 count=$4 dir=$work/$4
   rm -rf "$dir"
-  compile_plan "$build/bin/fd-compile" "$dir/$config/B${batch}_L${len}_auto" \
-    "$config" "$batch" "$len" "$count" sm_90 132
-  compile_plan "$build/bin/fd-compile" "$dir/$config/B${batch}_L${len}_s1" \
-    "$config" "$batch" "$len" 1 sm_90 132
+  compile_plan "$build/bin/fd-compile" "$dir" "$config" "$batch" "$len" \
+    "$count" sm_90 132
   FD_CUDA_DRIVER=$build/lib/libfdemu.so FDEMU_GPU=h200 "$build/bin/fd-bench" \
-    --kernels "$dir" --configs "$config" --shapes "${batch}x$len" \
-    --csv "$dir.csv" >/dev/null
-  # fd-bench's columns: config,batch,max_len,mode,num_splits,time_us,...,
-  # step32_graph_us (12), source, bound (14).
-  awk -F, -v planned="$([ "$count" = auto ] && echo true || echo false)" \
-    'NR > 1 && $4 == "auto" {
-       printf "%s,%s,%s,%s,%s,%s,%.3f,%s\n", $1, $2, $3, $5, planned, $6,
-              $12 / 32, $14 }' "$dir.csv" >>"$csv"
+    --kernels "$dir" --shapes "${batch}x$len" --csv "$dir.csv" >/dev/null
+  awk -F, -v config="$config" \
+    -v planned="$([ "$count" = auto ] && echo true || echo false)" '
+    NR == 1 { for (i = 1; i <= NF; ++i) column[$i] = i; next }
+    { printf "%s,%s,%s,%s,%s,%s,%.3f,%s\n", config, $column["batch"],
+             $column["max_len"], $column["num_splits"], planned,
+             $column["time_us"], $column["step32_graph_us"] / 32,
+             $column["bound"] }' "$dir.csv" >>"$csv"
 }
 
 for shape in "${shapes[@]}"; do
