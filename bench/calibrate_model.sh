@@ -16,7 +16,7 @@
 #     then one summary line over all of them.
 # Environment: BUILD (default build): fd-compile, fd-bench, fdemu.
 #   RUN=0.2.2|0.2.6|tc1|0.2.7: which run when no CSV is given: its CSV and
-#     its archived kernels, bench/h200-measured-kernels-$RUN.tar.xz.
+#     its archived kernels, bench/results/h200-measured-kernels-$RUN.tar.xz.
 #   RUNS="R1 R2 ...": the runs --all covers (default: all four).
 #   ROWS=REGEX: only the measured rows whose "config,batch,max_len,mode"
 #     matches (ctest fdemu-calibration models a subset).
@@ -36,10 +36,10 @@ all_runs="0.2.2 0.2.6 tc1 0.2.7"
 
 measured_csv() {
   case "$1" in
-  0.2.2) echo "$here/h200-measured-model-shapes-2026-11-29.csv" ;;
-  0.2.6) echo "$here/h200-measured-model-shapes-0.2.6-2026-11-29.csv" ;;
-  tc1) echo "$here/h200-measured-model-shapes-tc1-2026-11-29.csv" ;;
-  0.2.7) echo "$here/h200-measured-model-shapes-0.2.7-2026-11-30.csv" ;;
+  0.2.2) echo "$here/results/h200-measured-model-shapes-2026-11-29.csv" ;;
+  0.2.6) echo "$here/results/h200-measured-model-shapes-0.2.6-2026-11-29.csv" ;;
+  tc1) echo "$here/results/h200-measured-model-shapes-tc1-2026-11-29.csv" ;;
+  0.2.7) echo "$here/results/h200-measured-model-shapes-0.2.7-2026-11-30.csv" ;;
   *)
     echo "calibrate_model.sh: run '$1': the measured runs are $all_runs" >&2
     return 2
@@ -84,7 +84,7 @@ dir=${KERNELS:-$build/calibration/$run/kernels}
 rows=${ROWS:-.}
 if [ -z "${KERNELS:-}" ] && [ $# -eq 0 ] && [ "${REUSE:-0}" != 1 ]; then
   rm -rf "$dir" && mkdir -p "$dir"
-  tar xJf "$here/h200-measured-kernels-$run.tar.xz" -C "$dir" \
+  tar xJf "$here/results/h200-measured-kernels-$run.tar.xz" -C "$dir" \
     --strip-components=1
   KERNELS=$dir
 fi

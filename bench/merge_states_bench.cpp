@@ -1,7 +1,7 @@
 //===- merge_states_bench.cpp - The merge kernel's time per call ----------===//
 //
 //   FD_CUDA_DRIVER=build/lib/libfdemu.so build/bin/merge_states_bench \
-//       --csv bench/merge-states.csv
+//       --csv bench/out/merge-states.csv
 //
 // Times fd.merge_states' GPU kernel (flashdecode::compileMergeStates,
 // rt::MergeStatesKernel) for N = 2, 4, 8 states a row at Llama-3-8B's and

@@ -31,7 +31,7 @@ const char *const kArchs[] = {"sm_80", "sm_90"};
 // with every (D, Hq / Hkv, Lq), with every (dtype, D, Lq), and so on. The
 // arch (sm_80, sm_90) is that sum mod 2, the layout (dtype + ratio) mod 2.
 // The full product of the six axes (810 configurations) was assembled once
-// for the register range the README states.
+// for the register range docs/Dialect.md states (convert-fd-to-gpu).
 std::vector<MatrixConfig> extremes() {
   const int64_t headDims[] = {32, 40, 96, 128, 256};
   const int64_t groupSizes[] = {1, 8, 32};
