@@ -30,6 +30,9 @@ and ``k_scale=`` / ``v_scale=``; ``quantize_kv`` makes them.
 cache sharded by token with global lengths and positions;
 ``flashdecode.distributed.context_parallel_decode`` merges the ranks over
 torch.distributed.
+Names (``dtype``, ``kv_dtype``, ``kv_scale``, ``kv_layout``) take any
+spelling of docs/Compiling.md's table ("float16", "f16", "half"; "e4m3";
+"token-head" ...), the tools' included.
 ``__version__`` is the compiler's (every manifest's ``compiler_version``);
 ``emulator_library()`` is fdemu's driver library, for ``FD_CUDA_DRIVER``.
 """
@@ -53,6 +56,7 @@ from ._cascade_decoder import CascadeDecoder
 from ._merge import merge_state, merge_state_in_place, merge_states
 from .device_array import DeviceArray
 from ._installation import __version__, emulator_library
+from ._spellings import spelled
 from ._cuda_arrays import NotOnDeviceError
 
 __all__ = ["compile", "plan_splits", "decode_attention", "mla_decode",
@@ -109,6 +113,7 @@ def plan_splits(batch, num_kv_heads, max_len,
     (MLA's latent cache: a token's bytes are read once); so are
     kv_shard_world and kv_shard_interleave (with the work): max_len is then
     one rank's cache, and a window attends to what one rank holds of it."""
+    kv_dtype, dtype = spelled("kv_dtype", kv_dtype), spelled("dtype", dtype)
     work = _kernel_problem(num_kv_heads, num_q_heads, head_dim, query_len,
                            kv_dtype, fused_merge, dtype, v_head_dim,
                            shared_kv)
@@ -222,6 +227,9 @@ def compile(head_dim, num_q_heads, num_kv_heads, dtype="float16",
     indices): the caches read as pages of one position (page_size 1, the
     default then), the "block_table" the lists [B, K] whose negative
     entries are skipped; manifest["config"]["top_k"] is K."""
+    dtype, kv_dtype = spelled("dtype", dtype), spelled("kv_dtype", kv_dtype)
+    kv_scale = spelled("kv_scale", kv_scale)
+    kv_layout = spelled("kv_layout", kv_layout)
     if schedule is not None and not isinstance(schedule, str):
         raise TypeError("schedule must be a string (#fd.schedule's fields) "
                         f"or None, got {type(schedule).__name__}")
@@ -386,6 +394,8 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, num_splits=None,
     Raises ValueError/TypeError naming the bad argument, RuntimeError for a
     missing GPU or driver or a kernel the GPU rejects.
     """
+    dtype, kv_dtype = spelled("dtype", dtype), spelled("kv_dtype", kv_dtype)
+    kv_layout = spelled("kv_layout", kv_layout)
     if dtype is not None:
         _dtype_code(dtype)
     scale = _check_scale(scale)

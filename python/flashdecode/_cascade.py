@@ -12,6 +12,7 @@ from ._common import _check_scale, _check_soft_cap, _check_window, \
 from ._cpu import _decode_cpu
 from ._cuda import _decode_cuda
 from ._merge import merge_state_in_place
+from ._spellings import accepted, spelled
 from .device_array import DeviceArray
 
 
@@ -124,10 +125,12 @@ def cascade_decode(q, prefix_k, prefix_v, prefix_len, k_cache, v_cache,
     suffix pass (decode_attention) and merge_state_in_place of the first
     into the second, in the output's dtype.
     """
+    dtype = spelled("dtype", dtype)
+    kv_layout = spelled("kv_layout", kv_layout)
     if backend not in ("cpu", "cuda"):
         raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
     if kv_layout not in ("NHD", "HND"):
-        raise ValueError(f"kv_layout must be 'NHD' or 'HND', got "
+        raise ValueError(f"kv_layout must be {accepted('kv_layout')}, got "
                          f"{kv_layout!r}")
     common = {"num_splits": num_splits, "scale": _check_scale(scale),
               "kv_layout": kv_layout, "return_lse": True, "dtype": dtype,

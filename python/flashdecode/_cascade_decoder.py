@@ -7,6 +7,7 @@ from ._common import _DTYPES, _is_torch
 from ._cuda_arrays import _CudaArray, _new_output, _torch_stream
 from ._decoder import Decoder
 from ._merge import _device_merge, _device_pair
+from ._spellings import spelled
 
 
 class CascadeDecoder:
@@ -39,6 +40,7 @@ class CascadeDecoder:
                  kv_layout="NHD", arch=None, blocks_per_sm=None,
                  min_chunk_length=None, max_splits=None, window_left=None,
                  logits_soft_cap=None, sinks=None, alibi_slopes=None):
+        kv_layout = spelled("kv_layout", kv_layout)
         if isinstance(prefix_len, int) or \
                 tuple(getattr(prefix_len, "shape", ())) != (1,):
             raise ValueError("prefix_len must be an int32 [1] device array: "

@@ -8,6 +8,7 @@ import numbers
 import numpy as np
 
 from . import _flashdecode as _native
+from ._spellings import accepted
 
 _DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 # The shapes the kernels are built for: the compiler's (fd/Planning/Limits.h).
@@ -19,7 +20,8 @@ _PAGE_SIZES = "a " + _native.SUPPORTED_PAGE_SIZES
 
 def _dtype_code(dtype):
     if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+        raise ValueError(f"dtype must be one of {accepted('dtype')}, got "
+                         f"{dtype!r}")
     return _DTYPES[dtype]
 
 
@@ -49,7 +51,8 @@ class _Problem:
     def __init__(self, q_shape, k_shape, v_shape, lens_shape, kv_layout,
                  table_shape=None, v_head_dim=None, shared_prefix=False):
         if kv_layout not in ("NHD", "HND"):
-            raise ValueError(f"kv_layout must be 'NHD' or 'HND', got {kv_layout!r}")
+            raise ValueError(f"kv_layout must be {accepted('kv_layout')}, "
+                             f"got {kv_layout!r}")
         if len(q_shape) not in (3, 4):
             raise ValueError(
                 f"q must be [B, Hq, D] or [B, Lq, Hq, D], got shape {tuple(q_shape)}")
@@ -356,15 +359,15 @@ def _kernel_problem(num_kv_heads, num_q_heads, head_dim, query_len,
                          f"num_kv_heads ({num_kv_heads})")
     name = "float16" if kv_dtype is None else _dtype_name(kv_dtype)
     if not isinstance(name, str) or name not in _KV_ELEMENT_BYTES:
-        raise ValueError(f"kv_dtype must be one of {sorted(_KV_ELEMENT_BYTES)}"
-                         f", got {kv_dtype!r}")
+        raise ValueError(f"kv_dtype must be one of {accepted('dtype')}, or "
+                         f"an fp8 format: {accepted('fp8')}; got {kv_dtype!r}")
     kv_bytes = _KV_ELEMENT_BYTES[name]
     query_bytes = max(2, kv_bytes)
     if dtype is not None:
         query_bytes = _QUERY_ELEMENT_BYTES.get(_dtype_name(dtype))
         if query_bytes is None:
-            raise ValueError(f"dtype must be one of "
-                             f"{sorted(_QUERY_ELEMENT_BYTES)}, got {dtype!r}")
+            raise ValueError(f"dtype must be one of {accepted('dtype')}, "
+                             f"got {dtype!r}")
     return {"group_size": counts["num_q_heads"] // counts["num_kv_heads"],
             "query_len": counts["query_len"],
             "head_dim": counts["head_dim"],

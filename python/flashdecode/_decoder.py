@@ -11,6 +11,7 @@ from ._cuda_arrays import (_CudaArray, _check_buffers, _check_cuda_inputs,
                            _check_lse, _check_out, _check_suffix_lens,
                            _checks_for, _common_device, _device_info,
                            _shard_pointer, _torch_stream, _value_pointer)
+from ._spellings import spelled
 from .device_array import DeviceArray
 
 
@@ -86,6 +87,8 @@ class Decoder:
         # _suffix_lens (CascadeDecoder's prefix pass): the caches hold one
         # shared prefix, seq_lens ([1]) its length, that each query
         # sequence continues by its entry of this int32 [B] device array.
+        kv_dtype = spelled("kv_dtype", kv_dtype)
+        kv_layout = spelled("kv_layout", kv_layout)
         fused_merge = _check_flag("fused_merge", fused_merge)
         kv_shard = _check_kv_shard(kv_shard)
         top_k = 0

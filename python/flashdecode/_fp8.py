@@ -15,6 +15,8 @@ import numbers
 
 import numpy as np
 
+from ._spellings import accepted, spelled
+
 # kv_dtype -> (the config's name, the largest finite value).
 _FORMATS = {"float8_e4m3fn": ("e4m3", 448.0), "float8_e5m2": ("e5m2", 57344.0)}
 _GRANULARITIES = ("tensor", "token_head")
@@ -88,14 +90,14 @@ def encode_fp8(values, kv_dtype):
 
 def _check_kv_dtype(kv_dtype):
     """A kv_dtype name (or a numpy / ml_dtypes fp8 dtype) -> its name."""
-    name = kv_dtype
+    name = spelled("kv_dtype", kv_dtype)
     if not isinstance(kv_dtype, str):
         try:
             name = np.dtype(kv_dtype).name
         except TypeError:
             name = None
     if name not in _FORMATS:
-        raise ValueError(f"kv_dtype must be one of {sorted(_FORMATS)} (or "
+        raise ValueError(f"kv_dtype must be one of {accepted('fp8')} (or "
                          f"None for caches of q's dtype), got {kv_dtype!r}")
     return name
 
@@ -112,8 +114,9 @@ def quantize_kv(k, v, dtype, granularity="tensor"):
     the bytes are encode_fp8(value / scale) with the float32 scale,
     saturating to the finite range (which only rounding can leave)."""
     dtype = _check_kv_dtype(dtype)
+    granularity = spelled("granularity", granularity)
     if granularity not in _GRANULARITIES:
-        raise ValueError(f"granularity must be one of {list(_GRANULARITIES)}"
+        raise ValueError(f"granularity must be one of {accepted('kv_scale')}"
                          f", got {granularity!r}")
     results = []
     for name, array in (("k", k), ("v", v)):
@@ -217,8 +220,9 @@ def check_compile_options(kv_dtype, kv_scale):
     if kv_format is None:
         raise ValueError("kv_scale is only for fp8 caches (with kv_dtype), "
                          f"got kv_scale={kv_scale!r}")
+    kv_scale = spelled("kv_scale", kv_scale)
     if kv_scale not in _GRANULARITIES:
-        raise ValueError(f"kv_scale must be one of {list(_GRANULARITIES)}, "
+        raise ValueError(f"kv_scale must be one of {accepted('kv_scale')}, "
                          f"got {kv_scale!r}")
     return config_options(kv_format, kv_scale)
 

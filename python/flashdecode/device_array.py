@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from . import _flashdecode as _native
+from ._spellings import accepted, spelled
 
 _HOST_DTYPES = {"float32": np.dtype(np.float32),
                 "float16": np.dtype(np.float16),
@@ -44,10 +45,14 @@ _TYPESTRS = {"float32": "<f4", "float16": "<f2", "bfloat16": "<V2",
 
 
 def _check_dtype(dtype):
-    if dtype not in _HOST_DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(_HOST_DTYPES)}, got "
-                         f"{dtype!r}")
-    return dtype
+    """``dtype`` in Python's spelling (any spelling of a float or fp8 type
+    is taken), or a ValueError naming them."""
+    spelled_dtype = spelled("kv_dtype", dtype)
+    if spelled_dtype not in _HOST_DTYPES:
+        raise ValueError(f"dtype must be one of int32, uint8, "
+                         f"{accepted('dtype')}, or an fp8 format: "
+                         f"{accepted('fp8')}; got {dtype!r}")
+    return spelled_dtype
 
 
 def _dtype_of(a, dtype):
@@ -117,7 +122,7 @@ class DeviceArray:
         if not isinstance(a, np.ndarray):
             raise TypeError(f"a must be a numpy array, got {type(a).__name__}")
         if dtype is not None:
-            _check_dtype(dtype)
+            dtype = _check_dtype(dtype)
         found = _dtype_of(a, dtype)
         array = cls(a.shape, found, device=device)
         array._host_dtype = a.dtype  # ml_dtypes' bfloat16 comes back as such

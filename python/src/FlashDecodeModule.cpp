@@ -16,11 +16,14 @@
 #include "fd/Dialect/FD/Utils/AttentionUtils.h"
 #include "fd/Planning/Chip.h"
 #include "fd/Planning/Limits.h"
+#include "fd/Planning/Spellings.h"
 #include "fd/Planning/SplitPlanner.h"
 
 #include <pybind11/stl.h>
 
 #include <map>
+#include <tuple>
+#include <vector>
 #include <memory>
 #include <type_traits>
 #include <variant>
@@ -30,26 +33,32 @@ using namespace flashdecode;
 
 namespace {
 
-/// "" (the query's type), "e4m3" or "e5m2".
+/// The canonical spelling of `name`, any spelling of a value of `kind`
+/// (fd/Planning/Spellings.h); otherwise a ValueError naming `argument` and
+/// every spelling.
+std::string_view getCanonicalName(NameKind kind, const std::string &name,
+                                  const char *argument) {
+  if (const Spellings *value = findSpelling(kind, name))
+    return value->canonical;
+  throw py::value_error(std::string(argument) + " must be " +
+                        describeSpellings(kind, /*pythonFirst=*/true) +
+                        ", got '" + name + "'");
+}
+
+/// "" (the query's type), or an fp8 format.
 KVCacheType parseKVCacheType(const std::string &name) {
   if (name.empty())
     return KVCacheType::SameAsQuery;
-  if (name == "e4m3")
-    return KVCacheType::E4M3;
-  if (name == "e5m2")
-    return KVCacheType::E5M2;
-  throw py::value_error("kv_dtype must be '', e4m3 or e5m2, got '" + name +
-                        "'");
+  return getCanonicalName(NameKind::Float8Format, name, "kv_dtype") == "e4m3"
+             ? KVCacheType::E4M3
+             : KVCacheType::E5M2;
 }
 
-/// "tensor" or "token_head".
 KVScaleGranularity parseKVScaleGranularity(const std::string &name) {
-  if (name == "tensor")
-    return KVScaleGranularity::Tensor;
-  if (name == "token_head")
-    return KVScaleGranularity::TokenHead;
-  throw py::value_error("kv_scale must be tensor or token_head, got '" + name +
-                        "'");
+  return getCanonicalName(NameKind::ScaleGranularity, name, "kv_scale") ==
+                 "tensor"
+             ? KVScaleGranularity::Tensor
+             : KVScaleGranularity::TokenHead;
 }
 
 KernelRequest
@@ -74,10 +83,10 @@ makeRequest(int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
   config.numKVHeads = numKVHeads;
   config.queryLength = queryLength;
   config.elementType = python::parseElementType(dtype);
-  if (kvLayout != "NHD" && kvLayout != "HND")
-    throw py::value_error("kv_layout must be 'NHD' or 'HND', got '" + kvLayout +
-                          "'");
-  config.cacheLayout = kvLayout == "NHD" ? CacheLayout::NHD : CacheLayout::HND;
+  config.cacheLayout =
+      getCanonicalName(NameKind::CacheLayout, kvLayout, "kv_layout") == "NHD"
+          ? CacheLayout::NHD
+          : CacheLayout::HND;
   config.pageSize = pageSize;
   config.numSplits = numSplits;
   config.splitKV = splitKV;
@@ -313,13 +322,10 @@ py::dict getRequestFields(const KernelRequest &request) {
 } // namespace
 
 ElementType flashdecode::python::parseElementType(const std::string &name) {
-  if (name == "f16")
-    return ElementType::F16;
-  if (name == "bf16")
-    return ElementType::BF16;
-  if (name == "f32")
-    return ElementType::F32;
-  throw py::value_error("dtype must be f16, bf16 or f32, got '" + name + "'");
+  std::string_view type = getCanonicalName(NameKind::ElementType, name, "dtype");
+  return type == "f16"    ? ElementType::F16
+         : type == "bf16" ? ElementType::BF16
+                          : ElementType::F32;
 }
 
 void *flashdecode::python::checkedData(const py::array &array, size_t bytes,
@@ -359,6 +365,48 @@ PYBIND11_MODULE(_flashdecode, module) {
   module.attr("SUPPORTED_VALUE_HEAD_DIMS") = describeSupportedValueHeadDims();
   module.attr("SUPPORTED_PAGE_SIZES") = describeSupportedPageSizes();
   module.attr("MAX_DECODE_QUERY_LEN") = kMaxDecodeQueryLength;
+  // The spelling table (fd/Planning/Spellings.h), by the kinds' Python
+  // names: "dtype", "fp8", "kv_scale", "kv_layout".
+  auto nameKind = [](const std::string &kind) {
+    static const std::map<std::string, NameKind> kinds = {
+        {"dtype", NameKind::ElementType},
+        {"fp8", NameKind::Float8Format},
+        {"kv_scale", NameKind::ScaleGranularity},
+        {"kv_layout", NameKind::CacheLayout}};
+    auto found = kinds.find(kind);
+    if (found == kinds.end())
+      throw py::value_error("no spelling table for '" + kind + "'");
+    return found->second;
+  };
+  module.def(
+      "python_spelling",
+      [nameKind](const std::string &kind,
+                 const std::string &text) -> std::optional<std::string> {
+        if (const Spellings *value = findSpelling(nameKind(kind), text))
+          return std::string(value->python);
+        return std::nullopt;
+      },
+      py::arg("kind"), py::arg("text"));
+  module.def(
+      "spellings",
+      [nameKind](const std::string &kind) {
+        std::vector<std::tuple<std::string, std::string,
+                               std::vector<std::string>>>
+            values;
+        for (const Spellings &value : getSpellings(nameKind(kind)))
+          values.emplace_back(
+              value.canonical, value.python,
+              std::vector<std::string>(value.others.begin(),
+                                       value.others.end()));
+        return values;
+      },
+      py::arg("kind"));
+  module.def(
+      "describe_spellings",
+      [nameKind](const std::string &kind) {
+        return describeSpellings(nameKind(kind), /*pythonFirst=*/true);
+      },
+      py::arg("kind"));
 
   module.def(
       "attended_length",

@@ -226,8 +226,9 @@ BAD_INPUTS = [
     ({"k_scale": float("nan")}, "k_scale must be finite"),
     ({"v_scale": float("inf")}, "v_scale must be finite"),
     ({"v_scale": 1e39}, "v_scale must be finite"),
-    ({"kv_dtype": "float8"}, r"kv_dtype must be one of \['float8_e4m3fn', "
-     r"'float8_e5m2'\] \(or None for caches of q's dtype\), got 'float8'"),
+    ({"kv_dtype": "float8"}, r"kv_dtype must be one of float8_e4m3fn \(e4m3, "
+     r"fp8_e4m3, f8E4M3FN\) or float8_e5m2 \(e5m2, fp8_e5m2, f8E5M2\) \(or "
+     r"None for caches of q's dtype\), got 'float8'"),
     ({"kv_dtype": "float8_e5m2", "k_cache": _dense, "v_cache": _dense},
      "kv_dtype='float8_e5m2' needs fp8 caches .* but k_cache is float32"),
     ({"v_cache": _dense}, "needs fp8 caches .* but v_cache is float32"),

@@ -457,7 +457,7 @@ BAD_DECODE_INPUTS = [
     (with_(block_table=lambda: DeviceArray.from_numpy(np.zeros(2, np.int32))),
      {}, ValueError, "block_table must be [B, max_pages]"),
     (good_arrays, {"kv_layout": "NDH"}, ValueError,
-     "kv_layout must be 'NHD' or 'HND'"),
+     "kv_layout must be NHD (nhd) or HND (hnd)"),
 ]
 
 

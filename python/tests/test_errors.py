@@ -85,7 +85,7 @@ def test_bad_options():
         flashdecode.decode_attention(q, k, v, lens, num_splits=0)
     with pytest.raises(ValueError, match="scale must be a positive finite number"):
         flashdecode.decode_attention(q, k, v, lens, scale=-1.0)
-    with pytest.raises(ValueError, match="kv_layout must be 'NHD' or 'HND'"):
+    with pytest.raises(ValueError, match=r"kv_layout must be NHD \(nhd\) or HND \(hnd\)"):
         flashdecode.decode_attention(q, k, v, lens, kv_layout="NDH")
     with pytest.raises(ValueError, match="backend must be 'cpu' or 'cuda'"):
         flashdecode.decode_attention(q, k, v, lens, backend="tpu")

@@ -233,15 +233,18 @@ def test_compile_for_fp8_caches():
             assert [p["name"] for p in partial["params"][-2:]] == \
                 ["k_scale", "v_scale"]
             assert f"kv_dtype={name}" in repr(kernel)
-    with pytest.raises(ValueError, match="kv_dtype must be one of"):
-        flashdecode.compile(64, 8, 2, kv_dtype="e4m3")
+    with pytest.raises(ValueError, match="kv_dtype must be one of "
+                       r"float8_e4m3fn \(e4m3, fp8_e4m3, f8E4M3FN\) or "
+                       r"float8_e5m2 \(e5m2, fp8_e5m2, f8E5M2\) \(or None"):
+        flashdecode.compile(64, 8, 2, kv_dtype="e4m3fn")
     with pytest.raises(ValueError, match="kv_scale is only for fp8 caches "
                        r"\(with kv_dtype\), got kv_scale='tensor'"):
         flashdecode.compile(64, 8, 2, kv_scale="tensor")
-    with pytest.raises(ValueError, match=r"kv_scale must be one of \['tensor'"
-                       r", 'token_head'\], got 'token-head'"):
+    with pytest.raises(ValueError, match=r"kv_scale must be one of tensor "
+                       r"\(per-tensor, per_tensor\) or token_head \(token-head, "
+                       r"per-token-head, per_token_head\), got 'token'"):
         flashdecode.compile(64, 8, 2, kv_dtype="float8_e5m2",
-                            kv_scale="token-head")
+                            kv_scale="token")
 
 
 def test_mixed_formats_by_dtype_name():

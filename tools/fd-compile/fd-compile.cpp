@@ -14,6 +14,7 @@
 #include "fd/Compiler/Compile.h"
 #include "fd/Planning/Chip.h"
 #include "fd/Planning/Limits.h"
+#include "fd/Planning/Spellings.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -111,13 +112,36 @@ struct NumberParser : cl::parser<float> {
   }
 };
 
-/// One of the names in the flag's cl::values; a bad one is reported with the
-/// list of those names.
+/// The spelling table's kind of the enums a choice flag takes that have one
+/// (fd/Planning/Spellings.h); none for the others.
+template <typename T> std::optional<NameKind> getNameKind() {
+  return std::nullopt;
+}
+template <> std::optional<NameKind> getNameKind<ElementType>() {
+  return NameKind::ElementType;
+}
+template <> std::optional<NameKind> getNameKind<KVCacheType>() {
+  return NameKind::Float8Format;
+}
+template <> std::optional<NameKind> getNameKind<KVScaleGranularity>() {
+  return NameKind::ScaleGranularity;
+}
+template <> std::optional<NameKind> getNameKind<CacheLayout>() {
+  return NameKind::CacheLayout;
+}
+
+/// One of the flag's cl::values; for an enum of the spelling table, by any
+/// spelling of it. A bad one is reported with every accepted name.
 template <typename T> struct ChoiceParser : cl::parser<T> {
   using cl::parser<T>::parser;
   bool parse(cl::Option &flag, StringRef, StringRef text, T &value) {
+    std::optional<NameKind> kind = getNameKind<T>();
+    StringRef name = text;
+    if (kind)
+      if (const Spellings *spelled = findSpelling(*kind, text.str()))
+        name = StringRef(spelled->canonical.data(), spelled->canonical.size());
     for (const auto &choice : this->Values)
-      if (choice.Name == text) {
+      if (choice.Name == name) {
         value = choice.V.getValue();
         return false;
       }
@@ -128,7 +152,8 @@ template <typename T> struct ChoiceParser : cl::parser<T> {
                                                      : " or ") +
                   choice.Name.str();
     exitWithUsageError(getSpelling(flag) + " '" + text +
-                       "' is not supported: expected " + accepted);
+                       "' is not supported: expected " +
+                       (kind ? describeSpellings(*kind) : accepted));
   }
 };
 

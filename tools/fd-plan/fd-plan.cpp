@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fd/Planning/Limits.h"
+#include "fd/Planning/Spellings.h"
 #include "fd/Planning/SplitPlanner.h"
 
 #include <algorithm>
@@ -174,15 +175,23 @@ int main(int argc, char **argv) {
       }
       std::string name = argv[++i];
       bool cache = flag == "--kv-dtype";
-      int64_t bytes = name == "f32"                                 ? 4
-                      : name == "f16" || name == "bf16"             ? 2
-                      : cache && (name == "e4m3" || name == "e5m2") ? 1
-                                                                    : 0;
+      // Any spelling of an element type (or, for the caches, an fp8 format).
+      const flashdecode::Spellings *type =
+          flashdecode::findSpelling(flashdecode::NameKind::ElementType, name);
+      int64_t bytes = type ? (type->canonical == "f32" ? 4 : 2)
+                      : cache && flashdecode::findSpelling(
+                                     flashdecode::NameKind::Float8Format, name)
+                          ? 1
+                          : 0;
       if (!bytes) {
+        std::string accepted =
+            flashdecode::describeSpellings(flashdecode::NameKind::ElementType);
+        if (cache)
+          accepted +=
+              ", or an fp8 format: " + flashdecode::describeSpellings(
+                                           flashdecode::NameKind::Float8Format);
         std::fprintf(stderr, "fd-plan: %s must be %s, got '%s'\n", flag.c_str(),
-                     cache ? "f16, bf16, f32, e4m3 or e5m2"
-                           : "f16, bf16 or f32",
-                     name.c_str());
+                     accepted.c_str(), name.c_str());
         return 2;
       }
       (cache ? workload.kvElementBytes : queryElementBytes) = bytes;
