@@ -13,7 +13,6 @@ from ._cpu import _decode_cpu
 from ._cuda import _decode_cuda
 from ._merge import merge_state_in_place
 from ._spellings import accepted, spelled
-from .device_array import DeviceArray
 
 
 def _rows(array, rows, heads, head_dim):
