@@ -238,12 +238,13 @@ TEST(SplitPlanner, RowTilesAreBlocks) {
 TEST(SplitPlanner, AFusedMergeCostsItsSerialTail) {
   // The last block of a (sequence, KV head) merges its S partials alone, at
   // blockMergeBytesPerTokenTime: MQA on CUDA cores at B=1, L=32k (32 rows,
-  // two tiles) pays 32 * 129 * 4 / 3072 token-times per split, so its plan
+  // two tiles) pays 32 * 129 * 4 / that token-times per split, so its plan
   // falls from 256 splits to about sixty; the merge kernel's plan stays.
   SplitWorkload separate = getCudaCoreWorkload(1),
                 fused = getCudaCoreWorkload(1);
   fused.fusedMerge = true;
-  double tailPerSplit = 32.0 * 129 * 4 / 3072;
+  const double mergeRate = SplitPlannerOptions().blockMergeBytesPerTokenTime;
+  double tailPerSplit = 32.0 * 129 * 4 / mergeRate;
   for (int64_t splits : {2, 64, 256}) {
     SCOPED_TRACE(splits);
     SplitPlan plan = evaluateSplits(1, 1, 32768, splits, {}, fused);
@@ -267,8 +268,8 @@ TEST(SplitPlanner, AFusedMergeCostsItsSerialTail) {
                   evaluateSplits(16, 1, 4096, 32, {}, separate).modeledCost,
               32 * tailPerSplit - 16.0 * 32 * 32 * 129 * 4 / (132.0 * 2048),
               1e-9);
-  // Past 132 * 2048 / 3072 streams, the tails together cost what the merge
-  // kernel's read does.
+  // Past 132 * 2048 / blockMergeBytesPerTokenTime streams, the tails
+  // together cost what the merge kernel's read does.
   EXPECT_EQ(evaluateSplits(64, 8, 4096, 2, {}, fused).modeledCost,
             evaluateSplits(64, 8, 4096, 2, {}, separate).modeledCost);
   // No tail without splits.
@@ -279,6 +280,25 @@ TEST(SplitPlanner, AFusedMergeCostsItsSerialTail) {
   SplitWorkload llama = getCudaCoreWorkload(8);
   llama.fusedMerge = true;
   EXPECT_EQ(planNumSplits(1, 8, 32768, {}, llama).numSplits, 61);
+}
+
+TEST(SplitPlanner, ACudaCoreBlockStreamsBytesNotTokens) {
+  // Its warps keep a bounded number of bytes in flight, so a block's token
+  // of twice the bytes takes twice the token-times: Gemma-2-9B's global
+  // layers (16/8 heads, D = 256: 1024 bytes a token) at B=1, L=32k. fdemu's
+  // calibrated sweep (bench/RESULTS.md, 2026-12-06, eager): 34 splits (the
+  // plan when every token took one token-time) 92.8 us, latency-bound; 48
+  // 72.1, the fastest; 64 72.7; 96 74.1; 128 75.4.
+  const Chip &chip = getDefaultChip();
+  KernelProblem problem;
+  problem.groupSize = 2;
+  problem.headDim = 256;
+  SplitWorkload gemma =
+      getSplitWorkload(problem, planKernel(problem, chip), chip);
+  ASSERT_FALSE(gemma.usesTensorCores());
+  SplitPlan plan = planNumSplits(1, 8, 32768, {}, gemma);
+  EXPECT_GE(plan.numSplits, 48);
+  EXPECT_LE(plan.numSplits, 96);
 }
 
 TEST(SplitPlanner, OneRuleChoosesTensorCores) {
@@ -302,37 +322,41 @@ TEST(SplitPlanner, OneRuleChoosesTensorCores) {
 
 TEST(SplitPlanner, TensorCoreBlocksStreamAtTheirPace) {
   // MQA at B=1, L=32k, 128 splits: two tiles, 256 blocks in one wave, each
-  // 256 keys at 8 a token-time and 28 of overhead; the blocks keep 256 *
-  // 16 KB in flight, more than the 132 * 22 KB DRAM needs.
+  // 256 keys at tensorCoreKeysPerTokenTime and its overhead; the blocks keep
+  // 256 * 16 KB in flight, more than the 132 * smBytesInFlight DRAM needs.
+  const SplitPlannerOptions defaults;
+  const double pace = defaults.tensorCoreKeysPerTokenTime,
+               overhead = defaults.tensorCoreBlockOverheadTokens;
   SplitWorkload mqa = getWorkload(1);
   SplitPlan plan = evaluateSplits(1, 1, 32768, 128, {}, mqa);
   double bytesPerTokenTime = 132.0 * 2048;
   double partials = 128.0 * 32 * 129 * 4 / bytesPerTokenTime;
   double dram = 32768.0 * 512 / bytesPerTokenTime + partials;
   EXPECT_NEAR(plan.dramCost, dram, 1e-9);
-  EXPECT_NEAR(plan.modeledCost, std::max(256.0 / 8 + 28, dram) + partials,
-              1e-9);
-  // fdemu's sweep (bench/RESULTS.md, 2026-12-01 (third), graph, compiler
-  // 0.2.17): 103 splits 5.40 us, the fastest; 94 5.51; 128 5.49; 80 5.99;
-  // 192 6.09; 64 6.30. The plan lies between 80 and 128 and is modeled
-  // faster than 64 and 256.
+  EXPECT_NEAR(plan.modeledCost,
+              std::max(256.0 / pace + overhead, dram) + partials, 1e-9);
+  // fdemu's calibrated sweep (bench/RESULTS.md, 2026-12-06, eager, compiler
+  // 0.2.20): 74 splits 14.01 us, the fastest; 64 14.13; 96 14.44; 48
+  // 14.80; 128 15.79; 94, the uncalibrated constants' plan, 14.44. The
+  // plan lies between 64 and 90 and is modeled faster than 48 and 128.
   SplitPlan planned = planNumSplits(1, 1, 32768, {}, mqa);
-  EXPECT_GE(planned.numSplits, 80);
-  EXPECT_LE(planned.numSplits, 128);
-  for (int64_t splits : {64, 256})
+  EXPECT_GE(planned.numSplits, 64);
+  EXPECT_LE(planned.numSplits, 90);
+  for (int64_t splits : {48, 128})
     EXPECT_LT(planned.modeledCost,
               evaluateSplits(1, 1, 32768, splits, {}, mqa).modeledCost);
 }
 
 TEST(SplitPlanner, FewTensorCoreBlocksStreamBelowTheDRAMRate) {
   // Llama-3-8B (4 rows, one tile) at B=1, L=32k: 12 splits of 2731 keys
-  // take 2752 / 8 + 28 token-times, below the cache's 496, but their 96
-  // blocks keep 96 * 16 KB in flight, 0.53 of what DRAM needs: the cache
+  // take 2752 / 10 + 25 token-times, below the cache's 496, but their 96
+  // blocks keep 96 * 16 KB in flight, 0.61 of what DRAM needs: the cache
   // streams at that fraction of its rate.
+  const double needed = 132.0 * SplitPlannerOptions().smBytesInFlight;
   SplitWorkload llama = getWorkload(8);
   double bytesPerTokenTime = 132.0 * 2048;
   double bytes = 8.0 * 32768 * 512 + 12.0 * 8 * 4 * 129 * 4;
-  double inFlight = 96.0 * 32 * 512 / (132.0 * 22528);
+  double inFlight = 96.0 * 32 * 512 / needed;
   EXPECT_NEAR(evaluateSplits(1, 8, 32768, 12, {}, llama).dramCost,
               bytes / bytesPerTokenTime / inFlight, 1e-9);
   // CUDA-core blocks have no such term: their token-time was measured at
@@ -343,7 +367,7 @@ TEST(SplitPlanner, FewTensorCoreBlocksStreamBelowTheDRAMRate) {
   // The plan keeps enough in flight (within the tolerance); by pace alone
   // (fdemu's view: 12 splits 0.7 % faster than 64) it would take fewer.
   SplitPlan plan = planNumSplits(1, 8, 32768, {}, llama);
-  EXPECT_GE(static_cast<double>(plan.blocks) * 32 * 512, 0.95 * 132 * 22528);
+  EXPECT_GE(static_cast<double>(plan.blocks) * 32 * 512, 0.95 * needed);
   SplitPlannerOptions paceAlone;
   paceAlone.smBytesInFlight = 1;
   EXPECT_LT(planNumSplits(1, 8, 32768, paceAlone, llama).numSplits,

@@ -52,16 +52,23 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
     return plan;
   }
   // A known workload's blocks take whole steps of keys, at their kernel's
-  // pace.
+  // pace. A CUDA-core block streams its share of the SM's bytes a
+  // token-time (smBytesPerTokenTime over the four blocks an SM runs: 512,
+  // a token of f16 keys and values at D = 128), however wide its tokens:
+  // its warps keep a bounded number of bytes in flight.
   double chunkKeys =
       static_cast<double>(ceilDiv(plan.chunkLength, workload.tokensPerStep) *
                           workload.tokensPerStep);
+  double blockBytesPerTokenTime =
+      static_cast<double>(options.smBytesPerTokenTime) /
+      static_cast<double>(kPlannedBlocksPerSM);
   double blockCost =
       workload.usesTensorCores()
           ? chunkKeys /
                     static_cast<double>(options.tensorCoreKeysPerTokenTime) +
                 static_cast<double>(options.tensorCoreBlockOverheadTokens)
-          : chunkKeys + static_cast<double>(options.blockOverheadTokens);
+          : chunkKeys * workload.getTokenBytes() / blockBytesPerTokenTime +
+                static_cast<double>(options.blockOverheadTokens);
   plan.modeledCost = static_cast<double>(plan.waves) * blockCost;
   // One split reads the cache and writes the output directly; more write
   // partial rows that the merge reads back, after the partial kernel.

@@ -15,10 +15,10 @@ def test_compile_returns_ptx_and_manifest():
     kernel = flashdecode.compile(128, 32, 8, dtype="float16", num_splits="auto",
                                  kv_layout="NHD", arch="sm_90", batch=1,
                                  max_len=32768)
-    assert kernel.num_splits == 22
+    assert kernel.num_splits == 19
     assert set(kernel.ptx) == {"fd_partial_attention", "fd_merge"}
     assert ".target sm_90" in kernel.ptx["fd_partial_attention"]
-    assert kernel.manifest["num_splits"] == 22
+    assert kernel.manifest["num_splits"] == 19
     assert kernel.manifest["config"]["dtype"] == "f16"
     names = [k["name"] for k in kernel.manifest["kernels"]]
     assert names == ["fd_partial_attention", "fd_merge"]
@@ -243,7 +243,7 @@ def test_plan_splits_says_it_is_the_wave_model_without_the_work():
     assert "the wave model alone" in \
         flashdecode.plan_splits.__doc__.splitlines()[0]
     assert flashdecode.plan_splits(1, 8, 32768) == 63
-    assert flashdecode.compile(128, 32, 8, max_len=32768).num_splits == 22
+    assert flashdecode.compile(128, 32, 8, max_len=32768).num_splits == 19
 
 
 def test_plan_splits_features_need_the_work():
@@ -317,11 +317,11 @@ def test_planner_knobs_reach_the_plan_and_the_manifest():
             config["min_chunk_length"]) == (1, 64, 128)
     # Same configuration but for the knobs: a different cache entry. The
     # compiler plans with the kernel's work (tensor-core blocks, DRAM, whole
-    # steps of 32 keys): 22 splits, where the wave model alone takes 63.
+    # steps of 32 keys): 19 splits, where the wave model alone takes 63.
     assert flashdecode.compile(128, 32, 8, batch=1,
-                               max_len=32768).num_splits == 22
+                               max_len=32768).num_splits == 19
     assert flashdecode.plan_splits(1, 8, 32768, num_q_heads=32,
-                                   head_dim=128) == 22
+                                   head_dim=128) == 19
 
 
 def test_plan_splits_with_the_kernels_work():
@@ -345,13 +345,13 @@ def test_plan_splits_with_the_kernels_work():
                 batch, heads, max_len, num_q_heads=32, head_dim=128,
                 **kwargs), (kwargs, heads, batch, max_len)
     # MQA at B=1, L=32k: its tensor-core blocks' fixed cost against their
-    # pace, 94 splits; with f32 queries (CUDA cores, a token per
+    # pace, 74 splits; with f32 queries (CUDA cores, a token per
     # token-time) one wave of the kernel's row tiles: 7 tiles of 5 rows
     # over an f16 cache (three blocks per SM by their registers), 53
     # splits; 11 tiles of 3 over an fp8 cache (its rows hold 16 elements a
     # lane; three blocks), 35.
     assert flashdecode.plan_splits(1, 1, 32768, num_q_heads=32,
-                                   head_dim=128) == 94
+                                   head_dim=128) == 74
     assert flashdecode.plan_splits(1, 1, 32768, num_q_heads=32,
                                    head_dim=128, dtype="float32") == 53
     assert flashdecode.plan_splits(1, 1, 32768, num_q_heads=32,
@@ -385,7 +385,7 @@ def test_plan_splits_checks_the_work(kwargs, message):
 def test_plan_splits_takes_numpy_work():
     assert flashdecode.plan_splits(
         1, 8, 32768, num_q_heads=np.int64(32), head_dim=np.int32(128),
-        kv_dtype=np.dtype("float16")) == 22
+        kv_dtype=np.dtype("float16")) == 19
     with pytest.raises(ValueError, match="num_kv_heads must be"):
         flashdecode.plan_splits(1, 0, 4096, num_q_heads=32, head_dim=128)
 

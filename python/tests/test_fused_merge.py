@@ -92,18 +92,18 @@ def test_the_native_config_carries_fused_merge():
 
 
 def test_automatic_splits_stay_within_what_the_fused_merge_merges():
-    """MQA over 128k keys: 87 splits with the merge kernel (two row tiles
-    on tensor cores, 174 blocks); fused, planned with the merge's serial
+    """MQA over 128k keys: 75 splits with the merge kernel (two row tiles
+    on tensor cores, 150 blocks); fused, planned with the merge's serial
     tail (48) and within 256 (the most whose weights fit in the partial
     kernel's shared memory), in compile(), plan_splits and the per-call
     CUDA path's planning alike."""
-    assert flashdecode.compile(128, 32, 1, max_len=131072).num_splits == 87
+    assert flashdecode.compile(128, 32, 1, max_len=131072).num_splits == 75
     fused = flashdecode.compile(128, 32, 1, max_len=131072, fused_merge=True)
     assert fused.num_splits == 48
     assert flashdecode.plan_splits(1, 1, 131072, num_q_heads=32, head_dim=128,
                                    fused_merge=True) == 48
     assert flashdecode.plan_splits(1, 1, 131072, num_q_heads=32,
-                                   head_dim=128) == 87
+                                   head_dim=128) == 75
     native = flashdecode._flashdecode
     positional = (128, 32, 1, 1, "f16", "NHD", 0, 0, True, None, False, 1,
                   131072, 132, "sm_90")
@@ -115,7 +115,7 @@ def test_automatic_splits_stay_within_what_the_fused_merge_merges():
         .automatic_max_splits() == 100
     # What decode_attention and Decoder plan on a GPU: the JIT's choice,
     # within the fused merge's cap and max_splits.
-    assert native.KernelRequest(*positional).resolve_num_splits() == 87
+    assert native.KernelRequest(*positional).resolve_num_splits() == 75
     assert native.KernelRequest(*positional, fused_merge=True) \
         .resolve_num_splits() == 48
     assert native.KernelRequest(*positional, max_splits=30, fused_merge=True) \

@@ -12,7 +12,7 @@
 // KV head (and paces them by its launch bounds, 3 per SM: 396 a wave),
 // where the planner's schedule has one tile.
 // REPORT: remark: fd-split-kv: auto: B=1 Hkv=1 Lmax=32768 -> splits=171 blocks=342 waves=1
-// REPORT: remark: fd-split-kv: auto: B=1 Hkv=1 Lmax=32768 -> splits=241 blocks=241 waves=1
+// REPORT: remark: fd-split-kv: auto: B=1 Hkv=1 Lmax=32768 -> splits=240 blocks=240 waves=1
 func.func @hand_written(%q: memref<1x16x64xf16>, %k: memref<1x32768x1x64xf16>, %v: memref<1x32768x1x64xf16>, %lens: memref<1xi32>, %o: memref<1x16x64xf16>) {
   fd.attention %q, %k, %v, %lens into %o {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 8, row_tiles = 2, threads = 128, min_blocks_per_sm = 3, held_query_steps = 2, stages = 3>}
       : memref<1x16x64xf16>, memref<1x32768x1x64xf16>, memref<1x32768x1x64xf16>, memref<1xi32> into memref<1x16x64xf16>

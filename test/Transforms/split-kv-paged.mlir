@@ -5,11 +5,11 @@
 
 // CHECK-LABEL: func @paged
 // CHECK-SAME: %[[BT:[a-z0-9]+]]: memref<1x64xi32>
-// CHECK: fd.partial_attention {{.*}} block_table %[[BT]] : memref<1x64xi32> into {{.*}} : {{.*}} into memref<1x32x22x128xf32>, memref<1x32x22xf32>
+// CHECK: fd.partial_attention {{.*}} block_table %[[BT]] : memref<1x64xi32> into {{.*}} : {{.*}} into memref<1x32x19x128xf32>, memref<1x32x19xf32>
 // CHECK: fd.merge
 func.func @paged(%q: memref<1x32x128xf16>, %k: memref<?x256x8x128xf16>, %v: memref<?x256x8x128xf16>,
                  %lens: memref<1xi32>, %table: memref<1x64xi32>, %out: memref<1x32x128xf16>) {
-  // expected-remark @below {{fd-split-kv: auto: B=1 Hkv=8 Lmax=16384 -> splits=22 blocks=176 waves=1 wave-efficiency=0.44 chunk=745}}
+  // expected-remark @below {{fd-split-kv: auto: B=1 Hkv=8 Lmax=16384 -> splits=19 blocks=152 waves=1 wave-efficiency=0.38 chunk=863}}
   fd.attention %q, %k, %v, %lens block_table %table : memref<1x64xi32> into %out
       : memref<1x32x128xf16>, memref<?x256x8x128xf16>, memref<?x256x8x128xf16>,
         memref<1xi32> into memref<1x32x128xf16>

@@ -42,39 +42,42 @@ struct SplitPlannerOptions {
   /// bandwidth. Such a block streams a token per token-time.
   int64_t blockOverheadTokens = 64;
   /// Keys a tensor-core block streams per token-time: fdemu's model of the
-  /// pipelined tiles (compiler 0.2.17) takes 13.1 cycles a key at D = 128
-  /// and 10.5 at D = 64, whatever the rows, where a token-time (2048 bytes
-  /// of an H200 SM's DRAM share) is 111 cycles.
-  int64_t tensorCoreKeysPerTokenTime = 8;
+  /// pipelined tiles (compiler 0.2.17; the calibration left it, bound by
+  /// the chain of mmas) takes 13.1 cycles a key at D = 128 and 10.5 at
+  /// D = 64, whatever the rows, where a token-time (2048 bytes of an H200
+  /// SM's share of the achievable 4.22 TB/s: 64 ns) is 127 cycles at
+  /// 1.98 GHz: 9.7 keys.
+  int64_t tensorCoreKeysPerTokenTime = 10;
   /// A tensor-core block's fixed cost in token-times: fdemu's model puts a
   /// 16-row tile (MQA) at 3,140 cycles besides its keys, 4- and 8-row tiles
   /// at about 2,100; the rows matter where the keys do not bind (MQA), so
-  /// the 16-row cost is taken.
-  int64_t tensorCoreBlockOverheadTokens = 28;
+  /// the 16-row cost is taken: 24.8 token-times of 127 cycles.
+  int64_t tensorCoreBlockOverheadTokens = 25;
   /// Bytes an SM must have in flight to draw its share of DRAM bandwidth
-  /// (Little's law: ~4.8 TB/s x ~600 ns of loaded latency over 132 SMs).
-  /// A tensor-core block has S - 1 steps of keys in flight (its cp.async
-  /// pipeline copies that far ahead of the step it computes: one with the
-  /// planner's two stages), so a plan of few such blocks streams the cache
-  /// at a fraction of the DRAM rate.
-  /// fdemu's latency model, with a 600-cycle unloaded load, does not see
-  /// this; the H200 measurements it was fitted to needed four CUDA-core
-  /// blocks per SM (the token-time above).
-  int64_t smBytesInFlight = 22528;
+  /// (Little's law: the achievable 4.22 TB/s x ~600 ns of loaded latency
+  /// over 132 SMs, 19.2 KB; 19 KiB). A tensor-core block has S - 1 steps
+  /// of keys in flight (its cp.async pipeline copies that far ahead of the
+  /// step it computes: one with the planner's two stages), so a plan of few
+  /// such blocks streams the cache at a fraction of the DRAM rate.
+  /// fdemu's calibrated model holds a warp's register loads to 1 KB in
+  /// flight but not cp.async's, and its loads take 600 cycles (0.3 us):
+  /// it sees less of this than an H200, whose measurements needed four
+  /// CUDA-core blocks per SM (the token-time below).
+  int64_t smBytesInFlight = 19456;
   /// The bytes one SM's share of DRAM bandwidth delivers in the time one
   /// block streams one token of one KV head (a "token-time"): the DRAM side
   /// of the model, used where the workload is known. 2048 = four blocks per
   /// SM of 512 bytes a token (f16, D = 128), the occupancy the H200 needed
-  /// to approach its bandwidth (measured, docs/SplitHeuristic.md); fdemu's
-  /// model alone has a block stream about 800 bytes per token-time.
+  /// to approach its bandwidth (measured, docs/SplitHeuristic.md): at the
+  /// achievable 4.22 TB/s a token-time is 64 ns.
   int64_t smBytesPerTokenTime = 2048;
   /// The partial bytes one block merges in a token-time: the rate of a
   /// fused merge's serial tail (the last block of a sequence and KV head
   /// reads every split's partial rows). Fitted to fdemu's model of the
-  /// fused kernels at B=1 L=32k over split counts (a token-time being
-  /// 56 ns there): Llama-3-8B (4 rows, D = 128) merges 4.1 KB per
-  /// token-time, MQA (32 rows, more serial sums per thread) 2.8 KB.
-  int64_t blockMergeBytesPerTokenTime = 3072;
+  /// fused kernels at B=1 L=32k over split counts: Llama-3-8B (4 rows, D =
+  /// 128) merges 4.1 KB per 56 ns, MQA (32 rows, more serial sums per
+  /// thread) 2.8 KB; at a token-time of 64 ns, 4.7 and 3.2 KB: 3.5 KiB.
+  int64_t blockMergeBytesPerTokenTime = 3584;
   /// The fewest splits whose modeled time is within this factor of the best
   /// are taken: fewer partials for a near-equal time.
   double timeTolerance = 1.05;
