@@ -11,6 +11,7 @@ from ._common import _check_scale, _check_soft_cap, _check_window, \
     _is_torch, _planner_options
 from ._cpu import _decode_cpu
 from ._cuda import _decode_cuda
+from ._cuda_arrays import _CudaArray
 from ._merge import merge_state_in_place
 from ._spellings import accepted, spelled
 
@@ -52,6 +53,16 @@ def _prefix_views(prefix_k, prefix_v, prefix_block_table, kv_layout):
         table = table.reshape((1, table.shape[0])) if not _is_torch(table) \
             else table.view(1, -1)
     return one(prefix_k, "prefix_k"), one(prefix_v, "prefix_v"), table
+
+
+def _check_prefix_on_device(prefix_k, prefix_v, prefix_len):
+    """The prefix's arrays (None: not given, or an int length) are device
+    memory: a host one is named as given, before the prefix pass takes them
+    as its caches and lengths."""
+    for name, array in (("prefix_k", prefix_k), ("prefix_v", prefix_v),
+                        ("prefix_len", prefix_len)):
+        if array is not None and not isinstance(array, numbers.Integral):
+            _CudaArray(array, name, strict=False)
 
 
 def _prefix_capacity(prefix_k, prefix_table, kv_layout):
@@ -138,6 +149,8 @@ def cascade_decode(q, prefix_k, prefix_v, prefix_len, k_cache, v_cache,
               "window_left": _check_window(window_left),
               "logits_soft_cap": _check_soft_cap(logits_soft_cap),
               "alibi_slopes": alibi_slopes, "query_lens": None}
+    if backend == "cuda":
+        _check_prefix_on_device(prefix_k, prefix_v, prefix_len)
     prefix = _prefix_views(prefix_k, prefix_v, prefix_block_table, kv_layout)
     lengths = _prefix_lengths(
         prefix_len, _prefix_capacity(prefix[0], prefix[2], kv_layout),

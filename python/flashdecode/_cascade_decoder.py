@@ -2,9 +2,10 @@
 buffers, for CUDA-graph decoding."""
 
 from . import _flashdecode as _native
-from ._cascade import _prefix_views
+from ._cascade import _check_prefix_on_device, _prefix_views
 from ._common import _DTYPES, _is_torch
-from ._cuda_arrays import _CudaArray, _new_output, _torch_stream
+from ._cuda_arrays import (_CudaArray, _checks_for, _new_output,
+                           _torch_stream)
 from ._decoder import Decoder
 from ._merge import _device_merge, _device_pair
 from ._spellings import spelled
@@ -34,6 +35,7 @@ class CascadeDecoder:
     ``logits_soft_cap`` and the planner's knobs as for cascade_decode.
     """
 
+    @_checks_for("a CascadeDecoder")
     def __init__(self, q, prefix_k, prefix_v, prefix_len, k_cache, v_cache,
                  seq_lens, out, lse=None, *, block_table=None,
                  prefix_block_table=None, num_splits=None, scale=None,
@@ -46,6 +48,7 @@ class CascadeDecoder:
             raise ValueError("prefix_len must be an int32 [1] device array: "
                              "a CascadeDecoder reads it at every replay, got "
                              f"{prefix_len!r}")
+        _check_prefix_on_device(prefix_k, prefix_v, prefix_len)
         common = {"num_splits": num_splits, "scale": scale,
                   "kv_layout": kv_layout, "arch": arch,
                   "blocks_per_sm": blocks_per_sm,

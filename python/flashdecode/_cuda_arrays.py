@@ -18,22 +18,27 @@ from .device_array import DeviceArray
 
 
 # What needs the device memory the checks below ask for: "backend='cuda'"
-# (decode_attention and the merges) or "a Decoder" (_checks_for).
+# (decode_attention, cascade_decode) or a class that binds device buffers,
+# "a Decoder", "a CascadeDecoder" (_checks_for).
+_CALLER_DEFAULT = "backend='cuda'"
 _CALLER = contextvars.ContextVar("flashdecode_caller",
-                                 default="backend='cuda'")
+                                 default=_CALLER_DEFAULT)
 
 
 def _checks_for(caller):
     """Decorator: within the function, the checks' messages name `caller`
-    as what needs device memory."""
+    as what needs device memory, unless a caller around it is named
+    already (a CascadeDecoder's Decoders speak for the CascadeDecoder)."""
     def decorate(function):
         @functools.wraps(function)
         def checked(*args, **kwargs):
-            token = _CALLER.set(caller)
+            outer = _CALLER.get() != _CALLER_DEFAULT
+            token = None if outer else _CALLER.set(caller)
             try:
                 return function(*args, **kwargs)
             finally:
-                _CALLER.reset(token)
+                if token is not None:
+                    _CALLER.reset(token)
         return checked
     return decorate
 

@@ -100,7 +100,7 @@ class DeviceArray:
                             f"{device!r}")
         self._shape = tuple(int(n) for n in shape)
         self._dtype = _check_dtype(dtype)
-        self._host_dtype = _HOST_DTYPES[dtype]
+        self._host_dtype = _HOST_DTYPES[self._dtype]
         self._device = int(device)
         self._buffer = _native.DeviceBuffer(
             math.prod(self._shape) * self._host_dtype.itemsize, self._device)

@@ -184,6 +184,9 @@ def main(argv=None):
               "flashdecode.emulator_library(); `make demo` does the latter)")
         return 2
     rows = read_rows(args.results)
+    if not rows:
+        print(f"plot: {args.results} holds no rows")
+        return 2
     try:
         source = describe_source(rows)
         peers = read_rows(args.peers) if args.peers else None

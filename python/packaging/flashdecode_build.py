@@ -57,8 +57,18 @@ def _build(build):
                 "installs every package the build needs")
         subprocess.run(["make", "-C", ROOT, f"BUILD_DIR={build}",
                         f"LLVM_PREFIX={LLVM_PREFIX}",
+                        f"PYTHON={sys.executable}",
                         os.path.join(build, "build.ninja")], check=True)
     subprocess.run(["cmake", "--build", build], check=True)
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    module = os.path.join(build, "python", "flashdecode",
+                          "_flashdecode" + suffix)
+    if not os.path.exists(module):
+        raise RuntimeError(
+            f"{build} builds the native module for another Python (no "
+            f"{os.path.basename(module)}): build with this one "
+            f"({sys.executable}) in another directory, --config-settings "
+            "build-dir=DIR")
 
 
 def _wheel_files(build, stage):

@@ -22,11 +22,11 @@
 #include <pybind11/stl.h>
 
 #include <map>
-#include <tuple>
-#include <vector>
 #include <memory>
+#include <tuple>
 #include <type_traits>
 #include <variant>
+#include <vector>
 
 namespace py = pybind11;
 using namespace flashdecode;

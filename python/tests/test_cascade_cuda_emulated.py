@@ -124,3 +124,24 @@ def test_cascade_decoder_errors():
         *arrays[:3], device(np.array([5], np.int32)), *arrays[3:], out)
     with pytest.raises(RuntimeError, match="replay\\(\\) before capture\\(\\)"):
         decoder.replay()
+
+
+def test_host_arrays_are_named_as_given():
+    """A host prefix is named prefix_k (not the prefix pass's k_cache), and
+    the CascadeDecoder is what needs device memory."""
+    case = Cascade("float16", 2, 1, 8, 2, 64, 5, [1, 2])
+    arrays = [device(array) for array in (
+        case.q, case.prefix_k, case.prefix_v, case.k_cache, case.v_cache,
+        case.suffix_lens)]
+    out = DeviceArray.empty(case.q.shape, "float16")
+    length = device(np.array([5], np.int32))
+    with pytest.raises(flashdecode.NotOnDeviceError,
+                       match="prefix_k must be a CUDA tensor for a "
+                             "CascadeDecoder"):
+        flashdecode.CascadeDecoder(arrays[0], case.prefix_k, *arrays[2:3],
+                                   length, *arrays[3:], out)
+    with pytest.raises(flashdecode.NotOnDeviceError,
+                       match="prefix_v must be a CUDA tensor for "
+                             "backend='cuda'"):
+        flashdecode.cascade_decode(arrays[0], arrays[1], case.prefix_v, 5,
+                                   *arrays[3:], backend="cuda")

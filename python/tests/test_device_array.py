@@ -172,3 +172,10 @@ def test_bad_input_names_the_argument(call, error, words):
     with pytest.raises(error) as raised:
         call()
     assert words in str(raised.value)
+
+
+def test_any_spelling_of_a_dtype():
+    """docs/Compiling.md's names: the array keeps Python's spelling."""
+    for spelling, expected in (("half", "float16"), ("f32", "float32"),
+                               ("bf16", "bfloat16"), ("e4m3", "float8_e4m3fn")):
+        assert DeviceArray.empty((3,), spelling).dtype == expected

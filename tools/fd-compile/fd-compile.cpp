@@ -145,6 +145,10 @@ template <typename T> struct ChoiceParser : cl::parser<T> {
         value = choice.V.getValue();
         return false;
       }
+    if (kind)
+      exitWithUsageError(getSpelling(flag) + " '" + text +
+                         "' is not supported: expected " +
+                         describeSpellings(*kind));
     std::string accepted;
     for (auto [index, choice] : llvm::enumerate(this->Values))
       accepted += (index == 0                        ? ""
@@ -152,8 +156,7 @@ template <typename T> struct ChoiceParser : cl::parser<T> {
                                                      : " or ") +
                   choice.Name.str();
     exitWithUsageError(getSpelling(flag) + " '" + text +
-                       "' is not supported: expected " +
-                       (kind ? describeSpellings(*kind) : accepted));
+                       "' is not supported: expected " + accepted);
   }
 };
 

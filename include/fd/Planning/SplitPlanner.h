@@ -39,7 +39,9 @@ struct SplitPlannerOptions {
   int64_t maxSplits = 512;
   /// Fixed cost of one CUDA-core block (prologue, partial write, its share
   /// of the merge), in tokens of KV streamed: about 1 us of one SM's
-  /// bandwidth. Such a block streams a token per token-time.
+  /// bandwidth. Such a block streams its share of an SM's bytes a
+  /// token-time (smBytesPerTokenTime over kPlannedBlocksPerSM: a token of
+  /// f16 keys and values at D = 128), a wider token taking longer.
   int64_t blockOverheadTokens = 64;
   /// Keys a tensor-core block streams per token-time: fdemu's model of the
   /// pipelined tiles (compiler 0.2.17; the calibration left it, bound by
@@ -186,8 +188,8 @@ struct SplitPlan {
   /// Tokens of the longest chunk at the planning length.
   int64_t chunkLength = 0;
   /// Modeled time, in token-times of one block: the waves' time, waves *
-  /// (chunk + overhead) (a tensor-core block: chunk / its pace + its
-  /// overhead), or with a known workload the larger of it and the DRAM time
+  /// (chunk + overhead) (a known workload: a CUDA-core block's chunk in
+  /// bytes at its share of the SM's, a tensor-core block's at its pace), or with a known workload the larger of it and the DRAM time
   /// of K, V and the partials, plus the merge: the merge kernel's DRAM
   /// time, or a fused merge's serial tail.
   double modeledCost = 0;
@@ -208,7 +210,8 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
 /// Candidates are 1 .. min(maxSplits, maxLength / minChunkLength). Each is
 /// scored with a wave model: the partial kernel runs ceil(blocks / (smCount *
 /// blocksPerSM)) waves, each as long as one chunk plus a fixed per-block
-/// overhead (a known workload on tensor cores: the chunk at
+/// overhead (a known workload on CUDA cores: the chunk's bytes at a block's
+/// share of smBytesPerTokenTime; on tensor cores: the chunk at
 /// tensorCoreKeysPerTokenTime plus tensorCoreBlockOverheadTokens); with a
 /// known `workload`, no faster than DRAM moves K, V and the partials
 /// (smBytesPerTokenTime per SM; tensor-core blocks: slower where they keep
