@@ -31,9 +31,3 @@ def accepted(kind):
     "float16 (f16, half, fp16), bfloat16 (bf16) or float32 (...)"."""
     return _native.describe_spellings(kind)
 
-
-def spelled_options(options):
-    """``options`` (keyword -> value) with the table's options spelled as
-    Python spells them."""
-    return {name: spelled(name, value) if name in _OPTION_KINDS else value
-            for name, value in options.items()}

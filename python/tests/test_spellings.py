@@ -40,9 +40,7 @@ def test_fp8_formats(canonical, spelling):
     config = flashdecode.compile(64, 8, 2, kv_dtype=spelling).manifest[
         "config"]
     assert config["kv_dtype"] == canonical
-    seed = int.from_bytes(os.urandom(4), "little")
-    print(f"seed {seed}")
-    k = np.random.default_rng(seed).standard_normal((1, 8, 2, 64))
+    k = np.random.default_rng().standard_normal((1, 8, 2, 64))
     k = k.astype(np.float32)
     python = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}[canonical]
     for given, expected in zip(flashdecode.quantize_kv(k, k, spelling),
