@@ -190,27 +190,51 @@ TEST(KernelPlan, WorkgroupMemoryOfACUDACoreTile) {
   EXPECT_EQ(schedule.getSharedMemoryBytes(), (8 * 128 * 5 + 4 * 8 * 2) * 4);
 }
 
-TEST(KernelPlan, WideHeadsTakeCUDACoreTilesWithinTheWorkgroupMemory) {
-  // MLA's latent cache: 576-wide keys, the first 512 columns the values. A
-  // row holds 24 of q's elements and 16 of the accumulator (3 key vectors
-  // of 8 a lane, 2 value vectors), 43 registers: 2 rows (128 registers,
-  // four blocks) a tile, 8 tiles for 16 heads, where 6 of 3 rows (171: two
-  // blocks) take more tiles per resident block.
+TEST(KernelPlan, WideHeadsTakeTheSplitValueTile) {
+  // MLA's latent cache: 576-wide keys, the first 512 columns the values.
+  // The four warps share a step's 8 keys: each holds 9 of q's 36 k-steps
+  // and 16 output tiles (128 value dims), the 16 heads one tile. A stage is
+  // 8 rows of 576 bf16 and 32 bytes of padding: four fit beside the score
+  // exchange in 48 KB, in the place of one published state of 19 rows.
   KernelProblem latent = makeProblem(576, 16);
   latent.valueHeadDim = 512;
   latent.valuesFromKeys = true;
   KernelSchedule schedule = planKernel(latent, sm90());
-  EXPECT_FALSE(schedule.usesTensorCores());
-  EXPECT_EQ(schedule.layout.vectorsPerLane, 3);
-  EXPECT_EQ(schedule.layout.valueVectorsPerLane, 2);
-  EXPECT_EQ(schedule.layout.registersPerRow(), 43);
-  EXPECT_EQ(schedule.getRowsPerTile(), 2);
-  EXPECT_EQ(schedule.getNumRowTiles(), 8);
-  EXPECT_EQ(schedule.minBlocksPerSM, 4);
+  EXPECT_TRUE(schedule.usesTensorCores());
+  EXPECT_TRUE(schedule.layout.splitsValues);
+  EXPECT_EQ(schedule.getTokensPerStep(), 8);
+  EXPECT_EQ(schedule.layout.stageRowBytes, 576 * 2 + 32);
+  EXPECT_EQ(schedule.getRowsPerTile(), 16);
+  EXPECT_EQ(schedule.getNumRowTiles(), 1);
+  EXPECT_EQ(schedule.keyValueStages, 4);
+  EXPECT_EQ(schedule.heldQuerySteps, 9);
+  EXPECT_EQ(schedule.getPublishedWarpStates(), 1);
+  // 4 + 64 accumulators + 36 held q words + 12: 116, and 40 beside: three
+  // blocks' 168 registers.
+  EXPECT_EQ(schedule.getLeastLoopRegisters(), 116);
+  EXPECT_EQ(schedule.minBlocksPerSM, 3);
   std::vector<WorkgroupBuffer> buffers = schedule.getWorkgroupBuffers();
-  EXPECT_EQ(buffers[kQueryBuffer].shape, (std::vector<int64_t>{2, 576}));
+  EXPECT_EQ(buffers[kQueryBuffer].shape, (std::vector<int64_t>{4, 32, 4}));
   EXPECT_EQ(buffers[kWarpAccumulatorsBuffer].shape,
-            (std::vector<int64_t>{4, 2, 512}));
+            (std::vector<int64_t>{1, 19, 512}));
+  EXPECT_EQ(buffers[kWarpMaxSumBuffer].shape, (std::vector<int64_t>{1, 16, 2}));
+  EXPECT_LE(schedule.getSharedMemoryBytes(), kMaxStaticSharedMemoryBytes);
+  // 128 heads: 8 tiles of 16. Gemma 4's 512 with values of their own: two
+  // stages of 8 rows of 2 x 512.
+  latent.groupSize = 128;
+  EXPECT_EQ(planKernel(latent, sm90()).getNumRowTiles(), 8);
+  KernelSchedule gemma = planKernel(makeProblem(512, 8), sm90());
+  EXPECT_TRUE(gemma.layout.splitsValues);
+  EXPECT_EQ(gemma.keyValueStages, 2);
+  EXPECT_EQ(gemma.getRowsPerTile(), 8);
+  // What the tile does not take stays on CUDA cores: fp8 caches, f32, D =
+  // 256 with values of its own (as fast there), a single row.
+  KernelProblem float8 = latent;
+  float8.cacheElementBytes = 1;
+  EXPECT_FALSE(planKernel(float8, sm90()).usesTensorCores());
+  EXPECT_FALSE(planKernel(makeProblem(256, 8), sm90()).usesTensorCores());
+  KernelProblem oneRow = makeProblem(512, 1);
+  EXPECT_FALSE(planKernel(oneRow, sm90()).usesTensorCores());
   // f32 rows of 512 would take 5 rows by registers (35 each), but 5 rows of
   // query and accumulators are 51 KB, over the 48 KB a block declares.
   KernelProblem wideProblem = makeProblem(512, 8, 1, 4);
@@ -237,21 +261,41 @@ TEST(KernelPlan, WideHeadsTakeCUDACoreTilesWithinTheWorkgroupMemory) {
             (std::vector<int64_t>{4, apartSchedule.getRowsPerTile(), 264}));
 }
 
-TEST(KernelPlan, TensorCoreTilesTakeValuesOfTheirOwnAtTheKeysWidth) {
+TEST(KernelPlan, SplitValueTilesTakeWholeWarpShares) {
   ScheduleChoice tensorCores{KernelForm::TensorCores, 8, 1, 128, 4, 0, 2};
   KernelProblem apart = makeProblem(128, 8);
   EXPECT_EQ(getReasonScheduleInvalid(apart, tensorCores), "");
+  EXPECT_FALSE(getKernelSchedule(apart, tensorCores).layout.splitsValues);
+  // Values apart from the keys take the split-value tile: a warp's quarter
+  // of D_v is whole output tiles read in 8-byte pieces.
   apart.valueHeadDim = 64;
   EXPECT_EQ(getReasonScheduleInvalid(apart, tensorCores),
-            "form = tensor_cores needs a value cache of its own at the key "
-            "head dim, got a value head dim of 64");
+            "form = tensor_cores needs a head dim of 64 or 128 with values of "
+            "their own at it, or else (warps splitting the value dims) a value "
+            "head dim that is a multiple of 128 up to 512, got 64");
   EXPECT_FALSE(planKernel(apart, sm90()).usesTensorCores());
   KernelProblem shared = makeProblem(128, 8);
   shared.valuesFromKeys = true;
   EXPECT_EQ(getReasonScheduleInvalid(shared, tensorCores),
-            "form = tensor_cores needs a value cache of its own at the key "
-            "head dim, got values read from the key cache");
-  EXPECT_FALSE(planKernel(shared, sm90()).usesTensorCores());
+            "held_query_steps = 0: expected 2 (each warp of a split-value tile "
+            "holds its quarter of q's 16-wide k-steps at head dim 128)");
+  tensorCores.heldQuerySteps = 2;
+  EXPECT_EQ(getReasonScheduleInvalid(shared, tensorCores), "");
+  EXPECT_TRUE(planKernel(shared, sm90()).layout.splitsValues);
+  KernelProblem narrow = makeProblem(96, 8);
+  narrow.valuesFromKeys = true;
+  narrow.valueHeadDim = 64;
+  EXPECT_EQ(getReasonScheduleInvalid(narrow, tensorCores),
+            "form = tensor_cores needs a head dim of 64 or 128 with values of "
+            "their own at it, or else (warps splitting the value dims) a head "
+            "dim that is a multiple of 64 up to 576, got 96");
+  KernelProblem float8 = makeProblem(512, 8);
+  float8.cacheElementBytes = 1;
+  tensorCores.heldQuerySteps = 8;
+  EXPECT_EQ(getReasonScheduleInvalid(float8, tensorCores),
+            "form = tensor_cores needs a head dim of 64 or 128 with values of "
+            "their own at it, or else (warps splitting the value dims) an f16 "
+            "or bf16 cache, got an fp8 cache");
 }
 
 TEST(KernelPlan, ALatentTokenIsReadOnce) {

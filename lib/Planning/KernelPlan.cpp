@@ -37,8 +37,7 @@ bool ScheduleChoice::operator==(const ScheduleChoice &other) const {
 int64_t KernelProblem::getRequestsPerBlock() const {
   if (!sharedPrefix)
     return 1;
-  return std::max<int64_t>(1,
-                           kTensorCoreTileRows / (groupSize * queryLength));
+  return std::max<int64_t>(1, kTensorCoreTileRows / (groupSize * queryLength));
 }
 
 int64_t KernelProblem::getBlockBatch(int64_t batch) const {
@@ -74,20 +73,30 @@ int64_t KernelSchedule::getResidentBlocks(const Chip &chip) const {
                       (getSharedMemoryBytes() + kReservedSharedMemoryPerBlock));
 }
 
+int64_t KernelSchedule::getPublishedWarpStates() const {
+  return layout.splitsValues ? 1 : PartialKernelLayout::kWarps;
+}
+
 std::vector<WorkgroupBuffer>
 KernelSchedule::getWorkgroupBuffers(int64_t fusedMergeSplits) const {
   constexpr int64_t kWarps = PartialKernelLayout::kWarps;
   const int64_t headDim = layout.headDim, valueHeadDim = layout.valueHeadDim;
+  const int64_t states = getPublishedWarpStates();
   // A tensor-core tile's K/V stages take the accumulators' place: as many
   // rows as they need.
-  const int64_t rowBytes = kWarps * valueHeadDim * 4;
+  const int64_t rowBytes = states * valueHeadDim * 4;
   const int64_t accumulatorRows = std::max<int64_t>(
       layout.rowTile, ceilDiv(keyValueStages * layout.stageBytes(), rowBytes));
+  // The query buffer: a CUDA-core tile's f32 rows, a tensor-core tile's q
+  // fragments, or a split-value tile's exchange of each warp's share of S
+  // (a lane's four scores).
+  WorkgroupBuffer query =
+      !usesTensorCores()    ? WorkgroupBuffer{{layout.rowTile, headDim}, false}
+      : layout.splitsValues ? WorkgroupBuffer{{kWarps, 32, 4}, false}
+                            : WorkgroupBuffer{{headDim / 16, 32, 4}, true};
   std::vector<WorkgroupBuffer> buffers = {
-      usesTensorCores() ? WorkgroupBuffer{{headDim / 16, 32, 4}, true}
-                        : WorkgroupBuffer{{layout.rowTile, headDim}, false},
-      WorkgroupBuffer{{kWarps, accumulatorRows, valueHeadDim}, false},
-      WorkgroupBuffer{{kWarps, layout.rowTile, 2}, false}};
+      query, WorkgroupBuffer{{states, accumulatorRows, valueHeadDim}, false},
+      WorkgroupBuffer{{states, layout.rowTile, 2}, false}};
   // A fused merge keeps its rows' weights in the accumulators, free once
   // the chunk is done, or where they do not fit in a buffer of their own.
   int64_t weights = layout.rows * getMergeWeightsPerRow(fusedMergeSplits);
@@ -121,11 +130,13 @@ int64_t KernelSchedule::getLeastLoopRegisters() const {
     constexpr int64_t kLoadsInFlight = 32;
     return layout.rowTile * layout.registersPerRow() + kLoadsInFlight;
   }
-  // Per lane: 2 rows' max and sum, D / 8 output tiles of 4, the words of
-  // each held k-step of q; per step S's two mma chains (8) and K's words
-  // (4).
-  return 4 + 4 * (layout.headDim / 8) +
-         kRegistersPerHeldQueryStep * heldQuerySteps + 8 + 4;
+  // Per lane: 2 rows' max and sum, D / 8 output tiles of 4 (a split-value
+  // tile: its D_v / 32), the words of each held k-step of q; per step S's
+  // two mma chains (8) and K's words (4).
+  const int64_t outputTiles =
+      layout.splitsValues ? layout.warpValueDims() / 8 : layout.headDim / 8;
+  return 4 + 4 * outputTiles + kRegistersPerHeldQueryStep * heldQuerySteps + 8 +
+         4;
 }
 
 /// The register model's term for a CUDA-core thread's registers besides its
@@ -191,7 +202,8 @@ KernelSchedule getKernelSchedule(const KernelProblem &problem,
   schedule.layout = PartialKernelLayout::get(
       problem.headDim, problem.queryElementBytes, problem.cacheElementBytes,
       problem.groupSize, problem.getTokensPerBlock(), problem.alibi,
-      choice.form == KernelForm::TensorCores, problem.getValueHeadDim());
+      choice.form == KernelForm::TensorCores, problem.getValueHeadDim(),
+      problem.valuesFromKeys);
   // The rows of sequences continuing a shared prefix see keys of their own
   // positions.
   schedule.layout.causal |= problem.sharedPrefix;
@@ -205,11 +217,24 @@ KernelSchedule getKernelSchedule(const KernelProblem &problem,
   return schedule;
 }
 
-/// Whether `problem`'s values are what a tensor-core tile takes: a value
-/// cache of their own, as wide as the keys.
-static bool hasTensorCoreValues(const KernelProblem &problem) {
-  return !problem.valuesFromKeys &&
-         problem.getValueHeadDim() == problem.headDim;
+/// Why no tensor-core tile takes `problem`: a sentence naming what the
+/// tiles accept; empty when one does.
+static std::string getReasonNoTensorCoreTile(const KernelProblem &problem) {
+  if (problem.queryElementBytes != 2)
+    return "form = tensor_cores needs f16 or bf16 queries (mma.sync's "
+           "operands), got " +
+           std::to_string(problem.queryElementBytes * 8) + "-bit queries";
+  const int64_t valueHeadDim = problem.getValueHeadDim();
+  if (!usesSplitValueTile(problem.headDim, valueHeadDim,
+                          problem.valuesFromKeys))
+    return "";
+  std::string reason = getReasonNoSplitValueTile(problem.headDim, valueHeadDim,
+                                                 problem.cacheElementBytes);
+  if (reason.empty())
+    return "";
+  return "form = tensor_cores needs a head dim of 64 or 128 with values of "
+         "their own at it, or else (warps splitting the value dims) " +
+         reason;
 }
 
 /// Why `choice`'s form, tiling and per-form fields cannot serve `problem`.
@@ -222,20 +247,10 @@ static std::string getReasonTilingInvalid(const KernelProblem &problem,
     os << "threads = " << choice.threads
        << " is not supported: the kernels are built for "
        << PartialKernelLayout::kThreads << " (4 warps)";
-  } else if (tensorCores &&
-             (problem.queryElementBytes != 2 ||
-              (problem.headDim != 64 && problem.headDim != 128))) {
-    os << "form = tensor_cores needs f16 or bf16 queries and a head dim of 64 "
-          "or 128 (mma.sync's fragments), got "
-       << problem.queryElementBytes * 8 << "-bit queries at head dim "
-       << problem.headDim;
-  } else if (tensorCores && !hasTensorCoreValues(problem)) {
-    os << "form = tensor_cores needs a value cache of its own at the key head "
-          "dim, got "
-       << (problem.valuesFromKeys
-               ? "values read from the key cache"
-               : "a value head dim of " +
-                     std::to_string(problem.getValueHeadDim()));
+  } else if (std::string reason =
+                 tensorCores ? getReasonNoTensorCoreTile(problem) : "";
+             !reason.empty()) {
+    os << reason;
   } else if (int64_t most =
                  tensorCores ? std::min(rows, kTensorCoreTileRows) : rows;
              choice.rowsPerTile < 1 || choice.rowsPerTile > most) {
@@ -267,6 +282,16 @@ static std::string getReasonTilingInvalid(const KernelProblem &problem,
     os << "stages = " << choice.keyValueStages
        << " is too few: the K/V pipeline copies the next step while the block "
           "computes this one, so it needs at least 2";
+  } else if (int64_t warpSteps = problem.headDim / 64;
+             tensorCores &&
+             usesSplitValueTile(problem.headDim, problem.getValueHeadDim(),
+                                problem.valuesFromKeys) &&
+             choice.heldQuerySteps != warpSteps) {
+    os << "held_query_steps = " << choice.heldQuerySteps << ": expected "
+       << warpSteps
+       << " (each warp of a split-value tile holds its quarter of q's "
+          "16-wide k-steps at head dim "
+       << problem.headDim << ")";
   } else if (tensorCores && (choice.heldQuerySteps < 0 ||
                              choice.heldQuerySteps > problem.headDim / 16)) {
     os << "held_query_steps = " << choice.heldQuerySteps
@@ -423,12 +448,38 @@ static KernelSchedule planCudaCoreTiling(const KernelProblem &problem,
   return *best;
 }
 
+/// A split-value tile's stages: as many as the static workgroup memory
+/// holds, up to kMostSplitValueStages (each a step's copy in flight), with
+/// its held q and launch bounds.
+static constexpr int64_t kMostSplitValueStages = 4;
+static void planSplitValueTile(const KernelProblem &problem, const Chip &chip,
+                               KernelSchedule &schedule) {
+  schedule.heldQuerySteps = schedule.layout.warpHeadDims() / 16;
+  while (schedule.keyValueStages < kMostSplitValueStages) {
+    KernelSchedule more = schedule;
+    ++more.keyValueStages;
+    if (more.getSharedMemoryBytes() > kMaxStaticSharedMemoryBytes)
+      break;
+    schedule = more;
+  }
+  setLaunchBoundsForRegisterDemand(schedule, problem, chip);
+}
+
 KernelSchedule planKernel(const KernelProblem &problem, const Chip &chip) {
   ScheduleChoice choice;
   const int64_t rows = problem.getRowsPerKVHead();
+  const bool splitValues = usesSplitValueTile(
+      problem.headDim, problem.getValueHeadDim(), problem.valuesFromKeys);
+  // The split-value tile takes the heads the per-warp tile does not, except
+  // D = 256 with values of its own, where CUDA-core tiles stream as fast.
   bool tensorCores =
-      choosesTensorCores(problem.queryElementBytes, problem.headDim, rows) &&
-      hasTensorCoreValues(problem);
+      rows >= kTensorCoreMinRows &&
+      getReasonNoTensorCoreTile(problem).empty() &&
+      (splitValues
+           ? !(problem.headDim == 256 && problem.getValueHeadDim() == 256 &&
+               !problem.valuesFromKeys)
+           : choosesTensorCores(problem.queryElementBytes, problem.headDim,
+                                rows));
   // CUDA-core tiles by the blocks an SM holds of them; tensor-core tiles as
   // few as the rows allow (each streams the chunk again), of equal size:
   // 24 rows are two tiles of 12, not 16 + 8 (fewer registers a tile).
@@ -440,7 +491,10 @@ KernelSchedule planKernel(const KernelProblem &problem, const Chip &chip) {
   choice.form = KernelForm::TensorCores;
   choice.keyValueStages = PartialKernelLayout::kKeyValueStages;
   KernelSchedule schedule = getKernelSchedule(problem, choice);
-  planTensorCoreResidency(problem, chip, schedule);
+  if (splitValues)
+    planSplitValueTile(problem, chip, schedule);
+  else
+    planTensorCoreResidency(problem, chip, schedule);
   return schedule;
 }
 

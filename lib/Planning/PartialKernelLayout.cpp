@@ -14,7 +14,7 @@ PartialKernelLayout
 PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
                          int64_t cacheElementBytes, int64_t groupSize,
                          int64_t queryLength, bool withAlibi, bool tensorCores,
-                         int64_t valueHeadDim) {
+                         int64_t valueHeadDim, bool valuesFromKeys) {
   PartialKernelLayout layout;
   layout.headDim = headDim;
   layout.valueHeadDim = valueHeadDim ? valueHeadDim : headDim;
@@ -50,8 +50,37 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
     bool float8 = cacheElementBytes == 1;
     layout.slotBytes = float8 ? 8 : 16;
     layout.stageSlots = headDim / 16 + (float8 ? 2 : 0);
+    layout.splitsValues =
+        usesSplitValueTile(headDim, layout.valueHeadDim, valuesFromKeys);
+    if (layout.splitsValues)
+      layout.stageRowBytes =
+          (headDim + (valuesFromKeys ? 0 : layout.valueHeadDim)) *
+              cacheElementBytes +
+          32;
   }
   return layout;
+}
+
+bool usesSplitValueTile(int64_t headDim, int64_t valueHeadDim,
+                        bool valuesFromKeys) {
+  return valuesFromKeys || valueHeadDim != headDim ||
+         (headDim != 64 && headDim != 128);
+}
+
+std::string getReasonNoSplitValueTile(int64_t headDim, int64_t valueHeadDim,
+                                      int64_t cacheElementBytes) {
+  // Each warp's quarter of q K^T is whole k-steps, and its quarter of the
+  // value dims whole output tiles whose lane columns are 8-byte pieces.
+  if (headDim % 64 != 0 || headDim > 576)
+    return "a head dim that is a multiple of 64 up to 576, got " +
+           std::to_string(headDim);
+  if (valueHeadDim % 128 != 0 || valueHeadDim > 512)
+    return "a value head dim that is a multiple of 128 up to 512, got " +
+           std::to_string(valueHeadDim);
+  if (cacheElementBytes != 2)
+    return std::string("an f16 or bf16 cache, got ") +
+           (cacheElementBytes == 1 ? "an fp8" : "an f32") + " cache";
+  return "";
 }
 
 } // namespace flashdecode

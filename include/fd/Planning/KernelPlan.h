@@ -186,6 +186,10 @@ struct KernelSchedule {
   /// split planner's waves hold.
   int64_t getResidentBlocks(const Chip &chip) const;
 
+  /// The warp states the token loop leaves for the combine: one per warp,
+  /// or a split-value tile's one (its warps share the rows' max and sum and
+  /// each holds a quarter of the value dims).
+  int64_t getPublishedWarpStates() const;
   /// The workgroup buffers (PartialKernelBuffer) of this kernel when it
   /// merges `fusedMergeSplits` splits itself (0: no fused merge).
   std::vector<WorkgroupBuffer>

@@ -10,6 +10,7 @@
 #define FD_PLANNING_PARTIALKERNELLAYOUT_H
 
 #include <cstdint>
+#include <string>
 
 namespace flashdecode {
 
@@ -44,7 +45,13 @@ namespace flashdecode {
 /// fragments (docs/KernelABI.md, "Tensor-core tiles"; an fp8 cache decoded
 /// to the query's type on the way) and keeps the tile's scores, softmax
 /// state and output accumulator in registers; `vectorsPerLane`,
-/// `lanesPerToken` and `unroll` then do not apply.
+/// `lanesPerToken` and `unroll` then do not apply. That tile takes D of 64
+/// or 128 with values of their own at D. Any other tensor-core tile
+/// `splitsValues` (usesSplitValueTile): its four warps share each step's 8
+/// keys, which the block copies into workgroup memory a row each
+/// (`stageRowBytes`: K, then V unless the values are K's first D_v
+/// columns, then padding), each warp computing q K^T over a quarter of the
+/// head dim and P V for a quarter of the value dims.
 struct PartialKernelLayout {
   static constexpr int64_t kWarps = 4;
   static constexpr int64_t kThreads = kWarps * 32;
@@ -88,10 +95,17 @@ struct PartialKernelLayout {
   int64_t rowTile;
   int64_t numRowTiles;
   bool tensorCores;
+  /// Tensor cores: the warps share each step's keys and split the value
+  /// dims (usesSplitValueTile).
+  bool splitsValues = false;
   /// Tensor cores: per lane and step, the slots of `slotBytes` (16, fp8 8)
   /// its K and V vectors take in a stage (D / 32 each), then with an fp8
   /// cache two for the per-token scales of its two keys (K's, V's).
   int64_t stageSlots = 0, slotBytes = 0;
+  /// A split-value tile: the bytes of a key's row in a stage, its K and V
+  /// elements and 32 bytes of padding (rows 32 bytes apart modulo 128 keep
+  /// the 8-byte reads of four keys' K in distinct banks).
+  int64_t stageRowBytes = 0;
 
   /// The layout of a kernel of the given form whose rows are one tile (the
   /// caller sets rowTile and numRowTiles). With `withAlibi` each row of a
@@ -102,11 +116,22 @@ struct PartialKernelLayout {
                                  int64_t cacheElementBytes, int64_t groupSize,
                                  int64_t queryLength, bool withAlibi = false,
                                  bool tensorCores = false,
-                                 int64_t valueHeadDim = 0);
-  /// Keys the block reads per step: one per token group of each warp.
-  int64_t tokensPerStep() const { return kWarps * tokensPerWarp; }
-  /// Tensor cores: the bytes of one stage of K and V, for every lane.
-  int64_t stageBytes() const { return kThreads * stageSlots * slotBytes; }
+                                 int64_t valueHeadDim = 0,
+                                 bool valuesFromKeys = false);
+  /// Keys the block reads per step: one per token group of each warp (a
+  /// split-value tile's warps share theirs).
+  int64_t tokensPerStep() const {
+    return splitsValues ? tokensPerWarp : kWarps * tokensPerWarp;
+  }
+  /// Tensor cores: the bytes of one stage of K and V.
+  int64_t stageBytes() const {
+    return splitsValues ? tokensPerWarp * stageRowBytes
+                        : kThreads * stageSlots * slotBytes;
+  }
+  /// A split-value tile: the head dims of q K^T each warp takes (16-wide
+  /// k-steps: D / 64 of them), and the value dims it accumulates.
+  int64_t warpHeadDims() const { return headDim / kWarps; }
+  int64_t warpValueDims() const { return valueHeadDim / kWarps; }
   /// Key (and query) elements of each lane's slice.
   int64_t dimsPerLane() const { return vectorsPerLane * vectorWidth; }
   /// Value elements each lane accumulates.
@@ -128,6 +153,16 @@ struct PartialKernelLayout {
     return lanesPerToken * valueVectorsPerLane != valueVectorsPerRow;
   }
 };
+
+/// Whether a tensor-core tile of these dims is the split-value tile (any
+/// but D of 64 or 128 with values of their own at D).
+bool usesSplitValueTile(int64_t headDim, int64_t valueHeadDim,
+                        bool valuesFromKeys);
+
+/// Why a split-value tile cannot take these dims and caches: a sentence
+/// naming what it accepts; empty when it can.
+std::string getReasonNoSplitValueTile(int64_t headDim, int64_t valueHeadDim,
+                                      int64_t cacheElementBytes);
 
 } // namespace flashdecode
 

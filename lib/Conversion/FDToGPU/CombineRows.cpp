@@ -62,7 +62,9 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
   // rather than the rescales and a division per element (the merge's
   // weights, MergeRows.cpp, are made the same way).
   const int64_t valueHeadDim = geometry.valueHeadDim;
+  // Each warp's state, or a split-value tile's one.
   constexpr int64_t kWarps = PartialKernelLayout::kWarps;
+  const int64_t states = schedule.getPublishedWarpStates();
   auto outputRowOf = [&](Value row) {
     return e.add(
         e.mul(queryRow(e.add(row, firstRow)), e.index(op.getNumSplits())),
@@ -80,7 +82,7 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
       [&](Value row) {
         Value maxes[kWarps], sums[kWarps];
         Value max = e.negInf();
-        for (int64_t w = 0; w < kWarps; ++w) {
+        for (int64_t w = 0; w < states; ++w) {
           maxes[w] =
               memref::LoadOp::create(rewriter, e.loc, warpMaxSum,
                                      ValueRange{e.index(w), row, e.index(0)});
@@ -91,13 +93,13 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
         }
         Value scales[kWarps];
         Value sum = e.f32(0.0);
-        for (int64_t w = 0; w < kWarps; ++w) {
+        for (int64_t w = 0; w < states; ++w) {
           scales[w] = e.select(e.isNegInf(maxes[w]), e.f32(0.0),
                                e.exp2(e.sub(maxes[w], max)));
           sum = e.fma(sums[w], scales[w], sum);
         }
         Value hasKeys = buildSawKeys(rewriter, e.loc, max);
-        for (int64_t w = 0; w < kWarps; ++w) {
+        for (int64_t w = 0; w < states; ++w) {
           Value weight = arith::DivFOp::create(rewriter, e.loc, scales[w], sum);
           if (outputScale)
             weight = e.mul(weight, outputScale);
@@ -116,7 +118,7 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
   forEachElement(layout.rowTile, valueHeadDim, [&](Value row, Value dim) {
     Value normalized = e.f32(0.0);
     Value column = accumulatorColumn(row, dim);
-    for (int64_t w = 0; w < kWarps; ++w) {
+    for (int64_t w = 0; w < states; ++w) {
       Value warpIndex = e.index(w);
       Value weight = memref::LoadOp::create(
           rewriter, e.loc, warpMaxSum, ValueRange{warpIndex, row, e.index(0)});

@@ -10,6 +10,7 @@
 #include "CudaCoreTileBuilder.h"
 #include "MergeRows.h"
 #include "PopulatePatterns.h"
+#include "SplitValueTileBuilder.h"
 #include "TensorCoreTileBuilder.h"
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Dialect/FD/IR/FD.h"
@@ -165,8 +166,8 @@ PartialKernelBuilder::PartialKernelBuilder(
     const CacheElements &cache, PatternRewriter &rewriter)
     : kernel(kernel), op(op), schedule(schedule), geometry(geometry),
       rules(op.getRules()), layout(this->schedule.layout),
-      elementType(elementType), cache(cache), rewriter(rewriter),
-      e{rewriter, kernel.getLoc()},
+      elementType(elementType), cache(cache),
+      rewriter(rewriter), e{rewriter, kernel.getLoc()},
       sequencesPerBlock(getSequencesPerBlock(op, layout)) {}
 
 void PartialKernelBuilder::setUp() {
@@ -207,8 +208,8 @@ void PartialKernelBuilder::setUp() {
   chunk = emitChunkBounds(
       e,
       emitSequenceExtent(e, seqLens, getKernelArgument(kernel, "query_lens"),
-                         getKernelArgument(kernel, "kv_shard_rank"),
-                         cacheBatch, maxLength, rules),
+                         getKernelArgument(kernel, "kv_shard_rank"), cacheBatch,
+                         maxLength, rules),
       split, op.getNumSplits(), op.getChunkLength(), rules);
   queryScale = e.f32(op.getEffectiveScale() * llvm::numbers::log2e *
                      cache.decodeFactor());
@@ -246,8 +247,7 @@ void PartialKernelBuilder::setUp() {
   realRowsVary = rules.perSequenceQueryLengths || suffixLens;
   realRows = e.index(layout.rows);
   if (rules.perSequenceQueryLengths)
-    realRows =
-        e.mul(chunk.sequence.queryLength, e.index(geometry.groupSize()));
+    realRows = e.mul(chunk.sequence.queryLength, e.index(geometry.groupSize()));
   if (suffixLens) {
     numSequences =
         arith::IndexCastOp::create(rewriter, e.loc, rewriter.getIndexType(),
@@ -259,8 +259,8 @@ void PartialKernelBuilder::setUp() {
   }
   // Padding rows read the last real row (and are computed on zero
   // queries): a padding token's query row may be left unwritten.
-  lastRow = realRowsVary ? e.sub(realRows, e.index(1))
-                         : e.index(layout.rows - 1);
+  lastRow =
+      realRowsVary ? e.sub(realRows, e.index(1)) : e.index(layout.rows - 1);
 }
 
 Value PartialKernelBuilder::shapeScore(Value score) {
@@ -336,6 +336,9 @@ mlir::fd::detail::createPartialKernelBuilder(
     const AttentionGeometry &geometry,
     const ::flashdecode::KernelSchedule &schedule, Type elementType,
     const CacheElements &cache, PatternRewriter &rewriter) {
+  if (schedule.usesTensorCores() && schedule.layout.splitsValues)
+    return std::make_unique<SplitValueTileBuilder>(
+        kernel, op, geometry, schedule, elementType, cache, rewriter);
   if (schedule.usesTensorCores())
     return std::make_unique<TensorCoreTileBuilder>(
         kernel, op, geometry, schedule, elementType, cache, rewriter);
@@ -349,8 +352,9 @@ void mlir::fd::detail::populatePartialAttentionToGPUPatterns(
   patterns.add<PartialAttentionToGPU>(patterns.getContext(), chip, fuseMerge);
 }
 
-int64_t mlir::fd::detail::getSequencesPerBlock(PartialAttentionOp op,
-                                               const PartialKernelLayout &layout) {
+int64_t
+mlir::fd::detail::getSequencesPerBlock(PartialAttentionOp op,
+                                       const PartialKernelLayout &layout) {
   AttentionGeometry geometry = op.getGeometry();
   return layout.rows / (geometry.groupSize() * geometry.queryLength);
 }

@@ -21,7 +21,7 @@ class TensorCoreTileBuilder : public PartialKernelBuilder {
 public:
   using PartialKernelBuilder::PartialKernelBuilder;
 
-private:
+protected:
   /// The tile's K/V stages read the builder's state.
   friend class KeyValuePipeline;
 

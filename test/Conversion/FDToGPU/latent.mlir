@@ -1,15 +1,27 @@
 // RUN: fd-opt %s -split-input-file -fd-schedule-kernels=chip=sm_90 -convert-fd-to-gpu=chip=sm_90 | FileCheck %s
 
-// MLA's absorbed decode on CUDA cores: keys 576 wide, the values the latent
-// cache's first 512 columns. The partial kernel takes no value cache; its
-// query tile holds 576 columns and its warps' accumulators 512; the merge
-// writes each 512-wide row two elements a thread (256 threads).
+// MLA's absorbed decode on the split-value tensor-core tile: keys 576 wide,
+// the values the latent cache's first 512 columns. The partial kernel takes
+// no value cache; its warps exchange their shares of S (4 x 32 lanes x 4),
+// publish one state (19 rows of 512: the four stages of 8 latent rows take
+// its place) and do 9 m16n8k16 k-steps and 16 m16n8k8 output tiles each a
+// step, the block copying the keys with cp.async; the merge writes each
+// 512-wide row two elements a thread (256 threads).
 
 // CHECK-LABEL: func.func @latent
 // CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in ({{.*}}) threads in (%c128{{.*}}) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : i32)
 // CHECK: gpu.launch_func @fd_merge::@fd_merge {{.*}} threads in (%c256,
-// CHECK: gpu.func @fd_partial_attention({{.*}}) workgroup(%{{.*}} : memref<2x576xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<4x2x512xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.func @fd_partial_attention({{.*}}) workgroup(%{{.*}} : memref<4x32x4xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<1x19x512xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<1x16x2xf32, #gpu.address_space<workgroup>>
 // CHECK-SAME: fd.params = ["query", "key_cache", "seq_lens", "partial_output", "partial_lse", "max_len"]
+// CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
+// CHECK: scf.for
+// CHECK: nvvm.cp.async.wait.group 2
+// CHECK-COUNT-9: shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// CHECK-NOT: shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// CHECK: gpu.barrier
+// CHECK-COUNT-16: shape = #nvvm.shape<m = 16, n = 8, k = 8>
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: nvvm.cp.async.wait.group 0
 // CHECK: gpu.func @fd_merge
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // CHECK: llvm.load {{.*}} -> vector<2xf32>
@@ -27,11 +39,12 @@ func.func @latent(%q: memref<2x16x576xbf16>, %kv: memref<2x?x1x576xbf16>,
 
 // -----
 
-// Values apart from keys: D 192 / D_v 128. The value cache is read with a
-// row stride of 128 and the partials are 128 wide.
+// Values apart from keys: D 192 / D_v 128, on the split-value tile. A stage
+// row holds K then V; the value cache is read with a row stride of 128 and
+// the partials are 128 wide.
 
 // CHECK-LABEL: func.func @apart
-// CHECK: gpu.func @fd_partial_attention({{.*}}) workgroup(%{{.*}} : memref<4x192xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<4x4x128xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.func @fd_partial_attention({{.*}}) workgroup(%{{.*}} : memref<4x32x4xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<1x42x128xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<1x4x2xf32, #gpu.address_space<workgroup>>
 // CHECK-SAME: fd.params = ["query", "key_cache", "value_cache", "seq_lens", "partial_output", "partial_lse", "max_len"]
 // CHECK: arith.muli %{{.*}}, %c128 : index
 // CHECK: gpu.func @fd_merge

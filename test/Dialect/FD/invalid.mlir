@@ -442,7 +442,7 @@ func.func @schedule_threads(%q: memref<1x16x64xf16>, %k: memref<1x?x1x64xf16>, %
 // -----
 
 func.func @schedule_form_f32(%q: memref<1x16x64xf32>, %k: memref<1x?x1x64xf32>, %v: memref<1x?x1x64xf32>, %l: memref<1xi32>, %po: memref<1x16x4x64xf32>, %pl: memref<1x16x4xf32>) {
-  // expected-error @below {{schedule: form = tensor_cores needs f16 or bf16 queries and a head dim of 64 or 128 (mma.sync's fragments), got 32-bit queries at head dim 64}}
+  // expected-error @below {{schedule: form = tensor_cores needs f16 or bf16 queries (mma.sync's operands), got 32-bit queries}}
   fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 16, row_tiles = 1, threads = 128, stages = 2>} : memref<1x16x64xf32>, memref<1x?x1x64xf32>, memref<1x?x1x64xf32>, memref<1xi32> into memref<1x16x4x64xf32>, memref<1x16x4xf32>
   return
 }
@@ -450,7 +450,7 @@ func.func @schedule_form_f32(%q: memref<1x16x64xf32>, %k: memref<1x?x1x64xf32>, 
 // -----
 
 func.func @schedule_form_head_dim(%q: memref<1x16x96xf16>, %k: memref<1x?x1x96xf16>, %v: memref<1x?x1x96xf16>, %l: memref<1xi32>, %o: memref<1x16x96xf16>) {
-  // expected-error @below {{schedule: form = tensor_cores needs f16 or bf16 queries and a head dim of 64 or 128 (mma.sync's fragments), got 16-bit queries at head dim 96}}
+  // expected-error @below {{schedule: form = tensor_cores needs a head dim of 64 or 128 with values of their own at it, or else (warps splitting the value dims) a head dim that is a multiple of 64 up to 576, got 96}}
   fd.attention %q, %k, %v, %l into %o {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 16, row_tiles = 1, threads = 128, stages = 2>} : memref<1x16x96xf16>, memref<1x?x1x96xf16>, memref<1x?x1x96xf16>, memref<1xi32> into memref<1x16x96xf16>
   return
 }

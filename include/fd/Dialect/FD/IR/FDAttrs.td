@@ -31,8 +31,12 @@ def FD_ScheduleAttr : AttrDef<FD_Dialect, "Schedule"> {
     the planner's to a hand-written `fd.partial_attention` without one;
     `convert-fd-to-gpu` builds exactly this schedule and chooses nothing.
 
-    - `form`: `cuda_cores` or `tensor_cores` (mma.sync: f16/bf16 queries, head
-      dim 64 or 128).
+    - `form`: `cuda_cores` or `tensor_cores` (mma.sync: f16/bf16 queries;
+      head dim 64 or 128 with values of their own at it, each warp its own
+      keys; or else, with an f16/bf16 cache, a head dim that is a multiple
+      of 64 up to 576 and a value head dim that is a multiple of 128 up to
+      512, the warps sharing each step's keys and splitting the value dims:
+      MLA's latent cache, Gemma 4's 512).
     - `rows_per_tile`, `row_tiles`: a KV head's query rows (group size x
       Lq) in `row_tiles` blocks of `rows_per_tile` rows (the last may hold
       padding rows; at most 16 on tensor cores).
@@ -42,7 +46,8 @@ def FD_ScheduleAttr : AttrDef<FD_Dialect, "Schedule"> {
       bounds.
     - `held_query_steps`: tensor cores, q's 16-wide k-steps whose fragments
       stay in registers through the token loop (the others are read from
-      workgroup memory each step).
+      workgroup memory each step); a split-value tile holds its warp's
+      quarter, D / 64, all of them.
     - `stages`: tensor cores, the steps of K and V in workgroup memory at
       once (cp.async copies ahead while the block computes); at least 2.
 

@@ -1,0 +1,387 @@
+//===- SplitValueTile.cpp - Tensor cores for wide heads -------------------===//
+//
+// A row tile of up to 16 query rows whose head is too wide for a warp to
+// hold its output alone (D_v = 512: 256 accumulator registers a lane): the
+// four warps take each step's 8 keys together. The block copies the keys'
+// K and V rows (MLA: one latent row, the values its first D_v columns, read
+// once) into a stage of workgroup memory with cp.async, the schedule's S
+// stages a step each, S - 1 steps ahead. Each warp computes its share of
+// S = q K^T over a quarter of the head dim (D / 64 m16n8k16 k-steps, its q
+// fragments held in registers), the shares are summed through workgroup
+// memory, and every warp runs the same online softmax on the sum (the same
+// max and sum per row), then O += P V for a quarter of the value dims
+// (D_v / 32 m16n8k8 tiles). So no flop is done twice and a lane holds
+// D_v / 8 accumulators.
+//
+// Two barriers a step: at its top, once the step's copies are in (every
+// warp is then past the previous step, so its stage takes the copy of step
+// i + S - 1), and between the shares' stores and their reads.
+//
+// Fragments (PTX ISA, as in TensorCoreTile.cpp, lane l: g = l / 4,
+// p = l % 4): k-step t of S takes head dims 16t + 4p .. 16t + 4p + 3 of q
+// and K as its rows 2p, 2p+1 and 2p+8, 2p+9 (q K^T sums over the head dim,
+// so any permutation both use is exact): one 8-byte read of key g a lane.
+// Column n of the warp's output tile j is value dim W + T n + j (W the
+// warp's first, T = D_v / 32 its tiles): lane l reads dims
+// [W + T g, W + T g + T) of keys 2p and 2p + 1, whole 8- or 16-byte pieces.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SplitValueTileBuilder.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+using namespace mlir;
+using namespace mlir::fd;
+using namespace mlir::fd::detail;
+
+/// The bytes a thread copies with one cp.async.
+constexpr int64_t kPieceBytes = 16;
+
+void SplitValueTileBuilder::setUpLanes() {
+  TensorCoreTileBuilder::setUpLanes();
+  stages = sharedPointer(rewriter, e.loc, warpAccumulators);
+  scoreExchange = sharedPointer(rewriter, e.loc, queryFragments);
+  warpFirstStep = e.mul(warp, e.index(layout.warpHeadDims() / 16));
+  warpFirstValueDim = e.mul(warp, e.index(layout.warpValueDims()));
+}
+
+Value SplitValueTileBuilder::stageAddress(Value stage, Value key,
+                                          Value byteOffset) {
+  Value offset = e.add(e.add(e.mul(stage, e.index(layout.stageBytes())),
+                             e.mul(key, e.index(layout.stageRowBytes))),
+                       byteOffset);
+  return e.address(stages, rewriter.getI8Type(), offset);
+}
+
+SmallVector<SmallVector<Value>>
+SplitValueTileBuilder::loadWarpQuery(Value firstRow) {
+  const int64_t headDim = geometry.headDim;
+  auto wordsType = VectorType::get({2}, rewriter.getI32Type());
+  Value rowOffsets[2], isReal[2];
+  for (int64_t half = 0; half < 2; ++half) {
+    Value tileRow = e.add(fragmentRow, e.index(8 * half));
+    Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
+    rowOffsets[half] = e.mul(queryRow(blockRow), e.index(headDim));
+    isReal[half] = isRealRow(firstRow, tileRow);
+  }
+  Value laneDim =
+      e.add(e.mul(warpFirstStep, e.index(16)), e.mul(fragmentPair, e.index(4)));
+  SmallVector<SmallVector<Value>> steps;
+  for (int64_t step = 0; step < layout.warpHeadDims() / 16; ++step) {
+    SmallVector<Value> words(4);
+    Value dim = e.add(laneDim, e.index(16 * step));
+    // a0, a2: row g's dims {0, 1} and {2, 3}; a1, a3: row g + 8's.
+    for (int64_t half = 0; half < 2; ++half) {
+      Value pair = e.load(wordsType, query, elementType,
+                          e.add(rowOffsets[half], dim), 8);
+      for (int64_t i = 0; i < 2; ++i)
+        words[half + 2 * i] =
+            e.select(isReal[half], e.extract(pair, i), e.i32(0));
+    }
+    steps.push_back(words);
+  }
+  return steps;
+}
+
+SmallVector<SplitValueTileBuilder::Piece>
+SplitValueTileBuilder::getStepPieces(Value stepStart) {
+  const int64_t threads = PartialKernelLayout::kThreads;
+  const int64_t piecesPerKey = (layout.stageRowBytes - 32) / kPieceBytes;
+  const int64_t pieces = layout.tokensPerStep() * piecesPerKey;
+  Value lastToken = e.max(e.sub(chunk.end, e.index(1)), e.index(0));
+  SmallVector<Piece> stepPieces;
+  for (int64_t first = 0; first < pieces; first += threads) {
+    Piece p;
+    Value index = e.add(thread, e.index(first));
+    // Threads past the last piece copy nothing (a copy of no bytes still
+    // writes its zeros).
+    if (first + threads > pieces)
+      p.inRange = e.lessThan(index, e.index(pieces));
+    index = e.min(index, e.index(pieces - 1));
+    p.key =
+        arith::DivUIOp::create(rewriter, e.loc, index, e.index(piecesPerKey));
+    p.piece =
+        arith::RemUIOp::create(rewriter, e.loc, index, e.index(piecesPerKey));
+    Value token = e.add(stepStart, p.key);
+    p.live = e.lessThan(token, chunk.end);
+    p.token = e.min(token, lastToken);
+    stepPieces.push_back(p);
+  }
+  return stepPieces;
+}
+
+SmallVector<Value> SplitValueTileBuilder::loadStepEntries(Value stepStart) {
+  SmallVector<Value> entries;
+  if (geometry.isPaged())
+    for (const Piece &p : getStepPieces(stepStart))
+      entries.push_back(loadPageEntry(p.token));
+  return entries;
+}
+
+void SplitValueTileBuilder::copyStep(Value stepStart, Value stage,
+                                     ValueRange entries) {
+  const int64_t keyPieces = geometry.headDim * cache.bytes() / kPieceBytes;
+  Type element = cache.addressType();
+  Value elementsPerPiece = e.index(kPieceBytes / cache.bytes());
+  for (auto [index, p] : llvm::enumerate(getStepPieces(stepStart))) {
+    Value page, live = p.live;
+    if (!entries.empty()) {
+      page = clampPage(entries[index]);
+      if (rules.blockTableHoles)
+        live = arith::AndIOp::create(rewriter, e.loc, live,
+                                     isKeyEntry(entries[index]));
+    }
+    Value row = cacheRow(p.token, page);
+    Value source = e.address(keys, element,
+                             e.add(e.mul(row, e.index(geometry.headDim)),
+                                   e.mul(p.piece, elementsPerPiece)));
+    if (values) {
+      Value valuePiece = e.max(e.sub(p.piece, e.index(keyPieces)), e.index(0));
+      Value valueSource =
+          e.address(values, element,
+                    e.add(e.mul(row, e.index(geometry.valueHeadDim)),
+                          e.mul(valuePiece, elementsPerPiece)));
+      source = e.select(e.lessThan(p.piece, e.index(keyPieces)), source,
+                        valueSource);
+    }
+    Value target =
+        stageAddress(stage, p.key, e.mul(p.piece, e.index(kPieceBytes)));
+    OpBuilder::InsertionGuard guard(rewriter);
+    if (p.inRange) {
+      auto inRange = scf::IfOp::create(rewriter, e.loc, p.inRange,
+                                       /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(inRange.thenBlock());
+    }
+    NVVM::CpAsyncOp::create(rewriter, e.loc, target, source,
+                            static_cast<uint32_t>(kPieceBytes),
+                            NVVM::LoadCacheModifierKind::CG,
+                            e.select(live, e.i32(kPieceBytes), e.i32(0)));
+  }
+  NVVM::CpAsyncCommitGroupOp::create(rewriter, e.loc);
+}
+
+SmallVector<Value> SplitValueTileBuilder::multiplyWarpKeys(
+    Value stage, ArrayRef<SmallVector<Value>> queryWords) {
+  auto wordsType = VectorType::get({2}, rewriter.getI32Type());
+  Value laneBytes = e.mul(
+      e.add(e.mul(warpFirstStep, e.index(16)), e.mul(fragmentPair, e.index(4))),
+      e.index(cache.bytes()));
+  // Two accumulators (even and odd k-steps): two mma chains of half the
+  // length.
+  SmallVector<SmallVector<Value>> chains(2, SmallVector<Value>(4, e.f32(0.0)));
+  for (auto [step, words] : llvm::enumerate(queryWords)) {
+    Value address =
+        stageAddress(stage, fragmentRow,
+                     e.add(laneBytes, e.index(16 * step * cache.bytes())));
+    Value keyWords =
+        LLVM::LoadOp::create(rewriter, e.loc, wordsType, address, 8);
+    SmallVector<Value> &chain = chains[step % 2];
+    chain = mma(words, {e.extract(keyWords, 0), e.extract(keyWords, 1)}, chain);
+  }
+  SmallVector<Value> share;
+  for (int64_t i = 0; i < 4; ++i)
+    share.push_back(e.add(chains[0][i], chains[1][i]));
+  return share;
+}
+
+SmallVector<Value>
+SplitValueTileBuilder::exchangeScores(ArrayRef<Value> share) {
+  constexpr int64_t kWarps = PartialKernelLayout::kWarps;
+  auto f32x4 = VectorType::get({4}, rewriter.getF32Type());
+  auto laneSlot = [&](Value warpIndex) {
+    return e.address(
+        scoreExchange, rewriter.getF32Type(),
+        e.mul(e.add(e.mul(warpIndex, e.index(32)), lane), e.index(4)));
+  };
+  Value vector = LLVM::UndefOp::create(rewriter, e.loc, f32x4);
+  for (int64_t i = 0; i < 4; ++i)
+    vector = LLVM::InsertElementOp::create(rewriter, e.loc, vector, share[i],
+                                           e.i32(i));
+  LLVM::StoreOp::create(rewriter, e.loc, vector, laneSlot(warp), 16);
+  gpu::BarrierOp::create(rewriter, e.loc);
+  SmallVector<Value> s(4, e.f32(0.0));
+  for (int64_t w = 0; w < kWarps; ++w) {
+    Value shares =
+        LLVM::LoadOp::create(rewriter, e.loc, f32x4, laneSlot(e.index(w)), 16);
+    for (int64_t i = 0; i < 4; ++i)
+      s[i] = w == 0 ? e.extract(shares, i) : e.add(s[i], e.extract(shares, i));
+  }
+  return s;
+}
+
+void SplitValueTileBuilder::accumulateWarpValues(
+    Value stage, const TensorCoreSoftmaxStep &softmax, ValueRange carried,
+    MutableArrayRef<Value> next) {
+  const int64_t tiles = layout.warpValueDims() / 8;
+  auto probability = [&](int64_t i) -> Value {
+    return arith::TruncFOp::create(rewriter, e.loc, elementType,
+                                   softmax.weights[i]);
+  };
+  // P's A fragment is S's accumulator layout: rows g, g + 8 at keys 2p,
+  // 2p + 1.
+  SmallVector<Value> p;
+  for (int64_t r = 0; r < 2; ++r)
+    p.push_back(packPair(probability(2 * r), probability(2 * r + 1)));
+  // The lane's T value dims of keys 2p and 2p + 1, as words of element
+  // pairs: 16-byte pieces where T is a multiple of 8, else 8-byte ones.
+  const int64_t pieceWords = tiles % 8 == 0 ? 4 : 2;
+  auto pieceType = VectorType::get({pieceWords}, rewriter.getI32Type());
+  Value valueBytes =
+      e.mul(e.add(warpFirstValueDim, e.mul(fragmentRow, e.index(tiles))),
+            e.index(cache.bytes()));
+  if (values)
+    valueBytes = e.add(valueBytes, e.index(geometry.headDim * cache.bytes()));
+  SmallVector<Value> words[2];
+  for (int64_t key = 0; key < 2; ++key) {
+    Value keyIndex = e.add(e.mul(fragmentPair, e.index(2)), e.index(key));
+    for (int64_t piece = 0; piece < tiles / (2 * pieceWords); ++piece) {
+      Value address = stageAddress(
+          stage, keyIndex, e.add(valueBytes, e.index(piece * pieceWords * 4)));
+      Value vector = LLVM::LoadOp::create(rewriter, e.loc, pieceType, address,
+                                          pieceWords * 4);
+      for (int64_t w = 0; w < pieceWords; ++w)
+        words[key].push_back(e.extract(vector, w));
+    }
+  }
+  auto element = [&](int64_t key, int64_t tile) {
+    auto pair = LLVM::BitcastOp::create(rewriter, e.loc,
+                                        VectorType::get({2}, elementType),
+                                        words[key][tile / 2]);
+    return e.extract(pair, tile % 2);
+  };
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    SmallVector<Value> c;
+    for (int64_t i = 0; i < 4; ++i)
+      c.push_back(e.mul(carried[4 + 4 * tile + i], softmax.rescale[i / 2]));
+    SmallVector<Value> d =
+        mma(p, {packPair(element(0, tile), element(1, tile))}, c);
+    for (int64_t i = 0; i < 4; ++i)
+      next[4 + 4 * tile + i] = d[i];
+  }
+}
+
+void SplitValueTileBuilder::streamRowTile(Value firstRow) {
+  const int64_t stagesCount = schedule.keyValueStages;
+  const int64_t keysPerStep = layout.tokensPerStep();
+  const int64_t tiles = layout.warpValueDims() / 8;
+  Value pairKey = e.mul(fragmentPair, e.index(2));
+  Value lastToken = e.max(e.sub(chunk.end, e.index(1)), e.index(0));
+  // Steps 0 .. S - 2 in flight before q is read; a paged cache's entries
+  // of each copy are loaded a step before it (carried through the loop).
+  auto stepAhead = [&](Value stepStart, int64_t steps) {
+    return e.add(stepStart, e.index(steps * keysPerStep));
+  };
+  for (int64_t step = 0; step + 1 < stagesCount; ++step)
+    copyStep(stepAhead(chunk.begin, step), e.index(step),
+             loadStepEntries(stepAhead(chunk.begin, step)));
+  SmallVector<Value> firstEntries =
+      loadStepEntries(stepAhead(chunk.begin, stagesCount - 1));
+  SmallVector<SmallVector<Value>> queryWords = loadWarpQuery(firstRow);
+  TensorCoreRows rows = getTensorCoreRows(firstRow);
+
+  // Carried per lane: each row's max and this lane's share of its sum,
+  // then the warp's output tiles (c0..c3 each).
+  SmallVector<Value> initial = {e.negInf(), e.negInf(), e.f32(0.0), e.f32(0.0)};
+  initial.append(4 * tiles, e.f32(0.0));
+  const int64_t entriesAt = initial.size();
+  initial.append(firstEntries);
+  auto stream = scf::ForOp::create(
+      rewriter, e.loc, chunk.begin, chunk.end, e.index(keysPerStep), initial,
+      [&](OpBuilder &, Location, Value stepStart, ValueRange carried) {
+        Value stepIndex = arith::DivUIOp::create(rewriter, e.loc,
+                                                 e.sub(stepStart, chunk.begin),
+                                                 e.index(keysPerStep));
+        auto stageOf = [&](int64_t ahead) -> Value {
+          return arith::RemUIOp::create(rewriter, e.loc,
+                                        e.add(stepIndex, e.index(ahead)),
+                                        e.index(stagesCount));
+        };
+        Value stage = stageOf(0);
+        // This step's copies are in once the S - 2 newer groups are all
+        // that is pending; past the barrier every thread's are visible and
+        // every warp is done with the previous step's stage.
+        NVVM::CpAsyncWaitGroupOp::create(rewriter, e.loc,
+                                         static_cast<int32_t>(stagesCount - 2));
+        gpu::BarrierOp::create(rewriter, e.loc);
+        copyStep(stepAhead(stepStart, stagesCount - 1),
+                 stageOf(stagesCount - 1), carried.drop_front(entriesAt));
+        SmallVector<Value> nextEntries =
+            loadStepEntries(stepAhead(stepStart, stagesCount));
+        // With holes, whether the lane's keys 2p, 2p + 1 are keys.
+        SmallVector<Value> pairIsKey;
+        if (rules.blockTableHoles)
+          for (int64_t key = 0; key < 2; ++key)
+            pairIsKey.push_back(isKeyEntry(loadPageEntry(e.min(
+                e.add(stepStart, e.add(pairKey, e.index(key))), lastToken))));
+        SmallVector<Value> s =
+            exchangeScores(multiplyWarpKeys(stage, queryWords));
+        SmallVector<Value> scores = maskTensorCoreScores(
+            stepStart, pairKey, s, {queryScale, queryScale}, rows, pairIsKey);
+        SmallVector<Value> next(carried.begin(), carried.end());
+        TensorCoreSoftmaxStep softmax = stepTensorCoreSoftmax(carried, scores);
+        for (int64_t r = 0; r < 2; ++r) {
+          next[r] = softmax.max[r];
+          next[2 + r] = softmax.sum[r];
+        }
+        accumulateWarpValues(stage, softmax, carried, next);
+        llvm::copy(nextEntries, next.begin() + entriesAt);
+        scf::YieldOp::create(rewriter, e.loc, next);
+      });
+  // The last copies (past the chunk: empty) drain, and every warp is past
+  // its last read of the stages before the accumulators take their place.
+  NVVM::CpAsyncWaitGroupOp::create(rewriter, e.loc, 0);
+  gpu::BarrierOp::create(rewriter, e.loc);
+  publishSplitState(stream.getResults());
+}
+
+void SplitValueTileBuilder::publishSplitState(ValueRange loopResults) {
+  const int64_t tiles = layout.warpValueDims() / 8;
+  const int64_t valueHeadDim = geometry.valueHeadDim;
+  SmallVector<Value> result(loopResults);
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t offset : {1, 2})
+      result[2 + r] = e.add(result[2 + r], e.shuffleXor(result[2 + r], offset));
+  auto f32x4 = VectorType::get({4}, rewriter.getF32Type());
+  for (int64_t r = 0; r < 2; ++r) {
+    Value tileRow = e.add(fragmentRow, e.index(8 * r));
+    OpBuilder::InsertionGuard guard(rewriter);
+    if (8 * r + 8 > layout.rowTile) {
+      auto inTile = scf::IfOp::create(
+          rewriter, e.loc, e.lessThan(tileRow, e.index(layout.rowTile)),
+          /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(inTile.thenBlock());
+    }
+    // Tiles 4k .. 4k + 3 of column n are 4 consecutive dims: one 16-byte
+    // store each.
+    Value rowStart = e.mul(tileRow, e.index(valueHeadDim));
+    for (int64_t i = 0; i < 2; ++i) {
+      Value column = e.add(e.mul(fragmentPair, e.index(2)), e.index(i));
+      Value columnStart = e.add(
+          rowStart, e.add(warpFirstValueDim, e.mul(column, e.index(tiles))));
+      for (int64_t first = 0; first < tiles; first += 4) {
+        Value vector = LLVM::UndefOp::create(rewriter, e.loc, f32x4);
+        for (int64_t k = 0; k < 4; ++k)
+          vector = LLVM::InsertElementOp::create(
+              rewriter, e.loc, vector, result[4 + 4 * (first + k) + 2 * r + i],
+              e.i32(k));
+        LLVM::StoreOp::create(rewriter, e.loc, vector,
+                              e.address(stages, rewriter.getF32Type(),
+                                        e.add(columnStart, e.index(first))),
+                              16);
+      }
+    }
+    auto firstLane = scf::IfOp::create(
+        rewriter, e.loc,
+        arith::AndIOp::create(rewriter, e.loc,
+                              e.equal(fragmentPair, e.index(0)),
+                              e.equal(warp, e.index(0))),
+        /*withElseRegion=*/false);
+    rewriter.setInsertionPointToStart(firstLane.thenBlock());
+    memref::StoreOp::create(rewriter, e.loc, result[r], warpMaxSum,
+                            ValueRange{e.index(0), tileRow, e.index(0)});
+    memref::StoreOp::create(rewriter, e.loc, result[2 + r], warpMaxSum,
+                            ValueRange{e.index(0), tileRow, e.index(1)});
+  }
+}

@@ -1,0 +1,72 @@
+//===- SplitValueTileBuilder.h - Tensor cores for wide heads ----*- C++ -*-===//
+//
+// Private to the FDToGPU lowering. The tensor-core tile of heads the
+// per-warp tile (TensorCoreTileBuilder.h) cannot hold: MLA's 576-wide keys
+// whose values are their first 512 columns, Gemma 4's 512, value dims
+// apart from key dims. SplitValueTile.cpp says how the warps share a step.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FD_LIB_CONVERSION_FDTOGPU_SPLITVALUETILEBUILDER_H
+#define FD_LIB_CONVERSION_FDTOGPU_SPLITVALUETILEBUILDER_H
+
+#include "TensorCoreTileBuilder.h"
+
+namespace mlir::fd::detail {
+
+class SplitValueTileBuilder : public TensorCoreTileBuilder {
+public:
+  using TensorCoreTileBuilder::TensorCoreTileBuilder;
+
+private:
+  void setUpLanes() override;
+  /// Streams the chunk through the tile's rows, the warps sharing each
+  /// step's keys, and publishes the one state they make.
+  void streamRowTile(Value firstRow) override;
+  /// Published unswizzled: each warp writes whole 16-byte pieces of its
+  /// value dims.
+  Value accumulatorColumn(Value, Value dim) override { return dim; }
+
+  /// The A words of the warp's k-steps of q (its quarter of the head dim),
+  /// from the query in global memory: a lane's 8-byte pieces of rows g and
+  /// g + 8 (padding rows zero).
+  SmallVector<SmallVector<Value>> loadWarpQuery(Value firstRow);
+  /// A thread's 16-byte pieces of the copy of keys [stepStart,
+  /// stepStart + 8): their key (in the step) and piece of its row, whether
+  /// the thread has the piece, whether the key is in the chunk and its
+  /// position clamped into the chunk.
+  struct Piece {
+    Value inRange, live, token, piece, key;
+  };
+  SmallVector<Piece> getStepPieces(Value stepStart);
+  /// With a paged cache, the block-table entries of the pieces' keys.
+  SmallVector<Value> loadStepEntries(Value stepStart);
+  /// Copies the keys [stepStart, stepStart + 8) (their K and V rows) into
+  /// `stage`, the block's threads taking 16-byte pieces, and commits them
+  /// as one group; keys past the chunk (or holes) are zeros. `entries`:
+  /// loadStepEntries' (loaded a step before).
+  void copyStep(Value stepStart, Value stage, ValueRange entries);
+  /// The address of byte `byteOffset` of key `key`'s row in `stage`.
+  Value stageAddress(Value stage, Value key, Value byteOffset);
+  /// The warp's share of S = q K^T for the step in `stage`.
+  SmallVector<Value> multiplyWarpKeys(Value stage,
+                                      ArrayRef<SmallVector<Value>> queryWords);
+  /// S summed over the warps' shares through workgroup memory.
+  SmallVector<Value> exchangeScores(ArrayRef<Value> share);
+  /// O += P V over the warp's value dims for the step in `stage`.
+  void accumulateWarpValues(Value stage, const TensorCoreSoftmaxStep &softmax,
+                            ValueRange carried, MutableArrayRef<Value> next);
+  /// The loop's state as the combine reads it: every warp's value dims of
+  /// the one state, and its max and sum per row.
+  void publishSplitState(ValueRange loopResults);
+
+  /// The stages (the accumulators' buffer) and the exchange of S shares
+  /// (the query buffer), as pointers.
+  Value stages, scoreExchange;
+  /// The warp's first k-step and first value dim.
+  Value warpFirstStep, warpFirstValueDim;
+};
+
+} // namespace mlir::fd::detail
+
+#endif // FD_LIB_CONVERSION_FDTOGPU_SPLITVALUETILEBUILDER_H
