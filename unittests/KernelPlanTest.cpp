@@ -227,11 +227,18 @@ TEST(KernelPlan, WideHeadsTakeTheSplitValueTile) {
   EXPECT_TRUE(gemma.layout.splitsValues);
   EXPECT_EQ(gemma.keyValueStages, 2);
   EXPECT_EQ(gemma.getRowsPerTile(), 8);
-  // What the tile does not take stays on CUDA cores: fp8 caches, f32, D =
-  // 256 with values of its own (as fast there), a single row.
+  // An fp8 latent row: 576 bytes, its per-token scale at 576, rows 656
+  // bytes (16 apart modulo 128).
   KernelProblem float8 = latent;
   float8.cacheElementBytes = 1;
-  EXPECT_FALSE(planKernel(float8, sm90()).usesTensorCores());
+  KernelSchedule float8Schedule = planKernel(float8, sm90());
+  EXPECT_TRUE(float8Schedule.layout.splitsValues);
+  EXPECT_EQ(float8Schedule.layout.stageScaleOffset, 576);
+  EXPECT_EQ(float8Schedule.layout.stageRowBytes, 656);
+  // What the tile does not take stays on CUDA cores: f32, D = 256 with
+  // values of its own (as fast there), a single row.
+  EXPECT_FALSE(
+      planKernel(makeProblem(576, 16, 1, 4), sm90()).usesTensorCores());
   EXPECT_FALSE(planKernel(makeProblem(256, 8), sm90()).usesTensorCores());
   KernelProblem oneRow = makeProblem(512, 1);
   EXPECT_FALSE(planKernel(oneRow, sm90()).usesTensorCores());
@@ -289,13 +296,15 @@ TEST(KernelPlan, SplitValueTilesTakeWholeWarpShares) {
             "form = tensor_cores needs a head dim of 64 or 128 with values of "
             "their own at it, or else (warps splitting the value dims) a head "
             "dim that is a multiple of 64 up to 576, got 96");
-  KernelProblem float8 = makeProblem(512, 8);
-  float8.cacheElementBytes = 1;
+  KernelProblem wideCache = makeProblem(512, 8);
+  wideCache.cacheElementBytes = 4;
   tensorCores.heldQuerySteps = 8;
-  EXPECT_EQ(getReasonScheduleInvalid(float8, tensorCores),
+  EXPECT_EQ(getReasonScheduleInvalid(wideCache, tensorCores),
             "form = tensor_cores needs a head dim of 64 or 128 with values of "
-            "their own at it, or else (warps splitting the value dims) an f16 "
-            "or bf16 cache, got an fp8 cache");
+            "their own at it, or else (warps splitting the value dims) an f16, "
+            "bf16 or fp8 cache, got an f32 cache");
+  wideCache.cacheElementBytes = 1;
+  EXPECT_EQ(getReasonScheduleInvalid(wideCache, tensorCores), "");
 }
 
 TEST(KernelPlan, ALatentTokenIsReadOnce) {

@@ -52,11 +52,20 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
     layout.stageSlots = headDim / 16 + (float8 ? 2 : 0);
     layout.splitsValues =
         usesSplitValueTile(headDim, layout.valueHeadDim, valuesFromKeys);
-    if (layout.splitsValues)
-      layout.stageRowBytes =
+    if (layout.splitsValues) {
+      layout.stageValueOffset =
+          valuesFromKeys ? 0 : headDim * cacheElementBytes;
+      layout.stageScaleOffset =
           (headDim + (valuesFromKeys ? 0 : layout.valueHeadDim)) *
-              cacheElementBytes +
-          32;
+          cacheElementBytes;
+      // K reads: 8 bytes a lane (4 for fp8), keys g of a pass 32 (16)
+      // bytes apart modulo 128; 8 bytes at least for the scales.
+      int64_t apart = float8 ? 16 : 32;
+      int64_t padding = ((apart - layout.stageScaleOffset) % 128 + 128) % 128;
+      if (padding < 8)
+        padding += 128;
+      layout.stageRowBytes = layout.stageScaleOffset + padding;
+    }
   }
   return layout;
 }
@@ -77,9 +86,8 @@ std::string getReasonNoSplitValueTile(int64_t headDim, int64_t valueHeadDim,
   if (valueHeadDim % 128 != 0 || valueHeadDim > 512)
     return "a value head dim that is a multiple of 128 up to 512, got " +
            std::to_string(valueHeadDim);
-  if (cacheElementBytes != 2)
-    return std::string("an f16 or bf16 cache, got ") +
-           (cacheElementBytes == 1 ? "an fp8" : "an f32") + " cache";
+  if (cacheElementBytes == 4)
+    return "an f16, bf16 or fp8 cache, got an f32 cache";
   return "";
 }
 

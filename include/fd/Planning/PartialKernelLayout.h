@@ -102,10 +102,13 @@ struct PartialKernelLayout {
   /// its K and V vectors take in a stage (D / 32 each), then with an fp8
   /// cache two for the per-token scales of its two keys (K's, V's).
   int64_t stageSlots = 0, slotBytes = 0;
-  /// A split-value tile: the bytes of a key's row in a stage, its K and V
-  /// elements and 32 bytes of padding (rows 32 bytes apart modulo 128 keep
-  /// the 8-byte reads of four keys' K in distinct banks).
-  int64_t stageRowBytes = 0;
+  /// A split-value tile: a key's row in a stage: its K elements, then its
+  /// V elements at `stageValueOffset` (0 where the values are K's first
+  /// D_v columns), then at `stageScaleOffset` an fp8 cache's per-token
+  /// scales (K's, V's), and padding to `stageRowBytes`: rows 32 bytes
+  /// apart modulo 128 (16 for fp8) keep the K reads of a half-warp's four
+  /// keys (a warp's eight) in distinct banks.
+  int64_t stageRowBytes = 0, stageValueOffset = 0, stageScaleOffset = 0;
 
   /// The layout of a kernel of the given form whose rows are one tile (the
   /// caller sets rowTile and numRowTiles). With `withAlibi` each row of a

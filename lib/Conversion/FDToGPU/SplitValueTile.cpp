@@ -88,10 +88,16 @@ SplitValueTileBuilder::loadWarpQuery(Value firstRow) {
 SmallVector<SplitValueTileBuilder::Piece>
 SplitValueTileBuilder::getStepPieces(Value stepStart) {
   const int64_t threads = PartialKernelLayout::kThreads;
-  const int64_t piecesPerKey = (layout.stageRowBytes - 32) / kPieceBytes;
-  const int64_t pieces = layout.tokensPerStep() * piecesPerKey;
+  const int64_t piecesPerKey = layout.stageScaleOffset / kPieceBytes;
+  const int64_t stepKeys = layout.tokensPerStep();
+  const int64_t pieces = stepKeys * piecesPerKey;
   Value lastToken = e.max(e.sub(chunk.end, e.index(1)), e.index(0));
   SmallVector<Piece> stepPieces;
+  auto setToken = [&](Piece &p) {
+    Value token = e.add(stepStart, p.key);
+    p.live = e.lessThan(token, chunk.end);
+    p.token = e.min(token, lastToken);
+  };
   for (int64_t first = 0; first < pieces; first += threads) {
     Piece p;
     Value index = e.add(thread, e.index(first));
@@ -104,9 +110,17 @@ SplitValueTileBuilder::getStepPieces(Value stepStart) {
         arith::DivUIOp::create(rewriter, e.loc, index, e.index(piecesPerKey));
     p.piece =
         arith::RemUIOp::create(rewriter, e.loc, index, e.index(piecesPerKey));
-    Value token = e.add(stepStart, p.key);
-    p.live = e.lessThan(token, chunk.end);
-    p.token = e.min(token, lastToken);
+    setToken(p);
+    stepPieces.push_back(p);
+  }
+  // An fp8 cache's per-token scales: a thread per key and scale.
+  if (const int64_t scales = getTokenScalesPerKey()) {
+    Piece p;
+    p.inRange = e.lessThan(thread, e.index(stepKeys * scales));
+    Value index = e.min(thread, e.index(stepKeys * scales - 1));
+    p.key = arith::DivUIOp::create(rewriter, e.loc, index, e.index(scales));
+    p.scale = arith::RemUIOp::create(rewriter, e.loc, index, e.index(scales));
+    setToken(p);
     stepPieces.push_back(p);
   }
   return stepPieces;
@@ -134,6 +148,26 @@ void SplitValueTileBuilder::copyStep(Value stepStart, Value stage,
                                      isKeyEntry(entries[index]));
     }
     Value row = cacheRow(p.token, page);
+    OpBuilder::InsertionGuard guard(rewriter);
+    if (p.inRange) {
+      auto inRange = scf::IfOp::create(rewriter, e.loc, p.inRange,
+                                       /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(inRange.thenBlock());
+    }
+    if (p.scale) {
+      Type f32 = rewriter.getF32Type();
+      Value source = e.address(keyScales, f32, row);
+      if (values)
+        source = e.select(e.equal(p.scale, e.index(0)), source,
+                          e.address(valueScales, f32, row));
+      Value target = stageAddress(
+          stage, p.key,
+          e.add(e.index(layout.stageScaleOffset), e.mul(p.scale, e.index(4))));
+      NVVM::CpAsyncOp::create(rewriter, e.loc, target, source, 4,
+                              NVVM::LoadCacheModifierKind::CA,
+                              e.select(live, e.i32(4), e.i32(0)));
+      continue;
+    }
     Value source = e.address(keys, element,
                              e.add(e.mul(row, e.index(geometry.headDim)),
                                    e.mul(p.piece, elementsPerPiece)));
@@ -148,12 +182,6 @@ void SplitValueTileBuilder::copyStep(Value stepStart, Value stage,
     }
     Value target =
         stageAddress(stage, p.key, e.mul(p.piece, e.index(kPieceBytes)));
-    OpBuilder::InsertionGuard guard(rewriter);
-    if (p.inRange) {
-      auto inRange = scf::IfOp::create(rewriter, e.loc, p.inRange,
-                                       /*withElseRegion=*/false);
-      rewriter.setInsertionPointToStart(inRange.thenBlock());
-    }
     NVVM::CpAsyncOp::create(rewriter, e.loc, target, source,
                             static_cast<uint32_t>(kPieceBytes),
                             NVVM::LoadCacheModifierKind::CG,
@@ -164,7 +192,9 @@ void SplitValueTileBuilder::copyStep(Value stepStart, Value stage,
 
 SmallVector<Value> SplitValueTileBuilder::multiplyWarpKeys(
     Value stage, ArrayRef<SmallVector<Value>> queryWords) {
-  auto wordsType = VectorType::get({2}, rewriter.getI32Type());
+  // A lane's four elements of key g: two words, or one fp8 word decoded.
+  const bool float8 = cache.isFloat8();
+  auto wordsType = VectorType::get({float8 ? 1 : 2}, rewriter.getI32Type());
   Value laneBytes = e.mul(
       e.add(e.mul(warpFirstStep, e.index(16)), e.mul(fragmentPair, e.index(4))),
       e.index(cache.bytes()));
@@ -175,10 +205,13 @@ SmallVector<Value> SplitValueTileBuilder::multiplyWarpKeys(
     Value address =
         stageAddress(stage, fragmentRow,
                      e.add(laneBytes, e.index(16 * step * cache.bytes())));
-    Value keyWords =
-        LLVM::LoadOp::create(rewriter, e.loc, wordsType, address, 8);
+    Value loaded = LLVM::LoadOp::create(rewriter, e.loc, wordsType, address,
+                                        float8 ? 4 : 8);
+    SmallVector<Value> keyWords =
+        float8 ? decodeFloat8Words(e.extract(loaded, 0))
+               : SmallVector<Value>{e.extract(loaded, 0), e.extract(loaded, 1)};
     SmallVector<Value> &chain = chains[step % 2];
-    chain = mma(words, {e.extract(keyWords, 0), e.extract(keyWords, 1)}, chain);
+    chain = mma(words, keyWords, chain);
   }
   SmallVector<Value> share;
   for (int64_t i = 0; i < 4; ++i)
@@ -212,37 +245,48 @@ SplitValueTileBuilder::exchangeScores(ArrayRef<Value> share) {
 }
 
 void SplitValueTileBuilder::accumulateWarpValues(
-    Value stage, const TensorCoreSoftmaxStep &softmax, ValueRange carried,
+    Value stage, const TensorCoreSoftmaxStep &softmax,
+    ArrayRef<Value> pairValueScales, ValueRange carried,
     MutableArrayRef<Value> next) {
   const int64_t tiles = layout.warpValueDims() / 8;
+  // With per-token value scales P weighs the key's value: times its scale
+  // (and cache.probabilityFactor(), which the normalization divides out).
   auto probability = [&](int64_t i) -> Value {
-    return arith::TruncFOp::create(rewriter, e.loc, elementType,
-                                   softmax.weights[i]);
+    Value weight = softmax.weights[i];
+    if (!pairValueScales.empty())
+      weight = e.mul(weight, pairValueScales[i % 2]);
+    return arith::TruncFOp::create(rewriter, e.loc, elementType, weight);
   };
   // P's A fragment is S's accumulator layout: rows g, g + 8 at keys 2p,
   // 2p + 1.
   SmallVector<Value> p;
   for (int64_t r = 0; r < 2; ++r)
     p.push_back(packPair(probability(2 * r), probability(2 * r + 1)));
-  // The lane's T value dims of keys 2p and 2p + 1, as words of element
-  // pairs: 16-byte pieces where T is a multiple of 8, else 8-byte ones.
-  const int64_t pieceWords = tiles % 8 == 0 ? 4 : 2;
-  auto pieceType = VectorType::get({pieceWords}, rewriter.getI32Type());
+  // The lane's T value dims of keys 2p and 2p + 1 (T x the element's
+  // bytes, in the widest pieces up to 16 bytes their alignment allows), as
+  // words of element pairs (an fp8 word decoded into two).
+  const int64_t laneBytes = tiles * cache.bytes();
+  const int64_t pieceBytes = std::min<int64_t>(16, laneBytes & -laneBytes);
+  auto pieceType = VectorType::get({pieceBytes / 4}, rewriter.getI32Type());
   Value valueBytes =
-      e.mul(e.add(warpFirstValueDim, e.mul(fragmentRow, e.index(tiles))),
-            e.index(cache.bytes()));
-  if (values)
-    valueBytes = e.add(valueBytes, e.index(geometry.headDim * cache.bytes()));
+      e.add(e.index(layout.stageValueOffset),
+            e.mul(e.add(warpFirstValueDim, e.mul(fragmentRow, e.index(tiles))),
+                  e.index(cache.bytes())));
   SmallVector<Value> words[2];
   for (int64_t key = 0; key < 2; ++key) {
     Value keyIndex = e.add(e.mul(fragmentPair, e.index(2)), e.index(key));
-    for (int64_t piece = 0; piece < tiles / (2 * pieceWords); ++piece) {
+    for (int64_t piece = 0; piece < laneBytes / pieceBytes; ++piece) {
       Value address = stageAddress(
-          stage, keyIndex, e.add(valueBytes, e.index(piece * pieceWords * 4)));
-      Value vector = LLVM::LoadOp::create(rewriter, e.loc, pieceType, address,
-                                          pieceWords * 4);
-      for (int64_t w = 0; w < pieceWords; ++w)
-        words[key].push_back(e.extract(vector, w));
+          stage, keyIndex, e.add(valueBytes, e.index(piece * pieceBytes)));
+      Value vector =
+          LLVM::LoadOp::create(rewriter, e.loc, pieceType, address, pieceBytes);
+      for (int64_t w = 0; w < pieceBytes / 4; ++w) {
+        Value word = e.extract(vector, w);
+        if (cache.isFloat8())
+          llvm::append_range(words[key], decodeFloat8Words(word));
+        else
+          words[key].push_back(word);
+      }
     }
   }
   auto element = [&](int64_t key, int64_t tile) {
@@ -317,15 +361,32 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
                 e.add(stepStart, e.add(pairKey, e.index(key))), lastToken))));
         SmallVector<Value> s =
             exchangeScores(multiplyWarpKeys(stage, queryWords));
+        // Per-token scales of the lane's keys 2p, 2p + 1 (fp8): K's times
+        // q's prescale for the scores, V's for P.
+        SmallVector<Value> scoreScales = {queryScale, queryScale},
+                           pairValueScales;
+        if (keyScales)
+          for (int64_t key = 0; key < 2; ++key) {
+            auto scaleOf = [&](int64_t slot) -> Value {
+              return LLVM::LoadOp::create(
+                  rewriter, e.loc, rewriter.getF32Type(),
+                  stageAddress(stage, e.add(pairKey, e.index(key)),
+                               e.index(layout.stageScaleOffset + 4 * slot)),
+                  4);
+            };
+            scoreScales[key] = e.mul(queryScale, scaleOf(0));
+            pairValueScales.push_back(e.mul(scaleOf(values ? 1 : 0),
+                                            e.f32(cache.probabilityFactor())));
+          }
         SmallVector<Value> scores = maskTensorCoreScores(
-            stepStart, pairKey, s, {queryScale, queryScale}, rows, pairIsKey);
+            stepStart, pairKey, s, scoreScales, rows, pairIsKey);
         SmallVector<Value> next(carried.begin(), carried.end());
         TensorCoreSoftmaxStep softmax = stepTensorCoreSoftmax(carried, scores);
         for (int64_t r = 0; r < 2; ++r) {
           next[r] = softmax.max[r];
           next[2 + r] = softmax.sum[r];
         }
-        accumulateWarpValues(stage, softmax, carried, next);
+        accumulateWarpValues(stage, softmax, pairValueScales, carried, next);
         llvm::copy(nextEntries, next.begin() + entriesAt);
         scf::YieldOp::create(rewriter, e.loc, next);
       });

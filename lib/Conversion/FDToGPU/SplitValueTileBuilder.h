@@ -35,8 +35,10 @@ private:
   /// stepStart + 8): their key (in the step) and piece of its row, whether
   /// the thread has the piece, whether the key is in the chunk and its
   /// position clamped into the chunk.
+  /// A piece of an fp8 cache's per-token scales instead has `scale`, which
+  /// of the key's scales (K's, V's) it copies (4 bytes).
   struct Piece {
-    Value inRange, live, token, piece, key;
+    Value inRange, live, token, piece, key, scale;
   };
   SmallVector<Piece> getStepPieces(Value stepStart);
   /// With a paged cache, the block-table entries of the pieces' keys.
@@ -53,9 +55,16 @@ private:
                                       ArrayRef<SmallVector<Value>> queryWords);
   /// S summed over the warps' shares through workgroup memory.
   SmallVector<Value> exchangeScores(ArrayRef<Value> share);
-  /// O += P V over the warp's value dims for the step in `stage`.
+  /// O += P V over the warp's value dims for the step in `stage`, P times
+  /// `pairValueScales` (keys 2p, 2p + 1) where given.
   void accumulateWarpValues(Value stage, const TensorCoreSoftmaxStep &softmax,
-                            ValueRange carried, MutableArrayRef<Value> next);
+                            ArrayRef<Value> pairValueScales, ValueRange carried,
+                            MutableArrayRef<Value> next);
+  /// An fp8 cache's per-token scales a key has in a stage: K's, and V's
+  /// where the values are a cache of their own; none per tensor.
+  int64_t getTokenScalesPerKey() const {
+    return keyScales ? (values ? 2 : 1) : 0;
+  }
   /// The loop's state as the combine reads it: every warp's value dims of
   /// the one state, and its max and sum per row.
   void publishSplitState(ValueRange loopResults);

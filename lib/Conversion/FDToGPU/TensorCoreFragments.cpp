@@ -132,20 +132,28 @@ SmallVector<Value> TensorCoreTileBuilder::loadFragmentWords(Value address) {
       words.push_back(e.extract(vector, word));
     return words;
   }
-  // fp8: 8 bytes, decoded to f16 pairs; to bf16 through f32 (exact: every
-  // fp8 value is a bf16 too).
+  // fp8: 8 bytes, each word decoded to two words of pairs.
   Value vector = LLVM::LoadOp::create(
       rewriter, e.loc, VectorType::get({kFragmentWordsPerVector / 2}, i32),
       address, kFragmentElementsPerVector);
   for (int64_t word = 0; word < kFragmentWordsPerVector / 2; ++word)
-    for (Value pair : decodeFloat8Word(e, cache, e.extract(vector, word))) {
-      if (!elementType.isF16()) {
-        Value wide = LLVM::FPExtOp::create(
-            rewriter, e.loc, VectorType::get({2}, rewriter.getF32Type()), pair);
-        pair = LLVM::FPTruncOp::create(rewriter, e.loc,
-                                       VectorType::get({2}, elementType), wide);
-      }
-      words.push_back(LLVM::BitcastOp::create(rewriter, e.loc, i32, pair));
+    llvm::append_range(words, decodeFloat8Words(e.extract(vector, word)));
+  return words;
+}
+
+SmallVector<Value> TensorCoreTileBuilder::decodeFloat8Words(Value word) {
+  // Decoded to f16 pairs; to bf16 through f32 (exact: every fp8 value is a
+  // bf16 too).
+  SmallVector<Value> words;
+  for (Value pair : decodeFloat8Word(e, cache, word)) {
+    if (!elementType.isF16()) {
+      Value wide = LLVM::FPExtOp::create(
+          rewriter, e.loc, VectorType::get({2}, rewriter.getF32Type()), pair);
+      pair = LLVM::FPTruncOp::create(rewriter, e.loc,
+                                     VectorType::get({2}, elementType), wide);
     }
+    words.push_back(
+        LLVM::BitcastOp::create(rewriter, e.loc, rewriter.getI32Type(), pair));
+  }
   return words;
 }

@@ -55,6 +55,9 @@ protected:
   /// The 8 cache elements at `address` (a K/V stage in workgroup memory) as
   /// four mma operand words of element pairs in the query's type.
   SmallVector<Value> loadFragmentWords(Value address);
+  /// The four fp8 elements of `word` as two mma words of element pairs in
+  /// the query's type (elements 0, 1 and 2, 3).
+  SmallVector<Value> decodeFloat8Words(Value word);
   /// Stages the q fragments (A operands) of the tile's rows in workgroup
   /// memory, per k-step and lane.
   void stageQueryFragments(Value firstRow);

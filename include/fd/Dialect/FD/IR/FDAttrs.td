@@ -33,10 +33,10 @@ def FD_ScheduleAttr : AttrDef<FD_Dialect, "Schedule"> {
 
     - `form`: `cuda_cores` or `tensor_cores` (mma.sync: f16/bf16 queries;
       head dim 64 or 128 with values of their own at it, each warp its own
-      keys; or else, with an f16/bf16 cache, a head dim that is a multiple
-      of 64 up to 576 and a value head dim that is a multiple of 128 up to
-      512, the warps sharing each step's keys and splitting the value dims:
-      MLA's latent cache, Gemma 4's 512).
+      keys; or else, with an f16, bf16 or fp8 cache, a head dim that is a
+      multiple of 64 up to 576 and a value head dim that is a multiple of
+      128 up to 512, the warps sharing each step's keys and splitting the
+      value dims: MLA's latent cache, Gemma 4's 512).
     - `rows_per_tile`, `row_tiles`: a KV head's query rows (group size x
       Lq) in `row_tiles` blocks of `rows_per_tile` rows (the last may hold
       padding rows; at most 16 on tensor cores).
