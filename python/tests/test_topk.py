@@ -57,7 +57,11 @@ def test_sinks_soft_cap_and_lengths_per_token():
     assert (out[-1, 0] == 0).all()
     np.testing.assert_allclose(lse[-1, 0], sinks, rtol=1e-6)
     np.testing.assert_allclose(out, expected, atol=1e-5)
-    np.testing.assert_allclose(lse, expected_lse, rtol=2e-5)
+    # An lse's error is absolute (its exp is the sum's relative error): a
+    # relative bound alone fails on an lse near 0 by chance (seed
+    # 5036193051077450836: 4e-7 off an lse of 0.007).
+    np.testing.assert_allclose(lse, expected_lse, rtol=2e-5, atol=2e-5,
+                               err_msg=f"seed {inputs.seed}")
 
 
 @pytest.mark.parametrize("heads", [64, 128])
