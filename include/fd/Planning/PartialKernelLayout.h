@@ -39,7 +39,7 @@ namespace flashdecode {
 /// shared prefix) the keys some row may not see stream first, in loops of
 /// their own with a per-row mask.
 ///
-/// With `tensorCores` (f16/bf16 queries, D of 64 or 128) the block instead
+/// With `tensorCores` (f16/bf16 queries) the block instead
 /// computes a tile of up to 16 rows with mma.sync: each warp takes 8 keys
 /// per step (tokensPerWarp), loads their K and V rows straight into mma
 /// fragments (docs/KernelABI.md, "Tensor-core tiles"; an fp8 cache decoded

@@ -10,7 +10,7 @@
 // fragments held in registers), the shares are summed through workgroup
 // memory, and every warp runs the same online softmax on the sum (the same
 // max and sum per row), then O += P V for a quarter of the value dims
-// (D_v / 32 m16n8k8 tiles). So no flop is done twice and a lane holds
+// (D_v / 32 m16n8k8 tiles). So no mma flop is done twice and a lane holds
 // D_v / 8 accumulators. An fp8 row is copied as stored, its per-token
 // scales beside it, and decoded as the warps read it.
 //
