@@ -92,12 +92,11 @@ SplitValueTileBuilder::getStepPieces(Value stepStart) {
   const int64_t piecesPerKey = layout.stageScaleOffset / kPieceBytes;
   const int64_t stepKeys = layout.tokensPerStep();
   const int64_t pieces = stepKeys * piecesPerKey;
-  Value lastToken = e.max(e.sub(chunk.end, e.index(1)), e.index(0));
   SmallVector<Piece> stepPieces;
   auto setToken = [&](Piece &p) {
     Value token = e.add(stepStart, p.key);
     p.live = e.lessThan(token, chunk.end);
-    p.token = e.min(token, lastToken);
+    p.token = e.min(token, lastKey);
   };
   for (int64_t first = 0; first < pieces; first += threads) {
     Piece p;
@@ -250,19 +249,9 @@ void SplitValueTileBuilder::accumulateWarpValues(
     ArrayRef<Value> pairValueScales, ValueRange carried,
     MutableArrayRef<Value> next) {
   const int64_t tiles = layout.warpValueDims() / 8;
-  // With per-token value scales P weighs the key's value: times its scale
-  // (and cache.probabilityFactor(), which the normalization divides out).
-  auto probability = [&](int64_t i) -> Value {
-    Value weight = softmax.weights[i];
-    if (!pairValueScales.empty())
-      weight = e.mul(weight, pairValueScales[i % 2]);
-    return arith::TruncFOp::create(rewriter, e.loc, elementType, weight);
-  };
   // P's A fragment is S's accumulator layout: rows g, g + 8 at keys 2p,
   // 2p + 1.
-  SmallVector<Value> p;
-  for (int64_t r = 0; r < 2; ++r)
-    p.push_back(packPair(probability(2 * r), probability(2 * r + 1)));
+  SmallVector<Value> p = packProbabilities(softmax, pairValueScales);
   // The lane's T value dims of keys 2p and 2p + 1 (T x the element's
   // bytes, in the widest pieces up to 16 bytes their alignment allows), as
   // words of element pairs (an fp8 word decoded into two).
@@ -296,15 +285,10 @@ void SplitValueTileBuilder::accumulateWarpValues(
                                         words[key][tile / 2]);
     return e.extract(pair, tile % 2);
   };
-  for (int64_t tile = 0; tile < tiles; ++tile) {
-    SmallVector<Value> c;
-    for (int64_t i = 0; i < 4; ++i)
-      c.push_back(e.mul(carried[4 + 4 * tile + i], softmax.rescale[i / 2]));
-    SmallVector<Value> d =
-        mma(p, {packPair(element(0, tile), element(1, tile))}, c);
-    for (int64_t i = 0; i < 4; ++i)
-      next[4 + 4 * tile + i] = d[i];
-  }
+  for (int64_t tile = 0; tile < tiles; ++tile)
+    accumulateOutputTile(
+        tile, p, [&] { return packPair(element(0, tile), element(1, tile)); },
+        softmax, carried, next);
 }
 
 void SplitValueTileBuilder::streamRowTile(Value firstRow) {
@@ -312,7 +296,7 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
   const int64_t keysPerStep = layout.tokensPerStep();
   const int64_t tiles = layout.warpValueDims() / 8;
   Value pairKey = e.mul(fragmentPair, e.index(2));
-  Value lastToken = e.max(e.sub(chunk.end, e.index(1)), e.index(0));
+  lastKey = e.max(e.sub(chunk.end, e.index(1)), e.index(0));
   // Steps 0 .. S - 2 in flight before q is read; a paged cache's entries
   // of each copy are loaded a step before it (carried through the loop).
   auto stepAhead = [&](Value stepStart, int64_t steps) {
@@ -328,8 +312,7 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
 
   // Carried per lane: each row's max and this lane's share of its sum,
   // then the warp's output tiles (c0..c3 each).
-  SmallVector<Value> initial = {e.negInf(), e.negInf(), e.f32(0.0), e.f32(0.0)};
-  initial.append(4 * tiles, e.f32(0.0));
+  SmallVector<Value> initial = getInitialTileState(tiles);
   const int64_t entriesAt = initial.size();
   initial.append(firstEntries);
   auto stream = scf::ForOp::create(
@@ -359,7 +342,7 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
         if (rules.blockTableHoles)
           for (int64_t key = 0; key < 2; ++key)
             pairIsKey.push_back(isKeyEntry(loadPageEntry(e.min(
-                e.add(stepStart, e.add(pairKey, e.index(key))), lastToken))));
+                e.add(stepStart, e.add(pairKey, e.index(key))), lastKey))));
         SmallVector<Value> s =
             exchangeScores(multiplyWarpKeys(stage, queryWords));
         // Per-token scales of the lane's keys 2p, 2p + 1 (fp8): K's times
@@ -382,11 +365,8 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
         SmallVector<Value> scores = maskTensorCoreScores(
             stepStart, pairKey, s, scoreScales, rows, pairIsKey);
         SmallVector<Value> next(carried.begin(), carried.end());
-        TensorCoreSoftmaxStep softmax = stepTensorCoreSoftmax(carried, scores);
-        for (int64_t r = 0; r < 2; ++r) {
-          next[r] = softmax.max[r];
-          next[2 + r] = softmax.sum[r];
-        }
+        TensorCoreSoftmaxStep softmax =
+            stepTensorCoreSoftmax(carried, scores, next);
         accumulateWarpValues(stage, softmax, pairValueScales, carried, next);
         llvm::copy(nextEntries, next.begin() + entriesAt);
         scf::YieldOp::create(rewriter, e.loc, next);
@@ -402,9 +382,7 @@ void SplitValueTileBuilder::publishSplitState(ValueRange loopResults) {
   const int64_t tiles = layout.warpValueDims() / 8;
   const int64_t valueHeadDim = geometry.valueHeadDim;
   SmallVector<Value> result(loopResults);
-  for (int64_t r = 0; r < 2; ++r)
-    for (int64_t offset : {1, 2})
-      result[2 + r] = e.add(result[2 + r], e.shuffleXor(result[2 + r], offset));
+  sumRowsOverQuad(result);
   auto f32x4 = VectorType::get({4}, rewriter.getF32Type());
   for (int64_t r = 0; r < 2; ++r) {
     Value tileRow = e.add(fragmentRow, e.index(8 * r));

@@ -74,6 +74,9 @@ private:
   Value stages, scoreExchange;
   /// The warp's first k-step and first value dim.
   Value warpFirstStep, warpFirstValueDim;
+  /// The chunk's last key (0 for an empty chunk at 0), where positions past
+  /// the chunk are clamped to: set before the first copy.
+  Value lastKey;
 };
 
 } // namespace mlir::fd::detail

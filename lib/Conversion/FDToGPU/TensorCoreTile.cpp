@@ -81,8 +81,7 @@ void TensorCoreTileBuilder::streamRowTile(Value firstRow) {
 
   // Carried per lane: each row's max and this lane's share of its sum,
   // then the output accumulator, tile by tile (c0..c3).
-  SmallVector<Value> initial = {e.negInf(), e.negInf(), e.f32(0.0), e.f32(0.0)};
-  initial.append(4 * outputTiles, e.f32(0.0));
+  SmallVector<Value> initial = getInitialTileState(outputTiles);
 
   const int64_t entriesAt = initial.size();
   initial.append(carriedEntries);
@@ -117,11 +116,8 @@ void TensorCoreTileBuilder::streamRowTile(Value firstRow) {
             first, pairKey, s, pairScoreScales, rows, pairIsKey);
 
         SmallVector<Value> next(carried.begin(), carried.end());
-        TensorCoreSoftmaxStep softmax = stepTensorCoreSoftmax(carried, scores);
-        for (int64_t r = 0; r < 2; ++r) {
-          next[r] = softmax.max[r];
-          next[2 + r] = softmax.sum[r];
-        }
+        TensorCoreSoftmaxStep softmax =
+            stepTensorCoreSoftmax(carried, scores, next);
         accumulateValues(pipeline, stage, softmax, carried, next);
         llvm::copy(step.nextEntries, next.begin() + entriesAt);
         scf::YieldOp::create(rewriter, e.loc, next);
@@ -175,8 +171,7 @@ void TensorCoreTileBuilder::accumulateValues(
     MutableArrayRef<Value> next) {
   const int64_t outputTiles = geometry.headDim / 8;
   auto pairType = VectorType::get({2}, rewriter.getF32Type());
-  Value pairValueScales[2];
-  ArrayRef<Value> rescale = softmax.rescale, weights = softmax.weights;
+  SmallVector<Value> pairValueScales;
 
   // O = O * rescale + P V with m16n8k8: P's A fragment (rows g, g + 8
   // at keys 2p, 2p+1) is S's accumulator layout, rounded to the
@@ -189,18 +184,10 @@ void TensorCoreTileBuilder::accumulateValues(
     Value valuePair = LLVM::LoadOp::create(
         rewriter, e.loc, pairType, pipeline.tokenScales(stage, true), 8);
     for (int64_t key = 0; key < 2; ++key)
-      pairValueScales[key] =
-          e.mul(e.extract(valuePair, key), e.f32(cache.probabilityFactor()));
+      pairValueScales.push_back(
+          e.mul(e.extract(valuePair, key), e.f32(cache.probabilityFactor())));
   }
-  auto probability = [&](int64_t i) -> Value {
-    Value weight = weights[i];
-    if (valueScales)
-      weight = e.mul(weight, pairValueScales[i % 2]);
-    return arith::TruncFOp::create(rewriter, e.loc, elementType, weight);
-  };
-  SmallVector<Value> p;
-  for (int64_t r = 0; r < 2; ++r)
-    p.push_back(packPair(probability(2 * r), probability(2 * r + 1)));
+  SmallVector<Value> p = packProbabilities(softmax, pairValueScales);
   // V's vectors are read as the output tiles take them: the vector of
   // each key that output tiles [8v, 8v + 8) need.
   SmallVector<Value> valueWords[2];
@@ -215,18 +202,60 @@ void TensorCoreTileBuilder::accumulateValues(
                                           valueWords[key][(tile % 8) / 2]);
       return e.extract(pair, tile % 2);
     };
-    SmallVector<Value> c;
-    for (int64_t i = 0; i < 4; ++i)
-      c.push_back(e.mul(carried[4 + 4 * tile + i], rescale[i / 2]));
-    SmallVector<Value> d = mma(p, {packPair(element(0), element(1))}, c);
-    for (int64_t i = 0; i < 4; ++i)
-      next[4 + 4 * tile + i] = d[i];
+    accumulateOutputTile(
+        tile, p, [&] { return packPair(element(0), element(1)); }, softmax,
+        carried, next);
   }
+}
+
+SmallVector<Value>
+TensorCoreTileBuilder::getInitialTileState(int64_t outputTiles) {
+  SmallVector<Value> initial = {e.negInf(), e.negInf(), e.f32(0.0), e.f32(0.0)};
+  initial.append(4 * outputTiles, e.f32(0.0));
+  return initial;
+}
+
+SmallVector<Value>
+TensorCoreTileBuilder::packProbabilities(const TensorCoreSoftmaxStep &softmax,
+                                         ArrayRef<Value> pairValueScales) {
+  // With per-token value scales P weighs the key's value: times its scale
+  // (and cache.probabilityFactor(), which the normalization divides out).
+  auto probability = [&](int64_t i) -> Value {
+    Value weight = softmax.weights[i];
+    if (!pairValueScales.empty())
+      weight = e.mul(weight, pairValueScales[i % 2]);
+    return arith::TruncFOp::create(rewriter, e.loc, elementType, weight);
+  };
+  SmallVector<Value> p;
+  for (int64_t r = 0; r < 2; ++r)
+    p.push_back(packPair(probability(2 * r), probability(2 * r + 1)));
+  return p;
+}
+
+void TensorCoreTileBuilder::accumulateOutputTile(
+    int64_t tile, ArrayRef<Value> p, function_ref<Value()> valueWord,
+    const TensorCoreSoftmaxStep &softmax, ValueRange carried,
+    MutableArrayRef<Value> next) {
+  SmallVector<Value> c;
+  for (int64_t i = 0; i < 4; ++i)
+    c.push_back(e.mul(carried[4 + 4 * tile + i], softmax.rescale[i / 2]));
+  SmallVector<Value> d = mma(p, {valueWord()}, c);
+  for (int64_t i = 0; i < 4; ++i)
+    next[4 + 4 * tile + i] = d[i];
+}
+
+void TensorCoreTileBuilder::sumRowsOverQuad(
+    MutableArrayRef<Value> loopResults) {
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t offset : {1, 2})
+      loopResults[2 + r] =
+          e.add(loopResults[2 + r], e.shuffleXor(loopResults[2 + r], offset));
 }
 
 TensorCoreTileBuilder::TensorCoreSoftmaxStep
 TensorCoreTileBuilder::stepTensorCoreSoftmax(ValueRange carried,
-                                             ArrayRef<Value> scores) {
+                                             ArrayRef<Value> scores,
+                                             MutableArrayRef<Value> next) {
   // The online softmax per row: the step's max over the 4 lanes of the
   // row, one rescale, each score's exp once.
   TensorCoreSoftmaxStep step;
@@ -250,6 +279,8 @@ TensorCoreTileBuilder::stepTensorCoreSoftmax(ValueRange carried,
     }
     step.max[r] = tileMax;
     step.sum[r] = sum;
+    next[r] = tileMax;
+    next[2 + r] = sum;
   }
   return step;
 }
@@ -303,8 +334,8 @@ SmallVector<Value> TensorCoreTileBuilder::maskTensorCoreScores(
           arith::AndIOp::create(rewriter, e.loc, inWindow, inChunk));
     }
     if (!pairIsKey.empty())
-      visible = arith::AndIOp::create(rewriter, e.loc, visible,
-                                      pairIsKey[i % 2]);
+      visible =
+          arith::AndIOp::create(rewriter, e.loc, visible, pairIsKey[i % 2]);
     Value score = shapeScore(e.mul(s[i], scoreScales[i % 2]));
     if (alibiSlopes)
       score =
@@ -324,9 +355,7 @@ void TensorCoreTileBuilder::publishTensorCoreStates(ValueRange loopResults) {
   SmallVector<Value> result(loopResults);
   auto accumulators = cast<MemRefType>(warpAccumulators.getType());
   Value accumulatorsPointer = sharedPointer(rewriter, e.loc, warpAccumulators);
-  for (int64_t r = 0; r < 2; ++r)
-    for (int64_t offset : {1, 2})
-      result[2 + r] = e.add(result[2 + r], e.shuffleXor(result[2 + r], offset));
+  sumRowsOverQuad(result);
   for (int64_t r = 0; r < 2; ++r) {
     Value tileRow = e.add(fragmentRow, e.index(8 * r));
     OpBuilder::InsertionGuard guard(rewriter);

@@ -91,8 +91,27 @@ protected:
   struct TensorCoreSoftmaxStep {
     Value max[2], sum[2], rescale[2], weights[4];
   };
+  /// Also writes the rows' new max and sum into `next` (the carried state's
+  /// first four entries).
   TensorCoreSoftmaxStep stepTensorCoreSoftmax(ValueRange carried,
-                                              ArrayRef<Value> scores);
+                                              ArrayRef<Value> scores,
+                                              MutableArrayRef<Value> next);
+  /// The token loop's carried state at its start: each row's max (-inf) and
+  /// this lane's share of its sum, then `outputTiles` output tiles of 4.
+  SmallVector<Value> getInitialTileState(int64_t outputTiles);
+  /// P's A fragment for O += P V: the step's weights (rows g, g + 8 at keys
+  /// 2p, 2p + 1: S's accumulator layout), times `pairValueScales` (keys 2p,
+  /// 2p + 1; none without per-token value scales), in the element type.
+  SmallVector<Value> packProbabilities(const TensorCoreSoftmaxStep &softmax,
+                                       ArrayRef<Value> pairValueScales);
+  /// O = O * rescale + P V for output tile `tile` (carried state entries
+  /// 4 + 4 tile ..) with V's B word (`valueWord` builds it), into `next`.
+  void accumulateOutputTile(int64_t tile, ArrayRef<Value> p,
+                            function_ref<Value()> valueWord,
+                            const TensorCoreSoftmaxStep &softmax,
+                            ValueRange carried, MutableArrayRef<Value> next);
+  /// Sums each row's sum in `loopResults` (entries 2, 3) over its quad.
+  void sumRowsOverQuad(MutableArrayRef<Value> loopResults);
   /// The token loop's results (each row's max, the lane's share of its sum,
   /// the output accumulator): the sums over the row's four lanes, then the
   /// warp's state per row, as writePartials reads it (padding rows are not
