@@ -164,7 +164,9 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 # target sm_90, bit operations on sm_80) and both kernel forms. Tensor
 # cores: GQA f16 D=128 E4M3 per tensor (33 splits: two iterations of the
 # merge, the second partial) and E5M2 per token; GQA bf16 D=64 E5M2 per
-# token, paged 16 HND, Lq = 4; GQA f16 E4M3 per token on sm_80; MQA f16
+# token, paged 16 HND, Lq = 4; GQA f16 E4M3 per token on sm_80; GQA bf16
+# (fp8 decoded to bf16 by integer operations) E4M3 per tensor, E4M3 per
+# token on sm_80 (no fp8 conversions) and E5M2 per token; MQA f16
 # E4M3 per token (two row tiles). CUDA cores: MHA f16 D=128 E4M3 per token
 # (64 splits); MHA bf16 D=96 E5M2 per tensor, paged 16, on sm_80; f32 D=40
 # (8-byte vectors, idle lanes) E4M3 per tensor, Lq = 3, on sm_80. Pages of
@@ -182,6 +184,13 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 "$compile" --no-cache --arch sm_80 --head-dim 128 --num-q-heads 8 \
   --num-kv-heads 2 --dtype f16 --num-splits 4 --kv-dtype e4m3 \
   --kv-scale token-head --with-lse -o "$dir/fp8_e4m3_tc_token_sm80" >/dev/null
+"$compile" $common --dtype bf16 --num-splits 6 --kv-dtype e4m3 --with-lse \
+  -o "$dir/fp8_e4m3_tc_bf16" >/dev/null
+"$compile" --no-cache --arch sm_80 --head-dim 128 --num-q-heads 8 \
+  --num-kv-heads 2 --dtype bf16 --num-splits 4 --kv-dtype e4m3 \
+  --kv-scale token-head --with-lse -o "$dir/fp8_e4m3_tc_bf16_token_sm80" >/dev/null
+"$compile" $common --dtype bf16 --num-splits 5 --kv-dtype e5m2 \
+  --kv-scale token-head --with-lse -o "$dir/fp8_e5m2_tc_bf16_token" >/dev/null
 "$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 32 \
   --num-kv-heads 1 --dtype f16 --num-splits 7 --kv-dtype e4m3 \
   --kv-scale token-head --with-lse -o "$dir/fp8_e4m3_mqa_token" >/dev/null

@@ -219,6 +219,12 @@ TEST(KernelPlan, WideHeadsTakeTheSplitValueTile) {
             (std::vector<int64_t>{1, 19, 512}));
   EXPECT_EQ(buffers[kWarpMaxSumBuffer].shape, (std::vector<int64_t>{1, 16, 2}));
   EXPECT_LE(schedule.getSharedMemoryBytes(), kMaxStaticSharedMemoryBytes);
+  // q's 16 rows of 576 bf16 and 16 bytes lie at the end of the 4 stages
+  // (from byte 4 x 9472 - 16 x 1168 = 19200, in stage 2): steps 0 and 1 are
+  // copied while the warps read it.
+  EXPECT_EQ(schedule.layout.queryStageRowBytes, 576 * 2 + 16);
+  EXPECT_EQ(schedule.getQueryStageOffset(), 19200);
+  EXPECT_EQ(schedule.getQueryStageOffset() / schedule.layout.stageBytes(), 2);
   // 128 heads: 8 tiles of 16. Gemma 4's 512 with values of their own: two
   // stages of 8 rows of 2 x 512.
   latent.groupSize = 128;
@@ -227,6 +233,12 @@ TEST(KernelPlan, WideHeadsTakeTheSplitValueTile) {
   EXPECT_TRUE(gemma.layout.splitsValues);
   EXPECT_EQ(gemma.keyValueStages, 2);
   EXPECT_EQ(gemma.getRowsPerTile(), 8);
+  // Its q (16 rows of 1040 bytes) lies in the second stage; the buffer
+  // holds it whatever the stages (at least q's bytes).
+  EXPECT_EQ(gemma.getQueryStageOffset(), 2 * 8 * 2080 - 16 * 1040);
+  std::vector<WorkgroupBuffer> gemmaBuffers = gemma.getWorkgroupBuffers();
+  EXPECT_GE(gemmaBuffers[kWarpAccumulatorsBuffer].getBytes(),
+            gemma.getQueryStageOffset() + 16 * 1040);
   // An fp8 latent row: 576 bytes, its per-token scale at 576, rows 656
   // bytes (16 apart modulo 128).
   KernelProblem float8 = latent;

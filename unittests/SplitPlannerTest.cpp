@@ -301,6 +301,63 @@ TEST(SplitPlanner, ACudaCoreBlockStreamsBytesNotTokens) {
   EXPECT_LE(plan.numSplits, 96);
 }
 
+TEST(SplitPlanner, SplitValueBlocksShareTheirSMsBytes) {
+  // MLA (16 heads over one 576-wide latent cache, 512-wide values, bf16):
+  // the split-value tile, whose block streams bytes, nearly its SM's share
+  // alone, the share split between the blocks a wave puts on the SM.
+  const Chip &chip = getDefaultChip();
+  KernelProblem problem;
+  problem.groupSize = 16;
+  problem.headDim = 576;
+  problem.valueHeadDim = 512;
+  problem.valuesFromKeys = true;
+  SplitWorkload mla =
+      getSplitWorkload(problem, planKernel(problem, chip), chip);
+  ASSERT_TRUE(mla.splitValueTile);
+  ASSERT_GE(mla.blocksPerSM, 2);
+  const SplitPlannerOptions defaults;
+  const double alone = defaults.splitValueBlockBytesPerTokenTime,
+               overhead = defaults.splitValueBlockOverheadTokens;
+  const double bytesPerTokenTime = 132.0 * 2048;
+  // B=1, L=32k: 132 splits of 256 keys (of 1,152 bytes), one block an SM.
+  SplitPlan one = evaluateSplits(1, 1, 32768, 132, {}, mla);
+  double partials = 132.0 * 16 * 513 * 4 / bytesPerTokenTime;
+  EXPECT_NEAR(
+      one.modeledCost,
+      std::max(256.0 * 1152 / alone + overhead, one.dramCost) + partials, 1e-9);
+  // B=16: 16 splits, 256 blocks in one wave, two on an SM, which streams
+  // both chunks at its share.
+  SplitPlan two = evaluateSplits(16, 1, 32768, 16, {}, mla);
+  EXPECT_EQ(two.waves, 1);
+  partials = 16.0 * 16 * 16 * 513 * 4 / bytesPerTokenTime;
+  EXPECT_NEAR(two.modeledCost,
+              std::max(2 * 2048.0 * 1152 / 2048 + overhead, two.dramCost) +
+                  partials,
+              1e-9);
+  // fdemu's calibrated sweeps (bench/RESULTS.md, 2026-12-06, eager, pages
+  // of 64). B=1: 64 splits 33.0 us, 88 (the plan when the tile streamed at
+  // the per-warp tile's pace) 28.8, 100 27.2, 132 25.9, 176 24.9, 264 27.8.
+  // B=16: 8 splits (one block an SM) 171.1, 16 153.4.
+  SplitPlan planned = planNumSplits(1, 1, 32768, {}, mla);
+  EXPECT_GE(planned.numSplits, 110);
+  EXPECT_LE(planned.numSplits, 132);
+  EXPECT_EQ(planNumSplits(16, 1, 32768, {}, mla).numSplits, 16);
+  // 128 heads (8 row tiles) at B=64, L=4k: 512 blocks unsplit, four an SM;
+  // more splits add partials and a wave's fixed cost for the same bytes
+  // an SM streams (fdemu: 1 split 381.8 us, 3 splits 403.2).
+  KernelProblem heads128 = problem;
+  heads128.groupSize = 128;
+  SplitWorkload wide =
+      getSplitWorkload(heads128, planKernel(heads128, chip), chip);
+  EXPECT_EQ(planNumSplits(64, 1, 4096, {}, wide).numSplits, 1);
+  // The per-warp tiles are paced as before.
+  problem.headDim = 128;
+  problem.valueHeadDim = 0;
+  problem.valuesFromKeys = false;
+  EXPECT_FALSE(getSplitWorkload(problem, planKernel(problem, chip), chip)
+                   .splitValueTile);
+}
+
 TEST(SplitPlanner, OneRuleChoosesTensorCores) {
   // The lowering's rule (PartialKernelLayout): 16-bit queries, D = 64 or
   // 128, at least two rows.

@@ -85,8 +85,9 @@ KernelSchedule::getWorkgroupBuffers(int64_t fusedMergeSplits) const {
   // A tensor-core tile's K/V stages take the accumulators' place: as many
   // rows as they need.
   const int64_t rowBytes = states * valueHeadDim * 4;
-  const int64_t accumulatorRows = std::max<int64_t>(
-      layout.rowTile, ceilDiv(keyValueStages * layout.stageBytes(), rowBytes));
+  const int64_t accumulatorRows = std::max(
+      {layout.rowTile, ceilDiv(keyValueStages * layout.stageBytes(), rowBytes),
+       ceilDiv(kTensorCoreTileRows * layout.queryStageRowBytes, rowBytes)});
   // The query buffer: a CUDA-core tile's f32 rows, a tensor-core tile's q
   // fragments, or a split-value tile's exchange of each warp's share of S
   // (a lane's four scores).
@@ -104,6 +105,13 @@ KernelSchedule::getWorkgroupBuffers(int64_t fusedMergeSplits) const {
       weights > buffers[kWarpAccumulatorsBuffer].getNumElements())
     buffers.push_back(WorkgroupBuffer{{weights}, false});
   return buffers;
+}
+
+int64_t KernelSchedule::getQueryStageOffset() const {
+  return std::max<int64_t>(0, keyValueStages * layout.stageBytes() -
+                                  kTensorCoreTileRows *
+                                      layout.queryStageRowBytes) /
+         16 * 16;
 }
 
 int64_t KernelSchedule::getSharedMemoryBytes(int64_t fusedMergeSplits) const {

@@ -65,6 +65,7 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
       if (padding < 8)
         padding += 128;
       layout.stageRowBytes = layout.stageScaleOffset + padding;
+      layout.queryStageRowBytes = headDim * elementBytes + 16;
     }
   }
   return layout;

@@ -26,6 +26,7 @@ SplitWorkload getSplitWorkload(const KernelProblem &problem,
   workload.blocksPerSM = schedule.getResidentBlocks(chip);
   workload.form = schedule.form;
   workload.keyValueStages = schedule.keyValueStages;
+  workload.splitValueTile = schedule.layout.splitsValues;
   workload.fusedMerge = fusedMerge;
   return workload;
 }
@@ -62,14 +63,28 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
   double blockBytesPerTokenTime =
       static_cast<double>(options.smBytesPerTokenTime) /
       static_cast<double>(kPlannedBlocksPerSM);
-  double blockCost =
-      workload.usesTensorCores()
-          ? chunkKeys /
-                    static_cast<double>(options.tensorCoreKeysPerTokenTime) +
-                static_cast<double>(options.tensorCoreBlockOverheadTokens)
-          : chunkKeys * workload.getTokenBytes() / blockBytesPerTokenTime +
-                static_cast<double>(options.blockOverheadTokens);
-  plan.modeledCost = static_cast<double>(plan.waves) * blockCost;
+  if (workload.splitValueTile) {
+    // An SM streams its blocks' chunks one after another or together at
+    // its share of DRAM, a block alone a little slower; the fixed costs of
+    // the blocks it holds at once overlap.
+    int64_t blocksOnSM = ceilDiv(plan.blocks, options.smCount);
+    double rate = static_cast<double>(
+        blocksOnSM > 1 ? options.smBytesPerTokenTime
+                       : options.splitValueBlockBytesPerTokenTime);
+    plan.modeledCost =
+        static_cast<double>(blocksOnSM) * chunkKeys * workload.getTokenBytes() /
+            rate +
+        static_cast<double>(plan.waves * options.splitValueBlockOverheadTokens);
+  } else {
+    double blockCost =
+        workload.usesTensorCores()
+            ? chunkKeys /
+                      static_cast<double>(options.tensorCoreKeysPerTokenTime) +
+                  static_cast<double>(options.tensorCoreBlockOverheadTokens)
+            : chunkKeys * workload.getTokenBytes() / blockBytesPerTokenTime +
+                  static_cast<double>(options.blockOverheadTokens);
+    plan.modeledCost = static_cast<double>(plan.waves) * blockCost;
+  }
   // One split reads the cache and writes the output directly; more write
   // partial rows that the merge reads back, after the partial kernel.
   double streams = static_cast<double>(batch * numKVHeads);

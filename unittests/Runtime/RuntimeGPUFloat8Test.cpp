@@ -239,6 +239,9 @@ TEST_P(RuntimeGPUFloat8Paged, MatchesTheReferenceAsPagesAndScalesChange) {
 const KernelCase kWithoutSinks[] = {{"fp8_e4m3_tc", true},
                                     {"fp8_e5m2_tc_token", true},
                                     {"fp8_e4m3_tc_token_sm80", true},
+                                    {"fp8_e4m3_tc_bf16", true},
+                                    {"fp8_e4m3_tc_bf16_token_sm80", true},
+                                    {"fp8_e5m2_tc_bf16_token", true},
                                     {"fp8_e4m3_mqa_token", true},
                                     {"fp8_e4m3_mha_token", false},
                                     {"fp8_e4m3_f32_d40_spec3_sm80", false}};

@@ -109,6 +109,12 @@ struct PartialKernelLayout {
   /// apart modulo 128 (16 for fp8) keep the K reads of a half-warp's four
   /// keys (a warp's eight) in distinct banks.
   int64_t stageRowBytes = 0, stageValueOffset = 0, stageScaleOffset = 0;
+  /// A split-value tile: a query row in workgroup memory, where the block
+  /// copies the tile's q with cp.async before each warp reads its
+  /// fragments: D elements and 16 bytes of padding (rows 16 bytes apart
+  /// modulo 128, so the 8-byte reads of a warp's 8 rows and 4 pairs meet
+  /// 32 distinct banks).
+  int64_t queryStageRowBytes = 0;
 
   /// The layout of a kernel of the given form whose rows are one tile (the
   /// caller sets rowTile and numRowTiles). With `withAlibi` each row of a

@@ -55,6 +55,16 @@ struct SplitPlannerOptions {
   /// at about 2,100; the rows matter where the keys do not bind (MQA), so
   /// the 16-row cost is taken: 24.8 token-times of 127 cycles.
   int64_t tensorCoreBlockOverheadTokens = 25;
+  /// The bytes a split-value tile's block streams a token-time alone on its
+  /// SM: fdemu's calibrated model (compiler 0.2.21, FDEMU_TRACE_CTA) takes
+  /// about 620 cycles for MLA's 9,216-byte steps, 1,888 bytes in 127 cycles
+  /// (its cp.async stages keep two to four steps in flight).
+  int64_t splitValueBlockBytesPerTokenTime = 1888;
+  /// The split-value tile's fixed cost a block in token-times: the same
+  /// model puts MLA's block at about 4,500 cycles before its first step
+  /// (the query's fragments, the first stages) and 4,000 after its last (64
+  /// partial-row iterations of 512 values): 67 token-times of 127 cycles.
+  int64_t splitValueBlockOverheadTokens = 67;
   /// Bytes an SM must have in flight to draw its share of DRAM bandwidth
   /// (Little's law: the achievable 4.22 TB/s x ~600 ns of loaded latency
   /// over 132 SMs, 19.2 KB; 19 KiB). A tensor-core block has S - 1 steps
@@ -124,6 +134,13 @@ struct SplitWorkload {
   /// Tensor cores: the K/V stages (KernelSchedule::keyValueStages); a
   /// block has S - 1 steps of keys in flight.
   int64_t keyValueStages = PartialKernelLayout::kKeyValueStages;
+  /// Whether the kernel is the split-value tile
+  /// (PartialKernelLayout::splitsValues): its four warps share each step,
+  /// so a block streams bytes: an SM its blocks' chunks at its share of
+  /// DRAM (smBytesPerTokenTime; one block alone at
+  /// SplitPlannerOptions::splitValueBlockBytesPerTokenTime), plus
+  /// splitValueBlockOverheadTokens a wave.
+  bool splitValueTile = false;
   /// Whether the partial kernel merges (fd-compile --fused-merge): then the
   /// last block of each sequence and KV head reads every split's partial
   /// rows after the others finish, a tail that grows with the split count,
@@ -189,9 +206,10 @@ struct SplitPlan {
   int64_t chunkLength = 0;
   /// Modeled time, in token-times of one block: the waves' time, waves *
   /// (chunk + overhead) (a known workload: a CUDA-core block's chunk in
-  /// bytes at its share of the SM's, a tensor-core block's at its pace), or with a known workload the larger of it and the DRAM time
-  /// of K, V and the partials, plus the merge: the merge kernel's DRAM
-  /// time, or a fused merge's serial tail.
+  /// bytes at its share of the SM's, a tensor-core block's at its pace), or
+  /// with a known workload the larger of it and the DRAM time of K, V and the
+  /// partials, plus the merge: the merge kernel's DRAM time, or a fused merge's
+  /// serial tail.
   double modeledCost = 0;
   /// The DRAM time alone (0 when the workload is unknown), longer where a
   /// wave of tensor-core blocks keeps too few bytes in flight.
@@ -212,7 +230,10 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
 /// blocksPerSM)) waves, each as long as one chunk plus a fixed per-block
 /// overhead (a known workload on CUDA cores: the chunk's bytes at a block's
 /// share of smBytesPerTokenTime; on tensor cores: the chunk at
-/// tensorCoreKeysPerTokenTime plus tensorCoreBlockOverheadTokens); with a
+/// tensorCoreKeysPerTokenTime plus tensorCoreBlockOverheadTokens; the
+/// split-value tile: each SM's blocks' chunks in bytes at
+/// smBytesPerTokenTime, one block alone at splitValueBlockBytesPerTokenTime,
+/// plus splitValueBlockOverheadTokens a wave); with a
 /// known `workload`, no faster than DRAM moves K, V and the partials
 /// (smBytesPerTokenTime per SM; tensor-core blocks: slower where they keep
 /// fewer than smBytesInFlight per SM in flight), and the merge reads the

@@ -4,13 +4,18 @@
 // magnitude bits placed in an f16 are its value / 2^8), so the kernels
 // decode to f16 pairs: one instruction per pair where the chip has it
 // (cvt.rn.f16x2.e4m3x2 / e5m2x2: hasFloat8Conversions), a byte permute and a
-// few integer operations on every other chip, two elements at a time.
+// few integer operations on every other chip, two elements at a time. For
+// bf16 queries the integer operations make bf16 pairs directly (no chip
+// converts fp8 to bf16 in one instruction; through f16 and f32 it took four
+// conversions a pair).
 //
 //===----------------------------------------------------------------------===//
 
 #include "KernelBuilder.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::fd;
@@ -29,18 +34,22 @@ static Value convertPair(KernelEmitter &e, const CacheElements &cache,
       /*relu=*/false, cache.type);
 }
 
-/// Bit operations: elements 2 * pair and 2 * pair + 1 as the high bytes of
-/// the two halves of a word, decoded in place.
-static Value decodePair(KernelEmitter &e, const CacheElements &cache,
-                        Value bytes, int64_t pair) {
-  Type i32 = e.b.getI32Type();
-  // A byte permute: [0, b0, 0, b1] (zeros from the second operand).
+/// Elements 2 * pair and 2 * pair + 1 of `bytes` as the high bytes of the
+/// two halves of an i32, the low bytes zero (a byte permute).
+static Value spreadPair(KernelEmitter &e, Value bytes, int64_t pair) {
   auto zeros = LLVM::ZeroOp::create(e.b, e.loc, bytes.getType());
   Value spread = LLVM::ShuffleVectorOp::create(
       e.b, e.loc, bytes, zeros,
       ArrayRef<int32_t>{4, static_cast<int32_t>(2 * pair), 5,
                         static_cast<int32_t>(2 * pair + 1)});
-  Value word = LLVM::BitcastOp::create(e.b, e.loc, i32, spread);
+  return LLVM::BitcastOp::create(e.b, e.loc, e.b.getI32Type(), spread);
+}
+
+/// Bit operations: elements 2 * pair and 2 * pair + 1 as the high bytes of
+/// the two halves of a word, decoded in place.
+static Value decodePair(KernelEmitter &e, const CacheElements &cache,
+                        Value bytes, int64_t pair) {
+  Value word = spreadPair(e, bytes, pair);
   auto constant = [&](uint32_t value) { return e.i32(value); };
   if (isa<Float8E4M3FNType>(cache.type)) {
     // Sign bit in place, magnitude shifted one right into the f16's exponent
@@ -65,6 +74,65 @@ static Value decodePair(KernelEmitter &e, const CacheElements &cache,
   }
   return LLVM::BitcastOp::create(e.b, e.loc,
                                  VectorType::get({2}, e.b.getF16Type()), word);
+}
+
+/// bf16 pairs by bit operations: the magnitude bits shifted into a bf16's
+/// exponent and mantissa are a bf16 (normal or subnormal) of the value /
+/// 2^(127 - bias); a bf16 multiply by that power of two over the decode
+/// factor is exact (bf16 arithmetic keeps subnormal inputs: PTX has no .ftz
+/// for it). Where the element's exponent bits are all ones (E4M3FN's NaN,
+/// magnitude 0x7f; E5M2's infinities and NaNs) a carry out of them sets
+/// the bf16's exponent bits afterwards: the product's mantissa, zero only
+/// for an infinity, is the element's.
+static Value decodePairToBFloat16(KernelEmitter &e, const CacheElements &cache,
+                                  Value bytes, int64_t pair) {
+  Value word = spreadPair(e, bytes, pair);
+  auto constant = [&](uint32_t value) { return e.i32(value); };
+  const bool e4m3 = isa<Float8E4M3FNType>(cache.type);
+  const int64_t exponentBits = e4m3 ? 4 : 5, bias = e4m3 ? 7 : 15;
+  const uint32_t shift = 8 - exponentBits;
+  Value sign = arith::AndIOp::create(e.b, e.loc, word, constant(0x80008000));
+  Value magnitude = arith::AndIOp::create(
+      e.b, e.loc, arith::ShRUIOp::create(e.b, e.loc, word, constant(shift)),
+      constant((0x7f00u >> shift) * 0x00010001u));
+  Type pairType = VectorType::get({2}, e.b.getBF16Type());
+  Value bits = LLVM::BitcastOp::create(
+      e.b, e.loc, pairType, arith::OrIOp::create(e.b, e.loc, sign, magnitude));
+  const double factor =
+      std::ldexp(1.0, static_cast<int>(127 - bias)) / cache.decodeFactor();
+  Value scaled = arith::MulFOp::create(
+      e.b, e.loc, bits,
+      arith::ConstantOp::create(
+          e.b, e.loc,
+          DenseElementsAttr::get(
+              cast<ShapedType>(pairType),
+              e.b.getFloatAttr(e.b.getBF16Type(), factor).getValue())));
+  // E4M3FN: all seven magnitude bits; E5M2: the exponent's five.
+  const uint32_t special = e4m3 ? 0x7f00 : 0x7c00,
+                 carry = e4m3 ? 0x0100 : 0x0400;
+  Value specialBits = arith::AndIOp::create(
+      e.b, e.loc,
+      e.add(arith::AndIOp::create(e.b, e.loc, word,
+                                  constant(special * 0x00010001u)),
+            constant(carry * 0x00010001u)),
+      constant(0x80008000));
+  Value specialExponent =
+      e.sub(specialBits,
+            arith::ShRUIOp::create(e.b, e.loc, specialBits, constant(8)));
+  return LLVM::BitcastOp::create(
+      e.b, e.loc, pairType,
+      arith::OrIOp::create(
+          e.b, e.loc,
+          LLVM::BitcastOp::create(e.b, e.loc, e.b.getI32Type(), scaled),
+          specialExponent));
+}
+
+std::array<Value, 2> mlir::fd::detail::decodeFloat8WordToBFloat16(
+    KernelEmitter &e, const CacheElements &cache, Value word) {
+  Value bytes = LLVM::BitcastOp::create(
+      e.b, e.loc, VectorType::get({4}, e.b.getI8Type()), word);
+  return {decodePairToBFloat16(e, cache, bytes, 0),
+          decodePairToBFloat16(e, cache, bytes, 1)};
 }
 
 std::array<Value, 2>

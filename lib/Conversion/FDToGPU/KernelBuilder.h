@@ -177,6 +177,13 @@ struct CacheElements {
 std::array<Value, 2> decodeFloat8Word(KernelEmitter &e,
                                       const CacheElements &cache, Value word);
 
+/// decodeFloat8Word's pairs as <2 x bf16>, each the element's value /
+/// cache.decodeFactor() exactly (every fp8 value is a bf16 too), by integer
+/// operations and one bf16 multiply.
+std::array<Value, 2> decodeFloat8WordToBFloat16(KernelEmitter &e,
+                                                const CacheElements &cache,
+                                                Value word);
+
 /// The chunk [begin, end) of sequence `batch` that split `split` of
 /// `numSplits` covers, and the sequence's extent (clamped length and query
 /// tokens), per the semantics of fd.partial_attention.

@@ -1,8 +1,9 @@
 //===- MergeKernel.cpp - fd.merge to a kernel -----------------------------===//
 //
 // One block per (query head, query token, sequence), one thread per output
-// element (two in rows over 256): the exact log-sum-exp merge of the split
-// partials.
+// element (where few rows merge many splits, blocks per slice of the row,
+// groups of threads per share of the splits): the exact log-sum-exp merge of
+// the split partials.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,8 +30,43 @@ namespace {
 /// one too: its merge took 0.88 us in two rounds, longer than the next
 /// layer's launch it overlaps, and takes 0.58 in one (0.19 us less per graph
 /// layer in 0.2.20). From 128 splits up a thread holds 155 to 166 registers
-/// (ptxas, no spills): such plans have few rows, so few blocks.
-constexpr int64_t kSplitsPerIteration = 128;
+/// (ptxas, no spills): such plans have few rows, so few blocks. Blocks of
+/// more than 256 threads leave a thread 65536 / threads registers (128 at
+/// 512): 64 splits in flight fit (ptxas: 101 registers).
+static int64_t getSplitsPerIteration(int64_t threads) {
+  return threads > 256 ? 64 : 128;
+}
+
+/// How merge blocks cover an output row: `slices` blocks of `sliceDims`
+/// consecutive dims, each of `groups` groups of a thread a dim, group g
+/// summing the g-th share of the splits (the shares meet in workgroup
+/// memory). A warp keeps about 1 KB of loads in flight (fdemu's calibrated
+/// model), so where few rows merge many splits one thread a dim summing
+/// them all leaves the GPU's DRAM waiting on too few warps (MLA at 16
+/// heads and B = 1: 16 rows, 121 splits, 16 blocks of 16 warps took 4.9
+/// us; bench/RESULTS.md): a group a 16 splits or more, up to 8 groups, in
+/// blocks of at most 512 threads.
+struct MergeBlockShape {
+  int64_t groups, sliceDims, slices;
+
+  static MergeBlockShape get(int64_t headDim, int64_t numSplits) {
+    constexpr int64_t kSplitsPerShare = 16, kMostGroups = 8, kMostThreads = 512;
+    int64_t groups = 1;
+    while (groups < kMostGroups && numSplits >= 2 * groups * kSplitsPerShare)
+      groups *= 2;
+    int64_t sliceDims = headDim;
+    while (groups * sliceDims > kMostThreads && sliceDims % 64 == 0)
+      sliceDims /= 2;
+    if (groups * sliceDims > kMostThreads)
+      return {1, headDim, 1};
+    return {groups, sliceDims, headDim / sliceDims};
+  }
+  int64_t getThreads() const { return groups * sliceDims; }
+  /// The splits of a group's share (the last may overrun the splits).
+  int64_t getShareSplits(int64_t numSplits) const {
+    return llvm::divideCeil(numSplits, groups);
+  }
+};
 
 struct MergeToGPU : OpRewritePattern<MergeOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -41,8 +77,9 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       return failure();
     AttentionGeometry geometry = op.getGeometry();
     int64_t headDim = geometry.headDim;
-    const auto [width, threads] = MergeRowThreads::get(headDim);
     int64_t numSplits = op.getNumSplits();
+    const MergeBlockShape shape = MergeBlockShape::get(headDim, numSplits);
+    const int32_t threads = static_cast<int32_t>(shape.getThreads());
     int64_t queryHeads = geometry.numQueryHeads;
     int64_t queryLength = geometry.queryLength;
     Type outputElement =
@@ -61,14 +98,18 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
           {"query_lens", op.getQueryLens()}})
       if (memref)
         parameters.addPointer(rewriter, loc, name, memref);
-    // The row's split weights (MergeRows.h).
+    // The row's split weights (MergeRows.h), and the groups' sums.
     auto workgroup = gpu::AddressSpaceAttr::get(
         rewriter.getContext(), gpu::GPUDialect::getWorkgroupAddressSpace());
-    gpu::GPUFuncOp kernel = createKernel(
-        op, "fd_merge", parameters,
-        {MemRefType::get({MergeBuffers::getWeightsPerRow(numSplits)},
-                         rewriter.getF32Type(), nullptr, workgroup)},
-        {threads, 1, 1}, rewriter);
+    SmallVector<Type> workgroupBuffers = {
+        MemRefType::get({MergeBuffers::getWeightsPerRow(numSplits)},
+                        rewriter.getF32Type(), nullptr, workgroup)};
+    if (shape.groups > 1)
+      workgroupBuffers.push_back(MemRefType::get(
+          {shape.getThreads()}, rewriter.getF32Type(), nullptr, workgroup));
+    gpu::GPUFuncOp kernel =
+        createKernel(op, "fd_merge", parameters, workgroupBuffers,
+                     {threads, 1, 1}, rewriter);
     {
       OpBuilder::InsertionGuard guard(rewriter);
       Block &entry = kernel.getBody().front();
@@ -76,7 +117,22 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
       KernelEmitter e{rewriter, kernel.getLoc()};
       Value thread =
           gpu::ThreadIdOp::create(rewriter, e.loc, gpu::Dimension::x);
+      // A row's slices are consecutive blocks along x; a slice's groups
+      // consecutive runs of threads.
       Value head = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::x);
+      Value slice = e.index(0), group = e.index(0), dimInSlice = thread;
+      if (shape.slices > 1) {
+        slice = arith::RemUIOp::create(rewriter, e.loc, head,
+                                       e.index(shape.slices));
+        head = arith::DivUIOp::create(rewriter, e.loc, head,
+                                      e.index(shape.slices));
+      }
+      if (shape.groups > 1) {
+        group = arith::DivUIOp::create(rewriter, e.loc, thread,
+                                       e.index(shape.sliceDims));
+        dimInSlice = arith::RemUIOp::create(rewriter, e.loc, thread,
+                                            e.index(shape.sliceDims));
+      }
       Value token = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::y);
       Value batch = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::z);
       Value row = e.add(e.mul(e.add(e.mul(batch, e.index(queryLength)), token),
@@ -103,18 +159,27 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
                            kernel.getWorkgroupAttributions()[0],
                            numSplits,
                            headDim,
-                           outputElement};
-      // Every thread loads its first 128 partials and weighs the splits
-      // meanwhile, warp 0 stores the weights (head dims are at least 32),
-      // then every thread sums its element. Every warp weighs (its lses'
+                           outputElement,
+                           shape.slices > 1 ? e.equal(slice, e.index(0))
+                                            : Value()};
+      // Every thread loads its first iteration's partials and weighs the
+      // splits meanwhile, warp 0 stores the weights (head dims are at least
+      // 32), then every thread sums its element over its group's share, and
+      // the first group adds the others' sums. Every warp weighs (its lses'
       // loads first), not warp 0 alone: LLVM sinks loads into the one
       // branch that uses them, a memory latency after the partials' (fdemu,
       // gpt-oss B=1 L=32k: 1191 -> 1114 cycles). A head dim that is not a
       // multiple of 32 has a partial last warp, whose shuffles would read
       // lanes that do not exist: there warp 0 weighs alone.
       Value zero = e.index(0);
-      WeightedSum sum(e, buffers, row, e.mul(thread, e.index(width)), width,
-                      isQuery, kSplitsPerIteration / width);
+      Value firstDim =
+          e.add(e.mul(slice, e.index(shape.sliceDims)), dimInSlice);
+      const int64_t shareSplits = shape.getShareSplits(numSplits);
+      WeightedSum sum(e, buffers, row, firstDim, /*width=*/1, isQuery,
+                      getSplitsPerIteration(threads),
+                      shape.groups > 1 ? e.mul(group, e.index(shareSplits))
+                                       : Value(),
+                      shareSplits);
       if (threads % 32 == 0) {
         Value lane =
             arith::RemUIOp::create(rewriter, e.loc, thread, e.index(32));
@@ -131,16 +196,37 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
         rewriter.setInsertionPointAfter(ifFirstWarp);
       }
       gpu::BarrierOp::create(rewriter, e.loc);
-      sum.emit(zero);
+      if (shape.groups == 1) {
+        sum.emit(zero);
+      } else {
+        Value sums = kernel.getWorkgroupAttributions()[1];
+        memref::StoreOp::create(rewriter, e.loc, sum.sum(zero).front(), sums,
+                                thread);
+        gpu::BarrierOp::create(rewriter, e.loc);
+        auto ifFirstGroup = scf::IfOp::create(
+            rewriter, e.loc, e.equal(group, e.index(0)), false);
+        rewriter.setInsertionPointToStart(ifFirstGroup.thenBlock());
+        SmallVector<Value> groupSums;
+        for (int64_t g = 0; g < shape.groups; ++g)
+          groupSums.push_back(memref::LoadOp::create(
+              rewriter, e.loc, sums,
+              ValueRange{e.add(dimInSlice, e.index(g * shape.sliceDims))}));
+        Value total = groupSums.front();
+        for (Value groupSum : ArrayRef<Value>(groupSums).drop_front())
+          total = e.add(total, groupSum);
+        sum.store({total});
+        rewriter.setInsertionPointAfter(ifFirstGroup);
+      }
       gpu::ReturnOp::create(rewriter, e.loc);
     }
 
     KernelEmitter e{rewriter, loc};
     Value batch = memref::DimOp::create(rewriter, loc, op.getOutput(), 0);
-    launchKernel(
-        rewriter, loc, kernel,
-        {{e.index(queryHeads)}, {e.index(queryLength)}, {batch, "batch"}},
-        {threads, 1, 1}, parameters);
+    launchKernel(rewriter, loc, kernel,
+                 {{e.index(queryHeads * shape.slices)},
+                  {e.index(queryLength)},
+                  {batch, "batch"}},
+                 {threads, 1, 1}, parameters);
     rewriter.eraseOp(op);
     return success();
   }

@@ -169,47 +169,68 @@ void mlir::fd::detail::emitMergeWeights(KernelEmitter &e,
                      ValueRange{e.add(weightBase, splitOf(j))});
                });
   }
-  if (buffers.lse)
-    storeWhere(e.equal(lane, e.index(0)), [&] {
+  if (buffers.lse) {
+    Value firstLane = e.equal(lane, e.index(0));
+    if (buffers.writesLse)
+      firstLane = arith::AndIOp::create(b, e.loc, firstLane, buffers.writesLse);
+    storeWhere(firstLane, [&] {
       Value lse = e.mul(e.add(max, e.log2(sum)), e.f32(llvm::numbers::ln2));
       e.store(e.select(hasKeys, lse, e.negInf()), buffers.lse, row);
     });
+  }
 }
 
 WeightedSum::WeightedSum(KernelEmitter &e, const MergeBuffers &buffers,
                          Value row, Value firstDim, int64_t width,
-                         Value isQuery, int64_t splitsPerIteration)
+                         Value isQuery, int64_t splitsPerIteration,
+                         Value shareFirst, int64_t shareSplits)
     : e(e), buffers(buffers), row(row), firstDim(firstDim), width(width),
       isQuery(isQuery), splitsPerIteration(splitsPerIteration),
-      firstSplit(e.mul(row, e.index(buffers.numSplits))) {}
+      shareFirst(shareFirst ? shareFirst : e.index(0)),
+      shareSplits(shareFirst ? shareSplits : buffers.numSplits),
+      mayOverrun(shareFirst != nullptr) {}
 
 Type WeightedSum::getSliceType() const {
   Type f32 = e.b.getF32Type();
   return width == 1 ? f32 : VectorType::get({width}, f32);
 }
 
+Value WeightedSum::getSplit(Value first, int64_t i) {
+  Value split = e.add(e.add(shareFirst, first), e.index(i));
+  return mayOverrun ? e.min(split, e.index(buffers.numSplits - 1)) : split;
+}
+
+Value WeightedSum::isSplit(Value first, int64_t i) {
+  return e.lessThan(e.add(e.add(shareFirst, first), e.index(i)),
+                    e.index(buffers.numSplits));
+}
+
 SmallVector<Value> WeightedSum::loadPartials(Value first, int64_t count) {
   Type f32 = e.b.getF32Type();
   const int64_t headDim = buffers.headDim;
-  Value base = e.address(
-      buffers.partialOutput, f32,
-      e.add(e.mul(e.add(firstSplit, first), e.index(headDim)), firstDim));
+  Value rowFirst = e.mul(row, e.index(buffers.numSplits));
   SmallVector<Value> partials;
   for (int64_t i = 0; i < count; ++i)
-    partials.push_back(
-        e.load(getSliceType(), base, f32, e.index(i * headDim), 4 * width));
+    partials.push_back(e.load(
+        getSliceType(), buffers.partialOutput, f32,
+        e.add(e.mul(e.add(rowFirst, getSplit(first, i)), e.index(headDim)),
+              firstDim),
+        4 * width));
   return partials;
 }
 
 SmallVector<Value> WeightedSum::accumulate(Value weightBase, Value first,
                                            ArrayRef<Value> partials,
                                            ValueRange chains) {
-  Value weightFirst = e.add(weightBase, first);
   SmallVector<Value> weights;
-  for (int64_t i = 0; i < static_cast<int64_t>(partials.size()); ++i)
-    weights.push_back(
-        memref::LoadOp::create(e.b, e.loc, buffers.weights,
-                               ValueRange{e.add(weightFirst, e.index(i))}));
+  for (int64_t i = 0; i < static_cast<int64_t>(partials.size()); ++i) {
+    Value weight = memref::LoadOp::create(
+        e.b, e.loc, buffers.weights,
+        ValueRange{e.add(weightBase, getSplit(first, i))});
+    if (mayOverrun)
+      weight = e.select(isSplit(first, i), weight, e.f32(0.0));
+    weights.push_back(weight);
+  }
   SmallVector<Value> next(chains);
   for (auto [i, partial] : llvm::enumerate(partials))
     for (int64_t d = 0; d < width; ++d) {
@@ -221,8 +242,7 @@ SmallVector<Value> WeightedSum::accumulate(Value weightBase, Value first,
 }
 
 void WeightedSum::preloadFirstIteration() {
-  const int64_t count =
-      std::min<int64_t>(splitsPerIteration, buffers.numSplits);
+  const int64_t count = std::min<int64_t>(splitsPerIteration, shareSplits);
   Value zero =
       arith::ConstantOp::create(e.b, e.loc, e.b.getZeroAttr(getSliceType()));
   preloaded = emitWhere(
@@ -230,12 +250,11 @@ void WeightedSum::preloadFirstIteration() {
       SmallVector<Value>(count, zero));
 }
 
-void WeightedSum::emit(Value weightRow) {
+SmallVector<Value> WeightedSum::sum(Value weightRow) {
   OpBuilder &b = e.b;
-  Type f32 = b.getF32Type();
-  const int64_t numSplits = buffers.numSplits, headDim = buffers.headDim;
-  Value weightBase =
-      e.mul(weightRow, e.index(MergeBuffers::getWeightsPerRow(numSplits)));
+  const int64_t numSplits = shareSplits;
+  Value weightBase = e.mul(
+      weightRow, e.index(MergeBuffers::getWeightsPerRow(buffers.numSplits)));
   // kChains chains per element. The preloaded splits
   // first, then whole iterations, then the splits left (a static count): no
   // bounds checks. A padding token's row reads nothing.
@@ -274,17 +293,24 @@ void WeightedSum::emit(Value weightRow) {
         before);
   }
 
+  SmallVector<Value> sums;
+  for (int64_t d = 0; d < width; ++d)
+    sums.push_back(reduceTree(
+        SmallVector<Value>(ArrayRef<Value>(chains).slice(kChains * d, kChains)),
+        [&](Value a, Value b) { return e.add(a, b); }));
+  return sums;
+}
+
+void WeightedSum::store(ArrayRef<Value> elements) {
+  OpBuilder &b = e.b;
   Type outputElement = buffers.outputElement;
   SmallVector<Value> outputs;
-  for (int64_t d = 0; d < width; ++d) {
-    Value output = reduceTree(
-        SmallVector<Value>(ArrayRef<Value>(chains).slice(kChains * d, kChains)),
-        [&](Value a, Value b) { return e.add(a, b); });
-    if (outputElement != f32)
-      output = arith::TruncFOp::create(b, e.loc, outputElement, output);
-    outputs.push_back(output);
-  }
-  Value outputOffset = e.add(e.mul(row, e.index(headDim)), firstDim);
+  for (Value element : elements)
+    outputs.push_back(
+        outputElement.isF32()
+            ? element
+            : arith::TruncFOp::create(b, e.loc, outputElement, element));
+  Value outputOffset = e.add(e.mul(row, e.index(buffers.headDim)), firstDim);
   if (width == 1) {
     e.store(outputs.front(), buffers.output, outputOffset);
     return;

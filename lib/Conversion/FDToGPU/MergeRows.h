@@ -18,21 +18,6 @@
 
 namespace mlir::fd::detail {
 
-/// How a merge block covers an output row of `headDim` elements: one thread
-/// an element up to 256 threads; wider rows (D_v to 512) two elements a
-/// thread (512 threads could hold 128 registers each, fewer than the merge
-/// kernel's 128 loads in flight take: half the splits an iteration at two
-/// elements keeps the registers).
-struct MergeRowThreads {
-  int64_t width;
-  int32_t threads;
-
-  static MergeRowThreads get(int64_t headDim) {
-    const int64_t width = headDim > 256 ? 2 : 1;
-    return {width, static_cast<int32_t>(headDim / width)};
-  }
-};
-
 /// What a merge reads and writes (global pointers; `lse` and `sinks` may be
 /// null) and its shapes: `numSplits` partials of `headDim` f32 per output
 /// row, split-major within a row, as fd.merge's operands are laid out.
@@ -42,6 +27,9 @@ struct MergeBuffers {
   Value partialOutput, partialLse, output, lse, sinks, weights;
   int64_t numSplits, headDim;
   Type outputElement;
+  /// Where set (i1), whether this block writes the rows' lse: the merge
+  /// kernel's blocks of a row's slices weigh it alike, the first writes it.
+  Value writesLse = nullptr;
 
   /// A row's weights in `weights` (fd/Planning/KernelPlan.h): LLVM reads
   /// consecutive weights 16 bytes at a time, and the tail of a row's last
@@ -80,23 +68,35 @@ SmallVector<Value> loadMergeLses(KernelEmitter &e, const MergeBuffers &buffers,
 /// (`isQuery` false; null: always a query), whose partials are not read.
 /// `splitsPerIteration` partials are loaded per iteration before any is
 /// used. The first element's alignment must be a multiple of width * 4
-/// bytes (width 1, 2 or 4).
+/// bytes (width 1, 2 or 4). With `shareFirst` set, the sum of splits
+/// [shareFirst, shareFirst + shareSplits) only, those past the row's
+/// splits counting 0 (unread): a share of the splits, which the caller
+/// adds to the other shares' (sum, then store).
 class WeightedSum {
 public:
   WeightedSum(KernelEmitter &e, const MergeBuffers &buffers, Value row,
               Value firstDim, int64_t width, Value isQuery,
-              int64_t splitsPerIteration);
+              int64_t splitsPerIteration, Value shareFirst = nullptr,
+              int64_t shareSplits = 0);
 
   /// Loads the first iteration's partials now, before the weights exist:
   /// they do not depend on them, so their memory latency overlaps the
   /// weights' (emitMergeWeights and its barrier, emitted in between).
   void preloadFirstIteration();
   /// The sum with the weights of row `weightRow`, and its store.
-  void emit(Value weightRow);
+  void emit(Value weightRow) { store(sum(weightRow)); }
+  /// The sum's `width` elements (f32), with the weights of row `weightRow`.
+  SmallVector<Value> sum(Value weightRow);
+  /// Writes `width` f32 elements in the output's element type.
+  void store(ArrayRef<Value> elements);
 
 private:
   Type getSliceType() const;
-  /// The partials of splits [first, first + count), at constant offsets.
+  /// Split `first + i` of the share, clamped into the row's where the
+  /// share may overrun them, and whether it is one of the row's.
+  Value getSplit(Value first, int64_t i);
+  Value isSplit(Value first, int64_t i);
+  /// The partials of splits [first, first + count) of the share.
   SmallVector<Value> loadPartials(Value first, int64_t count);
   /// Adds `partials` (of the splits from `first`) times their weights to
   /// the chains.
@@ -109,7 +109,11 @@ private:
   int64_t width;
   Value isQuery;
   int64_t splitsPerIteration;
-  Value firstSplit;
+  /// The share's first split (0 without shares), its splits, and whether
+  /// some lie past the row's.
+  Value shareFirst;
+  int64_t shareSplits;
+  bool mayOverrun;
   SmallVector<Value> preloaded;
 };
 

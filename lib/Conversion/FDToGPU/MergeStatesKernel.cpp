@@ -1,7 +1,7 @@
 //===- MergeStatesKernel.cpp - fd.merge_states to a kernel ----------------===//
 //
-// One block per (row, head), one thread per output element (two in rows
-// over 256), as the merge kernel: each thread reads the row's lses itself
+// One block per (row, head), one thread per output element, as the merge
+// kernel: each thread reads the row's lses itself
 // (the block's threads read the same few words, from L1), weighs its
 // elements of every state that is not empty (an empty one's loads read its
 // lse instead, so they need no branch), and writes them; thread 0
@@ -35,7 +35,7 @@ struct MergeStatesToGPU : OpRewritePattern<MergeStatesOp> {
     if (failed(checkLowerable(op, rewriter)))
       return failure();
     const int64_t headDim = op.getHeadDim(), heads = op.getNumHeads();
-    const auto [width, threads] = MergeRowThreads::get(headDim);
+    const int32_t threads = static_cast<int32_t>(headDim);
     const bool base2 = op.getLseBase2();
     Type element = cast<MemRefType>(op.getOutput().getType()).getElementType();
     SmallVector<int64_t> counts;
@@ -75,8 +75,8 @@ struct MergeStatesToGPU : OpRewritePattern<MergeStatesOp> {
         auto ifMerges = scf::IfOp::create(rewriter, e.loc, merges, false);
         rewriter.setInsertionPointToStart(ifMerges.thenBlock());
       }
-      emitMerge(e, kernel, counts, heads, headDim, width, base2, element, row,
-                head, e.mul(thread, e.index(width)), thread);
+      emitMerge(e, kernel, counts, heads, headDim, base2, element, row, head,
+                thread);
       rewriter.setInsertionPointToEnd(&kernel.getBody().front());
       gpu::ReturnOp::create(rewriter, e.loc);
     }
@@ -91,13 +91,12 @@ struct MergeStatesToGPU : OpRewritePattern<MergeStatesOp> {
   }
 
 private:
-  /// The merge of output row `row`, head `head`: elements firstDim ..
-  /// firstDim + width of it by this thread, and its lse by thread 0.
+  /// The merge of output row `row`, head `head`: element `thread` of it by
+  /// each thread, and its lse by thread 0.
   static void emitMerge(KernelEmitter &e, gpu::GPUFuncOp kernel,
                         ArrayRef<int64_t> counts, int64_t heads,
-                        int64_t headDim, int64_t width, bool base2,
-                        Type element, Value row, Value head, Value firstDim,
-                        Value thread) {
+                        int64_t headDim, bool base2, Type element, Value row,
+                        Value head, Value thread) {
     OpBuilder &b = e.b;
     Type f32 = b.getF32Type();
     Value posInf = e.f32(std::numeric_limits<float>::infinity());
@@ -144,7 +143,7 @@ private:
               b, e.loc, current[0], loadLse(operand, n).lse)};
         })[0];
     Value shift = buildMergeShift(b, e.loc, max);
-    SmallVector<Value> initial(1 + width, e.f32(0.0));
+    SmallVector<Value> initial(2, e.f32(0.0));
     SmallVector<Value> sums =
         forEachState(initial, [&](size_t operand, Value n, ValueRange current) {
           StateLse state = loadLse(operand, n);
@@ -159,37 +158,30 @@ private:
                                 e.index(heads)),
                           head),
                     e.index(headDim));
-          SmallVector<Value> next = {e.add(current[0], weight)};
-          // One load an element, each aligned to its size wherever it reads
-          // (the lse's 4 bytes hold one f32 or 16-bit load in bounds): the
-          // ABI's alignment, whatever the width.
-          const unsigned bytes = element.getIntOrFloatBitWidth() / 8;
-          for (int64_t j = 0; j < width; ++j) {
-            Value address = LLVM::SelectOp::create(
-                b, e.loc, state.isEmpty, state.address,
-                e.address(states, element,
-                          e.add(base, e.add(firstDim, e.index(j)))));
-            Value value = e.toF32(
-                LLVM::LoadOp::create(b, e.loc, element, address, bytes));
-            next.push_back(e.select(state.isEmpty, current[1 + j],
-                                    e.fma(weight, value, current[1 + j])));
-          }
-          return next;
+          // The load is aligned to its element's size wherever it reads (the
+          // lse's 4 bytes hold one f32 or 16-bit load in bounds): the ABI's
+          // alignment.
+          Value address = LLVM::SelectOp::create(
+              b, e.loc, state.isEmpty, state.address,
+              e.address(states, element, e.add(base, thread)));
+          Value value = e.toF32(LLVM::LoadOp::create(
+              b, e.loc, element, address, element.getIntOrFloatBitWidth() / 8));
+          return SmallVector<Value>{e.add(current[0], weight),
+                                    e.select(state.isEmpty, current[1],
+                                             e.fma(weight, value, current[1]))};
         });
     Value hasKeys = buildSawKeys(b, e.loc, max);
     Value normalizer =
         e.select(hasKeys, arith::DivFOp::create(b, e.loc, e.f32(1.0), sums[0]),
                  e.f32(0.0));
     Value output = getKernelArgument(kernel, "output");
-    Value outputBase =
+    Value value = e.mul(sums[1], normalizer);
+    if (element != f32)
+      value = arith::TruncFOp::create(b, e.loc, element, value);
+    e.store(
+        value, output,
         e.add(e.mul(e.add(e.mul(row, e.index(heads)), head), e.index(headDim)),
-              firstDim);
-    for (int64_t j = 0; j < width; ++j) {
-      Value value = e.mul(sums[1 + j], normalizer);
-      if (element != f32)
-        value = arith::TruncFOp::create(b, e.loc, element, value);
-      e.store(value, output, e.add(outputBase, e.index(j)));
-    }
+              thread));
     // Every thread has read the lses before thread 0 overwrites one.
     gpu::BarrierOp::create(b, e.loc);
     auto ifFirst =

@@ -30,6 +30,8 @@
 
 #include "SplitValueTileBuilder.h"
 
+#include "fd/Planning/KernelChoice.h"
+
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
@@ -56,30 +58,56 @@ Value SplitValueTileBuilder::stageAddress(Value stage, Value key,
   return e.address(stages, rewriter.getI8Type(), offset);
 }
 
-SmallVector<SmallVector<Value>>
-SplitValueTileBuilder::loadWarpQuery(Value firstRow) {
+void SplitValueTileBuilder::copyQuery(Value firstRow) {
   const int64_t headDim = geometry.headDim;
+  const int64_t elementBytes = elementType.getIntOrFloatBitWidth() / 8;
+  const int64_t piecesPerRow = headDim * elementBytes / kPieceBytes;
+  forEachThreadIndex(
+      ::flashdecode::kTensorCoreTileRows * piecesPerRow, [&](Value index) {
+        Value tileRow = arith::DivUIOp::create(rewriter, e.loc, index,
+                                               e.index(piecesPerRow));
+        Value piece = arith::RemUIOp::create(rewriter, e.loc, index,
+                                             e.index(piecesPerRow));
+        Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
+        Value source =
+            e.address(query, elementType,
+                      e.add(e.mul(queryRow(blockRow), e.index(headDim)),
+                            e.mul(piece, e.index(kPieceBytes / elementBytes))));
+        Value target = e.address(
+            stages, rewriter.getI8Type(),
+            e.add(e.add(e.index(schedule.getQueryStageOffset()),
+                        e.mul(tileRow, e.index(layout.queryStageRowBytes))),
+                  e.mul(piece, e.index(kPieceBytes))));
+        NVVM::CpAsyncOp::create(rewriter, e.loc, target, source,
+                                static_cast<uint32_t>(kPieceBytes),
+                                NVVM::LoadCacheModifierKind::CG,
+                                e.select(isRealRow(firstRow, tileRow),
+                                         e.i32(kPieceBytes), e.i32(0)));
+      });
+  NVVM::CpAsyncCommitGroupOp::create(rewriter, e.loc);
+}
+
+SmallVector<SmallVector<Value>> SplitValueTileBuilder::readWarpQuery() {
   auto wordsType = VectorType::get({2}, rewriter.getI32Type());
-  Value rowOffsets[2], isReal[2];
-  for (int64_t half = 0; half < 2; ++half) {
-    Value tileRow = e.add(fragmentRow, e.index(8 * half));
-    Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
-    rowOffsets[half] = e.mul(queryRow(blockRow), e.index(headDim));
-    isReal[half] = isRealRow(firstRow, tileRow);
-  }
+  const int64_t elementBytes = elementType.getIntOrFloatBitWidth() / 8;
+  Value rowOffsets[2];
+  for (int64_t half = 0; half < 2; ++half)
+    rowOffsets[half] = e.add(e.index(schedule.getQueryStageOffset()),
+                             e.mul(e.add(fragmentRow, e.index(8 * half)),
+                                   e.index(layout.queryStageRowBytes)));
   Value laneDim =
       e.add(e.mul(warpFirstStep, e.index(16)), e.mul(fragmentPair, e.index(4)));
   SmallVector<SmallVector<Value>> steps;
   for (int64_t step = 0; step < layout.warpHeadDims() / 16; ++step) {
     SmallVector<Value> words(4);
-    Value dim = e.add(laneDim, e.index(16 * step));
+    Value dimBytes =
+        e.mul(e.add(laneDim, e.index(16 * step)), e.index(elementBytes));
     // a0, a2: row g's dims {0, 1} and {2, 3}; a1, a3: row g + 8's.
     for (int64_t half = 0; half < 2; ++half) {
-      Value pair = e.load(wordsType, query, elementType,
-                          e.add(rowOffsets[half], dim), 8);
+      Value pair = e.load(wordsType, stages, rewriter.getI8Type(),
+                          e.add(rowOffsets[half], dimBytes), 8);
       for (int64_t i = 0; i < 2; ++i)
-        words[half + 2 * i] =
-            e.select(isReal[half], e.extract(pair, i), e.i32(0));
+        words[half + 2 * i] = e.extract(pair, i);
     }
     steps.push_back(words);
   }
@@ -297,17 +325,40 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
   const int64_t tiles = layout.warpValueDims() / 8;
   Value pairKey = e.mul(fragmentPair, e.index(2));
   lastKey = e.max(e.sub(chunk.end, e.index(1)), e.index(0));
-  // Steps 0 .. S - 2 in flight before q is read; a paged cache's entries
-  // of each copy are loaded a step before it (carried through the loop).
+  // q's rows are copied first, into the stages' end, and the steps whose
+  // stages lie before them after: their copies are in flight while the
+  // warps wait for q and read their fragments (a warp's own loads of its
+  // 4.6 KB of MLA's q took a latency per 1 KB). The steps of the stages q
+  // lies in are copied once every warp has read it. Steps 0 .. S - 2 are
+  // in flight before the loop; a paged cache's entries of each copy are
+  // loaded a step before it (carried through the loop), those of the
+  // first copies all before any (their latencies overlap).
   auto stepAhead = [&](Value stepStart, int64_t steps) {
     return e.add(stepStart, e.index(steps * keysPerStep));
   };
+  SmallVector<SmallVector<Value>> prologueEntries;
   for (int64_t step = 0; step + 1 < stagesCount; ++step)
+    prologueEntries.push_back(loadStepEntries(stepAhead(chunk.begin, step)));
+  auto copyFirstStep = [&](int64_t step) {
     copyStep(stepAhead(chunk.begin, step), e.index(step),
-             loadStepEntries(stepAhead(chunk.begin, step)));
+             prologueEntries[step]);
+  };
+  copyQuery(firstRow);
+  const int64_t stepsBeforeQuery = std::min(
+      schedule.getQueryStageOffset() / layout.stageBytes(), stagesCount - 1);
+  for (int64_t step = 0; step < stepsBeforeQuery; ++step)
+    copyFirstStep(step);
+  NVVM::CpAsyncWaitGroupOp::create(rewriter, e.loc,
+                                   static_cast<int32_t>(stepsBeforeQuery));
+  gpu::BarrierOp::create(rewriter, e.loc);
+  SmallVector<SmallVector<Value>> queryWords = readWarpQuery();
+  if (stepsBeforeQuery < stagesCount - 1) {
+    gpu::BarrierOp::create(rewriter, e.loc);
+    for (int64_t step = stepsBeforeQuery; step + 1 < stagesCount; ++step)
+      copyFirstStep(step);
+  }
   SmallVector<Value> firstEntries =
       loadStepEntries(stepAhead(chunk.begin, stagesCount - 1));
-  SmallVector<SmallVector<Value>> queryWords = loadWarpQuery(firstRow);
   TensorCoreRows rows = getTensorCoreRows(firstRow);
 
   // Carried per lane: each row's max and this lane's share of its sum,

@@ -27,10 +27,13 @@ private:
   /// value dims.
   Value accumulatorColumn(Value, Value dim) override { return dim; }
 
-  /// The A words of the warp's k-steps of q (its quarter of the head dim),
-  /// from the query in global memory: a lane's 8-byte pieces of rows g and
-  /// g + 8 (padding rows zero).
-  SmallVector<SmallVector<Value>> loadWarpQuery(Value firstRow);
+  /// Copies the q rows of the fragments' 16 rows (padding rows zeros) into
+  /// the stages' buffer at KernelSchedule::getQueryStageOffset with
+  /// cp.async, the block's threads taking 16-byte pieces, as one group.
+  void copyQuery(Value firstRow);
+  /// The A words of the warp's k-steps of q (its quarter of the head dim)
+  /// from copyQuery's rows: a lane's 8-byte pieces of rows g and g + 8.
+  SmallVector<SmallVector<Value>> readWarpQuery();
   /// A thread's 16-byte pieces of the copy of keys [stepStart,
   /// stepStart + 8): their key (in the step) and piece of its row, whether
   /// the thread has the piece, whether the key is in the chunk and its

@@ -142,18 +142,11 @@ SmallVector<Value> TensorCoreTileBuilder::loadFragmentWords(Value address) {
 }
 
 SmallVector<Value> TensorCoreTileBuilder::decodeFloat8Words(Value word) {
-  // Decoded to f16 pairs; to bf16 through f32 (exact: every fp8 value is a
-  // bf16 too).
   SmallVector<Value> words;
-  for (Value pair : decodeFloat8Word(e, cache, word)) {
-    if (!elementType.isF16()) {
-      Value wide = LLVM::FPExtOp::create(
-          rewriter, e.loc, VectorType::get({2}, rewriter.getF32Type()), pair);
-      pair = LLVM::FPTruncOp::create(rewriter, e.loc,
-                                     VectorType::get({2}, elementType), wide);
-    }
+  for (Value pair : elementType.isF16()
+                        ? decodeFloat8Word(e, cache, word)
+                        : decodeFloat8WordToBFloat16(e, cache, word))
     words.push_back(
         LLVM::BitcastOp::create(rewriter, e.loc, rewriter.getI32Type(), pair));
-  }
   return words;
 }

@@ -5,15 +5,28 @@
 // no value cache; its warps exchange their shares of S (4 x 32 lanes x 4),
 // publish one state (19 rows of 512: the four stages of 8 latent rows take
 // its place) and do 9 m16n8k16 k-steps and 16 m16n8k8 output tiles each a
-// step, the block copying the keys with cp.async; the merge writes each
-// 512-wide row two elements a thread (256 threads).
+// step, the block copying the keys with cp.async; the partial rows are
+// written four values a thread (16-byte loads and stores); the merge writes
+// each 512-wide row an element a thread (512 threads).
 
 // CHECK-LABEL: func.func @latent
 // CHECK: gpu.launch_func @fd_partial_attention::@fd_partial_attention blocks in ({{.*}}) threads in (%c128{{.*}}) args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : i32)
-// CHECK: gpu.launch_func @fd_merge::@fd_merge {{.*}} threads in (%c256,
+// CHECK: gpu.launch_func @fd_merge::@fd_merge {{.*}} threads in (%c512,
 // CHECK: gpu.func @fd_partial_attention({{.*}}) workgroup(%{{.*}} : memref<4x32x4xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<1x19x512xf32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<1x16x2xf32, #gpu.address_space<workgroup>>
 // CHECK-SAME: fd.params = ["query", "key_cache", "seq_lens", "partial_output", "partial_lse", "max_len"]
+// q's 16 rows copied first (72 pieces each, one group), steps 0 and 1 into
+// the stages before them, then each warp's 18 fragment words from shared
+// memory; step 2 goes into q's stages once every warp has read them.
+// CHECK: scf.for %{{.*}} = %thread_id_x to %c1152 step %c128
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
+// CHECK: nvvm.cp.async.commit.group
+// CHECK-COUNT-2: nvvm.cp.async.commit.group
+// CHECK-NEXT: nvvm.cp.async.wait.group 2
+// CHECK-NEXT: gpu.barrier
+// CHECK-COUNT-18: llvm.load {{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xi32>
+// CHECK-NOT: nvvm.cp.async.shared.global
+// CHECK: gpu.barrier
+// CHECK: nvvm.cp.async.commit.group
 // CHECK: scf.for
 // CHECK: nvvm.cp.async.wait.group 2
 // CHECK-COUNT-9: shape = #nvvm.shape<m = 16, n = 8, k = 16>
@@ -22,10 +35,15 @@
 // CHECK-COUNT-16: shape = #nvvm.shape<m = 16, n = 8, k = 8>
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: nvvm.cp.async.wait.group 0
+// CHECK: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xf32>
+// CHECK: llvm.intr.fma({{.*}}) : (vector<4xf32>, vector<4xf32>, vector<4xf32>) -> vector<4xf32>
+// CHECK: llvm.store {{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr<1>
 // CHECK: gpu.func @fd_merge
-// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
-// CHECK: llvm.load {{.*}} -> vector<2xf32>
-// CHECK: llvm.store {{.*}} : vector<2xbf16>, !llvm.ptr<1>
+// CHECK-SAME: known_block_size = array<i32: 512, 1, 1>
+// CHECK-NOT: vector<2xf32>
+// CHECK: llvm.load {{.*}} -> f32
+// CHECK-NOT: vector<2xf32>
+// CHECK: llvm.store {{.*}} : bf16, !llvm.ptr<1>
 func.func @latent(%q: memref<2x16x576xbf16>, %kv: memref<2x?x1x576xbf16>,
                   %lens: memref<2xi32>, %po: memref<2x16x4x512xf32>,
                   %pl: memref<2x16x4xf32>, %out: memref<2x16x512xbf16>) {

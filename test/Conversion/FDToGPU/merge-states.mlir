@@ -1,6 +1,6 @@
 // convert-fd-to-gpu on fd.merge_states: one kernel per op, its parameters
 // named (states_i, then state_lses_i, output, lse, mask) for the runtime;
-// blocks (rows, heads), a thread per output element (two over 256); the
+// blocks (rows, heads), a thread per output element (512-wide rows too); the
 // masked form branches on the row's flag; the lses are weighed in base 2
 // (ex2), an empty state's loads read its lse's address instead of its row
 // (a select, no branch; one load an element, aligned to its size), and
@@ -24,7 +24,7 @@ func.func @stacked(%v: memref<?x4x32x128xf16>, %s: memref<?x4x32xf32>,
 }
 
 // CHECK-LABEL: func.func @in_place
-// CHECK: gpu.launch_func @fd_merge_states_1::@fd_merge_states_1 blocks in (%c64, %c8, %c1) threads in (%c256, %c1, %c1)
+// CHECK: gpu.launch_func @fd_merge_states_1::@fd_merge_states_1 blocks in (%c64, %c8, %c1) threads in (%c512, %c1, %c1)
 func.func @in_place(%a: memref<64x1x8x512xbf16>, %b: memref<64x1x8x512xbf16>,
                     %la: memref<64x1x8xf32>, %lb: memref<64x1x8xf32>,
                     %mask: memref<64xi8>) {
@@ -51,7 +51,7 @@ func.func @in_place(%a: memref<64x1x8x512xbf16>, %b: memref<64x1x8x512xbf16>,
 // CHECK: gpu.barrier
 // CHECK: llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"
 // CHECK: gpu.func @fd_merge_states_1(%{{.*}}) kernel attributes {fd.params = ["states_0", "states_1", "state_lses_0", "state_lses_1", "output", "lse", "mask"]
-// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// CHECK-SAME: known_block_size = array<i32: 512, 1, 1>
 // CHECK: %[[FLAG:.*]] = llvm.load %{{.*}} : !llvm.ptr<1> -> i8
 // CHECK: %[[MERGES:.*]] = arith.cmpi ne, %[[FLAG]]
 // CHECK: scf.if %[[MERGES]] {

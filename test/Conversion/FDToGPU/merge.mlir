@@ -2,20 +2,27 @@
 
 // The merge in two steps. Each lane (thread id mod 32) loads the lses of
 // splits lane and lane + 32 (the second clamped to split 62 and -inf past
-// it), then every thread the partials of its first iteration of up to 64
-// (they do not depend on the weights): all 63 here. Every warp weighs the
-// row's 63 splits (the max and the sum reduced with xor shuffles), so that
-// the lses' loads are not sunk behind a branch to one warp, and warp 0's
-// lanes store the weights, divided by the sum, to workgroup memory: 64 per
-// row (63 and, from the lane past the last split, a zero: whole 16-byte
-// vectors). After a barrier every thread sums its element, every partial
-// and weight loaded before any is used, at constant offsets.
+// it). 63 splits take two groups of 64 threads (a thread per element), each
+// summing a share of 32 splits (the second's last past the splits: its
+// address clamped to split 62, its weight 0). Every thread loads the
+// partials of its share's first iteration of up to 128 (they do not depend
+// on the weights): all 32 here. Every warp weighs the row's 63 splits (the
+// max and the sum reduced with xor shuffles), so that the lses' loads are
+// not sunk behind a branch to one warp, and warp 0's lanes store the
+// weights, divided by the sum, to workgroup memory: 64 per row (63 and,
+// from the lane past the last split, a zero: whole 16-byte vectors). After
+// a barrier every thread sums its element over its share, every partial
+// and weight loaded before any is used; the groups' sums meet in workgroup
+// memory and the first group adds them.
 
 // CHECK-LABEL: func.func @merge_63_splits
+// CHECK: gpu.launch_func @fd_merge::@fd_merge blocks in (%c8, %c1, %{{.*}}) threads in (%c128, %c1, %c1)
 // CHECK: gpu.func @fd_merge
-// CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<64xf32, #gpu.address_space<workgroup>>
+// CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SUMS:.*]] : memref<128xf32, #gpu.address_space<workgroup>>
 // CHECK-DAG: %[[NEG_INF:.*]] = arith.constant 0xFF800000 : f32
 // CHECK-DAG: %[[DIM:.*]] = gpu.thread_id x
+// CHECK: %[[GROUP:.*]] = arith.divui %[[DIM]], %c64 : index
+// CHECK: %[[ELEMENT:.*]] = arith.remui %[[DIM]], %c64 : index
 // CHECK: %[[LANE:.*]] = arith.remui %[[DIM]], %c32 : index
 // CHECK: arith.minsi %[[LANE]], %c62 : index
 // CHECK: llvm.load
@@ -24,7 +31,7 @@
 // CHECK: llvm.load
 // CHECK: %[[REAL:.*]] = arith.cmpi slt, %{{.*}}, %c63 : index
 // CHECK-NEXT: arith.select %[[REAL]], %{{.*}}, %[[NEG_INF]] : f32
-// CHECK-COUNT-63: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK-COUNT-32: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // CHECK: %[[FIRST_WARP:.*]] = arith.cmpi slt, %[[DIM]], %c32 : index
 // CHECK-NOT: scf.if
 // CHECK-COUNT-5: gpu.shuffle xor
@@ -37,9 +44,19 @@
 // CHECK: memref.store %{{.*}}, %[[WEIGHTS]]
 // CHECK: gpu.barrier
 // CHECK-NOT: scf.for
-// CHECK-COUNT-63: memref.load %[[WEIGHTS]]
-// CHECK-COUNT-63: llvm.intr.fma
+// CHECK: %[[WEIGHT:.*]] = memref.load %[[WEIGHTS]]
+// CHECK-NEXT: %[[IS_SPLIT:.*]] = arith.cmpi slt, %{{.*}}, %c63 : index
+// CHECK-NEXT: arith.select %[[IS_SPLIT]], %[[WEIGHT]]
+// CHECK-COUNT-31: memref.load %[[WEIGHTS]]
+// CHECK-COUNT-32: llvm.intr.fma
 // CHECK-NOT: llvm.load
+// CHECK: memref.store %{{.*}}, %[[SUMS]][%[[DIM]]]
+// CHECK-NEXT: gpu.barrier
+// CHECK: %[[IS_FIRST:.*]] = arith.cmpi eq, %[[GROUP]], %c0 : index
+// CHECK-NEXT: scf.if %[[IS_FIRST]] {
+// CHECK-NEXT: memref.load %[[SUMS]][%[[ELEMENT]]]
+// CHECK: memref.load %[[SUMS]]
+// CHECK-NOT: memref.load
 // CHECK: arith.truncf
 func.func @merge_63_splits(%po: memref<?x8x63x64xf32>, %pl: memref<?x8x63xf32>,
                            %out: memref<?x8x64xf16>) {
@@ -50,26 +67,46 @@ func.func @merge_63_splits(%po: memref<?x8x63x64xf32>, %pl: memref<?x8x63xf32>,
 
 // -----
 
-// 300 splits: the first 128 preloaded, one whole iteration of 128 in a
-// loop, then the 44 left, each a batch of loads before its weights and fmas.
+// 300 splits: 8 groups of 38 (the last's 34 past the splits), a block of
+// 512 threads: each thread's share one batch of loads before its weights
+// and fmas.
 
 // CHECK-LABEL: func.func @merge_300_splits
+// CHECK: threads in (%c512, %c1, %c1)
 // CHECK: gpu.func @fd_merge
-// CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<300xf32, #gpu.address_space<workgroup>>
-// CHECK-COUNT-128: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<300xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SUMS:.*]] : memref<512xf32, #gpu.address_space<workgroup>>
+// CHECK-COUNT-38: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // CHECK: gpu.barrier
-// CHECK-COUNT-128: memref.load %[[WEIGHTS]]
-// CHECK: scf.for %{{.*}} = %c128 to %c256 step %c128
-// CHECK-COUNT-128: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
-// CHECK-COUNT-128: memref.load %[[WEIGHTS]]
-// CHECK: scf.yield
-// CHECK-COUNT-44: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
-// CHECK-COUNT-44: memref.load %[[WEIGHTS]]
+// CHECK-NOT: scf.for
+// CHECK-COUNT-38: memref.load %[[WEIGHTS]]
 // CHECK-NOT: llvm.load
+// CHECK: gpu.barrier
+// CHECK-COUNT-8: memref.load %[[SUMS]]
 // CHECK: arith.truncf
 func.func @merge_300_splits(%po: memref<?x8x300x64xf32>, %pl: memref<?x8x300xf32>,
                            %out: memref<?x8x64xf16>) {
   fd.merge %po, %pl into %out
       : memref<?x8x300x64xf32>, memref<?x8x300xf32> into memref<?x8x64xf16>
+  return
+}
+
+// -----
+
+// 31 splits: one group, a thread per element summing them all (no sums
+// buffer, the output stored straight from the chains).
+
+// CHECK-LABEL: func.func @merge_31_splits
+// CHECK: threads in (%c64, %c1, %c1)
+// CHECK: gpu.func @fd_merge
+// CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<32xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
+// CHECK-COUNT-31: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK: gpu.barrier
+// CHECK-COUNT-31: memref.load %[[WEIGHTS]]
+// CHECK-NOT: gpu.barrier
+// CHECK: arith.truncf
+func.func @merge_31_splits(%po: memref<?x8x31x64xf32>, %pl: memref<?x8x31xf32>,
+                           %out: memref<?x8x64xf16>) {
+  fd.merge %po, %pl into %out
+      : memref<?x8x31x64xf32>, memref<?x8x31xf32> into memref<?x8x64xf16>
   return
 }
