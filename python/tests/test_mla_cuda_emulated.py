@@ -160,6 +160,32 @@ def test_fp8_latent_cache(granularity):
 
 
 @on_the_device
+@pytest.mark.parametrize("power", [24, -30])
+def test_fp8_latent_cache_with_queries_outside_half_range(power):
+    """bf16 queries over an e4m3 cache with one scale multiply in f16, q
+    times a power of two per block: queries 2^24 times the usual (past
+    f16's 65504) or 2^-30 (below its subnormals), the softmax scale divided
+    by as much, give the usual attention."""
+    inputs = latent_inputs("bfloat16", 16, 2, 80)
+    q = inputs.exact[0] * 2.0 ** power
+    latent8, _, scale, _ = flashdecode.quantize_kv(
+        inputs.exact[1], inputs.exact[1], "float8_e4m3fn",
+        granularity="tensor")
+    lens = inputs.lengths(80, 5)
+    out, lse = flashdecode.mla_decode(
+        DeviceArray.from_numpy(to_bfloat16_bits(q), dtype="bfloat16"),
+        DeviceArray.from_numpy(latent8.view(np.uint8)),
+        DeviceArray.from_numpy(lens), scale=DEEPSEEK_SCALE * 2.0 ** -power,
+        kv_dtype="float8_e4m3fn", k_scale=float(scale), return_lse=True,
+        num_splits=3, backend="cuda")
+    held = dequantized(latent8, scale, "float8_e4m3fn")
+    expected, expected_lse = attention(q, held, held[..., :512], lens,
+                                       scale=DEEPSEEK_SCALE * 2.0 ** -power)
+    check(out, lse, expected, expected_lse, "bfloat16",
+          f"seed={inputs.seed} 2^{power}")
+
+
+@on_the_device
 def test_decoder_replays_with_growing_lengths_and_moved_pages():
     """A captured Decoder over a paged latent cache: each replay reads the
     lengths and the block table as they are then."""

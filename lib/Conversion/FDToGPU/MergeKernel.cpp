@@ -44,7 +44,7 @@ static int64_t getSplitsPerIteration(int64_t threads) {
 /// model), so where few rows merge many splits one thread a dim summing
 /// them all leaves the GPU's DRAM waiting on too few warps (MLA at 16
 /// heads and B = 1: 16 rows, 121 splits, 16 blocks of 16 warps took 4.9
-/// us; bench/RESULTS.md): a group a 16 splits or more, up to 8 groups, in
+/// us; bench/RESULTS.md): a group for each 16 splits or more, up to 8, in
 /// blocks of at most 512 threads.
 struct MergeBlockShape {
   int64_t groups, sliceDims, slices;
@@ -54,11 +54,15 @@ struct MergeBlockShape {
     int64_t groups = 1;
     while (groups < kMostGroups && numSplits >= 2 * groups * kSplitsPerShare)
       groups *= 2;
+    // Slices keep whole warps; a row that will not slice takes fewer
+    // groups.
     int64_t sliceDims = headDim;
-    while (groups * sliceDims > kMostThreads && sliceDims % 64 == 0)
-      sliceDims /= 2;
-    if (groups * sliceDims > kMostThreads)
-      return {1, headDim, 1};
+    while (groups * sliceDims > kMostThreads) {
+      if (sliceDims % 64 == 0)
+        sliceDims /= 2;
+      else
+        groups /= 2;
+    }
     return {groups, sliceDims, headDim / sliceDims};
   }
   int64_t getThreads() const { return groups * sliceDims; }

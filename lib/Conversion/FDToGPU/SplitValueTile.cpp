@@ -30,17 +30,12 @@
 
 #include "SplitValueTileBuilder.h"
 
-#include "fd/Planning/KernelChoice.h"
-
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 using namespace mlir;
 using namespace mlir::fd;
 using namespace mlir::fd::detail;
-
-/// The bytes a thread copies with one cp.async.
-constexpr int64_t kPieceBytes = 16;
 
 void SplitValueTileBuilder::setUpLanes() {
   TensorCoreTileBuilder::setUpLanes();
@@ -56,62 +51,6 @@ Value SplitValueTileBuilder::stageAddress(Value stage, Value key,
                              e.mul(key, e.index(layout.stageRowBytes))),
                        byteOffset);
   return e.address(stages, rewriter.getI8Type(), offset);
-}
-
-void SplitValueTileBuilder::copyQuery(Value firstRow) {
-  const int64_t headDim = geometry.headDim;
-  const int64_t elementBytes = elementType.getIntOrFloatBitWidth() / 8;
-  const int64_t piecesPerRow = headDim * elementBytes / kPieceBytes;
-  forEachThreadIndex(
-      ::flashdecode::kTensorCoreTileRows * piecesPerRow, [&](Value index) {
-        Value tileRow = arith::DivUIOp::create(rewriter, e.loc, index,
-                                               e.index(piecesPerRow));
-        Value piece = arith::RemUIOp::create(rewriter, e.loc, index,
-                                             e.index(piecesPerRow));
-        Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
-        Value source =
-            e.address(query, elementType,
-                      e.add(e.mul(queryRow(blockRow), e.index(headDim)),
-                            e.mul(piece, e.index(kPieceBytes / elementBytes))));
-        Value target = e.address(
-            stages, rewriter.getI8Type(),
-            e.add(e.add(e.index(schedule.getQueryStageOffset()),
-                        e.mul(tileRow, e.index(layout.queryStageRowBytes))),
-                  e.mul(piece, e.index(kPieceBytes))));
-        NVVM::CpAsyncOp::create(rewriter, e.loc, target, source,
-                                static_cast<uint32_t>(kPieceBytes),
-                                NVVM::LoadCacheModifierKind::CG,
-                                e.select(isRealRow(firstRow, tileRow),
-                                         e.i32(kPieceBytes), e.i32(0)));
-      });
-  NVVM::CpAsyncCommitGroupOp::create(rewriter, e.loc);
-}
-
-SmallVector<SmallVector<Value>> SplitValueTileBuilder::readWarpQuery() {
-  auto wordsType = VectorType::get({2}, rewriter.getI32Type());
-  const int64_t elementBytes = elementType.getIntOrFloatBitWidth() / 8;
-  Value rowOffsets[2];
-  for (int64_t half = 0; half < 2; ++half)
-    rowOffsets[half] = e.add(e.index(schedule.getQueryStageOffset()),
-                             e.mul(e.add(fragmentRow, e.index(8 * half)),
-                                   e.index(layout.queryStageRowBytes)));
-  Value laneDim =
-      e.add(e.mul(warpFirstStep, e.index(16)), e.mul(fragmentPair, e.index(4)));
-  SmallVector<SmallVector<Value>> steps;
-  for (int64_t step = 0; step < layout.warpHeadDims() / 16; ++step) {
-    SmallVector<Value> words(4);
-    Value dimBytes =
-        e.mul(e.add(laneDim, e.index(16 * step)), e.index(elementBytes));
-    // a0, a2: row g's dims {0, 1} and {2, 3}; a1, a3: row g + 8's.
-    for (int64_t half = 0; half < 2; ++half) {
-      Value pair = e.load(wordsType, stages, rewriter.getI8Type(),
-                          e.add(rowOffsets[half], dimBytes), 8);
-      for (int64_t i = 0; i < 2; ++i)
-        words[half + 2 * i] = e.extract(pair, i);
-    }
-    steps.push_back(words);
-  }
-  return steps;
 }
 
 SmallVector<SplitValueTileBuilder::Piece>
@@ -309,7 +248,7 @@ void SplitValueTileBuilder::accumulateWarpValues(
   }
   auto element = [&](int64_t key, int64_t tile) {
     auto pair = LLVM::BitcastOp::create(rewriter, e.loc,
-                                        VectorType::get({2}, elementType),
+                                        VectorType::get({2}, getOperandType()),
                                         words[key][tile / 2]);
     return e.extract(pair, tile % 2);
   };
@@ -352,6 +291,9 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
                                    static_cast<int32_t>(stepsBeforeQuery));
   gpu::BarrierOp::create(rewriter, e.loc);
   SmallVector<SmallVector<Value>> queryWords = readWarpQuery();
+  Value scoreScale = queryScale;
+  if (multipliesInHalf())
+    scoreScale = e.mul(scoreScale, toHalfQuery(queryWords));
   if (stepsBeforeQuery < stagesCount - 1) {
     gpu::BarrierOp::create(rewriter, e.loc);
     for (int64_t step = stepsBeforeQuery; step + 1 < stagesCount; ++step)
@@ -398,7 +340,7 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
             exchangeScores(multiplyWarpKeys(stage, queryWords));
         // Per-token scales of the lane's keys 2p, 2p + 1 (fp8): K's times
         // q's prescale for the scores, V's for P.
-        SmallVector<Value> scoreScales = {queryScale, queryScale},
+        SmallVector<Value> scoreScales = {scoreScale, scoreScale},
                            pairValueScales;
         if (keyScales)
           for (int64_t key = 0; key < 2; ++key) {
@@ -409,7 +351,7 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
                                e.index(layout.stageScaleOffset + 4 * slot)),
                   4);
             };
-            scoreScales[key] = e.mul(queryScale, scaleOf(0));
+            scoreScales[key] = e.mul(scoreScale, scaleOf(0));
             pairValueScales.push_back(e.mul(scaleOf(values ? 1 : 0),
                                             e.f32(cache.probabilityFactor())));
           }

@@ -27,13 +27,32 @@ private:
   /// value dims.
   Value accumulatorColumn(Value, Value dim) override { return dim; }
 
+  /// bf16 queries over an fp8 cache with per-tensor scales (or none)
+  /// multiply in f16: the cache decodes with one conversion a pair
+  /// (bf16 pairs took twelve instructions, the step bound by them), q is
+  /// converted once (toHalfQuery) and P has no value scale in it, at most
+  /// 1. Per-token value scales would go into P, which f16 could not hold
+  /// for large values: those stay bf16.
+  bool multipliesInHalf() const override {
+    return cache.isFloat8() && elementType.isBF16() && !keyScales;
+  }
+  /// The bytes a thread copies with one cp.async (q's rows, K's and V's).
+  static constexpr int64_t kPieceBytes = 16;
   /// Copies the q rows of the fragments' 16 rows (padding rows zeros) into
   /// the stages' buffer at KernelSchedule::getQueryStageOffset with
-  /// cp.async, the block's threads taking 16-byte pieces, as one group.
+  /// cp.async, the block's threads taking 16-byte pieces, as one group
+  /// (SplitValueQuery.cpp, as the two below).
   void copyQuery(Value firstRow);
   /// The A words of the warp's k-steps of q (its quarter of the head dim)
   /// from copyQuery's rows: a lane's 8-byte pieces of rows g and g + 8.
   SmallVector<SmallVector<Value>> readWarpQuery();
+  /// `words` (readWarpQuery's bf16 pairs) as f16 pairs times 2^k, the same
+  /// power of two in every warp, putting the tile's largest |q| in [2^14,
+  /// 2^15) (k in [-113, 100]): exact for every element within 2^-29 of it,
+  /// the smaller within 2^-40 of it (f16's subnormals), none overflowing;
+  /// NaN and infinities stay. Returns 2^-k, which the scores are
+  /// multiplied by.
+  Value toHalfQuery(MutableArrayRef<SmallVector<Value>> words);
   /// A thread's 16-byte pieces of the copy of keys [stepStart,
   /// stepStart + 8): their key (in the step) and piece of its row, whether
   /// the thread has the piece, whether the key is in the chunk and its

@@ -54,8 +54,8 @@ void TensorCoreTileBuilder::stageQueryFragments(Value firstRow) {
 }
 
 Value TensorCoreTileBuilder::packPair(Value low, Value high) {
-  auto pair =
-      LLVM::UndefOp::create(rewriter, e.loc, VectorType::get({2}, elementType));
+  auto pair = LLVM::UndefOp::create(rewriter, e.loc,
+                                    VectorType::get({2}, getOperandType()));
   Value packed =
       LLVM::InsertElementOp::create(rewriter, e.loc, pair, low, e.i32(0));
   packed =
@@ -69,12 +69,12 @@ SmallVector<Value> TensorCoreTileBuilder::mma(ArrayRef<Value> a,
                                               ArrayRef<Value> c) {
   // f16 operands are typed <2 x half>; bf16 ones are i32 words (as the
   // intrinsics take them). nvgpu.mma.sync cannot lower bf16 in MLIR 22.
-  bool isF16 = elementType.isF16();
+  bool isF16 = getOperandType().isF16();
   auto operand = [&](Value word) -> Value {
     if (!isF16)
       return word;
-    return LLVM::BitcastOp::create(rewriter, e.loc,
-                                   VectorType::get({2}, elementType), word);
+    return LLVM::BitcastOp::create(
+        rewriter, e.loc, VectorType::get({2}, getOperandType()), word);
   };
   SmallVector<Value> aOperands, bOperands;
   for (Value word : a)
@@ -143,7 +143,7 @@ SmallVector<Value> TensorCoreTileBuilder::loadFragmentWords(Value address) {
 
 SmallVector<Value> TensorCoreTileBuilder::decodeFloat8Words(Value word) {
   SmallVector<Value> words;
-  for (Value pair : elementType.isF16()
+  for (Value pair : getOperandType().isF16()
                         ? decodeFloat8Word(e, cache, word)
                         : decodeFloat8WordToBFloat16(e, cache, word))
     words.push_back(

@@ -197,9 +197,9 @@ void TensorCoreTileBuilder::accumulateValues(
         valueWords[key] =
             loadFragmentWords(pipeline.valueVector(stage, key, tile / 8));
     auto element = [&](int64_t key) {
-      auto pair = LLVM::BitcastOp::create(rewriter, e.loc,
-                                          VectorType::get({2}, elementType),
-                                          valueWords[key][(tile % 8) / 2]);
+      auto pair = LLVM::BitcastOp::create(
+          rewriter, e.loc, VectorType::get({2}, getOperandType()),
+          valueWords[key][(tile % 8) / 2]);
       return e.extract(pair, tile % 2);
     };
     accumulateOutputTile(
@@ -224,7 +224,7 @@ TensorCoreTileBuilder::packProbabilities(const TensorCoreSoftmaxStep &softmax,
     Value weight = softmax.weights[i];
     if (!pairValueScales.empty())
       weight = e.mul(weight, pairValueScales[i % 2]);
-    return arith::TruncFOp::create(rewriter, e.loc, elementType, weight);
+    return arith::TruncFOp::create(rewriter, e.loc, getOperandType(), weight);
   };
   SmallVector<Value> p;
   for (int64_t r = 0; r < 2; ++r)

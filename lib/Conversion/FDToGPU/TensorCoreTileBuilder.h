@@ -38,6 +38,14 @@ protected:
     return cache.probabilityFactor();
   }
 
+  /// Whether the mma multiplies in f16 though the queries are bf16 (a tile
+  /// that decodes an fp8 cache with one conversion a pair where bf16 took
+  /// twelve instructions; SplitValueTile.cpp says when and how).
+  virtual bool multipliesInHalf() const { return false; }
+  /// The mma operands' element type: the query's, or f16.
+  Type getOperandType() const {
+    return multipliesInHalf() ? rewriter.getF16Type() : elementType;
+  }
   /// The four mma words of q's A fragment of k-step `step`, from
   /// workgroup memory.
   SmallVector<Value> loadQueryFragment(int64_t step);
@@ -53,10 +61,10 @@ protected:
                         const TensorCoreSoftmaxStep &softmax,
                         ValueRange carried, MutableArrayRef<Value> next);
   /// The 8 cache elements at `address` (a K/V stage in workgroup memory) as
-  /// four mma operand words of element pairs in the query's type.
+  /// four mma operand words of element pairs in the operand type.
   SmallVector<Value> loadFragmentWords(Value address);
   /// The four fp8 elements of `word` as two mma words of element pairs in
-  /// the query's type (elements 0, 1 and 2, 3).
+  /// the operand type (elements 0, 1 and 2, 3).
   SmallVector<Value> decodeFloat8Words(Value word);
   /// Stages the q fragments (A operands) of the tile's rows in workgroup
   /// memory, per k-step and lane.
@@ -101,7 +109,7 @@ protected:
   SmallVector<Value> getInitialTileState(int64_t outputTiles);
   /// P's A fragment for O += P V: the step's weights (rows g, g + 8 at keys
   /// 2p, 2p + 1: S's accumulator layout), times `pairValueScales` (keys 2p,
-  /// 2p + 1; none without per-token value scales), in the element type.
+  /// 2p + 1; none without per-token value scales), in the operand type.
   SmallVector<Value> packProbabilities(const TensorCoreSoftmaxStep &softmax,
                                        ArrayRef<Value> pairValueScales);
   /// O = O * rescale + P V for output tile `tile` (carried state entries

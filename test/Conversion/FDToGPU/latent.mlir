@@ -78,3 +78,56 @@ func.func @apart(%q: memref<2x8x192xf16>, %k: memref<2x?x2x192xf16>,
       into memref<2x8x128xf16>
   return
 }
+
+// -----
+
+// bf16 queries over an e4m3 latent cache with one scale multiply in f16:
+// each warp's largest |q| (sign bits cleared, reduced with xor shuffles)
+// meets the others' through the score exchange, q's 36 words a lane become
+// f16 pairs times that power of two before the loop, and each step decodes
+// its 34 pairs a lane with one cvt each into f16 mma operands.
+
+// CHECK-LABEL: func.func @latent_e4m3
+// CHECK: gpu.func @fd_partial_attention
+// CHECK: arith.andi %{{.*}}, %c2147450879_i32 : i32
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK: gpu.barrier
+// CHECK-COUNT-36: llvm.fptrunc {{.*}} : vector<2xf32> to vector<2xf16>
+// CHECK: scf.for
+// CHECK-COUNT-34: nvvm.convert.f8x2.to.f16x2
+// CHECK-NOT: scf.yield
+// CHECK: nvvm.mma.sync {{.*}} : (vector<2xf16>, vector<2xf16>, f32)
+func.func @latent_e4m3(%q: memref<2x16x576xbf16>,
+                       %kv: memref<2x?x1x576xf8E4M3FN>, %lens: memref<2xi32>,
+                       %ks: memref<1xf32>, %po: memref<2x16x4x512xf32>,
+                       %pl: memref<2x16x4xf32>) {
+  fd.partial_attention %q, %kv, %lens k_scale %ks : memref<1xf32>
+      into %po, %pl
+      : memref<2x16x576xbf16>, memref<2x?x1x576xf8E4M3FN>, memref<2xi32>
+        into memref<2x16x4x512xf32>, memref<2x16x4xf32>
+  return
+}
+
+// -----
+
+// Per-token scales go into P, which f16 could not hold for large values:
+// there the pairs are bf16, decoded by integer operations and a bf16
+// multiply.
+
+// CHECK-LABEL: func.func @latent_e4m3_token_scales
+// CHECK: gpu.func @fd_partial_attention
+// CHECK-NOT: llvm.fptrunc {{.*}} to vector<2xf16>
+// CHECK: scf.for
+// CHECK: arith.mulf {{.*}} : vector<2xbf16>
+// CHECK-NOT: nvvm.convert.f8x2.to.f16x2
+// CHECK: nvvm.mma.sync {{.*}} : (i32, i32, f32)
+func.func @latent_e4m3_token_scales(%q: memref<2x16x576xbf16>,
+                       %kv: memref<2x?x1x576xf8E4M3FN>, %lens: memref<2xi32>,
+                       %ks: memref<2x?x1xf32>, %po: memref<2x16x4x512xf32>,
+                       %pl: memref<2x16x4xf32>) {
+  fd.partial_attention %q, %kv, %lens k_scale %ks : memref<2x?x1xf32>
+      into %po, %pl
+      : memref<2x16x576xbf16>, memref<2x?x1x576xf8E4M3FN>, memref<2xi32>
+        into memref<2x16x4x512xf32>, memref<2x16x4xf32>
+  return
+}

@@ -67,7 +67,7 @@ func.func @merge_63_splits(%po: memref<?x8x63x64xf32>, %pl: memref<?x8x63xf32>,
 
 // -----
 
-// 300 splits: 8 groups of 38 (the last's 34 past the splits), a block of
+// 300 splits: 8 groups of 38 (the last's 4 past the splits), a block of
 // 512 threads: each thread's share one batch of loads before its weights
 // and fmas.
 
@@ -108,5 +108,60 @@ func.func @merge_31_splits(%po: memref<?x8x31x64xf32>, %pl: memref<?x8x31xf32>,
                            %out: memref<?x8x64xf16>) {
   fd.merge %po, %pl into %out
       : memref<?x8x31x64xf32>, memref<?x8x31xf32> into memref<?x8x64xf16>
+  return
+}
+
+// -----
+
+// 512-wide rows over 121 splits with their lse: 4 groups of 31 splits in
+// blocks of 512 threads, each a slice of 128 dims, 4 blocks a row (the
+// grid's x the 16 heads' 64 slices); every slice weighs the row, the first
+// (block x mod 4 = 0) writes its lse.
+
+// CHECK-LABEL: func.func @merge_wide_rows
+// CHECK: gpu.launch_func @fd_merge::@fd_merge blocks in (%c64, %c1, %{{.*}}) threads in (%c512, %c1, %c1)
+// CHECK: gpu.func @fd_merge
+// CHECK-SAME: memref<124xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>
+// CHECK: %[[BLOCK:.*]] = gpu.block_id x
+// CHECK: %[[SLICE:.*]] = arith.remui %[[BLOCK]], %c4 : index
+// CHECK: arith.divui %[[BLOCK]], %c4 : index
+// CHECK: %[[FIRST_SLICE:.*]] = arith.cmpi eq, %[[SLICE]], %c0 : index
+// CHECK: %[[LANE_0:.*]] = arith.cmpi eq, %{{.*}}, %c0 : index
+// CHECK: %[[WRITES_LSE:.*]] = arith.andi %[[LANE_0]], %[[FIRST_SLICE]] : i1
+// CHECK: arith.andi %[[WRITES_LSE]]
+// CHECK-COUNT-31: memref.load
+// CHECK: gpu.barrier
+// CHECK-COUNT-4: memref.load
+// CHECK: arith.truncf {{.*}} to bf16
+func.func @merge_wide_rows(%po: memref<?x16x121x512xf32>,
+                           %pl: memref<?x16x121xf32>,
+                           %out: memref<?x16x512xbf16>, %lse: memref<?x16xf32>) {
+  fd.merge %po, %pl into %out, %lse
+      : memref<?x16x121x512xf32>, memref<?x16x121xf32>
+        into memref<?x16x512xbf16>, memref<?x16xf32>
+  return
+}
+
+// -----
+
+// 96-wide rows over 300 splits: 8 groups would take 768 threads and the
+// row does not slice into whole warps, so 4 groups of 75 splits, 384
+// threads: 64 splits a batch of loads (over 256 threads), then the 11 left.
+
+// CHECK-LABEL: func.func @merge_unsliced_rows
+// CHECK: threads in (%c384, %c1, %c1)
+// CHECK: gpu.func @fd_merge
+// CHECK-SAME: memref<384xf32, #gpu.address_space<workgroup>>
+// CHECK-COUNT-64: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK: gpu.barrier
+// CHECK-NOT: scf.for
+// CHECK-COUNT-11: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK-NOT: llvm.load %{{.*}} : !llvm.ptr<1> -> f32
+// CHECK: gpu.barrier
+func.func @merge_unsliced_rows(%po: memref<?x8x300x96xf32>,
+                               %pl: memref<?x8x300xf32>,
+                               %out: memref<?x8x96xf16>) {
+  fd.merge %po, %pl into %out
+      : memref<?x8x300x96xf32>, memref<?x8x300xf32> into memref<?x8x96xf16>
   return
 }

@@ -1,0 +1,152 @@
+//===- SplitValueQuery.cpp - The split-value tile's q ---------------------===//
+//
+// Before its loop the split-value tile (SplitValueTile.cpp) copies q's 16
+// rows into the end of its stages with cp.async, while the first steps'
+// copies go to the stages before them, and each warp reads its k-steps' A
+// words from there: a warp's own global loads of its quarter of MLA's q
+// (4.6 KB) took a memory latency per KB. With f16 products (bf16 queries
+// over an fp8 cache with one scale) the words become f16 pairs times a
+// power of two the whole tile agrees on.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SplitValueTileBuilder.h"
+
+#include "fd/Planning/KernelChoice.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::fd;
+using namespace mlir::fd::detail;
+
+void SplitValueTileBuilder::copyQuery(Value firstRow) {
+  const int64_t headDim = geometry.headDim;
+  const int64_t elementBytes = elementType.getIntOrFloatBitWidth() / 8;
+  const int64_t piecesPerRow = headDim * elementBytes / kPieceBytes;
+  forEachThreadIndex(
+      ::flashdecode::kTensorCoreTileRows * piecesPerRow, [&](Value index) {
+        Value tileRow = arith::DivUIOp::create(rewriter, e.loc, index,
+                                               e.index(piecesPerRow));
+        Value piece = arith::RemUIOp::create(rewriter, e.loc, index,
+                                             e.index(piecesPerRow));
+        Value blockRow = e.min(e.add(firstRow, tileRow), lastRow);
+        Value source =
+            e.address(query, elementType,
+                      e.add(e.mul(queryRow(blockRow), e.index(headDim)),
+                            e.mul(piece, e.index(kPieceBytes / elementBytes))));
+        Value target = e.address(
+            stages, rewriter.getI8Type(),
+            e.add(e.add(e.index(schedule.getQueryStageOffset()),
+                        e.mul(tileRow, e.index(layout.queryStageRowBytes))),
+                  e.mul(piece, e.index(kPieceBytes))));
+        NVVM::CpAsyncOp::create(rewriter, e.loc, target, source,
+                                static_cast<uint32_t>(kPieceBytes),
+                                NVVM::LoadCacheModifierKind::CG,
+                                e.select(isRealRow(firstRow, tileRow),
+                                         e.i32(kPieceBytes), e.i32(0)));
+      });
+  NVVM::CpAsyncCommitGroupOp::create(rewriter, e.loc);
+}
+
+SmallVector<SmallVector<Value>> SplitValueTileBuilder::readWarpQuery() {
+  auto wordsType = VectorType::get({2}, rewriter.getI32Type());
+  const int64_t elementBytes = elementType.getIntOrFloatBitWidth() / 8;
+  Value rowOffsets[2];
+  for (int64_t half = 0; half < 2; ++half)
+    rowOffsets[half] = e.add(e.index(schedule.getQueryStageOffset()),
+                             e.mul(e.add(fragmentRow, e.index(8 * half)),
+                                   e.index(layout.queryStageRowBytes)));
+  Value laneDim =
+      e.add(e.mul(warpFirstStep, e.index(16)), e.mul(fragmentPair, e.index(4)));
+  SmallVector<SmallVector<Value>> steps;
+  for (int64_t step = 0; step < layout.warpHeadDims() / 16; ++step) {
+    SmallVector<Value> words(4);
+    Value dimBytes =
+        e.mul(e.add(laneDim, e.index(16 * step)), e.index(elementBytes));
+    // a0, a2: row g's dims {0, 1} and {2, 3}; a1, a3: row g + 8's.
+    for (int64_t half = 0; half < 2; ++half) {
+      Value pair = e.load(wordsType, stages, rewriter.getI8Type(),
+                          e.add(rowOffsets[half], dimBytes), 8);
+      for (int64_t i = 0; i < 2; ++i)
+        words[half + 2 * i] = e.extract(pair, i);
+    }
+    steps.push_back(words);
+  }
+  return steps;
+}
+
+Value SplitValueTileBuilder::toHalfQuery(
+    MutableArrayRef<SmallVector<Value>> words) {
+  Type f32 = rewriter.getF32Type(), i32 = rewriter.getI32Type();
+  auto widePair = VectorType::get({2}, f32);
+  auto bf16Pair = VectorType::get({2}, rewriter.getBF16Type());
+  auto halfPair = VectorType::get({2}, rewriter.getF16Type());
+  auto maximum = [&](Value lhs, Value rhs) -> Value {
+    return arith::MaximumFOp::create(rewriter, e.loc, lhs, rhs);
+  };
+  // The lane's largest |q|, the warp's, then the tile's through the score
+  // exchange (free before the loop, whose first barrier comes before its
+  // first use).
+  SmallVector<SmallVector<Value>> wide;
+  Value largest = e.f32(0.0);
+  auto widen = [&](Value word) -> Value {
+    return LLVM::FPExtOp::create(
+        rewriter, e.loc, widePair,
+        LLVM::BitcastOp::create(rewriter, e.loc, bf16Pair, word));
+  };
+  for (ArrayRef<Value> step : words) {
+    wide.emplace_back();
+    for (Value word : step) {
+      wide.back().push_back(widen(word));
+      // The pair's magnitudes: sign bits cleared.
+      Value magnitudes = widen(
+          arith::AndIOp::create(rewriter, e.loc, word, e.i32(0x7fff7fff)));
+      for (int64_t i = 0; i < 2; ++i)
+        largest = maximum(largest, e.extract(magnitudes, i));
+    }
+  }
+  for (int64_t offset = 16; offset > 0; offset /= 2)
+    largest = maximum(largest, e.shuffleXor(largest, offset));
+  auto firstLane = scf::IfOp::create(rewriter, e.loc, e.equal(lane, e.index(0)),
+                                     /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPointToStart(firstLane.thenBlock());
+    e.store(largest, scoreExchange, warp);
+  }
+  gpu::BarrierOp::create(rewriter, e.loc);
+  for (int64_t w = 0; w < PartialKernelLayout::kWarps; ++w)
+    largest = maximum(largest, e.load(f32, scoreExchange, f32, e.index(w), 4));
+  // k = 141 - the biased exponent of the largest: it in [2^14, 2^15).
+  Value exponent = arith::AndIOp::create(
+      rewriter, e.loc,
+      arith::ShRUIOp::create(
+          rewriter, e.loc,
+          LLVM::BitcastOp::create(rewriter, e.loc, i32, largest), e.i32(23)),
+      e.i32(0xff));
+  Value k = arith::MinSIOp::create(
+      rewriter, e.loc,
+      arith::MaxSIOp::create(rewriter, e.loc, e.sub(e.i32(141), exponent),
+                             e.i32(-113)),
+      e.i32(100));
+  auto powerOfTwo = [&](Value power) {
+    return LLVM::BitcastOp::create(
+        rewriter, e.loc, f32,
+        arith::ShLIOp::create(rewriter, e.loc, e.add(power, e.i32(127)),
+                              e.i32(23)));
+  };
+  Value scale = powerOfTwo(k);
+  Value scalePair = LLVM::PoisonOp::create(rewriter, e.loc, widePair);
+  for (int64_t i = 0; i < 2; ++i)
+    scalePair = LLVM::InsertElementOp::create(rewriter, e.loc, scalePair, scale,
+                                              e.i32(i));
+  for (auto [step, wideStep] : llvm::zip(words, wide))
+    for (auto [word, pair] : llvm::zip(step, wideStep))
+      word = LLVM::BitcastOp::create(
+          rewriter, e.loc, i32,
+          LLVM::FPTruncOp::create(
+              rewriter, e.loc, halfPair,
+              arith::MulFOp::create(rewriter, e.loc, pair, scalePair)));
+  return powerOfTwo(e.sub(e.i32(0), k));
+}
