@@ -186,6 +186,38 @@ def test_fp8_latent_cache_with_queries_outside_half_range(power):
 
 
 @on_the_device
+def test_fp8_latent_cache_nan_query_poisons_only_its_row():
+    """With f16 products a NaN in one head's q makes that row NaN (output
+    and lse); the tile's other rows keep their q (the power of two counts
+    finite values only) and match the reference."""
+    inputs = latent_inputs("bfloat16", 16, 2, 80)
+    q = inputs.exact[0].copy()
+    q[0, 3, 100] = np.nan
+    latent8, _, scale, _ = flashdecode.quantize_kv(
+        inputs.exact[1], inputs.exact[1], "float8_e4m3fn",
+        granularity="tensor")
+    lens = inputs.lengths(80, 5)
+    out, lse = flashdecode.mla_decode(
+        DeviceArray.from_numpy(to_bfloat16_bits(q), dtype="bfloat16"),
+        DeviceArray.from_numpy(latent8.view(np.uint8)),
+        DeviceArray.from_numpy(lens), scale=DEEPSEEK_SCALE,
+        kv_dtype="float8_e4m3fn", k_scale=float(scale), return_lse=True,
+        num_splits=3, backend="cuda")
+    actual, actual_lse = decode(out.numpy(), "bfloat16"), lse.numpy()
+    assert np.isnan(actual[0, 3]).all() and np.isnan(actual_lse[0, 3]), \
+        f"seed={inputs.seed}"
+    clean = q.copy()
+    clean[0, 3] = 0.0
+    held = dequantized(latent8, scale, "float8_e4m3fn")
+    expected, expected_lse = expected_mla(clean, held, lens)
+    actual[0, 3], actual_lse[0, 3] = 0.0, expected_lse[0, 3]
+    expected[0, 3] = 0.0
+    check_against_reference(to_bfloat16_bits(actual), actual_lse, expected,
+                            expected_lse, "bfloat16", TOLERANCE["bfloat16"],
+                            LSE_TOLERANCE, f"seed={inputs.seed}")
+
+
+@on_the_device
 def test_decoder_replays_with_growing_lengths_and_moved_pages():
     """A captured Decoder over a paged latent cache: each replay reads the
     lengths and the block table as they are then."""

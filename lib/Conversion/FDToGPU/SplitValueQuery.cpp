@@ -16,6 +16,8 @@
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::fd;
 using namespace mlir::fd::detail;
@@ -99,11 +101,18 @@ Value SplitValueTileBuilder::toHalfQuery(
     wide.emplace_back();
     for (Value word : step) {
       wide.back().push_back(widen(word));
-      // The pair's magnitudes: sign bits cleared.
+      // The pair's finite magnitudes (sign bits cleared; NaN and
+      // infinities count 0, so that one row's leave the others' q as it
+      // is and stay what they are).
       Value magnitudes = widen(
           arith::AndIOp::create(rewriter, e.loc, word, e.i32(0x7fff7fff)));
-      for (int64_t i = 0; i < 2; ++i)
-        largest = maximum(largest, e.extract(magnitudes, i));
+      for (int64_t i = 0; i < 2; ++i) {
+        Value magnitude = e.extract(magnitudes, i);
+        Value finite = arith::CmpFOp::create(
+            rewriter, e.loc, arith::CmpFPredicate::OLT, magnitude,
+            e.f32(std::numeric_limits<float>::infinity()));
+        largest = maximum(largest, e.select(finite, magnitude, e.f32(0.0)));
+      }
     }
   }
   for (int64_t offset = 16; offset > 0; offset /= 2)

@@ -50,8 +50,8 @@ private:
   /// power of two in every warp, putting the tile's largest |q| in [2^14,
   /// 2^15) (k in [-113, 100]): exact for every element within 2^-29 of it,
   /// the smaller within 2^-40 of it (f16's subnormals), none overflowing;
-  /// NaN and infinities stay. Returns 2^-k, which the scores are
-  /// multiplied by.
+  /// NaN and infinities stay, and do not count in the largest. Returns
+  /// 2^-k, which the scores are multiplied by.
   Value toHalfQuery(MutableArrayRef<SmallVector<Value>> words);
   /// A thread's 16-byte pieces of the copy of keys [stepStart,
   /// stepStart + 8): their key (in the step) and piece of its row, whether
