@@ -159,6 +159,23 @@ def test_fp8_latent_cache(granularity):
           f"seed={inputs.seed} {granularity}")
 
 
+def decode_over_e4m3(inputs, q, scale):
+    """MLA decode of `q` (float64 values, held as bf16) over inputs' latent
+    cache quantized to e4m3 with one scale, on the device: out, lse, the
+    cache as held (dequantized) and the lengths."""
+    latent8, _, k_scale, _ = flashdecode.quantize_kv(
+        inputs.exact[1], inputs.exact[1], "float8_e4m3fn",
+        granularity="tensor")
+    lens = inputs.lengths(80, 5)
+    out, lse = flashdecode.mla_decode(
+        DeviceArray.from_numpy(to_bfloat16_bits(q), dtype="bfloat16"),
+        DeviceArray.from_numpy(latent8.view(np.uint8)),
+        DeviceArray.from_numpy(lens), scale=scale,
+        kv_dtype="float8_e4m3fn", k_scale=float(k_scale), return_lse=True,
+        num_splits=3, backend="cuda")
+    return out, lse, dequantized(latent8, k_scale, "float8_e4m3fn"), lens
+
+
 @on_the_device
 @pytest.mark.parametrize("power", [24, -30])
 def test_fp8_latent_cache_with_queries_outside_half_range(power):
@@ -168,19 +185,10 @@ def test_fp8_latent_cache_with_queries_outside_half_range(power):
     by as much, give the usual attention."""
     inputs = latent_inputs("bfloat16", 16, 2, 80)
     q = inputs.exact[0] * 2.0 ** power
-    latent8, _, scale, _ = flashdecode.quantize_kv(
-        inputs.exact[1], inputs.exact[1], "float8_e4m3fn",
-        granularity="tensor")
-    lens = inputs.lengths(80, 5)
-    out, lse = flashdecode.mla_decode(
-        DeviceArray.from_numpy(to_bfloat16_bits(q), dtype="bfloat16"),
-        DeviceArray.from_numpy(latent8.view(np.uint8)),
-        DeviceArray.from_numpy(lens), scale=DEEPSEEK_SCALE * 2.0 ** -power,
-        kv_dtype="float8_e4m3fn", k_scale=float(scale), return_lse=True,
-        num_splits=3, backend="cuda")
-    held = dequantized(latent8, scale, "float8_e4m3fn")
+    scale = DEEPSEEK_SCALE * 2.0 ** -power
+    out, lse, held, lens = decode_over_e4m3(inputs, q, scale)
     expected, expected_lse = attention(q, held, held[..., :512], lens,
-                                       scale=DEEPSEEK_SCALE * 2.0 ** -power)
+                                       scale=scale)
     check(out, lse, expected, expected_lse, "bfloat16",
           f"seed={inputs.seed} 2^{power}")
 
@@ -193,22 +201,12 @@ def test_fp8_latent_cache_nan_query_poisons_only_its_row():
     inputs = latent_inputs("bfloat16", 16, 2, 80)
     q = inputs.exact[0].copy()
     q[0, 3, 100] = np.nan
-    latent8, _, scale, _ = flashdecode.quantize_kv(
-        inputs.exact[1], inputs.exact[1], "float8_e4m3fn",
-        granularity="tensor")
-    lens = inputs.lengths(80, 5)
-    out, lse = flashdecode.mla_decode(
-        DeviceArray.from_numpy(to_bfloat16_bits(q), dtype="bfloat16"),
-        DeviceArray.from_numpy(latent8.view(np.uint8)),
-        DeviceArray.from_numpy(lens), scale=DEEPSEEK_SCALE,
-        kv_dtype="float8_e4m3fn", k_scale=float(scale), return_lse=True,
-        num_splits=3, backend="cuda")
+    out, lse, held, lens = decode_over_e4m3(inputs, q, DEEPSEEK_SCALE)
     actual, actual_lse = decode(out.numpy(), "bfloat16"), lse.numpy()
     assert np.isnan(actual[0, 3]).all() and np.isnan(actual_lse[0, 3]), \
         f"seed={inputs.seed}"
     clean = q.copy()
     clean[0, 3] = 0.0
-    held = dequantized(latent8, scale, "float8_e4m3fn")
     expected, expected_lse = expected_mla(clean, held, lens)
     actual[0, 3], actual_lse[0, 3] = 0.0, expected_lse[0, 3]
     expected[0, 3] = 0.0

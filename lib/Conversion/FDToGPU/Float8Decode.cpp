@@ -45,6 +45,18 @@ static Value spreadPair(KernelEmitter &e, Value bytes, int64_t pair) {
   return LLVM::BitcastOp::create(e.b, e.loc, e.b.getI32Type(), spread);
 }
 
+/// Bit 15 of each half of `word` set where the half's bits under `mask` (a
+/// half's) are all ones: adding the mask's lowest bit to them carries into
+/// bit 15 (the mask leaves bit 15 out).
+static Value halvesWithAllOnes(KernelEmitter &e, Value word, uint32_t mask) {
+  const uint32_t lowest = mask & (~mask + 1);
+  Value masked =
+      arith::AndIOp::create(e.b, e.loc, word, e.i32(mask * 0x00010001u));
+  return arith::AndIOp::create(e.b, e.loc,
+                               e.add(masked, e.i32(lowest * 0x00010001u)),
+                               e.i32(0x80008000));
+}
+
 /// Bit operations: elements 2 * pair and 2 * pair + 1 as the high bytes of
 /// the two halves of a word, decoded in place.
 static Value decodePair(KernelEmitter &e, const CacheElements &cache,
@@ -61,11 +73,7 @@ static Value decodePair(KernelEmitter &e, const CacheElements &cache,
     Value magnitude = arith::AndIOp::create(
         e.b, e.loc, arith::ShRUIOp::create(e.b, e.loc, word, constant(1)),
         constant(0x3f803f80));
-    Value nanBits = arith::AndIOp::create(
-        e.b, e.loc,
-        e.add(arith::AndIOp::create(e.b, e.loc, word, constant(0x7f007f00)),
-              constant(0x01000100)),
-        constant(0x80008000));
+    Value nanBits = halvesWithAllOnes(e, word, 0x7f00);
     Value nanExponent = e.sub(
         nanBits, arith::ShRUIOp::create(e.b, e.loc, nanBits, constant(5)));
     word = arith::OrIOp::create(
@@ -108,14 +116,7 @@ static Value decodePairToBFloat16(KernelEmitter &e, const CacheElements &cache,
               cast<ShapedType>(pairType),
               e.b.getFloatAttr(e.b.getBF16Type(), factor).getValue())));
   // E4M3FN: all seven magnitude bits; E5M2: the exponent's five.
-  const uint32_t special = e4m3 ? 0x7f00 : 0x7c00,
-                 carry = e4m3 ? 0x0100 : 0x0400;
-  Value specialBits = arith::AndIOp::create(
-      e.b, e.loc,
-      e.add(arith::AndIOp::create(e.b, e.loc, word,
-                                  constant(special * 0x00010001u)),
-            constant(carry * 0x00010001u)),
-      constant(0x80008000));
+  Value specialBits = halvesWithAllOnes(e, word, e4m3 ? 0x7f00 : 0x7c00);
   Value specialExponent =
       e.sub(specialBits,
             arith::ShRUIOp::create(e.b, e.loc, specialBits, constant(8)));

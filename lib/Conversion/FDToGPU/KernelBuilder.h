@@ -109,6 +109,12 @@ struct KernelEmitter {
                                   gpu::ShuffleMode::XOR)
         .getShuffleResult();
   }
+  /// Combines a value across the 32 lanes of a warp with xor shuffles.
+  Value reduceWarp(Value value, function_ref<Value(Value, Value)> combine) {
+    for (int64_t offset = 16; offset > 0; offset /= 2)
+      value = combine(value, shuffleXor(value, offset));
+    return value;
+  }
   /// Address of element `offset` (an index) of a global array of `type`.
   Value address(Value base, Type elementType, Value offset) {
     return LLVM::GEPOp::create(b, loc, base.getType(), elementType, base,

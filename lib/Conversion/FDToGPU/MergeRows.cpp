@@ -38,14 +38,6 @@ Value reduceTree(SmallVector<Value> values,
   return values.front();
 }
 
-/// Combines a value across the 32 lanes of a warp with xor shuffles.
-Value reduceWarp(KernelEmitter &e, Value value,
-                 function_ref<Value(Value, Value)> combine) {
-  for (int64_t offset = 16; offset > 0; offset /= 2)
-    value = combine(value, e.shuffleXor(value, offset));
-  return value;
-}
-
 /// `then()`'s values where `condition` holds (null: always), `otherwise`
 /// elsewhere: an scf.if, so that `then` runs only where it holds.
 SmallVector<Value> emitWhere(KernelEmitter &e, Value condition,
@@ -129,14 +121,14 @@ void mlir::fd::detail::emitMergeWeights(KernelEmitter &e,
     return arith::MaximumFOp::create(b, e.loc, lhs, rhs);
   };
   auto add = [&](Value lhs, Value rhs) { return e.add(lhs, rhs); };
-  Value max = reduceWarp(e, reduceTree(lses, maximum), maximum);
+  Value max = e.reduceWarp(reduceTree(lses, maximum), maximum);
   if (sink)
     max = maximum(max, sink);
   Value shift = buildMergeShift(b, e.loc, max);
   SmallVector<Value> weights;
   for (Value lse : lses)
     weights.push_back(e.exp2(e.sub(lse, shift)));
-  Value sum = reduceWarp(e, reduceTree(weights, add), add);
+  Value sum = e.reduceWarp(reduceTree(weights, add), add);
   if (sink)
     sum = e.add(sum, e.exp2(e.sub(sink, shift)));
   Value hasKeys = buildSawKeys(b, e.loc, max);
@@ -195,14 +187,17 @@ Type WeightedSum::getSliceType() const {
   return width == 1 ? f32 : VectorType::get({width}, f32);
 }
 
+Value WeightedSum::getShareSplit(Value first, int64_t i) {
+  return e.add(e.add(shareFirst, first), e.index(i));
+}
+
 Value WeightedSum::getSplit(Value first, int64_t i) {
-  Value split = e.add(e.add(shareFirst, first), e.index(i));
+  Value split = getShareSplit(first, i);
   return mayOverrun ? e.min(split, e.index(buffers.numSplits - 1)) : split;
 }
 
 Value WeightedSum::isSplit(Value first, int64_t i) {
-  return e.lessThan(e.add(e.add(shareFirst, first), e.index(i)),
-                    e.index(buffers.numSplits));
+  return e.lessThan(getShareSplit(first, i), e.index(buffers.numSplits));
 }
 
 SmallVector<Value> WeightedSum::loadPartials(Value first, int64_t count) {

@@ -92,8 +92,10 @@ public:
 
 private:
   Type getSliceType() const;
-  /// Split `first + i` of the share, clamped into the row's where the
-  /// share may overrun them, and whether it is one of the row's.
+  /// Split `first + i` of the share (its index in the row), the same
+  /// clamped into the row's splits where the share may overrun them, and
+  /// whether it is one of the row's.
+  Value getShareSplit(Value first, int64_t i);
   Value getSplit(Value first, int64_t i);
   Value isSplit(Value first, int64_t i);
   /// The partials of splits [first, first + count) of the share.

@@ -115,8 +115,7 @@ Value SplitValueTileBuilder::toHalfQuery(
       }
     }
   }
-  for (int64_t offset = 16; offset > 0; offset /= 2)
-    largest = maximum(largest, e.shuffleXor(largest, offset));
+  largest = e.reduceWarp(largest, maximum);
   auto firstLane = scf::IfOp::create(rewriter, e.loc, e.equal(lane, e.index(0)),
                                      /*withElseRegion=*/false);
   {
