@@ -44,13 +44,14 @@ static int64_t getSplitsPerIteration(int64_t threads) {
 /// model), so where few rows merge many splits one thread a dim summing
 /// them all leaves the GPU's DRAM waiting on too few warps (MLA at 16
 /// heads and B = 1: 16 rows, 121 splits, 16 blocks of 16 warps took 4.9
-/// us; bench/RESULTS.md): a group for each 16 splits or more, up to 8, in
-/// blocks of at most 512 threads.
+/// us; bench/RESULTS.md): a group for each 12 splits or more, up to 8, in
+/// blocks of at most 512 threads (16 left MLA's 121 splits in shares of 31,
+/// its merge 1.6 us against 1.0 in shares of 16).
 struct MergeBlockShape {
   int64_t groups, sliceDims, slices;
 
   static MergeBlockShape get(int64_t headDim, int64_t numSplits) {
-    constexpr int64_t kSplitsPerShare = 16, kMostGroups = 8, kMostThreads = 512;
+    constexpr int64_t kSplitsPerShare = 12, kMostGroups = 8, kMostThreads = 512;
     int64_t groups = 1;
     while (groups < kMostGroups && numSplits >= 2 * groups * kSplitsPerShare)
       groups *= 2;

@@ -16,7 +16,8 @@
 //
 // Two barriers a step: at its top, once the step's copies are in (every
 // warp is then past the previous step, so its stage takes the copy of step
-// i + S - 1), and between the shares' stores and their reads.
+// i + S - 1, issued before the step's P V), and between the shares' stores
+// and their reads.
 //
 // Fragments (PTX ISA, as in TensorCoreTile.cpp, lane l: g = l / 4,
 // p = l % 4): k-step t of S takes head dims 16t + 4p .. 16t + 4p + 3 of q
@@ -157,7 +158,7 @@ void SplitValueTileBuilder::copyStep(Value stepStart, Value stage,
   NVVM::CpAsyncCommitGroupOp::create(rewriter, e.loc);
 }
 
-SmallVector<Value> SplitValueTileBuilder::multiplyWarpKeys(
+SmallVector<SmallVector<Value>> SplitValueTileBuilder::multiplyWarpKeys(
     Value stage, ArrayRef<SmallVector<Value>> queryWords) {
   // A lane's four elements of key g: two words, or one fp8 word decoded.
   const bool float8 = cache.isFloat8();
@@ -165,9 +166,12 @@ SmallVector<Value> SplitValueTileBuilder::multiplyWarpKeys(
   Value laneBytes = e.mul(
       e.add(e.mul(warpFirstStep, e.index(16)), e.mul(fragmentPair, e.index(4))),
       e.index(cache.bytes()));
-  // Two accumulators (even and odd k-steps): two mma chains of half the
-  // length.
-  SmallVector<SmallVector<Value>> chains(2, SmallVector<Value>(4, e.f32(0.0)));
+  // Three accumulators (k-steps t, t + 3, t + 6, ...): three mma chains a
+  // third as long, summed by sumShares. Two made the chain the step's
+  // longest latency; one a k-step took as many adds as the fp8 tile's issue
+  // could spare (bench/RESULTS.md, 2026-12-06 (third)).
+  constexpr size_t chains = 3;
+  SmallVector<SmallVector<Value>> products;
   for (auto [step, words] : llvm::enumerate(queryWords)) {
     Value address =
         stageAddress(stage, fragmentRow,
@@ -177,13 +181,23 @@ SmallVector<Value> SplitValueTileBuilder::multiplyWarpKeys(
     SmallVector<Value> keyWords =
         float8 ? decodeFloat8Words(e.extract(loaded, 0))
                : SmallVector<Value>{e.extract(loaded, 0), e.extract(loaded, 1)};
-    SmallVector<Value> &chain = chains[step % 2];
-    chain = mma(words, keyWords, chain);
+    if (step < chains)
+      products.push_back(
+          mma(words, keyWords, SmallVector<Value>(4, e.f32(0.0))));
+    else
+      products[step % chains] = mma(words, keyWords, products[step % chains]);
   }
-  SmallVector<Value> share;
-  for (int64_t i = 0; i < 4; ++i)
-    share.push_back(e.add(chains[0][i], chains[1][i]));
-  return share;
+  return products;
+}
+
+SmallVector<Value>
+SplitValueTileBuilder::sumShares(MutableArrayRef<SmallVector<Value>> products) {
+  for (size_t width = 1; width < products.size(); width *= 2)
+    for (size_t first = 0; first + width < products.size(); first += 2 * width)
+      for (int64_t i = 0; i < 4; ++i)
+        products[first][i] =
+            e.add(products[first][i], products[first + width][i]);
+  return products.front();
 }
 
 SmallVector<Value>
@@ -252,10 +266,11 @@ void SplitValueTileBuilder::accumulateWarpValues(
                                         words[key][tile / 2]);
     return e.extract(pair, tile % 2);
   };
+  SmallVector<Value> outputs = rescaleOutputs(softmax, carried, tiles);
   for (int64_t tile = 0; tile < tiles; ++tile)
     accumulateOutputTile(
         tile, p, [&] { return packPair(element(0, tile), element(1, tile)); },
-        softmax, carried, next);
+        outputs, next);
 }
 
 void SplitValueTileBuilder::streamRowTile(Value firstRow) {
@@ -326,8 +341,8 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
         NVVM::CpAsyncWaitGroupOp::create(rewriter, e.loc,
                                          static_cast<int32_t>(stagesCount - 2));
         gpu::BarrierOp::create(rewriter, e.loc);
-        copyStep(stepAhead(stepStart, stagesCount - 1),
-                 stageOf(stagesCount - 1), carried.drop_front(entriesAt));
+        SmallVector<SmallVector<Value>> products =
+            multiplyWarpKeys(stage, queryWords);
         SmallVector<Value> nextEntries =
             loadStepEntries(stepAhead(stepStart, stagesCount));
         // With holes, whether the lane's keys 2p, 2p + 1 are keys.
@@ -336,8 +351,7 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
           for (int64_t key = 0; key < 2; ++key)
             pairIsKey.push_back(isKeyEntry(loadPageEntry(e.min(
                 e.add(stepStart, e.add(pairKey, e.index(key))), lastKey))));
-        SmallVector<Value> s =
-            exchangeScores(multiplyWarpKeys(stage, queryWords));
+        SmallVector<Value> s = exchangeScores(sumShares(products));
         // Per-token scales of the lane's keys 2p, 2p + 1 (fp8): K's times
         // q's prescale for the scores, V's for P.
         SmallVector<Value> scoreScales = {scoreScale, scoreScale},
@@ -360,6 +374,10 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
         SmallVector<Value> next(carried.begin(), carried.end());
         TensorCoreSoftmaxStep softmax =
             stepTensorCoreSoftmax(carried, scores, next);
+        // The copy's address arithmetic issues in the softmax's shuffle
+        // and exp latencies (at the step's top it lengthened the step).
+        copyStep(stepAhead(stepStart, stagesCount - 1),
+                 stageOf(stagesCount - 1), carried.drop_front(entriesAt));
         accumulateWarpValues(stage, softmax, pairValueScales, carried, next);
         llvm::copy(nextEntries, next.begin() + entriesAt);
         scf::YieldOp::create(rewriter, e.loc, next);

@@ -72,9 +72,12 @@ private:
   void copyStep(Value stepStart, Value stage, ValueRange entries);
   /// The address of byte `byteOffset` of key `key`'s row in `stage`.
   Value stageAddress(Value stage, Value key, Value byteOffset);
-  /// The warp's share of S = q K^T for the step in `stage`.
-  SmallVector<Value> multiplyWarpKeys(Value stage,
-                                      ArrayRef<SmallVector<Value>> queryWords);
+  /// The warp's share of S = q K^T for the step in `stage`: the products
+  /// of its mma chains (sumShares adds them).
+  SmallVector<SmallVector<Value>>
+  multiplyWarpKeys(Value stage, ArrayRef<SmallVector<Value>> queryWords);
+  /// The sum of multiplyWarpKeys' products (pairwise, in place).
+  SmallVector<Value> sumShares(MutableArrayRef<SmallVector<Value>> products);
   /// S summed over the warps' shares through workgroup memory.
   SmallVector<Value> exchangeScores(ArrayRef<Value> share);
   /// O += P V over the warp's value dims for the step in `stage`, P times

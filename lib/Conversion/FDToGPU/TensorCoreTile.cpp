@@ -188,6 +188,7 @@ void TensorCoreTileBuilder::accumulateValues(
           e.mul(e.extract(valuePair, key), e.f32(cache.probabilityFactor())));
   }
   SmallVector<Value> p = packProbabilities(softmax, pairValueScales);
+  SmallVector<Value> outputs = rescaleOutputs(softmax, carried, outputTiles);
   // V's vectors are read as the output tiles take them: the vector of
   // each key that output tiles [8v, 8v + 8) need.
   SmallVector<Value> valueWords[2];
@@ -203,8 +204,8 @@ void TensorCoreTileBuilder::accumulateValues(
       return e.extract(pair, tile % 2);
     };
     accumulateOutputTile(
-        tile, p, [&] { return packPair(element(0), element(1)); }, softmax,
-        carried, next);
+        tile, p, [&] { return packPair(element(0), element(1)); }, outputs,
+        next);
   }
 }
 
@@ -232,14 +233,36 @@ TensorCoreTileBuilder::packProbabilities(const TensorCoreSoftmaxStep &softmax,
   return p;
 }
 
+SmallVector<Value>
+TensorCoreTileBuilder::rescaleOutputs(const TensorCoreSoftmaxStep &softmax,
+                                      ValueRange carried,
+                                      int64_t outputTiles) {
+  ValueRange outputs = carried.slice(4, 4 * outputTiles);
+  auto multiply = [&] {
+    SmallVector<Value> rescaled;
+    for (auto [index, output] : llvm::enumerate(outputs))
+      rescaled.push_back(e.mul(output, softmax.rescale[index % 4 / 2]));
+    return rescaled;
+  };
+  // Most steps raise no max of the warp's rows: their accumulators stay
+  // as they are, a branch the whole warp takes (the vote) skips their
+  // multiplies.
+  auto raised = scf::IfOp::create(rewriter, e.loc, outputs.getTypes(),
+                                  softmax.raised, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPointToStart(raised.thenBlock());
+    scf::YieldOp::create(rewriter, e.loc, multiply());
+    rewriter.setInsertionPointToStart(raised.elseBlock());
+    scf::YieldOp::create(rewriter, e.loc, outputs);
+  }
+  return SmallVector<Value>(raised.getResults());
+}
+
 void TensorCoreTileBuilder::accumulateOutputTile(
     int64_t tile, ArrayRef<Value> p, function_ref<Value()> valueWord,
-    const TensorCoreSoftmaxStep &softmax, ValueRange carried,
-    MutableArrayRef<Value> next) {
-  SmallVector<Value> c;
-  for (int64_t i = 0; i < 4; ++i)
-    c.push_back(e.mul(carried[4 + 4 * tile + i], softmax.rescale[i / 2]));
-  SmallVector<Value> d = mma(p, {valueWord()}, c);
+    ArrayRef<Value> outputs, MutableArrayRef<Value> next) {
+  SmallVector<Value> d = mma(p, {valueWord()}, outputs.slice(4 * tile, 4));
   for (int64_t i = 0; i < 4; ++i)
     next[4 + 4 * tile + i] = d[i];
 }
@@ -257,8 +280,13 @@ TensorCoreTileBuilder::stepTensorCoreSoftmax(ValueRange carried,
                                              ArrayRef<Value> scores,
                                              MutableArrayRef<Value> next) {
   // The online softmax per row: the step's max over the 4 lanes of the
-  // row, one rescale, each score's exp once.
+  // row, one rescale, each score's exp once. The max the weights are taken
+  // against lags the row's: it moves only past getMaxLag() above the carried
+  // one (weights up to 2^kMaxLag, well within P's operand type), so most
+  // steps leave the accumulators as they are (rescaleOutputs); the max,
+  // the sum and the accumulators keep one max, so the state is exact.
   TensorCoreSoftmaxStep step;
+  Value raises;
   for (int64_t r = 0; r < 2; ++r) {
     Value tileMax = carried[r];
     for (int64_t i = 0; i < 2; ++i)
@@ -267,8 +295,15 @@ TensorCoreTileBuilder::stepTensorCoreSoftmax(ValueRange carried,
     for (int64_t offset : {1, 2})
       tileMax = arith::MaximumFOp::create(rewriter, e.loc, tileMax,
                                           e.shuffleXor(tileMax, offset));
-    // A NaN score propagates through the max. Nothing visible yet: weights
-    // 0 (2^(-inf - -inf) would be NaN).
+    // A NaN score propagates through the max (it is not within the lag);
+    // so does the first visible key's past a max of -inf.
+    Value raise = arith::CmpFOp::create(rewriter, e.loc,
+                                        arith::CmpFPredicate::UGT, tileMax,
+                                        e.add(carried[r], e.f32(getMaxLag())));
+    raises = raises ? arith::OrIOp::create(rewriter, e.loc, raises, raise)
+                    : raise;
+    tileMax = e.select(raise, tileMax, carried[r]);
+    // Nothing visible yet: weights 0 (2^(-inf - -inf) would be NaN).
     Value empty = e.isNegInf(tileMax);
     step.rescale[r] = buildRescale(e, carried[r], tileMax);
     Value sum = e.mul(carried[2 + r], step.rescale[r]);
@@ -282,6 +317,9 @@ TensorCoreTileBuilder::stepTensorCoreSoftmax(ValueRange carried,
     next[r] = tileMax;
     next[2 + r] = sum;
   }
+  step.raised = NVVM::VoteSyncOp::create(
+      rewriter, e.loc, rewriter.getI1Type(), e.i32(-1), raises,
+      NVVM::VoteSyncKind::any);
   return step;
 }
 

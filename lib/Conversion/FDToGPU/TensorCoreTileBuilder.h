@@ -98,7 +98,20 @@ protected:
   /// weights (`scores` as maskTensorCoreScores orders them).
   struct TensorCoreSoftmaxStep {
     Value max[2], sum[2], rescale[2], weights[4];
+    /// Whether a row of the warp took a new max (the same in every lane).
+    Value raised;
   };
+  /// How far (base 2) a row's scores may rise above the max its weights
+  /// are taken against before the max moves: 2^8 keeps P well within f16
+  /// and bf16, and a max moves in few steps (the first, mostly).
+  static constexpr float kMaxLag = 8.0f;
+  /// kMaxLag, or 0 where P carries per-token value scales in f16: a scale
+  /// times the probability factor leaves P room for values up to ~10^5 at
+  /// weights of at most 1, ~450 at 2^8.
+  float getMaxLag() const {
+    return (keyScales || valueScales) && getOperandType().isF16() ? 0.0f
+                                                                  : kMaxLag;
+  }
   /// Also writes the rows' new max and sum into `next` (the carried state's
   /// first four entries).
   TensorCoreSoftmaxStep stepTensorCoreSoftmax(ValueRange carried,
@@ -112,12 +125,16 @@ protected:
   /// 2p + 1; none without per-token value scales), in the operand type.
   SmallVector<Value> packProbabilities(const TensorCoreSoftmaxStep &softmax,
                                        ArrayRef<Value> pairValueScales);
-  /// O = O * rescale + P V for output tile `tile` (carried state entries
-  /// 4 + 4 tile ..) with V's B word (`valueWord` builds it), into `next`.
+  /// The carried output tiles (state entries 4 ..) times their rows'
+  /// rescale, multiplied only where the warp raised a max.
+  SmallVector<Value> rescaleOutputs(const TensorCoreSoftmaxStep &softmax,
+                                    ValueRange carried, int64_t outputTiles);
+  /// O += P V for output tile `tile` of `outputs` (rescaleOutputs') with
+  /// V's B word (`valueWord` builds it), into `next`.
   void accumulateOutputTile(int64_t tile, ArrayRef<Value> p,
                             function_ref<Value()> valueWord,
-                            const TensorCoreSoftmaxStep &softmax,
-                            ValueRange carried, MutableArrayRef<Value> next);
+                            ArrayRef<Value> outputs,
+                            MutableArrayRef<Value> next);
   /// Sums each row's sum in `loopResults` (entries 2, 3) over its quad.
   void sumRowsOverQuad(MutableArrayRef<Value> loopResults);
   /// The token loop's results (each row's max, the lane's share of its sum,

@@ -4,8 +4,10 @@
 // the values the latent cache's first 512 columns. The partial kernel takes
 // no value cache; its warps exchange their shares of S (4 x 32 lanes x 4),
 // publish one state (19 rows of 512: the four stages of 8 latent rows take
-// its place) and do 9 m16n8k16 k-steps and 16 m16n8k8 output tiles each a
-// step, the block copying the keys with cp.async; the partial rows are
+// its place) and do 9 m16n8k16 k-steps (three chains from zero) and 16
+// m16n8k8 output tiles each a step, the block copying the keys with
+// cp.async before the P V tiles; the accumulators are rescaled only when
+// the warp's vote says a row raised its max; the partial rows are
 // written four values a thread (16-byte loads and stores); the merge writes
 // each 512-wide row an element a thread (512 threads).
 
@@ -29,9 +31,19 @@
 // CHECK: nvvm.cp.async.commit.group
 // CHECK: scf.for
 // CHECK: nvvm.cp.async.wait.group 2
-// CHECK-COUNT-9: shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// CHECK-COUNT-3: C[%[[ZERO:cst[_0-9]*]], %[[ZERO]], %[[ZERO]], %[[ZERO]]] {{.*}} k = 16
+// CHECK-COUNT-6: C[%{{[0-9]+}}, {{.*}} k = 16
 // CHECK-NOT: shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // CHECK: gpu.barrier
+// CHECK: %[[RAISED:.*]] = nvvm.vote.sync  any %c-1_i32, %{{.*}} -> i1
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: nvvm.cp.async.commit.group
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: scf.if %[[RAISED]] -> (f32,
+// CHECK-COUNT-64: arith.mulf
+// CHECK-NEXT: scf.yield
+// CHECK-NEXT: } else {
+// CHECK-NEXT: scf.yield %arg
 // CHECK-COUNT-16: shape = #nvvm.shape<m = 16, n = 8, k = 8>
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: nvvm.cp.async.wait.group 0
@@ -95,7 +107,7 @@ func.func @apart(%q: memref<2x8x192xf16>, %k: memref<2x?x2x192xf16>,
 // CHECK-COUNT-36: llvm.fptrunc {{.*}} : vector<2xf32> to vector<2xf16>
 // CHECK: scf.for
 // CHECK-COUNT-34: nvvm.convert.f8x2.to.f16x2
-// CHECK-NOT: scf.yield
+// CHECK-NOT: nvvm.cp.async.wait.group 0
 // CHECK: nvvm.mma.sync {{.*}} : (vector<2xf16>, vector<2xf16>, f32)
 func.func @latent_e4m3(%q: memref<2x16x576xbf16>,
                        %kv: memref<2x?x1x576xf8E4M3FN>, %lens: memref<2xi32>,

@@ -2,11 +2,11 @@
 
 // The merge in two steps. Each lane (thread id mod 32) loads the lses of
 // splits lane and lane + 32 (the second clamped to split 62 and -inf past
-// it). 63 splits take two groups of 64 threads (a thread per element), each
-// summing a share of 32 splits (the second's last past the splits: its
+// it). 63 splits take four groups of 64 threads (a thread per element), each
+// summing a share of 16 splits (the fourth's last past the splits: its
 // address clamped to split 62, its weight 0). Every thread loads the
 // partials of its share's first iteration of up to 128 (they do not depend
-// on the weights): all 32 here. Every warp weighs the row's 63 splits (the
+// on the weights): all 16 here. Every warp weighs the row's 63 splits (the
 // max and the sum reduced with xor shuffles), so that the lses' loads are
 // not sunk behind a branch to one warp, and warp 0's lanes store the
 // weights, divided by the sum, to workgroup memory: 64 per row (63 and,
@@ -16,9 +16,9 @@
 // memory and the first group adds them.
 
 // CHECK-LABEL: func.func @merge_63_splits
-// CHECK: gpu.launch_func @fd_merge::@fd_merge blocks in (%c8, %c1, %{{.*}}) threads in (%c128, %c1, %c1)
+// CHECK: gpu.launch_func @fd_merge::@fd_merge blocks in (%c8, %c1, %{{.*}}) threads in (%c256, %c1, %c1)
 // CHECK: gpu.func @fd_merge
-// CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SUMS:.*]] : memref<128xf32, #gpu.address_space<workgroup>>
+// CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<64xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SUMS:.*]] : memref<256xf32, #gpu.address_space<workgroup>>
 // CHECK-DAG: %[[NEG_INF:.*]] = arith.constant 0xFF800000 : f32
 // CHECK-DAG: %[[DIM:.*]] = gpu.thread_id x
 // CHECK: %[[GROUP:.*]] = arith.divui %[[DIM]], %c64 : index
@@ -31,7 +31,7 @@
 // CHECK: llvm.load
 // CHECK: %[[REAL:.*]] = arith.cmpi slt, %{{.*}}, %c63 : index
 // CHECK-NEXT: arith.select %[[REAL]], %{{.*}}, %[[NEG_INF]] : f32
-// CHECK-COUNT-32: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK-COUNT-16: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // CHECK: %[[FIRST_WARP:.*]] = arith.cmpi slt, %[[DIM]], %c32 : index
 // CHECK-NOT: scf.if
 // CHECK-COUNT-5: gpu.shuffle xor
@@ -47,15 +47,15 @@
 // CHECK: %[[WEIGHT:.*]] = memref.load %[[WEIGHTS]]
 // CHECK-NEXT: %[[IS_SPLIT:.*]] = arith.cmpi slt, %{{.*}}, %c63 : index
 // CHECK-NEXT: arith.select %[[IS_SPLIT]], %[[WEIGHT]]
-// CHECK-COUNT-31: memref.load %[[WEIGHTS]]
-// CHECK-COUNT-32: llvm.intr.fma
+// CHECK-COUNT-15: memref.load %[[WEIGHTS]]
+// CHECK-COUNT-16: llvm.intr.fma
 // CHECK-NOT: llvm.load
 // CHECK: memref.store %{{.*}}, %[[SUMS]][%[[DIM]]]
 // CHECK-NEXT: gpu.barrier
 // CHECK: %[[IS_FIRST:.*]] = arith.cmpi eq, %[[GROUP]], %c0 : index
 // CHECK-NEXT: scf.if %[[IS_FIRST]] {
 // CHECK-NEXT: memref.load %[[SUMS]][%[[ELEMENT]]]
-// CHECK: memref.load %[[SUMS]]
+// CHECK-COUNT-3: memref.load %[[SUMS]]
 // CHECK-NOT: memref.load
 // CHECK: arith.truncf
 func.func @merge_63_splits(%po: memref<?x8x63x64xf32>, %pl: memref<?x8x63xf32>,
@@ -92,46 +92,46 @@ func.func @merge_300_splits(%po: memref<?x8x300x64xf32>, %pl: memref<?x8x300xf32
 
 // -----
 
-// 31 splits: one group, a thread per element summing them all (no sums
+// 23 splits: one group, a thread per element summing them all (no sums
 // buffer, the output stored straight from the chains).
 
-// CHECK-LABEL: func.func @merge_31_splits
+// CHECK-LABEL: func.func @merge_23_splits
 // CHECK: threads in (%c64, %c1, %c1)
 // CHECK: gpu.func @fd_merge
-// CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<32xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
-// CHECK-COUNT-31: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK-SAME: workgroup(%[[WEIGHTS:.*]] : memref<24xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
+// CHECK-COUNT-23: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // CHECK: gpu.barrier
-// CHECK-COUNT-31: memref.load %[[WEIGHTS]]
+// CHECK-COUNT-23: memref.load %[[WEIGHTS]]
 // CHECK-NOT: gpu.barrier
 // CHECK: arith.truncf
-func.func @merge_31_splits(%po: memref<?x8x31x64xf32>, %pl: memref<?x8x31xf32>,
+func.func @merge_23_splits(%po: memref<?x8x23x64xf32>, %pl: memref<?x8x23xf32>,
                            %out: memref<?x8x64xf16>) {
   fd.merge %po, %pl into %out
-      : memref<?x8x31x64xf32>, memref<?x8x31xf32> into memref<?x8x64xf16>
+      : memref<?x8x23x64xf32>, memref<?x8x23xf32> into memref<?x8x64xf16>
   return
 }
 
 // -----
 
-// 512-wide rows over 121 splits with their lse: 4 groups of 31 splits in
-// blocks of 512 threads, each a slice of 128 dims, 4 blocks a row (the
-// grid's x the 16 heads' 64 slices); every slice weighs the row, the first
-// (block x mod 4 = 0) writes its lse.
+// 512-wide rows over 121 splits with their lse: 8 groups of 16 splits (the
+// last's 7 past the splits) in blocks of 512 threads, each a slice of 64
+// dims, 8 blocks a row (the grid's x the 16 heads' 128 slices); every slice
+// weighs the row, the first (block x mod 8 = 0) writes its lse.
 
 // CHECK-LABEL: func.func @merge_wide_rows
-// CHECK: gpu.launch_func @fd_merge::@fd_merge blocks in (%c64, %c1, %{{.*}}) threads in (%c512, %c1, %c1)
+// CHECK: gpu.launch_func @fd_merge::@fd_merge blocks in (%c128, %c1, %{{.*}}) threads in (%c512, %c1, %c1)
 // CHECK: gpu.func @fd_merge
 // CHECK-SAME: memref<124xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>
 // CHECK: %[[BLOCK:.*]] = gpu.block_id x
-// CHECK: %[[SLICE:.*]] = arith.remui %[[BLOCK]], %c4 : index
-// CHECK: arith.divui %[[BLOCK]], %c4 : index
+// CHECK: %[[SLICE:.*]] = arith.remui %[[BLOCK]], %c8 : index
+// CHECK: arith.divui %[[BLOCK]], %c8 : index
 // CHECK: %[[FIRST_SLICE:.*]] = arith.cmpi eq, %[[SLICE]], %c0 : index
 // CHECK: %[[LANE_0:.*]] = arith.cmpi eq, %{{.*}}, %c0 : index
 // CHECK: %[[WRITES_LSE:.*]] = arith.andi %[[LANE_0]], %[[FIRST_SLICE]] : i1
 // CHECK: arith.andi %[[WRITES_LSE]]
-// CHECK-COUNT-31: memref.load
+// CHECK-COUNT-16: memref.load
 // CHECK: gpu.barrier
-// CHECK-COUNT-4: memref.load
+// CHECK-COUNT-8: memref.load
 // CHECK: arith.truncf {{.*}} to bf16
 func.func @merge_wide_rows(%po: memref<?x16x121x512xf32>,
                            %pl: memref<?x16x121xf32>,
