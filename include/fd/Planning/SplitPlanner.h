@@ -56,17 +56,20 @@ struct SplitPlannerOptions {
   /// the 16-row cost is taken: 24.8 token-times of 127 cycles.
   int64_t tensorCoreBlockOverheadTokens = 25;
   /// The bytes a split-value tile's block streams a token-time alone on its
-  /// SM: fdemu's calibrated model (FDEMU_TRACE_CTA, MLA at 16 heads, B=1,
-  /// 128 splits) takes about 454 cycles for MLA's 9,216-byte steps, 2,578
-  /// bytes in 127 cycles: more than the SM's share of DRAM, which then
-  /// binds (its cp.async stages keep two to four steps in flight).
-  int64_t splitValueBlockBytesPerTokenTime = 2578;
-  /// The split-value tile's fixed cost a block in token-times: the same
-  /// model puts MLA's block at about 1,980 cycles before its first step
-  /// (seq_len, the block table, q and the first stages) and 1,450 after its
-  /// last (the empty copies past the chunk drain, the partial rows): 27
-  /// token-times of 127 cycles.
-  int64_t splitValueBlockOverheadTokens = 27;
+  /// SM, as the plans were fitted (fdemu's calibrated model, FDEMU_TRACE_CTA:
+  /// MLA's 9,216-byte steps in about 620 cycles, 1,888 bytes in 127). The
+  /// steps now take about 454 cycles (2,578 bytes), but this model shares
+  /// an SM's 2048 between its blocks, which holds where DRAM binds and
+  /// under-rates two latency-bound blocks: at 2,578 (and 27 token-times of
+  /// fixed cost, below) the planner put one block an SM where fdemu
+  /// rates two faster (MLA at 128 heads, B=1: 16 splits 61.8 us a layer,
+  /// 32 51.3) and took 108 splits at 16 heads (12.25 against 11.63 at 121;
+  /// bench/RESULTS.md, 2026-12-06 (third)).
+  int64_t splitValueBlockBytesPerTokenTime = 1888;
+  /// The split-value tile's fixed cost a block in token-times, as fitted:
+  /// about 4,500 cycles before its first step and 4,000 after its last then
+  /// (67 token-times of 127 cycles); about 1,980 and 1,450 now.
+  int64_t splitValueBlockOverheadTokens = 67;
   /// Bytes an SM must have in flight to draw its share of DRAM bandwidth
   /// (Little's law: the achievable 4.22 TB/s x ~600 ns of loaded latency
   /// over 132 SMs, 19.2 KB; 19 KiB). A tensor-core block has S - 1 steps
