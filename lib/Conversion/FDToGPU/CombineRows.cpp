@@ -141,11 +141,9 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
                           e.index(accumulators.getDimSize(2))),
                     column),
               16);
-          Value weights = LLVM::PoisonOp::create(rewriter, e.loc, f32x4);
-          for (int64_t k = 0; k < kWidth; ++k)
-            weights = LLVM::InsertElementOp::create(rewriter, e.loc, weights,
-                                                    weight, e.i32(k));
-          normalized = e.fma(accumulator, weights, normalized);
+          normalized =
+              e.fma(accumulator, e.vector(SmallVector<Value>(kWidth, weight)),
+                    normalized);
         }
         ifRealRow(row, [&] {
           LLVM::StoreOp::create(

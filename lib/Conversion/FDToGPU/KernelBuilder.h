@@ -132,6 +132,17 @@ struct KernelEmitter {
   Value extract(Value vector, int64_t position) {
     return LLVM::ExtractElementOp::create(b, loc, vector, i32(position));
   }
+  /// The vector of `elements` (all of one type), element i at position i.
+  Value vector(ArrayRef<Value> elements) {
+    Value result = LLVM::PoisonOp::create(
+        b, loc,
+        VectorType::get({static_cast<int64_t>(elements.size())},
+                        elements.front().getType()));
+    for (auto [position, element] : llvm::enumerate(elements))
+      result =
+          LLVM::InsertElementOp::create(b, loc, result, element, i32(position));
+    return result;
+  }
   /// A loop `for (i = lower; i < upper; i += step)` with no results.
   void forLoop(Value lower, Value upper, int64_t step,
                function_ref<void(Value)> body) {

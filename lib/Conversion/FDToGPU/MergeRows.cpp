@@ -310,10 +310,7 @@ void WeightedSum::store(ArrayRef<Value> elements) {
     e.store(outputs.front(), buffers.output, outputOffset);
     return;
   }
-  Type vectorType = VectorType::get({width}, outputElement);
-  Value vector = LLVM::PoisonOp::create(b, e.loc, vectorType);
-  for (auto [d, output] : llvm::enumerate(outputs))
-    vector = LLVM::InsertElementOp::create(b, e.loc, vector, output, e.i32(d));
+  Value vector = e.vector(outputs);
   LLVM::StoreOp::create(b, e.loc, vector,
                         e.address(buffers.output, outputElement, outputOffset),
                         width * outputElement.getIntOrFloatBitWidth() / 8);

@@ -145,10 +145,7 @@ Value SplitValueTileBuilder::toHalfQuery(
                               e.i32(23)));
   };
   Value scale = powerOfTwo(k);
-  Value scalePair = LLVM::PoisonOp::create(rewriter, e.loc, widePair);
-  for (int64_t i = 0; i < 2; ++i)
-    scalePair = LLVM::InsertElementOp::create(rewriter, e.loc, scalePair, scale,
-                                              e.i32(i));
+  Value scalePair = e.vector({scale, scale});
   for (auto [step, wideStep] : llvm::zip(words, wide))
     for (auto [word, pair] : llvm::zip(step, wideStep))
       word = LLVM::BitcastOp::create(

@@ -209,10 +209,7 @@ SplitValueTileBuilder::exchangeScores(ArrayRef<Value> share) {
         scoreExchange, rewriter.getF32Type(),
         e.mul(e.add(e.mul(warpIndex, e.index(32)), lane), e.index(4)));
   };
-  Value vector = LLVM::UndefOp::create(rewriter, e.loc, f32x4);
-  for (int64_t i = 0; i < 4; ++i)
-    vector = LLVM::InsertElementOp::create(rewriter, e.loc, vector, share[i],
-                                           e.i32(i));
+  Value vector = e.vector(share);
   LLVM::StoreOp::create(rewriter, e.loc, vector, laneSlot(warp), 16);
   gpu::BarrierOp::create(rewriter, e.loc);
   SmallVector<Value> s(4, e.f32(0.0));
@@ -394,7 +391,6 @@ void SplitValueTileBuilder::publishSplitState(ValueRange loopResults) {
   const int64_t valueHeadDim = geometry.valueHeadDim;
   SmallVector<Value> result(loopResults);
   sumRowsOverQuad(result);
-  auto f32x4 = VectorType::get({4}, rewriter.getF32Type());
   for (int64_t r = 0; r < 2; ++r) {
     Value tileRow = e.add(fragmentRow, e.index(8 * r));
     OpBuilder::InsertionGuard guard(rewriter);
@@ -412,11 +408,10 @@ void SplitValueTileBuilder::publishSplitState(ValueRange loopResults) {
       Value columnStart = e.add(
           rowStart, e.add(warpFirstValueDim, e.mul(column, e.index(tiles))));
       for (int64_t first = 0; first < tiles; first += 4) {
-        Value vector = LLVM::UndefOp::create(rewriter, e.loc, f32x4);
+        SmallVector<Value> elements;
         for (int64_t k = 0; k < 4; ++k)
-          vector = LLVM::InsertElementOp::create(
-              rewriter, e.loc, vector, result[4 + 4 * (first + k) + 2 * r + i],
-              e.i32(k));
+          elements.push_back(result[4 + 4 * (first + k) + 2 * r + i]);
+        Value vector = e.vector(elements);
         LLVM::StoreOp::create(rewriter, e.loc, vector,
                               e.address(stages, rewriter.getF32Type(),
                                         e.add(columnStart, e.index(first))),

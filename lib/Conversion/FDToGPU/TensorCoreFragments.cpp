@@ -54,14 +54,8 @@ void TensorCoreTileBuilder::stageQueryFragments(Value firstRow) {
 }
 
 Value TensorCoreTileBuilder::packPair(Value low, Value high) {
-  auto pair = LLVM::UndefOp::create(rewriter, e.loc,
-                                    VectorType::get({2}, getOperandType()));
-  Value packed =
-      LLVM::InsertElementOp::create(rewriter, e.loc, pair, low, e.i32(0));
-  packed =
-      LLVM::InsertElementOp::create(rewriter, e.loc, packed, high, e.i32(1));
   return LLVM::BitcastOp::create(rewriter, e.loc, rewriter.getI32Type(),
-                                 packed);
+                                 e.vector({low, high}));
 }
 
 SmallVector<Value> TensorCoreTileBuilder::mma(ArrayRef<Value> a,

@@ -235,8 +235,7 @@ TensorCoreTileBuilder::packProbabilities(const TensorCoreSoftmaxStep &softmax,
 
 SmallVector<Value>
 TensorCoreTileBuilder::rescaleOutputs(const TensorCoreSoftmaxStep &softmax,
-                                      ValueRange carried,
-                                      int64_t outputTiles) {
+                                      ValueRange carried, int64_t outputTiles) {
   ValueRange outputs = carried.slice(4, 4 * outputTiles);
   auto multiply = [&] {
     SmallVector<Value> rescaled;
@@ -297,11 +296,11 @@ TensorCoreTileBuilder::stepTensorCoreSoftmax(ValueRange carried,
                                           e.shuffleXor(tileMax, offset));
     // A NaN score propagates through the max (it is not within the lag);
     // so does the first visible key's past a max of -inf.
-    Value raise = arith::CmpFOp::create(rewriter, e.loc,
-                                        arith::CmpFPredicate::UGT, tileMax,
-                                        e.add(carried[r], e.f32(getMaxLag())));
-    raises = raises ? arith::OrIOp::create(rewriter, e.loc, raises, raise)
-                    : raise;
+    Value raise =
+        arith::CmpFOp::create(rewriter, e.loc, arith::CmpFPredicate::UGT,
+                              tileMax, e.add(carried[r], e.f32(getMaxLag())));
+    raises =
+        raises ? arith::OrIOp::create(rewriter, e.loc, raises, raise) : raise;
     tileMax = e.select(raise, tileMax, carried[r]);
     // Nothing visible yet: weights 0 (2^(-inf - -inf) would be NaN).
     Value empty = e.isNegInf(tileMax);
@@ -317,9 +316,9 @@ TensorCoreTileBuilder::stepTensorCoreSoftmax(ValueRange carried,
     next[r] = tileMax;
     next[2 + r] = sum;
   }
-  step.raised = NVVM::VoteSyncOp::create(
-      rewriter, e.loc, rewriter.getI1Type(), e.i32(-1), raises,
-      NVVM::VoteSyncKind::any);
+  step.raised =
+      NVVM::VoteSyncOp::create(rewriter, e.loc, rewriter.getI1Type(), e.i32(-1),
+                               raises, NVVM::VoteSyncKind::any);
   return step;
 }
 
@@ -405,7 +404,6 @@ void TensorCoreTileBuilder::publishTensorCoreStates(ValueRange loopResults) {
     }
     // Output tiles 4k .. 4k + 3 hold 4 consecutive dims of each of the
     // lane's columns: one 16-byte store each.
-    auto f32x4 = VectorType::get({4}, rewriter.getF32Type());
     Value rowStart =
         e.mul(e.add(e.mul(warp, e.index(accumulators.getDimSize(1))), tileRow),
               e.index(headDim));
@@ -414,11 +412,10 @@ void TensorCoreTileBuilder::publishTensorCoreStates(ValueRange loopResults) {
         Value column = e.add(e.mul(fragmentPair, e.index(2)), e.index(i));
         Value dim = e.add(e.mul(column, e.index(8)),
                           e.index(64 * (first / 8) + first % 8));
-        Value vector = LLVM::UndefOp::create(rewriter, e.loc, f32x4);
+        SmallVector<Value> elements;
         for (int64_t k = 0; k < 4; ++k)
-          vector = LLVM::InsertElementOp::create(
-              rewriter, e.loc, vector, result[4 + 4 * (first + k) + 2 * r + i],
-              e.i32(k));
+          elements.push_back(result[4 + 4 * (first + k) + 2 * r + i]);
+        Value vector = e.vector(elements);
         LLVM::StoreOp::create(
             rewriter, e.loc, vector,
             e.address(accumulatorsPointer, rewriter.getF32Type(),
