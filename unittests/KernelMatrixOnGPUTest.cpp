@@ -16,8 +16,12 @@
 #include "KernelMatrix.h"
 #include "Runtime/Float8Harness.h"
 
+#include "fd/Emulator/Emulator.h"
+
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+#include <memory>
 #include <optional>
 
 using namespace flashdecode;
@@ -85,11 +89,72 @@ TEST_P(KernelMatrixOnGPU, MatchesTheReference) {
            [&] { plan.launch(stream); });
 }
 
+/// Split-value tiles (KernelABI.md): their stages' rows lie so that the
+/// warps' K and V reads and the block's copies meet distinct banks.
+class SplitValueTileBanks : public KernelMatrixOnGPU {};
+
+TEST_P(SplitValueTileBanks, TheTokenLoopMeetsDistinctBanks) {
+  // On fdemu, whose launch counters count the passes that bank conflicts
+  // add: the checked run of one sequence at two lengths (2 and 8 steps of 8
+  // keys a split) costs the same conflicts, those of the work outside the
+  // token loop (the state's publication); the loop adds none.
+  void *library =
+      dlopen(getDriverLibraryName().c_str(), RTLD_NOW | RTLD_NOLOAD);
+  auto record = reinterpret_cast<void (*)(int)>(
+      library ? dlsym(library, "fdemuRecordLaunches") : nullptr);
+  auto getCounters = reinterpret_cast<int (*)(int, FdemuCounters *)>(
+      library ? dlsym(library, "fdemuGetLaunchCounters") : nullptr);
+  if (!record || !getCounters)
+    GTEST_SKIP() << "not on fdemu: no launch counters";
+  SCOPED_TRACE(seedNote());
+  constexpr int32_t kSplits = 4, kStepKeys = 8;
+  Stream stream(*device);
+  auto partialKernelConflicts = [&](int32_t steps) {
+    const int32_t length = kSplits * kStepKeys * steps;
+    DenseInputs inputs = randomDense(1, length, 2.0);
+    std::optional<Float8Caches> caches = quantizeIfFloat8(inputs);
+    DeviceDecode decode = upload(inputs);
+    DecodePlan plan(*device, bundle, buffersOf(decode, caches));
+    record(1);
+    checkRun(decode, inputs, stream, {length}, [&] { plan.launch(stream); });
+    auto counters = std::make_unique<FdemuCounters>();
+    EXPECT_EQ(getCounters(0, counters.get()), 0);
+    record(0);
+    return counters->sharedBankConflicts;
+  };
+  EXPECT_EQ(partialKernelConflicts(8), partialKernelConflicts(2));
+}
+
+/// The row layouts of the split-value tile with 2-byte caches: MLA's
+/// latent rows (D_v = 512: a lane's V reads of a key take two 16-byte
+/// passes) in f16 and bf16, Gemma 4's values of their own, and D_v of 128
+/// (8-byte V reads) and 256 (16-byte). fp8 rows are not among them: their
+/// copies' passes that straddle two keys' rows (36 pieces a latent key) take
+/// one wavefront more (KernelABI.md).
+std::vector<MatrixConfig> splitValueRowLayouts() {
+  auto make = [](ElementType type, int64_t headDim, int64_t valueHeadDim,
+                 bool sharedKV, int64_t groupSize) {
+    MatrixConfig config{type, headDim,          groupSize, 1,
+                        0,    CacheLayout::NHD, "sm_90"};
+    config.valueHeadDim = valueHeadDim;
+    config.sharedKV = sharedKV;
+    config.suite = "Banks";
+    return config;
+  };
+  return {make(ElementType::BF16, 576, 512, true, 16),
+          make(ElementType::F16, 576, 512, true, 32),
+          make(ElementType::BF16, 512, 512, false, 8),
+          make(ElementType::F16, 192, 128, false, 4),
+          make(ElementType::F16, 576, 256, true, 16)};
+}
+
 std::string configName(const testing::TestParamInfo<MatrixConfig> &info) {
   return describe(info.param);
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, KernelMatrixOnGPU,
                          testing::ValuesIn(getKernelMatrix()), configName);
+INSTANTIATE_TEST_SUITE_P(Kernels, SplitValueTileBanks,
+                         testing::ValuesIn(splitValueRowLayouts()), configName);
 
 } // namespace

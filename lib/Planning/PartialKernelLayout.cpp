@@ -65,6 +65,9 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
       if (padding < 8)
         padding += 128;
       layout.stageRowBytes = layout.stageScaleOffset + padding;
+      int64_t laneValueBytes = layout.warpValueDims() / 8 * cacheElementBytes;
+      if (!float8)
+        layout.stageSwizzleBytes = laneValueBytes == 32 ? 16 : 32;
       layout.queryStageRowBytes = headDim * elementBytes + 16;
     }
   }

@@ -109,6 +109,17 @@ struct PartialKernelLayout {
   /// apart modulo 128 (16 for fp8) keep the K reads of a half-warp's four
   /// keys (a warp's eight) in distinct banks.
   int64_t stageRowBytes = 0, stageValueOffset = 0, stageScaleOffset = 0;
+  /// A split-value tile: keys 4 to 7 of a stage hold their K and V bytes
+  /// at offsets with the `stageSwizzleBytes` bit flipped (0: none). A pass
+  /// of V reads takes keys 2p (or 2p + 1) of every p; with 2-byte
+  /// elements, rows 32 bytes apart modulo 128 put keys k and k + 4 of a
+  /// pass in the same banks (two wavefronts where one would do). The flip
+  /// moves keys 4 to 7 into the other half of each 32-byte pair where a
+  /// lane reads 32 bytes of a key in two 16-byte passes (D_v = 512), else
+  /// of each 64-byte pair. The K reads keep their banks (a half-warp's
+  /// four keys flip together). fp8 rows, 16 bytes apart modulo 128, meet
+  /// distinct banks as they lie.
+  int64_t stageSwizzleBytes = 0;
   /// A split-value tile: a query row in workgroup memory, where the block
   /// copies the tile's q with cp.async before each warp reads its
   /// fragments: D elements and 16 bytes of padding (rows 16 bytes apart

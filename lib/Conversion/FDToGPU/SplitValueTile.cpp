@@ -48,6 +48,12 @@ void SplitValueTileBuilder::setUpLanes() {
 
 Value SplitValueTileBuilder::stageAddress(Value stage, Value key,
                                           Value byteOffset) {
+  if (const int64_t swizzle = layout.stageSwizzleBytes) {
+    // Key bit 2 times the swizzle: (key & 4) * (swizzle / 4).
+    Value flip = e.mul(arith::AndIOp::create(rewriter, e.loc, key, e.index(4)),
+                       e.index(swizzle / 4));
+    byteOffset = arith::XOrIOp::create(rewriter, e.loc, byteOffset, flip);
+  }
   Value offset = e.add(e.add(e.mul(stage, e.index(layout.stageBytes())),
                              e.mul(key, e.index(layout.stageRowBytes))),
                        byteOffset);
