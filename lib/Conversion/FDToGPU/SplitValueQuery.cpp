@@ -5,8 +5,8 @@
 // copies go to the stages before them, and each warp reads its k-steps' A
 // words from there: a warp's own global loads of its quarter of MLA's q
 // (4.6 KB) took a memory latency per KB. With f16 products (bf16 queries
-// over an fp8 cache with one scale) the words become f16 pairs times a
-// power of two the whole tile agrees on.
+// over an fp8 cache with one scale; HalfQuery.cpp) the words become f16
+// pairs times a power of two the whole tile agrees on.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,8 +15,6 @@
 #include "fd/Planning/KernelChoice.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-
-#include <limits>
 
 using namespace mlir;
 using namespace mlir::fd;
@@ -80,42 +78,16 @@ SmallVector<SmallVector<Value>> SplitValueTileBuilder::readWarpQuery() {
 
 Value SplitValueTileBuilder::toHalfQuery(
     MutableArrayRef<SmallVector<Value>> words) {
-  Type f32 = rewriter.getF32Type(), i32 = rewriter.getI32Type();
-  auto widePair = VectorType::get({2}, f32);
-  auto bf16Pair = VectorType::get({2}, rewriter.getBF16Type());
-  auto halfPair = VectorType::get({2}, rewriter.getF16Type());
-  auto maximum = [&](Value lhs, Value rhs) -> Value {
-    return arith::MaximumFOp::create(rewriter, e.loc, lhs, rhs);
-  };
   // The lane's largest |q|, the warp's, then the tile's through the score
   // exchange (free before the loop, whose first barrier comes before its
   // first use).
-  SmallVector<SmallVector<Value>> wide;
+  Type f32 = rewriter.getF32Type();
   Value largest = e.f32(0.0);
-  auto widen = [&](Value word) -> Value {
-    return LLVM::FPExtOp::create(
-        rewriter, e.loc, widePair,
-        LLVM::BitcastOp::create(rewriter, e.loc, bf16Pair, word));
-  };
-  for (ArrayRef<Value> step : words) {
-    wide.emplace_back();
-    for (Value word : step) {
-      wide.back().push_back(widen(word));
-      // The pair's finite magnitudes (sign bits cleared; NaN and
-      // infinities count 0, so that one row's leave the others' q as it
-      // is and stay what they are).
-      Value magnitudes = widen(
-          arith::AndIOp::create(rewriter, e.loc, word, e.i32(0x7fff7fff)));
-      for (int64_t i = 0; i < 2; ++i) {
-        Value magnitude = e.extract(magnitudes, i);
-        Value finite = arith::CmpFOp::create(
-            rewriter, e.loc, arith::CmpFPredicate::OLT, magnitude,
-            e.f32(std::numeric_limits<float>::infinity()));
-        largest = maximum(largest, e.select(finite, magnitude, e.f32(0.0)));
-      }
-    }
-  }
-  largest = e.reduceWarp(largest, maximum);
+  for (ArrayRef<Value> step : words)
+    for (Value word : step)
+      largest = foldFiniteMagnitudes(largest, word);
+  largest =
+      e.reduceWarp(largest, [&](Value a, Value b) { return maximumOf(a, b); });
   auto firstLane = scf::IfOp::create(rewriter, e.loc, e.equal(lane, e.index(0)),
                                      /*withElseRegion=*/false);
   {
@@ -125,33 +97,11 @@ Value SplitValueTileBuilder::toHalfQuery(
   }
   gpu::BarrierOp::create(rewriter, e.loc);
   for (int64_t w = 0; w < PartialKernelLayout::kWarps; ++w)
-    largest = maximum(largest, e.load(f32, scoreExchange, f32, e.index(w), 4));
-  // k = 141 - the biased exponent of the largest: it in [2^14, 2^15).
-  Value exponent = arith::AndIOp::create(
-      rewriter, e.loc,
-      arith::ShRUIOp::create(
-          rewriter, e.loc,
-          LLVM::BitcastOp::create(rewriter, e.loc, i32, largest), e.i32(23)),
-      e.i32(0xff));
-  Value k = arith::MinSIOp::create(
-      rewriter, e.loc,
-      arith::MaxSIOp::create(rewriter, e.loc, e.sub(e.i32(141), exponent),
-                             e.i32(-113)),
-      e.i32(100));
-  auto powerOfTwo = [&](Value power) {
-    return LLVM::BitcastOp::create(
-        rewriter, e.loc, f32,
-        arith::ShLIOp::create(rewriter, e.loc, e.add(power, e.i32(127)),
-                              e.i32(23)));
-  };
-  Value scale = powerOfTwo(k);
-  Value scalePair = e.vector({scale, scale});
-  for (auto [step, wideStep] : llvm::zip(words, wide))
-    for (auto [word, pair] : llvm::zip(step, wideStep))
-      word = LLVM::BitcastOp::create(
-          rewriter, e.loc, i32,
-          LLVM::FPTruncOp::create(
-              rewriter, e.loc, halfPair,
-              arith::MulFOp::create(rewriter, e.loc, pair, scalePair)));
-  return powerOfTwo(e.sub(e.i32(0), k));
+    largest =
+        maximumOf(largest, e.load(f32, scoreExchange, f32, e.index(w), 4));
+  HalfQueryScale scale = getHalfQueryScale(largest);
+  for (SmallVector<Value> &step : words)
+    for (Value &word : step)
+      word = toHalfWord(word, scale.scale);
+  return scale.inverse;
 }

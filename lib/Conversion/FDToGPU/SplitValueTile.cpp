@@ -208,7 +208,7 @@ SplitValueTileBuilder::sumShares(MutableArrayRef<SmallVector<Value>> products) {
 
 SmallVector<Value>
 SplitValueTileBuilder::exchangeScores(ArrayRef<Value> share) {
-  constexpr int64_t kWarps = PartialKernelLayout::kWarps;
+  static_assert(PartialKernelLayout::kWarps == 4, "the sum pairs 4 warps");
   auto f32x4 = VectorType::get({4}, rewriter.getF32Type());
   auto laneSlot = [&](Value warpIndex) {
     return e.address(
@@ -218,13 +218,21 @@ SplitValueTileBuilder::exchangeScores(ArrayRef<Value> share) {
   Value vector = e.vector(share);
   LLVM::StoreOp::create(rewriter, e.loc, vector, laneSlot(warp), 16);
   gpu::BarrierOp::create(rewriter, e.loc);
-  SmallVector<Value> s(4, e.f32(0.0));
-  for (int64_t w = 0; w < kWarps; ++w) {
-    Value shares =
-        LLVM::LoadOp::create(rewriter, e.loc, f32x4, laneSlot(e.index(w)), 16);
-    for (int64_t i = 0; i < 4; ++i)
-      s[i] = w == 0 ? e.extract(shares, i) : e.add(s[i], e.extract(shares, i));
-  }
+  // The warp's own share stays in registers. (s0 + s1) + (s2 + s3) as
+  // each warp's pair plus the other pair: float addition commutes, so
+  // every warp gets the same bits with three reads, not four.
+  auto readShare = [&](int64_t flip) {
+    Value other = arith::XOrIOp::create(rewriter, e.loc, warp, e.index(flip));
+    return LLVM::LoadOp::create(rewriter, e.loc, f32x4, laneSlot(other), 16)
+        .getResult();
+  };
+  Value partner = readShare(1), otherFirst = readShare(2),
+        otherSecond = readShare(3);
+  SmallVector<Value> s;
+  for (int64_t i = 0; i < 4; ++i)
+    s.push_back(
+        e.add(e.add(share[i], e.extract(partner, i)),
+              e.add(e.extract(otherFirst, i), e.extract(otherSecond, i))));
   return s;
 }
 

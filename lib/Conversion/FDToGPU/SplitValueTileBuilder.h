@@ -27,15 +27,6 @@ private:
   /// value dims.
   Value accumulatorColumn(Value, Value dim) override { return dim; }
 
-  /// bf16 queries over an fp8 cache with per-tensor scales (or none)
-  /// multiply in f16: the cache decodes with one conversion a pair
-  /// (bf16 pairs took twelve instructions, the step bound by them), q is
-  /// converted once (toHalfQuery) and P has no value scale in it, at most
-  /// 1. Per-token value scales would go into P, which f16 could not hold
-  /// for large values: those stay bf16.
-  bool multipliesInHalf() const override {
-    return cache.isFloat8() && elementType.isBF16() && !keyScales;
-  }
   /// The bytes a thread copies with one cp.async (q's rows, K's and V's).
   static constexpr int64_t kPieceBytes = 16;
   /// Copies the q rows of the fragments' 16 rows (padding rows zeros) into
@@ -47,11 +38,8 @@ private:
   /// from copyQuery's rows: a lane's 8-byte pieces of rows g and g + 8.
   SmallVector<SmallVector<Value>> readWarpQuery();
   /// `words` (readWarpQuery's bf16 pairs) as f16 pairs times 2^k, the same
-  /// power of two in every warp, putting the tile's largest |q| in [2^14,
-  /// 2^15) (k in [-113, 100]): exact for every element within 2^-29 of it,
-  /// the smaller within 2^-40 of it (f16's subnormals), none overflowing;
-  /// NaN and infinities stay, and do not count in the largest. Returns
-  /// 2^-k, which the scores are multiplied by.
+  /// power of two in every warp (HalfQuery.cpp). Returns 2^-k, which the
+  /// scores are multiplied by.
   Value toHalfQuery(MutableArrayRef<SmallVector<Value>> words);
   /// A thread's 16-byte pieces of the copy of keys [stepStart,
   /// stepStart + 8): their key (in the step) and piece of its row, whether
@@ -78,7 +66,8 @@ private:
   multiplyWarpKeys(Value stage, ArrayRef<SmallVector<Value>> queryWords);
   /// The sum of multiplyWarpKeys' products (pairwise, in place).
   SmallVector<Value> sumShares(MutableArrayRef<SmallVector<Value>> products);
-  /// S summed over the warps' shares through workgroup memory.
+  /// S summed over the warps' shares through workgroup memory: the same
+  /// bits in every warp.
   SmallVector<Value> exchangeScores(ArrayRef<Value> share);
   /// O += P V over the warp's value dims for the step in `stage`, P times
   /// `pairValueScales` (keys 2p, 2p + 1) where given.

@@ -32,8 +32,10 @@
 //
 // An fp8 cache is read in the same element order, 8 bytes per load (64
 // contiguous bytes per key and warp), and decoded to the query's type on
-// the way (loadFragmentWords); its per-token scales multiply the scores
-// (K) and P (V), each lane loading those of its two keys.
+// the way (loadFragmentWords; to f16 under bf16 queries with per-tensor
+// scales, whose q is rewritten in f16: HalfQuery.cpp); its per-token scales
+// multiply the scores (K) and P (V), each lane loading those of its two
+// keys.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,6 +72,9 @@ void TensorCoreTileBuilder::streamRowTile(Value firstRow) {
   Value pairKey = pipeline.getPairKey();
   SmallVector<Value> carriedEntries = pipeline.start();
   stageQueryFragments(firstRow);
+  Value scoreScale = queryScale;
+  if (multipliesInHalf())
+    scoreScale = e.mul(scoreScale, halveQueryFragments());
   // q's A fragments of the first heldQuerySteps k-steps stay in registers
   // through the loop; the others are read from workgroup memory as the
   // k-steps take them.
@@ -100,12 +105,12 @@ void TensorCoreTileBuilder::streamRowTile(Value firstRow) {
         // Per-token scales of the lane's keys 2p, 2p+1: q's prescale times
         // the key scale (and, with V, the value scale).
         auto pairType = VectorType::get({2}, rewriter.getF32Type());
-        Value pairScoreScales[2] = {queryScale, queryScale};
+        Value pairScoreScales[2] = {scoreScale, scoreScale};
         if (keyScales) {
           Value keyPair = LLVM::LoadOp::create(
               rewriter, e.loc, pairType, pipeline.tokenScales(stage, false), 8);
           for (int64_t key = 0; key < 2; ++key)
-            pairScoreScales[key] = e.mul(queryScale, e.extract(keyPair, key));
+            pairScoreScales[key] = e.mul(scoreScale, e.extract(keyPair, key));
         }
         SmallVector<Value> s =
             multiplyQueryKeys(pipeline, stage, heldQueryWords);

@@ -38,10 +38,29 @@ protected:
     return cache.probabilityFactor();
   }
 
-  /// Whether the mma multiplies in f16 though the queries are bf16 (a tile
-  /// that decodes an fp8 cache with one conversion a pair where bf16 took
-  /// twelve instructions; SplitValueTile.cpp says when and how).
-  virtual bool multipliesInHalf() const { return false; }
+  /// Whether the mma multiplies in f16 though the queries are bf16: over an
+  /// fp8 cache with per-tensor scales (or none), which then decodes with
+  /// one conversion a pair where bf16 took twelve instructions; q is
+  /// converted once (HalfQuery.cpp), and P, at most 2^kMaxLag, has no value
+  /// scale in it. Per-token value scales would go into P, which f16 could
+  /// not hold for large values: those stay bf16.
+  bool multipliesInHalf() const {
+    return cache.isFloat8() && elementType.isBF16() && !keyScales;
+  }
+  /// f16 products (HalfQuery.cpp): `largest` and the finite magnitudes of
+  /// the bf16 pair `word`; the power of two 2^k that puts the largest |q|
+  /// in [2^14, 2^15), and 2^-k; `word` as an f16 pair times `scale`.
+  Value foldFiniteMagnitudes(Value largest, Value word);
+  struct HalfQueryScale {
+    Value scale, inverse;
+  };
+  HalfQueryScale getHalfQueryScale(Value largest);
+  Value toHalfWord(Value word, Value scale);
+  Value maximumOf(Value lhs, Value rhs);
+  /// Rewrites the staged q fragments (stageQueryFragments') as f16 pairs
+  /// times 2^k, the same in every warp; returns 2^-k, which the scores are
+  /// multiplied by.
+  Value halveQueryFragments();
   /// The mma operands' element type: the query's, or f16.
   Type getOperandType() const {
     return multipliesInHalf() ? rewriter.getF16Type() : elementType;

@@ -120,3 +120,44 @@ func.func @eight_byte_rows(%q: memref<?x1x40xf16>, %k: memref<?x?x1x40xf8E4M3FN>
       : memref<?x1x40xf16>, memref<?x?x1x40xf8E4M3FN>, memref<?x?x1x40xf8E4M3FN>, memref<?xi32> into memref<?x1x2x40xf32>, memref<?x1x2xf32>
   return
 }
+
+// -----
+
+// bf16 queries over an fp8 cache with one scale on the per-warp tile
+// multiply in f16: the staged q fragments are read back (the tile's largest
+// finite |q|, a warp's max), rewritten as f16 pairs times 2^k after a
+// barrier, and the scores take 2^-k with the prescale; the cache decodes
+// to f16 pairs (sm_90: one cvt a pair) and every mma is f16.
+
+// CHECK-LABEL: func.func @bf16_queries_multiply_in_half
+// CHECK: %[[K:.*]] = llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK: %[[PRESCALE:.*]] = arith.mulf %[[K]], %{{.*}} : f32
+// CHECK: arith.andi %{{.*}}, %{{.*}} : i32
+// CHECK: llvm.fpext %{{.*}} : vector<2xbf16> to vector<2xf32>
+// CHECK: arith.cmpf olt, %{{.*}}, %{{.*}} : f32
+// CHECK: arith.maximumf
+// CHECK: gpu.shuffle xor
+// CHECK: llvm.bitcast %{{.*}} : i32 to f32
+// CHECK-NEXT: arith.subi
+// CHECK-NEXT: arith.addi
+// CHECK-NEXT: arith.shli
+// CHECK-NEXT: %[[INVERSE:.*]] = llvm.bitcast %{{.*}} : i32 to f32
+// CHECK-NEXT: gpu.barrier
+// CHECK: llvm.fptrunc %{{.*}} : vector<2xf32> to vector<2xf16>
+// CHECK: memref.store
+// CHECK: gpu.barrier
+// CHECK: %[[SCORE_SCALE:.*]] = arith.mulf %[[PRESCALE]], %[[INVERSE]] : f32
+// CHECK: scf.for
+// CVT: nvvm.convert.f8x2.to.f16x2 %{{.*}} : vector<2xi8>(f8E4M3FN) -> vector<2xf16>
+// CHECK-NOT: vector<2xbf16>
+// CHECK: nvvm.mma.sync {{.*}} : (vector<2xf16>, vector<2xf16>, f32)
+// CHECK-NOT: vector<2xbf16>
+// CHECK: arith.mulf %{{.*}}, %[[SCORE_SCALE]] : f32
+// CHECK-NOT: vector<2xbf16>
+// CHECK: gpu.return
+func.func @bf16_queries_multiply_in_half(%q: memref<?x4x128xbf16>, %k: memref<?x?x1x128xf8E4M3FN>, %v: memref<?x?x1x128xf8E4M3FN>, %l: memref<?xi32>,
+                                        %ks: memref<1xf32>, %vs: memref<1xf32>, %po: memref<?x4x2x128xf32>, %pl: memref<?x4x2xf32>) {
+  fd.partial_attention %q, %k, %v, %l k_scale %ks : memref<1xf32> v_scale %vs : memref<1xf32> into %po, %pl
+      : memref<?x4x128xbf16>, memref<?x?x1x128xf8E4M3FN>, memref<?x?x1x128xf8E4M3FN>, memref<?xi32> into memref<?x4x2x128xf32>, memref<?x4x2xf32>
+  return
+}
