@@ -167,10 +167,13 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 # token, paged 16 HND, Lq = 4; GQA f16 E4M3 per token on sm_80; GQA bf16
 # (fp8 decoded to bf16 by integer operations) E4M3 per tensor, E4M3 per
 # token on sm_80 (no fp8 conversions) and E5M2 per token; MQA f16
-# E4M3 per token (two row tiles). CUDA cores: MHA f16 D=128 E4M3 per token
-# (64 splits); MHA bf16 D=96 E5M2 per tensor, paged 16, on sm_80; f32 D=40
-# (8-byte vectors, idle lanes) E4M3 per tensor, Lq = 3, on sm_80. Pages of
-# 256 (tensor cores, E4M3 per token, Lq = 8) and of 1 (MHA, E5M2 per token,
+# E4M3 per token (two row tiles); MHA f16 D=128 E4M3 per token (64
+# splits): one row a head, which tensor cores take over an fp8 cache they
+# multiply in f16 on sm_90. CUDA cores: MHA bf16 D=128 E4M3 per token (bf16
+# queries over per-token scales keep bf16 pairs); MHA bf16 D=96 E5M2 per
+# tensor, paged 16, on sm_80; f32 D=40 (8-byte vectors, idle lanes) E4M3
+# per tensor, Lq = 3, on sm_80. Pages of 256 (tensor cores, E4M3 per token,
+# Lq = 8) and of 1 (MHA f16, one-row tensor-core tiles, E5M2 per token,
 # HND). Every model feature (window, soft-cap, sinks, ALiBi, query lengths)
 # on both forms.
 "$compile" $common --dtype f16 --num-splits 33 --kv-dtype e4m3 --with-lse \
@@ -197,6 +200,9 @@ common="--no-cache --arch $arch --head-dim 128 --num-q-heads 8 --num-kv-heads 2"
 "$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 4 \
   --num-kv-heads 4 --dtype f16 --num-splits 64 --kv-dtype e4m3 \
   --kv-scale token-head --with-lse -o "$dir/fp8_e4m3_mha_token" >/dev/null
+"$compile" --no-cache --arch "$arch" --head-dim 128 --num-q-heads 4 \
+  --num-kv-heads 4 --dtype bf16 --num-splits 64 --kv-dtype e4m3 \
+  --kv-scale token-head --with-lse -o "$dir/fp8_e4m3_mha_bf16_token" >/dev/null
 "$compile" --no-cache --arch sm_80 --head-dim 96 --num-q-heads 4 \
   --num-kv-heads 4 --dtype bf16 --num-splits 3 --page-size 16 \
   --kv-dtype e5m2 --with-lse -o "$dir/fp8_e5m2_mha_bf16_paged16_sm80" >/dev/null

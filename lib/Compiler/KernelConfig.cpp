@@ -126,6 +126,9 @@ KernelProblem KernelConfig::getKernelProblem() const {
   problem.valuesFromKeys = sharedKV;
   problem.queryElementBytes = getElementTypeSize(elementType);
   problem.cacheElementBytes = hasFloat8Cache() ? 1 : problem.queryElementBytes;
+  problem.bfloat16Queries = elementType == ElementType::BF16;
+  problem.float8TokenScales =
+      hasFloat8Cache() && kvScaleGranularity == KVScaleGranularity::TokenHead;
   problem.groupSize = numQueryHeads / numKVHeads;
   problem.queryLength = queryLength;
   problem.alibi = withAlibi;

@@ -5,9 +5,9 @@
 namespace flashdecode {
 
 bool choosesTensorCores(int64_t queryElementBytes, int64_t headDim,
-                        int64_t rows) {
+                        int64_t rows, int64_t minRows) {
   return queryElementBytes == 2 && (headDim == 64 || headDim == 128) &&
-         rows >= kTensorCoreMinRows;
+         rows >= minRows;
 }
 
 } // namespace flashdecode

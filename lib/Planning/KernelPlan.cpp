@@ -479,15 +479,24 @@ KernelSchedule planKernel(const KernelProblem &problem, const Chip &chip) {
   const bool splitValues = usesSplitValueTile(
       problem.headDim, problem.getValueHeadDim(), problem.valuesFromKeys);
   // The split-value tile takes the heads the per-warp tile does not, except
-  // D = 256 with values of its own, where CUDA-core tiles stream as fast.
+  // D = 256 with values of its own, where CUDA-core tiles stream as fast
+  // over 16-bit caches. Over an fp8 cache that tensor cores multiply in f16
+  // the CUDA-core kernels are bound by their conversions to f32 (modeled on
+  // an H200, bf16 over e4m3, L = 32k: Gemma-2-9B's D = 256 54.5 µs a layer
+  // against 33.8 on tensor cores; MHA at D = 128 101.0 against 65.3): there
+  // tensor cores take D = 256 too, and heads of one row where the chip
+  // decodes an fp8 pair in one instruction (sm_80's bit operations made
+  // MHA's one-row tile slower than its CUDA cores).
+  const bool halfFloat8 = problem.multipliesFloat8InHalf();
+  const int64_t minRows =
+      halfFloat8 && chip.hasFloat8Conversions ? 1 : kTensorCoreMinRows;
   bool tensorCores =
-      rows >= kTensorCoreMinRows &&
-      getReasonNoTensorCoreTile(problem).empty() &&
+      rows >= minRows && getReasonNoTensorCoreTile(problem).empty() &&
       (splitValues
            ? !(problem.headDim == 256 && problem.getValueHeadDim() == 256 &&
-               !problem.valuesFromKeys)
+               !problem.valuesFromKeys && !halfFloat8)
            : choosesTensorCores(problem.queryElementBytes, problem.headDim,
-                                rows));
+                                rows, minRows));
   // CUDA-core tiles by the blocks an SM holds of them; tensor-core tiles as
   // few as the rows allow (each streams the chunk again), of equal size:
   // 24 rows are two tiles of 12, not 16 + 8 (fewer registers a tile).

@@ -85,7 +85,7 @@ def plan_splits(batch, num_kv_heads, max_len,
                 dtype=None, page_size=None, window_left=None,
                 logits_soft_cap=None, with_alibi=False, with_query_lens=False,
                 arch=_native.DEFAULT_ARCH, v_head_dim=None, shared_kv=False,
-                kv_shard_world=0, kv_shard_interleave=1):
+                kv_shard_world=0, kv_shard_interleave=1, kv_scale=None):
     """Without num_q_heads and head_dim: the wave model alone, not compile().
 
     The split count fd-split-kv chooses for this problem (the same function):
@@ -112,11 +112,14 @@ def plan_splits(batch, num_kv_heads, max_len,
     (None: head_dim) and whether they are the key cache's first columns
     (MLA's latent cache: a token's bytes are read once); so are
     kv_shard_world and kv_shard_interleave (with the work): max_len is then
-    one rank's cache, and a window attends to what one rank holds of it."""
+    one rank's cache, and a window attends to what one rank holds of it.
+    kv_scale (with an fp8 kv_dtype) is compile()'s too: an fp8 cache's
+    scales, "tensor" (None) or "token_head"; with bf16 queries it decides
+    whether tensor cores multiply in f16, and so which kernel the heads get."""
     kv_dtype, dtype = spelled("kv_dtype", kv_dtype), spelled("dtype", dtype)
     work = _kernel_problem(num_kv_heads, num_q_heads, head_dim, query_len,
                            kv_dtype, fused_merge, dtype, v_head_dim,
-                           shared_kv)
+                           shared_kv, kv_scale)
     window = _check_window(window_left)
     features = {"page_size": page_size, "window_left": window_left,
                 "logits_soft_cap": logits_soft_cap, "with_alibi": with_alibi,

@@ -8,6 +8,7 @@ import numbers
 import numpy as np
 
 from . import _flashdecode as _native
+from ._fp8 import check_compile_options
 from ._spellings import accepted
 
 _DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
@@ -325,21 +326,22 @@ def _dtype_name(dtype):
 
 def _kernel_problem(num_kv_heads, num_q_heads, head_dim, query_len,
                     kv_dtype, fused_merge=False, dtype=None, v_head_dim=None,
-                    shared_kv=False):
+                    shared_kv=False, kv_scale=None):
     """The problem whose partial kernel plan_splits plans for, as the native
     planner's keywords (it works out the kernel's schedule and workload):
     none without num_q_heads and head_dim; ValueError naming the argument
     for a bad one. dtype is the queries' (None: the caches', or float16
-    beside an fp8 cache)."""
+    beside an fp8 cache); kv_scale an fp8 cache's scales (None: per
+    tensor), as compile() takes it."""
     _check_flag("fused_merge", fused_merge)
     _check_flag("shared_kv", shared_kv)
     _check_v_head_dim(v_head_dim)
     if num_q_heads is None and head_dim is None:
         if kv_dtype is not None or dtype is not None or query_len != 1 or \
-                fused_merge:
-            raise ValueError("query_len, dtype, kv_dtype and fused_merge "
-                             "describe the kernel's work: pass num_q_heads "
-                             "and head_dim with them")
+                fused_merge or kv_scale is not None:
+            raise ValueError("query_len, dtype, kv_dtype, kv_scale and "
+                             "fused_merge describe the kernel's work: pass "
+                             "num_q_heads and head_dim with them")
         if v_head_dim is not None or shared_kv:
             raise ValueError("v_head_dim and shared_kv describe the kernel's "
                              "work: pass num_q_heads and head_dim with them")
@@ -363,18 +365,24 @@ def _kernel_problem(num_kv_heads, num_q_heads, head_dim, query_len,
                          f"an fp8 format: {accepted('fp8')}; got {kv_dtype!r}")
     kv_bytes = _KV_ELEMENT_BYTES[name]
     query_bytes = max(2, kv_bytes)
+    query_name = name
     if dtype is not None:
-        query_bytes = _QUERY_ELEMENT_BYTES.get(_dtype_name(dtype))
+        query_name = _dtype_name(dtype)
+        query_bytes = _QUERY_ELEMENT_BYTES.get(query_name)
         if query_bytes is None:
             raise ValueError(f"dtype must be one of {accepted('dtype')}, "
                              f"got {dtype!r}")
+    scales = check_compile_options(
+        name if kv_bytes == 1 else None, kv_scale)["kv_scale"]
     return {"group_size": counts["num_q_heads"] // counts["num_kv_heads"],
             "query_len": counts["query_len"],
             "head_dim": counts["head_dim"],
             "kv_element_bytes": kv_bytes,
             "query_element_bytes": query_bytes,
             "fused_merge": fused_merge, "v_head_dim": v_head_dim or 0,
-            "shared_kv": shared_kv}
+            "shared_kv": shared_kv,
+            "bfloat16_queries": query_name == "bfloat16",
+            "float8_token_scales": scales == "token_head"}
 
 
 def _planner_options(blocks_per_sm, min_chunk_length, max_splits):

@@ -61,20 +61,18 @@ KVScaleGranularity parseKVScaleGranularity(const std::string &name) {
              : KVScaleGranularity::TokenHead;
 }
 
-KernelRequest
-makeRequest(int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
-            int64_t queryLength, const std::string &dtype,
-            const std::string &kvLayout, int64_t pageSize, int64_t numSplits,
-            bool splitKV, std::optional<float> scale, bool withLse,
-            int64_t batch, int64_t maxLength, int64_t smCount,
-            const std::string &arch, int64_t blocksPerSM,
-            int64_t minChunkLength, int64_t maxSplits, int64_t windowLeft,
-            std::optional<float> logitsSoftCap, bool withSinks, bool withAlibi,
-            bool withQueryLens, const std::string &kvDtype,
-            const std::string &kvScale, bool fusedMerge,
-            const std::optional<std::string> &schedule, int64_t valueHeadDim,
-            bool sharedKV, int64_t kvShardWorld, int64_t kvShardInterleave,
-            int64_t topK, bool sharedPrefix) {
+KernelRequest makeRequest(
+    int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
+    int64_t queryLength, const std::string &dtype, const std::string &kvLayout,
+    int64_t pageSize, int64_t numSplits, bool splitKV,
+    std::optional<float> scale, bool withLse, int64_t batch, int64_t maxLength,
+    int64_t smCount, const std::string &arch, int64_t blocksPerSM,
+    int64_t minChunkLength, int64_t maxSplits, int64_t windowLeft,
+    std::optional<float> logitsSoftCap, bool withSinks, bool withAlibi,
+    bool withQueryLens, const std::string &kvDtype, const std::string &kvScale,
+    bool fusedMerge, const std::optional<std::string> &schedule,
+    int64_t valueHeadDim, bool sharedKV, int64_t kvShardWorld,
+    int64_t kvShardInterleave, int64_t topK, bool sharedPrefix) {
   KernelConfig config;
   config.headDim = headDim;
   config.valueHeadDim = valueHeadDim;
@@ -146,7 +144,7 @@ makeRequest(int64_t headDim, int64_t numQueryHeads, int64_t numKVHeads,
       py::arg("shared_kv") = KernelConfig().sharedKV,                          \
       py::arg("kv_shard_world") = KernelConfig().kvShardWorld,                 \
       py::arg("kv_shard_interleave") = KernelConfig().kvShardInterleave,       \
-      py::arg("top_k") = KernelConfig().topK,                                \
+      py::arg("top_k") = KernelConfig().topK,                                  \
       py::arg("shared_prefix") = KernelConfig().sharedPrefix
 
 /// The data of an optional C-contiguous buffer of `count` T (float or
@@ -240,8 +238,7 @@ public:
         throw py::value_error("this kernel reads paged caches: block_table "
                               "required");
       buffers.blockTable = static_cast<const int32_t *>(checkedData(
-          *blockTable, sequences * maxPages * sizeof(int32_t),
-          "block_table"));
+          *blockTable, sequences * maxPages * sizeof(int32_t), "block_table"));
       buffers.numPages = numPages;
       buffers.maxPagesPerSequence = maxPages;
     }
@@ -322,7 +319,8 @@ py::dict getRequestFields(const KernelRequest &request) {
 } // namespace
 
 ElementType flashdecode::python::parseElementType(const std::string &name) {
-  std::string_view type = getCanonicalName(NameKind::ElementType, name, "dtype");
+  std::string_view type =
+      getCanonicalName(NameKind::ElementType, name, "dtype");
   return type == "f16"    ? ElementType::F16
          : type == "bf16" ? ElementType::BF16
                           : ElementType::F32;
@@ -390,14 +388,13 @@ PYBIND11_MODULE(_flashdecode, module) {
   module.def(
       "spellings",
       [nameKind](const std::string &kind) {
-        std::vector<std::tuple<std::string, std::string,
-                               std::vector<std::string>>>
+        std::vector<
+            std::tuple<std::string, std::string, std::vector<std::string>>>
             values;
         for (const Spellings &value : getSpellings(nameKind(kind)))
-          values.emplace_back(
-              value.canonical, value.python,
-              std::vector<std::string>(value.others.begin(),
-                                       value.others.end()));
+          values.emplace_back(value.canonical, value.python,
+                              std::vector<std::string>(value.others.begin(),
+                                                       value.others.end()));
         return values;
       },
       py::arg("kind"));
@@ -438,7 +435,8 @@ PYBIND11_MODULE(_flashdecode, module) {
          int64_t groupSize, int64_t queryLength, int64_t headDim,
          int64_t kvElementBytes, int64_t queryElementBytes, bool fusedMerge,
          bool paged, bool window, bool softCap, bool alibi, bool queryLens,
-         const std::string &arch, int64_t valueHeadDim, bool sharedKV) {
+         const std::string &arch, int64_t valueHeadDim, bool sharedKV,
+         bool bfloat16Queries, bool float8TokenScales) {
         SplitPlannerOptions options;
         options.smCount = smCount;
         options.blocksPerSM = blocksPerSM;
@@ -460,6 +458,8 @@ PYBIND11_MODULE(_flashdecode, module) {
           problem.valuesFromKeys = sharedKV;
           problem.queryElementBytes = queryElementBytes;
           problem.cacheElementBytes = kvElementBytes;
+          problem.bfloat16Queries = bfloat16Queries;
+          problem.float8TokenScales = float8TokenScales;
           problem.groupSize = groupSize;
           problem.queryLength = queryLength;
           problem.alibi = alibi;
@@ -488,7 +488,9 @@ PYBIND11_MODULE(_flashdecode, module) {
       py::arg("window") = false, py::arg("soft_cap") = false,
       py::arg("alibi") = false, py::arg("query_lens") = false,
       py::arg("arch") = std::string(kDefaultChipName),
-      py::arg("v_head_dim") = 0, py::arg("shared_kv") = false);
+      py::arg("v_head_dim") = 0, py::arg("shared_kv") = false,
+      py::arg("bfloat16_queries") = false,
+      py::arg("float8_token_scales") = false);
 
   // What a kernel is (the JIT's key): made by resolving a request.
   py::class_<KernelConfig>(module, "KernelConfig")

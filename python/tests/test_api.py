@@ -256,6 +256,15 @@ def test_plan_splits_features_need_the_work():
     with pytest.raises(ValueError, match="arch 'sm_70' is not supported"):
         flashdecode.plan_splits(1, 8, 4096, num_q_heads=32, head_dim=128,
                                 arch="sm_70")
+    with pytest.raises(ValueError, match="kv_scale and fused_merge describe "
+                       "the kernel's work"):
+        flashdecode.plan_splits(1, 8, 4096, kv_scale="token_head")
+    with pytest.raises(ValueError, match="kv_scale is only for fp8 caches"):
+        flashdecode.plan_splits(1, 8, 4096, num_q_heads=32, head_dim=128,
+                                kv_scale="token_head")
+    with pytest.raises(ValueError, match="kv_scale must be one of"):
+        flashdecode.plan_splits(1, 8, 4096, num_q_heads=32, head_dim=128,
+                                kv_dtype="float8_e4m3fn", kv_scale="row")
 
 
 def _request(batch, max_len, num_splits=0, **knobs):
@@ -325,19 +334,25 @@ def test_planner_knobs_reach_the_plan_and_the_manifest():
 
 
 def test_plan_splits_with_the_kernels_work():
-    """num_q_heads, head_dim, query_len, kv_dtype and dtype make plan_splits
-    the compiler's choice for those kernels, whatever the dtypes."""
+    """num_q_heads, head_dim, query_len, kv_dtype, dtype and kv_scale make
+    plan_splits the compiler's choice for those kernels, whatever the dtypes
+    (MHA's one row a head over an fp8 cache takes tensor cores where they
+    multiply in f16, CUDA cores under bf16 queries and per-token scales)."""
     for kwargs in ({}, {"query_len": 4}, {"kv_dtype": "float8_e4m3fn"},
                    {"kv_dtype": "bfloat16"}, {"kv_dtype": "float32"},
                    {"kv_dtype": "float8_e5m2", "dtype": "float32"},
-                   {"kv_dtype": "float8_e4m3fn", "dtype": "bfloat16"}):
+                   {"kv_dtype": "float8_e4m3fn", "dtype": "bfloat16"},
+                   {"kv_dtype": "float8_e4m3fn", "dtype": "bfloat16",
+                    "kv_scale": "token_head"}):
         dtype = kwargs.get("kv_dtype", "float16")
         compile_kwargs = {"query_len": kwargs.get("query_len", 1)}
         if dtype.startswith("float8"):
             compile_kwargs["kv_dtype"] = dtype
+            compile_kwargs["kv_scale"] = kwargs.get("kv_scale")
             dtype = kwargs.get("dtype", "float16")
         for heads, batch, max_len in ((1, 1, 32768), (8, 1, 32768),
-                                      (1, 16, 4096), (2, 3, 5000)):
+                                      (1, 16, 4096), (2, 3, 5000),
+                                      (32, 1, 32768)):
             kernel = flashdecode.compile(128, 32, heads, dtype=dtype,
                                          batch=batch, max_len=max_len,
                                          **compile_kwargs)

@@ -101,6 +101,7 @@ void usage() {
       "                [--v-head-dim N] [--shared-kv]\n"
       "                [--dtype f16|bf16|f32] [--kv-dtype "
       "f16|bf16|f32|e4m3|e5m2]\n"
+      "                [--kv-scale tensor|token-head]\n"
       "                [--fused-merge] [--shared-prefix]]\n"
       "       fd-plan --table [--sm-count N] [--blocks-per-sm N]\n"
       "Prints the split count the planner chooses for decode attention over\n"
@@ -110,7 +111,8 @@ void usage() {
       "FlashAttention-2's choices.\n"
       "--num-q-heads and --head-dim (with --query-len, default 1, the\n"
       "caches' --kv-dtype, default f16, and the queries' --dtype, default\n"
-      "the caches' or f16 beside fp8) describe the kernel's work, as\n"
+      "the caches' or f16 beside fp8, and an fp8 cache's --kv-scale,\n"
+      "default tensor) describe the kernel's work, as\n"
       "fd-split-kv sees it: the plan then paces its blocks as the kernel it\n"
       "gets (tensor cores or CUDA cores) and counts the DRAM time of the\n"
       "cache and the partials; without them, the wave model alone. "
@@ -144,6 +146,10 @@ int main(int argc, char **argv) {
   bool sharedKV = false, sharedPrefix = false;
   // 0: the caches' type, or f16 beside an fp8 cache.
   int64_t queryElementBytes = 0;
+  // Whether --dtype (or, without it, --kv-dtype) is bf16; --kv-scale given,
+  // and per token.
+  bool bfloat16Queries = false, bfloat16Cache = false, scaleGiven = false,
+       tokenScales = false;
   flashdecode::SplitWorkload workload;
   bool table = false;
   for (int i = 1; i < argc; ++i) {
@@ -166,6 +172,22 @@ int main(int argc, char **argv) {
     }
     if (flag == "--shared-prefix") {
       sharedPrefix = true;
+      continue;
+    }
+    if (flag == "--kv-scale") {
+      const char *name = i + 1 < argc ? argv[++i] : "";
+      const flashdecode::Spellings *granularity = flashdecode::findSpelling(
+          flashdecode::NameKind::ScaleGranularity, name);
+      if (!granularity) {
+        std::fprintf(stderr, "fd-plan: --kv-scale must be %s, got '%s'\n",
+                     flashdecode::describeSpellings(
+                         flashdecode::NameKind::ScaleGranularity)
+                         .c_str(),
+                     name);
+        return 2;
+      }
+      scaleGiven = true;
+      tokenScales = granularity->canonical == "token-head";
       continue;
     }
     if (flag == "--kv-dtype" || flag == "--dtype") {
@@ -195,6 +217,8 @@ int main(int argc, char **argv) {
         return 2;
       }
       (cache ? workload.kvElementBytes : queryElementBytes) = bytes;
+      (cache ? bfloat16Cache : bfloat16Queries) =
+          type && type->canonical == "bf16";
       continue;
     }
     int64_t *target = flag == "--batch"              ? &batch
@@ -216,7 +240,8 @@ int main(int argc, char **argv) {
           "--num-kv-heads, --max-len, --sm-count, --blocks-per-sm, "
           "--min-chunk-length, --max-splits, --num-q-heads, "
           "--head-dim, --v-head-dim, --shared-kv, --query-len, --dtype, "
-          "--kv-dtype, --fused-merge, --shared-prefix, --table, --help\n",
+          "--kv-dtype, --kv-scale, --fused-merge, --shared-prefix, "
+          "--table, --help\n",
           argv[i]);
       return 2;
     }
@@ -269,6 +294,12 @@ int main(int argc, char **argv) {
     problem.queryElementBytes =
         queryElementBytes ? queryElementBytes
                           : std::max<int64_t>(2, workload.kvElementBytes);
+    problem.bfloat16Queries =
+        queryElementBytes ? bfloat16Queries : bfloat16Cache;
+    problem.float8TokenScales = workload.kvElementBytes == 1 && tokenScales;
+    if (invalid.empty() && scaleGiven && workload.kvElementBytes != 1)
+      invalid = "--kv-scale is only for fp8 caches: give --kv-dtype e4m3 or "
+                "e5m2 with it";
     if (invalid.empty() && sharedPrefix && workload.fusedMerge)
       invalid = "--shared-prefix with --fused-merge: a shared prefix's "
                 "kernels merge with the merge kernel";
@@ -285,6 +316,9 @@ int main(int argc, char **argv) {
     invalid = "--query-len, --dtype, --kv-dtype, --fused-merge and "
               "--shared-prefix describe the kernel's work: pass --num-q-heads "
               "and --head-dim with them";
+  } else if (invalid.empty() && scaleGiven) {
+    invalid = "--kv-scale describes the kernel's work: pass --num-q-heads, "
+              "--head-dim and an fp8 --kv-dtype with it";
   } else if (invalid.empty() && (valueHeadDim || sharedKV)) {
     invalid = "--v-head-dim and --shared-kv describe the kernel's work: pass "
               "--num-q-heads and --head-dim with them";

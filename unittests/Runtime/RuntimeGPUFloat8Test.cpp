@@ -243,7 +243,8 @@ const KernelCase kWithoutSinks[] = {{"fp8_e4m3_tc", true},
                                     {"fp8_e4m3_tc_bf16_token_sm80", true},
                                     {"fp8_e5m2_tc_bf16_token", true},
                                     {"fp8_e4m3_mqa_token", true},
-                                    {"fp8_e4m3_mha_token", false},
+                                    {"fp8_e4m3_mha_token", true},
+                                    {"fp8_e4m3_mha_bf16_token", false},
                                     {"fp8_e4m3_f32_d40_spec3_sm80", false}};
 const KernelCase kWithEveryFeature[] = {
     {"fp8_e4m3_tc_every_feature", true},
@@ -265,7 +266,7 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(KernelCase{"fp8_e5m2_tc_bf16_paged16_hnd_spec4", true},
                     KernelCase{"fp8_e4m3_tc_paged256_spec8", true},
                     KernelCase{"fp8_e5m2_mha_bf16_paged16_sm80", false},
-                    KernelCase{"fp8_e5m2_mha_paged1_hnd", false}),
+                    KernelCase{"fp8_e5m2_mha_paged1_hnd", true}),
     caseName<KernelCase>);
 
 } // namespace

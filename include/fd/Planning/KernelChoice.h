@@ -23,12 +23,24 @@ inline constexpr int64_t kTensorCoreMinRows = 2;
 /// Whether the partial kernel computes a KV head's `rows` query rows (group
 /// size x query length) on tensor cores: where a tile has rows to fill (each
 /// row costs the CUDA-core kernel its own FMAs, exp and shuffles per key; an
-/// mma costs the same for 1 row as for 16) and the fragment layout fits:
-/// 16-bit queries (mma.sync has no exact f32 form; an fp8 cache is decoded to
-/// the queries' type), a head dim of 64 or 128 (the accumulator, 16 x D f32
-/// per warp, lives in registers).
+/// mma costs the same for 1 row as for 16; `minRows`, kTensorCoreMinRows
+/// unless planKernel says otherwise) and the fragment layout fits: 16-bit
+/// queries (mma.sync has no exact f32 form; an fp8 cache is decoded to the
+/// queries' type), a head dim of 64 or 128 (the accumulator, 16 x D f32 per
+/// warp, lives in registers).
 bool choosesTensorCores(int64_t queryElementBytes, int64_t headDim,
-                        int64_t rows);
+                        int64_t rows, int64_t minRows = kTensorCoreMinRows);
+
+/// Whether a tensor-core tile over an fp8 cache multiplies in f16: with f16
+/// queries, and with bf16 queries whose cache has per-tensor scales (or
+/// none): the tile converts q once, and each fp8 pair decodes to f16 with
+/// one conversion where bf16 took twelve instructions. With per-token value
+/// scales P carries them, which f16 could not hold for large values: bf16
+/// queries keep bf16 pairs there.
+inline bool multipliesFloat8InHalf(bool bfloat16Queries,
+                                   bool float8TokenScales) {
+  return !bfloat16Queries || !float8TokenScales;
+}
 
 } // namespace flashdecode
 

@@ -13,6 +13,7 @@
 #define FD_PLANNING_KERNELPLAN_H
 
 #include "fd/Planning/Chip.h"
+#include "fd/Planning/KernelChoice.h"
 #include "fd/Planning/PartialKernelLayout.h"
 
 #include <cstdint>
@@ -46,6 +47,11 @@ struct KernelProblem {
   int64_t queryElementBytes = 2;
   /// The cache's: 1 (fp8, decoded to the queries' type), 2 or 4.
   int64_t cacheElementBytes = 2;
+  /// bf16 queries (not f16), and an fp8 cache's scales per token and KV
+  /// head (not per tensor): together they keep a tensor-core tile's mma in
+  /// bf16 (multipliesFloat8InHalf).
+  bool bfloat16Queries = false;
+  bool float8TokenScales = false;
   /// Hq / Hkv.
   int64_t groupSize = 1;
   int64_t queryLength = 1;
@@ -73,6 +79,12 @@ struct KernelProblem {
   int64_t getBlockBatch(int64_t batch) const;
   int64_t getValueHeadDim() const {
     return valueHeadDim ? valueHeadDim : headDim;
+  }
+  /// An fp8 cache that a tensor-core tile multiplies in f16.
+  bool multipliesFloat8InHalf() const {
+    return cacheElementBytes == 1 && queryElementBytes == 2 &&
+           ::flashdecode::multipliesFloat8InHalf(bfloat16Queries,
+                                                 float8TokenScales);
   }
 };
 

@@ -45,7 +45,10 @@ protected:
   /// scale in it. Per-token value scales would go into P, which f16 could
   /// not hold for large values: those stay bf16.
   bool multipliesInHalf() const {
-    return cache.isFloat8() && elementType.isBF16() && !keyScales;
+    return cache.isFloat8() && elementType.isBF16() &&
+           ::flashdecode::multipliesFloat8InHalf(
+               /*bfloat16Queries=*/true,
+               /*float8TokenScales=*/bool(keyScales));
   }
   /// f16 products (HalfQuery.cpp): `largest` and the finite magnitudes of
   /// the bf16 pair `word`; the power of two 2^k that puts the largest |q|

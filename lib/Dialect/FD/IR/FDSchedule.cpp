@@ -56,6 +56,10 @@ mlir::fd::getKernelProblem(AttentionOpInterface op) {
   problem.valuesFromKeys = !op.getValueCache();
   problem.queryElementBytes = elementBytes(op.getQuery());
   problem.cacheElementBytes = elementBytes(op.getKeyCache());
+  problem.bfloat16Queries =
+      cast<ShapedType>(op.getQuery().getType()).getElementType().isBF16();
+  problem.float8TokenScales =
+      op.getKScale() && !isPerTensorScale(op.getKScale());
   problem.groupSize = geometry.groupSize();
   problem.queryLength = geometry.queryLength;
   problem.alibi = static_cast<bool>(op.getAlibiSlopes());
