@@ -125,12 +125,12 @@ TEST_P(SplitValueTileBanks, TheTokenLoopMeetsDistinctBanks) {
   EXPECT_EQ(partialKernelConflicts(8), partialKernelConflicts(2));
 }
 
-/// The row layouts of the split-value tile with 2-byte caches: MLA's
-/// latent rows (D_v = 512: a lane's V reads of a key take two 16-byte
-/// passes) in f16 and bf16, Gemma 4's values of their own, and D_v of 128
-/// (8-byte V reads) and 256 (16-byte). fp8 rows are not among them: their
-/// copies' passes that straddle two keys' rows (36 pieces a latent key) take
-/// one wavefront more (KernelABI.md).
+/// The row layouts of the split-value tile: MLA's latent rows (D_v = 512:
+/// a lane's V reads of a key take two 16-byte passes) in f16 and bf16,
+/// Gemma 4's values of their own, D_v of 128 (8-byte V reads) and 256
+/// (16-byte); fp8 rows (16 bytes apart modulo 128) with per-token scales,
+/// over e4m3 MLA (36 pieces a key: a copy's pass takes a piece of each key)
+/// and e5m2 values of their own.
 std::vector<MatrixConfig> splitValueRowLayouts() {
   auto make = [](ElementType type, int64_t headDim, int64_t valueHeadDim,
                  bool sharedKV, int64_t groupSize) {
@@ -141,11 +141,20 @@ std::vector<MatrixConfig> splitValueRowLayouts() {
     config.suite = "Banks";
     return config;
   };
+  auto overFloat8 = [](MatrixConfig config, KVCacheType format) {
+    config.kvCacheType = format;
+    config.kvScale = KVScaleGranularity::TokenHead;
+    return config;
+  };
   return {make(ElementType::BF16, 576, 512, true, 16),
           make(ElementType::F16, 576, 512, true, 32),
           make(ElementType::BF16, 512, 512, false, 8),
           make(ElementType::F16, 192, 128, false, 4),
-          make(ElementType::F16, 576, 256, true, 16)};
+          make(ElementType::F16, 576, 256, true, 16),
+          overFloat8(make(ElementType::BF16, 576, 512, true, 16),
+                     KVCacheType::E4M3),
+          overFloat8(make(ElementType::F16, 512, 512, false, 8),
+                     KVCacheType::E5M2)};
 }
 
 std::string configName(const testing::TestParamInfo<MatrixConfig> &info) {

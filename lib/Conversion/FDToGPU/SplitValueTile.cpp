@@ -66,6 +66,7 @@ SplitValueTileBuilder::getStepPieces(Value stepStart) {
   const int64_t piecesPerKey = layout.stageScaleOffset / kPieceBytes;
   const int64_t stepKeys = layout.tokensPerStep();
   const int64_t pieces = stepKeys * piecesPerKey;
+  constexpr int64_t kPiecesPerPass = 128 / kPieceBytes;
   SmallVector<Piece> stepPieces;
   auto setToken = [&](Piece &p) {
     Value token = e.add(stepStart, p.key);
@@ -80,10 +81,17 @@ SplitValueTileBuilder::getStepPieces(Value stepStart) {
     if (first + threads > pieces)
       p.inRange = e.lessThan(index, e.index(pieces));
     index = e.min(index, e.index(pieces - 1));
-    p.key =
-        arith::DivUIOp::create(rewriter, e.loc, index, e.index(piecesPerKey));
-    p.piece =
-        arith::RemUIOp::create(rewriter, e.loc, index, e.index(piecesPerKey));
+    // A copy's pass is 8 lanes' 16 bytes (one wavefront). Where a key's
+    // pieces fill whole passes, a pass takes 8 pieces of one key; else
+    // (fp8 MLA's 36 a key) passes that straddled two rows met some banks
+    // twice, so a pass takes one piece of each of the step's 8 keys (rows
+    // an odd number of 16 bytes apart: 8 distinct banks' groups).
+    bool wholePasses = piecesPerKey % kPiecesPerPass == 0;
+    Value perKey = e.index(wholePasses ? piecesPerKey : stepKeys);
+    Value major = arith::DivUIOp::create(rewriter, e.loc, index, perKey);
+    Value minor = arith::RemUIOp::create(rewriter, e.loc, index, perKey);
+    p.key = wholePasses ? major : minor;
+    p.piece = wholePasses ? minor : major;
     setToken(p);
     stepPieces.push_back(p);
   }
