@@ -350,6 +350,27 @@ TEST(SplitPlanner, SplitValueBlocksShareTheirSMsBytes) {
   SplitWorkload wide =
       getSplitWorkload(heads128, planKernel(heads128, chip), chip);
   EXPECT_EQ(planNumSplits(64, 1, 4096, {}, wide).numSplits, 1);
+  // An e4m3 latent cache's 576-byte tokens: a block alone streams as its
+  // steps' latency lets it, 2.24 keys a token-time, and two an SM stream
+  // faster (fdemu, graph µs a layer at B=1: 118 splits 12.37, 228 9.21,
+  // 264 9.35): the plan puts two blocks on most SMs.
+  KernelProblem float8 = problem;
+  float8.cacheElementBytes = 1;
+  SplitWorkload narrow =
+      getSplitWorkload(float8, planKernel(float8, chip), chip);
+  ASSERT_TRUE(narrow.splitValueTile);
+  SplitPlan latencyBound = evaluateSplits(1, 1, 32768, 116, {}, narrow);
+  partials = 116.0 * 16 * 513 * 4 / bytesPerTokenTime;
+  EXPECT_NEAR(
+      latencyBound.modeledCost,
+      std::max(288.0 * 576 / (defaults.splitValueBlockKeysPerTokenTime * 576) +
+                   overhead,
+               latencyBound.dramCost) +
+          partials,
+      1e-9);
+  SplitPlan narrowPlan = planNumSplits(1, 1, 32768, {}, narrow);
+  EXPECT_GT(narrowPlan.numSplits, 200);
+  EXPECT_LE(narrowPlan.numSplits, 264);
   // The per-warp tiles are paced as before.
   problem.headDim = 128;
   problem.valueHeadDim = 0;

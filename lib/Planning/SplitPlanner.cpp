@@ -65,12 +65,19 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
       static_cast<double>(kPlannedBlocksPerSM);
   if (workload.splitValueTile) {
     // An SM streams its blocks' chunks one after another or together at
-    // its share of DRAM, a block alone a little slower; the fixed costs of
-    // the blocks it holds at once overlap.
+    // its share of DRAM, a block alone a little slower, or as its steps'
+    // latency lets it where the tokens are narrow (then the SM's blocks
+    // together are faster); the fixed costs of the blocks it holds at once
+    // overlap.
     int64_t blocksOnSM = ceilDiv(plan.blocks, options.smCount);
-    double rate = static_cast<double>(
-        blocksOnSM > 1 ? options.smBytesPerTokenTime
-                       : options.splitValueBlockBytesPerTokenTime);
+    double alone = std::min(
+        static_cast<double>(options.splitValueBlockBytesPerTokenTime),
+        options.splitValueBlockKeysPerTokenTime * workload.getTokenBytes());
+    double rate =
+        blocksOnSM > 1
+            ? std::min(static_cast<double>(blocksOnSM) * alone,
+                       static_cast<double>(options.smBytesPerTokenTime))
+            : alone;
     plan.modeledCost =
         static_cast<double>(blocksOnSM) * chunkKeys * workload.getTokenBytes() /
             rate +

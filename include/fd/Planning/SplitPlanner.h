@@ -70,6 +70,14 @@ struct SplitPlannerOptions {
   /// about 4,500 cycles before its first step and 4,000 after its last then
   /// (67 token-times of 127 cycles); about 1,980 and 1,450 now.
   int64_t splitValueBlockOverheadTokens = 67;
+  /// The keys a split-value tile's block streams a token-time alone, its
+  /// steps' latency binding: 8 keys in about 454 cycles (FDEMU_TRACE_CTA,
+  /// MLA at 16 heads), 2.24 a token-time of 127 cycles. Only narrow tokens
+  /// are bound by it (fp8 MLA's 576 bytes: 1,290 bytes a token-time, under
+  /// splitValueBlockBytesPerTokenTime), and then two blocks an SM stream
+  /// faster than one (e4m3 MLA at B=1, modeled: 118 splits, one block an
+  /// SM, 12.37 us a layer; 264, two, 9.35).
+  double splitValueBlockKeysPerTokenTime = 2.24;
   /// Bytes an SM must have in flight to draw its share of DRAM bandwidth
   /// (Little's law: the achievable 4.22 TB/s x ~600 ns of loaded latency
   /// over 132 SMs, 19.2 KB; 19 KiB). A tensor-core block has S - 1 steps
