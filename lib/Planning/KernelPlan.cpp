@@ -87,7 +87,7 @@ KernelSchedule::getWorkgroupBuffers(int64_t fusedMergeSplits) const {
   const int64_t rowBytes = states * valueHeadDim * 4;
   const int64_t accumulatorRows = std::max(
       {layout.rowTile, ceilDiv(keyValueStages * layout.stageBytes(), rowBytes),
-       ceilDiv(kTensorCoreTileRows * layout.queryStageRowBytes, rowBytes)});
+       ceilDiv(getQueryStageBytes(), rowBytes)});
   // The query buffer: a CUDA-core tile's f32 rows, a tensor-core tile's q
   // fragments, or a split-value tile's exchange of each warp's share of S
   // (a lane's four scores).
@@ -109,8 +109,7 @@ KernelSchedule::getWorkgroupBuffers(int64_t fusedMergeSplits) const {
 
 int64_t KernelSchedule::getQueryStageOffset() const {
   return std::max<int64_t>(0, keyValueStages * layout.stageBytes() -
-                                  kTensorCoreTileRows *
-                                      layout.queryStageRowBytes) /
+                                  getQueryStageBytes()) /
          16 * 16;
 }
 

@@ -202,10 +202,14 @@ struct KernelSchedule {
   /// or a split-value tile's one (its warps share the rows' max and sum and
   /// each holds a quarter of the value dims).
   int64_t getPublishedWarpStates() const;
-  /// A split-value tile: where its q fragments' 16 rows (queryStageRowBytes
-  /// each) lie in the stages' buffer before the token loop: at the end of the S
-  /// stages (from the start when they hold less), 16-byte aligned, so the
-  /// first steps' copies go to the stages before them while q is read.
+  /// A split-value tile: the bytes of its q fragments' 16 rows
+  /// (queryStageRowBytes each) in the stages' buffer before the token loop,
+  /// and where they lie: at the end of the S stages (from the start when
+  /// they hold less), 16-byte aligned, so the first steps' copies go to the
+  /// stages before them while q is read.
+  int64_t getQueryStageBytes() const {
+    return kTensorCoreTileRows * layout.queryStageRowBytes;
+  }
   int64_t getQueryStageOffset() const;
   /// The workgroup buffers (PartialKernelBuffer) of this kernel when it
   /// merges `fusedMergeSplits` splits itself (0: no fused merge).
