@@ -40,13 +40,9 @@ Value TensorCoreTileBuilder::foldFiniteMagnitudes(Value largest, Value word) {
     Value finite = arith::CmpFOp::create(
         rewriter, e.loc, arith::CmpFPredicate::OLT, magnitude,
         e.f32(std::numeric_limits<float>::infinity()));
-    largest = maximumOf(largest, e.select(finite, magnitude, e.f32(0.0)));
+    largest = e.max(largest, e.select(finite, magnitude, e.f32(0.0)));
   }
   return largest;
-}
-
-Value TensorCoreTileBuilder::maximumOf(Value lhs, Value rhs) {
-  return arith::MaximumFOp::create(rewriter, e.loc, lhs, rhs);
 }
 
 TensorCoreTileBuilder::HalfQueryScale
@@ -98,7 +94,7 @@ Value TensorCoreTileBuilder::halveQueryFragments() {
       largest =
           foldFiniteMagnitudes(largest, word(e.index(step), lane, e.index(i)));
   largest =
-      e.reduceWarp(largest, [&](Value a, Value b) { return maximumOf(a, b); });
+      e.reduceWarp(largest, [&](Value a, Value b) { return e.max(a, b); });
   HalfQueryScale scale = getHalfQueryScale(largest);
   // Every warp has read the bf16 words before any is rewritten.
   gpu::BarrierOp::create(rewriter, e.loc);

@@ -66,7 +66,10 @@ struct KernelEmitter {
   Value min(Value lhs, Value rhs) {
     return arith::MinSIOp::create(b, loc, lhs, rhs);
   }
+  /// Of floats, NaN if either is (arith.maximumf).
   Value max(Value lhs, Value rhs) {
+    if (isa<FloatType>(lhs.getType()))
+      return arith::MaximumFOp::create(b, loc, lhs, rhs);
     return arith::MaxSIOp::create(b, loc, lhs, rhs);
   }
   Value select(Value condition, Value lhs, Value rhs) {

@@ -87,7 +87,7 @@ Value SplitValueTileBuilder::toHalfQuery(
     for (Value word : step)
       largest = foldFiniteMagnitudes(largest, word);
   largest =
-      e.reduceWarp(largest, [&](Value a, Value b) { return maximumOf(a, b); });
+      e.reduceWarp(largest, [&](Value a, Value b) { return e.max(a, b); });
   auto firstLane = scf::IfOp::create(rewriter, e.loc, e.equal(lane, e.index(0)),
                                      /*withElseRegion=*/false);
   {
@@ -97,8 +97,7 @@ Value SplitValueTileBuilder::toHalfQuery(
   }
   gpu::BarrierOp::create(rewriter, e.loc);
   for (int64_t w = 0; w < PartialKernelLayout::kWarps; ++w)
-    largest =
-        maximumOf(largest, e.load(f32, scoreExchange, f32, e.index(w), 4));
+    largest = e.max(largest, e.load(f32, scoreExchange, f32, e.index(w), 4));
   HalfQueryScale scale = getHalfQueryScale(largest);
   for (SmallVector<Value> &step : words)
     for (Value &word : step)

@@ -59,7 +59,6 @@ protected:
   };
   HalfQueryScale getHalfQueryScale(Value largest);
   Value toHalfWord(Value word, Value scale);
-  Value maximumOf(Value lhs, Value rhs);
   /// Rewrites the staged q fragments (stageQueryFragments') as f16 pairs
   /// times 2^k, the same in every warp; returns 2^-k, which the scores are
   /// multiplied by.
