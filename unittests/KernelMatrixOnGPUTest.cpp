@@ -15,13 +15,10 @@
 
 #include "KernelMatrix.h"
 #include "Runtime/Float8Harness.h"
-
-#include "fd/Emulator/Emulator.h"
+#include "Runtime/LaunchCounters.h"
 
 #include <gtest/gtest.h>
 
-#include <dlfcn.h>
-#include <memory>
 #include <optional>
 
 using namespace flashdecode;
@@ -98,13 +95,8 @@ TEST_P(SplitValueTileBanks, TheTokenLoopMeetsDistinctBanks) {
   // add: the checked run of one sequence at two lengths (2 and 8 steps of 8
   // keys a split) costs the same conflicts, those of the work outside the
   // token loop (the state's publication); the loop adds none.
-  void *library =
-      dlopen(getDriverLibraryName().c_str(), RTLD_NOW | RTLD_NOLOAD);
-  auto record = reinterpret_cast<void (*)(int)>(
-      library ? dlsym(library, "fdemuRecordLaunches") : nullptr);
-  auto getCounters = reinterpret_cast<int (*)(int, FdemuCounters *)>(
-      library ? dlsym(library, "fdemuGetLaunchCounters") : nullptr);
-  if (!record || !getCounters)
+  std::optional<LaunchCounters> launchCounters = LaunchCounters::find();
+  if (!launchCounters)
     GTEST_SKIP() << "not on fdemu: no launch counters";
   SCOPED_TRACE(seedNote());
   constexpr int32_t kSplits = 4, kStepKeys = 8;
@@ -115,12 +107,12 @@ TEST_P(SplitValueTileBanks, TheTokenLoopMeetsDistinctBanks) {
     std::optional<Float8Caches> caches = quantizeIfFloat8(inputs);
     DeviceDecode decode = upload(inputs);
     DecodePlan plan(*device, bundle, buffersOf(decode, caches));
-    record(1);
-    checkRun(decode, inputs, stream, {length}, [&] { plan.launch(stream); });
-    auto counters = std::make_unique<FdemuCounters>();
-    EXPECT_EQ(getCounters(0, counters.get()), 0);
-    record(0);
-    return counters->sharedBankConflicts;
+    return launchCounters
+        ->ofFirstLaunch([&] {
+          checkRun(decode, inputs, stream, {length},
+                   [&] { plan.launch(stream); });
+        })
+        ->sharedBankConflicts;
   };
   EXPECT_EQ(partialKernelConflicts(8), partialKernelConflicts(2));
 }

@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GPUKernelHarness.h"
+#include "LaunchCounters.h"
 
 #include "fd/Emulator/Emulator.h"
 
@@ -27,7 +28,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <dlfcn.h>
 #include <iterator>
 #include <limits>
 #include <memory>
@@ -304,13 +304,8 @@ TEST_P(RuntimeGPUQueryLensTiles, RowTilesOfPaddingAreSkipped) {
   // On fdemu, whose counters say what a launch executed: with one query per
   // sequence the real rows (a group's) fill fewer row tiles than Lq tokens'
   // and the partial kernel runs only those; with none it loads no key.
-  void *library =
-      dlopen(getDriverLibraryName().c_str(), RTLD_NOW | RTLD_NOLOAD);
-  auto record = reinterpret_cast<void (*)(int)>(
-      library ? dlsym(library, "fdemuRecordLaunches") : nullptr);
-  auto getCounters = reinterpret_cast<int (*)(int, FdemuCounters *)>(
-      library ? dlsym(library, "fdemuGetLaunchCounters") : nullptr);
-  if (!record || !getCounters)
+  std::optional<LaunchCounters> launchCounters = LaunchCounters::find();
+  if (!launchCounters)
     GTEST_SKIP() << "not on fdemu: no launch counters";
   SCOPED_TRACE(seedNote());
   const int64_t batch = 4;
@@ -326,11 +321,8 @@ TEST_P(RuntimeGPUQueryLensTiles, RowTilesOfPaddingAreSkipped) {
   auto partialKernel = [&](int32_t entry) {
     inputs.features.queryLens.assign(batch, entry);
     decode.uploadFeatures(inputs.features);
-    record(1);
-    stream.launchAndWait([&] { plan.launch(stream); });
-    auto counters = std::make_unique<FdemuCounters>();
-    EXPECT_EQ(getCounters(0, counters.get()), 0);
-    record(0);
+    std::unique_ptr<FdemuCounters> counters = launchCounters->ofFirstLaunch(
+        [&] { stream.launchAndWait([&] { plan.launch(stream); }); });
     const uint64_t *classes = counters->total.warpInstructions;
     return Executed{
         std::accumulate(classes, classes + FDEMU_NUM_CLASSES, uint64_t(0)),
