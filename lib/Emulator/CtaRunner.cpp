@@ -223,11 +223,17 @@ void CtaRunner::runWarp(WarpState &warp) {
     uint64_t loadSectors = cta.counts.globalLoadSectors;
     cta.lastLoadReread = false;
     try {
+      if (!warp.pendingWarpgroupMmas.empty() &&
+          inst.opcode != Opcode::WarpgroupMma)
+        checkWarpgroupRegisters(inst, warp);
       execute(inst, warp, pc, mask, active);
     } catch (const ExecutionError &error) {
       fail(error, warp, inst, active);
     }
-    uint64_t passes = cta.counts.sharedWavefronts - wavefronts;
+    // wgmma.mma_async's operand reads are in its own latency.
+    uint64_t passes = inst.opcode == Opcode::WarpgroupMma
+                          ? 0
+                          : cta.counts.sharedWavefronts - wavefronts;
     loadSectors = cta.counts.globalLoadSectors - loadSectors;
     uint64_t issued =
         timeline.issue(warp.timing, pc, active != 0, passes ? passes - 1 : 0,
@@ -257,6 +263,7 @@ void CtaRunner::execute(const Instruction &inst, WarpState &warp, uint32_t pc,
     if (active != mask)
       setPc(warp, mask & ~active, pc + 1);
     if (active) {
+      checkNoPendingWarpgroupMma(warp);
       dropAsyncCopies(warp, active);
       leave(warp, active, LaneState::Exited, pc);
       completeWarpSyncsAfterExit(warp);
@@ -281,6 +288,10 @@ void CtaRunner::execute(const Instruction &inst, WarpState &warp, uint32_t pc,
     return;
   case Opcode::Mma:
   case Opcode::Ldmatrix:
+  case Opcode::WarpgroupMma:
+  case Opcode::WarpgroupFence:
+  case Opcode::WarpgroupCommit:
+  case Opcode::WarpgroupWait:
     if (active && active != mask)
       throw ExecutionError{kLaunchFailed,
                            "the guard of this .aligned warp instruction is "

@@ -26,6 +26,8 @@ template <typename From, typename To> void copyWork(const From &from, To &to) {
   to.sharedWavefronts = from.sharedWavefronts;
   to.globalLoadSectors = from.globalLoadSectors;
   to.globalStoreSectors = from.globalStoreSectors;
+  to.warpgroupMmas = from.warpgroupMmas;
+  to.warpgroupMmaSteps = from.warpgroupMmaSteps;
 }
 
 void toCounters(const ClassCounts &from, FdemuClassCounts &to,

@@ -16,6 +16,8 @@ WorkCounts &WorkCounts::operator+=(const WorkCounts &other) {
   for (size_t i = 0; i < warpInstructions.size(); ++i)
     warpInstructions[i] += other.warpInstructions[i];
   sharedWavefronts += other.sharedWavefronts;
+  warpgroupMmas += other.warpgroupMmas;
+  warpgroupMmaSteps += other.warpgroupMmaSteps;
   globalLoadSectors += other.globalLoadSectors;
   globalStoreSectors += other.globalStoreSectors;
   return *this;
@@ -25,6 +27,8 @@ WorkCounts &WorkCounts::operator-=(const WorkCounts &other) {
   for (size_t i = 0; i < warpInstructions.size(); ++i)
     warpInstructions[i] -= other.warpInstructions[i];
   sharedWavefronts -= other.sharedWavefronts;
+  warpgroupMmas -= other.warpgroupMmas;
+  warpgroupMmaSteps -= other.warpgroupMmaSteps;
   globalLoadSectors -= other.globalLoadSectors;
   globalStoreSectors -= other.globalStoreSectors;
   return *this;
@@ -144,6 +148,12 @@ std::string checkImplemented(const Kernel &kernel) {
     case Opcode::CpAsyncWait:
     case Opcode::CpAsyncWaitAll:
       missing = checkAsyncCopyImplemented(inst);
+      break;
+    case Opcode::WarpgroupMma:
+    case Opcode::WarpgroupFence:
+    case Opcode::WarpgroupCommit:
+    case Opcode::WarpgroupWait:
+      missing = checkWarpgroupImplemented(inst);
       break;
     default:
       missing = checkArithmeticImplemented(inst);

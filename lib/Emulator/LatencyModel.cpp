@@ -2,6 +2,7 @@
 
 #include "fd/Emulator/LatencyModel.h"
 
+#include "Opcodes.h"
 #include "Timeline.h"
 #include "WarpState.h"
 
@@ -25,31 +26,6 @@ unsigned getResidentCtasPerSM(const SmResources &sm, uint64_t threadsPerCta,
 }
 
 namespace {
-
-/// Whether operand 0 of `opcode` is written (a destination) or read.
-bool writesFirstOperand(Opcode opcode) {
-  switch (opcode) {
-  case Opcode::St:
-  case Opcode::Red:
-  case Opcode::Bra:
-  case Opcode::Ret:
-  case Opcode::Exit:
-  case Opcode::Trap:
-  case Opcode::BarSync:
-  case Opcode::BarWarpSync:
-  case Opcode::Membar:
-  case Opcode::Nop:
-  case Opcode::CpAsync:
-  case Opcode::CpAsyncCommit:
-  case Opcode::CpAsyncWait:
-  case Opcode::CpAsyncWaitAll:
-  case Opcode::GridDependencyWait:
-  case Opcode::LaunchDependents:
-    return false;
-  default:
-    return true;
-  }
-}
 
 unsigned getLatency(const Instruction &inst, const LatencyModel &model) {
   switch (inst.kind) {
@@ -146,6 +122,9 @@ Timeline::Timeline(const Kernel &kernel, const LatencyModel &model)
     const Instruction &inst = kernel.code[pc];
     Decoded &decoded = code[pc];
     unsigned firstSource = 0;
+    // wgmma.mma_async reads and writes its accumulators.
+    decoded.destinations = inst.accumulators;
+    decoded.sources = inst.accumulators;
     if (writesFirstOperand(inst.opcode) && inst.numOperands > 0) {
       addRegisters(inst.operands[0], decoded.destinations);
       firstSource = 1;
@@ -166,7 +145,9 @@ Timeline::Timeline(const Kernel &kernel, const LatencyModel &model)
                     inst.opcode == Opcode::GridDependencyWait ||
                     inst.opcode == Opcode::CpAsyncCommit ||
                     inst.opcode == Opcode::CpAsyncWait ||
-                    inst.opcode == Opcode::CpAsyncWaitAll;
+                    inst.opcode == Opcode::CpAsyncWaitAll ||
+                    inst.opcode == Opcode::WarpgroupCommit ||
+                    inst.opcode == Opcode::WarpgroupWait;
     if (inst.opcode == Opcode::Bra)
       blockStart[inst.operands[0].value] = true;
   }
@@ -206,6 +187,20 @@ Timeline::Timeline(const Kernel &kernel, const LatencyModel &model)
                           : AsyncCopy::None;
     if (inst.opcode == Opcode::CpAsyncWait)
       entry.keepGroups = static_cast<uint32_t>(inst.operands[0].value);
+    entry.warpgroup = inst.opcode == Opcode::WarpgroupMma ? Warpgroup::Mma
+                      : inst.opcode == Opcode::WarpgroupCommit
+                          ? Warpgroup::Commit
+                      : inst.opcode == Opcode::WarpgroupWait ? Warpgroup::Wait
+                                                             : Warpgroup::None;
+    if (inst.opcode == Opcode::WarpgroupWait)
+      entry.keepGroups = static_cast<uint32_t>(inst.operands[0].value);
+    if (inst.opcode == Opcode::WarpgroupMma) {
+      // A warp's 16 x N x 16 multiply-adds at a quarter of the SM's
+      // 2048 a clock: N / 2 cycles, after which a chained wgmma may use
+      // the accumulators; wait_group sees them a tensor latency later.
+      entry.latency = inst.warpgroupColumns / 2u;
+      entry.warpgroupCompletion = entry.latency + model.tensorCore;
+    }
   }
 }
 
@@ -218,6 +213,8 @@ void Timeline::start(WarpTiming &timing) const {
   timing.busy.fill(0);
   timing.openCopiesReady = 0;
   timing.committedCopiesReady.clear();
+  timing.openMmasReady = 0;
+  timing.committedMmasReady.clear();
   timing.lastGlobalAtomic.reset();
   timing.loadsInFlight.clear();
   timing.sectorsInFlight = 0;

@@ -39,6 +39,7 @@ const std::vector<NamedConstant> &getNamedConstants() {
       real("dram_bytes_per_second", &GpuModel::dramBytesPerSecond),
       real("peak_dram_bytes_per_second", &GpuModel::peakDramBytesPerSecond),
       real("tensor_per_clock", &GpuModel::tensorPerClock),
+      real("warpgroup_tensor_per_clock", &GpuModel::warpgroupTensorPerClock),
       real("eager_launch_us", &GpuModel::eagerLaunchMicroseconds),
       real("graph_node_us", &GpuModel::graphNodeMicroseconds),
       real("submission_us", &GpuModel::submissionMicroseconds),

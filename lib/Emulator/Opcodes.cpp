@@ -153,6 +153,14 @@ std::string decodeOpcode(const std::string &word, Instruction &inst) {
     return decodeTensorCoreOpcode(base, splitModifiers(word), inst);
   if (base == "cp")
     return decodeAsyncCopyOpcode(splitModifiers(word), inst);
+  if (base == "wgmma")
+    return decodeWarpgroupOpcode(splitModifiers(word), inst);
+  // fdemu has one memory proxy: shared-memory writes are visible to
+  // wgmma.mma_async's operand reads (the async proxy) without this fence.
+  if (word == "fence.proxy.async" || word == "fence.proxy.async.shared::cta") {
+    inst.opcode = Opcode::Nop;
+    return "";
+  }
   if (base == "griddepcontrol") {
     if (word == "griddepcontrol.wait")
       inst.opcode = Opcode::GridDependencyWait;
@@ -289,8 +297,20 @@ unsigned parseSmVersion(const std::string &target) {
 // a real JIT would refuse it, whatever GPU fdemu emulates. (LLVM's NVPTX
 // backend emits cvt.rn{.relu}.f16x2.e4m3x2 for sm_89 with +ptx81:
 // llvm/test/CodeGen/NVPTX/convert-sm89.ll.)
-std::string checkTargetFeatures(const Instruction &inst, unsigned smVersion,
+std::string checkTargetFeatures(const Instruction &inst,
+                                const std::string &target,
                                 unsigned ptxVersion) {
+  unsigned smVersion = parseSmVersion(target);
+  bool warpgroup = inst.opcode == Opcode::WarpgroupMma ||
+                   inst.opcode == Opcode::WarpgroupFence ||
+                   inst.opcode == Opcode::WarpgroupCommit ||
+                   inst.opcode == Opcode::WarpgroupWait;
+  if (warpgroup && smVersion != 0 &&
+      (smVersion != 90 || target.rfind("sm_90a", 0) != 0))
+    return "Instruction 'wgmma' requires .target sm_90a (the module's is " +
+           target.substr(0, target.find(',')) + ")";
+  if (warpgroup && ptxVersion != 0 && ptxVersion < 80)
+    return "Instruction 'wgmma' requires PTX ISA .version 8.0 or later";
   if (inst.opcode == Opcode::GridDependencyWait ||
       inst.opcode == Opcode::LaunchDependents) {
     if (smVersion != 0 && smVersion < 90)
@@ -318,6 +338,35 @@ std::string checkTargetFeatures(const Instruction &inst, unsigned smVersion,
   if (ptxVersion < 78)
     return feature + "' requires PTX ISA .version 7.8 or later";
   return "";
+}
+
+bool writesFirstOperand(Opcode opcode) {
+  switch (opcode) {
+  case Opcode::St:
+  case Opcode::Red:
+  case Opcode::Bra:
+  case Opcode::Ret:
+  case Opcode::Exit:
+  case Opcode::Trap:
+  case Opcode::BarSync:
+  case Opcode::BarWarpSync:
+  case Opcode::Membar:
+  case Opcode::Nop:
+  case Opcode::CpAsync:
+  case Opcode::CpAsyncCommit:
+  case Opcode::CpAsyncWait:
+  case Opcode::CpAsyncWaitAll:
+  case Opcode::GridDependencyWait:
+  case Opcode::LaunchDependents:
+  // wgmma.mma_async's destinations are its accumulators, not an operand.
+  case Opcode::WarpgroupMma:
+  case Opcode::WarpgroupFence:
+  case Opcode::WarpgroupCommit:
+  case Opcode::WarpgroupWait:
+    return false;
+  default:
+    return true;
+  }
 }
 
 InstructionClass classify(const Instruction &inst) {
@@ -367,6 +416,7 @@ InstructionClass classify(const Instruction &inst) {
   case Opcode::Trap:
     return InstructionClass::Control;
   case Opcode::Mma:
+  case Opcode::WarpgroupMma:
     return InstructionClass::TensorCore;
   case Opcode::Ldmatrix:
     return InstructionClass::SharedLoad;
@@ -377,6 +427,9 @@ InstructionClass classify(const Instruction &inst) {
   case Opcode::CpAsyncCommit:
   case Opcode::CpAsyncWait:
   case Opcode::CpAsyncWaitAll:
+  case Opcode::WarpgroupFence:
+  case Opcode::WarpgroupCommit:
+  case Opcode::WarpgroupWait:
     return InstructionClass::Barrier;
   // Grid dependency control waits on (or releases) other grids.
   case Opcode::GridDependencyWait:

@@ -26,6 +26,9 @@ std::vector<std::string> splitModifiers(const std::string &word);
 std::string decodeTensorCoreOpcode(const std::string &base,
                                    const std::vector<std::string> &modifiers,
                                    Instruction &inst);
+/// wgmma.mma_async, fence, commit_group and wait_group (WarpgroupMma.cpp).
+std::string decodeWarpgroupOpcode(const std::vector<std::string> &modifiers,
+                                  Instruction &inst);
 /// cp.async and its commit_group / wait_group / wait_all (AsyncCopy.cpp).
 std::string decodeAsyncCopyOpcode(const std::vector<std::string> &modifiers,
                                   Instruction &inst);
@@ -34,12 +37,16 @@ std::string decodeAsyncCopyOpcode(const std::vector<std::string> &modifiers,
 /// 90); 0 for anything else.
 unsigned parseSmVersion(const std::string &target);
 
-/// Why ptxas would refuse `inst` for the module's .target (`smVersion`, as
-/// parseSmVersion gives it) and .version (`ptxVersion`, 0 when absent); empty
-/// when it would not. Only instructions that need a newer target than
-/// fdemu's kernels otherwise use are checked (the packed fp8 cvt).
-std::string checkTargetFeatures(const Instruction &inst, unsigned smVersion,
-                                unsigned ptxVersion);
+/// Why ptxas would refuse `inst` for the module's .target (`target`, as
+/// written, empty when absent) and .version (`ptxVersion`, 0 when absent);
+/// empty when it would not. Only instructions that need a newer target than
+/// fdemu's kernels otherwise use are checked (the packed fp8 cvt,
+/// griddepcontrol, wgmma: sm_90a only).
+std::string checkTargetFeatures(const Instruction &inst,
+                                const std::string &target, unsigned ptxVersion);
+
+/// Whether operand 0 of `opcode` is written (a destination) or read.
+bool writesFirstOperand(Opcode opcode);
 
 /// The counter class of a decoded instruction (ld/st of generic addresses
 /// count as global).

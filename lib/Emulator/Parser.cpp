@@ -11,6 +11,7 @@
 #include "Lexer.h"
 #include "Opcodes.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -78,7 +79,7 @@ public:
       } else if (token.text == ".target") {
         next();
         module.target = next().text;
-        smVersion = parseSmVersion(module.target);
+        target = module.target;
         while (!atEnd() && peek().is(',')) {
           next();
           next();
@@ -383,7 +384,7 @@ private:
     const Token &opcode = next();
     std::string error = decodeOpcode(opcode.text, inst);
     if (error.empty())
-      error = checkTargetFeatures(inst, smVersion, ptxVersion);
+      error = checkTargetFeatures(inst, target, ptxVersion);
     if (!error.empty())
       fail(opcode, error + " (in '" + opcode.text + "')");
     std::vector<std::vector<Token>> operands;
@@ -417,12 +418,16 @@ private:
         isPredicate(operands[3][0].text))
       fail(opcode, "cp.async with an ignore-src predicate is not supported; "
                    "fdemu implements the src-size operand");
-    if (operands.size() > 5)
-      fail(opcode, "too many operands");
     size_t index = kernel.code.size();
-    for (size_t i = 0; i < operands.size(); ++i)
-      inst.operands[i] = parseOperand(operands[i], kernel, inst, index, i);
-    inst.numOperands = operands.size();
+    if (inst.opcode == Opcode::WarpgroupMma) {
+      parseWarpgroupMmaOperands(operands, kernel, inst, index, opcode);
+    } else {
+      if (operands.size() > 5)
+        fail(opcode, "too many operands");
+      for (size_t i = 0; i < operands.size(); ++i)
+        inst.operands[i] = parseOperand(operands[i], kernel, inst, index, i);
+      inst.numOperands = operands.size();
+    }
     if (inst.opcode == Opcode::Bra) {
       if (inst.numOperands != 1 || operands[0].size() != 1)
         fail(opcode, "bra takes one label");
@@ -432,6 +437,54 @@ private:
     }
     inst.kind = classify(inst);
     kernel.code.push_back(std::move(inst));
+  }
+
+  /// wgmma.mma_async's d (N / 2 registers, into inst.accumulators), a, b,
+  /// scale-d, then its immediates: imm-scale-a, imm-scale-b (1 or -1),
+  /// imm-trans-a (only when a is a descriptor) and imm-trans-b (0 or 1).
+  void
+  parseWarpgroupMmaOperands(const std::vector<std::vector<Token>> &operands,
+                            Kernel &kernel, Instruction &inst, size_t index,
+                            const Token &opcode) {
+    bool aInRegisters = operands.size() > 1 && operands[1][0].is('{');
+    size_t expected = aInRegisters ? 7 : 8;
+    if (operands.size() != expected || !operands[0][0].is('{'))
+      fail(opcode, std::string("wgmma.mma_async with a ") +
+                       (aInRegisters ? "register fragment" : "descriptor") +
+                       " for a takes " + std::to_string(expected) +
+                       " operands: d, a, b, scale-d, imm-scale-a, "
+                       "imm-scale-b, " +
+                       (aInRegisters ? "" : "imm-trans-a, ") + "imm-trans-b");
+    for (size_t i = 1; i + 1 < operands[0].size(); ++i)
+      if (!operands[0][i].is(','))
+        inst.accumulators.push_back(getRegister(operands[0][i].text, kernel));
+    inst.operands[0].kind = Operand::Kind::Vector;
+    for (size_t i = 1; i < 4; ++i)
+      inst.operands[i] = parseOperand(operands[i], kernel, inst, index, i);
+    inst.numOperands = 4;
+    auto immediate = [&](size_t i, const char *name,
+                         std::initializer_list<int> accepted) {
+      const std::vector<Token> &tokens = operands[i];
+      bool negative = tokens.size() == 2 && tokens[0].is('-');
+      const Token &digits = tokens.back();
+      int value = 0;
+      bool valid = tokens.size() == (negative ? 2u : 1u) &&
+                   std::isdigit(static_cast<unsigned char>(digits.text[0]));
+      if (valid)
+        value = static_cast<int>(parseNumber(digits, negative));
+      if (!valid ||
+          std::find(accepted.begin(), accepted.end(), value) == accepted.end())
+        fail(tokens[0],
+             std::string("wgmma.mma_async ") + name + " must be " +
+                 (accepted.size() == 2 && *accepted.begin() == 1 ? "1 or -1"
+                                                                 : "0 or 1"));
+      return value;
+    };
+    inst.negateA = immediate(4, "imm-scale-a", {1, -1}) < 0;
+    inst.negateB = immediate(5, "imm-scale-b", {1, -1}) < 0;
+    if (!aInRegisters)
+      inst.transposeA = immediate(6, "imm-trans-a", {0, 1});
+    inst.transposeB = immediate(expected - 1, "imm-trans-b", {0, 1});
   }
 
   uint64_t parseNumber(const Token &token, bool negative) {
@@ -565,7 +618,8 @@ private:
   std::vector<Token> tokens;
   size_t position = 0;
   /// The module's .target and .version (0 until seen).
-  unsigned smVersion = 0, ptxVersion = 0;
+  std::string target;
+  unsigned ptxVersion = 0;
   std::vector<Variable> moduleShared;
   std::vector<std::string> dynamicShared;
   uint32_t dynamicAlignment = 16;

@@ -49,6 +49,9 @@ static GpuModel makeH200() {
   // it): 1024 multiply-adds per SM per clock, an m16n8k16 every 2 clocks.
   gpu.tensorPerClock = 0.5;
   gpu.mmaProductsPerSum = 16;
+  // wgmma at the dense peak: 2048 multiply-adds per SM per clock, an
+  // m16n8k16's work every clock (assumed from the datasheet, not measured).
+  gpu.warpgroupTensorPerClock = 1;
   gpu.latencyModel = makeLatencyModel();
   gpu.smResources.sharedBytes = 228 * 1024;
   return gpu;
@@ -145,7 +148,13 @@ getThroughputCycles(const WorkCounts &work, const GpuModel &gpu) {
       {count(C::IntegerOther) / gpu.integerPerClock, "int"},
       {loadStore / gpu.loadStorePerClock, "ld/st"},
       {work.sharedWavefronts / gpu.sharedWavefrontsPerClock, "shared"},
-      {count(C::TensorCore) / gpu.tensorPerClock, "tensor"},
+      {(count(C::TensorCore) - static_cast<double>(work.warpgroupMmas)) /
+               gpu.tensorPerClock +
+           (gpu.warpgroupTensorPerClock > 0
+                ? static_cast<double>(work.warpgroupMmaSteps) /
+                      gpu.warpgroupTensorPerClock
+                : 0),
+       "tensor"},
       {smBytes / gpu.smBytesPerClock, "sm-bandwidth"}};
   std::pair<double, const char *> longest = {0.0, "issue"};
   for (const auto &term : terms)

@@ -13,6 +13,7 @@
 #include "FloatFormats.h"
 #include "MemoryAccess.h"
 #include "Opcodes.h"
+#include "TensorCoreSum.h"
 
 #include <algorithm>
 #include <climits>
@@ -42,16 +43,9 @@ double readMultiplicand(WarpState &warp, uint32_t reg, int lane, unsigned half,
                             : halfBitsToDouble(bits);
 }
 
-/// A product of two f16 or bf16 values, exact in double (their
-/// significands have at most 11 bits), and the sum of the factors'
-/// exponents, by which the tensor core aligns it (the product itself may be
-/// up to 4 times larger).
-struct Product {
-  double value;
-  int exponent;
-};
+} // namespace
 
-Product multiply(double x, double y, Type type) {
+Product tensorCoreProduct(double x, double y, Type type) {
   // A subnormal's exponent is the format's smallest.
   int smallest = type == Type::BF16 ? -126 : -14;
   auto exponent = [&](double v) { return std::max(std::ilogb(v), smallest); };
@@ -61,14 +55,9 @@ Product multiply(double x, double y, Type type) {
 /// Bits the aligned terms keep below the f32 ulp of the largest exponent.
 constexpr int kGuardBits = 2;
 
-/// One fused addition of the tensor core, `accumulator` plus `count`
-/// products, as an H200 computes it bit for bit (measured: docs/Emulator.md):
-/// every term is truncated toward zero to a multiple of
-/// 2^(E - 23 - kGuardBits), E the largest of the accumulator's exponent and
-/// the products' exponent sums, the truncated terms are added exactly and
-/// the sum is truncated to f32; a zero sum is +0, whatever the signs of
-/// the zeros. NaN operands or inf - inf give the canonical NaN; infinities
-/// otherwise propagate.
+// fusedSum's terms are truncated toward zero to a multiple of
+// 2^(E - 23 - kGuardBits), E the largest of the accumulator's exponent and
+// the products' exponent sums (measured: docs/Emulator.md).
 float fusedSum(float accumulator, const Product *products, unsigned count) {
   double plain = accumulator;
   int largest = accumulator == 0 ? INT_MIN : std::ilogb(accumulator);
@@ -91,8 +80,6 @@ float fusedSum(float accumulator, const Product *products, unsigned count) {
   return bitsToFloat(roundToFormat(
       std::ldexp(static_cast<double>(sum), quantum), Type::F32, Rounding::Rz));
 }
-
-} // namespace
 
 std::string decodeTensorCoreOpcode(const std::string &base,
                                    const std::vector<std::string> &modifiers,
@@ -206,7 +193,8 @@ void executeMma(const Instruction &inst, WarpState &warp) {
     for (int column = 0; column < 8; ++column) {
       Product products[16];
       for (unsigned i = 0; i < k; ++i)
-        products[i] = multiply(matrixA[row][i], matrixB[i][column], type);
+        products[i] =
+            tensorCoreProduct(matrixA[row][i], matrixB[i][column], type);
       float sum = matrixC[row][column];
       for (unsigned first = 0; first < k; first += block)
         sum = fusedSum(sum, products + first, block);

@@ -14,7 +14,10 @@
 // their destinations are ready when their sources are. A cp.async's data
 // is ready a global-load latency after it issues; cp.async.wait_group
 // issues once the groups it completes are ready (their use), and it and
-// cp.async.commit_group are fences.
+// cp.async.commit_group are fences. wgmma.mma_async's accumulators are
+// ready for a chained wgmma when its multiply-adds are done (N / 2 cycles);
+// wgmma.wait_group issues a tensor-core latency after that for the groups
+// it retires, and it and wgmma.commit_group are fences.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,6 +61,9 @@ struct WarpTiming {
   /// group not yet waited for (oldest first), are in shared memory.
   uint64_t openCopiesReady = 0;
   std::vector<uint64_t> committedCopiesReady;
+  /// wgmma.mma_async: the same for its groups (wgmma.commit_group).
+  uint64_t openMmasReady = 0;
+  std::vector<uint64_t> committedMmasReady;
   /// The issue of the warp's last executed global atomic, if any.
   std::optional<uint64_t> lastGlobalAtomic;
   /// Global loads and copies in flight: when each completes, and its
@@ -107,7 +113,15 @@ public:
       timing.openCopiesReady = 0;
     }
     if (entry.asyncCopy >= AsyncCopy::Wait)
-      earliest = std::max(earliest, completeCopies(timing, entry.keepGroups));
+      earliest = std::max(earliest, completeGroups(timing.committedCopiesReady,
+                                                   entry.keepGroups));
+    if (entry.warpgroup == Warpgroup::Commit) {
+      timing.committedMmasReady.push_back(timing.openMmasReady);
+      timing.openMmasReady = 0;
+    }
+    if (entry.warpgroup == Warpgroup::Wait)
+      earliest = std::max(earliest, completeGroups(timing.committedMmasReady,
+                                                   entry.keepGroups));
     // Only loads into registers: ptxas's register allocation is what limits
     // them. A cp.async lands in shared memory, outside that limit.
     bool capped = entry.globalLoad && loadSectors && maxSectorsInFlight;
@@ -123,6 +137,9 @@ public:
     if (entry.asyncCopy == AsyncCopy::Copy && executed)
       timing.openCopiesReady =
           std::max(timing.openCopiesReady, start + loadLatency);
+    if (entry.warpgroup == Warpgroup::Mma && executed)
+      timing.openMmasReady =
+          std::max(timing.openMmasReady, start + entry.warpgroupCompletion);
     if (entry.globalAtomic && executed)
       timing.lastGlobalAtomic = start;
     timing.recent[timing.slot] = start;
@@ -161,6 +178,7 @@ public:
 
 private:
   enum class AsyncCopy : uint8_t { None, Copy, Commit, Wait, WaitAll };
+  enum class Warpgroup : uint8_t { None, Mma, Commit, Wait };
 
   struct Entry {
     /// Into `registers`: the sources, the destinations, then the results
@@ -172,20 +190,23 @@ private:
     /// and every later one issues after them.
     bool fence = false;
     AsyncCopy asyncCopy = AsyncCopy::None;
+    Warpgroup warpgroup = Warpgroup::None;
+    /// wgmma.mma_async: from its issue until wait_group may retire it.
+    uint32_t warpgroupCompletion = 0;
     /// A memory fence (membar, fence): what it delays every later
     /// instruction by.
     uint32_t fenceLatency = 0;
     /// atom or red on global memory; a global load (ld, not atom).
     bool globalAtomic = false, globalLoad = false;
-    /// cp.async.wait_group: the newest committed groups it leaves pending.
+    /// cp.async.wait_group, wgmma.wait_group: the newest committed groups
+    /// it leaves pending.
     uint32_t keepGroups = 0;
     uint32_t latency = 0;
   };
 
-  /// The cycle the committed cp.async groups but the newest `keep` are in
-  /// shared memory; they are waited for.
-  static uint64_t completeCopies(WarpTiming &timing, uint32_t keep) {
-    std::vector<uint64_t> &groups = timing.committedCopiesReady;
+  /// The cycle the committed groups (cp.async or wgmma) but the newest
+  /// `keep` are complete; they are waited for.
+  static uint64_t completeGroups(std::vector<uint64_t> &groups, uint32_t keep) {
     size_t done = groups.size() > keep ? groups.size() - keep : 0;
     uint64_t ready = 0;
     for (size_t i = 0; i < done; ++i)

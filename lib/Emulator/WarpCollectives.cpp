@@ -91,13 +91,14 @@ void vote(const Instruction &inst, WarpState &warp, uint32_t lanes) {
   });
 }
 
-/// mma.sync and ldmatrix read and write all 32 lanes' registers.
+/// mma.sync, ldmatrix and wgmma read and write all 32 lanes' registers.
 void checkWholeWarp(const Instruction &inst, const WarpState &warp,
                     uint32_t arrived) {
   if (arrived == ~0u)
     return;
-  std::string name =
-      inst.opcode == Opcode::Mma ? "mma.sync.aligned" : "ldmatrix.sync.aligned";
+  std::string name = inst.opcode == Opcode::Mma        ? "mma.sync.aligned"
+                     : inst.opcode == Opcode::Ldmatrix ? "ldmatrix.sync.aligned"
+                                                       : "wgmma .sync.aligned";
   std::string what =
       warp.existingMask != ~0u
           ? "warp " + std::to_string(warp.index) + " has only lanes " +
@@ -129,6 +130,13 @@ void executeWarpCollective(const Instruction &inst, WarpState &warp,
   case Opcode::Ldmatrix:
     checkWholeWarp(inst, warp, arrived);
     executeLdmatrix(inst, warp);
+    return;
+  case Opcode::WarpgroupMma:
+  case Opcode::WarpgroupFence:
+  case Opcode::WarpgroupCommit:
+  case Opcode::WarpgroupWait:
+    checkWholeWarp(inst, warp, arrived);
+    executeWarpgroup(inst, warp);
     return;
   default: // bar.warp.sync: arriving was all it does.
     return;

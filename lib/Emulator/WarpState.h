@@ -61,6 +61,21 @@ struct PendingCopy {
   uint8_t data[16] = {};
 };
 
+/// A wgmma.mma_async that no wgmma.wait_group has retired: its group (the
+/// warp's count of committed groups when it issued) and the 16-byte chunks
+/// of shared memory it read (offsets, and their bytes then, 16 each).
+struct PendingWarpgroupMma {
+  const Instruction *inst = nullptr;
+  uint32_t group = 0;
+  std::vector<uint32_t> sharedOffsets;
+  std::vector<uint8_t> sharedBytes;
+};
+
+/// What a pending wgmma.mma_async leaves other instructions of its warp to
+/// do with a register (WarpState::registerLocks).
+constexpr uint8_t kRegisterFree = 0, kRegisterNoWrites = 1,
+                  kRegisterNoAccess = 2;
+
 struct WarpState {
   CtaState *cta = nullptr;
   uint32_t index = 0;
@@ -83,6 +98,14 @@ struct WarpState {
   /// lane the groups cp.async.commit_group has closed.
   std::vector<PendingCopy> pendingCopies;
   uint32_t committedGroups[kWarpSize] = {};
+  /// wgmma: the pending wgmma.mma_async in issue order, the groups
+  /// wgmma.commit_group has closed, whether a wgmma.fence came since the
+  /// warp started or last waited, and per register its lock while any is
+  /// pending (empty until the first).
+  std::vector<PendingWarpgroupMma> pendingWarpgroupMmas;
+  uint32_t committedWarpgroupGroups = 0;
+  bool warpgroupFenced = false;
+  std::vector<uint8_t> registerLocks;
 
   uint64_t &reg(uint32_t index, int lane) {
     return registers[static_cast<size_t>(index) * kWarpSize + lane];
@@ -178,10 +201,21 @@ void executeAsyncCopy(const Instruction &inst, WarpState &warp, uint32_t mask);
 /// dropped (they never land).
 void dropAsyncCopies(WarpState &warp, uint32_t mask);
 
-/// mma.sync and ldmatrix: .aligned, so every lane of the warp executes them
-/// together, as if their member mask were the whole warp.
+/// mma.sync, ldmatrix and the wgmma family: .aligned, so every lane of the
+/// warp executes them together, as if their member mask were the whole
+/// warp.
 inline bool isAlignedCollective(const Instruction &inst) {
-  return inst.opcode == Opcode::Mma || inst.opcode == Opcode::Ldmatrix;
+  switch (inst.opcode) {
+  case Opcode::Mma:
+  case Opcode::Ldmatrix:
+  case Opcode::WarpgroupMma:
+  case Opcode::WarpgroupFence:
+  case Opcode::WarpgroupCommit:
+  case Opcode::WarpgroupWait:
+    return true;
+  default:
+    return false;
+  }
 }
 
 /// The member mask of a .sync warp instruction in `lane`.
@@ -204,12 +238,21 @@ void executeWarpCollective(const Instruction &inst, WarpState &warp,
 /// mma.sync and ldmatrix for all 32 lanes (TensorCore.cpp).
 void executeMma(const Instruction &inst, WarpState &warp);
 void executeLdmatrix(const Instruction &inst, WarpState &warp);
+/// wgmma.mma_async, wgmma.fence, wgmma.commit_group and wgmma.wait_group
+/// for all 32 lanes (WarpgroupMma.cpp).
+void executeWarpgroup(const Instruction &inst, WarpState &warp);
+/// Throws when `inst` accesses a register a pending wgmma.mma_async of the
+/// warp holds (no-op while none is pending).
+void checkWarpgroupRegisters(const Instruction &inst, WarpState &warp);
+/// Throws when the warp has a pending wgmma.mma_async (it exits).
+void checkNoPendingWarpgroupMma(const WarpState &warp);
 
 /// Load-time checks of the families above.
 std::string checkArithmeticImplemented(const Instruction &inst);
 std::string checkMemoryImplemented(const Instruction &inst);
 std::string checkTensorCoreImplemented(const Instruction &inst);
 std::string checkAsyncCopyImplemented(const Instruction &inst);
+std::string checkWarpgroupImplemented(const Instruction &inst);
 
 template <typename Body> inline void forEachLane(uint32_t mask, Body body) {
   while (mask) {

@@ -270,6 +270,9 @@ FdemuCounters extrapolate(const FdemuCounters &shortCounters,
         line(atShort.globalLoadSectors, atLong.globalLoadSectors);
     to.globalStoreSectors =
         line(atShort.globalStoreSectors, atLong.globalStoreSectors);
+    to.warpgroupMmas = line(atShort.warpgroupMmas, atLong.warpgroupMmas);
+    to.warpgroupMmaSteps =
+        line(atShort.warpgroupMmaSteps, atLong.warpgroupMmaSteps);
   };
   auto latency = [&](const FdemuLatencyCounts &atShort,
                      const FdemuLatencyCounts &atLong, FdemuLatencyCounts &to) {

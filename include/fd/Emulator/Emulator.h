@@ -26,7 +26,8 @@ extern "C" {
   "fp_arith", "special_fn", "conversion", "shuffle", "int_other", "global_ld", \
       "global_st", "shared_ld", "shared_st", "barrier", "control", "tensor"
 
-/* Counter classes, in FDEMU_CLASS_NAMES' order; tensor is mma.sync.
+/* Counter classes, in FDEMU_CLASS_NAMES' order; tensor is mma.sync and
+ * wgmma.mma_async (each warp's counts once).
  * cp.async counts as global_ld, ldmatrix as shared_ld,
  * cp.async.commit_group and wait_group as barrier. The tensor class made
  * FdemuClassCounts one counter longer: a tool compiled against the
@@ -36,6 +37,11 @@ typedef struct FdemuClassCounts {
   uint64_t sharedWavefronts;
   uint64_t globalLoadSectors;
   uint64_t globalStoreSectors;
+  /* wgmma.mma_async executed per warp (also in the tensor class), and their
+   * work in m16n8k16 steps (N / 8 a warp). Appended: rebuild tools compiled
+   * before. */
+  uint64_t warpgroupMmas;
+  uint64_t warpgroupMmaSteps;
 } FdemuClassCounts;
 
 /* The latency model's work: CTAs run, and the sum of their latencies (a

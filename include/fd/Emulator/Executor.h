@@ -35,6 +35,9 @@ struct WorkCounts {
       warpInstructions{};
   /// Shared-memory wavefronts (one per bank-conflict-free pass).
   uint64_t sharedWavefronts = 0;
+  /// wgmma.mma_async executed per warp (in warpInstructions' TensorCore
+  /// class too), and their work in m16n8k16 steps (N / 8 a warp).
+  uint64_t warpgroupMmas = 0, warpgroupMmaSteps = 0;
   /// 32-byte sectors of global memory touched per warp instruction.
   uint64_t globalLoadSectors = 0, globalStoreSectors = 0;
 

@@ -52,6 +52,9 @@ struct GpuModel {
   /// its products the tensor core sums with the accumulator at once.
   double tensorPerClock = 0.5;
   unsigned mmaProductsPerSum = 16;
+  /// wgmma.mma_async's work in m16n8k16 steps per clock per SM (0: the GPU
+  /// has no wgmma).
+  double warpgroupTensorPerClock = 0;
   /// Bytes per clock one SM can move to or from L2.
   double smBytesPerClock = 64;
   /// The latency term's inputs.

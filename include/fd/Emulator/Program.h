@@ -158,6 +158,12 @@ enum class Opcode : uint8_t {
   CpAsyncCommit,
   CpAsyncWait,
   CpAsyncWaitAll,
+  // Warpgroup tensor cores (sm_90a): wgmma.mma_async, wgmma.fence,
+  // wgmma.commit_group, wgmma.wait_group.
+  WarpgroupMma,
+  WarpgroupFence,
+  WarpgroupCommit,
+  WarpgroupWait,
   // Programmatic dependent launch (sm_90+): griddepcontrol.wait and
   // griddepcontrol.launch_dependents.
   GridDependencyWait,
@@ -183,7 +189,8 @@ enum class InstructionClass : uint8_t {
   SharedStore,
   Barrier,
   Control,
-  /// mma.sync (appended: the classes before keep their counter indices).
+  /// mma.sync and wgmma.mma_async (appended: the classes before keep their
+  /// counter indices).
   TensorCore,
   Count,
 };
@@ -312,6 +319,16 @@ struct Instruction {
   uint8_t shape = 0;
   /// ldmatrix: .trans.
   bool transpose = false;
+  /// wgmma.mma_async: the N of its m64nNk16 shape; its operand d, the N / 2
+  /// accumulator registers (operands[0] is then an empty vector); whether
+  /// imm-scale-a / imm-scale-b are -1 (the operand negated) and
+  /// imm-trans-a / imm-trans-b are 1 (the operand MN-major in shared
+  /// memory). Its operands are d, a (a descriptor, or a vector of four
+  /// registers), b's descriptor and scale-d.
+  uint16_t warpgroupColumns = 0;
+  bool negateA = false, negateB = false;
+  bool transposeA = false, transposeB = false;
+  std::vector<uint32_t> accumulators;
   /// cp.async: .cg (through L2 only: 16-byte copies only), and
   /// .L2::cache_hint (a cache-policy operand comes last).
   bool cacheGlobal = false, cacheHint = false;
