@@ -5,7 +5,10 @@
 // sm_90, whose fp8 pairs decode in one instruction, and D = 256 with values
 // of its own on every chip; bf16 queries over per-token scales, 16-bit
 // caches and sm_80's one-row heads keep the CUDA cores (bench/RESULTS.md,
-// 2026-12-06 (sixth), has the modeled times behind each).
+// 2026-12-06 (sixth), has the modeled times behind each). Then the
+// warpgroup tile: MLA's 64 rows a KV head or more on sm_90a, with its
+// dynamic shared memory's regions, and the problems it leaves to the
+// split-value tile.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +25,17 @@ namespace {
 
 const Chip &sm80() { return *findChip("sm_80"); }
 const Chip &sm90() { return *findChip("sm_90"); }
+const Chip &sm90a() { return *findChip("sm_90a"); }
+
+/// MLA's absorbed decode: D 576 over a latent cache whose first 512
+/// columns are the values, `rows` query rows per KV head, bf16.
+KernelProblem latent(int64_t rows) {
+  KernelProblem problem = makeProblem(576, rows);
+  problem.valueHeadDim = 512;
+  problem.valuesFromKeys = true;
+  problem.bfloat16Queries = true;
+  return problem;
+}
 
 /// `groupSize` heads at `headDim` over an fp8 cache.
 KernelProblem overFloat8(int64_t headDim, int64_t groupSize, bool bfloat16,
@@ -86,6 +100,68 @@ TEST(KernelForm, HeadDim256OverFloat8TakesTheSplitValueTile) {
   EXPECT_FALSE(planKernel(makeProblem(256, 2), sm90()).usesTensorCores());
   EXPECT_FALSE(
       planKernel(overFloat8(256, 2, true, true), sm90()).usesTensorCores());
+}
+
+TEST(KernelForm, LatentTilesOf64RowsTakeWgmmaOnSm90a) {
+  for (int64_t rows : {64, 80, 128}) {
+    KernelSchedule schedule = planKernel(latent(rows), sm90a());
+    ASSERT_TRUE(schedule.usesWarpgroupTile()) << rows;
+    EXPECT_EQ(getKernelFormName(schedule.form), "warpgroup_tensor_cores");
+    EXPECT_EQ(schedule.threads, 256);
+    EXPECT_EQ(schedule.getRowsPerTile(), 64);
+    EXPECT_EQ(schedule.getNumRowTiles(), (rows + 63) / 64);
+    EXPECT_EQ(schedule.getTokensPerStep(), 32);
+    EXPECT_EQ(schedule.minBlocksPerSM, 1);
+    EXPECT_EQ(schedule.getResidentBlocks(sm90a()), 1);
+    EXPECT_TRUE(
+        getReasonScheduleInvalid(latent(rows), schedule.getChoice()).empty())
+        << rows;
+    // q (64 x 1152 bytes), four stages of 32 latent rows and P (4 x 64 x
+    // 16) from a 1024-byte boundary: 1 KB more than they take.
+    KernelSchedule::WarpgroupRegions regions = schedule.getWarpgroupRegions();
+    EXPECT_EQ(schedule.keyValueStages, 4);
+    EXPECT_EQ(regions.query, 0);
+    EXPECT_EQ(regions.stages, 64 * 1152);
+    EXPECT_EQ(regions.probabilities, 64 * 1152 + 4 * 32 * 1152);
+    EXPECT_EQ(regions.end, regions.probabilities + 4 * 64 * 16);
+    EXPECT_EQ(schedule.getDynamicSharedMemoryBytes(), regions.end + 1024);
+    EXPECT_LE(schedule.getDynamicSharedMemoryBytes(),
+              sm90a().maxSharedMemoryBytesPerBlock);
+    // Static: only the warpgroups' exchange of row maxima and sums.
+    EXPECT_EQ(schedule.getSharedMemoryBytes() -
+                  schedule.getDynamicSharedMemoryBytes(),
+              2 * 64 * 2 * 4);
+  }
+}
+
+TEST(KernelForm, WarpgroupTileLeavesTheRestToTheSplitValueTile) {
+  // Fewer rows than a tile, sm_90 (no wgmma), an fp8 latent cache, values
+  // of their own, f32 queries.
+  KernelSchedule fewRows = planKernel(latent(16), sm90a());
+  EXPECT_FALSE(fewRows.usesWarpgroupTile());
+  EXPECT_TRUE(fewRows.layout.splitsValues);
+  EXPECT_FALSE(planKernel(latent(128), sm90()).usesWarpgroupTile());
+  KernelProblem float8 = latent(128);
+  float8.cacheElementBytes = 1;
+  EXPECT_FALSE(planKernel(float8, sm90a()).usesWarpgroupTile());
+  KernelProblem apart = makeProblem(512, 64);
+  EXPECT_FALSE(planKernel(apart, sm90a()).usesWarpgroupTile());
+  KernelProblem f32 = latent(128);
+  f32.queryElementBytes = f32.cacheElementBytes = 4;
+  EXPECT_FALSE(planKernel(f32, sm90a()).usesWarpgroupTile());
+  // Each says why, when written by hand.
+  ScheduleChoice warpgroup = planKernel(latent(128), sm90a()).getChoice();
+  EXPECT_NE(getReasonScheduleInvalid(float8, warpgroup)
+                .find("needs f16 or bf16 queries and cache"),
+            std::string::npos);
+  EXPECT_NE(getReasonScheduleInvalid(apart, warpgroup)
+                .find("values that are the key cache's first D_v columns"),
+            std::string::npos);
+  KernelProblem narrowValues = latent(128);
+  narrowValues.valueHeadDim = 96;
+  EXPECT_NE(getReasonScheduleInvalid(narrowValues, warpgroup)
+                .find("a value head dim that is a multiple of 128 up to 512"),
+            std::string::npos);
 }
 
 } // namespace

@@ -255,7 +255,8 @@ std::vector<MatrixConfig> maskedRowsAtHeadDim128() {
 /// layers (D = D_v = 512, values of their own) at group sizes 2 and 8 with
 /// its soft-cap and a window; and the shapes apart between them: D 192 /
 /// D_v 128 (DeepSeek's unabsorbed heads), D_v wider than D with idle value
-/// lanes (64 / 264), a latent cache read for 32 values, and MHA at D 264.
+/// lanes (64 / 264), a latent cache read for 32 values, and MHA at D 264;
+/// last, MLA on sm_90a's warpgroup tile.
 std::vector<MatrixConfig> wideHeads() {
   auto make = [](ElementType type, int64_t headDim, int64_t valueHeadDim,
                  bool sharedKV, int64_t groupSize, int64_t queryLength,
@@ -304,6 +305,20 @@ std::vector<MatrixConfig> wideHeads() {
       make(ElementType::BF16, 512, 512, false, 8, 2, 16, hnd, "sm_80");
   gemma.windowAndSoftCap = gemma.queryLens = true;
   params.push_back(gemma);
+  // The warpgroup tile (wgmma, sm_90a) of MLA's 64-row tiles: DeepSeek's
+  // 128 heads in pages of 64, Kimi K2's 64 with Lq = 2 (causal) dense,
+  // 80 rows (a tile of padding rows), and every model feature at Lq = 3.
+  params.push_back(
+      make(ElementType::BF16, 576, 512, true, 128, 1, 64, nhd, "sm_90a"));
+  params.push_back(
+      make(ElementType::F16, 576, 512, true, 64, 2, 0, hnd, "sm_90a"));
+  params.push_back(
+      make(ElementType::BF16, 576, 512, true, 80, 1, 1, nhd, "sm_90a"));
+  MatrixConfig everyWarpgroup =
+      make(ElementType::BF16, 576, 512, true, 64, 3, 16, nhd, "sm_90a");
+  everyWarpgroup.windowAndSoftCap = everyWarpgroup.alibi =
+      everyWarpgroup.sinks = everyWarpgroup.queryLens = true;
+  params.push_back(everyWarpgroup);
   return params;
 }
 
@@ -353,8 +368,7 @@ std::vector<MatrixConfig> kvShards() {
 std::vector<MatrixConfig> topK() {
   auto make = [](ElementType type, int64_t headDim, int64_t groupSize,
                  const char *arch) {
-    MatrixConfig config{type, headDim, groupSize, 1, 1, CacheLayout::NHD,
-                        arch};
+    MatrixConfig config{type, headDim, groupSize, 1, 1, CacheLayout::NHD, arch};
     config.topK = 45;
     return config;
   };

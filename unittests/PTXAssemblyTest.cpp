@@ -70,9 +70,15 @@ TEST_P(PTXAssembly, AssemblesWithoutSpills) {
       model = " (model " + std::to_string(schedule.getRegisterDemand(problem)) +
               ", budget " + std::to_string(schedule.getRegisterBudget(*chip)) +
               ")";
+      // ptxas counts the static shared memory; the warpgroup tile's dynamic
+      // memory is the launch's.
       EXPECT_EQ(schedule.getSharedMemoryBytes(
-                    config.fusedMerge ? kernels->numSplits : 0),
+                    config.fusedMerge ? kernels->numSplits : 0) -
+                    schedule.getDynamicSharedMemoryBytes(),
                 report->sharedMemoryBytes)
+          << name;
+      EXPECT_EQ(entry.getAsObject()->getInteger("dynamic_shared_memory_bytes"),
+                schedule.getDynamicSharedMemoryBytes())
           << name;
       // Every planned kernel has launch bounds (the register model's), and
       // they are the blocks the split planner fills its waves with: on these

@@ -39,6 +39,9 @@ struct CUfunc_st {
   /// As ptxas allocates them, or assumed (Ptxas.h).
   unsigned registersPerThread = emu::kAssumedRegistersPerThread;
   bool registersAssumed = true;
+  /// The most dynamic shared memory a launch may give it: 48 KB unless
+  /// cuFuncSetAttribute raised it, as on a GPU.
+  unsigned maxDynamicSharedBytes = 48 * 1024;
 };
 
 struct CUmod_st {

@@ -150,7 +150,8 @@ static CUresult enqueueLaunch(CUfunction function, unsigned gridX,
   launch.registersPerThread = function->registersPerThread;
   launch.registersAssumed = function->registersAssumed;
   launch.parameters.assign(kernel.parameterBytes, 0);
-  if (kernel.staticSharedBytes + sharedBytes > kMaxSharedBytesPerBlock)
+  if (kernel.staticSharedBytes + sharedBytes > kMaxSharedBytesPerBlock ||
+      sharedBytes > function->maxDynamicSharedBytes)
     return kInvalidValue;
   if (params) {
     for (size_t i = 0; i < kernel.parameters.size(); ++i) {
@@ -341,9 +342,13 @@ FDEMU_API CUresult cuFuncSetAttribute(CUfunction function, int attribute,
                                       int value) {
   if (!function)
     return kInvalidHandle;
-  // MAX_DYNAMIC_SHARED_SIZE_BYTES: launches check the total themselves.
-  if (attribute == 8 && (value < 0 || value > kMaxSharedBytesPerBlock))
-    return kInvalidValue;
+  // MAX_DYNAMIC_SHARED_SIZE_BYTES: what a launch may give beyond 48 KB
+  // (launches check the total with the static memory themselves).
+  if (attribute == 8) {
+    if (value < 0 || value > kMaxSharedBytesPerBlock)
+      return kInvalidValue;
+    function->maxDynamicSharedBytes = static_cast<unsigned>(value);
+  }
   return 0;
 }
 

@@ -16,11 +16,19 @@ using detail::getReasonNoTensorCoreTile;
 using detail::kRegistersPerHeldQueryStep;
 
 std::string_view getKernelFormName(KernelForm form) {
-  return form == KernelForm::TensorCores ? "tensor_cores" : "cuda_cores";
+  switch (form) {
+  case KernelForm::TensorCores:
+    return "tensor_cores";
+  case KernelForm::WarpgroupTensorCores:
+    return "warpgroup_tensor_cores";
+  default:
+    return "cuda_cores";
+  }
 }
 
 std::optional<KernelForm> findKernelForm(std::string_view name) {
-  for (KernelForm form : {KernelForm::CudaCores, KernelForm::TensorCores})
+  for (KernelForm form : {KernelForm::CudaCores, KernelForm::TensorCores,
+                          KernelForm::WarpgroupTensorCores})
     if (name == getKernelFormName(form))
       return form;
   return std::nullopt;
@@ -79,6 +87,13 @@ int64_t KernelSchedule::getPublishedWarpStates() const {
 
 std::vector<WorkgroupBuffer>
 KernelSchedule::getWorkgroupBuffers(int64_t fusedMergeSplits) const {
+  // The warpgroup tile keeps q, K/V and P in dynamic shared memory, and
+  // writes its partials from registers (no query or accumulator buffer);
+  // the max-sum buffer exchanges each row's max and sum between its
+  // warpgroups.
+  if (usesWarpgroupTile())
+    return {WorkgroupBuffer{{0}, false}, WorkgroupBuffer{{0}, false},
+            WorkgroupBuffer{{2, layout.rowTile, 2}, false}};
   constexpr int64_t kWarps = PartialKernelLayout::kWarps;
   const int64_t headDim = layout.headDim, valueHeadDim = layout.valueHeadDim;
   const int64_t states = getPublishedWarpStates();
@@ -119,7 +134,7 @@ int64_t KernelSchedule::getSharedMemoryBytes(int64_t fusedMergeSplits) const {
   int64_t bytes = 0;
   for (const WorkgroupBuffer &buffer : getWorkgroupBuffers(fusedMergeSplits))
     bytes = ceilDiv(bytes, 16) * 16 + buffer.getBytes();
-  return bytes;
+  return bytes + getDynamicSharedMemoryBytes();
 }
 
 int64_t KernelSchedule::getMostFusedMergeSplits() const {
@@ -132,6 +147,11 @@ int64_t KernelSchedule::getMostFusedMergeSplits() const {
 }
 
 int64_t KernelSchedule::getLeastLoopRegisters() const {
+  // The warpgroup tile: 2 rows' max and sum, its half of the value dims'
+  // accumulators (rowTile x D_v / 2 over 128 threads) and a step's 4
+  // scores.
+  if (usesWarpgroupTile())
+    return 4 + layout.rowTile * layout.valueHeadDim / 2 / 128 + 4;
   if (!usesTensorCores()) {
     // kCudaCoreOtherRegisters (getRegisterDemand) holds these among others.
     constexpr int64_t kLoadsInFlight = 32;
@@ -171,15 +191,25 @@ static constexpr int64_t kTensorCoreOtherRegisters = 40;
 /// 4 to 24 bytes in four blocks' 128.
 static constexpr int64_t kTensorCoreRowStateRegisters = 16;
 
+/// The warpgroup tile beside its token loop's least: the wgmma operands'
+/// structs, descriptors, the copies' addresses and the softmax's scores
+/// and weights of 2 tiles. ptxas 13.0 takes 243 to 250 registers at MLA's
+/// D = 576 (254 with every feature), of the 255 its one block an SM
+/// allows: no spill (PTXAssemblyTest).
+static constexpr int64_t kWarpgroupOtherRegisters = 108;
+
 int64_t KernelSchedule::getRegisterDemand(const KernelProblem &problem) const {
   const PartialKernelFeatures &features = problem.features;
-  if (!usesTensorCores())
+  if (!usesTensorCores() && !usesWarpgroupTile())
     return layout.rowTile * layout.registersPerRow() + kCudaCoreOtherRegisters +
            (features.paged && problem.cacheElementBytes == 1
                 ? kPagedFloat8Registers
                 : 0);
   bool rowsMasked = layout.causal && (features.window || features.queryLens);
   bool rowState = features.paged || layout.alibi || rowsMasked;
+  if (usesWarpgroupTile())
+    return getLeastLoopRegisters() + kWarpgroupOtherRegisters +
+           (rowState ? kTensorCoreRowStateRegisters : 0);
   return getLeastLoopRegisters() + kTensorCoreOtherRegisters +
          (rowState ? kTensorCoreRowStateRegisters : 0);
 }
@@ -207,7 +237,7 @@ KernelSchedule getKernelSchedule(const KernelProblem &problem,
       problem.headDim, problem.queryElementBytes, problem.cacheElementBytes,
       problem.groupSize, problem.getTokensPerBlock(), problem.alibi,
       choice.form == KernelForm::TensorCores, problem.getValueHeadDim(),
-      problem.valuesFromKeys);
+      problem.valuesFromKeys, choice.form == KernelForm::WarpgroupTensorCores);
   // The rows of sequences continuing a shared prefix see keys of their own
   // positions.
   schedule.layout.causal |= problem.sharedPrefix;
@@ -242,6 +272,8 @@ std::string detail::getReasonNoTensorCoreTile(const KernelProblem &problem) {
 /// Why `choice`'s form, tiling and per-form fields cannot serve `problem`.
 static std::string getReasonTilingInvalid(const KernelProblem &problem,
                                           const ScheduleChoice &choice) {
+  if (choice.form == KernelForm::WarpgroupTensorCores)
+    return detail::getReasonWarpgroupTilingInvalid(problem, choice);
   std::ostringstream os;
   const bool tensorCores = choice.form == KernelForm::TensorCores;
   const int64_t rows = problem.getRowsPerKVHead();
@@ -321,9 +353,10 @@ std::string getReasonScheduleInvalid(const KernelProblem &problem,
   std::ostringstream os;
   // Bounded before the workgroup memory is summed: a hand-written count
   // may be anything.
-  if (choice.keyValueStages >
-      kMaxStaticSharedMemoryBytes /
-          std::max<int64_t>(1, schedule.layout.stageBytes())) {
+  if (!schedule.usesWarpgroupTile() &&
+      choice.keyValueStages >
+          kMaxStaticSharedMemoryBytes /
+              std::max<int64_t>(1, schedule.layout.stageBytes())) {
     os << "stages = " << choice.keyValueStages << ": stages of "
        << schedule.layout.stageBytes() << " bytes take more than the "
        << kMaxStaticSharedMemoryBytes << " bytes a block declares statically";
@@ -358,6 +391,20 @@ std::string getReasonScheduleInvalid(const KernelProblem &problem,
          << ", fewer than the " << least << " its token loop holds at least";
       return os.str();
     }
+  }
+  if (schedule.usesWarpgroupTile()) {
+    // Dynamic shared memory, up to the least of the wgmma targets'.
+    int64_t most = 0;
+    for (const Chip &chip : getChips())
+      if (chip.hasWarpgroupMma)
+        most = most ? std::min<int64_t>(most, chip.maxSharedMemoryBytesPerBlock)
+                    : chip.maxSharedMemoryBytesPerBlock;
+    int64_t dynamic = schedule.getDynamicSharedMemoryBytes();
+    if (dynamic > most)
+      os << "stages = " << choice.keyValueStages
+         << ": the warpgroup tile's dynamic shared memory is " << dynamic
+         << " bytes, more than the " << most << " a block may have";
+    return os.str();
   }
   int64_t sharedMemory = schedule.getSharedMemoryBytes();
   if (sharedMemory > kMaxStaticSharedMemoryBytes)

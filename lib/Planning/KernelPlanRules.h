@@ -30,6 +30,13 @@ void setLaunchBoundsForRegisterDemand(KernelSchedule &schedule,
 /// tiles accept; empty when one does.
 std::string getReasonNoTensorCoreTile(const KernelProblem &problem);
 
+/// Why the warpgroup tile cannot take `problem`: a sentence naming what it
+/// accepts; empty when it can (WarpgroupTilePlan.cpp, as the next).
+std::string getReasonNoWarpgroupTile(const KernelProblem &problem);
+/// Why a warpgroup tile cannot take `choice`'s fields for `problem`.
+std::string getReasonWarpgroupTilingInvalid(const KernelProblem &problem,
+                                            const ScheduleChoice &choice);
+
 } // namespace flashdecode::detail
 
 #endif // FD_LIB_PLANNING_KERNELPLANRULES_H

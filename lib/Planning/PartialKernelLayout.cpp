@@ -2,6 +2,7 @@
 
 #include "fd/Planning/PartialKernelLayout.h"
 #include "IntegerMath.h"
+#include "fd/Planning/KernelChoice.h"
 
 #include <algorithm>
 
@@ -10,11 +11,10 @@ namespace flashdecode {
 using detail::ceilDiv;
 using detail::powerOf2Ceil;
 
-PartialKernelLayout
-PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
-                         int64_t cacheElementBytes, int64_t groupSize,
-                         int64_t queryLength, bool withAlibi, bool tensorCores,
-                         int64_t valueHeadDim, bool valuesFromKeys) {
+PartialKernelLayout PartialKernelLayout::get(
+    int64_t headDim, int64_t elementBytes, int64_t cacheElementBytes,
+    int64_t groupSize, int64_t queryLength, bool withAlibi, bool tensorCores,
+    int64_t valueHeadDim, bool valuesFromKeys, bool warpgroupTile) {
   PartialKernelLayout layout;
   layout.headDim = headDim;
   layout.valueHeadDim = valueHeadDim ? valueHeadDim : headDim;
@@ -44,8 +44,13 @@ PartialKernelLayout::get(int64_t headDim, int64_t elementBytes,
   layout.causal = queryLength > 1;
   layout.rowTile = layout.rows;
   layout.numRowTiles = 1;
-  layout.tensorCores = tensorCores;
-  if (tensorCores) {
+  layout.tensorCores = tensorCores || warpgroupTile;
+  if (warpgroupTile) {
+    layout.warpgroupTile = true;
+    layout.tokensPerWarp = kWarpgroupStepKeys;
+    layout.stageRowBytes = headDim * cacheElementBytes;
+    layout.queryStageRowBytes = headDim * elementBytes;
+  } else if (tensorCores) {
     layout.tokensPerWarp = 8;
     bool float8 = cacheElementBytes == 1;
     layout.slotBytes = float8 ? 8 : 16;

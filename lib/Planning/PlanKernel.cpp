@@ -120,9 +120,38 @@ static void planSplitValueTile(const KernelProblem &problem, const Chip &chip,
   setLaunchBoundsForRegisterDemand(schedule, problem, chip);
 }
 
+/// The warpgroup tile: two warpgroups, one block a SM (its registers and
+/// shared memory), as many stages as the chip's shared memory holds up to
+/// kMostWarpgroupStages.
+static KernelSchedule planWarpgroupTile(const KernelProblem &problem,
+                                        const Chip &chip) {
+  ScheduleChoice choice;
+  choice.form = KernelForm::WarpgroupTensorCores;
+  choice.threads = kWarpgroupTileThreads;
+  choice.rowsPerTile = kWarpgroupTileRows;
+  choice.rowTiles = ceilDiv(problem.getRowsPerKVHead(), kWarpgroupTileRows);
+  choice.minBlocksPerSM = 1;
+  choice.keyValueStages = 2;
+  KernelSchedule schedule = getKernelSchedule(problem, choice);
+  while (schedule.keyValueStages < kMostWarpgroupStages) {
+    KernelSchedule more = schedule;
+    ++more.keyValueStages;
+    if (more.getDynamicSharedMemoryBytes() > chip.maxSharedMemoryBytesPerBlock)
+      break;
+    schedule = more;
+  }
+  return schedule;
+}
+
 KernelSchedule planKernel(const KernelProblem &problem, const Chip &chip) {
   ScheduleChoice choice;
   const int64_t rows = problem.getRowsPerKVHead();
+  // A KV head of a full wgmma tile of rows (MLA at 64 or 128 heads) on a
+  // chip with wgmma: the warpgroup tile, where mma.sync's 16-row tiles
+  // were bound by shared memory at half its peak (bench/RESULTS.md).
+  if (chip.hasWarpgroupMma && rows >= kWarpgroupTileRows &&
+      detail::getReasonNoWarpgroupTile(problem).empty())
+    return planWarpgroupTile(problem, chip);
   const bool splitValues = usesSplitValueTile(
       problem.headDim, problem.getValueHeadDim(), problem.valuesFromKeys);
   // The split-value tile takes the heads the per-warp tile does not, except

@@ -261,6 +261,16 @@ DecodePlan::DecodePlan(const Device &device, const KernelBundle &bundle,
     auto kernel = std::make_unique<BoundKernel>();
     kernel->spec = &spec;
     kernel->function = modules.back()->getFunction(spec.name);
+    // More than 48 KB of dynamic shared memory (the warpgroup tile's) is
+    // an opt-in per function.
+    if (spec.dynamicSharedMemoryBytes > kDefaultDynamicSharedMemoryBytes)
+      check(device.getDriverApi(),
+            device.getDriverApi().cuFuncSetAttribute(
+                kernel->function, kFuncAttributeMaxDynamicSharedSizeBytes,
+                static_cast<int>(spec.dynamicSharedMemoryBytes)),
+            "allowing kernel " + spec.name + " " +
+                std::to_string(spec.dynamicSharedMemoryBytes) +
+                " bytes of dynamic shared memory");
     kernel->programmatic =
         spec.programmaticLaunch && isProgrammaticLaunchAllowed();
     kernels.push_back(std::move(kernel));

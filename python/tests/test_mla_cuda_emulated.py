@@ -3,7 +3,8 @@ the Decoder (in `make test`: fdemu, whose every launch is checked for
 out-of-bounds, uninitialized and racy accesses), against the float64
 reference (reference.py) on fresh random inputs (the run's seed is in each
 message; FD_TEST_SEED reruns it): mla_decode at DeepSeek's 16 and 128 heads
-per GPU with lengths 0, 1 and not a multiple of the page or chunk, more
+per GPU (and at 128 and Kimi K2's 64 x Lq 2 on sm_90a's wgmma tile) with
+lengths 0, 1 and not a multiple of the page or chunk, more
 splits than tokens, pages of 1, 16 and 64 whose unused slots hold NaN,
 Lq = 2 with per-sequence query lengths, e4m3 latent caches per tensor and
 per token, graph replays with growing lengths and moved pages, Gemma 4's
@@ -213,6 +214,57 @@ def test_fp8_latent_cache_nan_query_poisons_only_its_row():
     check_against_reference(to_bfloat16_bits(actual), actual_lse, expected,
                             expected_lse, "bfloat16", TOLERANCE["bfloat16"],
                             LSE_TOLERANCE, f"seed={inputs.seed}")
+
+
+@on_the_device
+@pytest.mark.parametrize("num_splits", [None, 7])
+def test_warpgroup_tile_on_sm90a(num_splits):
+    """sm_90a's wgmma tile at DeepSeek's 128 heads (two 64-row tiles) over a
+    pool of pages of 64 whose unused slots hold NaN: lengths 0, 1 and 129
+    (not a multiple of a step's 32 keys or of a page)."""
+    inputs = latent_inputs("bfloat16", 128, 3, 130)
+    q, latent, _ = inputs.stored
+    lens = inputs.lengths(0, 1, 129)
+    latent = latent.copy()
+    for b, length in enumerate(lens):
+        latent[b, length:] = to_bfloat16_bits(np.float32(np.nan))
+    pool, table = nan_pool(inputs.rng, latent, 64, "bfloat16")
+    dq, dpool = to_device(q, pool, dtype="bfloat16")
+    out, lse = flashdecode.decode_attention(
+        dq, dpool, None, DeviceArray.from_numpy(lens),
+        block_table=DeviceArray.from_numpy(table), v_head_dim=512,
+        scale=DEEPSEEK_SCALE, return_lse=True, num_splits=num_splits,
+        arch="sm_90a", backend="cuda")
+    expected, expected_lse = expected_mla(*inputs.exact[:2], lens)
+    check(out, lse, expected, expected_lse, "bfloat16",
+          f"seed={inputs.seed} splits={num_splits}")
+
+
+@on_the_device
+def test_warpgroup_tile_multi_token_prediction_on_sm90a():
+    """Kimi K2's 64 heads at Lq = 2 (128 rows, causal) with per-sequence
+    query lengths, f16, dense, replayed by a Decoder with growing
+    lengths."""
+    inputs = latent_inputs("float16", 64, 3, 80, query_len=2)
+    q, latent, _ = inputs.stored
+    dq, dlatent = to_device(q, latent)
+    lens = DeviceArray.from_numpy(inputs.lengths(1, 2, 63))
+    query_lens = np.array([2, 1, 0], np.int32)
+    out = DeviceArray.empty((3, 2, 64, 512), "float16")
+    lse = DeviceArray.empty((3, 2, 64), "float32")
+    decoder = flashdecode.Decoder(
+        dq, dlatent, None, lens, out, lse, scale=DEEPSEEK_SCALE,
+        v_head_dim=512, num_splits=3, arch="sm_90a",
+        query_lens=DeviceArray.from_numpy(query_lens))
+    decoder.capture()
+    for now in [(1, 2, 63), (33, 80, 64)]:
+        lengths = inputs.lengths(*now)
+        lens.copy_from_numpy(lengths)
+        decoder.replay()
+        expected, expected_lse = expected_mla(*inputs.exact[:2], lengths,
+                                              query_lens=query_lens)
+        check(out, lse, expected, expected_lse, "float16",
+              f"seed={inputs.seed} lengths {now}")
 
 
 @on_the_device

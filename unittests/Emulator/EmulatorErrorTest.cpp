@@ -205,6 +205,31 @@ TEST_F(EmulatorError, DynamicSharedOutOfBounds) {
                 "st.shared.u32", "0, 0, 0", "32, 0, 0");
 }
 
+TEST_F(EmulatorError, DynamicSharedPast48KBNeedsTheOptIn) {
+  // As on a GPU: CUDA_ERROR_INVALID_VALUE (1) until
+  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (8) allows the bytes.
+  std::string ptx = std::string(kPtxHeader) + R"(
+.extern .shared .align 16 .b8 dynamicBytes[];
+
+.visible .entry large()
+{
+  .reg .b32 %t, %address;
+  mov.u32 %t, %tid.x;
+  mov.u32 %address, dynamicBytes;
+  st.shared.u32 [%address+65532], %t;
+  ret;
+}
+)";
+  CUfunction kernel = getKernel(ptx, "large");
+  constexpr CUresult kInvalidValue = 1;
+  constexpr int kMaxDynamicShared = 8;
+  EXPECT_EQ(launch(kernel, {1}, {1}, KernelArguments(), 64 * 1024),
+            kInvalidValue);
+  EXPECT_EQ(driver->cuFuncSetAttribute(kernel, kMaxDynamicShared, 64 * 1024),
+            kSuccess);
+  EXPECT_TRUE(launchSucceeds(kernel, {1}, {1}, KernelArguments(), 64 * 1024));
+}
+
 TEST_F(EmulatorError, UninitializedGlobalRead) {
   std::string ptx = std::string(kPtxHeader) + kIndexedAccessPtx;
   CUfunction kernel = getKernel(ptx, "indexed");

@@ -85,6 +85,7 @@ constexpr CUresult kLaunchFailed = 719;
   X(cuGraphExecDestroy, (rt::CUgraphExec exec))                                \
   X(cuGraphDestroy, (rt::CUgraph graph))                                       \
   X(cuFuncGetAttribute, (int *value, int attribute, CUfunction function))      \
+  X(cuFuncSetAttribute, (CUfunction function, int attribute, int value))       \
   X(cuGetErrorString, (CUresult error, const char **text))
 
 struct EmulatorDriver {

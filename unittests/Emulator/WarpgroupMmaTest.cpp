@@ -26,6 +26,10 @@ namespace {
 
 enum class Source { Registers, KMajor, MNMajor };
 
+/// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: launches past 48 KB of
+/// dynamic shared memory need it raised.
+constexpr int kMaxDynamicSharedAttribute = 8;
+
 struct Config {
   unsigned n = 64;
   bool bfloat = true;
@@ -277,6 +281,9 @@ protected:
     CUfunction kernel = getKernel(kernelSource(c), "wgmma_case");
     if (!kernel)
       return ~0u;
+    EXPECT_EQ(driver->cuFuncSetAttribute(kernel, kMaxDynamicSharedAttribute,
+                                         kImageBytes),
+              kSuccess);
     CUdeviceptr out = allocate(accumulators.size() * 4);
     KernelArguments arguments(
         uploadBytes(image.data(), kImageBytes), kImageBytes, descriptor(0, opA),

@@ -65,12 +65,20 @@ struct Launch {
   std::vector<uint64_t> arguments;
   /// Launched with programmatic stream serialization.
   bool programmatic = false;
+  unsigned sharedBytes = 0;
+};
+
+/// A cuFuncSetAttribute call: the kernel, the attribute and its value.
+struct FunctionAttribute {
+  std::string kernel;
+  int attribute, value;
 };
 
 /// What the fake driver saw and how it answers.
 struct FakeDriver {
   std::vector<std::string> calls;
   std::vector<Launch> launches;
+  std::vector<FunctionAttribute> functionAttributes;
   CUresult launchResult = kCudaSuccess;
   CUresult loadResult = kCudaSuccess;
   size_t graphNodes = 0;
@@ -144,6 +152,11 @@ inline DriverApi fakeDriverApi() {
     *function = reinterpret_cast<CUfunction>(new std::string(name));
     return kCudaSuccess;
   };
+  api.cuFuncSetAttribute = [](CUfunction function, int attribute, int value) {
+    fake->functionAttributes.push_back(
+        {*reinterpret_cast<std::string *>(function), attribute, value});
+    return record("cuFuncSetAttribute");
+  };
   api.cuLaunchKernelEx = [](const CUlaunchConfig *config, CUfunction function,
                             void **params, void **) {
     record("cuLaunchKernelEx");
@@ -153,6 +166,7 @@ inline DriverApi fakeDriverApi() {
                   {config->gridDimX, config->gridDimY, config->gridDimZ},
                   {config->blockDimX, config->blockDimY, config->blockDimZ},
                   {}};
+    launch.sharedBytes = config->sharedMemBytes;
     for (unsigned i = 0; i < config->numAttrs; ++i)
       if (config->attrs[i].id ==
           kLaunchAttributeProgrammaticStreamSerialization)

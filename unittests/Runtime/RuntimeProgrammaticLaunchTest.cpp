@@ -78,4 +78,24 @@ TEST_F(FakeRuntime, ProgrammaticKernelsLaunchWithTheAttribute) {
   EXPECT_TRUE(state.launches[7].programmatic);
 }
 
+TEST_F(FakeRuntime, DynamicSharedMemoryPast48KBIsAllowedPerFunction) {
+  // As for the warpgroup tile: a kernel with more than the 48 KB a launch
+  // may give by default has its limit raised once, when the plan is made;
+  // its launches pass the bytes. A kernel within 48 KB is left alone.
+  bundle.manifest.kernels[0].dynamicSharedMemoryBytes = 226304;
+  bundle.manifest.kernels[1].dynamicSharedMemoryBytes = 48 * 1024;
+  DecodePlan plan(*device, bundle, buffers);
+  ASSERT_EQ(state.functionAttributes.size(), 1u);
+  EXPECT_EQ(state.functionAttributes[0].kernel, "fd_partial_attention");
+  EXPECT_EQ(state.functionAttributes[0].attribute,
+            kFuncAttributeMaxDynamicSharedSizeBytes);
+  EXPECT_EQ(state.functionAttributes[0].value, 226304);
+  plan.launch(stream);
+  plan.launch(stream);
+  EXPECT_EQ(count("cuFuncSetAttribute"), 1u);
+  ASSERT_EQ(state.launches.size(), 4u);
+  EXPECT_EQ(state.launches[0].sharedBytes, 226304u);
+  EXPECT_EQ(state.launches[1].sharedBytes, 48u * 1024);
+}
+
 } // namespace

@@ -19,6 +19,16 @@ namespace flashdecode {
 inline constexpr int64_t kTensorCoreTileRows = 16;
 /// The fewest rows a KV head must have for its tile to go to tensor cores.
 inline constexpr int64_t kTensorCoreMinRows = 2;
+/// The warpgroup tile (wgmma, sm_90a): rows (wgmma's M), threads (two
+/// warpgroups) and keys a step (16 a warpgroup: its S is one m64n16
+/// wgmma chain; at 8 the q reads of its k-steps, 2 KB each, made the tile
+/// shared-memory-bound, bench/RESULTS.md).
+inline constexpr int64_t kWarpgroupTileRows = 64;
+inline constexpr int64_t kWarpgroupTileThreads = 256;
+inline constexpr int64_t kWarpgroupStepKeys = 32;
+/// The most K/V stages a warpgroup tile takes (a step's copy in flight
+/// each).
+inline constexpr int64_t kMostWarpgroupStages = 4;
 
 /// Whether the partial kernel computes a KV head's `rows` query rows (group
 /// size x query length) on tensor cores: where a tile has rows to fill (each

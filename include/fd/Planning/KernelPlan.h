@@ -88,10 +88,12 @@ struct KernelProblem {
   }
 };
 
-enum class KernelForm { CudaCores, TensorCores };
+/// The partial kernel's forms: CUDA cores; mma.sync tiles of up to 16
+/// rows; wgmma tiles of 64 rows (sm_90a: the warpgroup tile).
+enum class KernelForm { CudaCores, TensorCores, WarpgroupTensorCores };
 
 /// The form's name in #fd.schedule and the manifest: "cuda_cores",
-/// "tensor_cores".
+/// "tensor_cores", "warpgroup_tensor_cores".
 std::string_view getKernelFormName(KernelForm form);
 /// The form named `name`, or nothing.
 std::optional<KernelForm> findKernelForm(std::string_view name);
@@ -182,6 +184,11 @@ struct KernelSchedule {
   int64_t keyValueStages = 0;
 
   bool usesTensorCores() const { return form == KernelForm::TensorCores; }
+  /// The warpgroup tile: two warpgroups of a 64-row tile (wgmma), its
+  /// q, K/V stages and P in dynamic shared memory.
+  bool usesWarpgroupTile() const {
+    return form == KernelForm::WarpgroupTensorCores;
+  }
   /// Query rows one block computes.
   int64_t getRowsPerTile() const { return layout.rowTile; }
   /// Blocks per (sequence, KV head, split): each streams the chunk.
@@ -215,8 +222,20 @@ struct KernelSchedule {
   /// merges `fusedMergeSplits` splits itself (0: no fused merge).
   std::vector<WorkgroupBuffer>
   getWorkgroupBuffers(int64_t fusedMergeSplits = 0) const;
-  /// Their bytes, each buffer 16-byte aligned as the kernel declares them.
+  /// Their bytes, each buffer 16-byte aligned as the kernel declares them,
+  /// and the dynamic shared memory beside them.
   int64_t getSharedMemoryBytes(int64_t fusedMergeSplits = 0) const;
+  /// The warpgroup tile's dynamic shared memory (0 for the other forms):
+  /// 1 KB to align its start to the 128-byte swizzle's 1024-byte atoms, q's
+  /// rows, the K/V stages and the step's P (getWarpgroupRegions).
+  int64_t getDynamicSharedMemoryBytes() const;
+  /// Where the warpgroup tile's regions lie from the aligned start, in
+  /// bytes: q (rowTile rows of D elements), then the stages
+  /// (keys x D each), then P (a 16-byte row a row and 8 keys).
+  struct WarpgroupRegions {
+    int64_t query = 0, stages = 0, probabilities = 0, end = 0;
+  };
+  WarpgroupRegions getWarpgroupRegions() const;
   /// The most splits a fused merge in this kernel merges: their weights fit
   /// in the warps' accumulators or in the static shared memory the kernel
   /// leaves (0 when not even 4 do).

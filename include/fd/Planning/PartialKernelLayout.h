@@ -98,6 +98,11 @@ struct PartialKernelLayout {
   /// Tensor cores: the warps share each step's keys and split the value
   /// dims (usesSplitValueTile).
   bool splitsValues = false;
+  /// The warpgroup tile (wgmma): two warpgroups take a 64-row tile, each
+  /// S = q K^T for half a step's keys (tokensPerWarp) and P V for half the
+  /// value dims; a key's row in a stage is its D elements
+  /// (stageRowBytes), a query row D elements (queryStageRowBytes).
+  bool warpgroupTile = false;
   /// Tensor cores: per lane and step, the slots of `slotBytes` (16, fp8 8)
   /// its K and V vectors take in a stage (D / 32 each), then with an fp8
   /// cache two for the per-token scales of its two keys (K's, V's).
@@ -132,21 +137,21 @@ struct PartialKernelLayout {
   /// CUDA-core tile also keeps its ALiBi slope and position.
   /// `cacheElementBytes` is 1 for fp8 caches, else the query's
   /// `elementBytes`. `valueHeadDim` 0 is `headDim`.
-  static PartialKernelLayout get(int64_t headDim, int64_t elementBytes,
-                                 int64_t cacheElementBytes, int64_t groupSize,
-                                 int64_t queryLength, bool withAlibi = false,
-                                 bool tensorCores = false,
-                                 int64_t valueHeadDim = 0,
-                                 bool valuesFromKeys = false);
+  static PartialKernelLayout
+  get(int64_t headDim, int64_t elementBytes, int64_t cacheElementBytes,
+      int64_t groupSize, int64_t queryLength, bool withAlibi = false,
+      bool tensorCores = false, int64_t valueHeadDim = 0,
+      bool valuesFromKeys = false, bool warpgroupTile = false);
   /// Keys the block reads per step: one per token group of each warp (a
   /// split-value tile's warps share theirs).
   int64_t tokensPerStep() const {
-    return splitsValues ? tokensPerWarp : kWarps * tokensPerWarp;
+    return splitsValues || warpgroupTile ? tokensPerWarp
+                                         : kWarps * tokensPerWarp;
   }
   /// Tensor cores: the bytes of one stage of K and V.
   int64_t stageBytes() const {
-    return splitsValues ? tokensPerWarp * stageRowBytes
-                        : kThreads * stageSlots * slotBytes;
+    return splitsValues || warpgroupTile ? tokensPerWarp * stageRowBytes
+                                         : kThreads * stageSlots * slotBytes;
   }
   /// A split-value tile: the head dims of q K^T each warp takes (16-wide
   /// k-steps: D / 64 of them), and the value dims it accumulates.

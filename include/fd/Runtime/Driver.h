@@ -45,6 +45,11 @@ constexpr int kDeviceAttributeGlobalMemoryBusWidth = 37;
 constexpr unsigned kStreamNonBlocking = 1;
 constexpr int kPointerAttributeDeviceOrdinal =
     9; // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+/// A kernel launches with at most this much dynamic shared memory unless
+/// cuFuncSetAttribute raises its CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_
+/// BYTES.
+constexpr int64_t kDefaultDynamicSharedMemoryBytes = 48 * 1024;
+constexpr int kFuncAttributeMaxDynamicSharedSizeBytes = 8;
 
 /// cuLaunchKernelEx's configuration and attributes (CUlaunchConfig,
 /// CUlaunchAttribute: an id, padding to 8 bytes and a 64-byte value).
@@ -91,6 +96,8 @@ static_assert(sizeof(CUlaunchAttribute) == 72 && sizeof(CUlaunchConfig) == 56,
   X(cuModuleUnload, "cuModuleUnload", (CUmodule module))                       \
   X(cuModuleGetFunction, "cuModuleGetFunction",                                \
     (CUfunction * function, CUmodule module, const char *name))                \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute",                                  \
+    (CUfunction function, int attribute, int value))                           \
   X(cuLaunchKernel, "cuLaunchKernel",                                          \
     (CUfunction function, unsigned gridX, unsigned gridY, unsigned gridZ,      \
      unsigned blockX, unsigned blockY, unsigned blockZ, unsigned sharedBytes,  \

@@ -55,6 +55,12 @@ void CudaCoreTileBuilder::publishWarpStates(ArrayRef<RowState> states) {
   }
 }
 
+Value PartialKernelBuilder::partialRowOf(Value firstRow, Value tileRow) {
+  return e.add(
+      e.mul(queryRow(e.add(tileRow, firstRow)), e.index(op.getNumSplits())),
+      split);
+}
+
 void PartialKernelBuilder::writePartials(Value firstRow) {
   // Once per row (a thread each): the row's lse, and in place of each
   // warp's max the weight of its accumulator, 2^(m_w - m) / sum (times the
@@ -65,11 +71,7 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
   // Each warp's state, or a split-value tile's one.
   constexpr int64_t kWarps = PartialKernelLayout::kWarps;
   const int64_t states = schedule.getPublishedWarpStates();
-  auto outputRowOf = [&](Value row) {
-    return e.add(
-        e.mul(queryRow(e.add(row, firstRow)), e.index(op.getNumSplits())),
-        split);
-  };
+  auto outputRowOf = [&](Value row) { return partialRowOf(firstRow, row); };
   auto ifRealRow = [&](Value row, function_ref<void()> body) {
     auto realRow = scf::IfOp::create(rewriter, e.loc, isRealRow(firstRow, row),
                                      /*withElseRegion=*/false);

@@ -43,6 +43,8 @@ struct ConvertFDToGPUPass
       if (!isa<FDDialect>(op->getDialect()))
         return;
       std::string reason = getReasonNotLowerableToGPU(op);
+      if (reason.empty())
+        reason = getReasonNotLowerableOnChip(op, *gpu);
       if (reason.empty() && fuseMerge)
         reason = getReasonMergeNotFusable(op);
       if (!reason.empty()) {

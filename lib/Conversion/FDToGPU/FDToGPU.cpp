@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
+#include "PartialKernelBuilder.h"
 #include "PopulatePatterns.h"
 #include "fd/Dialect/FD/IR/FD.h"
 
@@ -23,6 +24,20 @@ void mlir::fd::populateFDToGPUConversionPatterns(
   detail::populatePartialAttentionToGPUPatterns(patterns, chip, fuseMerge);
   detail::populateMergeToGPUPatterns(patterns);
   detail::populateMergeStatesToGPUPatterns(patterns);
+}
+
+std::string
+mlir::fd::getReasonNotLowerableOnChip(Operation *op,
+                                      const ::flashdecode::Chip &chip) {
+  auto partial = dyn_cast<PartialAttentionOp>(op);
+  if (!partial || !partial.getScheduleAttr() || chip.hasWarpgroupMma ||
+      !detail::getPartialKernelSchedule(partial).usesWarpgroupTile())
+    return "";
+  return "convert-fd-to-gpu: form = warpgroup_tensor_cores needs wgmma, "
+         "which chip " +
+         std::string(chip.name) +
+         " lacks: compile for sm_90a, or take the planner's schedule for " +
+         std::string(chip.name);
 }
 
 std::string mlir::fd::getReasonNotLowerableToGPU(Operation *op) {

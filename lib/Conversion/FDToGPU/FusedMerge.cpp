@@ -81,6 +81,11 @@ std::string mlir::fd::getReasonMergeNotFusable(Operation *op) {
   // the warps' accumulators, or in a buffer of their own, which must leave
   // the kernel within the static limit.
   ::flashdecode::KernelSchedule schedule = getPartialKernelSchedule(partial);
+  if (schedule.usesWarpgroupTile())
+    return "convert-fd-to-gpu: fuse-merge: the warpgroup tile "
+           "(form = warpgroup_tensor_cores) writes its partials from "
+           "registers and keeps no workgroup buffers for the merge's "
+           "weights; use the merge kernel (no fuse-merge)";
   int64_t bytes = schedule.getSharedMemoryBytes(partial.getNumSplits());
   if (bytes <= ::flashdecode::kMaxStaticSharedMemoryBytes)
     return "";

@@ -116,7 +116,8 @@ gpu::GPUFuncOp createKernel(Operation *anchor, StringRef name,
 
 void launchKernel(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                   ArrayRef<GridDimension> grid, ArrayRef<int64_t> blockSize,
-                  const KernelParameters &parameters) {
+                  const KernelParameters &parameters,
+                  int64_t dynamicSharedBytes) {
   assert(grid.size() == 3 && blockSize.size() == 3 && "three dimensions");
   KernelEmitter e{b, loc};
   SmallVector<Attribute> symbols;
@@ -127,7 +128,8 @@ void launchKernel(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
       gpu::KernelDim3{grid[0].value, grid[1].value, grid[2].value},
       gpu::KernelDim3{e.index(blockSize[0]), e.index(blockSize[1]),
                       e.index(blockSize[2])},
-      /*dynamicSharedMemorySize=*/Value(), parameters.values);
+      dynamicSharedBytes ? e.i32(dynamicSharedBytes) : Value(),
+      parameters.values);
   launch->setAttr(kLaunchGridSymbolsAttrName, b.getArrayAttr(symbols));
 }
 

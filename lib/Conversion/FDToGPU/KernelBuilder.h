@@ -286,11 +286,13 @@ struct GridDimension {
   std::string symbol = "";
 };
 
-/// Launches `kernel` on `grid` with `blockSize` threads and the parameters'
-/// values, recording the grid's symbols (kLaunchGridSymbolsAttrName).
+/// Launches `kernel` on `grid` with `blockSize` threads, the parameters'
+/// values and `dynamicSharedBytes` of dynamic shared memory, recording the
+/// grid's symbols (kLaunchGridSymbolsAttrName).
 void launchKernel(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                   ArrayRef<GridDimension> grid, ArrayRef<int64_t> blockSize,
-                  const KernelParameters &parameters);
+                  const KernelParameters &parameters,
+                  int64_t dynamicSharedBytes = 0);
 
 /// Fails the match, with getReasonNotLowerableToGPU's reason, when `op`
 /// cannot be lowered.

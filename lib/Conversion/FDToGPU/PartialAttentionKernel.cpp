@@ -12,6 +12,7 @@
 #include "PopulatePatterns.h"
 #include "SplitValueTileBuilder.h"
 #include "TensorCoreTileBuilder.h"
+#include "WarpgroupTileBuilder.h"
 #include "fd/Conversion/FDToGPU/FDToGPU.h"
 #include "fd/Dialect/FD/IR/FD.h"
 #include "fd/Planning/Chip.h"
@@ -144,7 +145,8 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
                  {{host.index(op.getNumSplits()), "num_splits"},
                   {host.index(geometry.numKVHeads * layout.numRowTiles)},
                   sequences},
-                 {schedule.threads, 1, 1}, parameters);
+                 {schedule.threads, 1, 1}, parameters,
+                 schedule.getDynamicSharedMemoryBytes());
     if (merge) {
       memref::DeallocOp::create(rewriter, loc, counters);
       rewriter.eraseOp(merge);
@@ -310,7 +312,7 @@ void PartialKernelBuilder::forEachThreadIndex(int64_t count,
   // branch would keep each iteration's loads (the query's, at a kernel's
   // start) from overlapping the next's.
   constexpr int64_t kMaxUnrolled = 8;
-  const int64_t threads = PartialKernelLayout::kThreads;
+  const int64_t threads = schedule.threads;
   if (count % threads == 0 && count / threads <= kMaxUnrolled) {
     for (int64_t i = 0; i < count / threads; ++i)
       body(e.add(thread, e.index(i * threads)));
@@ -336,6 +338,9 @@ mlir::fd::detail::createPartialKernelBuilder(
     const AttentionGeometry &geometry,
     const ::flashdecode::KernelSchedule &schedule, Type elementType,
     const CacheElements &cache, PatternRewriter &rewriter) {
+  if (schedule.usesWarpgroupTile())
+    return std::make_unique<WarpgroupTileBuilder>(
+        kernel, op, geometry, schedule, elementType, cache, rewriter);
   if (schedule.usesTensorCores() && schedule.layout.splitsValues)
     return std::make_unique<SplitValueTileBuilder>(
         kernel, op, geometry, schedule, elementType, cache, rewriter);

@@ -158,8 +158,12 @@ protected:
   /// block's threads striding over them.
   void forEachElement(int64_t rows, int64_t columns,
                       function_ref<void(Value row, Value column)> body);
-  /// Combines the warps and writes the normalized partial and its lse.
-  void writePartials(Value firstRow);
+  /// Combines the warps and writes the normalized partial and its lse (the
+  /// warpgroup tile writes its own from registers).
+  virtual void writePartials(Value firstRow);
+  /// The row of the partial output and lse that row `tileRow` of the tile
+  /// starting at `firstRow` writes for this block's split.
+  Value partialRowOf(Value firstRow, Value tileRow);
   /// Counts the block in its (sequence, KV head)'s counter once its
   /// partials are written; the last of the splits to count resets the
   /// counter and merges the group's rows as `merge` says. Defined in

@@ -233,8 +233,10 @@ TensorCoreTileBuilder::packProbabilities(const TensorCoreSoftmaxStep &softmax,
     return arith::TruncFOp::create(rewriter, e.loc, getOperandType(), weight);
   };
   SmallVector<Value> p;
-  for (int64_t r = 0; r < 2; ++r)
-    p.push_back(packPair(probability(2 * r), probability(2 * r + 1)));
+  for (size_t first = 0; first < softmax.weights.size(); first += 4)
+    for (int64_t r = 0; r < 2; ++r)
+      p.push_back(
+          packPair(probability(first + 2 * r), probability(first + 2 * r + 1)));
   return p;
 }
 
@@ -280,9 +282,9 @@ void TensorCoreTileBuilder::sumRowsOverQuad(
 }
 
 TensorCoreTileBuilder::TensorCoreSoftmaxStep
-TensorCoreTileBuilder::stepTensorCoreSoftmax(ValueRange carried,
-                                             ArrayRef<Value> scores,
-                                             MutableArrayRef<Value> next) {
+TensorCoreTileBuilder::stepTensorCoreSoftmax(
+    ValueRange carried, ArrayRef<Value> scores, MutableArrayRef<Value> next,
+    function_ref<void(MutableArrayRef<Value>)> shareRowMaxes) {
   // The online softmax per row: the step's max over the 4 lanes of the
   // row, one rescale, each score's exp once. The max the weights are taken
   // against lags the row's: it moves only past getMaxLag() above the carried
@@ -290,15 +292,22 @@ TensorCoreTileBuilder::stepTensorCoreSoftmax(ValueRange carried,
   // steps leave the accumulators as they are (rescaleOutputs); the max,
   // the sum and the accumulators keep one max, so the state is exact.
   TensorCoreSoftmaxStep step;
+  step.weights.resize(scores.size());
   Value raises;
-  for (int64_t r = 0; r < 2; ++r) {
+  // Score i of 8-key tile t is scores[4 t + i] (row g + 8 (i / 2)).
+  const size_t tileScores = scores.size();
+  auto rowMax = [&](int64_t r) {
     Value tileMax = carried[r];
-    for (int64_t i = 0; i < 2; ++i)
-      tileMax = arith::MaximumFOp::create(rewriter, e.loc, tileMax,
-                                          scores[2 * r + i]);
+    for (size_t first = 0; first < tileScores; first += 4)
+      for (int64_t i = 0; i < 2; ++i)
+        tileMax = arith::MaximumFOp::create(rewriter, e.loc, tileMax,
+                                            scores[first + 2 * r + i]);
     for (int64_t offset : {1, 2})
       tileMax = arith::MaximumFOp::create(rewriter, e.loc, tileMax,
                                           e.shuffleXor(tileMax, offset));
+    return tileMax;
+  };
+  auto finishRow = [&](int64_t r, Value tileMax) {
     // A NaN score propagates through the max (it is not within the lag);
     // so does the first visible key's past a max of -inf.
     Value raise =
@@ -311,15 +320,26 @@ TensorCoreTileBuilder::stepTensorCoreSoftmax(ValueRange carried,
     Value empty = e.isNegInf(tileMax);
     step.rescale[r] = buildRescale(e, carried[r], tileMax);
     Value sum = e.mul(carried[2 + r], step.rescale[r]);
-    for (int64_t i = 0; i < 2; ++i) {
-      step.weights[2 * r + i] = e.select(
-          empty, e.f32(0.0), e.exp2(e.sub(scores[2 * r + i], tileMax)));
-      sum = e.add(sum, step.weights[2 * r + i]);
-    }
+    for (size_t first = 0; first < tileScores; first += 4)
+      for (int64_t i = 0; i < 2; ++i) {
+        size_t index = first + 2 * r + i;
+        step.weights[index] =
+            e.select(empty, e.f32(0.0), e.exp2(e.sub(scores[index], tileMax)));
+        sum = e.add(sum, step.weights[index]);
+      }
     step.max[r] = tileMax;
     step.sum[r] = sum;
     next[r] = tileMax;
     next[2 + r] = sum;
+  };
+  if (shareRowMaxes) {
+    Value maxes[2] = {rowMax(0), rowMax(1)};
+    shareRowMaxes(maxes);
+    for (int64_t r = 0; r < 2; ++r)
+      finishRow(r, maxes[r]);
+  } else {
+    for (int64_t r = 0; r < 2; ++r)
+      finishRow(r, rowMax(r));
   }
   step.raised =
       NVVM::VoteSyncOp::create(rewriter, e.loc, rewriter.getI1Type(), e.i32(-1),
@@ -359,15 +379,21 @@ SmallVector<Value> TensorCoreTileBuilder::maskTensorCoreScores(
     Value first, Value pairKey, ArrayRef<Value> s, ArrayRef<Value> scoreScales,
     const TensorCoreRows &rows, ArrayRef<Value> pairIsKey) {
   // Scaled to base 2; keys a row may not see are -inf. s[i] is row
-  // g + 8 (i / 2), key 2p + i % 2.
+  // g + 8 (i % 4 / 2), key 8 (i / 4) + 2p + i % 2; the pairs' scales and
+  // key flags are per tile where given for more than one.
   SmallVector<Value> scores;
-  for (int64_t i = 0; i < 4; ++i) {
-    Value key = e.toI32(e.add(e.add(first, e.index(i % 2)), pairKey));
-    Value visible = e.lessThan(key, rows.ends[i / 2]);
+  for (int64_t i = 0; i < static_cast<int64_t>(s.size()); ++i) {
+    int64_t row = i % 4 / 2;
+    auto pairOf = [&](ArrayRef<Value> perPair) {
+      return perPair[perPair.size() > 2 ? i / 4 * 2 + i % 2 : i % 2];
+    };
+    Value key =
+        e.toI32(e.add(e.add(first, e.index(8 * (i / 4) + i % 2)), pairKey));
+    Value visible = e.lessThan(key, rows.ends[row]);
     if (rows.windowed) {
-      Value begin = rows.begins[i / 2]
-                        ? rows.begins[i / 2]
-                        : e.sub(rows.ends[i / 2], e.i32(*rules.windowLeft));
+      Value begin = rows.begins[row]
+                        ? rows.begins[row]
+                        : e.sub(rows.ends[row], e.i32(*rules.windowLeft));
       Value inWindow = arith::CmpIOp::create(
           rewriter, e.loc, arith::CmpIPredicate::sge, key, begin);
       Value inChunk = e.lessThan(key, rows.chunkEnd);
@@ -377,13 +403,13 @@ SmallVector<Value> TensorCoreTileBuilder::maskTensorCoreScores(
     }
     if (!pairIsKey.empty())
       visible =
-          arith::AndIOp::create(rewriter, e.loc, visible, pairIsKey[i % 2]);
-    Value score = shapeScore(e.mul(s[i], scoreScales[i % 2]));
+          arith::AndIOp::create(rewriter, e.loc, visible, pairOf(pairIsKey));
+    Value score = shapeScore(e.mul(s[i], pairOf(scoreScales)));
     if (alibiSlopes)
       score =
-          buildAlibiBias(rewriter, e.loc, score, rows.alibi[i / 2].slope,
+          buildAlibiBias(rewriter, e.loc, score, rows.alibi[row].slope,
                          buildKeyPosition(rewriter, e.loc, chunk.sequence, key),
-                         rows.alibi[i / 2].position);
+                         rows.alibi[row].position);
     scores.push_back(e.select(visible, score, e.negInf()));
   }
   return scores;

@@ -104,8 +104,9 @@ protected:
     AlibiRow alibi[2];
   };
   TensorCoreRows getTensorCoreRows(Value firstRow);
-  /// A step's scores S (row g + 8 (i / 2), key 2p + i % 2; `first` the
-  /// warp's first key, `pairKey` 2p) times the pair's `scoreScales`,
+  /// A step's scores S (row g + 8 (i % 4 / 2), key 8 (i / 4) + 2p + i % 2:
+  /// 4 per 8-key tile; `first` the warp's first key, `pairKey` 2p) times
+  /// the pair's `scoreScales`,
   /// shaped and with ALiBi, -inf where the row may not see the key or,
   /// with holes, where `pairIsKey` says the key is a hole.
   SmallVector<Value> maskTensorCoreScores(Value first, Value pairKey,
@@ -118,7 +119,9 @@ protected:
   /// lane's share), the factor its state is rescaled by, and the scores'
   /// weights (`scores` as maskTensorCoreScores orders them).
   struct TensorCoreSoftmaxStep {
-    Value max[2], sum[2], rescale[2], weights[4];
+    Value max[2], sum[2], rescale[2];
+    /// As the scores: 4 per 8-key tile.
+    SmallVector<Value, 4> weights;
     /// Whether a row of the warp took a new max (the same in every lane).
     Value raised;
   };
@@ -134,16 +137,20 @@ protected:
                                                                   : kMaxLag;
   }
   /// Also writes the rows' new max and sum into `next` (the carried state's
-  /// first four entries).
-  TensorCoreSoftmaxStep stepTensorCoreSoftmax(ValueRange carried,
-                                              ArrayRef<Value> scores,
-                                              MutableArrayRef<Value> next);
+  /// first four entries). `shareRowMaxes`, where given, turns the two rows'
+  /// maxima over the warp's keys into their maxima over the block's (the
+  /// warpgroup tile's warpgroups each hold half a step's keys), before the
+  /// max moves.
+  TensorCoreSoftmaxStep stepTensorCoreSoftmax(
+      ValueRange carried, ArrayRef<Value> scores, MutableArrayRef<Value> next,
+      function_ref<void(MutableArrayRef<Value>)> shareRowMaxes = nullptr);
   /// The token loop's carried state at its start: each row's max (-inf) and
   /// this lane's share of its sum, then `outputTiles` output tiles of 4.
   SmallVector<Value> getInitialTileState(int64_t outputTiles);
   /// P's A fragment for O += P V: the step's weights (rows g, g + 8 at keys
-  /// 2p, 2p + 1: S's accumulator layout), times `pairValueScales` (keys 2p,
-  /// 2p + 1; none without per-token value scales), in the operand type.
+  /// 2p, 2p + 1 of each 8-key tile: S's accumulator layout), times
+  /// `pairValueScales` (keys 2p, 2p + 1; none without per-token value
+  /// scales), in the operand type: 2 words a tile.
   SmallVector<Value> packProbabilities(const TensorCoreSoftmaxStep &softmax,
                                        ArrayRef<Value> pairValueScales);
   /// The carried output tiles (state entries 4 ..) times their rows'

@@ -720,3 +720,37 @@ func.func @suffix_lens_with_holes(%q: memref<2x8x64xf16>, %k: memref<?x1x2x64xf1
   fd.attention %q, %k, %v, %l block_table %t : memref<1x16xi32> suffix_lens %s : memref<2xi32> into %o {block_table_holes} : memref<2x8x64xf16>, memref<?x1x2x64xf16>, memref<?x1x2x64xf16>, memref<1xi32> into memref<2x8x64xf16>
   return
 }
+
+// -----
+
+// The warpgroup tile (form = warpgroup_tensor_cores): MLA's latent cache
+// only, two warpgroups of a 64-row tile.
+func.func @schedule_warpgroup_values_apart(%q: memref<1x64x64xbf16>, %k: memref<1x?x1x64xbf16>, %v: memref<1x?x1x64xbf16>, %l: memref<1xi32>, %po: memref<1x64x4x64xf32>, %pl: memref<1x64x4xf32>) {
+  // expected-error @below {{schedule: form = warpgroup_tensor_cores needs values that are the key cache's first D_v columns (shared_kv, MLA's latent cache)}}
+  fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = warpgroup_tensor_cores, rows_per_tile = 64, row_tiles = 1, threads = 256, min_blocks_per_sm = 1, stages = 2>} : memref<1x64x64xbf16>, memref<1x?x1x64xbf16>, memref<1x?x1x64xbf16>, memref<1xi32> into memref<1x64x4x64xf32>, memref<1x64x4xf32>
+  return
+}
+
+// -----
+
+func.func @schedule_warpgroup_threads(%q: memref<1x128x576xbf16>, %kv: memref<1x?x1x576xbf16>, %l: memref<1xi32>, %po: memref<1x128x2x512xf32>, %pl: memref<1x128x2xf32>) {
+  // expected-error @below {{schedule: threads = 128: form = warpgroup_tensor_cores takes 256 (two warpgroups)}}
+  fd.partial_attention %q, %kv, %l into %po, %pl {schedule = #fd.schedule<form = warpgroup_tensor_cores, rows_per_tile = 64, row_tiles = 2, threads = 128, min_blocks_per_sm = 1, stages = 2>} : memref<1x128x576xbf16>, memref<1x?x1x576xbf16>, memref<1xi32> into memref<1x128x2x512xf32>, memref<1x128x2xf32>
+  return
+}
+
+// -----
+
+func.func @schedule_warpgroup_rows(%q: memref<1x128x576xbf16>, %kv: memref<1x?x1x576xbf16>, %l: memref<1xi32>, %po: memref<1x128x2x512xf32>, %pl: memref<1x128x2xf32>) {
+  // expected-error @below {{schedule: rows_per_tile = 16: form = warpgroup_tensor_cores takes 64 (wgmma's M)}}
+  fd.partial_attention %q, %kv, %l into %po, %pl {schedule = #fd.schedule<form = warpgroup_tensor_cores, rows_per_tile = 16, row_tiles = 8, threads = 256, min_blocks_per_sm = 1, stages = 2>} : memref<1x128x576xbf16>, memref<1x?x1x576xbf16>, memref<1xi32> into memref<1x128x2x512xf32>, memref<1x128x2xf32>
+  return
+}
+
+// -----
+
+func.func @schedule_warpgroup_stages(%q: memref<1x128x576xbf16>, %kv: memref<1x?x1x576xbf16>, %l: memref<1xi32>, %po: memref<1x128x2x512xf32>, %pl: memref<1x128x2xf32>) {
+  // expected-error @below {{schedule: stages = 5 is out of range: 2 to 4}}
+  fd.partial_attention %q, %kv, %l into %po, %pl {schedule = #fd.schedule<form = warpgroup_tensor_cores, rows_per_tile = 64, row_tiles = 2, threads = 256, min_blocks_per_sm = 1, stages = 5>} : memref<1x128x576xbf16>, memref<1x?x1x576xbf16>, memref<1xi32> into memref<1x128x2x512xf32>, memref<1x128x2xf32>
+  return
+}

@@ -71,6 +71,12 @@ void populateFDToGPUConversionPatterns(RewritePatternSet &patterns,
 /// patterns test and convert-fd-to-gpu reports.
 std::string getReasonNotLowerableToGPU(Operation *op);
 
+/// Why the patterns cannot lower `op` for `chip` though they could for
+/// another: a schedule whose form the chip lacks (the warpgroup tile needs
+/// wgmma, sm_90a); empty when they can.
+std::string getReasonNotLowerableOnChip(Operation *op,
+                                        const ::flashdecode::Chip &chip);
+
 /// Why the fused merge cannot join `op` (an fd.partial_attention) when
 /// fuse-merge asks for it, or an empty string when it can (any other op).
 std::string getReasonMergeNotFusable(Operation *op);

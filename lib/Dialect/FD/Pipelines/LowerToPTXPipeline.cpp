@@ -4,6 +4,7 @@
 #include "fd/Dialect/FD/Pipelines/Passes.h"
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -38,6 +39,9 @@ void buildLowerToPTXPipeline(OpPassManager &pm, const FDSplitKVOptions &split,
     OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
     kernels.addPass(createSCFToControlFlowPass());
     kernels.addPass(createConvertGpuOpsToNVVMOps());
+    // NVVM ops that LLVM has no intrinsic for (wgmma.mma_async) become
+    // inline PTX.
+    kernels.addPass(createConvertNVVMToLLVMPass());
     kernels.addPass(createCanonicalizerPass());
     kernels.addPass(createCSEPass());
     kernels.addPass(createReconcileUnrealizedCastsPass());

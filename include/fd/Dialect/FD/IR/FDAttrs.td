@@ -13,7 +13,8 @@ include "fd/Dialect/FD/IR/FDDialect.td"
 
 def FD_KernelFormParameter
     : AttrParameter<"::flashdecode::KernelForm",
-                    "the partial kernel's form: cuda_cores or tensor_cores"> {
+                    "the partial kernel's form: cuda_cores, tensor_cores or "
+                    "warpgroup_tensor_cores"> {
   let parser = "::mlir::fd::parseKernelForm($_parser)";
   let printer = "$_printer << "
                 "::llvm::StringRef(::flashdecode::getKernelFormName($_self))";
@@ -36,11 +37,17 @@ def FD_ScheduleAttr : AttrDef<FD_Dialect, "Schedule"> {
       keys; or else, with an f16, bf16 or fp8 cache, a head dim that is a
       multiple of 64 up to 576 and a value head dim that is a multiple of
       128 up to 512, the warps sharing each step's keys and splitting the
-      value dims: MLA's latent cache, Gemma 4's 512).
+      value dims: MLA's latent cache, Gemma 4's 512), or
+      `warpgroup_tensor_cores` (wgmma, sm_90a only: f16/bf16 queries and
+      cache, values that are the key cache's first D_v columns, a head dim
+      that is a multiple of 64 up to 576 and a value head dim that is a
+      multiple of 128 up to 512; tiles of 64 rows, 256 threads, q, K/V and
+      P in dynamic shared memory).
     - `rows_per_tile`, `row_tiles`: a KV head's query rows (group size x
       Lq) in `row_tiles` blocks of `rows_per_tile` rows (the last may hold
-      padding rows; at most 16 on tensor cores).
-    - `threads`: of a block; 128.
+      padding rows; at most 16 on tensor cores, 64 on warpgroup tensor
+      cores).
+    - `threads`: of a block; 128 (256 on warpgroup tensor cores).
     - `min_blocks_per_sm`: the launch bounds' blocks per SM (the registers a
       thread may take are the register file over them); 0, no launch
       bounds.
@@ -49,12 +56,14 @@ def FD_ScheduleAttr : AttrDef<FD_Dialect, "Schedule"> {
       workgroup memory each step); a split-value tile holds its warp's
       quarter, D / 64, all of them.
     - `stages`: tensor cores, the steps of K and V in workgroup memory at
-      once (cp.async copies ahead while the block computes); at least 2.
+      once (cp.async copies ahead while the block computes); at least 2
+      (warpgroup tensor cores: 2 to 4 steps of 32 keys).
 
     The verifier of the op that carries it refuses a schedule that cannot
     work on some target: rows that do not cover the group, a form the
     dtype or head dim does not have, registers over the file for the
-    launch bounds, workgroup memory over the 48 KiB a block declares.
+    launch bounds, workgroup memory over the 48 KiB a block declares (or
+    dynamic memory over what an sm_90a block may have).
 
     Example: `#fd.schedule<form = tensor_cores, rows_per_tile = 8,
     row_tiles = 2, threads = 128, min_blocks_per_sm = 4,
