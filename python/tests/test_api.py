@@ -374,6 +374,23 @@ def test_plan_splits_with_the_kernels_work():
                                    kv_dtype="float8_e4m3fn") == 35
 
 
+def test_plan_splits_for_sm90a_plans_the_warpgroup_tile():
+    """arch="sm_90a" plans MLA at 64 or more rows a KV head for the wgmma
+    tile, one block an SM, as compile() does for that target."""
+    latent = {"num_q_heads": 64, "head_dim": 576, "v_head_dim": 512,
+              "shared_kv": True, "dtype": "bfloat16",
+              "kv_dtype": "bfloat16"}
+    for batch, max_len in ((1, 32768), (4, 4096)):
+        kernel = flashdecode.compile(576, 64, 1, dtype="bfloat16",
+                                     v_head_dim=512, shared_kv=True,
+                                     batch=batch, max_len=max_len,
+                                     arch="sm_90a")
+        assert kernel.num_splits == flashdecode.plan_splits(
+            batch, 1, max_len, arch="sm_90a", **latent), (batch, max_len)
+    assert flashdecode.plan_splits(1, 1, 32768, arch="sm_90a", **latent) == 128
+    assert flashdecode.plan_splits(1, 1, 32768, arch="sm_90", **latent) == 33
+
+
 @pytest.mark.parametrize("kwargs,message", [
     ({"num_q_heads": 32}, "head_dim must be an int >= 1"),
     ({"head_dim": 128}, "num_q_heads must be an int >= 1"),

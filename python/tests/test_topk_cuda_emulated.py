@@ -5,8 +5,9 @@ tokens in float64 (topk_checks.py), on fresh random inputs (FD_TEST_SEED
 reruns a failure). Every slot no list names holds NaN: a kernel that reads
 one (a hole's row, a token past topk_length) shows it. The tensor-core
 kernel (f16 GQA, bf16 MQA's 32 rows), the CUDA-core one (f32, MLA's latent
-cache at 64 and 128 heads in bf16 and over e4m3), Lq = 2, lengths per
-token, and a Decoder replaying a captured graph over new lists."""
+cache at 64 and 128 heads in bf16 and over e4m3; sm_90a's wgmma tile at
+128 heads), Lq = 2, lengths per token, and a Decoder replaying a captured
+graph over new lists."""
 import numpy as np
 import pytest
 
@@ -75,6 +76,29 @@ def test_mla_decode_over_lists_of_latent_slots(heads, kv_dtype):
         scale=scale_qk)
     check(out.numpy(), lse.numpy(), expected, expected_lse, dtype,
           TOLERANCE[dtype], f"seed {inputs.seed}")
+
+
+def test_warpgroup_tile_over_lists_of_latent_slots():
+    """sm_90a's wgmma tile at 128 heads over lists with holes: a hole's
+    slot and every slot no list names hold NaN."""
+    inputs = Inputs("bfloat16", (2, 128, 576), (2, 40, 1, 576))
+    lists = random_lists(inputs.rng, 2, 1, 24, 80)[:, 0]
+    lists[1, 5] = -1
+    q, latent = inputs.stored[0], inputs.stored[1]
+    exact = inputs.exact[1]
+    latent = poison_unlisted(latent, lists, "bfloat16")
+    scale_qk = 1.0 / np.sqrt(192.0)
+    out, lse = flashdecode.decode_attention(
+        to_device(q, dtype="bfloat16")[0],
+        DeviceArray.from_numpy(latent, dtype="bfloat16"), None, None,
+        indices=DeviceArray.from_numpy(lists), scale=scale_qk,
+        v_head_dim=512, return_lse=True, backend="cuda", num_splits=2,
+        arch="sm_90a")
+    expected, expected_lse = sparse_reference(
+        inputs.exact[0], exact, exact[..., :512], lists, np.full(2, 24),
+        scale=scale_qk)
+    check(out.numpy(), lse.numpy(), expected, expected_lse, "bfloat16",
+          TOLERANCE["bfloat16"], f"seed {inputs.seed}")
 
 
 def test_decoder_replays_new_lists():

@@ -102,7 +102,7 @@ void usage() {
       "                [--dtype f16|bf16|f32] [--kv-dtype "
       "f16|bf16|f32|e4m3|e5m2]\n"
       "                [--kv-scale tensor|token-head]\n"
-      "                [--fused-merge] [--shared-prefix]]\n"
+      "                [--fused-merge] [--shared-prefix] [--arch TARGET]]\n"
       "       fd-plan --table [--sm-count N] [--blocks-per-sm N]\n"
       "Prints the split count the planner chooses for decode attention over\n"
       "N sequences of up to max-len tokens, and the blocks, waves and wave\n"
@@ -122,7 +122,8 @@ void usage() {
       "head dim) and --shared-kv (the values are the key cache's first\n"
       "columns, MLA's latent cache) are fd-compile's; so is --shared-prefix\n"
       "(the N sequences continue one prefix of max-len tokens, a block per\n"
-      "group of them).");
+      "group of them). --arch (default sm_90) is the target the kernel is\n"
+      "planned for, as fd-compile's: sm_90a's wgmma tile paces differently.");
 }
 
 bool parseInteger(const char *flag, const char *text, int64_t &value) {
@@ -151,7 +152,8 @@ int main(int argc, char **argv) {
   bool bfloat16Queries = false, bfloat16Cache = false, scaleGiven = false,
        tokenScales = false;
   flashdecode::SplitWorkload workload;
-  bool table = false;
+  bool table = false, archGiven = false;
+  const flashdecode::Chip *chip = &flashdecode::getDefaultChip();
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
@@ -172,6 +174,17 @@ int main(int argc, char **argv) {
     }
     if (flag == "--shared-prefix") {
       sharedPrefix = true;
+      continue;
+    }
+    if (flag == "--arch") {
+      const char *name = i + 1 < argc ? argv[++i] : "";
+      chip = flashdecode::findChip(name);
+      if (!chip) {
+        std::fprintf(stderr, "fd-plan: --arch must be %s, got '%s'\n",
+                     flashdecode::getChipNameList().c_str(), name);
+        return 2;
+      }
+      archGiven = true;
       continue;
     }
     if (flag == "--kv-scale") {
@@ -241,7 +254,7 @@ int main(int argc, char **argv) {
           "--min-chunk-length, --max-splits, --num-q-heads, "
           "--head-dim, --v-head-dim, --shared-kv, --query-len, --dtype, "
           "--kv-dtype, --kv-scale, --fused-merge, --shared-prefix, "
-          "--table, --help\n",
+          "--arch, --table, --help\n",
           argv[i]);
       return 2;
     }
@@ -305,9 +318,8 @@ int main(int argc, char **argv) {
                 "kernels merge with the merge kernel";
     if (invalid.empty()) {
       workload = flashdecode::getSplitWorkload(
-          problem,
-          flashdecode::planKernel(problem, flashdecode::getDefaultChip()),
-          flashdecode::getDefaultChip(), workload.fusedMerge);
+          problem, flashdecode::planKernel(problem, *chip), *chip,
+          workload.fusedMerge);
       blockBatch = problem.getBlockBatch(batch);
     }
   } else if (invalid.empty() &&
@@ -316,6 +328,9 @@ int main(int argc, char **argv) {
     invalid = "--query-len, --dtype, --kv-dtype, --fused-merge and "
               "--shared-prefix describe the kernel's work: pass --num-q-heads "
               "and --head-dim with them";
+  } else if (invalid.empty() && archGiven) {
+    invalid = "--arch chooses the kernel the plan paces: pass --num-q-heads "
+              "and --head-dim with it";
   } else if (invalid.empty() && scaleGiven) {
     invalid = "--kv-scale describes the kernel's work: pass --num-q-heads, "
               "--head-dim and an fp8 --kv-dtype with it";

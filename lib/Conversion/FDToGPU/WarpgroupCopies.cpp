@@ -2,7 +2,7 @@
 //
 // The warpgroup tile (WarpgroupTile.cpp) keeps its operands in dynamic
 // shared memory from a 1024-byte boundary (KernelSchedule::
-// getWarpgroupRegions): q's 64 rows, then the K/V stages of 16 keys, then
+// getWarpgroupRegions): q's 64 rows, then the K/V stages of 32 keys, then
 // P. q and the stages are laid out for wgmma's K-major 128-byte swizzle:
 // the rows' 64-dim blocks one after another, each block 128 bytes a row,
 // and the 16-byte piece c of row r at position c ^ (r % 8) of its 128

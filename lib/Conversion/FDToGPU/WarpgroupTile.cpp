@@ -4,20 +4,22 @@
 // its operands in dynamic shared memory (WarpgroupCopies.cpp): two
 // warpgroups of four warps; warp w of a warpgroup owns rows 16 (w % 4) to
 // 16 (w % 4) + 15, lane l rows g and g + 8 (g = l / 4) at column pair
-// p = l % 4, as mma.sync's fragments. A step takes 16 keys:
+// p = l % 4, as mma.sync's fragments. A step takes 32 keys:
 //
-// - Each warpgroup computes S = q K^T for 8 of them (warpgroup k its keys
-//   8k to 8k + 7): D / 16 chained m64n8k16 whose A is q and B the keys' K
-//   rows, both read through K-major 128-byte-swizzled descriptors.
-// - Each warp's row maxima over its 8 keys are exchanged with the other
+// - Each warpgroup computes S = q K^T for 16 of them (warpgroup k its keys
+//   16k to 16k + 15): D / 16 chained m64n16k16 whose A is q and B the
+//   keys' K rows, both read through K-major 128-byte-swizzled descriptors
+//   (at 8 keys a warpgroup q's reads, 2 KB a k-step, bound the tile).
+// - Each warp's row maxima over its 16 keys are exchanged with the other
 //   warpgroup's warp of the same rows through shared memory: the same max
 //   (max is commutative) in both, so the two agree on every rescale and
 //   weight. The online softmax is the tensor-core tile's (its max lag
 //   included); each warpgroup sums the weights of its own keys.
-// - Each warpgroup stores its P (rows x its 8 keys, as a K-major core
-//   matrix half) and, after a barrier, computes O += P V for its half of
-//   the value dims: one m64nNk16 (N = D_v / 2) whose A is the whole P and
-//   B the stage read MN-major (V is K's first D_v columns).
+// - Each warpgroup stores its P (rows x its 16 keys, two K-major
+//   core-matrix columns of 8 keys) and, after a barrier, computes O += P V
+//   for its half of the value dims: two chained m64nNk16 (N = D_v / 2)
+//   whose A is the whole P and B the stage read MN-major (V is K's first
+//   D_v columns).
 //
 // Three barriers a step: the stage's copies in, the maxima exchanged, P
 // stored. Each wgmma group is waited for before its results are used (no
@@ -159,7 +161,7 @@ SmallVector<Value> WarpgroupTileBuilder::multiplyQueryKeys(Value stage) {
       schedule.getWarpgroupRegions();
   const int64_t rows = layout.rowTile, keys = layout.tokensPerStep();
   // A 64-dim block of q is rows x 128 bytes, of a stage keys x 128; the
-  // warpgroup's 8 keys start 8 rows into each block of the stage.
+  // warpgroup's keys start keys / 2 rows into each block of the stage.
   Value query =
       matrixDescriptor(sharedAddress(e.index(regions.query)),
                        kCoreMatrixRowBytes, kSwizzleAtomBytes, kSwizzle128);

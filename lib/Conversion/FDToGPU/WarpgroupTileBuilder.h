@@ -23,7 +23,7 @@ private:
   /// regions of dynamic shared memory.
   void setUpLanes() override;
   /// Streams the chunk through the tile's rows, each warpgroup taking S for
-  /// 8 of a step's 16 keys and P V for half the value dims.
+  /// half a step's 32 keys and P V for half the value dims.
   void streamRowTile(Value firstRow) override;
   /// Writes each lane's rows of the normalized partial and their lse from
   /// registers.
@@ -49,7 +49,7 @@ private:
   /// Copies the tile's q rows (padding rows zeros) into the q region with
   /// cp.async, as one group.
   void copyQuery(Value firstRow);
-  /// A thread's pieces of the copy of keys [stepStart, stepStart + 16): the
+  /// A thread's pieces of the copy of keys [stepStart, stepStart + 32): the
   /// key, its 16-byte piece, whether the thread has one, whether the key is
   /// in the chunk, its position clamped into the chunk.
   struct Piece {
@@ -58,19 +58,20 @@ private:
   SmallVector<Piece> getStepPieces(Value stepStart);
   /// With a paged cache, the block-table entries of the pieces' keys.
   SmallVector<Value> loadStepEntries(Value stepStart);
-  /// Copies keys [stepStart, stepStart + 16) into stage `stage` and
+  /// Copies keys [stepStart, stepStart + 32) into stage `stage` and
   /// commits them as one group; keys past the chunk (or holes) are zeros.
   void copyStep(Value stepStart, Value stage, ValueRange entries);
 
-  /// The warpgroup's S = q K^T for its 8 keys of the step in `stage`: the
-  /// lane's four scores (rows g, g + 8 at keys 2p, 2p + 1).
+  /// The warpgroup's S = q K^T for its 16 keys of the step in `stage`: the
+  /// lane's 8 scores (rows g, g + 8 at keys 2p, 2p + 1 of each 8-key
+  /// tile).
   SmallVector<Value> multiplyQueryKeys(Value stage);
   /// O += P V over the warpgroup's half of the value dims for the step in
   /// `stage`, P (both warpgroups' keys) in shared memory.
   SmallVector<Value> accumulateValues(Value stage, ArrayRef<Value> outputs);
   /// The step's P of the lane's rows and keys into the P region.
   void storeProbabilities(ArrayRef<Value> words);
-  /// Each row's max over the block's 16 keys: `maxes` (over the warp's 8)
+  /// Each row's max over the step's 32 keys: `maxes` (over the warp's 16)
   /// exchanged with the other warpgroup's warp of the same rows.
   void shareRowMaxes(MutableArrayRef<Value> maxes);
   /// A wgmma.mma_async of `n` columns into `accumulators` (n / 2 f32);
