@@ -125,7 +125,7 @@ TEST(KernelForm, LatentTilesOf64RowsTakeWgmmaOnSm90a) {
     EXPECT_EQ(regions.probabilities, 64 * 1152 + 4 * 32 * 1152);
     EXPECT_EQ(regions.end, regions.probabilities + 4 * 64 * 16);
     EXPECT_EQ(schedule.getDynamicSharedMemoryBytes(), regions.end + 1024);
-    EXPECT_LE(schedule.getDynamicSharedMemoryBytes(),
+    EXPECT_LE(schedule.getSharedMemoryBytes(),
               sm90a().maxSharedMemoryBytesPerBlock);
     // Static: only the warpgroups' exchange of row maxima and sums.
     EXPECT_EQ(schedule.getSharedMemoryBytes() -

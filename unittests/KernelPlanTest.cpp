@@ -502,8 +502,9 @@ TEST(KernelPlan, EveryWideOrApartScheduleIsValid) {
               EXPECT_LE(schedule.getSharedMemoryBytes() -
                             schedule.getDynamicSharedMemoryBytes(),
                         kMaxStaticSharedMemoryBytes);
-              EXPECT_LE(schedule.getDynamicSharedMemoryBytes(),
-                        chip.maxSharedMemoryBytesPerBlock);
+              EXPECT_LE(schedule.getSharedMemoryBytes(),
+                        std::max<int64_t>(chip.maxSharedMemoryBytesPerBlock,
+                                          kMaxStaticSharedMemoryBytes));
               ++checked;
             }
   EXPECT_EQ(checked, 5 * 3 * 69 * 3 * 3 * 2);

@@ -92,6 +92,10 @@ void CtaRunner::startWarp(WarpState &warp, uint32_t index) {
   warp.commonPc = 0;
   warp.waitedMask = request.programmatic ? 0u : ~0u;
   warp.pendingCopies.clear();
+  warp.pendingWarpgroupMmas.clear();
+  warp.committedWarpgroupGroups = 0;
+  warp.warpgroupFenced = false;
+  warp.registerLocks.clear();
   std::fill(std::begin(warp.committedGroups), std::end(warp.committedGroups),
             0);
   timeline.start(warp.timing);

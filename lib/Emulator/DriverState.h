@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,9 +40,10 @@ struct CUfunc_st {
   /// As ptxas allocates them, or assumed (Ptxas.h).
   unsigned registersPerThread = emu::kAssumedRegistersPerThread;
   bool registersAssumed = true;
-  /// The most dynamic shared memory a launch may give it: 48 KB unless
-  /// cuFuncSetAttribute raised it, as on a GPU.
-  unsigned maxDynamicSharedBytes = 48 * 1024;
+  /// The most dynamic shared memory a launch may give it, as
+  /// cuFuncSetAttribute set it; unset, what 48 KB leaves beside its static
+  /// memory, as on a GPU.
+  std::optional<unsigned> maxDynamicSharedBytes;
 };
 
 struct CUmod_st {
@@ -106,6 +108,8 @@ constexpr rt::CUresult kIllegalState = 401;
 
 /// Shared memory one block may use (the opt-in maximum of sm_90).
 constexpr int kMaxSharedBytesPerBlock = 232448;
+/// What a block may have in all without its function's opt-in.
+constexpr unsigned kDefaultSharedBytesPerBlock = 48 * 1024;
 
 class Driver {
 public:

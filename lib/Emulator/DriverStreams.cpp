@@ -150,8 +150,12 @@ static CUresult enqueueLaunch(CUfunction function, unsigned gridX,
   launch.registersPerThread = function->registersPerThread;
   launch.registersAssumed = function->registersAssumed;
   launch.parameters.assign(kernel.parameterBytes, 0);
+  // Past 48 KB in all, dynamic memory needs the function's opt-in.
+  unsigned mostDynamic = function->maxDynamicSharedBytes.value_or(
+      kDefaultSharedBytesPerBlock -
+      std::min(kernel.staticSharedBytes, kDefaultSharedBytesPerBlock));
   if (kernel.staticSharedBytes + sharedBytes > kMaxSharedBytesPerBlock ||
-      sharedBytes > function->maxDynamicSharedBytes)
+      sharedBytes > mostDynamic)
     return kInvalidValue;
   if (params) {
     for (size_t i = 0; i < kernel.parameters.size(); ++i) {
@@ -342,10 +346,12 @@ FDEMU_API CUresult cuFuncSetAttribute(CUfunction function, int attribute,
                                       int value) {
   if (!function)
     return kInvalidHandle;
-  // MAX_DYNAMIC_SHARED_SIZE_BYTES: what a launch may give beyond 48 KB
-  // (launches check the total with the static memory themselves).
+  // MAX_DYNAMIC_SHARED_SIZE_BYTES: what a launch may give, beside the
+  // function's static memory within the block's most.
   if (attribute == 8) {
-    if (value < 0 || value > kMaxSharedBytesPerBlock)
+    if (value < 0 ||
+        static_cast<unsigned>(value) + function->kernel->staticSharedBytes >
+            kMaxSharedBytesPerBlock)
       return kInvalidValue;
     function->maxDynamicSharedBytes = static_cast<unsigned>(value);
   }

@@ -462,8 +462,8 @@ private:
     for (size_t i = 1; i < 4; ++i)
       inst.operands[i] = parseOperand(operands[i], kernel, inst, index, i);
     inst.numOperands = 4;
-    auto immediate = [&](size_t i, const char *name,
-                         std::initializer_list<int> accepted) {
+    // An immediate that must be `first` or `second`.
+    auto immediate = [&](size_t i, const char *name, int first, int second) {
       const std::vector<Token> &tokens = operands[i];
       bool negative = tokens.size() == 2 && tokens[0].is('-');
       const Token &digits = tokens.back();
@@ -472,19 +472,17 @@ private:
                    std::isdigit(static_cast<unsigned char>(digits.text[0]));
       if (valid)
         value = static_cast<int>(parseNumber(digits, negative));
-      if (!valid ||
-          std::find(accepted.begin(), accepted.end(), value) == accepted.end())
-        fail(tokens[0],
-             std::string("wgmma.mma_async ") + name + " must be " +
-                 (accepted.size() == 2 && *accepted.begin() == 1 ? "1 or -1"
-                                                                 : "0 or 1"));
+      if (!valid || (value != first && value != second))
+        fail(tokens[0], std::string("wgmma.mma_async ") + name + " must be " +
+                            std::to_string(first) + " or " +
+                            std::to_string(second));
       return value;
     };
-    inst.negateA = immediate(4, "imm-scale-a", {1, -1}) < 0;
-    inst.negateB = immediate(5, "imm-scale-b", {1, -1}) < 0;
+    inst.negateA = immediate(4, "imm-scale-a", 1, -1) < 0;
+    inst.negateB = immediate(5, "imm-scale-b", 1, -1) < 0;
     if (!aInRegisters)
-      inst.transposeA = immediate(6, "imm-trans-a", {0, 1});
-    inst.transposeB = immediate(expected - 1, "imm-trans-b", {0, 1});
+      inst.transposeA = immediate(6, "imm-trans-a", 0, 1);
+    inst.transposeB = immediate(expected - 1, "imm-trans-b", 0, 1);
   }
 
   uint64_t parseNumber(const Token &token, bool negative) {

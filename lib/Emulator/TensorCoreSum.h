@@ -1,5 +1,4 @@
-//===- TensorCoreSum.h - A tensor core's products and fused sums -*- C++
-//-*-===//
+//===- TensorCoreSum.h - Tensor-core products and fused sums ---*- C++ -*-===//
 //
 // Internal to the executor: the arithmetic mma.sync (TensorCore.cpp) and
 // wgmma.mma_async (WarpgroupMma.cpp) share.

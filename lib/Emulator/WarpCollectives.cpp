@@ -96,9 +96,26 @@ void checkWholeWarp(const Instruction &inst, const WarpState &warp,
                     uint32_t arrived) {
   if (arrived == ~0u)
     return;
-  std::string name = inst.opcode == Opcode::Mma        ? "mma.sync.aligned"
-                     : inst.opcode == Opcode::Ldmatrix ? "ldmatrix.sync.aligned"
-                                                       : "wgmma .sync.aligned";
+  const char *name = "ldmatrix.sync.aligned";
+  switch (inst.opcode) {
+  case Opcode::Mma:
+    name = "mma.sync.aligned";
+    break;
+  case Opcode::WarpgroupMma:
+    name = "wgmma.mma_async.sync.aligned";
+    break;
+  case Opcode::WarpgroupFence:
+    name = "wgmma.fence.sync.aligned";
+    break;
+  case Opcode::WarpgroupCommit:
+    name = "wgmma.commit_group.sync.aligned";
+    break;
+  case Opcode::WarpgroupWait:
+    name = "wgmma.wait_group.sync.aligned";
+    break;
+  default:
+    break;
+  }
   std::string what =
       warp.existingMask != ~0u
           ? "warp " + std::to_string(warp.index) + " has only lanes " +
@@ -106,7 +123,7 @@ void checkWholeWarp(const Instruction &inst, const WarpState &warp,
                 " (the CTA's threads end inside it)"
           : "lanes " + hexLaneMask(~arrived) + " exited without executing it";
   throw ExecutionError{kLaunchFailed,
-                       name +
+                       std::string(name) +
                            " needs all 32 lanes of the warp to execute "
                            "it together, but " +
                            what};

@@ -22,9 +22,13 @@
 // may write its A fragment's registers (checkWarpgroupRegisters), and the
 // shared memory it read must not change (compared when it retires); a warp
 // may not exit with one pending. The first wgmma.mma_async after the warp
-// starts or waits must follow a wgmma.fence: stricter than PTX, which asks
-// for the fence only where registers it uses were accessed, and the form
-// every wgmma kernel takes.
+// starts or waits must follow a wgmma.fence (the form every wgmma kernel
+// takes); PTX asks for a fence wherever registers a wgmma uses were
+// accessed since the last, which fdemu checks only at that first wgmma.
+// Not checked either: that the four warps of a warpgroup execute the same
+// wgmma sequence (each warp's rows are exact on their own), and
+// fence.proxy.async between generic-proxy shared writes and the wgmma that
+// reads them (fdemu has one proxy).
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +45,9 @@ namespace flashdecode::emu {
 namespace {
 
 constexpr unsigned kWarpgroupK = 16;
+/// The most groups a wgmma.wait_group may leave pending: fdemu's bound on
+/// the immediate, far past what a kernel keeps in flight.
+constexpr uint64_t kMostPendingGroups = 255;
 
 /// A matrix descriptor's fields, in bytes.
 struct MatrixDescriptor {
@@ -146,20 +153,28 @@ float accumulate(float c, const double *a, const double *b, unsigned block,
   return c;
 }
 
+/// Visits (mn, k) of an operand of `rows` rows and 16 columns, MN-major
+/// (`mnMajor`) or K-major: consecutive visits in one 16-byte chunk.
+template <typename Visit>
+void forEachElement(unsigned rows, bool mnMajor, Visit visit) {
+  for (unsigned outer = 0; outer < (mnMajor ? kWarpgroupK : rows); ++outer)
+    for (unsigned inner = 0; inner < (mnMajor ? rows : kWarpgroupK); ++inner)
+      mnMajor ? visit(inner, outer) : visit(outer, inner);
+}
+
 void executeWarpgroupMmaAsync(const Instruction &inst, WarpState &warp) {
   CtaState &cta = *warp.cta;
   if (warp.index / 4 * 4 + 4 > cta.warps.size() ||
-      cta.warps[warp.index / 4 * 4 + 3].existingMask != ~0u)
-    throw ExecutionError{
-        kLaunchFailed,
-        "wgmma.mma_async needs a whole warpgroup (4 warps of 32 threads), "
-        "but warp " +
-            std::to_string(warp.index) +
-            "'s warpgroup is cut short by the "
-            "CTA's " +
-            std::to_string(cta.request->block[0] * cta.request->block[1] *
-                           cta.request->block[2]) +
-            " threads"};
+      cta.warps[warp.index / 4 * 4 + 3].existingMask != ~0u) {
+    uint32_t threads =
+        cta.request->block[0] * cta.request->block[1] * cta.request->block[2];
+    throw ExecutionError{kLaunchFailed,
+                         "wgmma.mma_async needs a whole warpgroup (4 warps "
+                         "of 32 threads), but warp " +
+                             std::to_string(warp.index) +
+                             "'s warpgroup is cut short by the CTA's " +
+                             std::to_string(threads) + " threads"};
+  }
   if (!warp.warpgroupFenced)
     throw ExecutionError{
         kLaunchFailed,
@@ -192,18 +207,20 @@ void executeWarpgroupMmaAsync(const Instruction &inst, WarpState &warp) {
       }
     }
   } else {
+    // Descriptors are warpgroup-uniform (PTX): lane 0's is the warp's.
     MatrixDescriptor descriptor = decodeDescriptor(warp.reg(a.registers[0], 0));
     if (descriptor.baseOffset)
       throw ExecutionError{kLaunchFailed,
                            "wgmma.mma_async descriptor a has base offset " +
                                std::to_string(descriptor.baseOffset) +
                                "; fdemu implements base offset 0"};
-    for (unsigned row = 0; row < 16; ++row)
-      for (unsigned k = 0; k < kWarpgroupK; ++k)
-        matrixA[row][k] =
-            multiplicandValue(reader.element(descriptor, 16 * rank + row, k,
-                                             inst.transposeA, "a"),
-                              type);
+    // In the order the operand lies (a chunk holds 8 consecutive elements
+    // along its major dimension), so that each chunk is read once.
+    forEachElement(16, inst.transposeA, [&](unsigned row, unsigned k) {
+      matrixA[row][k] = multiplicandValue(
+          reader.element(descriptor, 16 * rank + row, k, inst.transposeA, "a"),
+          type);
+    });
   }
   MatrixDescriptor descriptorB =
       decodeDescriptor(warp.reg(inst.operands[2].registers[0], 0));
@@ -213,13 +230,12 @@ void executeWarpgroupMmaAsync(const Instruction &inst, WarpState &warp) {
                              std::to_string(descriptorB.baseOffset) +
                              "; fdemu implements base offset 0"};
   std::vector<double> matrixB(static_cast<size_t>(n) * kWarpgroupK);
-  for (unsigned column = 0; column < n; ++column)
-    for (unsigned k = 0; k < kWarpgroupK; ++k)
-      matrixB[column * kWarpgroupK + k] =
-          (inst.negateB ? -1 : 1) *
-          multiplicandValue(
-              reader.element(descriptorB, column, k, inst.transposeB, "b"),
-              type);
+  forEachElement(n, inst.transposeB, [&](unsigned column, unsigned k) {
+    matrixB[column * kWarpgroupK + k] =
+        (inst.negateB ? -1 : 1) *
+        multiplicandValue(
+            reader.element(descriptorB, column, k, inst.transposeB, "b"), type);
+  });
   if (inst.negateA)
     for (auto &row : matrixA)
       for (double &value : row)
@@ -267,7 +283,8 @@ void retire(WarpState &warp, uint32_t keep) {
   auto &pending = warp.pendingWarpgroupMmas;
   uint32_t committed = warp.committedWarpgroupGroups;
   auto retired = [&](const PendingWarpgroupMma &mma) {
-    return mma.group + keep < committed;
+    // Committed groups older than the newest `keep`.
+    return mma.group < committed && committed - mma.group > keep;
   };
   for (const PendingWarpgroupMma &mma : pending) {
     if (!retired(mma))
@@ -342,10 +359,12 @@ std::string decodeWarpgroupOpcode(const std::vector<std::string> &modifiers,
 std::string checkWarpgroupImplemented(const Instruction &inst) {
   if (inst.opcode == Opcode::WarpgroupWait)
     return inst.numOperands == 1 &&
-                   inst.operands[0].kind == Operand::Kind::Immediate
+                   inst.operands[0].kind == Operand::Kind::Immediate &&
+                   inst.operands[0].value <= kMostPendingGroups
                ? ""
                : "wgmma.wait_group takes one immediate, the groups it may "
-                 "leave pending";
+                 "leave pending (0 to " +
+                     std::to_string(kMostPendingGroups) + ")";
   if (inst.opcode != Opcode::WarpgroupMma)
     return inst.numOperands == 0 ? "" : "takes no operands";
   const Operand &a = inst.operands[1], &b = inst.operands[2],
@@ -418,6 +437,13 @@ void checkWarpgroupRegisters(const Instruction &inst, WarpState &warp) {
                              std::to_string(owner ? owner->inst->line : 0) +
                              ", which no wgmma.wait_group has retired"};
   };
+  auto check = [&](uint32_t reg, bool written) {
+    if (reg == kNoRegister || reg >= warp.registerLocks.size())
+      return;
+    uint8_t lock = warp.registerLocks[reg];
+    if (lock == kRegisterNoAccess || (lock == kRegisterNoWrites && written))
+      fail(reg, written ? "writes" : "reads");
+  };
   if (inst.opcode == Opcode::WarpgroupMma) {
     // Its accumulators: free, or exactly a pending one's (a chain).
     bool chains = false;
@@ -427,19 +453,19 @@ void checkWarpgroupRegisters(const Instruction &inst, WarpState &warp) {
       for (uint32_t reg : inst.accumulators)
         if (warp.registerLocks[reg] != kRegisterFree)
           fail(reg, "writes");
-    const Operand &a = inst.operands[1];
-    for (unsigned r = 0; a.kind == Operand::Kind::Vector && r < 4; ++r)
-      if (warp.registerLocks[a.registers[r]] == kRegisterNoAccess)
-        fail(a.registers[r], "reads");
+    // A's fragment or descriptor, B's descriptor, scale-d and the guard
+    // are read.
+    for (unsigned i = 1; i < inst.numOperands; ++i) {
+      const Operand &operand = inst.operands[i];
+      unsigned count = operand.kind == Operand::Kind::Vector     ? operand.count
+                       : operand.kind == Operand::Kind::Register ? 1
+                                                                 : 0;
+      for (unsigned r = 0; r < count; ++r)
+        check(operand.registers[r], /*written=*/false);
+    }
+    check(inst.guard, false);
     return;
   }
-  auto check = [&](uint32_t reg, bool written) {
-    if (reg == kNoRegister || reg >= warp.registerLocks.size())
-      return;
-    uint8_t lock = warp.registerLocks[reg];
-    if (lock == kRegisterNoAccess || (lock == kRegisterNoWrites && written))
-      fail(reg, written ? "writes" : "reads");
-  };
   bool writesFirst = writesFirstOperand(inst.opcode);
   for (unsigned i = 0; i < inst.numOperands; ++i) {
     const Operand &operand = inst.operands[i];

@@ -148,10 +148,11 @@ int64_t KernelSchedule::getMostFusedMergeSplits() const {
 
 int64_t KernelSchedule::getLeastLoopRegisters() const {
   // The warpgroup tile: 2 rows' max and sum, its half of the value dims'
-  // accumulators (rowTile x D_v / 2 over 128 threads) and a step's 4
-  // scores.
+  // accumulators (rowTile x D_v / 2 over 128 threads) and a step's scores
+  // (its warpgroup's keys: 4 a lane per 8).
   if (usesWarpgroupTile())
-    return 4 + layout.rowTile * layout.valueHeadDim / 2 / 128 + 4;
+    return 4 + layout.rowTile * layout.valueHeadDim / 2 / 128 +
+           layout.tokensPerStep() / 2 / 8 * 4;
   if (!usesTensorCores()) {
     // kCudaCoreOtherRegisters (getRegisterDemand) holds these among others.
     constexpr int64_t kLoadsInFlight = 32;
@@ -393,16 +394,17 @@ std::string getReasonScheduleInvalid(const KernelProblem &problem,
     }
   }
   if (schedule.usesWarpgroupTile()) {
-    // Dynamic shared memory, up to the least of the wgmma targets'.
+    // Its static and dynamic shared memory, up to the least of the wgmma
+    // targets'.
     int64_t most = 0;
     for (const Chip &chip : getChips())
       if (chip.hasWarpgroupMma)
         most = most ? std::min<int64_t>(most, chip.maxSharedMemoryBytesPerBlock)
                     : chip.maxSharedMemoryBytesPerBlock;
-    int64_t dynamic = schedule.getDynamicSharedMemoryBytes();
-    if (dynamic > most)
+    int64_t bytes = schedule.getSharedMemoryBytes();
+    if (bytes > most)
       os << "stages = " << choice.keyValueStages
-         << ": the warpgroup tile's dynamic shared memory is " << dynamic
+         << ": the warpgroup tile's shared memory is " << bytes
          << " bytes, more than the " << most << " a block may have";
     return os.str();
   }

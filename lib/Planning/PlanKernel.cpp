@@ -136,7 +136,7 @@ static KernelSchedule planWarpgroupTile(const KernelProblem &problem,
   while (schedule.keyValueStages < kMostWarpgroupStages) {
     KernelSchedule more = schedule;
     ++more.keyValueStages;
-    if (more.getDynamicSharedMemoryBytes() > chip.maxSharedMemoryBytesPerBlock)
+    if (more.getSharedMemoryBytes() > chip.maxSharedMemoryBytesPerBlock)
       break;
     schedule = more;
   }

@@ -80,11 +80,6 @@ detail::getReasonWarpgroupTilingInvalid(const KernelProblem &problem,
   return os.str();
 }
 
-/// The 128-byte swizzle's pattern repeats every 1024 bytes: the warpgroup
-/// tile's regions start on such a boundary, found in 1 KB more than they
-/// take (dynamic shared memory is only 16-byte aligned).
-static constexpr int64_t kSwizzleAtomBytes = 1024;
-
 KernelSchedule::WarpgroupRegions KernelSchedule::getWarpgroupRegions() const {
   WarpgroupRegions regions;
   if (!usesWarpgroupTile())
@@ -98,8 +93,11 @@ KernelSchedule::WarpgroupRegions KernelSchedule::getWarpgroupRegions() const {
 }
 
 int64_t KernelSchedule::getDynamicSharedMemoryBytes() const {
-  return usesWarpgroupTile() ? getWarpgroupRegions().end + kSwizzleAtomBytes
-                             : 0;
+  // The regions start on a swizzle atom's boundary, found in 1 KB more
+  // than they take (dynamic shared memory is only 16-byte aligned).
+  return usesWarpgroupTile()
+             ? getWarpgroupRegions().end + kWarpgroupSwizzleAtomBytes
+             : 0;
 }
 
 } // namespace flashdecode

@@ -206,28 +206,39 @@ TEST_F(EmulatorError, DynamicSharedOutOfBounds) {
 }
 
 TEST_F(EmulatorError, DynamicSharedPast48KBNeedsTheOptIn) {
-  // As on a GPU: CUDA_ERROR_INVALID_VALUE (1) until
-  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (8) allows the bytes.
+  // As on a GPU: a block of more than 48 KB in all (16 KB of it static) is
+  // CUDA_ERROR_INVALID_VALUE (1) until
+  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (8) allows the dynamic
+  // bytes, which beside the static ones stay within the block's most.
   std::string ptx = std::string(kPtxHeader) + R"(
+.shared .align 16 .b8 fixed[16384];
 .extern .shared .align 16 .b8 dynamicBytes[];
 
 .visible .entry large()
 {
   .reg .b32 %t, %address;
   mov.u32 %t, %tid.x;
+  mov.u32 %address, fixed;
+  st.shared.u32 [%address], %t;
   mov.u32 %address, dynamicBytes;
-  st.shared.u32 [%address+65532], %t;
+  st.shared.u32 [%address], %t;
   ret;
 }
 )";
   CUfunction kernel = getKernel(ptx, "large");
   constexpr CUresult kInvalidValue = 1;
   constexpr int kMaxDynamicShared = 8;
-  EXPECT_EQ(launch(kernel, {1}, {1}, KernelArguments(), 64 * 1024),
+  EXPECT_TRUE(launchSucceeds(kernel, {1}, {1}, KernelArguments(), 32 * 1024));
+  EXPECT_EQ(launch(kernel, {1}, {1}, KernelArguments(), 32 * 1024 + 16),
+            kInvalidValue);
+  EXPECT_EQ(driver->cuFuncSetAttribute(kernel, kMaxDynamicShared,
+                                       232448 - 16384 + 16),
             kInvalidValue);
   EXPECT_EQ(driver->cuFuncSetAttribute(kernel, kMaxDynamicShared, 64 * 1024),
             kSuccess);
   EXPECT_TRUE(launchSucceeds(kernel, {1}, {1}, KernelArguments(), 64 * 1024));
+  EXPECT_EQ(launch(kernel, {1}, {1}, KernelArguments(), 64 * 1024 + 16),
+            kInvalidValue);
 }
 
 TEST_F(EmulatorError, UninitializedGlobalRead) {

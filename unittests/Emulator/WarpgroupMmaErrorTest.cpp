@@ -130,6 +130,22 @@ TEST_F(EmulatorWarpgroupMmaError, MmaWithoutFence) {
                 "0, 0, 0", "0, 0, 0");
 }
 
+TEST_F(EmulatorWarpgroupMmaError, EachCtaNeedsItsOwnFence) {
+  // Block 0 fences before its wgmma, block 1 does not; block 0 ends with
+  // a fence: block 1's warps (fdemu reuses block 0's) start unfenced all
+  // the same.
+  Hooks h;
+  h.beforeMma = "mov.u32 %x, %ctaid.x;\n  setp.eq.u32 %p, %x, 0;\n"
+                "  @%p wgmma.fence.sync.aligned;";
+  h.afterWait = "  wgmma.fence.sync.aligned;";
+  CUfunction kernel = getKernel(wgmmaKernel(h), "wgmma_error");
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_EQ(launch(kernel, {2}, {128}, KernelArguments()), kLaunchFailed);
+  std::string report = errorString(kLaunchFailed);
+  EXPECT_THAT(report, HasSubstr("wgmma.mma_async without a wgmma.fence"));
+  EXPECT_THAT(report, HasSubstr("block (1, 0, 0)"));
+}
+
 TEST_F(EmulatorWarpgroupMmaError, AccumulatorReadBeforeWait) {
   Hooks h;
   h.afterMma = "  add.f32 %x, %d2, %d2;";
@@ -211,6 +227,9 @@ TEST_F(EmulatorWarpgroupMmaError, LoadTimeRefusals) {
   h = Hooks();
   h.accumulators = "{%d0, %d1}";
   EXPECT_THAT(refusal(h), HasSubstr("takes a vector of 4 accumulator"));
+  h = Hooks();
+  h.afterMma = "  wgmma.wait_group.sync.aligned 256;";
+  EXPECT_THAT(refusal(h), HasSubstr("leave pending (0 to 255)"));
 }
 
 } // namespace

@@ -29,6 +29,11 @@ inline constexpr int64_t kWarpgroupStepKeys = 32;
 /// The most K/V stages a warpgroup tile takes (a step's copy in flight
 /// each).
 inline constexpr int64_t kMostWarpgroupStages = 4;
+/// wgmma's 128-byte swizzle, in which the warpgroup tile lays out q and
+/// its stages: a row of a 64-dim block is 128 bytes, and the pattern
+/// repeats every 8 rows (1024 bytes), on which its regions start.
+inline constexpr int64_t kWarpgroupSwizzleRowBytes = 128;
+inline constexpr int64_t kWarpgroupSwizzleAtomBytes = 1024;
 
 /// Whether the partial kernel computes a KV head's `rows` query rows (group
 /// size x query length) on tensor cores: where a tile has rows to fill (each

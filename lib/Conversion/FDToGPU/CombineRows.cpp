@@ -91,7 +91,7 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
           sums[w] =
               memref::LoadOp::create(rewriter, e.loc, warpMaxSum,
                                      ValueRange{e.index(w), row, e.index(1)});
-          max = arith::MaximumFOp::create(rewriter, e.loc, max, maxes[w]);
+          max = e.max(max, maxes[w]);
         }
         Value scales[kWarps];
         Value sum = e.f32(0.0);

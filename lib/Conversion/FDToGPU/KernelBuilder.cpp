@@ -44,7 +44,7 @@ Value buildRescale(KernelEmitter &e, Value oldMax, Value newMax) {
 }
 
 void combineStates(KernelEmitter &e, RowState &state, const RowState &other) {
-  Value newMax = arith::MaximumFOp::create(e.b, e.loc, state.max, other.max);
+  Value newMax = e.max(state.max, other.max);
   auto weight = [&](Value max) {
     return e.select(e.isNegInf(max), e.f32(0.0), e.exp2(e.sub(max, newMax)));
   };

@@ -117,9 +117,7 @@ void mlir::fd::detail::emitMergeWeights(KernelEmitter &e,
   SmallVector<Value> lses(loadedLses);
   if (lses.empty())
     lses = loadMergeLses(e, buffers, row, isQuery, lane);
-  auto maximum = [&](Value lhs, Value rhs) -> Value {
-    return arith::MaximumFOp::create(b, e.loc, lhs, rhs);
-  };
+  auto maximum = [&](Value lhs, Value rhs) { return e.max(lhs, rhs); };
   auto add = [&](Value lhs, Value rhs) { return e.add(lhs, rhs); };
   Value max = e.reduceWarp(reduceTree(lses, maximum), maximum);
   if (sink)

@@ -139,8 +139,7 @@ private:
 
     Value max = forEachState(
         {e.negInf()}, [&](size_t operand, Value n, ValueRange current) {
-          return SmallVector<Value>{arith::MaximumFOp::create(
-              b, e.loc, current[0], loadLse(operand, n).lse)};
+          return SmallVector<Value>{e.max(current[0], loadLse(operand, n).lse)};
         })[0];
     Value shift = buildMergeShift(b, e.loc, max);
     SmallVector<Value> initial(2, e.f32(0.0));

@@ -75,14 +75,11 @@ SmallVector<Value> CudaCoreTileBuilder::streamStep(Value stepStart, Value upper,
     for (int64_t u = 0; u < unroll; ++u) {
       visible.push_back(e.lessThan(loads.tokens[u], upper));
       if (!loads.isKey.empty())
-        visible[u] = arith::AndIOp::create(rewriter, e.loc, visible[u],
-                                           loads.isKey[u]);
+        visible[u] =
+            arith::AndIOp::create(rewriter, e.loc, visible[u], loads.isKey[u]);
       if (mask)
         visible[u] = maskForRow(mask, r, loads.tokens[u], visible[u]);
-      tileMax = e.select(
-          visible[u],
-          arith::MaximumFOp::create(rewriter, e.loc, tileMax, scores[r][u]),
-          tileMax);
+      tileMax = e.select(visible[u], e.max(tileMax, scores[r][u]), tileMax);
     }
     // A NaN score propagates through the max.
     Value rescale = buildRescale(e, state.max, tileMax);
@@ -152,9 +149,8 @@ CudaCoreTileBuilder::loadStep(Value stepStart, Value upper, int64_t unroll,
       cachedBlock = block;
       cachedPage = page;
       if (holes) {
-        loads.isKey.push_back(
-            arith::CmpIOp::create(rewriter, e.loc, arith::CmpIPredicate::sge,
-                                  page, e.index(0)));
+        loads.isKey.push_back(arith::CmpIOp::create(
+            rewriter, e.loc, arith::CmpIPredicate::sge, page, e.index(0)));
         page = buildClampedPage(rewriter, e.loc, page, numPages);
       }
     }

@@ -300,11 +300,9 @@ TensorCoreTileBuilder::stepTensorCoreSoftmax(
     Value tileMax = carried[r];
     for (size_t first = 0; first < tileScores; first += 4)
       for (int64_t i = 0; i < 2; ++i)
-        tileMax = arith::MaximumFOp::create(rewriter, e.loc, tileMax,
-                                            scores[first + 2 * r + i]);
+        tileMax = e.max(tileMax, scores[first + 2 * r + i]);
     for (int64_t offset : {1, 2})
-      tileMax = arith::MaximumFOp::create(rewriter, e.loc, tileMax,
-                                          e.shuffleXor(tileMax, offset));
+      tileMax = e.max(tileMax, e.shuffleXor(tileMax, offset));
     return tileMax;
   };
   auto finishRow = [&](int64_t r, Value tileMax) {

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "WarpgroupTileBuilder.h"
+#include "fd/Planning/KernelChoice.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
@@ -23,9 +24,9 @@ using namespace mlir::fd::detail;
 
 namespace {
 /// The bytes a thread copies with one cp.async, and a swizzled row of a
-/// 64-dim block.
+/// 64-dim block (KernelChoice.h).
 constexpr int64_t kPieceBytes = 16;
-constexpr int64_t kSwizzleRowBytes = 128;
+constexpr int64_t kSwizzleRowBytes = ::flashdecode::kWarpgroupSwizzleRowBytes;
 constexpr int64_t kPiecesPerSwizzleRow = kSwizzleRowBytes / kPieceBytes;
 } // namespace
 
@@ -86,14 +87,13 @@ WarpgroupTileBuilder::getStepPieces(Value stepStart) {
   const int64_t threads = schedule.threads;
   const int64_t piecesPerKey = layout.stageRowBytes / kPieceBytes;
   const int64_t pieces = layout.tokensPerStep() * piecesPerKey;
+  // 32 keys of D / 8 pieces (D a multiple of 64): 4 D, whole passes of the
+  // 256 threads.
+  assert(pieces % threads == 0 && "a step's pieces are whole passes");
   SmallVector<Piece> stepPieces;
   for (int64_t first = 0; first < pieces; first += threads) {
     Piece p;
     Value index = e.add(thread, e.index(first));
-    // Threads past the last piece copy nothing.
-    if (first + threads > pieces)
-      p.inRange = e.lessThan(index, e.index(pieces));
-    index = e.min(index, e.index(pieces - 1));
     p.key =
         arith::DivUIOp::create(rewriter, e.loc, index, e.index(piecesPerKey));
     p.piece =
@@ -129,12 +129,6 @@ void WarpgroupTileBuilder::copyStep(Value stepStart, Value stage,
                                      isKeyEntry(entries[index]));
     }
     Value row = cacheRow(p.token, page);
-    OpBuilder::InsertionGuard guard(rewriter);
-    if (p.inRange) {
-      auto inRange = scf::IfOp::create(rewriter, e.loc, p.inRange,
-                                       /*withElseRegion=*/false);
-      rewriter.setInsertionPointToStart(inRange.thenBlock());
-    }
     Value source = e.address(
         keys, cache.addressType(),
         e.add(e.mul(row, e.index(headDim)), e.mul(p.piece, elementsPerPiece)));

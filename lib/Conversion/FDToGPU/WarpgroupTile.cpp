@@ -9,7 +9,7 @@
 // - Each warpgroup computes S = q K^T for 16 of them (warpgroup k its keys
 //   16k to 16k + 15): D / 16 chained m64n16k16 whose A is q and B the
 //   keys' K rows, both read through K-major 128-byte-swizzled descriptors
-//   (at 8 keys a warpgroup q's reads, 2 KB a k-step, bound the tile).
+//   (16 keys, not 8: at 8, q's reads, 2 KB a k-step, bound the tile).
 // - Each warp's row maxima over its 16 keys are exchanged with the other
 //   warpgroup's warp of the same rows through shared memory: the same max
 //   (max is commutative) in both, so the two agree on every rescale and
@@ -30,6 +30,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "WarpgroupTileBuilder.h"
+#include "fd/Planning/KernelChoice.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -40,10 +41,11 @@ using namespace mlir::fd;
 using namespace mlir::fd::detail;
 
 namespace {
-/// The descriptors' swizzle modes, and the 128-byte swizzle's atom (8 rows
-/// of 128 bytes).
+/// The descriptors' swizzle modes, and the 128-byte swizzle's rows and
+/// atoms (KernelChoice.h).
 constexpr int64_t kNoSwizzle = 0, kSwizzle128 = 1;
-constexpr int64_t kSwizzleRowBytes = 128, kSwizzleAtomBytes = 1024;
+constexpr int64_t kSwizzleRowBytes = ::flashdecode::kWarpgroupSwizzleRowBytes;
+constexpr int64_t kSwizzleAtomBytes = ::flashdecode::kWarpgroupSwizzleAtomBytes;
 /// A K-major core matrix's rows: 8 of 16 bytes.
 constexpr int64_t kCoreMatrixRowBytes = 16;
 } // namespace

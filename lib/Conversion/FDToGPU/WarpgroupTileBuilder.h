@@ -49,11 +49,11 @@ private:
   /// Copies the tile's q rows (padding rows zeros) into the q region with
   /// cp.async, as one group.
   void copyQuery(Value firstRow);
-  /// A thread's pieces of the copy of keys [stepStart, stepStart + 32): the
-  /// key, its 16-byte piece, whether the thread has one, whether the key is
-  /// in the chunk, its position clamped into the chunk.
+  /// A thread's pieces of the copy of keys [stepStart, stepStart + 32):
+  /// whether the key is in the chunk, its position clamped into the chunk,
+  /// its 16-byte piece, and the key's index in the step (its stage row).
   struct Piece {
-    Value inRange, live, token, piece, key;
+    Value live, token, piece, key;
   };
   SmallVector<Piece> getStepPieces(Value stepStart);
   /// With a paged cache, the block-table entries of the pieces' keys.
