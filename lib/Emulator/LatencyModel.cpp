@@ -53,12 +53,7 @@ unsigned getLatency(const Instruction &inst, const LatencyModel &model) {
 }
 
 void addRegisters(const Operand &operand, std::vector<uint32_t> &registers) {
-  unsigned count = operand.kind == Operand::Kind::Vector ? operand.count
-                   : operand.kind == Operand::Kind::Register ||
-                           operand.kind == Operand::Kind::Address
-                       ? 1
-                       : 0;
-  for (unsigned i = 0; i < count; ++i)
+  for (unsigned i = 0; i < operand.getNumRegisters(); ++i)
     if (operand.registers[i] != kNoRegister)
       registers.push_back(operand.registers[i]);
 }

@@ -455,14 +455,9 @@ void checkWarpgroupRegisters(const Instruction &inst, WarpState &warp) {
           fail(reg, "writes");
     // A's fragment or descriptor, B's descriptor, scale-d and the guard
     // are read.
-    for (unsigned i = 1; i < inst.numOperands; ++i) {
-      const Operand &operand = inst.operands[i];
-      unsigned count = operand.kind == Operand::Kind::Vector     ? operand.count
-                       : operand.kind == Operand::Kind::Register ? 1
-                                                                 : 0;
-      for (unsigned r = 0; r < count; ++r)
-        check(operand.registers[r], /*written=*/false);
-    }
+    for (unsigned i = 1; i < inst.numOperands; ++i)
+      for (unsigned r = 0; r < inst.operands[i].getNumRegisters(); ++r)
+        check(inst.operands[i].registers[r], /*written=*/false);
     check(inst.guard, false);
     return;
   }
@@ -471,12 +466,7 @@ void checkWarpgroupRegisters(const Instruction &inst, WarpState &warp) {
     const Operand &operand = inst.operands[i];
     bool written =
         i == 0 && writesFirst && operand.kind != Operand::Kind::Address;
-    unsigned count = operand.kind == Operand::Kind::Vector ? operand.count
-                     : operand.kind == Operand::Kind::Register ||
-                             operand.kind == Operand::Kind::Address
-                         ? 1
-                         : 0;
-    for (unsigned r = 0; r < count; ++r)
+    for (unsigned r = 0; r < operand.getNumRegisters(); ++r)
       check(operand.registers[r], written);
   }
   check(inst.guard, false);

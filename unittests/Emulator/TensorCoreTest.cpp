@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "EmulatorHarness.h"
+#include "Multiplicands.h"
 
 #include <algorithm>
 #include <cmath>
@@ -23,20 +24,6 @@ using namespace flashdecode::emutest;
 namespace {
 
 constexpr unsigned kLanes = 32;
-
-/// f16 or bf16 bits and their value.
-double multiplicandValue(uint16_t bits, bool bfloat) {
-  if (bfloat) {
-    uint32_t word = uint32_t(bits) << 16;
-    float value;
-    std::memcpy(&value, &word, 4);
-    return value;
-  }
-  int exponent = (bits >> 10) & 31, fraction = bits & 1023;
-  double magnitude = exponent ? std::ldexp(1024 + fraction, exponent - 25)
-                              : std::ldexp(fraction, -24);
-  return bits & 0x8000 ? -magnitude : magnitude;
-}
 
 uint32_t floatBits(float value) {
   uint32_t bits;
@@ -98,14 +85,7 @@ struct MmaProblem {
 
   /// Random values of magnitude 2^-4 to 2^4 with every fraction bit used.
   void randomize(std::mt19937_64 &random) {
-    auto multiplicand = [&] {
-      uint64_t bits = random();
-      if (bfloat) // exponent field 123..131
-        return uint16_t((bits & 0x8000) | (123 + bits % 9) << 7 |
-                        (bits >> 8 & 0x7F));
-      return uint16_t((bits & 0x8000) | (11 + bits % 9) << 10 |
-                      (bits >> 8 & 0x3FF));
-    };
+    auto multiplicand = [&] { return randomMultiplicand(random, bfloat); };
     for (auto &row : a)
       for (uint16_t &value : row)
         value = multiplicand();

@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "EmulatorHarness.h"
+#include "Multiplicands.h"
 
 #include <cmath>
 
@@ -148,19 +149,6 @@ uint64_t descriptor(uint32_t start, const Operand &op) {
          uint64_t(op.swizzleMode) << 62;
 }
 
-double value(uint16_t bits, bool bfloat) {
-  if (bfloat) {
-    uint32_t word = uint32_t(bits) << 16;
-    float v;
-    std::memcpy(&v, &word, 4);
-    return v;
-  }
-  int exponent = (bits >> 10) & 31, fraction = bits & 1023;
-  double magnitude = exponent ? std::ldexp(1024 + fraction, exponent - 25)
-                              : std::ldexp(fraction, -24);
-  return bits & 0x8000 ? -magnitude : magnitude;
-}
-
 std::string kernelSource(const Config &c, const char *target = "sm_90a") {
   std::string s =
       ".version 8.0\n.target " + std::string(target) +
@@ -226,23 +214,14 @@ protected:
   bool counted = false;
   FdemuCounters counters{};
 
-  uint16_t multiplicand(bool bfloat) {
-    uint64_t bits = random();
-    if (bfloat) // exponent field 123..131
-      return uint16_t((bits & 0x8000) | (123 + bits % 9) << 7 |
-                      (bits >> 8 & 0x7F));
-    return uint16_t((bits & 0x8000) | (11 + bits % 9) << 10 |
-                    (bits >> 8 & 0x3FF));
-  }
-
   /// Runs `c` and returns the elements of D off the reference.
   unsigned countMismatches(const Config &c) {
     unsigned k = 16 * c.steps, threads = 128 * c.warpgroups;
     std::vector<uint16_t> a(64 * k), b(c.n * k);
     for (uint16_t &v : a)
-      v = multiplicand(c.bfloat);
+      v = randomMultiplicand(random, c.bfloat);
     for (uint16_t &v : b)
-      v = multiplicand(c.bfloat);
+      v = randomMultiplicand(random, c.bfloat);
     // The shared image: A at 0, B at 32 KB, NaN where no layout points.
     constexpr uint32_t kBStart = 32 * 1024, kImageBytes = 96 * 1024;
     std::vector<uint16_t> image(kImageBytes / 2, 0xFFFF);
@@ -308,8 +287,8 @@ protected:
         double exact = c.accumulate ? accumulators[thread * c.n / 2 + i] : 0;
         double magnitude = std::fabs(exact);
         for (unsigned j = 0; j < k; ++j) {
-          double product = value(a[row * k + j], c.bfloat) *
-                           value(b[column * k + j], c.bfloat) *
+          double product = multiplicandValue(a[row * k + j], c.bfloat) *
+                           multiplicandValue(b[column * k + j], c.bfloat) *
                            (c.negateA ? -1 : 1) * (c.negateB ? -1 : 1);
           exact += product;
           magnitude += std::fabs(product);

@@ -289,6 +289,14 @@ struct Operand {
   /// Vector: the bits of each immediate element, by position (0 for
   /// register elements and sinks).
   uint64_t elementValues[4] = {};
+
+  /// The entries of `registers` it names: a vector's elements, a register,
+  /// an address's base (kNoRegister where there is none).
+  unsigned getNumRegisters() const {
+    return kind == Kind::Vector                              ? count
+           : kind == Kind::Register || kind == Kind::Address ? 1
+                                                             : 0;
+  }
 };
 
 struct Instruction {

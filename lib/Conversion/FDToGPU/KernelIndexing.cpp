@@ -60,9 +60,9 @@ PartialKernelBuilder::RowQuery PartialKernelBuilder::queryOfRow(Value row) {
   Value sequence =
       e.add(e.mul(batch, e.index(sequencesPerBlock)), sequenceInBlock);
   Type i32 = rewriter.getI32Type();
-  Value suffix = arith::IndexCastOp::create(
-      rewriter, e.loc, rewriter.getIndexType(),
-      e.load(i32, suffixLens, i32, sequence, 4));
+  Value suffix =
+      arith::IndexCastOp::create(rewriter, e.loc, rewriter.getIndexType(),
+                                 e.load(i32, suffixLens, i32, sequence, 4));
   return {buildSharedPrefixExtent(rewriter, e.loc, chunk.sequence, suffix),
           arith::RemUIOp::create(rewriter, e.loc, token, queryLength)};
 }
@@ -89,6 +89,17 @@ Value PartialKernelBuilder::cacheRow(Value token, Value page) {
                       token);
   }
   return row;
+}
+
+PartialKernelBuilder::CopiedRow
+PartialKernelBuilder::copiedRow(Value token, Value entry, Value live) {
+  Value page;
+  if (entry) {
+    page = clampPage(entry);
+    if (rules.blockTableHoles)
+      live = arith::AndIOp::create(rewriter, e.loc, live, isKeyEntry(entry));
+  }
+  return {cacheRow(token, page), live};
 }
 
 Value PartialKernelBuilder::loadTokenScale(Value scales, Value row) {

@@ -109,6 +109,14 @@ protected:
   /// `page` in a paged one: its index among the cache's rows, and of its
   /// per-token scale.
   Value cacheRow(Value token, Value page);
+  /// For a copy of `token`'s row whose block-table entry (loaded earlier;
+  /// null for a dense cache) is `entry`: its cache row (the entry's page,
+  /// clamped into the pool) and whether to copy it, `live` and, with holes,
+  /// the entry being a key.
+  struct CopiedRow {
+    Value row, live;
+  };
+  CopiedRow copiedRow(Value token, Value entry, Value live);
   /// The per-token scale of cache row `row` (cacheRow) in `scales`.
   Value loadTokenScale(Value scales, Value row);
   /// The page holding `token` (its block-table entry, clamped into the

@@ -122,14 +122,8 @@ void SplitValueTileBuilder::copyStep(Value stepStart, Value stage,
   Type element = cache.addressType();
   Value elementsPerPiece = e.index(kPieceBytes / cache.bytes());
   for (auto [index, p] : llvm::enumerate(getStepPieces(stepStart))) {
-    Value page, live = p.live;
-    if (!entries.empty()) {
-      page = clampPage(entries[index]);
-      if (rules.blockTableHoles)
-        live = arith::AndIOp::create(rewriter, e.loc, live,
-                                     isKeyEntry(entries[index]));
-    }
-    Value row = cacheRow(p.token, page);
+    auto [row, live] =
+        copiedRow(p.token, entries.empty() ? Value() : entries[index], p.live);
     OpBuilder::InsertionGuard guard(rewriter);
     if (p.inRange) {
       auto inRange = scf::IfOp::create(rewriter, e.loc, p.inRange,

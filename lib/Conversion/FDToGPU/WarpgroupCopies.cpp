@@ -121,14 +121,8 @@ void WarpgroupTileBuilder::copyStep(Value stepStart, Value stage,
                            e.mul(stage, e.index(layout.stageBytes())));
   Value elementsPerPiece = e.index(kPieceBytes / cache.bytes());
   for (auto [index, p] : llvm::enumerate(getStepPieces(stepStart))) {
-    Value page, live = p.live;
-    if (!entries.empty()) {
-      page = clampPage(entries[index]);
-      if (rules.blockTableHoles)
-        live = arith::AndIOp::create(rewriter, e.loc, live,
-                                     isKeyEntry(entries[index]));
-    }
-    Value row = cacheRow(p.token, page);
+    auto [row, live] =
+        copiedRow(p.token, entries.empty() ? Value() : entries[index], p.live);
     Value source = e.address(
         keys, cache.addressType(),
         e.add(e.mul(row, e.index(headDim)), e.mul(p.piece, elementsPerPiece)));

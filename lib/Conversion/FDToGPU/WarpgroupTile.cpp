@@ -187,7 +187,11 @@ SmallVector<Value> WarpgroupTileBuilder::multiplyQueryKeys(Value stage) {
   return s;
 }
 
-void WarpgroupTileBuilder::shareRowMaxes(MutableArrayRef<Value> maxes) {
+void WarpgroupTileBuilder::combineRowsAcrossWarpgroups(
+    MutableArrayRef<Value> values, int64_t slot,
+    function_ref<Value(Value, Value)> combine) {
+  // Slot `slot` of the max-sum buffer: the warpgroup's value per row, from
+  // the first lane of each quad.
   Value other = arith::XOrIOp::create(rewriter, e.loc, warpgroup, e.index(1));
   {
     auto firstOfQuad =
@@ -196,18 +200,18 @@ void WarpgroupTileBuilder::shareRowMaxes(MutableArrayRef<Value> maxes) {
     OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPointToStart(firstOfQuad.thenBlock());
     for (int64_t r = 0; r < 2; ++r)
-      memref::StoreOp::create(rewriter, e.loc, maxes[r], warpMaxSum,
+      memref::StoreOp::create(rewriter, e.loc, values[r], warpMaxSum,
                               ValueRange{warpgroup,
                                          e.add(fragmentRow, e.index(8 * r)),
-                                         e.index(0)});
+                                         e.index(slot)});
   }
   gpu::BarrierOp::create(rewriter, e.loc);
   for (int64_t r = 0; r < 2; ++r)
-    maxes[r] = e.max(
-        maxes[r],
-        memref::LoadOp::create(
-            rewriter, e.loc, warpMaxSum,
-            ValueRange{other, e.add(fragmentRow, e.index(8 * r)), e.index(0)}));
+    values[r] = combine(
+        values[r], memref::LoadOp::create(
+                       rewriter, e.loc, warpMaxSum,
+                       ValueRange{other, e.add(fragmentRow, e.index(8 * r)),
+                                  e.index(slot)}));
 }
 
 void WarpgroupTileBuilder::storeProbabilities(ArrayRef<Value> words) {
@@ -324,8 +328,11 @@ void WarpgroupTileBuilder::streamRowTile(Value firstRow) {
             first, pairKey, s, {queryScale, queryScale}, rows, pairIsKey);
         SmallVector<Value> next(carried.begin(), carried.end());
         TensorCoreSoftmaxStep softmax = stepTensorCoreSoftmax(
-            carried, scores, next,
-            [&](MutableArrayRef<Value> maxes) { shareRowMaxes(maxes); });
+            carried, scores, next, [&](MutableArrayRef<Value> maxes) {
+              combineRowsAcrossWarpgroups(
+                  maxes, /*slot=*/0,
+                  [&](Value own, Value other) { return e.max(own, other); });
+            });
         storeProbabilities(packProbabilities(softmax, {}));
         fenceAndBarrier();
         SmallVector<Value> outputs = rescaleOutputs(softmax, carried, tiles);
@@ -339,26 +346,9 @@ void WarpgroupTileBuilder::streamRowTile(Value firstRow) {
   results.assign(stream.getResults().begin(),
                  stream.getResults().begin() + 4 + 4 * tiles);
   sumRowsOverQuad(results);
-  Value other = arith::XOrIOp::create(rewriter, e.loc, warpgroup, e.index(1));
-  {
-    auto firstOfQuad =
-        scf::IfOp::create(rewriter, e.loc, e.equal(fragmentPair, e.index(0)),
-                          /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(rewriter);
-    rewriter.setInsertionPointToStart(firstOfQuad.thenBlock());
-    for (int64_t r = 0; r < 2; ++r)
-      memref::StoreOp::create(rewriter, e.loc, results[2 + r], warpMaxSum,
-                              ValueRange{warpgroup,
-                                         e.add(fragmentRow, e.index(8 * r)),
-                                         e.index(1)});
-  }
-  gpu::BarrierOp::create(rewriter, e.loc);
-  for (int64_t r = 0; r < 2; ++r)
-    results[2 + r] = e.add(
-        results[2 + r],
-        memref::LoadOp::create(
-            rewriter, e.loc, warpMaxSum,
-            ValueRange{other, e.add(fragmentRow, e.index(8 * r)), e.index(1)}));
+  combineRowsAcrossWarpgroups(
+      MutableArrayRef<Value>(results).slice(2, 2), /*slot=*/1,
+      [&](Value own, Value other) { return e.add(own, other); });
 }
 
 void WarpgroupTileBuilder::writePartials(Value firstRow) {

@@ -71,9 +71,12 @@ private:
   SmallVector<Value> accumulateValues(Value stage, ArrayRef<Value> outputs);
   /// The step's P of the lane's rows and keys into the P region.
   void storeProbabilities(ArrayRef<Value> words);
-  /// Each row's max over the step's 32 keys: `maxes` (over the warp's 16)
-  /// exchanged with the other warpgroup's warp of the same rows.
-  void shareRowMaxes(MutableArrayRef<Value> maxes);
+  /// The lane's two rows' `values` (rows g, g + 8) combined with the other
+  /// warpgroup's for the same rows, through slot `slot` of the max-sum
+  /// buffer and a barrier: the same result in both where `combine`
+  /// commutes (each row's max over the step's keys, its sum at the end).
+  void combineRowsAcrossWarpgroups(MutableArrayRef<Value> values, int64_t slot,
+                                   function_ref<Value(Value, Value)> combine);
   /// A wgmma.mma_async of `n` columns into `accumulators` (n / 2 f32);
   /// `accumulate` false ignores them.
   SmallVector<Value> warpgroupMma(Value descriptorA, Value descriptorB,
