@@ -386,6 +386,45 @@ std::vector<MatrixConfig> topK() {
   return params;
 }
 
+/// Thread block clusters (cluster_ctas, sm_90): a chunk's blocks each
+/// stream a share of whole steps and merge in distributed shared memory.
+/// MLA's split-value tile at 16 heads in pages of 64 (8 blocks a chunk:
+/// 32 for the tests' 4 splits, most shares empty at the short lengths),
+/// Kimi K2's 64 heads at Lq = 2 over an fp8 cache per token (four row
+/// tiles), per-warp tensor-core tiles with ALiBi, sinks and query lengths
+/// (one chunk, so that two blocks' shares of 32-key steps hold keys) and
+/// with a window and a soft-cap (the window leaves most shares empty), CUDA
+/// cores in f32 (four warp states a block) and over a sharded cache.
+std::vector<MatrixConfig> clusters() {
+  auto make = [](ElementType type, int64_t headDim, int64_t groupSize,
+                 int64_t queryLength, int64_t pageSize, int64_t clusterCtas) {
+    MatrixConfig config{type,     headDim,          groupSize, queryLength,
+                        pageSize, CacheLayout::NHD, "sm_90"};
+    config.clusterCtas = clusterCtas;
+    return config;
+  };
+  std::vector<MatrixConfig> params;
+  params.push_back(make(ElementType::BF16, 576, 16, 1, 64, 8));
+  params.back().valueHeadDim = 512;
+  params.back().sharedKV = true;
+  params.push_back(make(ElementType::BF16, 576, 64, 2, 16, 2));
+  params.back().valueHeadDim = 512;
+  params.back().sharedKV = true;
+  params.back().kvCacheType = KVCacheType::E4M3;
+  params.back().kvScale = KVScaleGranularity::TokenHead;
+  params.push_back(make(ElementType::F16, 128, 8, 3, 16, 4));
+  params.back().alibi = params.back().sinks = params.back().queryLens = true;
+  params.back().numSplits = 1;
+  params.push_back(make(ElementType::F16, 128, 8, 2, 16, 2));
+  params.back().windowAndSoftCap = true;
+  params.push_back(make(ElementType::F32, 128, 4, 1, 0, 3));
+  params.push_back(make(ElementType::F32, 64, 4, 2, 1, 2));
+  params.back().kvShardWorld = 2;
+  params.back().kvShardInterleave = 4;
+  params.back().numSplits = 1;
+  return params;
+}
+
 } // namespace
 
 std::string describe(const MatrixConfig &config) {
@@ -414,6 +453,9 @@ std::string describe(const MatrixConfig &config) {
          (config.kvShardWorld
               ? "_shard" + std::to_string(config.kvShardWorld) + "x" +
                     std::to_string(config.kvShardInterleave)
+              : std::string()) +
+         (config.clusterCtas > 1
+              ? "_cluster" + std::to_string(config.clusterCtas)
               : std::string());
 }
 
@@ -452,7 +494,7 @@ KernelConfig toKernelConfig(const MatrixConfig &matrixConfig) {
   config.cacheLayout = matrixConfig.layout;
   config.arch = matrixConfig.arch;
   config.pageSize = matrixConfig.pageSize;
-  config.numSplits = 4;
+  config.numSplits = matrixConfig.numSplits;
   config.withLse = true;
   if (matrixConfig.windowAndSoftCap || matrixConfig.window)
     config.windowLeft = 3;
@@ -467,6 +509,13 @@ KernelConfig toKernelConfig(const MatrixConfig &matrixConfig) {
   config.kvShardWorld = matrixConfig.kvShardWorld;
   config.kvShardInterleave = matrixConfig.kvShardInterleave;
   config.topK = matrixConfig.topK;
+  if (matrixConfig.clusterCtas > 1) {
+    ScheduleChoice choice =
+        planKernel(config.getKernelProblem(), *findChip(config.arch))
+            .getChoice();
+    choice.clusterCtas = matrixConfig.clusterCtas;
+    config.schedule = choice;
+  }
   return config;
 }
 
@@ -499,7 +548,8 @@ std::vector<MatrixConfig> getKernelMatrix() {
       {"Float8HeadDims", everyHeadDim(KVCacheType::E4M3)},
       {"WideHeads", wideHeads()},
       {"KVShards", kvShards()},
-      {"TopK", topK()}};
+      {"TopK", topK()},
+      {"Clusters", clusters()}};
   std::vector<MatrixConfig> matrix;
   for (const auto &[suite, configs] : suites)
     for (MatrixConfig config : configs) {

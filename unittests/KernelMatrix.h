@@ -69,6 +69,11 @@ struct MatrixConfig {
   /// Top-k sparse decode: the lists of K slots (pages of one position)
   /// with holes; 0, off.
   int64_t topK = 0;
+  /// The blocks of a chunk's thread block cluster (the planner's schedule
+  /// with cluster_ctas set; 1: the planner's as it is).
+  int64_t clusterCtas = 1;
+  /// The split count (4 but where a test needs chunks of more keys).
+  int64_t numSplits = 4;
 };
 
 /// The configuration's name: its suite, dtype, D, Hq / Hkv, Lq, paging,

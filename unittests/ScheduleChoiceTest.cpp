@@ -46,6 +46,40 @@ TEST(ScheduleChoice, AHandWrittenScheduleSetsTheLayout) {
   EXPECT_EQ(schedule.getTokensPerStep(), 16);
 }
 
+TEST(ScheduleChoice, ClusterCtasIsSpelledOnlyWhenNotOne) {
+  std::string error;
+  std::optional<ScheduleChoice> choice = parseScheduleChoice(
+      "cluster_ctas = 4, form = cuda_cores, rows_per_tile = 8, row_tiles = 1, "
+      "threads = 128",
+      error);
+  ASSERT_TRUE(choice) << error;
+  EXPECT_EQ(choice->clusterCtas, 4);
+  EXPECT_EQ(formatScheduleChoice(*choice),
+            "form = cuda_cores, rows_per_tile = 8, row_tiles = 1, threads = "
+            "128, min_blocks_per_sm = 0, held_query_steps = 0, stages = 0, "
+            "cluster_ctas = 4");
+  std::vector<std::string> names;
+  forEachScheduleField(
+      *choice, [&](const char *name, int64_t) { names.push_back(name); });
+  EXPECT_EQ(names.back(), "cluster_ctas");
+  // Left out, it is 1, and the text is what it was before the field.
+  choice->clusterCtas = 1;
+  EXPECT_EQ(formatScheduleChoice(*choice),
+            "form = cuda_cores, rows_per_tile = 8, row_tiles = 1, threads = "
+            "128, min_blocks_per_sm = 0, held_query_steps = 0, stages = 0");
+  EXPECT_EQ(parseScheduleChoice(formatScheduleChoice(*choice), error), choice);
+  // Its range and the forms that take it.
+  KernelProblem problem = makeProblem(128, 8);
+  choice->clusterCtas = 8;
+  EXPECT_EQ(getReasonScheduleInvalid(problem, *choice), "");
+  EXPECT_EQ(getKernelSchedule(problem, *choice).clusterCtas, 8);
+  EXPECT_EQ(getKernelSchedule(problem, *choice).getChoice(), *choice);
+  choice->clusterCtas = 0;
+  EXPECT_EQ(getReasonScheduleInvalid(problem, *choice),
+            "cluster_ctas = 0 is out of range: 1 to 8 blocks a chunk (a "
+            "portable thread block cluster)");
+}
+
 TEST(ScheduleChoice, ScheduleTextNamesWhatIsWrong) {
   std::string error;
   std::optional<ScheduleChoice> choice = parseScheduleChoice(
@@ -72,7 +106,8 @@ TEST(ScheduleChoice, ScheduleTextNamesWhatIsWrong) {
             "tensor_cores");
   EXPECT_EQ(failure("form=cuda_cores,rows=1"),
             "unknown schedule field 'rows': expected form, rows_per_tile, "
-            "row_tiles, threads, min_blocks_per_sm, held_query_steps, stages");
+            "row_tiles, threads, min_blocks_per_sm, held_query_steps, stages, "
+            "cluster_ctas");
   EXPECT_EQ(failure("form=cuda_cores,threads=12x"),
             "threads = 12x is not an integer");
   EXPECT_EQ(failure("form=cuda_cores,threads=128,threads=128"),

@@ -67,6 +67,8 @@ std::string KernelConfig::validate() const {
       return "schedule is the split partial kernel's: it needs split_kv";
     std::string reason =
         getReasonScheduleInvalid(getKernelProblem(), *schedule);
+    if (reason.empty())
+      reason = getReasonScheduleUnsupportedOnChip(getKernelSchedule(), *chip);
     if (!reason.empty())
       return "schedule: " + reason;
   }

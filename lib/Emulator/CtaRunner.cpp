@@ -1,4 +1,4 @@
-//===- CtaRunner.cpp - Run a launch's CTAs one at a time ------------------===//
+//===- CtaRunner.cpp - Run a launch's clusters one at a time --------------===//
 
 #include "CtaRunner.h"
 
@@ -12,65 +12,118 @@ namespace flashdecode::emu {
 CtaRunner::CtaRunner(const LaunchRequest &request, DeviceMemory &memory,
                      const Timeline &timeline)
     : request(request), kernel(*request.kernel), timeline(timeline) {
-  cta.request = &request;
-  cta.kernel = &kernel;
-  cta.memory = &memory;
-  cta.tracksRereads = timeline.tellsRereadsApart();
-  cta.sharedBytes = getSharedBytes(request);
-  size_t shared = cta.sharedBytes;
-  cta.shared.resize(shared);
-  cta.sharedWritten.resize(shared);
-  cta.lastWriteEpoch.resize(shared);
-  cta.lastReadEpoch.resize(shared);
-  cta.lastWriter.resize(shared);
-  cta.lastReader.resize(shared);
   threads = request.block[0] * request.block[1] * request.block[2];
   if (request.coverage)
     coverage.assign(kernel.code.size(), 0);
-  cta.warps.resize((threads + kWarpSize - 1) / kWarpSize);
-  for (WarpState &warp : cta.warps) {
-    warp.registers.resize(static_cast<size_t>(kernel.numRegisters) * kWarpSize);
-    warp.local.resize(static_cast<size_t>(kernel.localBytes) * kWarpSize);
+  ctas.resize(getClusterCtas(request));
+  for (uint32_t rank = 0; rank < ctas.size(); ++rank) {
+    CtaState &cta = ctas[rank];
+    cta.request = &request;
+    cta.kernel = &kernel;
+    cta.memory = &memory;
+    cta.cluster = &ctas;
+    cta.clusterRank = rank;
+    cta.tracksRereads = timeline.tellsRereadsApart();
+    cta.sharedBytes = getSharedBytes(request);
+    size_t shared = cta.sharedBytes;
+    cta.shared.resize(shared);
+    cta.sharedWritten.resize(shared);
+    cta.lastWriteEpoch.resize(shared);
+    cta.lastReadEpoch.resize(shared);
+    cta.lastWriter.resize(shared);
+    cta.lastReader.resize(shared);
+    if (ctas.size() > 1) {
+      cta.clusterWriteEpoch.resize(shared);
+      cta.clusterReadEpoch.resize(shared);
+      cta.clusterWriter.resize(shared);
+      cta.clusterReader.resize(shared);
+    }
+    cta.warps.resize((threads + kWarpSize - 1) / kWarpSize);
+    for (WarpState &warp : cta.warps) {
+      warp.registers.resize(static_cast<size_t>(kernel.numRegisters) *
+                            kWarpSize);
+      warp.local.resize(static_cast<size_t>(kernel.localBytes) * kWarpSize);
+    }
   }
 }
 
-void CtaRunner::run(uint64_t linear) {
+uint32_t CtaRunner::getClusterCtas(const LaunchRequest &request) {
+  return request.cluster[0] * request.cluster[1] * request.cluster[2];
+}
+
+void CtaRunner::startCta(CtaState &cta, uint64_t clusterIndex, uint32_t rank,
+                         const ClusterPlacement &placement) {
   const uint32_t *grid = request.grid;
-  cta.ctaid[0] = linear % grid[0];
-  cta.ctaid[1] = linear / grid[0] % grid[1];
-  cta.ctaid[2] = linear / (uint64_t(grid[0]) * grid[1]);
+  const uint32_t *size = request.cluster;
+  uint32_t clustersX = grid[0] / size[0], clustersY = grid[1] / size[1];
+  uint32_t clusterId[3] = {
+      static_cast<uint32_t>(clusterIndex % clustersX),
+      static_cast<uint32_t>(clusterIndex / clustersX % clustersY),
+      static_cast<uint32_t>(clusterIndex / (uint64_t(clustersX) * clustersY))};
+  uint32_t inCluster[3] = {rank % size[0], rank / size[0] % size[1],
+                           rank / (size[0] * size[1])};
+  for (int i = 0; i < 3; ++i)
+    cta.ctaid[i] = clusterId[i] * size[i] + inCluster[i];
+  cta.linear =
+      cta.ctaid[0] +
+      uint64_t(grid[0]) * (cta.ctaid[1] + uint64_t(grid[1]) * cta.ctaid[2]);
+  cta.sm = placement.getSM(clusterIndex, rank, cta.linear);
   std::fill(cta.sharedWritten.begin(), cta.sharedWritten.end(), 0);
   std::fill(cta.lastWriteEpoch.begin(), cta.lastWriteEpoch.end(), 0);
   std::fill(cta.lastReadEpoch.begin(), cta.lastReadEpoch.end(), 0);
+  std::fill(cta.clusterWriteEpoch.begin(), cta.clusterWriteEpoch.end(), 0);
+  std::fill(cta.clusterReadEpoch.begin(), cta.clusterReadEpoch.end(), 0);
   cta.barrierEpoch = 1;
+  cta.clusterEpoch = 1;
+  cta.exited = false;
+  cta.lastRemoteAccessEpoch = 0;
   cta.triggeredDependents = false;
   cta.workAtLastGlobalAtomic.reset();
   cta.sectorsLoadedByCta.clear();
   cta.lastAllocation = nullptr;
-  smId = linear % request.numSMs;
-  linearCta = linear;
-  tracing =
-      request.traceStream && static_cast<int64_t>(linear) == request.traceCta;
+  cta.counts = ClassCounts();
   for (uint32_t w = 0; w < cta.warps.size(); ++w)
-    startWarp(cta.warps[w], w);
+    startWarp(cta, cta.warps[w], w);
+}
+
+void CtaRunner::run(uint64_t index, const ClusterPlacement &placement) {
+  clusterPhases = 0;
+  clusterPhaseDone.clear();
+  latestClusterArrival = 0;
+  for (uint32_t rank = 0; rank < ctas.size(); ++rank)
+    startCta(ctas[rank], index, rank, placement);
   for (;;) {
-    for (WarpState &warp : cta.warps)
-      if (warp.runningMask)
-        runWarp(warp);
-    if (!releaseBarrier()) {
-      cta.counts.ctas = 1;
-      cta.counts.triggeredCtas = cta.triggeredDependents;
-      // The serial tail runs after the other CTAs (modelLaunch adds the
-      // longest): not in the latency the SM's resident CTAs share.
-      cta.counts.serialTailCycles = Timeline::getSerialTailCycles(cta.warps);
-      if (cta.workAtLastGlobalAtomic) {
-        cta.counts.serialTail = cta.counts;
-        cta.counts.serialTail -= *cta.workAtLastGlobalAtomic;
-      }
-      cta.counts.latencyCycles =
-          Timeline::getCtaCycles(cta.warps) - cta.counts.serialTailCycles;
-      return;
+    for (CtaState &cta : ctas) {
+      tracing = request.traceStream &&
+                static_cast<int64_t>(cta.linear) == request.traceCta;
+      for (WarpState &warp : cta.warps)
+        if (warp.runningMask)
+          runWarp(warp);
     }
+    bool released = false, live = false;
+    for (CtaState &cta : ctas) {
+      BarrierState state = releaseBarrier(cta);
+      released |= state == BarrierState::Released;
+      live |= state != BarrierState::Exited;
+    }
+    if (released || completeClusterPhase())
+      continue;
+    if (live)
+      reportDeadlock();
+    break;
+  }
+  for (CtaState &cta : ctas) {
+    cta.counts.ctas = 1;
+    cta.counts.triggeredCtas = cta.triggeredDependents;
+    // The serial tail runs after the other CTAs (modelLaunch adds the
+    // longest): not in the latency the SM's resident CTAs share.
+    cta.counts.serialTailCycles = Timeline::getSerialTailCycles(cta.warps);
+    if (cta.workAtLastGlobalAtomic) {
+      cta.counts.serialTail = cta.counts;
+      cta.counts.serialTail -= *cta.workAtLastGlobalAtomic;
+    }
+    cta.counts.latencyCycles =
+        Timeline::getCtaCycles(cta.warps) - cta.counts.serialTailCycles;
   }
 }
 
@@ -78,7 +131,7 @@ uint32_t CtaRunner::getSharedBytes(const LaunchRequest &request) {
   return request.kernel->getSharedBytes(request.dynamicSharedBytes);
 }
 
-void CtaRunner::startWarp(WarpState &warp, uint32_t index) {
+void CtaRunner::startWarp(CtaState &cta, WarpState &warp, uint32_t index) {
   warp.cta = &cta;
   warp.index = index;
   uint32_t first = index * kWarpSize;
@@ -98,9 +151,14 @@ void CtaRunner::startWarp(WarpState &warp, uint32_t index) {
   warp.registerLocks.clear();
   std::fill(std::begin(warp.committedGroups), std::end(warp.committedGroups),
             0);
+  std::fill(std::begin(warp.clusterArrivals), std::end(warp.clusterArrivals),
+            0);
+  std::fill(std::begin(warp.clusterWaits), std::end(warp.clusterWaits), 0);
   timeline.start(warp.timing);
   std::fill(warp.registers.begin(), warp.registers.end(), 0);
   const uint32_t *block = request.block;
+  const uint32_t *grid = request.grid;
+  const uint32_t *cluster = request.cluster;
   uint32_t numWarps = cta.warps.size();
   for (int lane = 0; lane < kWarpSize; ++lane) {
     uint32_t thread = first + lane;
@@ -115,9 +173,9 @@ void CtaRunner::startWarp(WarpState &warp, uint32_t index) {
                                             cta.ctaid[0],
                                             cta.ctaid[1],
                                             cta.ctaid[2],
-                                            request.grid[0],
-                                            request.grid[1],
-                                            request.grid[2],
+                                            grid[0],
+                                            grid[1],
+                                            grid[2],
                                             uint64_t(lane),
                                             index,
                                             numWarps,
@@ -126,10 +184,25 @@ void CtaRunner::startWarp(WarpState &warp, uint32_t index) {
                                             (2u << lane) - 1,
                                             ~((2u << lane) - 1) & 0xFFFFFFFFu,
                                             ~((1u << lane) - 1) & 0xFFFFFFFFu,
-                                            smId,
+                                            cta.sm,
                                             request.dynamicSharedBytes,
                                             0,
-                                            0};
+                                            0,
+                                            cta.clusterRank,
+                                            ctas.size(),
+                                            cta.ctaid[0] % cluster[0],
+                                            cta.ctaid[1] % cluster[1],
+                                            cta.ctaid[2] % cluster[2],
+                                            cluster[0],
+                                            cluster[1],
+                                            cluster[2],
+                                            cta.ctaid[0] / cluster[0],
+                                            cta.ctaid[1] / cluster[1],
+                                            cta.ctaid[2] / cluster[2],
+                                            grid[0] / cluster[0],
+                                            grid[1] / cluster[1],
+                                            grid[2] / cluster[2],
+                                            request.explicitCluster ? 1u : 0u};
     for (uint32_t r = 0; r < NumSpecialRegisters; ++r)
       warp.reg(r, lane) = values[r];
   }
@@ -169,6 +242,7 @@ void CtaRunner::fail(const ExecutionError &error, const WarpState &warp,
   int lane = error.lane >= 0 ? error.lane : __builtin_ctz(mask | 1u << 31);
   uint32_t thread = warp.threadIndex(lane);
   const uint32_t *block = request.block;
+  const CtaState &cta = *warp.cta;
   std::string report =
       "fdemu: kernel " + kernel.name + ": " + error.message +
       "\n  at PTX line " + std::to_string(inst.line) + ": " + inst.text +
@@ -182,6 +256,7 @@ void CtaRunner::fail(const ExecutionError &error, const WarpState &warp,
 
 void CtaRunner::runWarp(WarpState &warp) {
   const std::vector<Instruction> &code = kernel.code;
+  CtaState &cta = *warp.cta;
   while (warp.runningMask) {
     uint32_t pc, mask;
     if (warp.converged) {
@@ -242,11 +317,13 @@ void CtaRunner::runWarp(WarpState &warp) {
     uint64_t issued =
         timeline.issue(warp.timing, pc, active != 0, passes ? passes - 1 : 0,
                        loadSectors, cta.lastLoadReread);
+    if (inst.opcode == Opcode::ClusterArrive && active)
+      latestClusterArrival = std::max(latestClusterArrival, issued);
     if (tracing)
       std::fprintf(request.traceStream,
                    "fdemu trace: %s cta %llu warp %u cycle %llu line %u: "
                    "%s%s wavefronts %llu\n",
-                   kernel.name.c_str(), (unsigned long long)linearCta,
+                   kernel.name.c_str(), (unsigned long long)cta.linear,
                    warp.index, (unsigned long long)issued, inst.line,
                    inst.text.c_str(), active ? "" : " (guard false)",
                    (unsigned long long)passes);
@@ -271,6 +348,21 @@ void CtaRunner::execute(const Instruction &inst, WarpState &warp, uint32_t pc,
       dropAsyncCopies(warp, active);
       leave(warp, active, LaneState::Exited, pc);
       completeWarpSyncsAfterExit(warp);
+      CtaState &cta = *warp.cta;
+      cta.exited = std::all_of(
+          cta.warps.begin(), cta.warps.end(), [](const WarpState &other) {
+            return (other.existingMask & ~other.exitedMask) == 0;
+          });
+      if (cta.exited && cta.lastRemoteAccessEpoch == cta.clusterEpoch)
+        throw ExecutionError{
+            kLaunchFailed,
+            "CTA rank " + std::to_string(cta.clusterRank) +
+                " of the cluster exits with no barrier.cluster since CTA "
+                "rank " +
+                std::to_string(cta.lastRemoteAccessor) +
+                " accessed its shared memory: it could exit first, and its "
+                "shared memory is gone then (end with barrier.cluster.arrive "
+                "and wait)"};
     }
     return;
   case Opcode::Trap:
@@ -326,7 +418,29 @@ void CtaRunner::execute(const Instruction &inst, WarpState &warp, uint32_t pc,
     warp.waitedMask |= active;
     break;
   case Opcode::LaunchDependents:
-    cta.triggeredDependents |= active != 0;
+    warp.cta->triggeredDependents |= active != 0;
+    break;
+  case Opcode::ClusterArrive:
+  case Opcode::ClusterWait:
+    if (inst.aligned && active != (warp.existingMask & ~warp.exitedMask))
+      throw ExecutionError{
+          kLaunchFailed, "barrier.cluster .aligned executed by lanes " +
+                             hexLaneMask(active) + " of live lanes " +
+                             hexLaneMask(warp.existingMask & ~warp.exitedMask) +
+                             ": every live lane of the warp must execute "
+                             "it together"};
+    if (inst.opcode == Opcode::ClusterArrive) {
+      arriveAtCluster(inst, warp, active);
+      break;
+    }
+    if (active != mask)
+      setPc(warp, mask & ~active, pc + 1);
+    if (active)
+      waitAtCluster(inst, warp, pc, active);
+    return;
+  case Opcode::Mapa:
+    if (active)
+      executeMapa(inst, warp, active);
     break;
   case Opcode::Ld:
   case Opcode::St:
@@ -399,60 +513,6 @@ void CtaRunner::completeWarpSyncsAfterExit(WarpState &warp) {
       fail(error, warp, kernel.code[pc], 1u << lane);
     }
   });
-}
-
-bool CtaRunner::releaseBarrier() {
-  uint32_t live = 0, atBarrier = 0;
-  for (WarpState &warp : cta.warps)
-    forEachLane(warp.existingMask & ~warp.exitedMask, [&](int lane) {
-      ++live;
-      atBarrier += warp.state[lane] == LaneState::WaitingBarrier;
-    });
-  if (live == 0)
-    return false;
-  if (atBarrier == live) {
-    for (WarpState &warp : cta.warps) {
-      forEachLane(warp.existingMask & ~warp.exitedMask, [&](int lane) {
-        warp.state[lane] = LaneState::Running;
-        ++warp.pc[lane];
-      });
-      warp.runningMask = warp.existingMask & ~warp.exitedMask;
-      warp.converged = false;
-    }
-    timeline.releaseBarrier(cta.warps);
-    ++cta.barrierEpoch;
-    return true;
-  }
-  // Deadlock: name a thread at the barrier and one stuck elsewhere.
-  for (WarpState &warp : cta.warps)
-    forEachLane(warp.existingMask & ~warp.exitedMask, [&](int lane) {
-      if (warp.state[lane] != LaneState::WaitingWarpSync)
-        return;
-      const Instruction &inst = kernel.code[warp.pc[lane]];
-      uint32_t members = getMemberMask(inst, warp, lane);
-      uint32_t here = 0;
-      forEachLane(warp.existingMask, [&](int other) {
-        if (warp.state[other] == LaneState::WaitingWarpSync &&
-            warp.pc[other] == warp.pc[lane])
-          here |= 1u << other;
-      });
-      fail({kLaunchFailed,
-            "deadlock: lane " + std::to_string(lane) + " of warp " +
-                std::to_string(warp.index) +
-                " waits at a .sync warp instruction for lanes " +
-                hexLaneMask(members & ~warp.exitedMask & ~here) +
-                " (member mask " + hexLaneMask(members) +
-                ") that are elsewhere (" + std::to_string(atBarrier) + " of " +
-                std::to_string(live) + " live threads wait at bar.sync)" +
-                (isAlignedCollective(inst)
-                     ? "; the warp diverged before this .aligned "
-                       "instruction, which all 32 lanes must execute "
-                       "together (undefined on a GPU)"
-                     : "; a GPU would hang"),
-            lane},
-           warp, inst, 1u << lane);
-    });
-  fail({kLaunchFailed, "deadlock"}, cta.warps[0], kernel.code[0], 1);
 }
 
 } // namespace flashdecode::emu

@@ -1,11 +1,14 @@
-//===- CtaRunner.h - Run a launch's CTAs one at a time ----------*- C++ -*-===//
+//===- CtaRunner.h - Run a launch's clusters one at a time ------*- C++ -*-===//
 //
-// Internal to the executor: runs one CTA of a launch at a time on the
-// calling thread. Its warps take turns: each runs until it exits or waits
-// (at a barrier or a .sync warp instruction), and a barrier is released
-// once every live thread of the CTA waits at it. The CTA's counts, its
-// latency and its serial tail (the work after its last global atomic) are
-// left in `cta` for executeLaunch to add up per SM.
+// Internal to the executor: runs one cluster of a launch at a time on the
+// calling thread (a launch without clusters has clusters of one CTA). The
+// warps of its CTAs take turns: each runs until it exits or waits (at a
+// barrier, the cluster barrier or a .sync warp instruction); a CTA's
+// barrier is released once every live thread of the CTA waits at it, a
+// phase of the cluster barrier once every live thread of the cluster
+// arrived. Each CTA's counts, latency and serial tail (the work after its
+// last global atomic) are left in `ctas` for executeLaunch to add up per
+// SM. The barriers are CtaBarriers.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,25 +30,48 @@ struct LocatedError {
   std::string report;
 };
 
-/// Runs the CTAs of one launch, one at a time, on the calling thread.
+/// Where each cluster's CTAs run: the SM of each (round-robin without
+/// clusters; with them, each cluster on SMs of one GPC, the clusters that
+/// fit at once taking turns).
+class ClusterPlacement {
+public:
+  /// `error` is set when one cluster does not fit in any GPC.
+  ClusterPlacement(const LaunchRequest &request, unsigned residentCtasPerSM);
+  uint32_t getSM(uint64_t cluster, uint32_t rank, uint64_t linearCta) const;
+  std::string error;
+
+private:
+  unsigned numSMs;
+  uint32_t clusterCtas;
+  /// Per cluster slot (clusters resident at once), its SM per rank.
+  std::vector<std::vector<uint32_t>> slots;
+};
+
+/// Runs the clusters of one launch, one at a time, on the calling thread.
 class CtaRunner {
 public:
   CtaRunner(const LaunchRequest &request, DeviceMemory &memory,
             const Timeline &timeline);
 
-  /// Runs CTA `linear` (x fastest); throws LocatedError.
-  void run(uint64_t linear);
+  /// Runs cluster `index` (clusters in the grid's order, x fastest; its
+  /// CTAs by rank, x fastest); throws LocatedError.
+  void run(uint64_t index, const ClusterPlacement &placement);
 
   /// A CTA's shared memory: the static variables, then the dynamic bytes.
   static uint32_t getSharedBytes(const LaunchRequest &request);
+  /// The CTAs of a cluster (1 without clusters).
+  static uint32_t getClusterCtas(const LaunchRequest &request);
 
-  CtaState cta;
+  /// The cluster's CTAs by rank.
+  std::vector<CtaState> ctas;
   /// The CTAs' coverage of the kernel's instructions (LaunchRequest::coverage),
   /// when the launch records it; empty otherwise.
   std::vector<uint8_t> coverage;
 
 private:
-  void startWarp(WarpState &warp, uint32_t index);
+  void startCta(CtaState &cta, uint64_t clusterIndex, uint32_t rank,
+                const ClusterPlacement &placement);
+  void startWarp(CtaState &cta, WarpState &warp, uint32_t index);
 
   /// All running lanes leave the converged state: their pcs are explicit.
   static void materialize(WarpState &warp);
@@ -75,16 +101,32 @@ private:
   /// Lanes exited: lanes waiting at a .sync instruction for them may go on.
   void completeWarpSyncsAfterExit(WarpState &warp);
 
-  /// Called when no warp can run: releases a barrier every live thread
-  /// waits at, returns false when every thread exited, and reports a
-  /// deadlock (what a GPU would hang on) otherwise.
-  bool releaseBarrier();
+  /// barrier.cluster.arrive and barrier.cluster.wait for the lanes of
+  /// `active`.
+  void arriveAtCluster(const Instruction &inst, WarpState &warp,
+                       uint32_t active);
+  void waitAtCluster(const Instruction &inst, WarpState &warp, uint32_t pc,
+                     uint32_t active);
+
+  enum class BarrierState { Released, Waiting, Exited };
+  /// Releases `cta`'s barrier when every live thread of it waits there.
+  BarrierState releaseBarrier(CtaState &cta);
+  /// Completes the cluster barrier's phase when every live thread of the
+  /// cluster arrived; whether it did.
+  bool completeClusterPhase();
+  /// No warp can run and no barrier can be released: reports what a GPU
+  /// would hang on.
+  [[noreturn]] void reportDeadlock();
 
   const LaunchRequest &request;
   const Kernel &kernel;
   const Timeline &timeline;
   uint32_t threads = 0;
-  uint64_t smId = 0, linearCta = 0;
+  /// The cluster barrier: phases completed, when the last one did (the
+  /// latency model), and the latest arrival in the phase under way.
+  uint32_t clusterPhases = 0;
+  std::vector<uint64_t> clusterPhaseDone;
+  uint64_t latestClusterArrival = 0;
   bool tracing = false;
 };
 

@@ -28,6 +28,7 @@ template <typename From, typename To> void copyWork(const From &from, To &to) {
   to.globalStoreSectors = from.globalStoreSectors;
   to.warpgroupMmas = from.warpgroupMmas;
   to.warpgroupMmaSteps = from.warpgroupMmaSteps;
+  to.distributedSharedSectors = from.distributedSharedSectors;
 }
 
 void toCounters(const ClassCounts &from, FdemuClassCounts &to,

@@ -44,6 +44,9 @@ struct CUfunc_st {
   /// cuFuncSetAttribute set it; unset, what 48 KB leaves beside its static
   /// memory, as on a GPU.
   std::optional<unsigned> maxDynamicSharedBytes;
+  /// CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: clusters of up to
+  /// 16 CTAs.
+  bool nonPortableClusterSizeAllowed = false;
 };
 
 struct CUmod_st {

@@ -88,9 +88,9 @@ CUresult Driver::submit(CUstream_st &stream, Operation operation,
   }
   operation.launch.kernel = operation.kernel.get();
   LaunchResult result = executeLaunch(operation.launch, memory);
-  if (result.error == kInvalidValue) {
+  if (result.error == kInvalidValue || result.error == kInvalidClusterSize) {
     std::fprintf(stderr, "%s\n", result.report.c_str());
-    return kInvalidValue;
+    return result.error;
   }
   if (recordLaunches)
     launchLog.push_back(result.counters);
@@ -111,13 +111,74 @@ CUresult Driver::submit(CUstream_st &stream, Operation operation,
 
 #define FDEMU_API extern "C" __attribute__((visibility("default")))
 
+/// The launch's cluster: `cluster` (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+/// null when not given) or the kernel's .reqnctapercluster, checked as a
+/// GPU checks it: sm_90+, dividing the grid, at most 8 CTAs (16 with the
+/// function's non-portable opt-in) and the kernel's own limits.
+static CUresult setCluster(const CUfunc_st &function, const GpuModel &gpu,
+                           const unsigned *cluster, LaunchRequest &launch) {
+  const Kernel &kernel = *function.kernel;
+  auto refuse = [&](CUresult code, const std::string &why) {
+    std::fprintf(stderr, "fdemu: kernel %s: %s\n", kernel.name.c_str(),
+                 why.c_str());
+    return code;
+  };
+  bool required = kernel.requiredCluster[0] != 0;
+  if (!cluster && !required) {
+    if (kernel.explicitCluster)
+      return refuse(kInvalidClusterSize,
+                    "the kernel is .explicitcluster: its launch must name a "
+                    "cluster (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)");
+    return 0;
+  }
+  const unsigned *size = cluster ? cluster : kernel.requiredCluster;
+  std::string named = std::to_string(size[0]) + " x " +
+                      std::to_string(size[1]) + " x " + std::to_string(size[2]);
+  if (gpu.smsPerGpc.empty())
+    return refuse(kNotSupported, "clusters need sm_90 or later; the "
+                                 "emulated " +
+                                     gpu.name + " has none");
+  if (required && cluster &&
+      !std::equal(size, size + 3, kernel.requiredCluster))
+    return refuse(kInvalidClusterSize,
+                  "a cluster of " + named +
+                      " CTAs, but the kernel's .reqnctapercluster is " +
+                      std::to_string(kernel.requiredCluster[0]) + " x " +
+                      std::to_string(kernel.requiredCluster[1]) + " x " +
+                      std::to_string(kernel.requiredCluster[2]));
+  uint64_t ctas = uint64_t(size[0]) * size[1] * size[2];
+  unsigned most = function.nonPortableClusterSizeAllowed ? kMaxClusterCtas : 8;
+  if (kernel.maxClusterRank)
+    most = std::min(most, kernel.maxClusterRank);
+  if (size[0] == 0 || size[1] == 0 || size[2] == 0 || ctas > most)
+    return refuse(kInvalidClusterSize,
+                  "a cluster of " + named + " CTAs: clusters have 1 to " +
+                      std::to_string(most) +
+                      " CTAs (8 are portable; up to 16 after "
+                      "CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED; "
+                      "no more than the kernel's .maxclusterrank)");
+  for (int i = 0; i < 3; ++i)
+    if (launch.grid[i] % size[i] != 0)
+      return refuse(kInvalidClusterSize,
+                    "a cluster of " + named +
+                        " CTAs does not divide the grid "
+                        "of " +
+                        std::to_string(launch.grid[0]) + " x " +
+                        std::to_string(launch.grid[1]) + " x " +
+                        std::to_string(launch.grid[2]) + " CTAs");
+  std::copy(size, size + 3, launch.cluster);
+  launch.explicitCluster = true;
+  return 0;
+}
+
 /// cuLaunchKernel and cuLaunchKernelEx: `programmatic` is the launch's
 /// programmatic stream serialization.
 static CUresult enqueueLaunch(CUfunction function, unsigned gridX,
                               unsigned gridY, unsigned gridZ, unsigned blockX,
                               unsigned blockY, unsigned blockZ,
                               unsigned sharedBytes, CUstream stream,
-                              void **params, void **extra, bool programmatic) {
+                              void **params, void **extra, bool programmatic,
+                              const unsigned *cluster = nullptr) {
   Driver &driver = Driver::get();
   Lock lock(driver.mutex);
   if (CUresult error = driver.contextError())
@@ -139,6 +200,9 @@ static CUresult enqueueLaunch(CUfunction function, unsigned gridX,
   launch.programmatic = programmatic;
   const GpuModel &gpu = getGpuModel();
   launch.numSMs = gpu.numSMs;
+  launch.smsPerGpc = gpu.smsPerGpc;
+  if (CUresult error = setCluster(*function, gpu, cluster, launch))
+    return error;
   launch.workerThreads = workerThreads();
   launch.traceCta = tracedCta();
   if (launch.traceCta >= 0)
@@ -202,24 +266,30 @@ FDEMU_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config,
   if (!config || (config->numAttrs && !config->attrs))
     return kInvalidValue;
   bool programmatic = false;
+  const unsigned *cluster = nullptr;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute &attribute = config->attrs[i];
-    if (attribute.id != kLaunchAttributeProgrammaticStreamSerialization) {
+    if (attribute.id == kLaunchAttributeProgrammaticStreamSerialization) {
+      programmatic =
+          attribute.value.programmaticStreamSerializationAllowed != 0;
+    } else if (attribute.id == kLaunchAttributeClusterDimension) {
+      cluster = &attribute.value.clusterDim.x;
+    } else {
       std::fprintf(stderr,
                    "fdemu: cuLaunchKernelEx: launch attribute %d is not "
                    "emulated (fdemu takes "
                    "CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, "
-                   "%d)\n",
+                   "%d, and CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, %d)\n",
                    attribute.id,
-                   kLaunchAttributeProgrammaticStreamSerialization);
+                   kLaunchAttributeProgrammaticStreamSerialization,
+                   kLaunchAttributeClusterDimension);
       return kNotSupported;
     }
-    programmatic = attribute.value.programmaticStreamSerializationAllowed != 0;
   }
   return enqueueLaunch(function, config->gridDimX, config->gridDimY,
                        config->gridDimZ, config->blockDimX, config->blockDimY,
                        config->blockDimZ, config->sharedMemBytes,
-                       config->hStream, params, extra, programmatic);
+                       config->hStream, params, extra, programmatic, cluster);
 }
 
 static CUresult enqueueCopy(CUdeviceptr destination, CUdeviceptr source,
@@ -355,6 +425,8 @@ FDEMU_API CUresult cuFuncSetAttribute(CUfunction function, int attribute,
       return kInvalidValue;
     function->maxDynamicSharedBytes = static_cast<unsigned>(value);
   }
+  if (attribute == kFuncAttributeNonPortableClusterSizeAllowed)
+    function->nonPortableClusterSizeAllowed = value != 0;
   return 0;
 }
 

@@ -20,6 +20,7 @@ WorkCounts &WorkCounts::operator+=(const WorkCounts &other) {
   warpgroupMmaSteps += other.warpgroupMmaSteps;
   globalLoadSectors += other.globalLoadSectors;
   globalStoreSectors += other.globalStoreSectors;
+  distributedSharedSectors += other.distributedSharedSectors;
   return *this;
 }
 
@@ -31,6 +32,7 @@ WorkCounts &WorkCounts::operator-=(const WorkCounts &other) {
   warpgroupMmaSteps -= other.warpgroupMmaSteps;
   globalLoadSectors -= other.globalLoadSectors;
   globalStoreSectors -= other.globalStoreSectors;
+  distributedSharedSectors -= other.distributedSharedSectors;
   return *this;
 }
 
@@ -49,6 +51,51 @@ uint64_t WorkCounts::totalWarpInstructions() const {
   for (uint64_t count : warpInstructions)
     total += count;
   return total;
+}
+
+ClusterPlacement::ClusterPlacement(const LaunchRequest &request,
+                                   unsigned residentCtasPerSM)
+    : numSMs(request.numSMs), clusterCtas(CtaRunner::getClusterCtas(request)) {
+  if (clusterCtas == 1)
+    return;
+  std::vector<unsigned> gpcs = request.smsPerGpc;
+  if (gpcs.empty())
+    gpcs.push_back(numSMs);
+  // A GPC holds floor(its CTA slots / cluster size) clusters, each CTA on
+  // the next SM in turn; slots are taken GPC by GPC in turn.
+  std::vector<std::vector<std::vector<uint32_t>>> perGpc(gpcs.size());
+  uint32_t firstSM = 0;
+  for (size_t g = 0; g < gpcs.size(); ++g) {
+    uint64_t ctaSlots = uint64_t(gpcs[g]) * residentCtasPerSM;
+    for (uint64_t slot = 0; slot < ctaSlots / clusterCtas; ++slot) {
+      std::vector<uint32_t> sms;
+      for (uint32_t rank = 0; rank < clusterCtas; ++rank)
+        sms.push_back(firstSM + (slot * clusterCtas + rank) % gpcs[g]);
+      perGpc[g].push_back(std::move(sms));
+    }
+    firstSM += gpcs[g];
+  }
+  for (size_t slot = 0;; ++slot) {
+    size_t before = slots.size();
+    for (auto &gpc : perGpc)
+      if (slot < gpc.size())
+        slots.push_back(gpc[slot]);
+    if (slots.size() == before)
+      break;
+  }
+  if (slots.empty())
+    error = "a cluster of " + std::to_string(clusterCtas) +
+            " CTAs does not fit in one GPC (the largest has " +
+            std::to_string(*std::max_element(gpcs.begin(), gpcs.end())) +
+            " SMs, each holding " + std::to_string(residentCtasPerSM) +
+            " of these CTAs at once)";
+}
+
+uint32_t ClusterPlacement::getSM(uint64_t cluster, uint32_t rank,
+                                 uint64_t linearCta) const {
+  if (clusterCtas == 1)
+    return static_cast<uint32_t>(linearCta % numSMs);
+  return slots[cluster % slots.size()][rank];
 }
 
 LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
@@ -77,13 +124,20 @@ LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
       request.smResources, threads, CtaRunner::getSharedBytes(request),
       request.registersPerThread);
   Timeline timeline(kernel, request.latencyModel);
+  ClusterPlacement placement(request, counters.residentCtasPerSM);
+  if (!placement.error.empty()) {
+    result.error = kInvalidClusterSize;
+    result.report = "fdemu: kernel " + kernel.name + ": " + placement.error;
+    return result;
+  }
+  uint64_t clusters = ctas / CtaRunner::getClusterCtas(request);
 
   unsigned workers = request.workerThreads
                          ? request.workerThreads
                          : std::thread::hardware_concurrency();
-  workers = static_cast<unsigned>(
-      std::max<uint64_t>(1, std::min<uint64_t>(workers ? workers : 1, ctas)));
-  std::atomic<uint64_t> nextCta{0};
+  workers = static_cast<unsigned>(std::max<uint64_t>(
+      1, std::min<uint64_t>(workers ? workers : 1, clusters)));
+  std::atomic<uint64_t> nextCluster{0};
   std::atomic<bool> stop{false};
   std::mutex mutex;
   SectorFootprint loadFootprint;
@@ -91,10 +145,9 @@ LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
     CtaRunner runner(request, memory, timeline);
     std::vector<ClassCounts> perSM(request.numSMs);
     ClassCounts total;
-    for (uint64_t cta; !stop && (cta = nextCta++) < ctas;) {
-      runner.cta.counts = ClassCounts();
+    for (uint64_t cluster; !stop && (cluster = nextCluster++) < clusters;) {
       try {
-        runner.run(cta);
+        runner.run(cluster, placement);
       } catch (const LocatedError &error) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!result.error) {
@@ -103,18 +156,22 @@ LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
         }
         stop = true;
       }
-      perSM[cta % request.numSMs] += runner.cta.counts;
-      total += runner.cta.counts;
+      for (CtaState &cta : runner.ctas) {
+        perSM[cta.sm] += cta.counts;
+        total += cta.counts;
+      }
     }
     std::lock_guard<std::mutex> lock(mutex);
     counters.total += total;
     for (unsigned sm = 0; sm < request.numSMs; ++sm)
       counters.perSM[sm] += perSM[sm];
-    counters.threadInstructions += runner.cta.threadInstructions;
-    counters.globalLoadBytes += runner.cta.globalLoadBytes;
-    counters.globalStoreBytes += runner.cta.globalStoreBytes;
-    counters.sharedBankConflicts += runner.cta.sharedBankConflicts;
-    loadFootprint.merge(runner.cta.loadFootprint);
+    for (CtaState &cta : runner.ctas) {
+      counters.threadInstructions += cta.threadInstructions;
+      counters.globalLoadBytes += cta.globalLoadBytes;
+      counters.globalStoreBytes += cta.globalStoreBytes;
+      counters.sharedBankConflicts += cta.sharedBankConflicts;
+      loadFootprint.merge(cta.loadFootprint);
+    }
     for (size_t i = 0; i < runner.coverage.size(); ++i)
       (*request.coverage)[i] |= runner.coverage[i];
   };
@@ -154,6 +211,11 @@ std::string checkImplemented(const Kernel &kernel) {
     case Opcode::WarpgroupCommit:
     case Opcode::WarpgroupWait:
       missing = checkWarpgroupImplemented(inst);
+      break;
+    case Opcode::ClusterArrive:
+    case Opcode::ClusterWait:
+    case Opcode::Mapa:
+      missing = checkClusterImplemented(inst);
       break;
     default:
       missing = checkArithmeticImplemented(inst);

@@ -39,7 +39,9 @@ unsigned getLatency(const Instruction &inst, const LatencyModel &model) {
     return model.tensorCore;
   case InstructionClass::SharedLoad:
   case InstructionClass::SharedStore: // atom.shared's result
-    return model.sharedLoad;
+    return inst.space == StateSpace::SharedCluster && model.distributedShared
+               ? model.distributedShared
+               : model.sharedLoad;
   case InstructionClass::GlobalLoad:
   case InstructionClass::GlobalStore: // atom.global's result
     return model.globalLoad;
@@ -110,6 +112,8 @@ Timeline::Timeline(const Kernel &kernel, const LatencyModel &model)
     : numRegisters(kernel.numRegisters), window(std::max(model.window, 1u)),
       globalLoadLatency(model.globalLoad), barrierLatency(model.barrier),
       l2HitLatency(model.l2Hit),
+      clusterBarrierLatency(model.clusterBarrier ? model.clusterBarrier
+                                                 : model.barrier),
       maxSectorsInFlight((model.warpBytesInFlight + 31) / 32) {
   std::vector<Decoded> code(kernel.code.size());
   std::vector<bool> blockStart(kernel.code.size() + 1);
@@ -138,6 +142,8 @@ Timeline::Timeline(const Kernel &kernel, const LatencyModel &model)
                     inst.opcode == Opcode::BarSync ||
                     inst.opcode == Opcode::Membar ||
                     inst.opcode == Opcode::GridDependencyWait ||
+                    inst.opcode == Opcode::ClusterArrive ||
+                    inst.opcode == Opcode::ClusterWait ||
                     inst.opcode == Opcode::CpAsyncCommit ||
                     inst.opcode == Opcode::CpAsyncWait ||
                     inst.opcode == Opcode::CpAsyncWaitAll ||

@@ -67,6 +67,89 @@ uint64_t atomicResult(const Instruction &inst, uint64_t old, uint64_t operand,
   return old;
 }
 
+/// A .shared::cluster address of another CTA of the cluster (mapa's form).
+Target resolveInCluster(WarpState &warp, int lane, uint64_t address,
+                        unsigned bytes) {
+  CtaState &cta = *warp.cta;
+  uint64_t rank = (address >> kClusterRankShift) - 1;
+  uint64_t offset = address & ((uint64_t(1) << kClusterRankShift) - 1);
+  if (rank >= cta.cluster->size())
+    throw ExecutionError{kIllegalAddress,
+                         "shared::cluster access at " + hexAddress(address) +
+                             ", which is not an address mapa gives in a "
+                             "cluster of " +
+                             std::to_string(cta.cluster->size()) + " CTAs",
+                         lane};
+  CtaState &owner = (*cta.cluster)[rank];
+  if (offset + bytes > owner.sharedBytes)
+    throw ExecutionError{
+        kIllegalAddress,
+        "shared::cluster access of " + std::to_string(bytes) +
+            " bytes at offset " + std::to_string(offset) + " of CTA rank " +
+            std::to_string(rank) + " is outside its " +
+            std::to_string(owner.sharedBytes) + " bytes of shared memory",
+        lane};
+  if (owner.exited)
+    throw ExecutionError{
+        kLaunchFailed,
+        "shared::cluster access to CTA rank " + std::to_string(rank) +
+            " of the cluster, which has exited: its shared memory is gone (a "
+            "CTA must not exit while others of its cluster may access its "
+            "shared memory; end with barrier.cluster.arrive and wait)",
+        lane};
+  owner.lastRemoteAccessEpoch = owner.clusterEpoch;
+  owner.lastRemoteAccessor = cta.clusterRank;
+  return {StateSpace::SharedCluster, owner.shared.data() + offset, nullptr,
+          offset, &owner};
+}
+
+/// Racecheck between CTAs of a cluster: accesses of one shared byte by
+/// threads of two CTAs (its owner's included) race unless a phase of the
+/// cluster barrier separates them. `thread` is the accessor's thread in
+/// the cluster (rank * threads per CTA + thread).
+void checkClusterAccess(CtaState &owner, uint64_t byte, bool isWrite,
+                        uint32_t thread, uint32_t threadsPerCta, int lane) {
+  uint32_t epoch = owner.clusterEpoch;
+  uint32_t rank = thread / threadsPerCta;
+  auto otherCta = [&](uint16_t other) {
+    return other == kSeveralCtas || other / threadsPerCta != rank;
+  };
+  auto race = [&](const char *kind, uint16_t other) {
+    return ExecutionError{
+        kLaunchFailed,
+        std::string("racecheck: ") + kind + " hazard on shared byte " +
+            std::to_string(byte) + " of CTA rank " +
+            std::to_string(owner.clusterRank) + " between thread " +
+            std::to_string(thread % threadsPerCta) + " of CTA rank " +
+            std::to_string(rank) +
+            (other == kSeveralCtas
+                 ? std::string(" and threads of several CTAs")
+                 : " and thread " + std::to_string(other % threadsPerCta) +
+                       " of CTA rank " +
+                       std::to_string(other / threadsPerCta)) +
+            " of the cluster with no barrier.cluster in between",
+        lane};
+  };
+  if (owner.clusterWriteEpoch[byte] == epoch &&
+      otherCta(owner.clusterWriter[byte]))
+    throw race(isWrite ? "write-after-write" : "read-after-write",
+               owner.clusterWriter[byte]);
+  if (isWrite) {
+    if (owner.clusterReadEpoch[byte] == epoch &&
+        otherCta(owner.clusterReader[byte]))
+      throw race("write-after-read", owner.clusterReader[byte]);
+    owner.clusterWriteEpoch[byte] = epoch;
+    owner.clusterWriter[byte] = static_cast<uint16_t>(thread);
+    return;
+  }
+  if (owner.clusterReadEpoch[byte] == epoch &&
+      otherCta(owner.clusterReader[byte]))
+    owner.clusterReader[byte] = kSeveralCtas;
+  else
+    owner.clusterReader[byte] = static_cast<uint16_t>(thread);
+  owner.clusterReadEpoch[byte] = epoch;
+}
+
 } // namespace
 
 Target resolve(StateSpace space, WarpState &warp, int lane, uint64_t address,
@@ -90,6 +173,15 @@ Target resolve(StateSpace space, WarpState &warp, int lane, uint64_t address,
                              " (needs " + std::to_string(alignment) +
                              "-byte alignment)",
                          lane};
+  if (space == StateSpace::SharedCluster) {
+    uint64_t rank = address >> kClusterRankShift;
+    if (rank == 0 || &(*cta.cluster)[rank - 1] == &cta) {
+      space = StateSpace::Shared;
+      address &= (uint64_t(1) << kClusterRankShift) - 1;
+    } else {
+      return resolveInCluster(warp, lane, address, bytes);
+    }
+  }
   switch (space) {
   case StateSpace::Shared:
     if (address + bytes > cta.sharedBytes || address + bytes < address)
@@ -175,8 +267,38 @@ void checkAndRecord(const Target &target, unsigned bytes, Access access,
       std::memset(initialized, 1, bytes);
     return;
   }
+  uint32_t threadsPerCta =
+      cta.request->block[0] * cta.request->block[1] * cta.request->block[2];
+  uint32_t clusterThread =
+      cta.clusterRank * threadsPerCta + warp.threadIndex(lane);
+  if (target.space == StateSpace::SharedCluster) {
+    CtaState &owner = *target.owner;
+    for (unsigned i = 0; i < bytes; ++i) {
+      uint64_t byte = target.offset + i;
+      if (!isWrite && !owner.sharedWritten[byte])
+        throw ExecutionError{
+            kLaunchFailed,
+            std::string("initcheck: shared::cluster ") +
+                (access == Access::Atomic ? "atomic on" : "load reads") +
+                " byte " + std::to_string(byte) + " of CTA rank " +
+                std::to_string(owner.clusterRank) +
+                ", which no thread of the cluster wrote",
+            lane};
+      if (access == Access::Atomic)
+        continue;
+      checkClusterAccess(owner, byte, isWrite, clusterThread, threadsPerCta,
+                         lane);
+      if (isWrite)
+        owner.sharedWritten[byte] = 1;
+    }
+    return;
+  }
   if (target.space != StateSpace::Shared)
     return;
+  if (!cta.clusterWriteEpoch.empty() && access != Access::Atomic)
+    for (unsigned i = 0; i < bytes; ++i)
+      checkClusterAccess(cta, target.offset + i, isWrite, clusterThread,
+                         threadsPerCta, lane);
   uint16_t thread = warp.threadIndex(lane);
   uint32_t epoch = cta.barrierEpoch;
   uint32_t from = sinceEpoch ? sinceEpoch : epoch;
@@ -257,10 +379,12 @@ void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
                                                                     : 1];
   unsigned element = getTypeSize(inst.type);
   unsigned bytes = element * inst.vectorWidth;
-  AccessCounter counter;
-  bool countShared = false, countGlobal = false;
+  AccessCounter counter, remoteCounter;
+  bool countShared = false, countGlobal = false, countRemote = false;
   std::unique_lock<std::mutex> atomicLock(globalAtomicMutex, std::defer_lock);
-  if (isAtomic && inst.space != StateSpace::Shared)
+  // A cluster's CTAs run on one thread: only global atomics need the lock.
+  if (isAtomic && inst.space != StateSpace::Shared &&
+      inst.space != StateSpace::SharedCluster)
     atomicLock.lock();
 
   forEachLane(mask, [&](int lane) {
@@ -276,6 +400,9 @@ void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
       countShared = true;
       counter.sharedAddresses[lane] = static_cast<uint32_t>(target.offset);
       counter.sharedLaneMask |= 1u << lane;
+    } else if (target.space == StateSpace::SharedCluster) {
+      countRemote = true;
+      remoteCounter.addGlobal(address, bytes);
     }
     if (isAtomic) {
       checkAndRecord(target, bytes, Access::Atomic, warp, lane, address);
@@ -334,12 +461,15 @@ void executeMemory(const Instruction &inst, WarpState &warp, uint32_t mask) {
   if (countShared)
     cta.counts.sharedWavefronts +=
         counter.wavefronts(bytes, cta.sharedBankConflicts);
+  if (countRemote)
+    cta.counts.distributedSharedSectors += remoteCounter.distinctSectors();
 }
 
 std::string checkMemoryImplemented(const Instruction &inst) {
   if (inst.opcode == Opcode::Cvta)
-    return inst.space == StateSpace::Param || inst.space == StateSpace::Const
-               ? "cvta of .param/.const"
+    return inst.space == StateSpace::Param || inst.space == StateSpace::Const ||
+                   inst.space == StateSpace::SharedCluster
+               ? "cvta of .param/.const/.shared::cluster"
                : "";
   if (inst.space == StateSpace::Const)
     return "the .const state space";

@@ -16,13 +16,15 @@
 
 namespace flashdecode::emu {
 
-/// Where one lane's access lands: host bytes and, for checks, its space.
+/// Where one lane's access lands: host bytes and, for checks, its space
+/// (Shared: the lane's own CTA's; SharedCluster: another CTA's, `owner`).
 struct Target {
   StateSpace space;
   uint8_t *bytes;
   /// Global: the allocation; shared/local: the offset in that memory.
   Allocation *allocation = nullptr;
   uint64_t offset = 0;
+  CtaState *owner = nullptr;
 };
 
 /// Where `bytes` at `address` in `space` (Generic: by the shared and local

@@ -52,6 +52,8 @@ const std::vector<NamedConstant> &getNamedConstants() {
       cycles("l2_hit", &LatencyModel::l2Hit),
       cycles("barrier", &LatencyModel::barrier),
       cycles("tensor_core", &LatencyModel::tensorCore),
+      cycles("distributed_shared", &LatencyModel::distributedShared),
+      cycles("cluster_barrier", &LatencyModel::clusterBarrier),
       cycles("window", &LatencyModel::window),
       cycles("load_lead", &LatencyModel::loadLead),
       cycles("warp_bytes_in_flight", &LatencyModel::warpBytesInFlight),

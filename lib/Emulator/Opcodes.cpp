@@ -155,6 +155,8 @@ std::string decodeOpcode(const std::string &word, Instruction &inst) {
     return decodeAsyncCopyOpcode(splitModifiers(word), inst);
   if (base == "wgmma")
     return decodeWarpgroupOpcode(splitModifiers(word), inst);
+  if (base == "mapa" || word.rfind("barrier.cluster", 0) == 0)
+    return decodeClusterOpcode(base, splitModifiers(word), inst);
   // fdemu has one memory proxy: shared-memory writes are visible to
   // wgmma.mma_async's operand reads (the async proxy) without this fence.
   if (word == "fence.proxy.async" || word == "fence.proxy.async.shared::cta") {
@@ -189,9 +191,13 @@ std::string decodeOpcode(const std::string &word, Instruction &inst) {
       continue;
     }
     static const std::unordered_map<std::string, StateSpace> spaces = {
-        {"global", StateSpace::Global},      {"shared", StateSpace::Shared},
-        {"shared::cta", StateSpace::Shared}, {"local", StateSpace::Local},
-        {"param", StateSpace::Param},        {"const", StateSpace::Const}};
+        {"global", StateSpace::Global},
+        {"shared", StateSpace::Shared},
+        {"shared::cta", StateSpace::Shared},
+        {"local", StateSpace::Local},
+        {"param", StateSpace::Param},
+        {"const", StateSpace::Const},
+        {"shared::cluster", StateSpace::SharedCluster}};
     static const std::unordered_map<std::string, Rounding> roundings = {
         {"rn", Rounding::Rn},   {"rz", Rounding::Rz},   {"rm", Rounding::Rm},
         {"rp", Rounding::Rp},   {"rni", Rounding::Rni}, {"rzi", Rounding::Rzi},
@@ -263,8 +269,6 @@ std::string decodeOpcode(const std::string &word, Instruction &inst) {
       inst.opcode = Opcode::BarWarpSync;
     } else if (inst.opcode == Opcode::BarSync && m == "arrive") {
       return "bar.arrive is not supported";
-    } else if (m == "shared::cluster") {
-      return "the .shared::cluster state space is not supported";
     } else if (isIgnoredModifier(m)) {
     } else {
       return "unsupported modifier '." + m + "' on " + base;
@@ -311,6 +315,20 @@ std::string checkTargetFeatures(const Instruction &inst,
            target.substr(0, target.find(',')) + ")";
   if (warpgroup && ptxVersion != 0 && ptxVersion < 80)
     return "Instruction 'wgmma' requires PTX ISA .version 8.0 or later";
+  bool cluster = inst.opcode == Opcode::ClusterArrive ||
+                 inst.opcode == Opcode::ClusterWait ||
+                 inst.opcode == Opcode::Mapa ||
+                 inst.space == StateSpace::SharedCluster;
+  if (cluster) {
+    if (smVersion != 0 && smVersion < 90)
+      return "Feature 'thread block clusters' requires .target sm_90 or "
+             "higher (the module's is sm_" +
+             std::to_string(smVersion) + ")";
+    if (ptxVersion != 0 && ptxVersion < 78)
+      return "Feature 'thread block clusters' requires PTX ISA .version 7.8 "
+             "or later";
+    return "";
+  }
   if (inst.opcode == Opcode::GridDependencyWait ||
       inst.opcode == Opcode::LaunchDependents) {
     if (smVersion != 0 && smVersion < 90)
@@ -358,6 +376,8 @@ bool writesFirstOperand(Opcode opcode) {
   case Opcode::CpAsyncWaitAll:
   case Opcode::GridDependencyWait:
   case Opcode::LaunchDependents:
+  case Opcode::ClusterArrive:
+  case Opcode::ClusterWait:
   // wgmma.mma_async's destinations are its accumulators, not an operand.
   case Opcode::WarpgroupMma:
   case Opcode::WarpgroupFence:
@@ -397,15 +417,22 @@ InstructionClass classify(const Instruction &inst) {
                : InstructionClass::IntegerOther;
   case Opcode::Shfl:
     return InstructionClass::Shuffle;
+  // A .shared::cluster access counts as a shared one (its latency and its
+  // bytes over the SM-to-SM network are the model's own: LatencyModel.cpp,
+  // WorkCounts::distributedSharedSectors).
   case Opcode::Ld:
-    return inst.space == StateSpace::Shared  ? InstructionClass::SharedLoad
+    return inst.space == StateSpace::Shared ||
+                   inst.space == StateSpace::SharedCluster
+               ? InstructionClass::SharedLoad
            : inst.space == StateSpace::Param ? InstructionClass::IntegerOther
                                              : InstructionClass::GlobalLoad;
   case Opcode::St:
   case Opcode::Atom:
   case Opcode::Red:
-    return inst.space == StateSpace::Shared ? InstructionClass::SharedStore
-                                            : InstructionClass::GlobalStore;
+    return inst.space == StateSpace::Shared ||
+                   inst.space == StateSpace::SharedCluster
+               ? InstructionClass::SharedStore
+               : InstructionClass::GlobalStore;
   case Opcode::BarSync:
   case Opcode::BarWarpSync:
   case Opcode::Membar:
@@ -434,6 +461,8 @@ InstructionClass classify(const Instruction &inst) {
   // Grid dependency control waits on (or releases) other grids.
   case Opcode::GridDependencyWait:
   case Opcode::LaunchDependents:
+  case Opcode::ClusterArrive:
+  case Opcode::ClusterWait:
     return InstructionClass::Barrier;
   default:
     return InstructionClass::IntegerOther;

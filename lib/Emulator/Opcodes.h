@@ -29,6 +29,11 @@ std::string decodeTensorCoreOpcode(const std::string &base,
 /// wgmma.mma_async, fence, commit_group and wait_group (WarpgroupMma.cpp).
 std::string decodeWarpgroupOpcode(const std::vector<std::string> &modifiers,
                                   Instruction &inst);
+/// barrier.cluster.arrive / wait and mapa.shared::cluster (`base` "mapa" or
+/// "barrier"; Cluster.cpp).
+std::string decodeClusterOpcode(const std::string &base,
+                                const std::vector<std::string> &modifiers,
+                                Instruction &inst);
 /// cp.async and its commit_group / wait_group / wait_all (AsyncCopy.cpp).
 std::string decodeAsyncCopyOpcode(const std::vector<std::string> &modifiers,
                                   Instruction &inst);
@@ -41,7 +46,7 @@ unsigned parseSmVersion(const std::string &target);
 /// written, empty when absent) and .version (`ptxVersion`, 0 when absent);
 /// empty when it would not. Only instructions that need a newer target than
 /// fdemu's kernels otherwise use are checked (the packed fp8 cvt,
-/// griddepcontrol, wgmma: sm_90a only).
+/// griddepcontrol, clusters, wgmma: sm_90a only).
 std::string checkTargetFeatures(const Instruction &inst,
                                 const std::string &target, unsigned ptxVersion);
 

@@ -57,7 +57,22 @@ const std::unordered_map<std::string, uint32_t> &specialRegisters() {
       {"%smid", SmId},
       {"%dynamic_smem_size", DynamicSmemSize},
       {"%clock", Clock},
-      {"%clock64", Clock64}};
+      {"%clock64", Clock64},
+      {"%cluster_ctarank", ClusterCtaRank},
+      {"%cluster_nctarank", ClusterNCtaRank},
+      {"%cluster_ctaid.x", ClusterCtaIdX},
+      {"%cluster_ctaid.y", ClusterCtaIdY},
+      {"%cluster_ctaid.z", ClusterCtaIdZ},
+      {"%cluster_nctaid.x", ClusterNCtaIdX},
+      {"%cluster_nctaid.y", ClusterNCtaIdY},
+      {"%cluster_nctaid.z", ClusterNCtaIdZ},
+      {"%clusterid.x", ClusterIdX},
+      {"%clusterid.y", ClusterIdY},
+      {"%clusterid.z", ClusterIdZ},
+      {"%nclusterid.x", NClusterIdX},
+      {"%nclusterid.y", NClusterIdY},
+      {"%nclusterid.z", NClusterIdZ},
+      {"%is_explicit_cluster", IsExplicitCluster}};
   return names;
 }
 
@@ -111,6 +126,19 @@ public:
   }
 
 private:
+  /// One extent of .reqnctapercluster or .maxclusterrank: 1 or more.
+  uint32_t parseClusterExtent(const std::string &directive) {
+    const Token &token = next();
+    unsigned long value = 0;
+    if (!token.text.empty() && token.text.size() <= 5 &&
+        token.text.find_first_not_of("0123456789") == std::string::npos)
+      value = std::stoul(token.text);
+    if (value == 0 || value > 0xFFFF)
+      fail(token, directive + " takes whole numbers of at least 1, not '" +
+                      token.text + "'");
+    return static_cast<uint32_t>(value);
+  }
+
   [[noreturn]] void fail(const Token &token, const std::string &message) {
     throw ParseError{"PTX line " + std::to_string(token.line) + ": " + message};
   }
@@ -265,6 +293,20 @@ private:
           threads *= std::stoul(next().text);
         } while (peek().is(','));
         kernel->maxThreads = threads;
+      } else if (directive == ".reqnctapercluster") {
+        for (unsigned i = 0; i < 3; ++i)
+          kernel->requiredCluster[i] = 1;
+        for (unsigned i = 0; i < 3; ++i) {
+          if (i && !peek().is(','))
+            break;
+          if (i)
+            next();
+          kernel->requiredCluster[i] = parseClusterExtent(directive);
+        }
+      } else if (directive == ".explicitcluster") {
+        kernel->explicitCluster = true;
+      } else if (directive == ".maxclusterrank") {
+        kernel->maxClusterRank = parseClusterExtent(directive);
       } else if (directive == ".minnctapersm" || directive == ".maxnreg" ||
                  directive == ".maxnctapersm" || directive == ".noreturn" ||
                  directive == ".pragma") {

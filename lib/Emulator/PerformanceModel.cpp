@@ -24,6 +24,8 @@ static LatencyModel makeLatencyModel() {
   model.l2Hit = 260;
   model.barrier = 20;
   model.tensorCore = 32;
+  model.distributedShared = 200;
+  model.clusterBarrier = 400;
   model.window = 128;
   model.loadLead = 64;
   model.warpBytesInFlight = 1024;
@@ -37,6 +39,9 @@ static GpuModel makeH200() {
   gpu.computeMajor = 9;
   gpu.computeMinor = 0;
   gpu.numSMs = 132;
+  // Assumed: 8 GPCs, two with 9 TPCs and six with 8 (132 SMs of the 144 a
+  // full GH100 has; which TPCs are fused off varies between chips).
+  gpu.smsPerGpc = {18, 18, 16, 16, 16, 16, 16, 16};
   gpu.clockGHz = 1.98;
   // The device copy of every H200 run (fd-bench's pct_copy_bw): 4.22-4.24
   // TB/s; the datasheet's 4.8 is the roofline's.
@@ -137,8 +142,11 @@ getThroughputCycles(const WorkCounts &work, const GpuModel &gpu) {
   };
   double loadStore = count(C::GlobalLoad) + count(C::GlobalStore) +
                      count(C::SharedLoad) + count(C::SharedStore);
+  // The SM-to-SM network's bytes count with L2's at the SM's port: an
+  // assumption (docs/Emulator.md).
   double smBytes = 32.0 * static_cast<double>(work.globalLoadSectors +
-                                              work.globalStoreSectors);
+                                              work.globalStoreSectors +
+                                              work.distributedSharedSectors);
   std::pair<double, const char *> terms[] = {
       {work.totalWarpInstructions() / gpu.issuePerClock, "issue"},
       {count(C::FloatArithmetic) / gpu.floatPerClock, "fp32"},

@@ -17,7 +17,9 @@
 // cp.async.commit_group are fences. wgmma.mma_async's accumulators are
 // ready for a chained wgmma when its multiply-adds are done (N / 2 cycles);
 // wgmma.wait_group issues a tensor-core latency after that for the groups
-// it retires, and it and wgmma.commit_group are fences.
+// it retires, and it and wgmma.commit_group are fences. barrier.cluster's
+// arrive and wait are fences; a phase completes a cluster-barrier latency
+// after the cluster's last arrival, and a wait issues no sooner.
 //
 //===----------------------------------------------------------------------===//
 
@@ -168,6 +170,16 @@ public:
   /// A released bar.sync: every warp with live lanes issues next after the
   /// last one's arrival plus the barrier's latency.
   void releaseBarrier(std::vector<WarpState> &warps) const;
+  /// A completed phase of the cluster barrier whose last arrival issued at
+  /// `latestArrival`: when its waiting warps may go on.
+  uint64_t releaseClusterBarrier(uint64_t latestArrival) const {
+    return latestArrival + clusterBarrierLatency;
+  }
+  /// Nothing of the warp issues before `cycle` (a barrier it waited at).
+  static void waitUntil(WarpTiming &timing, uint64_t cycle) {
+    timing.fence = std::max(timing.fence, cycle);
+    timing.clock = std::max(timing.clock, cycle);
+  }
 
   /// A finished CTA's latency: the latest issue of its warps.
   static uint64_t getCtaCycles(const std::vector<WarpState> &warps);
@@ -263,6 +275,7 @@ private:
   std::vector<uint32_t> registers;
   size_t numRegisters = 0, window = 1;
   unsigned globalLoadLatency = 0, barrierLatency = 0, l2HitLatency = 0;
+  unsigned clusterBarrierLatency = 0;
   /// warpBytesInFlight in sectors (0: no limit).
   uint64_t maxSectorsInFlight = 0;
 };

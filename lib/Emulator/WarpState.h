@@ -44,6 +44,8 @@ enum class LaneState : uint8_t {
   Running,
   WaitingWarpSync,
   WaitingBarrier,
+  /// At barrier.cluster.wait until the phase it arrived in completes.
+  WaitingCluster,
   Exited
 };
 
@@ -106,6 +108,10 @@ struct WarpState {
   uint32_t committedWarpgroupGroups = 0;
   bool warpgroupFenced = false;
   std::vector<uint8_t> registerLocks;
+  /// Per lane, its barrier.cluster.arrive and barrier.cluster.wait so far:
+  /// a lane arrives once a phase, then waits.
+  uint32_t clusterArrivals[kWarpSize] = {};
+  uint32_t clusterWaits[kWarpSize] = {};
 
   uint64_t &reg(uint32_t index, int lane) {
     return registers[static_cast<size_t>(index) * kWarpSize + lane];
@@ -118,6 +124,9 @@ struct CtaState {
   const Kernel *kernel = nullptr;
   DeviceMemory *memory = nullptr;
   uint32_t ctaid[3] = {};
+  /// Its index in the grid (x fastest) and the SM it runs on.
+  uint64_t linear = 0;
+  uint32_t sm = 0;
   uint32_t sharedBytes = 0;
   std::vector<uint8_t> shared;
   /// Shadows per shared byte: written since the CTA started; the barrier
@@ -149,7 +158,32 @@ struct CtaState {
   /// The allocation the last global access found (no allocation changes
   /// during a launch; reset per CTA).
   Allocation *lastAllocation = nullptr;
+  /// Its cluster (the CTAs CtaRunner runs together, this one among them at
+  /// `clusterRank`) and the cluster barrier's completed phases plus 1: the
+  /// epoch of cross-CTA shared-memory accesses. A launch without clusters
+  /// has clusters of one CTA.
+  std::vector<CtaState> *cluster = nullptr;
+  uint32_t clusterRank = 0;
+  uint32_t clusterEpoch = 1;
+  /// Racecheck of accesses from different CTAs of the cluster (kept only in
+  /// clusters of two or more): per shared byte, the cluster epoch and the
+  /// thread (rank * threads per CTA + thread; kSeveralCtas for readers of
+  /// several CTAs) of its last write and last read.
+  std::vector<uint32_t> clusterWriteEpoch, clusterReadEpoch;
+  std::vector<uint16_t> clusterWriter, clusterReader;
+  /// Every thread has exited: its shared memory is gone for the cluster.
+  bool exited = false;
+  /// The cluster epoch of the last access by another CTA to its shared
+  /// memory (0: none), and that CTA's rank: the CTA must not exit in that
+  /// epoch (nothing would keep it from exiting before the access).
+  uint32_t lastRemoteAccessEpoch = 0, lastRemoteAccessor = 0;
 };
+
+constexpr uint16_t kSeveralCtas = 0xFFFF;
+
+/// A .shared::cluster address: a CTA's own .shared::cta addresses stand for
+/// its own memory; mapa gives (rank + 1) << kClusterRankShift | offset.
+constexpr unsigned kClusterRankShift = 24;
 
 /// A lane mask as errors print it: 0x and 8 hex digits.
 inline std::string hexLaneMask(uint32_t mask) {
@@ -247,12 +281,16 @@ void checkWarpgroupRegisters(const Instruction &inst, WarpState &warp);
 /// Throws when the warp has a pending wgmma.mma_async (it exits).
 void checkNoPendingWarpgroupMma(const WarpState &warp);
 
+/// mapa.shared::cluster for the lanes of `mask` (Cluster.cpp).
+void executeMapa(const Instruction &inst, WarpState &warp, uint32_t mask);
+
 /// Load-time checks of the families above.
 std::string checkArithmeticImplemented(const Instruction &inst);
 std::string checkMemoryImplemented(const Instruction &inst);
 std::string checkTensorCoreImplemented(const Instruction &inst);
 std::string checkAsyncCopyImplemented(const Instruction &inst);
 std::string checkWarpgroupImplemented(const Instruction &inst);
+std::string checkClusterImplemented(const Instruction &inst);
 
 template <typename Body> inline void forEachLane(uint32_t mask, Body body) {
   while (mask) {

@@ -32,6 +32,7 @@ std::vector<Chip> makeChips() {
   ampere.hasGridDependencyControl = false;
   ampere.hasFloat8Conversions = false;
   ampere.hasWarpgroupMma = false;
+  ampere.hasClusters = false;
   Chip ampereGA10x = ampere;
   ampereGA10x.name = "sm_86";
   ampereGA10x.computeCapability = 86;
@@ -59,6 +60,7 @@ std::vector<Chip> makeChips() {
   hopper.maxSharedMemoryBytesPerBlock = 227 * kKiB;
   hopper.hasGridDependencyControl = true;
   hopper.hasFloat8Conversions = true;
+  hopper.hasClusters = true;
   Chip hopperSpecific = hopper;
   hopperSpecific.name = "sm_90a";
   hopperSpecific.architectureSpecific = true;

@@ -39,7 +39,8 @@ bool ScheduleChoice::operator==(const ScheduleChoice &other) const {
          rowTiles == other.rowTiles && threads == other.threads &&
          minBlocksPerSM == other.minBlocksPerSM &&
          heldQuerySteps == other.heldQuerySteps &&
-         keyValueStages == other.keyValueStages;
+         keyValueStages == other.keyValueStages &&
+         clusterCtas == other.clusterCtas;
 }
 
 int64_t KernelProblem::getRequestsPerBlock() const {
@@ -228,7 +229,7 @@ void detail::setLaunchBoundsForRegisterDemand(KernelSchedule &schedule,
 
 ScheduleChoice KernelSchedule::getChoice() const {
   return {form,           layout.rowTile, layout.numRowTiles, threads,
-          minBlocksPerSM, heldQuerySteps, keyValueStages};
+          minBlocksPerSM, heldQuerySteps, keyValueStages,     clusterCtas};
 }
 
 KernelSchedule getKernelSchedule(const KernelProblem &problem,
@@ -249,6 +250,7 @@ KernelSchedule getKernelSchedule(const KernelProblem &problem,
   schedule.minBlocksPerSM = choice.minBlocksPerSM;
   schedule.heldQuerySteps = choice.heldQuerySteps;
   schedule.keyValueStages = choice.keyValueStages;
+  schedule.clusterCtas = choice.clusterCtas;
   return schedule;
 }
 
@@ -336,6 +338,22 @@ static std::string getReasonTilingInvalid(const KernelProblem &problem,
   return os.str();
 }
 
+std::string getReasonScheduleUnsupportedOnChip(const KernelSchedule &schedule,
+                                               const Chip &chip) {
+  std::string name(chip.name);
+  if (schedule.usesWarpgroupTile() && !chip.hasWarpgroupMma)
+    return "form = warpgroup_tensor_cores needs wgmma, which chip " + name +
+           " lacks: compile for sm_90a, or take the planner's schedule for " +
+           name;
+  if (schedule.clusterCtas > 1 && !chip.hasClusters)
+    return "cluster_ctas = " + std::to_string(schedule.clusterCtas) +
+           " needs thread block clusters, which chip " + name +
+           " lacks: compile for sm_90 or later, or take the planner's "
+           "schedule for " +
+           name;
+  return "";
+}
+
 KernelSchedule
 findPartialKernelSchedule(const KernelProblem &problem,
                           const std::optional<ScheduleChoice> &choice,
@@ -352,6 +370,18 @@ std::string getReasonScheduleInvalid(const KernelProblem &problem,
     return tiling;
   KernelSchedule schedule = getKernelSchedule(problem, choice);
   std::ostringstream os;
+  if (choice.clusterCtas < 1 || choice.clusterCtas > kMaxClusterCtas) {
+    os << "cluster_ctas = " << choice.clusterCtas << " is out of range: 1 to "
+       << kMaxClusterCtas << " blocks a chunk (a portable thread block "
+       << "cluster)";
+    return os.str();
+  }
+  if (choice.clusterCtas > 1 && schedule.usesWarpgroupTile()) {
+    os << "cluster_ctas = " << choice.clusterCtas
+       << ": the warpgroup tile writes its partials itself; its chunks take "
+          "one block (cluster_ctas = 1)";
+    return os.str();
+  }
   // Bounded before the workgroup memory is summed: a hand-written count
   // may be anything.
   if (!schedule.usesWarpgroupTile() &&

@@ -28,6 +28,8 @@ const std::pair<const char *, int64_t ScheduleChoice::*> kIntegerFields[] = {
     {"stages", &ScheduleChoice::keyValueStages}};
 /// Those a text must give; the others default to 0.
 constexpr int kRequiredIntegerFields = 3;
+/// The field after them, defaulting to 1 (and spelled only when not 1).
+constexpr const char *kClusterField = "cluster_ctas";
 
 std::string_view trim(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text[0])))
@@ -44,6 +46,8 @@ void forEachScheduleField(
     const std::function<void(const char *name, int64_t value)> &visit) {
   for (auto [name, field] : kIntegerFields)
     visit(name, choice.*field);
+  if (choice.clusterCtas != 1)
+    visit(kClusterField, choice.clusterCtas);
 }
 
 std::string formatScheduleChoice(const ScheduleChoice &choice) {
@@ -70,7 +74,9 @@ std::optional<ScheduleChoice> parseScheduleChoice(std::string_view text,
   std::string fields = "form";
   for (auto [name, field] : kIntegerFields)
     fields += std::string(", ") + name;
-  bool seen[1 + std::size(kIntegerFields)] = {};
+  fields += std::string(", ") + kClusterField;
+  constexpr size_t kClusterIndex = 1 + std::size(kIntegerFields);
+  bool seen[kClusterIndex + 1] = {};
   if (trim(text).empty()) {
     error = "the schedule is empty: it needs form, rows_per_tile, row_tiles "
             "and threads";
@@ -100,6 +106,8 @@ std::optional<ScheduleChoice> parseScheduleChoice(std::string_view text,
     for (size_t i = 0; i < std::size(kIntegerFields); ++i)
       if (name == kIntegerFields[i].first)
         index = 1 + i;
+    if (name == kClusterField)
+      index = kClusterIndex;
     if (index < 0) {
       error = "unknown schedule field '" + std::string(name) + "': expected " +
               std::string(fields);
@@ -129,7 +137,10 @@ std::optional<ScheduleChoice> parseScheduleChoice(std::string_view text,
                                                         : " is not an integer");
       return std::nullopt;
     }
-    choice.*kIntegerFields[index - 1].second = number;
+    if (index == static_cast<int>(kClusterIndex))
+      choice.clusterCtas = number;
+    else
+      choice.*kIntegerFields[index - 1].second = number;
   }
   for (int index = 0; index <= kRequiredIntegerFields; ++index)
     if (!seen[index]) {

@@ -339,7 +339,7 @@ void *flashdecode::python::checkedData(const py::array &array, size_t bytes,
 
 PYBIND11_MODULE(_flashdecode, module) {
   module.doc() = "Native part of flashdecode; use the flashdecode package.";
-  // What every manifest's compiler_version says, e.g. "flashdecode 0.2.22
+  // What every manifest's compiler_version says, e.g. "flashdecode 0.2.23
   // (MLIR 22)": flashdecode.__version__ is its number.
   module.attr("COMPILER_VERSION") = std::string(getCompilerVersion());
   // The chip table's default target (fd/Planning/Chip.h), which every

@@ -87,6 +87,39 @@ def test_compile_with_a_schedule_is_fd_compiles_schedule(tmp_path):
     assert planned.ptx != kernel.ptx
 
 
+CLUSTER_SCHEDULE = ("form = tensor_cores, rows_per_tile = 16, row_tiles = 1, "
+                    "threads = 128, min_blocks_per_sm = 2, "
+                    "held_query_steps = 9, stages = 4, cluster_ctas = 4")
+
+
+def test_compile_with_a_chunks_cluster_of_blocks():
+    """cluster_ctas = 4 (MLA's split-value tile at 16 heads): each of the 3
+    chunks streamed by a thread block cluster of 4 blocks (the kernel's
+    .reqnctapercluster), merged in distributed shared memory; the manifest
+    spells the field (only when it is not 1) and launches 3 x 4 blocks.
+    Refused for a chip without clusters and above 8 blocks."""
+    options = dict(v_head_dim=512, shared_kv=True, dtype="bfloat16",
+                   page_size=64, num_splits=3)
+    kernel = flashdecode.compile(576, 16, 1, schedule=CLUSTER_SCHEDULE,
+                                 **options)
+    assert kernel.manifest["schedule"]["cluster_ctas"] == 4
+    assert kernel.manifest["kernels"][0]["grid"][0] == 12
+    ptx = kernel.ptx["fd_partial_attention"]
+    assert ".reqnctapercluster 4, 1, 1" in ptx
+    assert "barrier.cluster.wait.aligned" in ptx
+    assert "ld.shared::cluster" in ptx
+    planned = flashdecode.compile(576, 16, 1, **options)
+    assert "cluster_ctas" not in planned.manifest["schedule"]
+    assert "cluster" not in planned.ptx["fd_partial_attention"]
+    with pytest.raises(ValueError, match="cluster_ctas = 4 needs thread "
+                       "block clusters, which chip sm_80 lacks"):
+        flashdecode.compile(576, 16, 1, schedule=CLUSTER_SCHEDULE,
+                            arch="sm_80", **options)
+    with pytest.raises(ValueError, match="cluster_ctas = 9 is out of range"):
+        flashdecode.compile(576, 16, 1, schedule=CLUSTER_SCHEDULE.replace(
+            "cluster_ctas = 4", "cluster_ctas = 9"), **options)
+
+
 @pytest.mark.parametrize("schedule,error,words", [
     ("form = tensor_cores, rows_per_tile = 8", ValueError,
      "schedule: the schedule has no row_tiles"),

@@ -273,6 +273,8 @@ FdemuCounters extrapolate(const FdemuCounters &shortCounters,
     to.warpgroupMmas = line(atShort.warpgroupMmas, atLong.warpgroupMmas);
     to.warpgroupMmaSteps =
         line(atShort.warpgroupMmaSteps, atLong.warpgroupMmaSteps);
+    to.distributedSharedSectors =
+        line(atShort.distributedSharedSectors, atLong.distributedSharedSectors);
   };
   auto latency = [&](const FdemuLatencyCounts &atShort,
                      const FdemuLatencyCounts &atLong, FdemuLatencyCounts &to) {

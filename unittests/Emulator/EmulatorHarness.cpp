@@ -121,23 +121,42 @@ CUdeviceptr EmulatorTest::uploadBytes(const void *data, size_t bytes) {
 }
 
 CUresult EmulatorTest::launch(CUfunction function, Dim3 grid, Dim3 block,
-                              KernelArguments arguments, unsigned sharedBytes) {
+                              KernelArguments arguments, unsigned sharedBytes,
+                              std::optional<Dim3> cluster) {
   if (!function)
     return -1;
   std::vector<void *> parameters = arguments.pointers();
-  if (CUresult result = driver->cuLaunchKernel(
-          function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-          sharedBytes, nullptr, parameters.data(), nullptr))
+  if (cluster) {
+    rt::CUlaunchAttribute attribute;
+    attribute.id = rt::kLaunchAttributeClusterDimension;
+    attribute.value.clusterDim = {cluster->x, cluster->y, cluster->z};
+    rt::CUlaunchConfig config;
+    config.gridDimX = grid.x;
+    config.gridDimY = grid.y;
+    config.gridDimZ = grid.z;
+    config.blockDimX = block.x;
+    config.blockDimY = block.y;
+    config.blockDimZ = block.z;
+    config.sharedMemBytes = sharedBytes;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    if (CUresult result = driver->cuLaunchKernelEx(&config, function,
+                                                   parameters.data(), nullptr))
+      return result;
+  } else if (CUresult result = driver->cuLaunchKernel(
+                 function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                 sharedBytes, nullptr, parameters.data(), nullptr)) {
     return result;
+  }
   return driver->cuCtxSynchronize();
 }
 
-testing::AssertionResult EmulatorTest::launchSucceeds(CUfunction function,
-                                                      Dim3 grid, Dim3 block,
-                                                      KernelArguments arguments,
-                                                      unsigned sharedBytes) {
+testing::AssertionResult
+EmulatorTest::launchSucceeds(CUfunction function, Dim3 grid, Dim3 block,
+                             KernelArguments arguments, unsigned sharedBytes,
+                             std::optional<Dim3> cluster) {
   CUresult result =
-      launch(function, grid, block, std::move(arguments), sharedBytes);
+      launch(function, grid, block, std::move(arguments), sharedBytes, cluster);
   if (result == kSuccess)
     return testing::AssertionSuccess();
   return testing::AssertionFailure()
@@ -147,12 +166,13 @@ testing::AssertionResult EmulatorTest::launchSucceeds(CUfunction function,
 
 FdemuCounters EmulatorTest::launchCounted(CUfunction function, Dim3 grid,
                                           Dim3 block, KernelArguments arguments,
-                                          unsigned sharedBytes) {
+                                          unsigned sharedBytes,
+                                          std::optional<Dim3> cluster) {
   FdemuCounters counters;
   std::memset(&counters, 0, sizeof(counters));
   driver->fdemuRecordLaunches(1);
-  EXPECT_TRUE(
-      launchSucceeds(function, grid, block, std::move(arguments), sharedBytes));
+  EXPECT_TRUE(launchSucceeds(function, grid, block, std::move(arguments),
+                             sharedBytes, cluster));
   EXPECT_EQ(driver->fdemuGetLaunchCounters(0, &counters), 0);
   driver->fdemuRecordLaunches(0);
   return counters;

@@ -160,20 +160,24 @@ protected:
   }
 
   /// Launches on the default stream and returns cuCtxSynchronize's result
-  /// (or the launch's, when the launch itself fails).
+  /// (or the launch's, when the launch itself fails); with `cluster`, by
+  /// cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION.
   CUresult launch(CUfunction function, Dim3 grid, Dim3 block,
-                  KernelArguments arguments, unsigned sharedBytes = 0);
+                  KernelArguments arguments, unsigned sharedBytes = 0,
+                  std::optional<Dim3> cluster = std::nullopt);
 
   /// Launches with fdemu recording and returns the launch's counters (a
   /// test failure when the launch fails).
   FdemuCounters launchCounted(CUfunction function, Dim3 grid, Dim3 block,
                               KernelArguments arguments,
-                              unsigned sharedBytes = 0);
+                              unsigned sharedBytes = 0,
+                              std::optional<Dim3> cluster = std::nullopt);
 
   /// launch, as a gtest assertion whose failure carries fdemu's report.
-  testing::AssertionResult launchSucceeds(CUfunction function, Dim3 grid,
-                                          Dim3 block, KernelArguments arguments,
-                                          unsigned sharedBytes = 0);
+  testing::AssertionResult
+  launchSucceeds(CUfunction function, Dim3 grid, Dim3 block,
+                 KernelArguments arguments, unsigned sharedBytes = 0,
+                 std::optional<Dim3> cluster = std::nullopt);
 
   /// cuGetErrorString of `error`: fdemu's report of the last fault with
   /// that code.

@@ -42,6 +42,10 @@ typedef struct FdemuClassCounts {
    * before. */
   uint64_t warpgroupMmas;
   uint64_t warpgroupMmaSteps;
+  /* 32-byte sectors of other CTAs' shared memory a warp instruction
+   * touched (.shared::cluster over the SM-to-SM network). Appended: rebuild
+   * tools compiled before. */
+  uint64_t distributedSharedSectors;
 } FdemuClassCounts;
 
 /* The latency model's work: CTAs run, and the sum of their latencies (a
@@ -64,7 +68,8 @@ typedef struct FdemuLatencyCounts {
 
 typedef struct FdemuCounters {
   FdemuClassCounts total;
-  /* CTA i runs on SM i mod numSMs. */
+  /* CTA i runs on SM i mod numSMs; in a launch with clusters, each
+   * cluster on SMs of one GPC (docs/Emulator.md). */
   FdemuClassCounts perSM[FDEMU_MAX_SMS];
   unsigned numSMs;
   uint64_t threadInstructions;

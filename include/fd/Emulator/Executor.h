@@ -40,6 +40,9 @@ struct WorkCounts {
   uint64_t warpgroupMmas = 0, warpgroupMmaSteps = 0;
   /// 32-byte sectors of global memory touched per warp instruction.
   uint64_t globalLoadSectors = 0, globalStoreSectors = 0;
+  /// 32-byte sectors of other CTAs' shared memory (.shared::cluster)
+  /// touched per warp instruction: bytes over the SM-to-SM network.
+  uint64_t distributedSharedSectors = 0;
 
   WorkCounts &operator+=(const WorkCounts &other);
   WorkCounts &operator-=(const WorkCounts &other);
@@ -69,7 +72,9 @@ struct ClassCounts : WorkCounts {
 
 struct LaunchCounters {
   ClassCounts total;
-  /// Per SM, CTAs assigned round-robin (CTA i on SM i mod numSMs).
+  /// Per SM, CTAs assigned round-robin (CTA i on SM i mod numSMs); in a
+  /// launch with clusters, each cluster on the SMs of one GPC
+  /// (LaunchRequest::smsPerGpc).
   std::vector<ClassCounts> perSM;
   uint64_t threadInstructions = 0;
   uint64_t globalLoadBytes = 0, globalStoreBytes = 0;
@@ -86,6 +91,11 @@ struct LaunchCounters {
   bool registersAssumed = true;
 };
 
+/// CUDA_ERROR_INVALID_CLUSTER_SIZE: a cluster the launch cannot have; the
+/// most CTAs a cluster has (with the non-portable opt-in, sm_90).
+constexpr int kInvalidClusterSize = 912;
+constexpr uint32_t kMaxClusterCtas = 16;
+
 struct LaunchRequest {
   const Kernel *kernel = nullptr;
   uint32_t grid[3] = {1, 1, 1};
@@ -94,6 +104,13 @@ struct LaunchRequest {
   /// The parameter buffer in the kernel's .param layout.
   std::vector<uint8_t> parameters;
   unsigned numSMs = 132;
+  /// CTAs per cluster in x, y, z ({1, 1, 1}: no clusters), and whether the
+  /// launch named them (%is_explicit_cluster).
+  uint32_t cluster[3] = {1, 1, 1};
+  bool explicitCluster = false;
+  /// The SMs of each GPC, in order (GpuModel::smsPerGpc): a cluster's CTAs
+  /// run on the SMs of one GPC. Empty: one GPC of numSMs.
+  std::vector<unsigned> smsPerGpc;
   unsigned workerThreads = 0; // 0: hardware concurrency
   /// The emulated GPU's latencies and SM resources (GpuModel).
   LatencyModel latencyModel;

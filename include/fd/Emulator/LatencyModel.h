@@ -41,6 +41,12 @@ struct LatencyModel {
   unsigned barrier = 0;
   /// mma.sync: from its issue until its accumulators can be read.
   unsigned tensorCore = 0;
+  /// ld.shared::cluster of another CTA's shared memory (over the SM-to-SM
+  /// network; 0: as sharedLoad).
+  unsigned distributedShared = 0;
+  /// barrier.cluster: from the cluster's last arrival to its waiting
+  /// warps' next issue (0: as barrier).
+  unsigned clusterBarrier = 0;
 
   /// How far ptxas's schedule departs from the PTX order. An instruction
   /// may issue before up to `window - 1` earlier ones of its basic block

@@ -28,6 +28,9 @@ struct GpuModel {
   std::string deviceName; // what cuDeviceGetName says
   int computeMajor = 9, computeMinor = 0;
   unsigned numSMs = 132;
+  /// The SMs of each GPC (a cluster's CTAs share one); empty where the GPU
+  /// has no clusters (before sm_90).
+  std::vector<unsigned> smsPerGpc;
   double clockGHz = 1.98;
   /// What DRAM delivers to a streaming kernel: the bandwidth a device copy
   /// measures (the model's DRAM term), and the datasheet's (fd-bench's

@@ -168,6 +168,11 @@ enum class Opcode : uint8_t {
   // griddepcontrol.launch_dependents.
   GridDependencyWait,
   LaunchDependents,
+  // Thread block clusters (sm_90+): barrier.cluster.arrive,
+  // barrier.cluster.wait and mapa.shared::cluster.
+  ClusterArrive,
+  ClusterWait,
+  Mapa,
   // Control.
   Bra,
   Ret,
@@ -202,7 +207,10 @@ enum class StateSpace : uint8_t {
   Shared,
   Local,
   Param,
-  Const
+  Const,
+  /// .shared::cluster: the shared memory of any CTA of the cluster, at the
+  /// addresses mapa gives (a .shared::cta address is the CTA's own).
+  SharedCluster
 };
 enum class Rounding : uint8_t { None, Rn, Rz, Rm, Rp, Rni, Rzi, Rmi, Rpi };
 enum class Compare : uint8_t {
@@ -268,6 +276,24 @@ enum SpecialRegister : uint32_t {
   DynamicSmemSize,
   Clock,
   Clock64,
+  // Thread block clusters: the CTA's rank and position in its cluster, the
+  // cluster's size and dimensions, the cluster's position in the grid and
+  // the grid's clusters, and whether the launch named a cluster size.
+  ClusterCtaRank,
+  ClusterNCtaRank,
+  ClusterCtaIdX,
+  ClusterCtaIdY,
+  ClusterCtaIdZ,
+  ClusterNCtaIdX,
+  ClusterNCtaIdY,
+  ClusterNCtaIdZ,
+  ClusterIdX,
+  ClusterIdY,
+  ClusterIdZ,
+  NClusterIdX,
+  NClusterIdY,
+  NClusterIdZ,
+  IsExplicitCluster,
   NumSpecialRegisters,
 };
 
@@ -337,6 +363,9 @@ struct Instruction {
   bool negateA = false, negateB = false;
   bool transposeA = false, transposeB = false;
   std::vector<uint32_t> accumulators;
+  /// barrier.cluster.arrive / wait: .aligned (every lane of the warp
+  /// executes it together).
+  bool aligned = false;
   /// cp.async: .cg (through L2 only: 16-byte copies only), and
   /// .L2::cache_hint (a cache-policy operand comes last).
   bool cacheGlobal = false, cacheHint = false;
@@ -373,6 +402,13 @@ struct Kernel {
   std::vector<Instruction> code;
   /// .reqntid/.maxntid when given (0 otherwise).
   uint32_t maxThreads = 0;
+  /// .reqnctapercluster when given (0 otherwise): the cluster every launch
+  /// of the kernel has; .explicitcluster: launches must name one;
+  /// .maxclusterrank: the most CTAs a launch's cluster may have (0: no
+  /// limit of the kernel's own).
+  uint32_t requiredCluster[3] = {0, 0, 0};
+  bool explicitCluster = false;
+  uint32_t maxClusterRank = 0;
 
   /// Shared memory a CTA gets with `dynamicBytes` of dynamic shared memory.
   uint32_t getSharedBytes(uint32_t dynamicBytes) const {

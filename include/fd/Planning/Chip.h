@@ -52,6 +52,8 @@ struct Chip {
   bool hasFloat8Conversions;
   /// wgmma.mma_async (architecture-specific sm_90a).
   bool hasWarpgroupMma;
+  /// Thread block clusters and their distributed shared memory.
+  bool hasClusters;
 };
 
 /// The target every interface compiles for when none is named.

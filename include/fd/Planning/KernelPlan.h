@@ -113,6 +113,7 @@ struct ScheduleChoice {
   int64_t minBlocksPerSM = 0;
   int64_t heldQuerySteps = 0;
   int64_t keyValueStages = 0;
+  int64_t clusterCtas = 1;
 
   bool operator==(const ScheduleChoice &other) const;
   bool operator!=(const ScheduleChoice &other) const {
@@ -150,6 +151,10 @@ enum PartialKernelBuffer : unsigned {
 /// Registers for more would be registers a thread could have used.
 inline constexpr int64_t kPlannedBlocksPerSM = 4;
 
+/// The most blocks a schedule's cluster has: the portable cluster size
+/// (sm_90 takes 16 only after a non-portable opt-in at launch).
+inline constexpr int64_t kMaxClusterCtas = 8;
+
 /// Static shared memory a kernel may declare without an opt-in: 48 KiB on
 /// every target (more needs dynamic shared memory).
 inline constexpr int64_t kMaxStaticSharedMemoryBytes = 48 * 1024;
@@ -182,6 +187,11 @@ struct KernelSchedule {
   /// copies the ones after the step the block computes into the others); 0
   /// on CUDA cores.
   int64_t keyValueStages = 0;
+  /// The blocks (a thread block cluster, sm_90) that share a chunk: each
+  /// streams a C-th of its keys, and they merge their rows through
+  /// distributed shared memory into the chunk's one partial. 1: a block a
+  /// chunk.
+  int64_t clusterCtas = 1;
 
   bool usesTensorCores() const { return form == KernelForm::TensorCores; }
   /// The warpgroup tile: two warpgroups of a 64-row tile (wgmma), its
@@ -272,8 +282,16 @@ KernelSchedule getKernelSchedule(const KernelProblem &problem,
 std::string getReasonScheduleInvalid(const KernelProblem &problem,
                                      const ScheduleChoice &choice);
 
+/// Why `schedule` cannot run on `chip` (a wgmma tile without wgmma, a
+/// cluster without clusters): a sentence naming the field and what to do;
+/// empty when it can.
+std::string getReasonScheduleUnsupportedOnChip(const KernelSchedule &schedule,
+                                               const Chip &chip);
+
 /// Visits `choice`'s integer fields under #fd.schedule's names, in its
-/// order (rows_per_tile .. stages; `form` is getKernelFormName's).
+/// order (rows_per_tile .. stages, then cluster_ctas where it is not 1, so
+/// that a schedule without clusters spells as it did before the field;
+/// `form` is getKernelFormName's).
 void forEachScheduleField(
     const ScheduleChoice &choice,
     const std::function<void(const char *name, int64_t value)> &visit);
@@ -283,8 +301,8 @@ void forEachScheduleField(
 std::string formatScheduleChoice(const ScheduleChoice &choice);
 /// The schedule `text` spells: that body (or the whole `#fd.schedule<...>`),
 /// `name = value` pairs in any order and spacing, min_blocks_per_sm,
-/// held_query_steps and stages 0 when left out. Otherwise nothing, with
-/// `error` naming what is wrong.
+/// held_query_steps and stages 0 and cluster_ctas 1 when left out. Otherwise
+/// nothing, with `error` naming what is wrong.
 std::optional<ScheduleChoice> parseScheduleChoice(std::string_view text,
                                                   std::string &error);
 

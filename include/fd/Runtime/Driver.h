@@ -55,12 +55,20 @@ constexpr int kFuncAttributeMaxDynamicSharedSizeBytes = 8;
 /// CUlaunchAttribute: an id, padding to 8 bytes and a 64-byte value).
 constexpr int kLaunchAttributeProgrammaticStreamSerialization =
     6; // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+constexpr int kLaunchAttributeClusterDimension =
+    4; // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+/// CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: clusters of more
+/// than the portable 8 CTAs (16 on sm_90).
+constexpr int kFuncAttributeNonPortableClusterSizeAllowed = 14;
 struct CUlaunchAttribute {
   int id = 0;
   char pad[4] = {};
   union Value {
     char pad[64];
     int programmaticStreamSerializationAllowed;
+    struct {
+      unsigned x, y, z;
+    } clusterDim;
   } value{};
 };
 struct CUlaunchConfig {

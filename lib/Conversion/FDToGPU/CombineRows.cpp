@@ -109,12 +109,25 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
               rewriter, e.loc, e.select(hasKeys, weight, e.f32(0.0)),
               warpMaxSum, ValueRange{e.index(w), row, e.index(0)});
         }
+        // A cluster's blocks merge first: the block's lse (base 2) where
+        // the first state's sum was.
+        if (clusterRank) {
+          memref::StoreOp::create(
+              rewriter, e.loc,
+              e.select(hasKeys, e.add(max, e.log2(sum)), e.negInf()),
+              warpMaxSum, ValueRange{e.index(0), row, e.index(1)});
+          return;
+        }
         ifRealRow(row, [&] {
           Value lse = e.mul(e.add(max, e.log2(sum)), e.f32(llvm::numbers::ln2));
           e.store(e.select(hasKeys, lse, e.negInf()), partialLse,
                   outputRowOf(row));
         });
       });
+  if (clusterRank) {
+    writeClusterPartials(firstRow);
+    return;
+  }
   gpu::BarrierOp::create(rewriter, e.loc);
 
   // Four consecutive dims a thread (16-byte loads and stores: D_v is a

@@ -30,14 +30,11 @@ std::string
 mlir::fd::getReasonNotLowerableOnChip(Operation *op,
                                       const ::flashdecode::Chip &chip) {
   auto partial = dyn_cast<PartialAttentionOp>(op);
-  if (!partial || !partial.getScheduleAttr() || chip.hasWarpgroupMma ||
-      !detail::getPartialKernelSchedule(partial).usesWarpgroupTile())
+  if (!partial || !partial.getScheduleAttr())
     return "";
-  return "convert-fd-to-gpu: form = warpgroup_tensor_cores needs wgmma, "
-         "which chip " +
-         std::string(chip.name) +
-         " lacks: compile for sm_90a, or take the planner's schedule for " +
-         std::string(chip.name);
+  std::string reason = ::flashdecode::getReasonScheduleUnsupportedOnChip(
+      detail::getPartialKernelSchedule(partial), chip);
+  return reason.empty() ? reason : "convert-fd-to-gpu: " + reason;
 }
 
 std::string mlir::fd::getReasonNotLowerableToGPU(Operation *op) {

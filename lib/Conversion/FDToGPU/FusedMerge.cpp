@@ -86,6 +86,12 @@ std::string mlir::fd::getReasonMergeNotFusable(Operation *op) {
            "(form = warpgroup_tensor_cores) writes its partials from "
            "registers and keeps no workgroup buffers for the merge's "
            "weights; use the merge kernel (no fuse-merge)";
+  if (schedule.clusterCtas > 1)
+    return "convert-fd-to-gpu: fuse-merge: cluster_ctas = " +
+           std::to_string(schedule.clusterCtas) +
+           ": a chunk's blocks merge their rows in the cluster, and the "
+           "cluster's blocks would each count; use the merge kernel (no "
+           "fuse-merge)";
   int64_t bytes = schedule.getSharedMemoryBytes(partial.getNumSplits());
   if (bytes <= ::flashdecode::kMaxStaticSharedMemoryBytes)
     return "";

@@ -141,8 +141,18 @@ struct PartialAttentionToGPU : OpRewritePattern<PartialAttentionOp> {
       sequences = {arith::CeilDivUIOp::create(rewriter, loc, batch,
                                               host.index(sequencesPerBlock)),
                    "batch/" + std::to_string(sequencesPerBlock)};
+    // A chunk's cluster of blocks are neighbours along x (the kernel's
+    // .reqnctapercluster): the grid's x is then the splits' blocks, not
+    // the splits.
+    GridDimension splitBlocks{host.index(op.getNumSplits()), "num_splits"};
+    if (schedule.clusterCtas > 1) {
+      splitBlocks = {host.index(op.getNumSplits() * schedule.clusterCtas)};
+      kernel->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
+                      rewriter.getDenseI32ArrayAttr(
+                          {static_cast<int32_t>(schedule.clusterCtas), 1, 1}));
+    }
     launchKernel(rewriter, loc, kernel,
-                 {{host.index(op.getNumSplits()), "num_splits"},
+                 {splitBlocks,
                   {host.index(geometry.numKVHeads * layout.numRowTiles)},
                   sequences},
                  {schedule.threads, 1, 1}, parameters,
@@ -189,6 +199,11 @@ void PartialKernelBuilder::setUp() {
 
   thread = gpu::ThreadIdOp::create(rewriter, e.loc, gpu::Dimension::x);
   split = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::x);
+  if (schedule.clusterCtas > 1) {
+    Value blocks = e.index(schedule.clusterCtas);
+    clusterRank = arith::RemUIOp::create(rewriter, e.loc, split, blocks);
+    split = arith::DivUIOp::create(rewriter, e.loc, split, blocks);
+  }
   // y = kvHead * tiles + rowTile: a KV head's tiles are neighbours, as
   // they share its chunk in L2.
   Value kvHeadTile = gpu::BlockIdOp::create(rewriter, e.loc, gpu::Dimension::y);
@@ -213,6 +228,8 @@ void PartialKernelBuilder::setUp() {
                          getKernelArgument(kernel, "kv_shard_rank"), cacheBatch,
                          maxLength, rules),
       split, op.getNumSplits(), op.getChunkLength(), rules);
+  if (clusterRank)
+    chunk = takeClusterShare(chunk);
   queryScale = e.f32(op.getEffectiveScale() * llvm::numbers::log2e *
                      cache.decodeFactor());
   // An fp8 cache's scales: per tensor, the key scale joins q's prescale and
@@ -272,6 +289,24 @@ Value PartialKernelBuilder::shapeScore(Value score) {
   return buildSoftCap(rewriter, e.loc, score,
                       *rules.logitsSoftCap * llvm::numbers::log2ef,
                       [&](Value x) { return e.exp2(x); });
+}
+
+ChunkBounds PartialKernelBuilder::takeClusterShare(ChunkBounds whole) {
+  // Whole steps each, so that only the last block's last step is partial;
+  // blocks past the keys get none (and write an empty state).
+  Value step = e.index(layout.tokensPerStep());
+  Value keys = e.sub(whole.end, whole.begin);
+  Value share =
+      e.mul(arith::CeilDivUIOp::create(
+                rewriter, e.loc,
+                arith::CeilDivUIOp::create(rewriter, e.loc, keys,
+                                           e.index(schedule.clusterCtas)),
+                step),
+            step);
+  ChunkBounds part = whole;
+  part.begin = e.min(e.add(whole.begin, e.mul(clusterRank, share)), whole.end);
+  part.end = e.min(e.add(part.begin, share), whole.end);
+  return part;
 }
 
 void PartialKernelBuilder::build(MergeOp merge) {

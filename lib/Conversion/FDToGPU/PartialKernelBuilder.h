@@ -167,8 +167,19 @@ protected:
   void forEachElement(int64_t rows, int64_t columns,
                       function_ref<void(Value row, Value column)> body);
   /// Combines the warps and writes the normalized partial and its lse (the
-  /// warpgroup tile writes its own from registers).
+  /// warpgroup tile writes its own from registers); a chunk's cluster of
+  /// blocks merges its blocks' rows first (ClusterMerge.cpp).
   virtual void writePartials(Value firstRow);
+  /// A block of a chunk's cluster: its share of the chunk's keys (whole
+  /// steps from the chunk's start, rank by rank).
+  ChunkBounds takeClusterShare(ChunkBounds whole);
+  /// After writePartials' per-row pass left each block's warp weights and
+  /// its rows' lse (base 2, in warpMaxSum's first sum slot): waits for the
+  /// cluster, merges the blocks' rows (each block a C-th of the value
+  /// dims, read from the others' workgroup memory) into the chunk's
+  /// partial and lse, and waits again so that no block leaves while
+  /// another reads it.
+  void writeClusterPartials(Value firstRow);
   /// The row of the partial output and lse that row `tileRow` of the tile
   /// starting at `firstRow` writes for this block's split.
   Value partialRowOf(Value firstRow, Value tileRow);
@@ -204,6 +215,8 @@ protected:
   // shared prefix its group of layout.rows / (group x Lq) sequences;
   // `cacheBatch` the cache's sequence it reads (0 for a shared prefix).
   Value thread, split, kvHead, rowTile, batch, cacheBatch, warp, lane;
+  /// The block's rank in its chunk's cluster (null without clusters).
+  Value clusterRank;
   ChunkBounds chunk;
   /// q's prescale: scale * log2(e), for scores in base 2 (with an fp8
   /// cache also its decode factor and a per-tensor k_scale).

@@ -19,3 +19,19 @@ func.func @cuda_cores(%q: memref<?x8x128xf32>, %k: memref<?x?x1x128xf32>, %v: me
       : memref<?x8x128xf32>, memref<?x?x1x128xf32>, memref<?x?x1x128xf32>, memref<?xi32> into memref<?x8x128xf32>
   return
 }
+
+// cluster_ctas defaults to 1 and is printed only when set.
+// CHECK-LABEL: func @cluster
+// CHECK: fd.partial_attention {{.*}} {schedule = #fd.schedule<form = cuda_cores, rows_per_tile = 8, row_tiles = 1, threads = 128, cluster_ctas = 4>}
+// CHECK-LABEL: func @one_block_a_chunk
+// CHECK: fd.partial_attention {{.*}} {schedule = #fd.schedule<form = cuda_cores, rows_per_tile = 8, row_tiles = 1, threads = 128>}
+func.func @cluster(%q: memref<?x8x128xf32>, %k: memref<?x?x1x128xf32>, %v: memref<?x?x1x128xf32>, %lens: memref<?xi32>, %po: memref<?x8x4x128xf32>, %pl: memref<?x8x4xf32>) {
+  fd.partial_attention %q, %k, %v, %lens into %po, %pl {schedule = #fd.schedule<cluster_ctas = 4, form = cuda_cores, rows_per_tile = 8, row_tiles = 1, threads = 128>}
+      : memref<?x8x128xf32>, memref<?x?x1x128xf32>, memref<?x?x1x128xf32>, memref<?xi32> into memref<?x8x4x128xf32>, memref<?x8x4xf32>
+  return
+}
+func.func @one_block_a_chunk(%q: memref<?x8x128xf32>, %k: memref<?x?x1x128xf32>, %v: memref<?x?x1x128xf32>, %lens: memref<?xi32>, %po: memref<?x8x4x128xf32>, %pl: memref<?x8x4xf32>) {
+  fd.partial_attention %q, %k, %v, %lens into %po, %pl {schedule = #fd.schedule<form = cuda_cores, rows_per_tile = 8, row_tiles = 1, threads = 128, cluster_ctas = 1>}
+      : memref<?x8x128xf32>, memref<?x?x1x128xf32>, memref<?x?x1x128xf32>, memref<?xi32> into memref<?x8x4x128xf32>, memref<?x8x4xf32>
+  return
+}

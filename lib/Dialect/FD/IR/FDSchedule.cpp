@@ -32,6 +32,7 @@ mlir::fd::parseKernelForm(AsmParser &parser) {
   choice.minBlocksPerSM = getMinBlocksPerSm();
   choice.heldQuerySteps = getHeldQuerySteps();
   choice.keyValueStages = getStages();
+  choice.clusterCtas = getClusterCtas();
   return choice;
 }
 
@@ -39,7 +40,7 @@ ScheduleAttr ScheduleAttr::get(MLIRContext *context,
                                const ::flashdecode::ScheduleChoice &choice) {
   return get(context, choice.form, choice.rowsPerTile, choice.rowTiles,
              choice.threads, choice.minBlocksPerSM, choice.heldQuerySteps,
-             choice.keyValueStages);
+             choice.keyValueStages, choice.clusterCtas);
 }
 
 ::flashdecode::KernelProblem

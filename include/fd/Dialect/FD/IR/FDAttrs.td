@@ -58,6 +58,13 @@ def FD_ScheduleAttr : AttrDef<FD_Dialect, "Schedule"> {
     - `stages`: tensor cores, the steps of K and V in workgroup memory at
       once (cp.async copies ahead while the block computes); at least 2
       (warpgroup tensor cores: 2 to 4 steps of 32 keys).
+    - `cluster_ctas`: the blocks of a thread block cluster (sm_90 or later)
+      that share each chunk, 1 to 8 (default 1, not printed): each streams
+      a C-th of the chunk's keys, and they merge their rows through
+      distributed shared memory into the chunk's one partial, so the split
+      count (and the merge's reads) stays that of the chunks while C times
+      as many blocks stream them. CUDA-core and split-value or per-warp
+      tensor-core tiles; not the warpgroup tile, not with a fused merge.
 
     The verifier of the op that carries it refuses a schedule that cannot
     work on some target: rows that do not cover the group, a form the
@@ -76,7 +83,8 @@ def FD_ScheduleAttr : AttrDef<FD_Dialect, "Schedule"> {
     "int64_t":$threads,
     DefaultValuedParameter<"int64_t", "0">:$min_blocks_per_sm,
     DefaultValuedParameter<"int64_t", "0">:$held_query_steps,
-    DefaultValuedParameter<"int64_t", "0">:$stages
+    DefaultValuedParameter<"int64_t", "0">:$stages,
+    DefaultValuedParameter<"int64_t", "1">:$cluster_ctas
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{

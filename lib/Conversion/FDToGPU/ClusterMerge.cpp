@@ -1,0 +1,146 @@
+//===- ClusterMerge.cpp - A chunk's blocks merged in their cluster --------===//
+//
+// With cluster_ctas = C, a chunk's C blocks form a thread block cluster,
+// each streaming a C-th of its keys. Their rows meet in distributed shared
+// memory instead of global memory: after the cluster barrier each block
+// reads the others' row lses and, for its C-th of the value dims, their
+// weighted accumulators, and writes the chunk's one partial, so the merge
+// reads S partials however many blocks streamed them. A second barrier
+// keeps every block's workgroup memory alive until the others have read
+// it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PartialKernelBuilder.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace mlir::fd;
+using namespace mlir::fd::detail;
+
+namespace {
+/// PTX's .shared::cluster window (NVVMMemorySpace::SharedCluster).
+constexpr unsigned kSharedClusterAddressSpace = 7;
+} // namespace
+
+void PartialKernelBuilder::writeClusterPartials(Value firstRow) {
+  const int64_t blocks = schedule.clusterCtas;
+  const int64_t states = schedule.getPublishedWarpStates();
+  const int64_t valueHeadDim = geometry.valueHeadDim;
+  constexpr int64_t kWidth = 4;
+  const int64_t groups = valueHeadDim / kWidth;
+  const int64_t groupsPerBlock = llvm::divideCeil(groups, blocks);
+  Type f32 = rewriter.getF32Type();
+  auto f32x4 = VectorType::get({kWidth}, f32);
+  auto cluster = [&] {
+    NVVM::ClusterArriveOp::create(rewriter, e.loc, rewriter.getUnitAttr());
+    NVVM::ClusterWaitOp::create(rewriter, e.loc, rewriter.getUnitAttr());
+  };
+  cluster();
+
+  // Each block's buffers as this block reads them.
+  auto remote = LLVM::LLVMPointerType::get(rewriter.getContext(),
+                                           kSharedClusterAddressSpace);
+  Value ownAccumulators = sharedPointer(rewriter, e.loc, warpAccumulators);
+  Value ownMaxSum = sharedPointer(rewriter, e.loc, warpMaxSum);
+  SmallVector<Value> accumulators, maxSums;
+  for (int64_t c = 0; c < blocks; ++c) {
+    accumulators.push_back(NVVM::MapaOp::create(rewriter, e.loc, remote,
+                                                ownAccumulators, e.i32(c)));
+    maxSums.push_back(
+        NVVM::MapaOp::create(rewriter, e.loc, remote, ownMaxSum, e.i32(c)));
+  }
+  auto maxSumOffset = [&](int64_t state, Value row, int64_t slot) {
+    return e.add(e.mul(e.add(e.index(state * layout.rowTile), row), e.index(2)),
+                 e.index(slot));
+  };
+  // The row's lse over the blocks (base 2; -inf when no block saw a key)
+  // and each block's weight 2^(lse_c - lse).
+  auto mergeRow = [&](Value row, SmallVector<Value> &weights) {
+    SmallVector<Value> lses;
+    Value max = e.negInf();
+    for (int64_t c = 0; c < blocks; ++c) {
+      lses.push_back(e.load(f32, maxSums[c], f32, maxSumOffset(0, row, 1), 4));
+      max = e.max(max, lses.back());
+    }
+    Value sum = e.f32(0.0);
+    for (Value lse : lses)
+      sum = e.add(
+          sum, e.select(e.isNegInf(lse), e.f32(0.0), e.exp2(e.sub(lse, max))));
+    Value lse = e.select(e.isNegInf(max), e.negInf(), e.add(max, e.log2(sum)));
+    for (Value blockLse : lses)
+      weights.push_back(e.select(e.isNegInf(blockLse), e.f32(0.0),
+                                 e.exp2(e.sub(blockLse, lse))));
+    return lse;
+  };
+  auto ifRealRow = [&](Value row, function_ref<void()> body) {
+    auto realRow = scf::IfOp::create(rewriter, e.loc, isRealRow(firstRow, row),
+                                     /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPointToStart(realRow.thenBlock());
+    body();
+  };
+
+  // The chunk's lse, by the first block.
+  auto first =
+      scf::IfOp::create(rewriter, e.loc, e.equal(clusterRank, e.index(0)),
+                        /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPointToStart(first.thenBlock());
+    e.forLoop(thread, e.index(layout.rowTile), schedule.threads,
+              [&](Value row) {
+                SmallVector<Value> weights;
+                Value lse = mergeRow(row, weights);
+                ifRealRow(row, [&] {
+                  e.store(e.mul(lse, e.f32(llvm::numbers::ln2)), partialLse,
+                          partialRowOf(firstRow, row));
+                });
+              });
+  }
+
+  // Block c's 4-dim groups c, c + C, ...: sum over the blocks and their
+  // states of weight x state weight x accumulator.
+  auto shape = cast<MemRefType>(warpAccumulators.getType()).getShape();
+  forEachElement(layout.rowTile, groupsPerBlock, [&](Value row, Value slot) {
+    Value group = e.add(e.mul(slot, e.index(blocks)), clusterRank);
+    OpBuilder::InsertionGuard guard(rewriter);
+    if (groups % blocks != 0) {
+      auto inRow =
+          scf::IfOp::create(rewriter, e.loc, e.lessThan(group, e.index(groups)),
+                            /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(inRow.thenBlock());
+    }
+    Value dim = e.mul(group, e.index(kWidth));
+    Value column = accumulatorColumn(row, dim);
+    SmallVector<Value> blockWeights;
+    mergeRow(row, blockWeights);
+    Value merged = LLVM::ZeroOp::create(rewriter, e.loc, f32x4);
+    for (int64_t c = 0; c < blocks; ++c)
+      for (int64_t w = 0; w < states; ++w) {
+        Value weight =
+            e.mul(blockWeights[c],
+                  e.load(f32, maxSums[c], f32, maxSumOffset(w, row, 0), 4));
+        Value accumulator =
+            e.load(f32x4, accumulators[c], f32,
+                   e.add(e.mul(e.add(e.mul(e.index(w), e.index(shape[1])), row),
+                               e.index(shape[2])),
+                         column),
+                   16);
+        merged = e.fma(accumulator,
+                       e.vector(SmallVector<Value>(kWidth, weight)), merged);
+      }
+    ifRealRow(row, [&] {
+      LLVM::StoreOp::create(rewriter, e.loc, merged,
+                            e.address(partialOutput, f32,
+                                      e.add(e.mul(partialRowOf(firstRow, row),
+                                                  e.index(valueHeadDim)),
+                                            dim)),
+                            16);
+    });
+  });
+  cluster();
+}
