@@ -268,6 +268,76 @@ TEST(SplitPlanner, SplitValueBlocksShareTheirSMsBytes) {
                    .splitValueTile);
 }
 
+TEST(SplitPlanner, ClustersWhereTheyBeatABlockAChunk) {
+  // MLA at 16 heads (the split-value tile) on sm_90, whose clusters the
+  // planner may give a chunk when the schedule is its own.
+  const Chip &chip = getDefaultChip();
+  ASSERT_TRUE(chip.hasClusters);
+  KernelProblem problem;
+  problem.groupSize = 16;
+  problem.headDim = 576;
+  problem.valueHeadDim = 512;
+  problem.valuesFromKeys = true;
+  KernelSchedule schedule = planKernel(problem, chip);
+  SplitWorkload mla = getSplitWorkload(problem, schedule, chip,
+                                       /*fusedMerge=*/false,
+                                       /*plansClusters=*/true);
+  EXPECT_EQ(mla.clusterCtas, 1);
+  EXPECT_EQ(mla.mostClusterCtas, kMaxClusterCtas);
+  // A chunk's 8 blocks stream a share of whole steps each; the partials
+  // stay the chunks' (the same DRAM bytes, more of them in flight); 6
+  // clusters of 8 in a GPC's 16 SMs at 3 an SM, in 132 / 16 = 8 GPCs.
+  SplitWorkload eight = mla;
+  eight.clusterCtas = 8;
+  SplitPlan clustered = evaluateSplits(1, 1, 32768, 32, {}, eight);
+  SplitPlan alone = evaluateSplits(1, 1, 32768, 32, {}, mla);
+  EXPECT_EQ(clustered.blocks, 256);
+  EXPECT_EQ(clustered.clusterCtas, 8);
+  EXPECT_EQ(clustered.waves, 1);
+  EXPECT_LT(clustered.dramCost, alone.dramCost);
+  EXPECT_EQ(evaluateSplits(1, 1, 32768, 48, {}, eight).waves, 1);
+  EXPECT_EQ(evaluateSplits(1, 1, 32768, 49, {}, eight).waves, 2);
+  // B=1, L=32k: 32 chunks of 8 blocks, faster than one block a chunk by
+  // more than the tolerance (fdemu, graph µs a layer: 11.16 against 11.63
+  // at 121 splits; bench/RESULTS.md, 2026-12-06 (ninth)).
+  SplitPlan planned = planNumSplits(1, 1, 32768, {}, mla);
+  EXPECT_EQ(planned.clusterCtas, 8);
+  EXPECT_EQ(planned.numSplits, 32);
+  EXPECT_EQ(describeSplitPlan(planned),
+            "splits=32 blocks=256 waves=1 wave-efficiency=0.67 chunk=1024 "
+            "cluster-ctas=8");
+  // Not for a schedule written by hand, a fused merge, a chip without
+  // clusters or the per-warp tiles: one block a chunk, as before.
+  EXPECT_EQ(
+      planNumSplits(1, 1, 32768, {}, getSplitWorkload(problem, schedule, chip))
+          .clusterCtas,
+      1);
+  EXPECT_EQ(getSplitWorkload(problem, schedule, chip, /*fusedMerge=*/true,
+                             /*plansClusters=*/true)
+                .mostClusterCtas,
+            1);
+  const Chip &ampere = *findChip("sm_80");
+  EXPECT_EQ(getSplitWorkload(problem, planKernel(problem, ampere), ampere,
+                             false, true)
+                .mostClusterCtas,
+            1);
+  KernelProblem gqa = problem;
+  gqa.headDim = 128;
+  gqa.valueHeadDim = 0;
+  gqa.valuesFromKeys = false;
+  gqa.groupSize = 8;
+  EXPECT_EQ(getSplitWorkload(gqa, planKernel(gqa, chip), chip, false, true)
+                .mostClusterCtas,
+            1);
+  // A hand-written cluster is planned as it is.
+  ScheduleChoice choice = schedule.getChoice();
+  choice.clusterCtas = 4;
+  SplitPlan fixed = planNumSplits(
+      1, 1, 32768, {},
+      getSplitWorkload(problem, getKernelSchedule(problem, choice), chip));
+  EXPECT_EQ(fixed.clusterCtas, 4);
+}
+
 TEST(SplitPlanner, OneRuleChoosesTensorCores) {
   // The lowering's rule (PartialKernelLayout): 16-bit queries, D = 64 or
   // 128, at least two rows.

@@ -49,12 +49,16 @@ int64_t resolveNumSplits(const KernelRequest &request) {
   planner.maxSplits = getAutomaticSplitCap(schedule, hints.planner.maxSplits,
                                            config.fusedMerge);
   if (config.chunkLength > 0)
-    return getChunkedSplitCount(attended, config.chunkLength, planner.maxSplits);
+    return getChunkedSplitCount(attended, config.chunkLength,
+                                planner.maxSplits);
   KernelProblem problem = config.getKernelProblem();
+  // The planner's schedule may give its chunks clusters (fd-split-kv plans
+  // the same).
   return planNumSplits(problem.getBlockBatch(hints.batch), config.numKVHeads,
                        attended, planner,
                        getSplitWorkload(problem, schedule, config.getChip(),
-                                        config.fusedMerge))
+                                        config.fusedMerge,
+                                        /*plansClusters=*/!config.schedule))
       .numSplits;
 }
 

@@ -32,7 +32,9 @@ std::string decodeClusterOpcode(const std::string &base,
            "mapa.shared::cluster.u32 and mapa.shared::cluster.u64; generic "
            "addresses of other CTAs' shared memory are not emulated)";
   }
-  // modifiers[0] is "cluster" (barrier.cluster...).
+  if (modifiers.empty() || modifiers[0] != "cluster")
+    return "unsupported form of barrier (fdemu runs barrier.cluster.arrive, "
+           "barrier.cluster.wait and bar.sync)";
   if (modifiers.size() >= 2 && modifiers[1] == "arrive") {
     inst.opcode = Opcode::ClusterArrive;
     for (size_t i = 2; i < modifiers.size(); ++i) {
@@ -68,7 +70,7 @@ void executeMapa(const Instruction &inst, WarpState &warp, uint32_t mask) {
     uint64_t rank = readOperand(warp, inst.operands[2], lane) & 0xFFFFFFFFu;
     uint64_t offset = address & ((uint64_t(1) << kClusterRankShift) - 1);
     uint64_t ofRank = address >> kClusterRankShift;
-    if (ofRank > size || offset >= cta.sharedBytes)
+    if (ofRank > size || offset > cta.sharedBytes)
       throw ExecutionError{kIllegalAddress,
                            "mapa of " + hexAddress(address) +
                                ", which is not an address in the " +

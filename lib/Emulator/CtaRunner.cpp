@@ -353,7 +353,7 @@ void CtaRunner::execute(const Instruction &inst, WarpState &warp, uint32_t pc,
           cta.warps.begin(), cta.warps.end(), [](const WarpState &other) {
             return (other.existingMask & ~other.exitedMask) == 0;
           });
-      if (cta.exited && cta.lastRemoteAccessEpoch == cta.clusterEpoch)
+      if (cta.exited && cta.lastRemoteAccessEpoch >= cta.clusterEpoch)
         throw ExecutionError{
             kLaunchFailed,
             "CTA rank " + std::to_string(cta.clusterRank) +

@@ -266,6 +266,7 @@ FDEMU_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config,
   if (!config || (config->numAttrs && !config->attrs))
     return kInvalidValue;
   bool programmatic = false;
+  unsigned clusterDims[3];
   const unsigned *cluster = nullptr;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute &attribute = config->attrs[i];
@@ -273,7 +274,10 @@ FDEMU_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config,
       programmatic =
           attribute.value.programmaticStreamSerializationAllowed != 0;
     } else if (attribute.id == kLaunchAttributeClusterDimension) {
-      cluster = &attribute.value.clusterDim.x;
+      clusterDims[0] = attribute.value.clusterDim.x;
+      clusterDims[1] = attribute.value.clusterDim.y;
+      clusterDims[2] = attribute.value.clusterDim.z;
+      cluster = clusterDims;
     } else {
       std::fprintf(stderr,
                    "fdemu: cuLaunchKernelEx: launch attribute %d is not "

@@ -104,7 +104,8 @@ LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
   uint64_t threads =
       uint64_t(request.block[0]) * request.block[1] * request.block[2];
   uint64_t ctas = uint64_t(request.grid[0]) * request.grid[1] * request.grid[2];
-  uint32_t limit = kernel.maxThreads ? kernel.maxThreads : 1024;
+  uint32_t limit =
+      kernel.maxThreads ? std::min<uint32_t>(kernel.maxThreads, 1024) : 1024;
   if (threads == 0 || threads > limit || ctas == 0) {
     result.error = 1; // CUDA_ERROR_INVALID_VALUE
     result.report = "fdemu: kernel " + kernel.name + ": a block of " +
@@ -112,6 +113,27 @@ LaunchResult executeLaunch(const LaunchRequest &request, DeviceMemory &memory) {
                     std::to_string(ctas) + " blocks: blocks must have 1 to " +
                     std::to_string(limit) +
                     " threads and grids at least one block";
+    return result;
+  }
+  // What the driver checked (setCluster) holds here too, whoever builds the
+  // request: whole clusters of 1 to 16 CTAs, GPCs within the SMs.
+  const uint32_t *cluster = request.cluster;
+  uint64_t clusterCtas = uint64_t(cluster[0]) * cluster[1] * cluster[2];
+  uint64_t gpcSMs = 0;
+  for (unsigned sms : request.smsPerGpc)
+    gpcSMs += sms;
+  bool wholeClusters = clusterCtas >= 1 && clusterCtas <= kMaxClusterCtas;
+  for (int i = 0; i < 3 && wholeClusters; ++i)
+    wholeClusters = request.grid[i] % cluster[i] == 0;
+  if (!wholeClusters || gpcSMs > request.numSMs) {
+    result.error = kInvalidClusterSize;
+    result.report =
+        "fdemu: kernel " + kernel.name + ": clusters of " +
+        std::to_string(cluster[0]) + " x " + std::to_string(cluster[1]) +
+        " x " + std::to_string(cluster[2]) + " CTAs over the grid and " +
+        std::to_string(gpcSMs) +
+        " SMs in GPCs: clusters must divide the grid, hold 1 to " +
+        std::to_string(kMaxClusterCtas) + " CTAs and lie in the GPU's SMs";
     return result;
   }
   LaunchCounters &counters = result.counters;

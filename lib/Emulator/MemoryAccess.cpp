@@ -67,6 +67,17 @@ uint64_t atomicResult(const Instruction &inst, uint64_t old, uint64_t operand,
   return old;
 }
 
+/// Whether `lane` arrived at the cluster barrier and has not waited: its
+/// accesses may fall in the phase under way or in the next (its arrive
+/// released only what came before it).
+bool waitsForClusterPhase(const WarpState &warp, int lane) {
+  return warp.clusterArrivals[lane] > warp.clusterWaits[lane];
+}
+
+/// A cluster-racecheck record: the last phase an access may fall in, and
+/// (the top bit) whether it may fall in the phase before too.
+constexpr uint32_t kSpansTwoPhases = 0x80000000u;
+
 /// A .shared::cluster address of another CTA of the cluster (mapa's form).
 Target resolveInCluster(WarpState &warp, int lane, uint64_t address,
                         unsigned bytes) {
@@ -97,7 +108,8 @@ Target resolveInCluster(WarpState &warp, int lane, uint64_t address,
             "CTA must not exit while others of its cluster may access its "
             "shared memory; end with barrier.cluster.arrive and wait)",
         lane};
-  owner.lastRemoteAccessEpoch = owner.clusterEpoch;
+  owner.lastRemoteAccessEpoch =
+      owner.clusterEpoch + (waitsForClusterPhase(warp, lane) ? 1 : 0);
   owner.lastRemoteAccessor = cta.clusterRank;
   return {StateSpace::SharedCluster, owner.shared.data() + offset, nullptr,
           offset, &owner};
@@ -108,8 +120,18 @@ Target resolveInCluster(WarpState &warp, int lane, uint64_t address,
 /// cluster barrier separates them. `thread` is the accessor's thread in
 /// the cluster (rank * threads per CTA + thread).
 void checkClusterAccess(CtaState &owner, uint64_t byte, bool isWrite,
-                        uint32_t thread, uint32_t threadsPerCta, int lane) {
-  uint32_t epoch = owner.clusterEpoch;
+                        uint32_t thread, uint32_t threadsPerCta, int lane,
+                        bool spansTwoPhases) {
+  // The phases this access may fall in, [first, last], and whether a
+  // recorded one's overlap them.
+  uint32_t first = owner.clusterEpoch, last = first + (spansTwoPhases ? 1 : 0);
+  uint32_t record = last | (spansTwoPhases ? kSpansTwoPhases : 0);
+  auto overlaps = [&](uint32_t recorded) {
+    uint32_t recordedLast = recorded & ~kSpansTwoPhases;
+    uint32_t recordedFirst =
+        recordedLast - ((recorded & kSpansTwoPhases) ? 1 : 0);
+    return recordedLast != 0 && recordedFirst <= last && first <= recordedLast;
+  };
   uint32_t rank = thread / threadsPerCta;
   auto otherCta = [&](uint16_t other) {
     return other == kSeveralCtas || other / threadsPerCta != rank;
@@ -130,24 +152,24 @@ void checkClusterAccess(CtaState &owner, uint64_t byte, bool isWrite,
             " of the cluster with no barrier.cluster in between",
         lane};
   };
-  if (owner.clusterWriteEpoch[byte] == epoch &&
+  if (overlaps(owner.clusterWriteEpoch[byte]) &&
       otherCta(owner.clusterWriter[byte]))
     throw race(isWrite ? "write-after-write" : "read-after-write",
                owner.clusterWriter[byte]);
   if (isWrite) {
-    if (owner.clusterReadEpoch[byte] == epoch &&
+    if (overlaps(owner.clusterReadEpoch[byte]) &&
         otherCta(owner.clusterReader[byte]))
       throw race("write-after-read", owner.clusterReader[byte]);
-    owner.clusterWriteEpoch[byte] = epoch;
+    owner.clusterWriteEpoch[byte] = record;
     owner.clusterWriter[byte] = static_cast<uint16_t>(thread);
     return;
   }
-  if (owner.clusterReadEpoch[byte] == epoch &&
+  if (overlaps(owner.clusterReadEpoch[byte]) &&
       otherCta(owner.clusterReader[byte]))
     owner.clusterReader[byte] = kSeveralCtas;
   else
     owner.clusterReader[byte] = static_cast<uint16_t>(thread);
-  owner.clusterReadEpoch[byte] = epoch;
+  owner.clusterReadEpoch[byte] = record;
 }
 
 } // namespace
@@ -175,7 +197,7 @@ Target resolve(StateSpace space, WarpState &warp, int lane, uint64_t address,
                          lane};
   if (space == StateSpace::SharedCluster) {
     uint64_t rank = address >> kClusterRankShift;
-    if (rank == 0 || &(*cta.cluster)[rank - 1] == &cta) {
+    if (rank == 0 || rank - 1 == cta.clusterRank) {
       space = StateSpace::Shared;
       address &= (uint64_t(1) << kClusterRankShift) - 1;
     } else {
@@ -287,7 +309,7 @@ void checkAndRecord(const Target &target, unsigned bytes, Access access,
       if (access == Access::Atomic)
         continue;
       checkClusterAccess(owner, byte, isWrite, clusterThread, threadsPerCta,
-                         lane);
+                         lane, waitsForClusterPhase(warp, lane));
       if (isWrite)
         owner.sharedWritten[byte] = 1;
     }
@@ -298,7 +320,7 @@ void checkAndRecord(const Target &target, unsigned bytes, Access access,
   if (!cta.clusterWriteEpoch.empty() && access != Access::Atomic)
     for (unsigned i = 0; i < bytes; ++i)
       checkClusterAccess(cta, target.offset + i, isWrite, clusterThread,
-                         threadsPerCta, lane);
+                         threadsPerCta, lane, waitsForClusterPhase(warp, lane));
   uint16_t thread = warp.threadIndex(lane);
   uint32_t epoch = cta.barrierEpoch;
   uint32_t from = sinceEpoch ? sinceEpoch : epoch;

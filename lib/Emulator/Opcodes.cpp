@@ -155,7 +155,7 @@ std::string decodeOpcode(const std::string &word, Instruction &inst) {
     return decodeAsyncCopyOpcode(splitModifiers(word), inst);
   if (base == "wgmma")
     return decodeWarpgroupOpcode(splitModifiers(word), inst);
-  if (base == "mapa" || word.rfind("barrier.cluster", 0) == 0)
+  if (base == "mapa" || word.rfind("barrier.cluster.", 0) == 0)
     return decodeClusterOpcode(base, splitModifiers(word), inst);
   // fdemu has one memory proxy: shared-memory writes are visible to
   // wgmma.mma_async's operand reads (the async proxy) without this fence.

@@ -173,9 +173,10 @@ struct CtaState {
   std::vector<uint16_t> clusterWriter, clusterReader;
   /// Every thread has exited: its shared memory is gone for the cluster.
   bool exited = false;
-  /// The cluster epoch of the last access by another CTA to its shared
-  /// memory (0: none), and that CTA's rank: the CTA must not exit in that
-  /// epoch (nothing would keep it from exiting before the access).
+  /// The last cluster epoch an access by another CTA to its shared memory
+  /// may fall in (0: none; the next, for an access between the accessor's
+  /// arrive and wait), and that CTA's rank: the CTA must not exit before a
+  /// later phase (nothing would keep it from exiting before the access).
   uint32_t lastRemoteAccessEpoch = 0, lastRemoteAccessor = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <utility>
+#include <vector>
 
 namespace flashdecode {
 
@@ -13,7 +14,7 @@ using detail::ceilDiv;
 
 SplitWorkload getSplitWorkload(const KernelProblem &problem,
                                const KernelSchedule &schedule, const Chip &chip,
-                               bool fusedMerge) {
+                               bool fusedMerge, bool plansClusters) {
   SplitWorkload workload;
   workload.rowsPerKVHead = problem.getRowsPerKVHead();
   workload.headDim = problem.headDim;
@@ -28,6 +29,12 @@ SplitWorkload getSplitWorkload(const KernelProblem &problem,
   workload.keyValueStages = schedule.keyValueStages;
   workload.splitValueTile = schedule.layout.splitsValues;
   workload.fusedMerge = fusedMerge;
+  // The split-value tile's partial rows (D_v f32 a row) are what clusters
+  // save; the other tiles' are narrow.
+  workload.clusterCtas = workload.mostClusterCtas = schedule.clusterCtas;
+  if (plansClusters && chip.hasClusters && schedule.layout.splitsValues &&
+      schedule.usesTensorCores() && !fusedMerge)
+    workload.mostClusterCtas = kMaxClusterCtas;
   return workload;
 }
 
@@ -36,13 +43,23 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
                          const SplitWorkload &workload) {
   SplitPlan plan;
   plan.numSplits = numSplits;
-  // A known workload's rows take a block per row tile.
+  // A known workload's rows take a block per row tile, and a chunk a
+  // cluster of blocks.
   int64_t rowTiles = workload.isKnown() ? workload.getRowTiles() : 1;
-  plan.blocks = batch * numKVHeads * numSplits * rowTiles;
+  int64_t clusterCtas = workload.isKnown() ? workload.clusterCtas : 1;
+  plan.clusterCtas = clusterCtas;
+  plan.blocks = batch * numKVHeads * numSplits * rowTiles * clusterCtas;
   int64_t blocksPerSM = options.blocksPerSM;
   if (workload.isKnown() && workload.blocksPerSM > 0)
     blocksPerSM = std::min(blocksPerSM, workload.blocksPerSM);
   int64_t slots = options.smCount * blocksPerSM;
+  // Clusters take whole GPCs' slots: a GPC holds floor(its slots / C).
+  if (clusterCtas > 1) {
+    int64_t gpcSMs = std::clamp<int64_t>(options.smsPerGpc, 1, options.smCount);
+    slots = options.smCount / gpcSMs *
+            std::max<int64_t>(1, gpcSMs * blocksPerSM / clusterCtas) *
+            clusterCtas;
+  }
   plan.waves = ceilDiv(plan.blocks, slots);
   plan.waveEfficiency = static_cast<double>(plan.blocks) /
                         static_cast<double>(plan.waves * slots);
@@ -57,9 +74,14 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
   // token-time (smBytesPerTokenTime over the four blocks an SM runs: 512,
   // a token of f16 keys and values at D = 128), however wide its tokens:
   // its warps keep a bounded number of bytes in flight.
+  // A clustered chunk's blocks take shares of its whole steps.
+  int64_t stepsPerBlock =
+      ceilDiv(ceilDiv(plan.chunkLength, clusterCtas), workload.tokensPerStep);
   double chunkKeys =
-      static_cast<double>(ceilDiv(plan.chunkLength, workload.tokensPerStep) *
-                          workload.tokensPerStep);
+      static_cast<double>(stepsPerBlock * workload.tokensPerStep);
+  double clusterOverhead =
+      clusterCtas > 1 ? static_cast<double>(options.clusterMergeOverheadTokens)
+                      : 0.0;
   double blockBytesPerTokenTime =
       static_cast<double>(options.smBytesPerTokenTime) /
       static_cast<double>(kPlannedBlocksPerSM);
@@ -69,7 +91,10 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
     // latency lets it where the tokens are narrow (then the SM's blocks
     // together are faster); the fixed costs of the blocks it holds at once
     // overlap.
-    int64_t blocksOnSM = ceilDiv(plan.blocks, options.smCount);
+    // The SMs the waves' slots lie on (clusters may leave a GPC's last
+    // SMs idle).
+    int64_t blocksOnSM =
+        ceilDiv(plan.blocks, std::max<int64_t>(1, slots / blocksPerSM));
     double alone = std::min(
         static_cast<double>(options.splitValueBlockBytesPerTokenTime),
         options.splitValueBlockKeysPerTokenTime * workload.getTokenBytes());
@@ -81,7 +106,9 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
     plan.modeledCost =
         static_cast<double>(blocksOnSM) * chunkKeys * workload.getTokenBytes() /
             rate +
-        static_cast<double>(plan.waves * options.splitValueBlockOverheadTokens);
+        static_cast<double>(plan.waves) *
+            (static_cast<double>(options.splitValueBlockOverheadTokens) +
+             clusterOverhead);
   } else {
     double blockCost =
         workload.usesTensorCores()
@@ -90,6 +117,7 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
                   static_cast<double>(options.tensorCoreBlockOverheadTokens)
             : chunkKeys * workload.getTokenBytes() / blockBytesPerTokenTime +
                   static_cast<double>(options.blockOverheadTokens);
+    blockCost += clusterOverhead;
     plan.modeledCost = static_cast<double>(plan.waves) * blockCost;
   }
   // One split reads the cache and writes the output directly; more write
@@ -220,25 +248,46 @@ std::string validateSplitWorkload(const SplitWorkload &workload,
 SplitPlan planNumSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
                         const SplitPlannerOptions &options,
                         const SplitWorkload &workload) {
-  int64_t candidates = std::clamp<int64_t>(maxLength / options.minChunkLength,
-                                           1, options.maxSplits);
-  SplitPlan best =
-      evaluateSplits(batch, numKVHeads, maxLength, 1, options, workload);
-  for (int64_t numSplits = 2; numSplits <= candidates; ++numSplits) {
-    SplitPlan plan = evaluateSplits(batch, numKVHeads, maxLength, numSplits,
-                                    options, workload);
-    if (plan.modeledCost < best.modeledCost)
-      best = plan;
+  // Each cluster size the workload may take (its own, or with the planner's
+  // split-value tile 1, 2, 4 and 8), at every split count whose blocks'
+  // shares are no shorter than the shortest chunk.
+  std::vector<int64_t> clusterSizes = {workload.clusterCtas};
+  if (workload.mostClusterCtas > workload.clusterCtas)
+    for (int64_t size = 2 * workload.clusterCtas;
+         size <= workload.mostClusterCtas; size *= 2)
+      clusterSizes.push_back(size);
+  std::vector<SplitPlan> plans;
+  for (int64_t clusterCtas : clusterSizes) {
+    SplitWorkload clustered = workload;
+    clustered.clusterCtas = clusterCtas;
+    int64_t candidates =
+        std::clamp<int64_t>(maxLength / (options.minChunkLength * clusterCtas),
+                            1, options.maxSplits);
+    for (int64_t numSplits = 1; numSplits <= candidates; ++numSplits)
+      plans.push_back(evaluateSplits(batch, numKVHeads, maxLength, numSplits,
+                                     options, clustered));
   }
+  // The fastest plan of the workload's own cluster size, and of the larger
+  // ones it may take.
+  const SplitPlan *own = nullptr, *clustered = nullptr;
+  for (const SplitPlan &plan : plans) {
+    const SplitPlan *&best =
+        plan.clusterCtas == workload.clusterCtas ? own : clustered;
+    if (!best || plan.modeledCost < best->modeledCost)
+      best = &plan;
+  }
+  // Clusters where they beat a block a chunk by more than the tolerance:
+  // the fastest of them.
+  if (clustered &&
+      clustered->modeledCost * options.timeTolerance < own->modeledCost)
+    return *clustered;
   // The fewest splits that come within the tolerance of the best time.
-  double acceptable = best.modeledCost * options.timeTolerance;
-  for (int64_t numSplits = 1; numSplits < best.numSplits; ++numSplits) {
-    SplitPlan plan = evaluateSplits(batch, numKVHeads, maxLength, numSplits,
-                                    options, workload);
-    if (plan.modeledCost <= acceptable)
+  double acceptable = own->modeledCost * options.timeTolerance;
+  for (const SplitPlan &plan : plans)
+    if (plan.clusterCtas == workload.clusterCtas &&
+        plan.modeledCost <= acceptable)
       return plan;
-  }
-  return best;
+  return *own;
 }
 
 int64_t getAutomaticSplitCap(const KernelSchedule &schedule, int64_t maxSplits,
@@ -262,6 +311,10 @@ std::string describeSplitPlan(const SplitPlan &plan) {
                 static_cast<long long>(plan.blocks),
                 static_cast<long long>(plan.waves), plan.waveEfficiency,
                 static_cast<long long>(plan.chunkLength));
+  // Spelled only for clusters: plans without them read as before.
+  if (plan.clusterCtas > 1)
+    return text + std::string(" cluster-ctas=") +
+           std::to_string(plan.clusterCtas);
   return text;
 }
 

@@ -465,7 +465,8 @@ PYBIND11_MODULE(_flashdecode, module) {
           problem.alibi = alibi;
           problem.features = {paged, window, softCap, queryLens};
           workload = getSplitWorkload(problem, planKernel(problem, *chip),
-                                      *chip, fusedMerge);
+                                      *chip, fusedMerge,
+                                      /*plansClusters=*/true);
           invalid = validateSplitWorkload(workload, /*wordSeparator=*/'_');
         }
         if (!invalid.empty())

@@ -319,7 +319,7 @@ int main(int argc, char **argv) {
     if (invalid.empty()) {
       workload = flashdecode::getSplitWorkload(
           problem, flashdecode::planKernel(problem, *chip), *chip,
-          workload.fusedMerge);
+          workload.fusedMerge, /*plansClusters=*/true);
       blockBatch = problem.getBlockBatch(batch);
     }
   } else if (invalid.empty() &&

@@ -135,6 +135,31 @@ TEST_F(EmulatorClusterError, RemoteWriteOfAByteItsOwnerRead) {
                 "1, 0, 0", "0, 0, 0");
 }
 
+TEST_F(EmulatorClusterError, AWriteBetweenArriveAndWaitRacesWithTheNextPhase) {
+  // Each CTA writes its mine[t] again after arriving: the arrive released
+  // only what came before, so the other CTA's read after its wait races.
+  Hooks h;
+  h.sync = "barrier.cluster.arrive;\n  st.shared.u32 [%a], %rank;\n"
+           "  barrier.cluster.wait;";
+  std::string report = failure(h);
+  EXPECT_THAT(report, HasSubstr("racecheck: read-after-write hazard on shared "
+                                "byte 0 of CTA rank 1 between thread 0 of "
+                                "CTA rank 0 and thread 0 of CTA rank 1"));
+  expectLocated(report, "cluster_error", clusterKernel(h), "ld.shared::cluster",
+                "0, 0, 0", "0, 0, 0");
+}
+
+TEST_F(EmulatorClusterError, AClusterAddressOutsideAClusterOfOne) {
+  // Without a cluster each CTA is its own: an address of rank 2 is none.
+  Hooks h;
+  h.mapa = "mov.u32 %r, 0x3000000;";
+  CUfunction kernel = getKernel(clusterKernel(h), "cluster_error");
+  EXPECT_EQ(launch(kernel, {2}, {64}, KernelArguments()), kIllegalAddress);
+  EXPECT_THAT(errorString(kIllegalAddress),
+              HasSubstr("shared::cluster access at 0x3000000, which is not "
+                        "an address mapa gives in a cluster of 1 CTAs"));
+}
+
 TEST_F(EmulatorClusterError, AccessToACtaThatExited) {
   Hooks h;
   h.end = "";

@@ -104,8 +104,20 @@ struct SplitPlannerOptions {
   /// thread) 2.8 KB; at a token-time of 64 ns, 4.7 and 3.2 KB: 3.5 KiB.
   int64_t blockMergeBytesPerTokenTime = 3584;
   /// The fewest splits whose modeled time is within this factor of the best
-  /// are taken: fewer partials for a near-equal time.
+  /// are taken: fewer partials for a near-equal time. Clusters a chunk
+  /// (where the workload may take them) only where they are faster than
+  /// one block a chunk by more than it: then the fastest of them.
   double timeTolerance = 1.05;
+  /// SMs of a GPC, the unit thread block clusters are placed in: a wave
+  /// holds floor(smsPerGpc x blocks an SM / C) clusters of C a GPC, in
+  /// smCount / smsPerGpc GPCs (an H100/H200 SXM's 132 SMs lie in 8 GPCs of
+  /// 16 or 18: assumed 16, as fdemu's GPCs hold the same clusters of 8).
+  int64_t smsPerGpc = 16;
+  /// A clustered block's cost beyond its chunk's share, in token-times: two
+  /// cluster barriers and the reads of the other blocks' rows over the
+  /// SM-to-SM network (fdemu's model, FDEMU_TRACE_CTA: about 1,000 cycles
+  /// more than writing the partial, MLA at 16 heads).
+  int64_t clusterMergeOverheadTokens = 8;
 };
 
 /// What one block of the partial kernel reads and writes, which gives a split
@@ -159,6 +171,14 @@ struct SplitWorkload {
   /// rows after the others finish, a tail that grows with the split count,
   /// instead of a merge kernel reading them at the whole GPU's rate.
   bool fusedMerge = false;
+  /// The blocks of a chunk's thread block cluster (KernelSchedule::
+  /// clusterCtas): the chunk's blocks each stream a share of its steps,
+  /// and the partials stay a chunk's.
+  int64_t clusterCtas = 1;
+  /// The most planNumSplits may give a chunk (it weighs 1, 2, 4 and 8 up
+  /// to it): kMaxClusterCtas for the planner's split-value tile on a chip
+  /// with clusters (getSplitWorkload); else clusterCtas, kept as it is.
+  int64_t mostClusterCtas = 1;
 
   bool isKnown() const { return headDim != 0 || rowsPerKVHead != 0; }
   /// Whether the partial kernel runs the rows on tensor cores, whose blocks
@@ -199,16 +219,22 @@ struct SplitWorkload {
 /// The workload of `problem`'s partial kernel as `schedule` builds it on
 /// `chip`: its rows, tiles, keys per step, form, stages and resident
 /// blocks (`fusedMerge`: the kernel merges too). What fd-split-kv, the JIT,
-/// fd-plan and Python plan with.
+/// fd-plan and Python plan with. `plansClusters`: the schedule is the
+/// planner's (none written by hand), so the plan may give its chunks
+/// clusters (mostClusterCtas).
 SplitWorkload getSplitWorkload(const KernelProblem &problem,
                                const KernelSchedule &schedule, const Chip &chip,
-                               bool fusedMerge = false);
+                               bool fusedMerge = false,
+                               bool plansClusters = false);
 
 /// A split count and what it does on the machine.
 struct SplitPlan {
   int64_t numSplits = 1;
+  /// The blocks of each chunk's thread block cluster (1: a block a chunk),
+  /// which the schedule the plan is for takes (cluster_ctas).
+  int64_t clusterCtas = 1;
   /// Thread blocks of the partial kernel: batch * kvHeads * numSplits, times
-  /// the row tiles of a known workload.
+  /// the row tiles of a known workload and its chunks' clusters.
   int64_t blocks = 0;
   /// ceil(blocks / (smCount * blocksPerSM)), blocksPerSM no more than the
   /// workload's launch bounds allow.

@@ -295,7 +295,8 @@ ChunkBounds PartialKernelBuilder::takeClusterShare(ChunkBounds whole) {
   // Whole steps each, so that only the last block's last step is partial;
   // blocks past the keys get none (and write an empty state).
   Value step = e.index(layout.tokensPerStep());
-  Value keys = e.sub(whole.end, whole.begin);
+  // (A chunk past the keys may end before it begins: no keys.)
+  Value keys = e.max(e.sub(whole.end, whole.begin), e.index(0));
   Value share =
       e.mul(arith::CeilDivUIOp::create(
                 rewriter, e.loc,

@@ -44,12 +44,12 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
                           << kMaxDecodeQueryLength << ")";
         return WalkResult::advance();
       }
-      FailureOr<int64_t> splits =
-          resolveNumSplits(op, options, /*emitErrors=*/true);
-      if (failed(splits))
+      FailureOr<::flashdecode::SplitPlan> plan =
+          resolveSplitPlan(op, options, /*emitErrors=*/true);
+      if (failed(plan))
         return WalkResult::interrupt();
       if (report)
-        reportChoice(op, options, *splits);
+        reportChoice(op, options, *plan);
       return WalkResult::advance();
     });
     if (result.wasInterrupted())
@@ -104,7 +104,8 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
   /// A remark saying what the split count does on the machine and where it
   /// came from.
   void reportChoice(AttentionOp op, const FDSplitKVOptions &options,
-                    int64_t splits) {
+                    const ::flashdecode::SplitPlan &chosen) {
+    int64_t splits = chosen.numSplits;
     AttentionGeometry geometry = op.getGeometry();
     int64_t batch = ShapedType::isDynamic(geometry.batch) ? options.batchHint
                                                           : geometry.batch;
@@ -142,10 +143,11 @@ struct FDSplitKVPass : mlir::fd::impl::FDSplitKVBase<FDSplitKVPass> {
         getWorkspaceLayout(geometry, splits, options.fusedMerge);
     if (batch > 0 && maxLength > 0) {
       // Blocks along the batch: a shared prefix's take groups of sequences.
+      ::flashdecode::SplitWorkload workload = getSplitWorkload(op, options);
+      workload.clusterCtas = chosen.clusterCtas;
       ::flashdecode::SplitPlan plan = ::flashdecode::evaluateSplits(
           getKernelProblem(op).getBlockBatch(batch), geometry.numKVHeads,
-          maxLength, splits, plannerOptions,
-          getSplitWorkload(op, options));
+          maxLength, splits, plannerOptions, workload);
       remark << " -> " << ::flashdecode::describeSplitPlan(plan)
              << " workspace=" << workspace.getBytes(batch) << "B";
     } else {

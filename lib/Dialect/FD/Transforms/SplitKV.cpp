@@ -83,7 +83,17 @@ mlir::fd::getSplitWorkload(AttentionOp op, const FDSplitKVOptions &options) {
 FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
                                               const FDSplitKVOptions &options,
                                               bool emitErrors) {
-  auto fail = [&](const Twine &message) -> FailureOr<int64_t> {
+  FailureOr<::flashdecode::SplitPlan> plan =
+      resolveSplitPlan(op, options, emitErrors);
+  if (failed(plan))
+    return failure();
+  return plan->numSplits;
+}
+
+FailureOr<::flashdecode::SplitPlan>
+mlir::fd::resolveSplitPlan(AttentionOp op, const FDSplitKVOptions &options,
+                           bool emitErrors) {
+  auto fail = [&](const Twine &message) -> FailureOr<::flashdecode::SplitPlan> {
     if (emitErrors)
       op.emitOpError() << "fd-split-kv: " << message;
     return failure();
@@ -103,8 +113,14 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
   if (!::flashdecode::findChip(options.chip))
     return fail("chip '" + options.chip + "' is not supported: expected " +
                 ::flashdecode::getChipNameList());
-  if (options.numSplits > 0)
-    return options.numSplits;
+  ::flashdecode::KernelSchedule schedule =
+      getPartialKernelSchedule(op, options);
+  ::flashdecode::SplitPlan given;
+  given.clusterCtas = schedule.clusterCtas;
+  if (options.numSplits > 0) {
+    given.numSplits = options.numSplits;
+    return given;
+  }
 
   AttentionGeometry geometry = op.getGeometry();
   FailureOr<int64_t> batch = 1;
@@ -130,15 +146,14 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
   // An automatic count with a fused merge: no more than it can merge (a
   // fixed count it cannot take is the lowering's error, which says how
   // many it can).
-  ::flashdecode::KernelSchedule schedule =
-      getPartialKernelSchedule(op, options);
   int64_t cap = ::flashdecode::getAutomaticSplitCap(schedule, options.maxSplits,
                                                     options.fusedMerge);
   if (options.chunkLength > 0) {
     if (options.maxSplits < 1)
       return fail("'max-splits' must be >= 1, got " + Twine(options.maxSplits));
-    return ::flashdecode::getChunkedSplitCount(*maxLength, options.chunkLength,
-                                               cap);
+    given.numSplits = ::flashdecode::getChunkedSplitCount(
+        *maxLength, options.chunkLength, cap);
+    return given;
   }
 
   ::flashdecode::SplitPlannerOptions plannerOptions =
@@ -149,13 +164,14 @@ FailureOr<int64_t> mlir::fd::resolveNumSplits(AttentionOp op,
     return fail(invalid);
   plannerOptions.maxSplits = cap;
   ::flashdecode::KernelProblem problem = getKernelProblem(op);
+  // The planner's schedule may give its chunks clusters; one the op
+  // carries is built as written.
   return ::flashdecode::planNumSplits(
-             problem.getBlockBatch(*batch), geometry.numKVHeads, *maxLength,
-             plannerOptions,
-             ::flashdecode::getSplitWorkload(problem, schedule,
-                                             getPlanningChip(options),
-                                             options.fusedMerge))
-      .numSplits;
+      problem.getBlockBatch(*batch), geometry.numKVHeads, *maxLength,
+      plannerOptions,
+      ::flashdecode::getSplitWorkload(
+          problem, schedule, getPlanningChip(options), options.fusedMerge,
+          /*plansClusters=*/!op.getScheduleAttr()));
 }
 
 namespace {
@@ -180,10 +196,11 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
                                 PatternRewriter &rewriter) const override {
     if (!isDecodeShaped(op))
       return rewriter.notifyMatchFailure(op, "prefill-shaped (Lq > 8)");
-    FailureOr<int64_t> numSplits =
-        resolveNumSplits(op, options, /*emitErrors=*/false);
-    if (failed(numSplits))
+    FailureOr<::flashdecode::SplitPlan> plan =
+        resolveSplitPlan(op, options, /*emitErrors=*/false);
+    if (failed(plan))
       return rewriter.notifyMatchFailure(op, "no split count");
+    const int64_t *numSplits = &plan->numSplits;
 
     Location loc = op.getLoc();
     AttentionGeometry geometry = op.getGeometry();
@@ -243,17 +260,19 @@ struct SplitDecodeAttention : OpRewritePattern<AttentionOp> {
             ? rewriter.getI64IntegerAttr(options.chunkLength)
             : IntegerAttr();
     // The partial kernel's schedule, the one the split count was planned
-    // with: the lowering builds it.
-    auto schedule =
-        ScheduleAttr::get(rewriter.getContext(),
-                          getPartialKernelSchedule(op, options).getChoice());
+    // with (and its chunks' clusters): the lowering builds it.
+    ::flashdecode::ScheduleChoice choice =
+        getPartialKernelSchedule(op, options).getChoice();
+    choice.clusterCtas = plan->clusterCtas;
+    auto schedule = ScheduleAttr::get(rewriter.getContext(), choice);
     PartialAttentionOp::create(
         rewriter, loc, op.getQuery(), op.getKeyCache(), op.getValueCache(),
         op.getSeqLens(), op.getBlockTable(), op.getAlibiSlopes(),
         op.getQueryLens(), op.getKScale(), op.getVScale(), op.getKvShardRank(),
-        op.getSuffixLens(), partialOutput, partialLse, op.getKvLayoutAttr(), op.getScaleAttr(),
-        op.getWindowLeftAttr(), op.getLogitsSoftCapAttr(), op.getKvShardAttr(),
-        op.getBlockTableHolesAttr(), schedule, chunkLength);
+        op.getSuffixLens(), partialOutput, partialLse, op.getKvLayoutAttr(),
+        op.getScaleAttr(), op.getWindowLeftAttr(), op.getLogitsSoftCapAttr(),
+        op.getKvShardAttr(), op.getBlockTableHolesAttr(), schedule,
+        chunkLength);
     // The sinks join the softmax once, in the merge, not per chunk; the
     // merge writes the padding rows the partial attention leaves alone.
     MergeOp::create(rewriter, loc, partialOutput, partialLse, op.getOutput(),

@@ -61,8 +61,15 @@ constexpr const char *kWorkspaceArgumentAttrName = "fd.workspace";
 /// Whether `fd-split-kv` rewrites this op: decode-shaped (Lq <= 8).
 bool isDecodeShaped(AttentionOp op);
 
-/// The split count `options` give `op`, or a failure explaining what is
-/// missing (reported on `op` when `emitErrors`).
+/// The split count `options` give `op` and the blocks of each chunk's
+/// cluster (the planner's, for an automatic count with the planner's
+/// schedule; else the schedule's), or a failure explaining what is missing
+/// (reported on `op` when `emitErrors`). Only numSplits and clusterCtas of
+/// the plan are set for a fixed or chunked count.
+FailureOr<::flashdecode::SplitPlan>
+resolveSplitPlan(AttentionOp op, const FDSplitKVOptions &options,
+                 bool emitErrors);
+/// resolveSplitPlan's split count.
 FailureOr<int64_t> resolveNumSplits(AttentionOp op,
                                     const FDSplitKVOptions &options,
                                     bool emitErrors);
