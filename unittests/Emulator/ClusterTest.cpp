@@ -199,6 +199,76 @@ TEST_F(EmulatorCluster, SixteenCtasWithTheNonPortableOptIn) {
   checkExchange(4, 8, 2, 8, /*attribute=*/true, /*nonPortable=*/true);
 }
 
+TEST_F(EmulatorCluster, ThreeDimensionalClusters) {
+  // Grid 4 x 4 x 4 in clusters of 2 x 2 x 2: each CTA's thread 0 stores
+  // its linear index in shared memory, the cluster waits, and it writes its
+  // cluster registers and what rank (rank + 1) mod 8 stored.
+  std::string ptx = std::string(kPtxHeader) + R"(
+.visible .entry three_d(.param .u64 out)
+{
+  .shared .align 4 .b32 mine;
+  .reg .b32 %x, %y, %z, %lin, %rank, %next, %a, %r, %v, %w, %u, %s;
+  .reg .b64 %p, %off;
+  mov.u32 %x, %ctaid.x;
+  mov.u32 %y, %ctaid.y;
+  mov.u32 %z, %ctaid.z;
+  mad.lo.u32 %lin, %z, 4, %y;
+  mad.lo.u32 %lin, %lin, 4, %x;
+  st.shared.u32 [mine], %lin;
+  barrier.cluster.arrive;
+  barrier.cluster.wait;
+  mov.u32 %rank, %cluster_ctarank;
+  add.u32 %next, %rank, 1;
+  rem.u32 %next, %next, 8;
+  mov.u32 %a, mine;
+  mapa.shared::cluster.u32 %r, %a, %next;
+  ld.shared::cluster.u32 %v, [%r];
+  mul.wide.u32 %off, %lin, 48;
+  ld.param.u64 %p, [out];
+  add.u64 %p, %p, %off;
+  mov.u32 %x, %cluster_ctaid.x;
+  mov.u32 %y, %cluster_ctaid.y;
+  mov.u32 %z, %cluster_ctaid.z;
+  st.global.v4.u32 [%p], {%rank, %x, %y, %z};
+  mov.u32 %x, %clusterid.x;
+  mov.u32 %y, %clusterid.y;
+  mov.u32 %z, %clusterid.z;
+  st.global.v4.u32 [%p+16], {%v, %x, %y, %z};
+  mov.u32 %x, %nclusterid.x;
+  mov.u32 %y, %nclusterid.y;
+  mov.u32 %z, %nclusterid.z;
+  mov.u32 %w, %cluster_nctaid.z;
+  st.global.v4.u32 [%p+32], {%x, %y, %z, %w};
+  barrier.cluster.arrive;
+  barrier.cluster.wait;
+  ret;
+}
+)";
+  CUfunction kernel = getKernel(ptx, "three_d");
+  CUdeviceptr out = allocate(64 * 48);
+  ASSERT_TRUE(launchSucceeds(kernel, {4, 4, 4}, {32}, KernelArguments(out),
+                             0, Dim3{2, 2, 2}));
+  std::vector<uint32_t> values = download<uint32_t>(out, 64 * 12);
+  for (uint32_t z = 0; z < 4; ++z)
+    for (uint32_t y = 0; y < 4; ++y)
+      for (uint32_t x = 0; x < 4; ++x) {
+        uint32_t linear = x + 4 * (y + 4 * z);
+        uint32_t rank = x % 2 + 2 * (y % 2) + 4 * (z % 2);
+        uint32_t next = (rank + 1) % 8;
+        uint32_t nextX = x / 2 * 2 + next % 2,
+                 nextY = y / 2 * 2 + next / 2 % 2,
+                 nextZ = z / 2 * 2 + next / 4;
+        std::vector<uint32_t> expected = {
+            rank,  x % 2, y % 2, z % 2, nextX + 4 * (nextY + 4 * nextZ),
+            x / 2, y / 2, z / 2, 2,     2,
+            2,     2};
+        EXPECT_EQ(std::vector<uint32_t>(values.begin() + 12 * linear,
+                                        values.begin() + 12 * (linear + 1)),
+                  expected)
+            << "CTA (" << x << ", " << y << ", " << z << ")";
+      }
+}
+
 /// Each thread writes mine[t], the cluster waits, and each reads mine[t] of
 /// rank `peer` (`peer` "%rank" for its own CTA, "%other" for rank ^ 1)
 /// through .shared::cluster, adds 1 and stores it. Rank 0 first runs a
