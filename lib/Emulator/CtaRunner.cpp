@@ -37,6 +37,8 @@ CtaRunner::CtaRunner(const LaunchRequest &request, DeviceMemory &memory,
       cta.clusterReadEpoch.resize(shared);
       cta.clusterWriter.resize(shared);
       cta.clusterReader.resize(shared);
+      cta.clusterWriteBarrier.resize(shared);
+      cta.clusterReadBarrier.resize(shared);
     }
     cta.warps.resize((threads + kWarpSize - 1) / kWarpSize);
     for (WarpState &warp : cta.warps) {

@@ -117,11 +117,13 @@ Target resolveInCluster(WarpState &warp, int lane, uint64_t address,
 
 /// Racecheck between CTAs of a cluster: accesses of one shared byte by
 /// threads of two CTAs (its owner's included) race unless a phase of the
-/// cluster barrier separates them. `thread` is the accessor's thread in
-/// the cluster (rank * threads per CTA + thread).
+/// cluster barrier separates them, and so do two warps of one CTA reaching
+/// into another's memory unless a bar.sync of theirs does too. `thread` is
+/// the accessor's thread in the cluster (rank * threads per CTA + thread),
+/// `barrierEpoch` its CTA's.
 void checkClusterAccess(CtaState &owner, uint64_t byte, bool isWrite,
                         uint32_t thread, uint32_t threadsPerCta, int lane,
-                        bool spansTwoPhases) {
+                        bool spansTwoPhases, uint32_t barrierEpoch) {
   // The phases this access may fall in, [first, last], and whether a
   // recorded one's overlap them.
   uint32_t first = owner.clusterEpoch, last = first + (spansTwoPhases ? 1 : 0);
@@ -133,8 +135,15 @@ void checkClusterAccess(CtaState &owner, uint64_t byte, bool isWrite,
     return recordedLast != 0 && recordedFirst <= last && first <= recordedLast;
   };
   uint32_t rank = thread / threadsPerCta;
-  auto otherCta = [&](uint16_t other) {
-    return other == kSeveralCtas || other / threadsPerCta != rank;
+  // Another CTA's thread, or one of another warp of the accessing CTA in
+  // the same bar.sync interval of that CTA (two warps of a CTA reaching
+  // into a third's memory: the owner's own accesses are checked as any
+  // shared access).
+  auto otherCta = [&](uint16_t other, uint32_t otherBarrierEpoch) {
+    if (other == kSeveralCtas || other / threadsPerCta != rank)
+      return true;
+    return rank != owner.clusterRank && otherBarrierEpoch == barrierEpoch &&
+           other / kWarpSize != thread / kWarpSize;
   };
   auto race = [&](const char *kind, uint16_t other) {
     return ExecutionError{
@@ -153,23 +162,25 @@ void checkClusterAccess(CtaState &owner, uint64_t byte, bool isWrite,
         lane};
   };
   if (overlaps(owner.clusterWriteEpoch[byte]) &&
-      otherCta(owner.clusterWriter[byte]))
+      otherCta(owner.clusterWriter[byte], owner.clusterWriteBarrier[byte]))
     throw race(isWrite ? "write-after-write" : "read-after-write",
                owner.clusterWriter[byte]);
   if (isWrite) {
     if (overlaps(owner.clusterReadEpoch[byte]) &&
-        otherCta(owner.clusterReader[byte]))
+        otherCta(owner.clusterReader[byte], owner.clusterReadBarrier[byte]))
       throw race("write-after-read", owner.clusterReader[byte]);
     owner.clusterWriteEpoch[byte] = record;
     owner.clusterWriter[byte] = static_cast<uint16_t>(thread);
+    owner.clusterWriteBarrier[byte] = barrierEpoch;
     return;
   }
   if (overlaps(owner.clusterReadEpoch[byte]) &&
-      otherCta(owner.clusterReader[byte]))
+      otherCta(owner.clusterReader[byte], owner.clusterReadBarrier[byte]))
     owner.clusterReader[byte] = kSeveralCtas;
   else
     owner.clusterReader[byte] = static_cast<uint16_t>(thread);
   owner.clusterReadEpoch[byte] = record;
+  owner.clusterReadBarrier[byte] = barrierEpoch;
 }
 
 } // namespace
@@ -309,7 +320,8 @@ void checkAndRecord(const Target &target, unsigned bytes, Access access,
       if (access == Access::Atomic)
         continue;
       checkClusterAccess(owner, byte, isWrite, clusterThread, threadsPerCta,
-                         lane, waitsForClusterPhase(warp, lane));
+                         lane, waitsForClusterPhase(warp, lane),
+                         cta.barrierEpoch);
       if (isWrite)
         owner.sharedWritten[byte] = 1;
     }
@@ -320,7 +332,8 @@ void checkAndRecord(const Target &target, unsigned bytes, Access access,
   if (!cta.clusterWriteEpoch.empty() && access != Access::Atomic)
     for (unsigned i = 0; i < bytes; ++i)
       checkClusterAccess(cta, target.offset + i, isWrite, clusterThread,
-                         threadsPerCta, lane, waitsForClusterPhase(warp, lane));
+                         threadsPerCta, lane, waitsForClusterPhase(warp, lane),
+                         cta.barrierEpoch);
   uint16_t thread = warp.threadIndex(lane);
   uint32_t epoch = cta.barrierEpoch;
   uint32_t from = sinceEpoch ? sinceEpoch : epoch;

@@ -166,11 +166,13 @@ struct CtaState {
   uint32_t clusterRank = 0;
   uint32_t clusterEpoch = 1;
   /// Racecheck of accesses from different CTAs of the cluster (kept only in
-  /// clusters of two or more): per shared byte, the cluster epoch and the
+  /// clusters of two or more): per shared byte, the cluster epoch, the
   /// thread (rank * threads per CTA + thread; kSeveralCtas for readers of
-  /// several CTAs) of its last write and last read.
+  /// several CTAs) and that thread's CTA's barrier epoch of its last write
+  /// and last read.
   std::vector<uint32_t> clusterWriteEpoch, clusterReadEpoch;
   std::vector<uint16_t> clusterWriter, clusterReader;
+  std::vector<uint32_t> clusterWriteBarrier, clusterReadBarrier;
   /// Every thread has exited: its shared memory is gone for the cluster.
   bool exited = false;
   /// The last cluster epoch an access by another CTA to its shared memory

@@ -149,6 +149,30 @@ TEST_F(EmulatorClusterError, AWriteBetweenArriveAndWaitRacesWithTheNextPhase) {
                 "0, 0, 0", "0, 0, 0");
 }
 
+TEST_F(EmulatorClusterError, TwoWarpsWritingAnotherCtasByte) {
+  // Every thread of rank 0 writes rank 1's mine[0]: its two warps race
+  // (lanes of one warp are ordered), no bar.sync of rank 0 between them.
+  Hooks h;
+  h.mapa = "mov.u32 %r, mine;\n  mapa.shared::cluster.u32 %r, %r, %other;";
+  h.access = "@%r0 st.shared::cluster.u32 [%r], %t;";
+  std::string report = failure(h);
+  EXPECT_THAT(report, HasSubstr("racecheck: write-after-write hazard on "
+                                "shared byte 0 of CTA rank 1 between thread "
+                                "32 of CTA rank 0 and thread 31 of CTA rank "
+                                "0"));
+}
+
+TEST_F(EmulatorClusterError, TwoWarpsWritingAnotherCtasByteInTurn) {
+  // The same, with a bar.sync of rank 0 between its warps' writes: none.
+  Hooks ordered;
+  ordered.mapa =
+      "mov.u32 %r, mine;\n  mapa.shared::cluster.u32 %r, %r, %other;";
+  ordered.access = "setp.lt.u32 %p, %t, 32;\n"
+                   "  @%p st.shared::cluster.u32 [%r], %t;\n  bar.sync 0;\n"
+                   "  @!%p st.shared::cluster.u32 [%r], %t;";
+  EXPECT_EQ(launchResult(ordered, {2}, Dim3{2, 1, 1}), kSuccess);
+}
+
 TEST_F(EmulatorClusterError, AClusterAddressOutsideAClusterOfOne) {
   // Without a cluster each CTA is its own: an address of rank 2 is none.
   Hooks h;
