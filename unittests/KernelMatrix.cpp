@@ -422,6 +422,20 @@ std::vector<MatrixConfig> clusters() {
   params.back().kvShardWorld = 2;
   params.back().kvShardInterleave = 4;
   params.back().numSplits = 1;
+  // sm_90a's warpgroup tile (Kimi K2's 64 heads): its rows staged in its
+  // dynamic shared memory for the merge; one chunk of two blocks' 32-key
+  // shares, and Lq = 2 (128 rows, two tiles) over 4 chunks with query
+  // lengths.
+  for (int64_t queryLength : {1, 2}) {
+    params.push_back(
+        make(queryLength == 1 ? ElementType::BF16 : ElementType::F16, 576, 64,
+             queryLength, queryLength == 1 ? 16 : 0, 2));
+    params.back().arch = "sm_90a";
+    params.back().valueHeadDim = 512;
+    params.back().sharedKV = true;
+    params.back().numSplits = queryLength == 1 ? 1 : 4;
+    params.back().queryLens = queryLength == 2;
+  }
   return params;
 }
 

@@ -376,10 +376,16 @@ std::string getReasonScheduleInvalid(const KernelProblem &problem,
        << "cluster)";
     return os.str();
   }
-  if (choice.clusterCtas > 1 && schedule.usesWarpgroupTile()) {
-    os << "cluster_ctas = " << choice.clusterCtas
-       << ": the warpgroup tile writes its partials itself; its chunks take "
-          "one block (cluster_ctas = 1)";
+  // The warpgroup tile stages its normalized rows and their lse in its
+  // dynamic shared memory for the cluster's merge.
+  if (choice.clusterCtas > 1 && schedule.usesWarpgroupTile() &&
+      choice.rowsPerTile * (problem.getValueHeadDim() + 1) * 4 >
+          schedule.getWarpgroupRegions().end) {
+    os << "cluster_ctas = " << choice.clusterCtas << ": the warpgroup tile's "
+       << choice.rowsPerTile << " rows of " << problem.getValueHeadDim()
+       << " f32 values and their lse do not fit in its "
+       << schedule.getWarpgroupRegions().end
+       << " bytes of dynamic shared memory for the cluster's merge";
     return os.str();
   }
   // Bounded before the workgroup memory is summed: a hand-written count

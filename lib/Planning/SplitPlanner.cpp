@@ -30,7 +30,9 @@ SplitWorkload getSplitWorkload(const KernelProblem &problem,
   workload.splitValueTile = schedule.layout.splitsValues;
   workload.fusedMerge = fusedMerge;
   // The split-value tile's partial rows (D_v f32 a row) are what clusters
-  // save; the other tiles' are narrow.
+  // save; the per-warp and CUDA-core tiles' are narrow. (The warpgroup
+  // tile's are wide too, but its pace here, a CUDA-core block's, rates its
+  // clusters wrongly: bench/RESULTS.md, 2026-12-06 (ninth).)
   workload.clusterCtas = workload.mostClusterCtas = schedule.clusterCtas;
   if (plansClusters && chip.hasClusters && schedule.layout.splitsValues &&
       schedule.usesTensorCores() && !fusedMerge)

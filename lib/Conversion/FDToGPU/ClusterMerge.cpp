@@ -27,8 +27,33 @@ constexpr unsigned kSharedClusterAddressSpace = 7;
 } // namespace
 
 void PartialKernelBuilder::writeClusterPartials(Value firstRow) {
+  // The warps' states as writePartials left them: accumulators [state][row]
+  // [column], weights [state][row][0] and the lse [0][row][1] of the
+  // max-sum buffer.
+  auto shape = cast<MemRefType>(warpAccumulators.getType()).getShape();
+  ClusterRows rows;
+  rows.states = schedule.getPublishedWarpStates();
+  rows.accumulators = sharedPointer(rewriter, e.loc, warpAccumulators);
+  rows.weights = sharedPointer(rewriter, e.loc, warpMaxSum);
+  auto maxSumOffset = [this](int64_t state, Value row, int64_t slot) {
+    return e.add(e.mul(e.add(e.index(state * layout.rowTile), row), e.index(2)),
+                 e.index(slot));
+  };
+  rows.lseOffset = [=](Value row) { return maxSumOffset(0, row, 1); };
+  rows.weightOffset = [=](int64_t state, Value row) {
+    return maxSumOffset(state, row, 0);
+  };
+  rows.accumulatorOffset = [this, shape](int64_t state, Value row, Value dim) {
+    return e.add(e.mul(e.add(e.mul(e.index(state), e.index(shape[1])), row),
+                       e.index(shape[2])),
+                 accumulatorColumn(row, dim));
+  };
+  mergeClusterRows(firstRow, rows);
+}
+
+void PartialKernelBuilder::mergeClusterRows(Value firstRow,
+                                            const ClusterRows &rows) {
   const int64_t blocks = schedule.clusterCtas;
-  const int64_t states = schedule.getPublishedWarpStates();
   const int64_t valueHeadDim = geometry.valueHeadDim;
   constexpr int64_t kWidth = 4;
   const int64_t groups = valueHeadDim / kWidth;
@@ -44,26 +69,21 @@ void PartialKernelBuilder::writeClusterPartials(Value firstRow) {
   // Each block's buffers as this block reads them.
   auto remote = LLVM::LLVMPointerType::get(rewriter.getContext(),
                                            kSharedClusterAddressSpace);
-  Value ownAccumulators = sharedPointer(rewriter, e.loc, warpAccumulators);
-  Value ownMaxSum = sharedPointer(rewriter, e.loc, warpMaxSum);
-  SmallVector<Value> accumulators, maxSums;
+  SmallVector<Value> accumulators, weightBuffers;
   for (int64_t c = 0; c < blocks; ++c) {
     accumulators.push_back(NVVM::MapaOp::create(rewriter, e.loc, remote,
-                                                ownAccumulators, e.i32(c)));
-    maxSums.push_back(
-        NVVM::MapaOp::create(rewriter, e.loc, remote, ownMaxSum, e.i32(c)));
+                                                rows.accumulators, e.i32(c)));
+    weightBuffers.push_back(
+        NVVM::MapaOp::create(rewriter, e.loc, remote, rows.weights, e.i32(c)));
   }
-  auto maxSumOffset = [&](int64_t state, Value row, int64_t slot) {
-    return e.add(e.mul(e.add(e.index(state * layout.rowTile), row), e.index(2)),
-                 e.index(slot));
-  };
   // The row's lse over the blocks (base 2; -inf when no block saw a key)
   // and each block's weight 2^(lse_c - lse).
   auto mergeRow = [&](Value row, SmallVector<Value> &weights) {
     SmallVector<Value> lses;
     Value max = e.negInf();
     for (int64_t c = 0; c < blocks; ++c) {
-      lses.push_back(e.load(f32, maxSums[c], f32, maxSumOffset(0, row, 1), 4));
+      lses.push_back(
+          e.load(f32, weightBuffers[c], f32, rows.lseOffset(row), 4));
       max = e.max(max, lses.back());
     }
     Value sum = e.f32(0.0);
@@ -104,7 +124,6 @@ void PartialKernelBuilder::writeClusterPartials(Value firstRow) {
 
   // Block c's 4-dim groups c, c + C, ...: sum over the blocks and their
   // states of weight x state weight x accumulator.
-  auto shape = cast<MemRefType>(warpAccumulators.getType()).getShape();
   forEachElement(layout.rowTile, groupsPerBlock, [&](Value row, Value slot) {
     Value group = e.add(e.mul(slot, e.index(blocks)), clusterRank);
     OpBuilder::InsertionGuard guard(rewriter);
@@ -115,21 +134,17 @@ void PartialKernelBuilder::writeClusterPartials(Value firstRow) {
       rewriter.setInsertionPointToStart(inRow.thenBlock());
     }
     Value dim = e.mul(group, e.index(kWidth));
-    Value column = accumulatorColumn(row, dim);
     SmallVector<Value> blockWeights;
     mergeRow(row, blockWeights);
     Value merged = LLVM::ZeroOp::create(rewriter, e.loc, f32x4);
     for (int64_t c = 0; c < blocks; ++c)
-      for (int64_t w = 0; w < states; ++w) {
-        Value weight =
-            e.mul(blockWeights[c],
-                  e.load(f32, maxSums[c], f32, maxSumOffset(w, row, 0), 4));
-        Value accumulator =
-            e.load(f32x4, accumulators[c], f32,
-                   e.add(e.mul(e.add(e.mul(e.index(w), e.index(shape[1])), row),
-                               e.index(shape[2])),
-                         column),
-                   16);
+      for (int64_t w = 0; w < rows.states; ++w) {
+        Value weight = blockWeights[c];
+        if (rows.weightOffset)
+          weight = e.mul(weight, e.load(f32, weightBuffers[c], f32,
+                                        rows.weightOffset(w, row), 4));
+        Value accumulator = e.load(f32x4, accumulators[c], f32,
+                                   rows.accumulatorOffset(w, row, dim), 16);
         merged = e.fma(accumulator,
                        e.vector(SmallVector<Value>(kWidth, weight)), merged);
       }

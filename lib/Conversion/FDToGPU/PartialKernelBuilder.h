@@ -21,6 +21,7 @@
 #include "fd/Dialect/FD/IR/FD.h"
 #include "fd/Planning/KernelPlan.h"
 
+#include <functional>
 #include <memory>
 
 namespace mlir::fd::detail {
@@ -180,6 +181,21 @@ protected:
   /// partial and lse, and waits again so that no block leaves while
   /// another reads it.
   void writeClusterPartials(Value firstRow);
+  /// Where a block's rows wait for its cluster's merge, in its workgroup
+  /// memory (f32 element offsets from shared pointers): `states` weighted
+  /// accumulators a row, each row's lse (base 2) and each state's weight
+  /// (no weightOffset: weights of 1, the rows normalized already).
+  struct ClusterRows {
+    Value accumulators, weights;
+    int64_t states = 1;
+    std::function<Value(Value row)> lseOffset;
+    std::function<Value(int64_t state, Value row)> weightOffset;
+    std::function<Value(int64_t state, Value row, Value dim)> accumulatorOffset;
+  };
+  /// Waits for the cluster; merges the blocks' `rows` (each block its
+  /// 4-dim groups rank, rank + C, ... of every row) into the chunk's
+  /// partial and lse (rank 0); waits again before the blocks may exit.
+  void mergeClusterRows(Value firstRow, const ClusterRows &rows);
   /// The row of the partial output and lse that row `tileRow` of the tile
   /// starting at `firstRow` writes for this block's split.
   Value partialRowOf(Value firstRow, Value tileRow);

@@ -26,8 +26,12 @@ private:
   /// half a step's 32 keys and P V for half the value dims.
   void streamRowTile(Value firstRow) override;
   /// Writes each lane's rows of the normalized partial and their lse from
-  /// registers.
+  /// registers; in a cluster, stageClusterRows.
   void writePartials(Value firstRow) override;
+  /// A chunk's cluster: stores the lane's normalized rows and their lse in
+  /// dynamic shared memory (where q and the stages were) for the cluster's
+  /// merge (mergeClusterRows).
+  void stageClusterRows(Value firstRow);
 
   /// The shared address (i64) of byte `offset` of the aligned dynamic
   /// shared memory, and the pointer to it.

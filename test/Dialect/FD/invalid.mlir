@@ -449,14 +449,6 @@ func.func @schedule_cluster_ctas(%q: memref<1x8x128xf32>, %k: memref<1x?x1x128xf
 
 // -----
 
-func.func @schedule_cluster_warpgroup(%q: memref<1x64x576xbf16>, %kv: memref<1x?x1x576xbf16>, %l: memref<1xi32>, %po: memref<1x64x4x512xf32>, %pl: memref<1x64x4xf32>) {
-  // expected-error @below {{schedule: cluster_ctas = 2: the warpgroup tile writes its partials itself; its chunks take one block (cluster_ctas = 1)}}
-  fd.partial_attention %q, %kv, %l into %po, %pl {schedule = #fd.schedule<form = warpgroup_tensor_cores, rows_per_tile = 64, row_tiles = 1, threads = 256, min_blocks_per_sm = 1, stages = 4, cluster_ctas = 2>} : memref<1x64x576xbf16>, memref<1x?x1x576xbf16>, memref<1xi32> into memref<1x64x4x512xf32>, memref<1x64x4xf32>
-  return
-}
-
-// -----
-
 func.func @schedule_form_f32(%q: memref<1x16x64xf32>, %k: memref<1x?x1x64xf32>, %v: memref<1x?x1x64xf32>, %l: memref<1xi32>, %po: memref<1x16x4x64xf32>, %pl: memref<1x16x4xf32>) {
   // expected-error @below {{schedule: form = tensor_cores needs f16 or bf16 queries (mma.sync's operands), got 32-bit queries}}
   fd.partial_attention %q, %k, %v, %l into %po, %pl {schedule = #fd.schedule<form = tensor_cores, rows_per_tile = 16, row_tiles = 1, threads = 128, stages = 2>} : memref<1x16x64xf32>, memref<1x?x1x64xf32>, memref<1x?x1x64xf32>, memref<1xi32> into memref<1x16x4x64xf32>, memref<1x16x4xf32>

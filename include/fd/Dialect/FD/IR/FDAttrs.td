@@ -63,8 +63,9 @@ def FD_ScheduleAttr : AttrDef<FD_Dialect, "Schedule"> {
       a C-th of the chunk's keys, and they merge their rows through
       distributed shared memory into the chunk's one partial, so the split
       count (and the merge's reads) stays that of the chunks while C times
-      as many blocks stream them. CUDA-core and split-value or per-warp
-      tensor-core tiles; not the warpgroup tile, not with a fused merge.
+      as many blocks stream them. Every tile (the warpgroup tile stages its
+      normalized rows in its dynamic shared memory first); not with a fused
+      merge.
 
     The verifier of the op that carries it refuses a schedule that cannot
     work on some target: rows that do not cover the group, a form the
