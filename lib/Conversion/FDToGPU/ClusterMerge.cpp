@@ -96,14 +96,6 @@ void PartialKernelBuilder::mergeClusterRows(Value firstRow,
                                  e.exp2(e.sub(blockLse, lse))));
     return lse;
   };
-  auto ifRealRow = [&](Value row, function_ref<void()> body) {
-    auto realRow = scf::IfOp::create(rewriter, e.loc, isRealRow(firstRow, row),
-                                     /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(rewriter);
-    rewriter.setInsertionPointToStart(realRow.thenBlock());
-    body();
-  };
-
   // The chunk's lse, by the first block.
   auto first =
       scf::IfOp::create(rewriter, e.loc, e.equal(clusterRank, e.index(0)),
@@ -115,7 +107,7 @@ void PartialKernelBuilder::mergeClusterRows(Value firstRow,
               [&](Value row) {
                 SmallVector<Value> weights;
                 Value lse = mergeRow(row, weights);
-                ifRealRow(row, [&] {
+                ifRealRow(firstRow, row, [&] {
                   e.store(e.mul(lse, e.f32(llvm::numbers::ln2)), partialLse,
                           partialRowOf(firstRow, row));
                 });
@@ -148,7 +140,7 @@ void PartialKernelBuilder::mergeClusterRows(Value firstRow,
         merged = e.fma(accumulator,
                        e.vector(SmallVector<Value>(kWidth, weight)), merged);
       }
-    ifRealRow(row, [&] {
+    ifRealRow(firstRow, row, [&] {
       LLVM::StoreOp::create(rewriter, e.loc, merged,
                             e.address(partialOutput, f32,
                                       e.add(e.mul(partialRowOf(firstRow, row),

@@ -72,13 +72,6 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
   constexpr int64_t kWarps = PartialKernelLayout::kWarps;
   const int64_t states = schedule.getPublishedWarpStates();
   auto outputRowOf = [&](Value row) { return partialRowOf(firstRow, row); };
-  auto ifRealRow = [&](Value row, function_ref<void()> body) {
-    auto realRow = scf::IfOp::create(rewriter, e.loc, isRealRow(firstRow, row),
-                                     /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(rewriter);
-    rewriter.setInsertionPointToStart(realRow.thenBlock());
-    body();
-  };
   e.forLoop(
       thread, e.index(layout.rowTile), PartialKernelLayout::kThreads,
       [&](Value row) {
@@ -118,7 +111,7 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
               warpMaxSum, ValueRange{e.index(0), row, e.index(1)});
           return;
         }
-        ifRealRow(row, [&] {
+        ifRealRow(firstRow, row, [&] {
           Value lse = e.mul(e.add(max, e.log2(sum)), e.f32(llvm::numbers::ln2));
           e.store(e.select(hasKeys, lse, e.negInf()), partialLse,
                   outputRowOf(row));
@@ -160,7 +153,7 @@ void PartialKernelBuilder::writePartials(Value firstRow) {
               e.fma(accumulator, e.vector(SmallVector<Value>(kWidth, weight)),
                     normalized);
         }
-        ifRealRow(row, [&] {
+        ifRealRow(firstRow, row, [&] {
           LLVM::StoreOp::create(
               rewriter, e.loc, normalized,
               e.address(

@@ -71,6 +71,16 @@ Value PartialKernelBuilder::isRealRow(Value firstRow, Value tileRow) {
   return e.lessThan(e.add(firstRow, tileRow), realRows);
 }
 
+void PartialKernelBuilder::ifRealRow(Value firstRow, Value tileRow,
+                                     function_ref<void()> body) {
+  auto realRow =
+      scf::IfOp::create(rewriter, e.loc, isRealRow(firstRow, tileRow),
+                        /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPointToStart(realRow.thenBlock());
+  body();
+}
+
 Value PartialKernelBuilder::cacheRow(Value token, Value page) {
   bool isNHD = op.getKvLayout() == KVLayout::NHD;
   Value heads = e.index(geometry.numKVHeads);

@@ -153,6 +153,9 @@ protected:
   /// Whether row `tileRow` of the tile starting at `firstRow` is a real row
   /// (the last tile may be partial, and rows of padding tokens are not).
   Value isRealRow(Value firstRow, Value tileRow);
+  /// Builds `body` where row `tileRow` of the tile starting at `firstRow`
+  /// is a real row (in an scf.if on isRealRow).
+  void ifRealRow(Value firstRow, Value tileRow, function_ref<void()> body);
   /// A scaled score (base 2) as the softmax takes it: soft-capped when the
   /// rules say so.
   Value shapeScore(Value score);

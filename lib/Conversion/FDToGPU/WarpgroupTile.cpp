@@ -351,15 +351,11 @@ void WarpgroupTileBuilder::streamRowTile(Value firstRow) {
       [&](Value own, Value other) { return e.add(own, other); });
 }
 
-void WarpgroupTileBuilder::stageClusterRows(Value firstRow) {
+void WarpgroupTileBuilder::writeLaneRows(Value firstRow,
+                                         const LaneRowTarget &target) {
   const int64_t valueHeadDim = geometry.valueHeadDim;
   const int64_t tiles = valueHeadDim / 2 / 8;
-  const int64_t lseStart = layout.rowTile * valueHeadDim;
   Type f32 = rewriter.getF32Type();
-  // The normalized rows (f32, row-major) then each row's lse go where q and
-  // the stages were, once both warpgroups' wgmmas have read them.
-  gpu::BarrierOp::create(rewriter, e.loc);
-  Value rows = sharedBytePointer(e.index(0));
   Value firstColumn = e.add(e.mul(warpgroup, e.index(valueHeadDim / 2)),
                             e.mul(fragmentPair, e.index(2)));
   for (int64_t r = 0; r < 2; ++r) {
@@ -370,29 +366,56 @@ void WarpgroupTileBuilder::stageClusterRows(Value firstRow) {
     if (outputScale)
       weight = e.mul(weight, outputScale);
     weight = e.select(hasKeys, weight, e.f32(0.0));
-    {
-      auto writesLse = scf::IfOp::create(
-          rewriter, e.loc,
-          arith::AndIOp::create(rewriter, e.loc,
-                                e.equal(fragmentPair, e.index(0)),
-                                e.equal(warpgroup, e.index(0))),
-          /*withElseRegion=*/false);
-      OpBuilder::InsertionGuard lseGuard(rewriter);
-      rewriter.setInsertionPointToStart(writesLse.thenBlock());
-      e.store(e.select(hasKeys, e.add(max, e.log2(sum)), e.negInf()), rows,
-              e.add(e.index(lseStart), tileRow));
-    }
-    Value rowStart = e.mul(tileRow, e.index(valueHeadDim));
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      Value pair = e.vector({e.mul(results[4 + 4 * tile + 2 * r], weight),
-                             e.mul(results[4 + 4 * tile + 2 * r + 1], weight)});
-      LLVM::StoreOp::create(
-          rewriter, e.loc, pair,
-          e.address(rows, f32,
-                    e.add(rowStart, e.add(firstColumn, e.index(8 * tile)))),
-          8);
-    }
+    auto writeRow = [&] {
+      Value row = target.rowOf(tileRow);
+      {
+        // Both warpgroups hold the row's max and sum: the first pair of the
+        // first writes its lse.
+        auto writesLse = scf::IfOp::create(
+            rewriter, e.loc,
+            arith::AndIOp::create(rewriter, e.loc,
+                                  e.equal(fragmentPair, e.index(0)),
+                                  e.equal(warpgroup, e.index(0))),
+            /*withElseRegion=*/false);
+        OpBuilder::InsertionGuard lseGuard(rewriter);
+        rewriter.setInsertionPointToStart(writesLse.thenBlock());
+        target.storeLse(row, max, sum, hasKeys);
+      }
+      // Output tile j holds dims 8j + 2p, 8j + 2p + 1 of the warpgroup's
+      // half: one 8-byte store each.
+      Value rowStart = e.mul(row, e.index(valueHeadDim));
+      for (int64_t tile = 0; tile < tiles; ++tile) {
+        Value pair =
+            e.vector({e.mul(results[4 + 4 * tile + 2 * r], weight),
+                      e.mul(results[4 + 4 * tile + 2 * r + 1], weight)});
+        LLVM::StoreOp::create(
+            rewriter, e.loc, pair,
+            e.address(target.rows, f32,
+                      e.add(rowStart, e.add(firstColumn, e.index(8 * tile)))),
+            8);
+      }
+    };
+    if (target.realRowsOnly)
+      ifRealRow(firstRow, tileRow, writeRow);
+    else
+      writeRow();
   }
+}
+
+void WarpgroupTileBuilder::stageClusterRows(Value firstRow) {
+  const int64_t valueHeadDim = geometry.valueHeadDim;
+  const int64_t lseStart = layout.rowTile * valueHeadDim;
+  // The normalized rows (f32, row-major) then each row's lse go where q and
+  // the stages were, once both warpgroups' wgmmas have read them.
+  gpu::BarrierOp::create(rewriter, e.loc);
+  Value rows = sharedBytePointer(e.index(0));
+  writeLaneRows(
+      firstRow,
+      {rows, /*realRowsOnly=*/false, [](Value tileRow) { return tileRow; },
+       [&](Value row, Value max, Value sum, Value hasKeys) {
+         e.store(e.select(hasKeys, e.add(max, e.log2(sum)), e.negInf()), rows,
+                 e.add(e.index(lseStart), row));
+       }});
   ClusterRows staged;
   staged.accumulators = staged.weights = rows;
   staged.lseOffset = [=](Value row) { return e.add(e.index(lseStart), row); };
@@ -407,48 +430,12 @@ void WarpgroupTileBuilder::writePartials(Value firstRow) {
     stageClusterRows(firstRow);
     return;
   }
-  const int64_t valueHeadDim = geometry.valueHeadDim;
-  const int64_t tiles = valueHeadDim / 2 / 8;
-  Type f32 = rewriter.getF32Type();
-  Value firstColumn = e.add(e.mul(warpgroup, e.index(valueHeadDim / 2)),
-                            e.mul(fragmentPair, e.index(2)));
-  for (int64_t r = 0; r < 2; ++r) {
-    Value tileRow = e.add(fragmentRow, e.index(8 * r));
-    Value max = results[r], sum = results[2 + r];
-    Value hasKeys = buildSawKeys(rewriter, e.loc, max);
-    Value weight = arith::DivFOp::create(rewriter, e.loc, e.f32(1.0), sum);
-    if (outputScale)
-      weight = e.mul(weight, outputScale);
-    weight = e.select(hasKeys, weight, e.f32(0.0));
-    auto realRow =
-        scf::IfOp::create(rewriter, e.loc, isRealRow(firstRow, tileRow),
-                          /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(rewriter);
-    rewriter.setInsertionPointToStart(realRow.thenBlock());
-    Value outputRow = partialRowOf(firstRow, tileRow);
-    {
-      auto writesLse = scf::IfOp::create(
-          rewriter, e.loc,
-          arith::AndIOp::create(rewriter, e.loc,
-                                e.equal(fragmentPair, e.index(0)),
-                                e.equal(warpgroup, e.index(0))),
-          /*withElseRegion=*/false);
-      OpBuilder::InsertionGuard lseGuard(rewriter);
-      rewriter.setInsertionPointToStart(writesLse.thenBlock());
-      Value lse = e.mul(e.add(max, e.log2(sum)), e.f32(llvm::numbers::ln2));
-      e.store(e.select(hasKeys, lse, e.negInf()), partialLse, outputRow);
-    }
-    // Output tile j holds dims 8j + 2p, 8j + 2p + 1 of the warpgroup's
-    // half: one 8-byte store each.
-    Value rowStart = e.mul(outputRow, e.index(valueHeadDim));
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      Value pair = e.vector({e.mul(results[4 + 4 * tile + 2 * r], weight),
-                             e.mul(results[4 + 4 * tile + 2 * r + 1], weight)});
-      LLVM::StoreOp::create(
-          rewriter, e.loc, pair,
-          e.address(partialOutput, f32,
-                    e.add(rowStart, e.add(firstColumn, e.index(8 * tile)))),
-          8);
-    }
-  }
+  writeLaneRows(firstRow,
+                {partialOutput, /*realRowsOnly=*/true,
+                 [&](Value tileRow) { return partialRowOf(firstRow, tileRow); },
+                 [&](Value row, Value max, Value sum, Value hasKeys) {
+                   Value lse = e.mul(e.add(max, e.log2(sum)),
+                                     e.f32(llvm::numbers::ln2));
+                   e.store(e.select(hasKeys, lse, e.negInf()), partialLse, row);
+                 }});
 }

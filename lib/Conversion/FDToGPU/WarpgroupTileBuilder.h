@@ -32,6 +32,19 @@ private:
   /// dynamic shared memory (where q and the stages were) for the cluster's
   /// merge (mergeClusterRows).
   void stageClusterRows(Value firstRow);
+  /// Where writeLaneRows puts the lane's rows: the f32 rows (`rows`, D_v
+  /// a row, at row `rowOf(tile row)`), only the real ones or all, and how
+  /// a row's lse is stored from its max, sum and whether it saw a key.
+  struct LaneRowTarget {
+    Value rows;
+    bool realRowsOnly;
+    function_ref<Value(Value tileRow)> rowOf;
+    function_ref<void(Value row, Value max, Value sum, Value hasKeys)> storeLse;
+  };
+  /// The lane's two rows (g, g + 8) of its warpgroup's half of the value
+  /// dims, normalized (1 / sum, times the output scale; zeros without
+  /// keys), and their lse, into `target`.
+  void writeLaneRows(Value firstRow, const LaneRowTarget &target);
 
   /// The shared address (i64) of byte `offset` of the aligned dynamic
   /// shared memory, and the pointer to it.
