@@ -44,16 +44,25 @@ static int64_t getSplitsPerIteration(int64_t threads) {
 /// model), so where few rows merge many splits one thread a dim summing
 /// them all leaves the GPU's DRAM waiting on too few warps (MLA at 16
 /// heads and B = 1: 16 rows, 121 splits, 16 blocks of 16 warps took 4.9
-/// us; bench/RESULTS.md): a group for each 12 splits or more, up to 8, in
-/// blocks of at most 512 threads (16 left MLA's 121 splits in shares of 31,
-/// its merge 1.6 us against 1.0 in shares of 16).
+/// us; bench/RESULTS.md): a group for each 4 splits or more, up to 16, in
+/// blocks of at most 512 threads. Shares of at most 7 splits keep a warp's
+/// partials and its lses in flight at once, one memory latency: 16 to 64
+/// splits merged in 0.57 to 0.60 us against 0.94 to 0.98 in shares of 12
+/// to 24, and 128 (Llama-3-8B) in 0.70 against 0.99. Every warp weighs its
+/// row, so groups past about a wave of 512-thread blocks a sequence (128)
+/// cost more than their loads save: MLA's 121 splits in 16 shares of 8
+/// took 1.03 us against 0.99 in 8 of 16, and Kimi K2's 64 rows over 33
+/// splits 0.43 us more in 8 groups than in 2.
 struct MergeBlockShape {
   int64_t groups, sliceDims, slices;
 
-  static MergeBlockShape get(int64_t headDim, int64_t numSplits) {
-    constexpr int64_t kSplitsPerShare = 12, kMostGroups = 8, kMostThreads = 512;
+  static MergeBlockShape get(int64_t headDim, int64_t numSplits,
+                             int64_t rowsPerSequence) {
+    constexpr int64_t kSplitsPerShare = 4, kMostGroups = 16, kMostThreads = 512,
+                      kMostThreadsPerSequence = 128 * kMostThreads;
     int64_t groups = 1;
-    while (groups < kMostGroups && numSplits >= 2 * groups * kSplitsPerShare)
+    while (groups < kMostGroups && numSplits >= 2 * groups * kSplitsPerShare &&
+           2 * groups * rowsPerSequence * headDim <= kMostThreadsPerSequence)
       groups *= 2;
     // Slices keep whole warps; a row that will not slice takes fewer
     // groups.
@@ -83,10 +92,11 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
     AttentionGeometry geometry = op.getGeometry();
     int64_t headDim = geometry.headDim;
     int64_t numSplits = op.getNumSplits();
-    const MergeBlockShape shape = MergeBlockShape::get(headDim, numSplits);
-    const int32_t threads = static_cast<int32_t>(shape.getThreads());
     int64_t queryHeads = geometry.numQueryHeads;
     int64_t queryLength = geometry.queryLength;
+    const MergeBlockShape shape =
+        MergeBlockShape::get(headDim, numSplits, queryHeads * queryLength);
+    const int32_t threads = static_cast<int32_t>(shape.getThreads());
     Type outputElement =
         cast<MemRefType>(op.getOutput().getType()).getElementType();
 
@@ -211,14 +221,13 @@ struct MergeToGPU : OpRewritePattern<MergeOp> {
         auto ifFirstGroup = scf::IfOp::create(
             rewriter, e.loc, e.equal(group, e.index(0)), false);
         rewriter.setInsertionPointToStart(ifFirstGroup.thenBlock());
-        SmallVector<Value> groupSums;
-        for (int64_t g = 0; g < shape.groups; ++g)
-          groupSums.push_back(memref::LoadOp::create(
+        Value total;
+        for (int64_t g = 0; g < shape.groups; ++g) {
+          Value groupSum = memref::LoadOp::create(
               rewriter, e.loc, sums,
-              ValueRange{e.add(dimInSlice, e.index(g * shape.sliceDims))}));
-        Value total = groupSums.front();
-        for (Value groupSum : ArrayRef<Value>(groupSums).drop_front())
-          total = e.add(total, groupSum);
+              ValueRange{e.add(dimInSlice, e.index(g * shape.sliceDims))});
+          total = total ? e.add(total, groupSum) : groupSum;
+        }
         sum.store({total});
         rewriter.setInsertionPointAfter(ifFirstGroup);
       }
