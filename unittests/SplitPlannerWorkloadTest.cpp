@@ -268,6 +268,50 @@ TEST(SplitPlanner, SplitValueBlocksShareTheirSMsBytes) {
                    .splitValueTile);
 }
 
+TEST(SplitPlanner, RowTilesSharingAChunkAreBoundByIssue) {
+  // Kimi K2 (64 heads over MLA's latent cache, bf16): four row tiles read
+  // each chunk, DRAM serving it once, so two blocks an SM stream together
+  // up to the SM's issue rate, not its share of DRAM.
+  const Chip &chip = getDefaultChip();
+  KernelProblem problem;
+  problem.groupSize = 64;
+  problem.headDim = 576;
+  problem.valueHeadDim = 512;
+  problem.valuesFromKeys = true;
+  SplitWorkload kimi =
+      getSplitWorkload(problem, planKernel(problem, chip), chip);
+  ASSERT_TRUE(kimi.splitValueTile);
+  ASSERT_EQ(kimi.getRowTiles(), 4);
+  const SplitPlannerOptions defaults;
+  // 66 splits: 264 blocks, two on every SM, 497 keys (of 1,152 bytes) each.
+  SplitPlan two = evaluateSplits(1, 1, 32768, 66, {}, kimi);
+  const double partials = 66.0 * 64 * 513 * 4 / (132.0 * 2048);
+  EXPECT_NEAR(two.modeledCost,
+              std::max(2 * 504.0 * 1152 / defaults.splitValueSMBytesPerTokenTime +
+                           defaults.splitValueBlockOverheadTokens,
+                       two.dramCost) +
+                  partials,
+              1e-9);
+  // fdemu, graph µs a layer at B=1, L=32k (bench/RESULTS.md, 2026-12-06
+  // (tenth)): 33 splits (one block an SM) 32.67, 62 28.86, 66 27.52, 99
+  // 29.39; the plan puts two blocks on most SMs.
+  SplitPlan planned = planNumSplits(1, 1, 32768, {}, kimi);
+  EXPECT_GE(planned.numSplits, 60);
+  EXPECT_LE(planned.numSplits, 66);
+  // One row tile (MLA at 16 heads) still shares its SM's share of DRAM.
+  KernelProblem sixteen = problem;
+  sixteen.groupSize = 16;
+  SplitWorkload mla =
+      getSplitWorkload(sixteen, planKernel(sixteen, chip), chip);
+  SplitPlan shared = evaluateSplits(16, 1, 32768, 16, {}, mla);
+  EXPECT_NEAR(shared.modeledCost,
+              std::max(2 * 2048.0 * 1152 / defaults.smBytesPerTokenTime +
+                           defaults.splitValueBlockOverheadTokens,
+                       shared.dramCost) +
+                  16.0 * 16 * 16 * 513 * 4 / (132.0 * 2048),
+              1e-9);
+}
+
 TEST(SplitPlanner, ClustersWhereTheyBeatABlockAChunk) {
   // MLA at 16 heads (the split-value tile) on sm_90, whose clusters the
   // planner may give a chunk when the schedule is its own.

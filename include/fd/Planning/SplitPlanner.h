@@ -78,6 +78,15 @@ struct SplitPlannerOptions {
   /// faster than one (e4m3 MLA at B=1, modeled: 118 splits, one block an
   /// SM, 12.37 us a layer; 264, two, 9.35).
   double splitValueBlockKeysPerTokenTime = 2.24;
+  /// The bytes an SM's split-value blocks stream together a token-time
+  /// where several row tiles read each chunk (DRAM serves a chunk once, L2
+  /// the other tiles), so the SM's share of DRAM, smBytesPerTokenTime, does
+  /// not bound them; their issue does: fdemu's calibrated model, Kimi K2 (64
+  /// heads, four row tiles) at B=1, L=32k, two blocks an SM streamed 3,590
+  /// bytes a token-time (66 splits, bound by integer issue), where one
+  /// block streamed 2,750. Tokens narrow enough for splitValueBlockKeys...
+  /// to bind a block (e4m3's 576 bytes) keep smBytesPerTokenTime.
+  int64_t splitValueSMBytesPerTokenTime = 3584;
   /// Bytes an SM must have in flight to draw its share of DRAM bandwidth
   /// (Little's law: the achievable 4.22 TB/s x ~600 ns of loaded latency
   /// over 132 SMs, 19.2 KB; 19 KiB). A tensor-core block has S - 1 steps
