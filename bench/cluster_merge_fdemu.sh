@@ -47,6 +47,7 @@ runs=(
   "kimi64-bf16-sm90a-c2s64|1|64|--arch sm_90a|1|64|2"
   "kimi64-bf16-sm90a-c4s32|1|64|--arch sm_90a|1|32|4"
   "kimi64-bf16-sm90a-c8s16|1|64|--arch sm_90a|1|16|8"
+  "kimi64-bf16-sm90a-plan|1|64|--arch sm_90a|1|auto|"
   "mla128-bf16-sm90a-c1|1|128|--arch sm_90a|2|auto|1"
   "mla128-bf16-sm90a-c4s16|1|128|--arch sm_90a|2|16|4"
 )

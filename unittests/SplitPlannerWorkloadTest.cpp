@@ -286,12 +286,13 @@ TEST(SplitPlanner, RowTilesSharingAChunkAreBoundByIssue) {
   // 66 splits: 264 blocks, two on every SM, 497 keys (of 1,152 bytes) each.
   SplitPlan two = evaluateSplits(1, 1, 32768, 66, {}, kimi);
   const double partials = 66.0 * 64 * 513 * 4 / (132.0 * 2048);
-  EXPECT_NEAR(two.modeledCost,
-              std::max(2 * 504.0 * 1152 / defaults.splitValueSMBytesPerTokenTime +
-                           defaults.splitValueBlockOverheadTokens,
-                       two.dramCost) +
-                  partials,
-              1e-9);
+  EXPECT_NEAR(
+      two.modeledCost,
+      std::max(2 * 504.0 * 1152 / defaults.splitValueSMBytesPerTokenTime +
+                   defaults.splitValueBlockOverheadTokens,
+               two.dramCost) +
+          partials,
+      1e-9);
   // fdemu, graph µs a layer at B=1, L=32k (bench/RESULTS.md, 2026-12-06
   // (tenth)): 33 splits (one block an SM) 32.67, 62 28.86, 66 27.52, 99
   // 29.39; the plan puts two blocks on most SMs.
@@ -373,6 +374,20 @@ TEST(SplitPlanner, ClustersWhereTheyBeatABlockAChunk) {
   EXPECT_EQ(getSplitWorkload(gqa, planKernel(gqa, chip), chip, false, true)
                 .mostClusterCtas,
             1);
+  // sm_90a's warpgroup tile (Kimi K2's 64 rows, one block an SM): 16
+  // chunks of 8 blocks (fdemu, graph µs a layer: 13.32 against 17.74 at
+  // 128 splits of one block; bench/RESULTS.md, 2026-12-06 (tenth)).
+  const Chip &hopper = *findChip("sm_90a");
+  KernelProblem kimi = problem;
+  kimi.groupSize = 64;
+  KernelSchedule warpgroup = planKernel(kimi, hopper);
+  ASSERT_TRUE(warpgroup.usesWarpgroupTile());
+  SplitPlan wide = planNumSplits(1, 1, 32768, {},
+                                 getSplitWorkload(kimi, warpgroup, hopper,
+                                                  /*fusedMerge=*/false,
+                                                  /*plansClusters=*/true));
+  EXPECT_EQ(wide.clusterCtas, 8);
+  EXPECT_EQ(wide.numSplits, 16);
   // A hand-written cluster is planned as it is.
   ScheduleChoice choice = schedule.getChoice();
   choice.clusterCtas = 4;

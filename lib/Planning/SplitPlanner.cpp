@@ -29,13 +29,14 @@ SplitWorkload getSplitWorkload(const KernelProblem &problem,
   workload.keyValueStages = schedule.keyValueStages;
   workload.splitValueTile = schedule.layout.splitsValues;
   workload.fusedMerge = fusedMerge;
-  // The split-value tile's partial rows (D_v f32 a row) are what clusters
-  // save; the per-warp and CUDA-core tiles' are narrow. (The warpgroup
-  // tile's are wide too, but its pace here, a CUDA-core block's, rates its
-  // clusters wrongly: bench/RESULTS.md, 2026-12-06 (ninth).)
+  // The wide tiles' partial rows (D_v f32 a row: the split-value tile's
+  // and the warpgroup tile's) are what clusters save; the per-warp and
+  // CUDA-core tiles' are narrow.
   workload.clusterCtas = workload.mostClusterCtas = schedule.clusterCtas;
-  if (plansClusters && chip.hasClusters && schedule.layout.splitsValues &&
-      schedule.usesTensorCores() && !fusedMerge)
+  bool wideRows =
+      (schedule.layout.splitsValues && schedule.usesTensorCores()) ||
+      schedule.usesWarpgroupTile();
+  if (plansClusters && chip.hasClusters && wideRows && !fusedMerge)
     workload.mostClusterCtas = kMaxClusterCtas;
   return workload;
 }

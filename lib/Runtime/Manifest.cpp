@@ -185,6 +185,12 @@ Manifest Manifest::parse(const std::string &text) {
     missing("config.with_lse", "a boolean");
   manifest.withLse = withLse.boolean;
   manifest.numSplits = integer(root, "num_splits");
+  if (const json::Value *schedule = root.find("schedule"))
+    if (schedule->find("cluster_ctas")) {
+      manifest.clusterCtas = integer(*schedule, "cluster_ctas", "schedule.");
+      if (manifest.clusterCtas < 1)
+        missing("schedule.cluster_ctas", "an integer >= 1");
+    }
   const json::Value &workspace = member(root, "workspace", "");
   // The partial outputs fill the workspace up to the log-sum-exps.
   int64_t bytesPerSequence =

@@ -420,7 +420,8 @@ def test_plan_splits_for_sm90a_plans_the_warpgroup_tile():
                                      arch="sm_90a")
         assert kernel.num_splits == flashdecode.plan_splits(
             batch, 1, max_len, arch="sm_90a", **latent), (batch, max_len)
-    assert flashdecode.plan_splits(1, 1, 32768, arch="sm_90a", **latent) == 128
+    # 16 chunks of 8 blocks in clusters (docs/SplitHeuristic.md, "Clusters").
+    assert flashdecode.plan_splits(1, 1, 32768, arch="sm_90a", **latent) == 16
     # sm_90's split-value tile: four row tiles share each chunk, two blocks
     # on most SMs (docs/SplitHeuristic.md, "Clusters").
     assert flashdecode.plan_splits(1, 1, 32768, arch="sm_90", **latent) == 62

@@ -44,6 +44,26 @@ TEST(Manifest, ParsesWhatTheCompilerWrites) {
   EXPECT_EQ(partial.staticSharedMemoryBytes, 5248);
 }
 
+TEST(Manifest, ReadsTheClusterOfAChunk) {
+  // One block a chunk where the schedule names no cluster (as manifests
+  // before clusters); schedule.cluster_ctas where it does.
+  EXPECT_EQ(Manifest::parse(kManifest).clusterCtas, 1);
+  std::string clustered = kManifest;
+  clustered.replace(clustered.find("\"num_splits\": 4"), 15,
+                    "\"num_splits\": 4, \"schedule\": {\"cluster_ctas\": 8}");
+  EXPECT_EQ(Manifest::parse(clustered).clusterCtas, 8);
+  std::string none = kManifest;
+  none.replace(none.find("\"num_splits\": 4"), 15,
+               "\"num_splits\": 4, \"schedule\": {\"cluster_ctas\": 0}");
+  try {
+    Manifest::parse(none);
+    ADD_FAILURE() << "cluster_ctas 0 accepted";
+  } catch (const std::invalid_argument &error) {
+    EXPECT_STREQ(error.what(),
+                 "manifest: 'schedule.cluster_ctas' must be an integer >= 1");
+  }
+}
+
 TEST(Manifest, SizesTheWorkspace) {
   Manifest manifest = Manifest::parse(kManifest);
   // B * Lq * Hq * S * (D + 1) * 4.

@@ -108,6 +108,9 @@ struct Manifest {
   bool sharedPrefix = false;
   bool withLse = false;
   int64_t numSplits = 0;
+  /// The blocks a chunk's thread block cluster holds (schedule.cluster_ctas;
+  /// 1 where the schedule has none, as manifests before clusters).
+  int64_t clusterCtas = 1;
   /// Whether the partial kernel merges (config.fused_merge): it then counts
   /// finished blocks in `merge_counters`, int32 [batch, num_kv_heads].
   bool fusedMerge = false;
