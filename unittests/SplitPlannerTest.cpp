@@ -179,6 +179,10 @@ TEST(SplitPlanner, ValidatesItsInputs) {
   options.smBytesInFlight = -1;
   EXPECT_EQ(validateSplitPlannerInputs(1, 8, 4096, options),
             "sm-bytes-in-flight must be >= 1, got -1");
+  options.smBytesInFlight = 19456;
+  options.splitValueSMBytesPerTokenTime = 0;
+  EXPECT_EQ(validateSplitPlannerInputs(1, 8, 4096, options),
+            "split-value-sm-bytes-per-token-time must be >= 1, got 0");
 }
 
 TEST(WorkspaceLayout, PartialsThenLogSumExpsThenCounters) {

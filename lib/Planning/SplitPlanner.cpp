@@ -212,6 +212,9 @@ std::string validateSplitPlannerInputs(int64_t batch, int64_t numKVHeads,
                     options.tensorCoreKeysPerTokenTime);
   if (options.smBytesInFlight < 1)
     return positive("sm-bytes-in-flight", options.smBytesInFlight);
+  if (options.splitValueSMBytesPerTokenTime < 1)
+    return positive("split-value-sm-bytes-per-token-time",
+                    options.splitValueSMBytesPerTokenTime);
   return "";
 }
 

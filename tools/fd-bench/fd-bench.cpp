@@ -512,7 +512,8 @@ int main(int argc, char **argv) {
       if (tokensPerSplit)
         std::printf("modeled on %s: times extrapolated from L=l1 and L=l2 "
                     "(per row in 'source'), every sequence at l1 and at "
-                    "l2 = l1 + S x %lld tokens (S splits)",
+                    "l2 = l1 + S x C x %lld tokens (S splits, C blocks a "
+                    "chunk's cluster)",
                     name.c_str(), static_cast<long long>(tokensPerSplit));
       else
         std::printf("modeled on %s: every shape interpreted at its full "

@@ -171,8 +171,9 @@ struct SplitWorkload {
   /// Whether the kernel is the split-value tile
   /// (PartialKernelLayout::splitsValues): its four warps share each step,
   /// so a block streams bytes: an SM its blocks' chunks at its share of
-  /// DRAM (smBytesPerTokenTime; one block alone at
-  /// SplitPlannerOptions::splitValueBlockBytesPerTokenTime), plus
+  /// DRAM (smBytesPerTokenTime; where row tiles share a chunk of wide
+  /// tokens, at SplitPlannerOptions::splitValueSMBytesPerTokenTime; one
+  /// block alone at splitValueBlockBytesPerTokenTime), plus
   /// splitValueBlockOverheadTokens a wave.
   bool splitValueTile = false;
   /// Whether the partial kernel merges (fd-compile --fused-merge): then the
@@ -185,8 +186,9 @@ struct SplitWorkload {
   /// and the partials stay a chunk's.
   int64_t clusterCtas = 1;
   /// The most planNumSplits may give a chunk (it weighs 1, 2, 4 and 8 up
-  /// to it): kMaxClusterCtas for the planner's split-value tile on a chip
-  /// with clusters (getSplitWorkload); else clusterCtas, kept as it is.
+  /// to it): kMaxClusterCtas for the planner's split-value tile and the
+  /// warpgroup tile on a chip with clusters (getSplitWorkload); else
+  /// clusterCtas, kept as it is.
   int64_t mostClusterCtas = 1;
 
   bool isKnown() const { return headDim != 0 || rowsPerKVHead != 0; }
@@ -280,7 +282,8 @@ SplitPlan evaluateSplits(int64_t batch, int64_t numKVHeads, int64_t maxLength,
 /// share of smBytesPerTokenTime; on tensor cores: the chunk at
 /// tensorCoreKeysPerTokenTime plus tensorCoreBlockOverheadTokens; the
 /// split-value tile: each SM's blocks' chunks in bytes at
-/// smBytesPerTokenTime, one block alone at splitValueBlockBytesPerTokenTime,
+/// smBytesPerTokenTime (splitValueSMBytesPerTokenTime where row tiles share
+/// wide tokens), one block alone at splitValueBlockBytesPerTokenTime,
 /// plus splitValueBlockOverheadTokens a wave); with a
 /// known `workload`, no faster than DRAM moves K, V and the partials
 /// (smBytesPerTokenTime per SM; tensor-core blocks: slower where they keep

@@ -45,7 +45,7 @@ static int64_t getSplitsPerIteration(int64_t threads) {
 /// them all leaves the GPU's DRAM waiting on too few warps (MLA at 16
 /// heads and B = 1: 16 rows, 121 splits, 16 blocks of 16 warps took 4.9
 /// us; bench/RESULTS.md): a group for each 4 splits or more, up to 16, in
-/// blocks of at most 512 threads. Shares of at most 7 splits keep a warp's
+/// blocks of at most 512 threads. Shares of 4 to 8 splits keep a warp's
 /// partials and its lses in flight at once, one memory latency: 16 to 64
 /// splits merged in 0.57 to 0.60 us against 0.94 to 0.98 in shares of 12
 /// to 24, and 128 (Llama-3-8B) in 0.70 against 0.99. Every warp weighs its
