@@ -24,6 +24,17 @@ using flashdecode::test::getWorkload;
 
 namespace {
 
+/// MLA's absorbed decode: `heads` query heads over one latent cache whose
+/// 576-wide rows hold the 512-wide values first.
+KernelProblem getLatentProblem(int64_t heads) {
+  KernelProblem problem;
+  problem.groupSize = heads;
+  problem.headDim = 576;
+  problem.valueHeadDim = 512;
+  problem.valuesFromKeys = true;
+  return problem;
+}
+
 TEST(SplitPlanner, WorkloadKeepsLlamaInOneFullWave) {
   // On CUDA cores, B=1, Hkv=8, L=32k: the cache's DRAM time (8 * 32768 * 512
   // bytes over 132 SMs * 2048 bytes a token-time: 496) is below one wave of 63
@@ -195,11 +206,7 @@ TEST(SplitPlanner, SplitValueBlocksShareTheirSMsBytes) {
   // the split-value tile, whose block streams bytes, nearly its SM's share
   // alone, the share split between the blocks a wave puts on the SM.
   const Chip &chip = getDefaultChip();
-  KernelProblem problem;
-  problem.groupSize = 16;
-  problem.headDim = 576;
-  problem.valueHeadDim = 512;
-  problem.valuesFromKeys = true;
+  KernelProblem problem = getLatentProblem(16);
   SplitWorkload mla =
       getSplitWorkload(problem, planKernel(problem, chip), chip);
   ASSERT_TRUE(mla.splitValueTile);
@@ -273,11 +280,7 @@ TEST(SplitPlanner, RowTilesSharingAChunkAreBoundByIssue) {
   // each chunk, DRAM serving it once, so two blocks an SM stream together
   // up to the SM's issue rate, not its share of DRAM.
   const Chip &chip = getDefaultChip();
-  KernelProblem problem;
-  problem.groupSize = 64;
-  problem.headDim = 576;
-  problem.valueHeadDim = 512;
-  problem.valuesFromKeys = true;
+  KernelProblem problem = getLatentProblem(64);
   SplitWorkload kimi =
       getSplitWorkload(problem, planKernel(problem, chip), chip);
   ASSERT_TRUE(kimi.splitValueTile);
@@ -318,11 +321,7 @@ TEST(SplitPlanner, ClustersWhereTheyBeatABlockAChunk) {
   // planner may give a chunk when the schedule is its own.
   const Chip &chip = getDefaultChip();
   ASSERT_TRUE(chip.hasClusters);
-  KernelProblem problem;
-  problem.groupSize = 16;
-  problem.headDim = 576;
-  problem.valueHeadDim = 512;
-  problem.valuesFromKeys = true;
+  KernelProblem problem = getLatentProblem(16);
   KernelSchedule schedule = planKernel(problem, chip);
   SplitWorkload mla = getSplitWorkload(problem, schedule, chip,
                                        /*fusedMerge=*/false,
