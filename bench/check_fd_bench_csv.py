@@ -17,7 +17,7 @@ COLUMNS = ["config", "batch", "max_len", "mode", "num_splits", "time_us",
            "modeled", "num_q_heads", "num_kv_heads", "head_dim", "dtype",
            "page_size", "bytes", "roofline_fraction", "kv_dtype", "kv_scale",
            "copy_fraction", "graph_us_per_layer", "v_head_dim", "shared_kv",
-           "shared_prefix", "dram_load_bytes"]
+           "shared_prefix", "dram_load_bytes", "kernel_us"]
 
 MIX_CLASSES = ["fp_arith", "special_fn", "conversion", "shuffle",
                "int_other", "global_ld", "global_st", "shared_ld",
@@ -27,6 +27,26 @@ MIX_COLUMNS = (["config", "batch", "max_len", "mode", "num_splits", "dtype",
 
 # Bytes of a KV cache element: the query's type, or fp8.
 CACHE_ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "e4m3": 1, "e5m2": 1}
+
+
+def check_kernel_times(field, modeled, call_us):
+    """kernel_us: modeled, name:us:bound for each launch joined by ';',
+    each time positive and within the call's; measured, '-'."""
+    if not modeled:
+        return [] if field == "-" else [f"kernel_us {field} on a measured row"]
+    errors = []
+    launches = field.split(";")
+    if not launches[0].startswith("fd_partial_attention:"):
+        errors.append(f"kernel_us {field}: the partial kernel launches first")
+    for launch in launches:
+        parts = launch.split(":")
+        if len(parts) != 3 or not parts[0] or not parts[2]:
+            errors.append(f"kernel_us entry {launch!r} is not name:us:bound")
+            continue
+        us = float(parts[1])
+        if not 0 < us <= call_us:
+            errors.append(f"kernel_us {launch}: not in (0, time_us {call_us}]")
+    return errors
 
 
 def main():
@@ -97,6 +117,9 @@ def main():
             errors.append(f"line {number}: dram_load_bytes {loads} for "
                           f"{'at least' if modeled else 'no count but'} "
                           f"{kv if modeled else -1}")
+        errors.extend(f"line {number}: {error}" for error in
+                      check_kernel_times(fields["kernel_us"], modeled,
+                                         float(fields["time_us"])))
         graph = float(fields["graph_us_per_layer"])
         step = float(fields["step32_graph_us"])
         if (graph < 0) != (step < 0) or (

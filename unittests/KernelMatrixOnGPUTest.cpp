@@ -149,6 +149,51 @@ std::vector<MatrixConfig> splitValueRowLayouts() {
                      KVCacheType::E5M2)};
 }
 
+/// A chunk's blocks merged in their cluster (ClusterMerge.cpp) each write
+/// runs of whole 32-byte sectors of the chunk's partial rows: no sector of
+/// them is left for two blocks' stores to share (which fdemu's DRAM term
+/// counts twice, and a GPU's L2 must merge).
+class ClusterPartialStores : public KernelMatrixOnGPU {};
+
+TEST_P(ClusterPartialStores, FillWholeSectors) {
+  std::optional<LaunchCounters> launchCounters = LaunchCounters::find();
+  if (!launchCounters)
+    GTEST_SKIP() << "not on fdemu: no launch counters";
+  SCOPED_TRACE(seedNote());
+  Stream stream(*device);
+  DenseInputs inputs = randomDense(1, kMaxLength, 2.0);
+  DeviceDecode decode = upload(inputs);
+  DecodePlan plan(*device, bundle, buffersOf(decode, std::nullopt));
+  std::unique_ptr<FdemuCounters> partialKernel =
+      launchCounters->ofFirstLaunch([&] {
+        checkRun(decode, inputs, stream, {kMaxLength},
+                 [&] { plan.launch(stream); });
+      });
+  // Each chunk's 16 rows (a KV head's) of 512 f32 and their lses, each lse
+  // at worst a sector alone.
+  const uint64_t lses =
+      16 * bundle.manifest.numKVHeads * bundle.manifest.numSplits;
+  const uint64_t rowBytes = lses * 512 * 4;
+  EXPECT_EQ(partialKernel->globalStoreBytes, rowBytes + 4 * lses);
+  EXPECT_LE(32 * partialKernel->total.globalStoreSectors, rowBytes + 32 * lses);
+}
+
+/// MLA's latent rows (D_v = 512) over clusters of 8 and 4 blocks: 16 and
+/// 32 dims of 4 a block.
+std::vector<MatrixConfig> clusteredLatentRows() {
+  std::vector<MatrixConfig> params;
+  for (int64_t clusterCtas : {8, 4}) {
+    MatrixConfig config{ElementType::BF16, 576,    16, 1, 0,
+                        CacheLayout::NHD,  "sm_90"};
+    config.valueHeadDim = 512;
+    config.sharedKV = true;
+    config.clusterCtas = clusterCtas;
+    config.suite = "Stores";
+    params.push_back(config);
+  }
+  return params;
+}
+
 std::string configName(const testing::TestParamInfo<MatrixConfig> &info) {
   return describe(info.param);
 }
@@ -157,5 +202,7 @@ INSTANTIATE_TEST_SUITE_P(Matrix, KernelMatrixOnGPU,
                          testing::ValuesIn(getKernelMatrix()), configName);
 INSTANTIATE_TEST_SUITE_P(Kernels, SplitValueTileBanks,
                          testing::ValuesIn(splitValueRowLayouts()), configName);
+INSTANTIATE_TEST_SUITE_P(Kernels, ClusterPartialStores,
+                         testing::ValuesIn(clusteredLatentRows()), configName);
 
 } // namespace

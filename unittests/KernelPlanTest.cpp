@@ -219,11 +219,12 @@ TEST(KernelPlan, WideHeadsTakeTheSplitValueTile) {
             (std::vector<int64_t>{1, 19, 512}));
   EXPECT_EQ(buffers[kWarpMaxSumBuffer].shape, (std::vector<int64_t>{1, 16, 2}));
   EXPECT_LE(schedule.getSharedMemoryBytes(), kMaxStaticSharedMemoryBytes);
-  // q's 16 rows of 576 bf16 and 16 bytes lie at the end of the 4 stages
-  // (from byte 4 x 9472 - 16 x 1168 = 19200, in stage 2): steps 0 and 1 are
-  // copied while the warps read it.
+  // q's 16 rows of 576 bf16 and 16 bytes lie at the end of the buffer the
+  // 4 stages take (19 rows of 2 KB; from byte 38912 - 16 x 1168 = 20224, in
+  // stage 2): steps 0 and 1 are copied while the warps read it.
   EXPECT_EQ(schedule.layout.queryStageRowBytes, 576 * 2 + 16);
-  EXPECT_EQ(schedule.getQueryStageOffset(), 19200);
+  EXPECT_EQ(schedule.getAccumulatorRows(), 19);
+  EXPECT_EQ(schedule.getQueryStageOffset(), 20224);
   EXPECT_EQ(schedule.getQueryStageOffset() / schedule.layout.stageBytes(), 2);
   // 128 heads: 8 tiles of 16. Gemma 4's 512 with values of their own: two
   // stages of 8 rows of 2 x 512.
@@ -233,9 +234,11 @@ TEST(KernelPlan, WideHeadsTakeTheSplitValueTile) {
   EXPECT_TRUE(gemma.layout.splitsValues);
   EXPECT_EQ(gemma.keyValueStages, 2);
   EXPECT_EQ(gemma.getRowsPerTile(), 8);
-  // Its q (16 rows of 1040 bytes) lies in the second stage; the buffer
-  // holds it whatever the stages (at least q's bytes).
-  EXPECT_EQ(gemma.getQueryStageOffset(), 2 * 8 * 2080 - 16 * 1040);
+  // Its q (16 rows of 1040 bytes) lies in the second stage, at the end of
+  // the stages' 17 rows of 2 KB; the buffer holds it whatever the stages
+  // (at least q's bytes).
+  EXPECT_EQ(gemma.getQueryStageOffset(), 17 * 2048 - 16 * 1040);
+  EXPECT_EQ(gemma.getQueryStageOffset() / gemma.layout.stageBytes(), 1);
   std::vector<WorkgroupBuffer> gemmaBuffers = gemma.getWorkgroupBuffers();
   EXPECT_GE(gemmaBuffers[kWarpAccumulatorsBuffer].getBytes(),
             gemma.getQueryStageOffset() + 16 * 1040);
@@ -247,6 +250,14 @@ TEST(KernelPlan, WideHeadsTakeTheSplitValueTile) {
   EXPECT_TRUE(float8Schedule.layout.splitsValues);
   EXPECT_EQ(float8Schedule.layout.stageScaleOffset, 576);
   EXPECT_EQ(float8Schedule.layout.stageRowBytes, 656);
+  // Its 4 stages (21 KB) and q (18.3 KB) each fit the 16 accumulator rows
+  // (32 KB): q at their end leaves stages 0 and 1 free to be copied while
+  // the warps read it (at the stages' end it began in stage 0).
+  EXPECT_EQ(float8Schedule.getAccumulatorRows(), 16);
+  EXPECT_EQ(float8Schedule.getQueryStageOffset(), 32768 - 16 * 1168);
+  EXPECT_EQ(float8Schedule.getQueryStageOffset() /
+                float8Schedule.layout.stageBytes(),
+            2);
   // What the tile does not take stays on CUDA cores: f32, D = 256 with
   // values of its own (as fast there), a single row.
   EXPECT_FALSE(

@@ -98,12 +98,6 @@ KernelSchedule::getWorkgroupBuffers(int64_t fusedMergeSplits) const {
   constexpr int64_t kWarps = PartialKernelLayout::kWarps;
   const int64_t headDim = layout.headDim, valueHeadDim = layout.valueHeadDim;
   const int64_t states = getPublishedWarpStates();
-  // A tensor-core tile's K/V stages take the accumulators' place: as many
-  // rows as they need.
-  const int64_t rowBytes = states * valueHeadDim * 4;
-  const int64_t accumulatorRows = std::max(
-      {layout.rowTile, ceilDiv(keyValueStages * layout.stageBytes(), rowBytes),
-       ceilDiv(getQueryStageBytes(), rowBytes)});
   // The query buffer: a CUDA-core tile's f32 rows, a tensor-core tile's q
   // fragments, or a split-value tile's exchange of each warp's share of S
   // (a lane's four scores).
@@ -112,7 +106,8 @@ KernelSchedule::getWorkgroupBuffers(int64_t fusedMergeSplits) const {
       : layout.splitsValues ? WorkgroupBuffer{{kWarps, 32, 4}, false}
                             : WorkgroupBuffer{{headDim / 16, 32, 4}, true};
   std::vector<WorkgroupBuffer> buffers = {
-      query, WorkgroupBuffer{{states, accumulatorRows, valueHeadDim}, false},
+      query,
+      WorkgroupBuffer{{states, getAccumulatorRows(), valueHeadDim}, false},
       WorkgroupBuffer{{states, layout.rowTile, 2}, false}};
   // A fused merge keeps its rows' weights in the accumulators, free once
   // the chunk is done, or where they do not fit in a buffer of their own.
@@ -123,10 +118,19 @@ KernelSchedule::getWorkgroupBuffers(int64_t fusedMergeSplits) const {
   return buffers;
 }
 
+int64_t KernelSchedule::getAccumulatorRows() const {
+  // A tensor-core tile's K/V stages (and a split-value tile's q) take the
+  // accumulators' place: as many rows as they need.
+  const int64_t rowBytes = getPublishedWarpStates() * layout.valueHeadDim * 4;
+  return std::max({layout.rowTile,
+                   ceilDiv(keyValueStages * layout.stageBytes(), rowBytes),
+                   ceilDiv(getQueryStageBytes(), rowBytes)});
+}
+
 int64_t KernelSchedule::getQueryStageOffset() const {
-  return std::max<int64_t>(0, keyValueStages * layout.stageBytes() -
-                                  getQueryStageBytes()) /
-         16 * 16;
+  const int64_t bufferBytes =
+      getAccumulatorRows() * getPublishedWarpStates() * layout.valueHeadDim * 4;
+  return (bufferBytes - getQueryStageBytes()) / 16 * 16;
 }
 
 int64_t KernelSchedule::getSharedMemoryBytes(int64_t fusedMergeSplits) const {

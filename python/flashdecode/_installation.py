@@ -6,7 +6,7 @@ import sys
 
 from . import _flashdecode as _native
 
-# "flashdecode 0.2.24 (MLIR 22)", every manifest's compiler_version.
+# "flashdecode 0.2.25 (MLIR 22)", every manifest's compiler_version.
 __version__ = _native.COMPILER_VERSION.split()[1]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))

@@ -222,6 +222,8 @@ Timing Emulator::model(const Device &device, CUstream stream,
     if (modelTime(&modeled.back(), &microseconds, &bound))
       throw std::runtime_error("fdemu: no modeled time for " +
                                manifest.kernels[i].name);
+    timing.kernelTimes.push_back(
+        {manifest.kernels[i].name, microseconds, bound ? bound : "?"});
     if (microseconds > longest) {
       longest = microseconds;
       timing.bound = bound ? bound : "?";

@@ -48,6 +48,14 @@ struct Timing {
   /// token and KV head (all the head's query rows together), by fdemu's
   /// classes (FDEMU_CLASS_NAMES); empty otherwise.
   std::vector<double> partialInstructionMix;
+  /// Modeled: each launch of the call, in order, with its modeled time and
+  /// binding term (the CSV's kernel_us); empty when measured.
+  struct KernelTime {
+    std::string name;
+    double microseconds;
+    std::string bound;
+  };
+  std::vector<KernelTime> kernelTimes;
 };
 
 /// The element types fd-bench fills buffers of q and the caches with.

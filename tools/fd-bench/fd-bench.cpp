@@ -278,6 +278,14 @@ private:
                    model.sharedKV ? "true" : "false",
                    manifest.sharedPrefix ? "true" : "false",
                    timing.dramLoadBytes);
+      // Modeled: each launch's time and binding term, name:us:bound joined
+      // by ';' in launch order; '-' measured.
+      std::string kernelTimes;
+      for (const Timing::KernelTime &kernel : timing.kernelTimes)
+        kernelTimes += (kernelTimes.empty() ? "" : ";") + kernel.name + ":" +
+                       formatDouble("%.3f", kernel.microseconds) + ":" +
+                       kernel.bound;
+      std::fprintf(csv, ",%s", kernelTimes.empty() ? "-" : kernelTimes.c_str());
     }
     // A run stopped at its time limit still leaves the rows it finished.
     if (csv) {
@@ -540,7 +548,7 @@ int main(int argc, char **argv) {
                  "num_kv_heads,head_dim,dtype,page_size,bytes,"
                  "roofline_fraction,kv_dtype,kv_scale,copy_fraction,"
                  "graph_us_per_layer,v_head_dim,shared_kv,shared_prefix,"
-                 "dram_load_bytes\n",
+                 "dram_load_bytes,kernel_us\n",
                  csv);
     bool grid = shapes.empty();
     if (grid)

@@ -221,13 +221,16 @@ struct KernelSchedule {
   int64_t getPublishedWarpStates() const;
   /// A split-value tile: the bytes of its q fragments' 16 rows
   /// (queryStageRowBytes each) in the stages' buffer before the token loop,
-  /// and where they lie: at the end of the S stages (from the start when
-  /// they hold less), 16-byte aligned, so the first steps' copies go to the
-  /// stages before them while q is read.
+  /// and where they lie: at the end of the buffer (the accumulators', at
+  /// least the S stages), 16-byte aligned, so the first steps' copies go to
+  /// the stages before them while q is read.
   int64_t getQueryStageBytes() const {
     return kTensorCoreTileRows * layout.queryStageRowBytes;
   }
   int64_t getQueryStageOffset() const;
+  /// Rows of the accumulators' buffer (kWarpAccumulatorsBuffer): the tile's,
+  /// or as many as the K/V stages or a split-value tile's q take.
+  int64_t getAccumulatorRows() const;
   /// The workgroup buffers (PartialKernelBuffer) of this kernel when it
   /// merges `fusedMergeSplits` splits itself (0: no fused merge).
   std::vector<WorkgroupBuffer>

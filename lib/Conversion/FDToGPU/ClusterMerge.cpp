@@ -114,10 +114,14 @@ void PartialKernelBuilder::mergeClusterRows(Value firstRow,
               });
   }
 
-  // Block c's 4-dim groups c, c + C, ...: sum over the blocks and their
-  // states of weight x state weight x accumulator.
+  // Block c's 4-dim groups c G .. (c + 1) G - 1 (G = groupsPerBlock): sum
+  // over the blocks and their states of weight x state weight x
+  // accumulator. A warp's lanes take a row's consecutive groups, so its
+  // stores fill whole 32-byte sectors (groups c, c + C, ... left each
+  // sector's halves to two blocks, which fdemu's DRAM term counted twice)
+  // and its remote reads meet no bank twice.
   forEachElement(layout.rowTile, groupsPerBlock, [&](Value row, Value slot) {
-    Value group = e.add(e.mul(slot, e.index(blocks)), clusterRank);
+    Value group = e.add(e.mul(clusterRank, e.index(groupsPerBlock)), slot);
     OpBuilder::InsertionGuard guard(rewriter);
     if (groups % blocks != 0) {
       auto inRow =

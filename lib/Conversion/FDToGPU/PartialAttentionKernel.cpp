@@ -220,6 +220,11 @@ void PartialKernelBuilder::setUp() {
   warp = arith::DivUIOp::create(rewriter, e.loc, thread, e.index(32));
   lane = arith::RemUIOp::create(rewriter, e.loc, thread, e.index(32));
   setUpLanes();
+  realRowsVary = rules.perSequenceQueryLengths || suffixLens;
+  realRows = e.index(layout.rows);
+  lastRow = e.index(layout.rows - 1);
+  if (!realRowsVary)
+    startQueryCopy(e.mul(rowTile, e.index(layout.rowTile)));
 
   alibiSlopes = getKernelArgument(kernel, "alibi_slopes");
   chunk = emitChunkBounds(
@@ -263,8 +268,6 @@ void PartialKernelBuilder::setUp() {
   // group rows; a shared prefix's sequences follow one another, the last
   // group's real ones first.
   const int64_t rowsPerSequence = geometry.groupSize() * geometry.queryLength;
-  realRowsVary = rules.perSequenceQueryLengths || suffixLens;
-  realRows = e.index(layout.rows);
   if (rules.perSequenceQueryLengths)
     realRows = e.mul(chunk.sequence.queryLength, e.index(geometry.groupSize()));
   if (suffixLens) {
@@ -278,8 +281,8 @@ void PartialKernelBuilder::setUp() {
   }
   // Padding rows read the last real row (and are computed on zero
   // queries): a padding token's query row may be left unwritten.
-  lastRow =
-      realRowsVary ? e.sub(realRows, e.index(1)) : e.index(layout.rows - 1);
+  if (realRowsVary)
+    lastRow = e.sub(realRows, e.index(1));
 }
 
 Value PartialKernelBuilder::shapeScore(Value score) {

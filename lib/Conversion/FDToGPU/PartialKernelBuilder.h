@@ -98,6 +98,11 @@ protected:
   /// and publishes each warp's state: its accumulators in warpAccumulators
   /// (at accumulatorColumn), its max and sum per row in warpMaxSum.
   virtual void streamRowTile(Value firstRow) = 0;
+  /// Where every block's rows are real (no per-sequence query lengths, no
+  /// shared prefix), called before the sequence's extent is loaded: a form
+  /// may start copying q for the tile at `firstRow`, so that its latency
+  /// runs beside the lengths' and the block table's.
+  virtual void startQueryCopy(Value firstRow) {}
   /// Where dim `dim` of row `row` of a warp's published accumulators lies
   /// (warpAccumulators' last index): `dim` unless the form swizzles them.
   virtual Value accumulatorColumn(Value row, Value dim) { return dim; }

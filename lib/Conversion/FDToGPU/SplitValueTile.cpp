@@ -292,17 +292,22 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
   const int64_t tiles = layout.warpValueDims() / 8;
   Value pairKey = e.mul(fragmentPair, e.index(2));
   lastKey = e.max(e.sub(chunk.end, e.index(1)), e.index(0));
-  // q's rows are copied first, into the stages' end, and the steps whose
-  // stages lie before them after: their copies are in flight while the
-  // warps wait for q and read their fragments (a warp's own loads of its
-  // 4.6 KB of MLA's q took a latency per 1 KB). The steps of the stages q
-  // lies in are copied once every warp has read it. Steps 0 .. S - 2 are
-  // in flight before the loop; a paged cache's entries of each copy are
-  // loaded a step before it (carried through the loop), those of the
-  // first copies all before any (their latencies overlap).
+  // q's rows are copied first, into the buffer's end (a warp's own loads
+  // of its 4.6 KB of MLA's q took a latency per 1 KB). Copied at the
+  // kernel's start (startQueryCopy), q is in while the sequence's extent
+  // and the first pages load, and the warps read their fragments before
+  // any step is copied. Copied here, once the rows are known, the steps
+  // whose stages lie before q are copied first: in flight while the warps
+  // wait for q and read it; the steps of the stages q lies in once every
+  // warp has read it. Steps 0 .. S - 2 are in flight before the loop; a
+  // paged cache's entries of each copy are loaded a step before it
+  // (carried through the loop), those of the first copies all before any
+  // (their latencies overlap).
   auto stepAhead = [&](Value stepStart, int64_t steps) {
     return e.add(stepStart, e.index(steps * keysPerStep));
   };
+  if (!queryCopyStarted)
+    copyQuery(firstRow);
   SmallVector<SmallVector<Value>> prologueEntries;
   for (int64_t step = 0; step + 1 < stagesCount; ++step)
     prologueEntries.push_back(loadStepEntries(stepAhead(chunk.begin, step)));
@@ -310,9 +315,11 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
     copyStep(stepAhead(chunk.begin, step), e.index(step),
              prologueEntries[step]);
   };
-  copyQuery(firstRow);
-  const int64_t stepsBeforeQuery = std::min(
-      schedule.getQueryStageOffset() / layout.stageBytes(), stagesCount - 1);
+  const int64_t stepsBeforeQuery =
+      queryCopyStarted
+          ? 0
+          : std::min(schedule.getQueryStageOffset() / layout.stageBytes(),
+                     stagesCount - 1);
   for (int64_t step = 0; step < stepsBeforeQuery; ++step)
     copyFirstStep(step);
   NVVM::CpAsyncWaitGroupOp::create(rewriter, e.loc,
@@ -335,65 +342,94 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
   // then the warp's output tiles (c0..c3 each).
   SmallVector<Value> initial = getInitialTileState(tiles);
   const int64_t entriesAt = initial.size();
-  initial.append(firstEntries);
-  auto stream = scf::ForOp::create(
-      rewriter, e.loc, chunk.begin, chunk.end, e.index(keysPerStep), initial,
-      [&](OpBuilder &, Location, Value stepStart, ValueRange carried) {
-        Value stepIndex = arith::DivUIOp::create(rewriter, e.loc,
-                                                 e.sub(stepStart, chunk.begin),
-                                                 e.index(keysPerStep));
-        auto stageOf = [&](int64_t ahead) -> Value {
-          return arith::RemUIOp::create(rewriter, e.loc,
-                                        e.add(stepIndex, e.index(ahead)),
-                                        e.index(stagesCount));
+  // A step computes the stage its copies filled S - 1 steps before and, in
+  // the first loop, copies the step S - 1 ahead. The last S - 1 steps have
+  // none to copy (past the chunk) and run in a loop of their own that
+  // commits empty groups: copies of nothing would write the stages zeros a
+  // memory latency later, which the drain below would wait for.
+  auto computeStep = [&](Value stepStart, ValueRange carried,
+                         bool copiesAhead) -> SmallVector<Value> {
+    Value stepIndex = arith::DivUIOp::create(
+        rewriter, e.loc, e.sub(stepStart, chunk.begin), e.index(keysPerStep));
+    auto stageOf = [&](int64_t ahead) -> Value {
+      return arith::RemUIOp::create(rewriter, e.loc,
+                                    e.add(stepIndex, e.index(ahead)),
+                                    e.index(stagesCount));
+    };
+    Value stage = stageOf(0);
+    // This step's copies are in once the S - 2 newer groups are all that is
+    // pending; past the barrier every thread's are visible and every warp
+    // is done with the previous step's stage.
+    NVVM::CpAsyncWaitGroupOp::create(rewriter, e.loc,
+                                     static_cast<int32_t>(stagesCount - 2));
+    gpu::BarrierOp::create(rewriter, e.loc);
+    SmallVector<SmallVector<Value>> products =
+        multiplyWarpKeys(stage, queryWords);
+    SmallVector<Value> nextEntries;
+    if (copiesAhead)
+      nextEntries = loadStepEntries(stepAhead(stepStart, stagesCount));
+    // With holes, whether the lane's keys 2p, 2p + 1 are keys.
+    SmallVector<Value> pairIsKey;
+    if (rules.blockTableHoles)
+      for (int64_t key = 0; key < 2; ++key)
+        pairIsKey.push_back(isKeyEntry(loadPageEntry(
+            e.min(e.add(stepStart, e.add(pairKey, e.index(key))), lastKey))));
+    SmallVector<Value> s = exchangeScores(sumShares(products));
+    // Per-token scales of the lane's keys 2p, 2p + 1 (fp8): K's times q's
+    // prescale for the scores, V's for P.
+    SmallVector<Value> scoreScales = {scoreScale, scoreScale}, pairValueScales;
+    if (keyScales)
+      for (int64_t key = 0; key < 2; ++key) {
+        auto scaleOf = [&](int64_t slot) -> Value {
+          return LLVM::LoadOp::create(
+              rewriter, e.loc, rewriter.getF32Type(),
+              stageAddress(stage, e.add(pairKey, e.index(key)),
+                           e.index(layout.stageScaleOffset + 4 * slot)),
+              4);
         };
-        Value stage = stageOf(0);
-        // This step's copies are in once the S - 2 newer groups are all
-        // that is pending; past the barrier every thread's are visible and
-        // every warp is done with the previous step's stage.
-        NVVM::CpAsyncWaitGroupOp::create(rewriter, e.loc,
-                                         static_cast<int32_t>(stagesCount - 2));
-        gpu::BarrierOp::create(rewriter, e.loc);
-        SmallVector<SmallVector<Value>> products =
-            multiplyWarpKeys(stage, queryWords);
-        SmallVector<Value> nextEntries =
-            loadStepEntries(stepAhead(stepStart, stagesCount));
-        // With holes, whether the lane's keys 2p, 2p + 1 are keys.
-        SmallVector<Value> pairIsKey;
-        if (rules.blockTableHoles)
-          for (int64_t key = 0; key < 2; ++key)
-            pairIsKey.push_back(isKeyEntry(loadPageEntry(e.min(
-                e.add(stepStart, e.add(pairKey, e.index(key))), lastKey))));
-        SmallVector<Value> s = exchangeScores(sumShares(products));
-        // Per-token scales of the lane's keys 2p, 2p + 1 (fp8): K's times
-        // q's prescale for the scores, V's for P.
-        SmallVector<Value> scoreScales = {scoreScale, scoreScale},
-                           pairValueScales;
-        if (keyScales)
-          for (int64_t key = 0; key < 2; ++key) {
-            auto scaleOf = [&](int64_t slot) -> Value {
-              return LLVM::LoadOp::create(
-                  rewriter, e.loc, rewriter.getF32Type(),
-                  stageAddress(stage, e.add(pairKey, e.index(key)),
-                               e.index(layout.stageScaleOffset + 4 * slot)),
-                  4);
-            };
-            scoreScales[key] = e.mul(scoreScale, scaleOf(0));
-            pairValueScales.push_back(e.mul(scaleOf(values ? 1 : 0),
-                                            e.f32(cache.probabilityFactor())));
-          }
-        SmallVector<Value> scores = maskTensorCoreScores(
-            stepStart, pairKey, s, scoreScales, rows, pairIsKey);
-        SmallVector<Value> next(carried.begin(), carried.end());
-        TensorCoreSoftmaxStep softmax =
-            stepTensorCoreSoftmax(carried, scores, next);
-        // The copy's address arithmetic issues in the softmax's shuffle
-        // and exp latencies (at the step's top it lengthened the step).
-        copyStep(stepAhead(stepStart, stagesCount - 1),
-                 stageOf(stagesCount - 1), carried.drop_front(entriesAt));
-        accumulateWarpValues(stage, softmax, pairValueScales, carried, next);
-        llvm::copy(nextEntries, next.begin() + entriesAt);
-        scf::YieldOp::create(rewriter, e.loc, next);
+        scoreScales[key] = e.mul(scoreScale, scaleOf(0));
+        pairValueScales.push_back(
+            e.mul(scaleOf(values ? 1 : 0), e.f32(cache.probabilityFactor())));
+      }
+    SmallVector<Value> scores = maskTensorCoreScores(
+        stepStart, pairKey, s, scoreScales, rows, pairIsKey);
+    SmallVector<Value> next(carried.begin(), carried.end());
+    TensorCoreSoftmaxStep softmax =
+        stepTensorCoreSoftmax(carried, scores, next);
+    // The copy's address arithmetic issues in the softmax's shuffle and exp
+    // latencies (at the step's top it lengthened the step).
+    if (copiesAhead)
+      copyStep(stepAhead(stepStart, stagesCount - 1), stageOf(stagesCount - 1),
+               carried.drop_front(entriesAt));
+    else
+      NVVM::CpAsyncCommitGroupOp::create(rewriter, e.loc);
+    accumulateWarpValues(stage, softmax, pairValueScales, carried, next);
+    if (copiesAhead)
+      llvm::copy(nextEntries, next.begin() + entriesAt);
+    return next;
+  };
+  initial.append(firstEntries);
+  Value copiesEnd = e.max(
+      chunk.begin, e.sub(chunk.end, e.index((stagesCount - 1) * keysPerStep)));
+  auto copying = scf::ForOp::create(
+      rewriter, e.loc, chunk.begin, copiesEnd, e.index(keysPerStep), initial,
+      [&](OpBuilder &, Location, Value stepStart, ValueRange carried) {
+        scf::YieldOp::create(rewriter, e.loc,
+                             computeStep(stepStart, carried, true));
+      });
+  // The first loop's steps end at the first step start past copiesEnd.
+  Value lastSteps =
+      e.add(chunk.begin,
+            e.mul(arith::CeilDivUIOp::create(rewriter, e.loc,
+                                             e.sub(copiesEnd, chunk.begin),
+                                             e.index(keysPerStep)),
+                  e.index(keysPerStep)));
+  auto stream = scf::ForOp::create(
+      rewriter, e.loc, lastSteps, chunk.end, e.index(keysPerStep),
+      copying.getResults().take_front(entriesAt),
+      [&](OpBuilder &, Location, Value stepStart, ValueRange carried) {
+        scf::YieldOp::create(rewriter, e.loc,
+                             computeStep(stepStart, carried, false));
       });
   // The last copies (past the chunk: empty) drain, and every warp is past
   // its last read of the stages before the accumulators take their place.

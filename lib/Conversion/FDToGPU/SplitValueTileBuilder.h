@@ -23,12 +23,19 @@ private:
   /// Streams the chunk through the tile's rows, the warps sharing each
   /// step's keys, and publishes the one state they make.
   void streamRowTile(Value firstRow) override;
+  /// Copies q (copyQuery) at the kernel's start where its rows are known.
+  void startQueryCopy(Value firstRow) override {
+    copyQuery(firstRow);
+    queryCopyStarted = true;
+  }
   /// Published unswizzled: each warp writes whole 16-byte pieces of its
   /// value dims.
   Value accumulatorColumn(Value, Value dim) override { return dim; }
 
   /// The bytes a thread copies with one cp.async (q's rows, K's and V's).
   static constexpr int64_t kPieceBytes = 16;
+  /// Whether startQueryCopy copied q: its group is then the oldest.
+  bool queryCopyStarted = false;
   /// Copies the q rows of the fragments' 16 rows (padding rows zeros) into
   /// the stages' buffer at KernelSchedule::getQueryStageOffset with
   /// cp.async, the block's threads taking 16-byte pieces, as one group
