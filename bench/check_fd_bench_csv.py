@@ -43,7 +43,12 @@ def check_kernel_times(field, modeled, call_us):
         if len(parts) != 3 or not parts[0] or not parts[2]:
             errors.append(f"kernel_us entry {launch!r} is not name:us:bound")
             continue
-        us = float(parts[1])
+        try:
+            us = float(parts[1])
+        except ValueError:
+            errors.append(f"kernel_us entry {launch!r}: {parts[1]!r} is not "
+                          "a time")
+            continue
         if not 0 < us <= call_us:
             errors.append(f"kernel_us {launch}: not in (0, time_us {call_us}]")
     return errors

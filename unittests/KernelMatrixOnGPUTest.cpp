@@ -150,9 +150,9 @@ std::vector<MatrixConfig> splitValueRowLayouts() {
 }
 
 /// A chunk's blocks merged in their cluster (ClusterMerge.cpp) each write
-/// runs of whole 32-byte sectors of the chunk's partial rows: no sector of
-/// them is left for two blocks' stores to share (which fdemu's DRAM term
-/// counts twice, and a GPU's L2 must merge).
+/// runs of the chunk's partial rows that start and end on 32-byte sectors:
+/// no sector of them is left for two blocks' stores to share (which
+/// fdemu's DRAM term counts twice, and a GPU's L2 must merge).
 class ClusterPartialStores : public KernelMatrixOnGPU {};
 
 TEST_P(ClusterPartialStores, FillWholeSectors) {
@@ -169,28 +169,36 @@ TEST_P(ClusterPartialStores, FillWholeSectors) {
         checkRun(decode, inputs, stream, {kMaxLength},
                  [&] { plan.launch(stream); });
       });
-  // Each chunk's 16 rows (a KV head's) of 512 f32 and their lses, each lse
-  // at worst a sector alone.
+  // Each chunk's rows (a KV head's) of D_v f32 and their lses, each lse at
+  // worst a sector alone.
+  const Manifest &manifest = bundle.manifest;
   const uint64_t lses =
-      16 * bundle.manifest.numKVHeads * bundle.manifest.numSplits;
-  const uint64_t rowBytes = lses * 512 * 4;
+      manifest.numQueryHeads * manifest.queryLength * manifest.numSplits;
+  const uint64_t rowBytes = lses * manifest.valueHeadDim * 4;
   EXPECT_EQ(partialKernel->globalStoreBytes, rowBytes + 4 * lses);
   EXPECT_LE(32 * partialKernel->total.globalStoreSectors, rowBytes + 32 * lses);
 }
 
 /// MLA's latent rows (D_v = 512) over clusters of 8 and 4 blocks: 16 and
-/// 32 dims of 4 a block.
-std::vector<MatrixConfig> clusteredLatentRows() {
-  std::vector<MatrixConfig> params;
-  for (int64_t clusterCtas : {8, 4}) {
-    MatrixConfig config{ElementType::BF16, 576,    16, 1, 0,
-                        CacheLayout::NHD,  "sm_90"};
-    config.valueHeadDim = 512;
-    config.sharedKV = true;
+/// 32 groups of 4 dims a block; f32 rows of 128 on CUDA cores over 3: 12
+/// groups a block (11 would end a block's run mid-sector), the last block
+/// 8.
+std::vector<MatrixConfig> clusteredRows() {
+  auto make = [](ElementType type, int64_t headDim, int64_t groupSize,
+                 int64_t clusterCtas) {
+    MatrixConfig config{type, headDim,          groupSize, 1,
+                        0,    CacheLayout::NHD, "sm_90"};
     config.clusterCtas = clusterCtas;
     config.suite = "Stores";
-    params.push_back(config);
+    return config;
+  };
+  std::vector<MatrixConfig> params;
+  for (int64_t clusterCtas : {8, 4}) {
+    params.push_back(make(ElementType::BF16, 576, 16, clusterCtas));
+    params.back().valueHeadDim = 512;
+    params.back().sharedKV = true;
   }
+  params.push_back(make(ElementType::F32, 128, 4, 3));
   return params;
 }
 
@@ -203,6 +211,6 @@ INSTANTIATE_TEST_SUITE_P(Matrix, KernelMatrixOnGPU,
 INSTANTIATE_TEST_SUITE_P(Kernels, SplitValueTileBanks,
                          testing::ValuesIn(splitValueRowLayouts()), configName);
 INSTANTIATE_TEST_SUITE_P(Kernels, ClusterPartialStores,
-                         testing::ValuesIn(clusteredLatentRows()), configName);
+                         testing::ValuesIn(clusteredRows()), configName);
 
 } // namespace

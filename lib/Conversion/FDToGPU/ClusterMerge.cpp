@@ -57,7 +57,9 @@ void PartialKernelBuilder::mergeClusterRows(Value firstRow,
   const int64_t valueHeadDim = geometry.valueHeadDim;
   constexpr int64_t kWidth = 4;
   const int64_t groups = valueHeadDim / kWidth;
-  const int64_t groupsPerBlock = llvm::divideCeil(groups, blocks);
+  // An even count, so that every block's groups start a 32-byte sector.
+  const int64_t groupsPerBlock =
+      llvm::alignTo(llvm::divideCeil(groups, blocks), 2);
   Type f32 = rewriter.getF32Type();
   auto f32x4 = VectorType::get({kWidth}, f32);
   auto cluster = [&] {
@@ -114,16 +116,17 @@ void PartialKernelBuilder::mergeClusterRows(Value firstRow,
               });
   }
 
-  // Block c's 4-dim groups c G .. (c + 1) G - 1 (G = groupsPerBlock): sum
-  // over the blocks and their states of weight x state weight x
-  // accumulator. A warp's lanes take a row's consecutive groups, so its
-  // stores fill whole 32-byte sectors (groups c, c + C, ... left each
-  // sector's halves to two blocks, which fdemu's DRAM term counted twice)
-  // and its remote reads meet no bank twice.
+  // Block c's 4-dim groups c G .. (c + 1) G - 1 (G = groupsPerBlock, even;
+  // the last blocks' past the row take none): sum over the blocks and their
+  // states of weight x state weight x accumulator. A warp's lanes take a
+  // row's consecutive groups, so no 32-byte sector of the row is stored by
+  // two blocks (groups c, c + C, ... left each sector's halves to two,
+  // which fdemu's DRAM term counted twice) and its remote reads meet no
+  // bank twice.
   forEachElement(layout.rowTile, groupsPerBlock, [&](Value row, Value slot) {
     Value group = e.add(e.mul(clusterRank, e.index(groupsPerBlock)), slot);
     OpBuilder::InsertionGuard guard(rewriter);
-    if (groups % blocks != 0) {
+    if (groupsPerBlock * blocks != groups) {
       auto inRow =
           scf::IfOp::create(rewriter, e.loc, e.lessThan(group, e.index(groups)),
                             /*withElseRegion=*/false);

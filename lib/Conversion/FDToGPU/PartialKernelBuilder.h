@@ -200,8 +200,8 @@ protected:
     std::function<Value(int64_t state, Value row)> weightOffset;
     std::function<Value(int64_t state, Value row, Value dim)> accumulatorOffset;
   };
-  /// Waits for the cluster; merges the blocks' `rows` (each block its
-  /// 4-dim groups rank, rank + C, ... of every row) into the chunk's
+  /// Waits for the cluster; merges the blocks' `rows` (each block a run of
+  /// consecutive 4-dim groups of every row, the rank's) into the chunk's
   /// partial and lse (rank 0); waits again before the blocks may exit.
   void mergeClusterRows(Value firstRow, const ClusterRows &rows);
   /// The row of the partial output and lse that row `tileRow` of the tile

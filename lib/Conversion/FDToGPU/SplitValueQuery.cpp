@@ -1,8 +1,8 @@
 //===- SplitValueQuery.cpp - The split-value tile's q ---------------------===//
 //
 // Before its loop the split-value tile (SplitValueTile.cpp) copies q's 16
-// rows into the end of its stages with cp.async, while the first steps'
-// copies go to the stages before them, and each warp reads its k-steps' A
+// rows into the end of its stages' buffer with cp.async (at the kernel's
+// start where its rows are known then), and each warp reads its k-steps' A
 // words from there: a warp's own global loads of its quarter of MLA's q
 // (4.6 KB) took a memory latency per KB. With f16 products (bf16 queries
 // over an fp8 cache with one scale; HalfQuery.cpp) the words become f16

@@ -16,8 +16,9 @@
 //
 // Two barriers a step: at its top, once the step's copies are in (every
 // warp is then past the previous step, so its stage takes the copy of step
-// i + S - 1, issued before the step's P V), and between the shares' stores
-// and their reads.
+// i + S - 1, issued before the step's P V; the last S - 1 steps, in a loop
+// of their own, copy none), and between the shares' stores and their
+// reads.
 //
 // Fragments (PTX ISA, as in TensorCoreTile.cpp, lane l: g = l / 4,
 // p = l % 4): k-step t of S takes head dims 16t + 4p .. 16t + 4p + 3 of q
@@ -346,7 +347,8 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
   // the first loop, copies the step S - 1 ahead. The last S - 1 steps have
   // none to copy (past the chunk) and run in a loop of their own that
   // commits empty groups: copies of nothing would write the stages zeros a
-  // memory latency later, which the drain below would wait for.
+  // memory latency later, which the drain below would wait for (it still
+  // does for the prologue's, in a chunk of fewer than S - 1 steps).
   auto computeStep = [&](Value stepStart, ValueRange carried,
                          bool copiesAhead) -> SmallVector<Value> {
     Value stepIndex = arith::DivUIOp::create(
@@ -417,7 +419,8 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
         scf::YieldOp::create(rewriter, e.loc,
                              computeStep(stepStart, carried, true));
       });
-  // The first loop's steps end at the first step start past copiesEnd.
+  // The first loop's steps end at the first step start at or past
+  // copiesEnd.
   Value lastSteps =
       e.add(chunk.begin,
             e.mul(arith::CeilDivUIOp::create(rewriter, e.loc,

@@ -18,8 +18,8 @@
 // CHECK-SAME: fd.params = ["query", "key_cache", "seq_lens", "partial_output", "partial_lse", "max_len"]
 // q's 16 rows copied first (72 pieces each, one group), before the
 // sequence's length is loaded; once they are in, each warp reads its 18
-// fragment words from shared memory, then steps 0 to 2 are copied (q lies
-// in their stages).
+// fragment words from shared memory, then steps 0 to 2 are copied (into
+// any stage: every warp has read q).
 // CHECK: scf.for %{{.*}} = %thread_id_x to %c1152 step %c128
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
 // CHECK: nvvm.cp.async.commit.group
