@@ -16,6 +16,19 @@ using namespace mlir;
 using namespace mlir::fd;
 using namespace mlir::fd::detail;
 
+Value PartialKernelBuilder::stepAhead(Value stepStart, int64_t steps) {
+  return e.add(stepStart, e.index(steps * layout.tokensPerStep()));
+}
+
+Value PartialKernelBuilder::stageOfStep(Value stepStart, int64_t ahead) {
+  Value stepIndex =
+      arith::DivUIOp::create(rewriter, e.loc, e.sub(stepStart, chunk.begin),
+                             e.index(layout.tokensPerStep()));
+  return arith::RemUIOp::create(rewriter, e.loc,
+                                e.add(stepIndex, e.index(ahead)),
+                                e.index(schedule.keyValueStages));
+}
+
 AlibiRow PartialKernelBuilder::alibiOfRow(Value firstRow, Value tileRow) {
   Value row = e.min(e.add(firstRow, tileRow), lastRow);
   Value head = queryHeadOf(row);

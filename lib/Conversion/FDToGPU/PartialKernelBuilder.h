@@ -167,6 +167,13 @@ protected:
   /// The ALiBi slope and position of row `tileRow` of the tile starting at
   /// `firstRow` (padding rows take the last row's).
   AlibiRow alibiOfRow(Value firstRow, Value tileRow);
+  /// The start of the token-loop step `steps` steps after the one starting
+  /// at `stepStart`.
+  Value stepAhead(Value stepStart, int64_t steps);
+  /// Where a tile copies each step into a ring of keyValueStages stages, a
+  /// step a stage from the chunk's first: the stage of the step `ahead`
+  /// steps after the one starting at `stepStart`.
+  Value stageOfStep(Value stepStart, int64_t ahead);
 
   /// Runs `body(index)` for every index in [0, count), the block's threads
   /// striding over them.

@@ -304,9 +304,6 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
   // paged cache's entries of each copy are loaded a step before it
   // (carried through the loop), those of the first copies all before any
   // (their latencies overlap).
-  auto stepAhead = [&](Value stepStart, int64_t steps) {
-    return e.add(stepStart, e.index(steps * keysPerStep));
-  };
   if (!queryCopyStarted)
     copyQuery(firstRow);
   SmallVector<SmallVector<Value>> prologueEntries;
@@ -351,14 +348,7 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
   // does for the prologue's, in a chunk of fewer than S - 1 steps).
   auto computeStep = [&](Value stepStart, ValueRange carried,
                          bool copiesAhead) -> SmallVector<Value> {
-    Value stepIndex = arith::DivUIOp::create(
-        rewriter, e.loc, e.sub(stepStart, chunk.begin), e.index(keysPerStep));
-    auto stageOf = [&](int64_t ahead) -> Value {
-      return arith::RemUIOp::create(rewriter, e.loc,
-                                    e.add(stepIndex, e.index(ahead)),
-                                    e.index(stagesCount));
-    };
-    Value stage = stageOf(0);
+    Value stage = stageOfStep(stepStart, 0);
     // This step's copies are in once the S - 2 newer groups are all that is
     // pending; past the barrier every thread's are visible and every warp
     // is done with the previous step's stage.
@@ -401,7 +391,8 @@ void SplitValueTileBuilder::streamRowTile(Value firstRow) {
     // The copy's address arithmetic issues in the softmax's shuffle and exp
     // latencies (at the step's top it lengthened the step).
     if (copiesAhead)
-      copyStep(stepAhead(stepStart, stagesCount - 1), stageOf(stagesCount - 1),
+      copyStep(stepAhead(stepStart, stagesCount - 1),
+               stageOfStep(stepStart, stagesCount - 1),
                carried.drop_front(entriesAt));
     else
       NVVM::CpAsyncCommitGroupOp::create(rewriter, e.loc);

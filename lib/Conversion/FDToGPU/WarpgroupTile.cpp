@@ -275,9 +275,6 @@ void WarpgroupTileBuilder::streamRowTile(Value firstRow) {
   Value pairKey = e.mul(fragmentPair, e.index(2));
   Value warpgroupFirstKey = e.mul(warpgroup, e.index(keysPerStep / 2));
   lastKey = e.max(e.sub(chunk.end, e.index(1)), e.index(0));
-  auto stepAhead = [&](Value stepStart, int64_t steps) {
-    return e.add(stepStart, e.index(steps * keysPerStep));
-  };
   // q, then steps 0 .. S - 2, each a group; a paged cache's entries of
   // those copies all loaded first (their latencies overlap). In the loop a
   // copy's entries are loaded just before it: carried from the step
@@ -296,15 +293,7 @@ void WarpgroupTileBuilder::streamRowTile(Value firstRow) {
   auto stream = scf::ForOp::create(
       rewriter, e.loc, chunk.begin, chunk.end, e.index(keysPerStep), initial,
       [&](OpBuilder &, Location, Value stepStart, ValueRange carried) {
-        Value stepIndex = arith::DivUIOp::create(rewriter, e.loc,
-                                                 e.sub(stepStart, chunk.begin),
-                                                 e.index(keysPerStep));
-        auto stageOf = [&](int64_t ahead) -> Value {
-          return arith::RemUIOp::create(rewriter, e.loc,
-                                        e.add(stepIndex, e.index(ahead)),
-                                        e.index(stagesCount));
-        };
-        Value stage = stageOf(0);
+        Value stage = stageOfStep(stepStart, 0);
         // This step's copies (and, first, q's) are in once the S - 2 newer
         // groups are all that is pending; past the barrier every thread's
         // are visible to wgmma, and every warp is done with the previous
@@ -313,7 +302,8 @@ void WarpgroupTileBuilder::streamRowTile(Value firstRow) {
                                          static_cast<int32_t>(stagesCount - 2));
         fenceAndBarrier();
         Value copied = stepAhead(stepStart, stagesCount - 1);
-        copyStep(copied, stageOf(stagesCount - 1), loadStepEntries(copied));
+        copyStep(copied, stageOfStep(stepStart, stagesCount - 1),
+                 loadStepEntries(copied));
         SmallVector<Value> s = multiplyQueryKeys(stage);
         Value first = e.add(stepStart, warpgroupFirstKey);
         // With holes, whether the lane's keys 2p, 2p + 1 of each 8-key
